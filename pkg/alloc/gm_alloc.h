@@ -1,0 +1,235 @@
+/* gm_alloc.h — gpumem's caching allocator, the only public C header.
+ *
+ * The allocator hands out blocks carved from segments it obtains from a
+ * backend (a simulated device, or the CUDA driver). Its `pytorch` policy
+ * reproduces PyTorch 2.11's native CUDA caching allocator decision for
+ * decision: same rounding, pools, best fit, splits, merges, releases,
+ * retries and statistics. The `nocache` policy sends every request to the
+ * device, for comparison.
+ *
+ * Terms (see doc.go for the long form):
+ *   segment  memory obtained from the device in one call (cudaMalloc), or one
+ *            expandable virtual range whose pages are mapped on demand.
+ *   block    a piece of a segment: allocated, pending (freed but still used
+ *            by another stream), free, or (expandable only) unmapped.
+ *   pool     the small pool (blocks <= 1 MiB, 2 MiB segments) or the large
+ *            pool; each keeps its free blocks ordered by (stream, size, addr).
+ *
+ * Invariants, checked by gm_check() and by every test after every operation:
+ *   I1 the blocks of a segment tile it: in address order, each starts where
+ *      the previous ends, the first at the segment base, the last ends at
+ *      base + size; no two segments overlap.
+ *   I2 no two free mapped neighbours in a segment (they are merged), and no
+ *      two unmapped neighbours.
+ *   I3 a pool's free set holds exactly the free, mapped, idle blocks of that
+ *      pool, each once, and is ordered by (stream, size, addr); the unmapped
+ *      set likewise holds exactly the unmapped blocks.
+ *   I4 every block size is a multiple of 512, and every statistic's current
+ *      value equals what the blocks add up to (allocated, active, requested,
+ *      reserved, segments, inactive split), for all/large/small.
+ *   I5 a live allocation id maps to exactly one allocated or pending block.
+ *
+ * Threading: a gm_alloc_t is not thread-safe; the Go wrapper serialises calls.
+ * Errors: every function returning int returns GM_OK (0) or a GM_E* code.
+ */
+#ifndef GM_ALLOC_H
+#define GM_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  GM_OK = 0,
+  GM_ENOMEM = 1,    /* out of memory: the request cannot be met */
+  GM_EINVAL = 2,    /* bad argument (unknown id, id already live, bad op) */
+  GM_EBACKEND = 3,  /* the backend failed for another reason than memory */
+  GM_ECORRUPT = 4   /* gm_check found a broken invariant */
+};
+
+enum { GM_POLICY_PYTORCH = 0, GM_POLICY_NOCACHE = 1 };
+
+/* ---------------------------------------------------------------------
+ * Backend contract: the only way the allocator touches a device.
+ * Every function returns GM_OK, GM_ENOMEM (the device has no room) or
+ * GM_EBACKEND. Addresses and sizes are those of the device.
+ * ------------------------------------------------------------------- */
+typedef struct gm_backend {
+  void *ctx;
+  /* cudaMalloc: obtain `size` bytes; `hint` is a preferred address (0 = none)
+   * the backend may ignore. pre: size > 0, size % 512 == 0. */
+  int (*malloc)(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr);
+  /* cudaFree of a range obtained from malloc, whole. */
+  int (*free)(void *ctx, uint64_t addr, uint64_t size);
+  /* Reserve `size` bytes of address space with no memory behind it
+   * (expandable segments). pre: size is a multiple of the page size. */
+  int (*va_reserve)(void *ctx, uint64_t size, uint64_t page, uint64_t *addr);
+  int (*va_release)(void *ctx, uint64_t addr, uint64_t size);
+  /* Back [addr, addr+size) with memory, pages of `page` bytes each.
+   * pre: the range lies in one reservation, is page-aligned, unmapped.
+   * On GM_ENOMEM nothing stays mapped. */
+  int (*map)(void *ctx, uint64_t addr, uint64_t size, uint64_t page);
+  /* Return the memory behind a mapped, page-aligned range. */
+  int (*unmap)(void *ctx, uint64_t addr, uint64_t size, uint64_t page);
+  /* cudaMemGetInfo. */
+  int (*mem_info)(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes);
+  /* Release everything the backend holds and the backend itself. */
+  void (*destroy)(void *ctx);
+} gm_backend_t;
+
+/* gm_sim_backend fills `b` with the simulated device: deterministic, pure C.
+ * capacity: the card's memory in bytes (0 = unlimited; mem_info then reports
+ * 2^50). Addresses follow a first-fit model over a 2 MiB-aligned address
+ * space starting at 0x7f0000000000; a hint that does not overlap live memory
+ * is honoured, so replays can reuse the addresses a trace recorded.
+ * Returns GM_ENOMEM if the simulator itself cannot be allocated. */
+int gm_sim_backend(uint64_t capacity, gm_backend_t *b);
+
+/* gm_cuda_backend fills `b` with the CUDA driver backend for `device`, loading
+ * libcuda.so.1 at run time. Returns GM_EBACKEND with a message in err (NUL
+ * terminated, at most errlen bytes) when no usable driver or device exists. */
+int gm_cuda_backend(int device, gm_backend_t *b, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------
+ * Configuration: PYTORCH_CUDA_ALLOC_CONF, already parsed (the Go side
+ * parses and validates the string), plus the memory fraction.
+ * ------------------------------------------------------------------- */
+typedef struct gm_config {
+  int policy;                           /* GM_POLICY_* */
+  uint64_t max_split_size;              /* UINT64_MAX = unlimited */
+  uint64_t max_non_split_rounding_size; /* default = large_segment_size */
+  uint64_t large_segment_size;          /* default 20 MiB */
+  uint32_t roundup_power2_divisions[16];/* per interval [2^(20+i), ..); 0 = off */
+  double gc_threshold;                  /* 0 = off, else in (0, 1) */
+  int expandable_segments;              /* bool */
+  uint64_t allowed_memory_maximum;      /* fraction * total; 0 = no limit */
+  uint64_t device_total;                /* sizes expandable VA ranges; 0 = 2^40 */
+  int check;                            /* bool: gm_check after every op in gm_run */
+} gm_config_t;
+
+/* gm_config_default fills c with PyTorch's defaults. */
+void gm_config_default(gm_config_t *c);
+
+/* ---------------------------------------------------------------------
+ * Statistics: torch.cuda.memory_stats(), field for field.
+ * ------------------------------------------------------------------- */
+typedef struct gm_stat {
+  int64_t current, peak, allocated, freed;
+} gm_stat_t;
+
+enum { GM_STAT_ALL = 0, GM_STAT_LARGE = 1, GM_STAT_SMALL = 2 };
+
+typedef struct gm_stats {
+  gm_stat_t allocation[3], segment[3], active[3], inactive_split[3];
+  gm_stat_t allocated_bytes[3], reserved_bytes[3], active_bytes[3];
+  gm_stat_t inactive_split_bytes[3], requested_bytes[3];
+  gm_stat_t oversize_allocations, oversize_segments;
+  int64_t num_alloc_retries, num_ooms, num_sync_all_streams;
+  int64_t num_device_alloc, num_device_free;
+  int64_t max_split_size; /* -1 = unlimited */
+} gm_stats_t;
+
+/* ---------------------------------------------------------------------
+ * The allocator.
+ * ------------------------------------------------------------------- */
+typedef struct gm_alloc gm_alloc_t;
+
+/* gm_new creates an allocator. It takes ownership of the backend (destroyed
+ * by gm_free). pre: c and b non-NULL. */
+int gm_new(const gm_config_t *c, const gm_backend_t *b, gm_alloc_t **out);
+
+/* gm_free returns every segment to the backend, destroys it and frees a. */
+void gm_free(gm_alloc_t *a);
+
+/* One operation; the layout matches Go's alloc.Op. */
+enum {
+  GM_OP_ALLOC = 1,        /* allocate size bytes on stream, name it id */
+  GM_OP_FREE = 2,         /* free id (pending if streams were recorded) */
+  GM_OP_FREE_REQUEST = 3, /* free id, memory still in use: stays pending */
+  GM_OP_FREE_COMPLETE = 4,/* the pending free of id completes */
+  GM_OP_RECORD_STREAM = 5,/* stream uses id */
+  GM_OP_EMPTY_CACHE = 6   /* empty_cache() */
+};
+
+typedef struct gm_op {
+  uint8_t kind;
+  uint32_t id;
+  uint64_t stream;
+  uint64_t size;
+  uint64_t hint;
+} gm_op_t;
+
+/* What an out-of-memory looked like when it happened. */
+typedef struct gm_oom {
+  uint64_t size;        /* the request as asked */
+  uint64_t rounded;     /* after round_size */
+  uint64_t alloc_size;  /* the segment it needed ("Tried to allocate") */
+  uint64_t stream;
+  uint64_t device_free, device_total, allowed;
+  int64_t allocated, reserved; /* after the release steps, as PyTorch reports */
+} gm_oom_t;
+
+/* Timeline sampling for gm_run: op i lands in bucket (base + i) / stride;
+ * each bucket keeps the maxima seen after its ops. NULL arrays = off. */
+typedef struct gm_timeline {
+  uint64_t stride, base, nbuckets;
+  int64_t *allocated, *reserved, *active;
+} gm_timeline_t;
+
+/* gm_run applies ops[0..n) in order and stops at the first error.
+ * *done = the number of ops applied. On GM_ENOMEM ops[*done] is the failing
+ * allocation and *oom describes it (oom may be NULL); the allocator stays
+ * usable. GM_EINVAL: an op named an unknown or already-live id. tl may be NULL.
+ * addr, if non-NULL, receives the address of the last allocation made. */
+int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done,
+           gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr);
+
+/* gm_get_stats copies the statistics. */
+void gm_get_stats(const gm_alloc_t *a, gm_stats_t *s);
+
+/* gm_reset_peak sets every peak to its current value
+ * (torch.cuda.reset_peak_memory_stats). */
+void gm_reset_peak(gm_alloc_t *a);
+
+/* Snapshot of segments and blocks, in address order. */
+typedef struct gm_segment_info {
+  uint64_t address, total_size, allocated_size, active_size, requested_size;
+  uint64_t stream;
+  int is_small, is_expandable;
+  uint32_t first_block, nblocks; /* index range into the block array */
+} gm_segment_info_t;
+
+enum { GM_BLOCK_INACTIVE = 0, GM_BLOCK_ALLOCATED = 1, GM_BLOCK_PENDING = 2 };
+
+typedef struct gm_block_info {
+  uint64_t address, size, requested_size;
+  uint32_t id;   /* allocation id, or UINT32_MAX when inactive */
+  int state;     /* GM_BLOCK_* */
+} gm_block_info_t;
+
+/* gm_snapshot fills up to nseg segments and nblk blocks and stores the
+ * numbers needed in *need_seg and *need_blk; call with zero capacities
+ * first to size the arrays. Expandable segments appear as one segment per
+ * mapped run, as PyTorch's snapshot shows them. */
+void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
+                 gm_block_info_t *blks, size_t nblk, size_t *need_seg,
+                 size_t *need_blk);
+
+/* gm_largest_free returns the size of the largest free mapped block. */
+uint64_t gm_largest_free(const gm_alloc_t *a);
+
+/* gm_check verifies invariants I1-I5; on failure it returns GM_ECORRUPT and
+ * writes a one-line reason to msg (NUL terminated, at most len bytes). */
+int gm_check(const gm_alloc_t *a, char *msg, size_t len);
+
+/* gm_round_size is PyTorch's round_size under config c (exposed for tests
+ * and reports). */
+uint64_t gm_round_size(const gm_config_t *c, uint64_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GM_ALLOC_H */
