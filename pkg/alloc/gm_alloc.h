@@ -82,9 +82,9 @@ typedef struct gm_backend {
 
 /* gm_sim_backend fills `b` with the simulated device: deterministic, pure C.
  * capacity: the card's memory in bytes (0 = unlimited; mem_info then reports
- * 2^50). Addresses follow a first-fit model over a 2 MiB-aligned address
- * space starting at 0x7f0000000000; a hint that does not overlap live memory
- * is honoured, so replays can reuse the addresses a trace recorded.
+ * 2^50). Hints are honoured until the first malloc without a usable one
+ * (the replay has left its recording); addresses then come top down,
+ * 2 MiB-aligned (see gm_sim.c for why).
  * Returns GM_ENOMEM if the simulator itself cannot be allocated. */
 int gm_sim_backend(uint64_t capacity, gm_backend_t *b);
 
@@ -220,6 +220,17 @@ void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
 
 /* gm_largest_free returns the size of the largest free mapped block. */
 uint64_t gm_largest_free(const gm_alloc_t *a);
+
+/* Figures beyond memory_stats that reports need. */
+typedef struct gm_extra {
+  uint64_t ops;              /* operations applied so far */
+  uint64_t peak_op;          /* the op after which reserved first reached its peak */
+  int64_t allocated_at_peak; /* most allocated bytes seen while reserved was at its peak */
+  int64_t live_bytes;        /* live requests, each rounded up to 512 B */
+  int64_t live_bytes_peak;   /* its peak: a lower bound for any allocator */
+} gm_extra_t;
+
+void gm_get_extra(const gm_alloc_t *a, gm_extra_t *e);
 
 /* gm_check verifies invariants I1-I5; on failure it returns GM_ECORRUPT and
  * writes a one-line reason to msg (NUL terminated, at most len bytes). */

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// buildReport turns a replay's result into the data every renderer reads.
+// plan and snap may be nil (workloads have neither).
+func buildReport(source string, o replay.Options, res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *report.Replay {
+	r := &report.Replay{
+		Source:                      source,
+		Settings:                    o.Config.Text,
+		Policy:                      string(o.Config.Policy),
+		DeviceMemory:                o.DeviceTotal,
+		Allowed:                     res.Allowed,
+		Ops:                         res.Done,
+		Stats:                       res.Stats.Map(),
+		PeakOp:                      res.Extra.PeakOp,
+		PeakAllocatedAtPeakReserved: res.Extra.AllocatedAtPeak,
+		LargestFree:                 res.LargestFree,
+		LowerBound:                  uint64(res.Extra.LiveBytesPeak),
+	}
+	if plan != nil {
+		reasons := make([]string, 0, len(plan.Skipped))
+		for k := range plan.Skipped {
+			reasons = append(reasons, k)
+		}
+		sort.Strings(reasons)
+		for _, k := range reasons {
+			r.Skipped = append(r.Skipped, report.Skip{Reason: k, Count: plan.Skipped[k]})
+		}
+	}
+	if tl := res.Timeline; tl != nil {
+		for i := range tl.Allocated {
+			r.Timeline = append(r.Timeline, report.Point{Op: i * tl.Stride,
+				Allocated: tl.Allocated[i], Reserved: tl.Reserved[i], Active: tl.Active[i]})
+		}
+	}
+	if res.OOM != nil {
+		r.OOM = buildOOM(res, plan, snap)
+	}
+	return r
+}
+
+func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *report.OOM {
+	o := res.OOM
+	out := &report.OOM{
+		OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded, AllocSize: o.AllocSize, Stream: o.Stream,
+		DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree, Allowed: o.Allowed,
+		Allocated: o.Allocated, Reserved: o.Reserved, LargestFree: res.LargestFree,
+	}
+	active := res.Stats.ActiveBytes[alloc.All].Current
+	if d := o.Reserved - active; d > 0 {
+		out.CachedFree = uint64(d)
+	}
+	// the segments holding the largest holes, worst first
+	type hole struct {
+		seg  int
+		free uint64
+	}
+	var holes []hole
+	for i, s := range res.Segments {
+		var free uint64
+		for _, b := range s.Blocks {
+			if b.State == alloc.BlockInactive {
+				free += b.Size
+			}
+		}
+		if free > 0 {
+			holes = append(holes, hole{i, free})
+		}
+	}
+	sort.SliceStable(holes, func(i, j int) bool { return holes[i].free > holes[j].free })
+	for _, h := range holes[:min(len(holes), 5)] {
+		s := res.Segments[h.seg]
+		m := report.SegmentMap{Address: s.Address, Size: s.TotalSize}
+		for _, b := range s.Blocks {
+			st := report.Free
+			switch b.State {
+			case alloc.BlockAllocated:
+				st = report.Allocated
+			case alloc.BlockPendingFree:
+				st = report.Pending
+			}
+			m.Blocks = append(m.Blocks, report.Block{Size: b.Size, State: st})
+		}
+		out.Segments = append(out.Segments, m)
+	}
+	if plan != nil && snap != nil && res.OOMOp >= 0 && res.OOMOp < len(plan.Stack) {
+		out.Frames = stackLines(snap, plan.Stack[res.OOMOp])
+	}
+	return out
+}
+
+func stackLines(snap *trace.Snapshot, idx int32) []string {
+	if idx < 0 || int(idx) >= len(snap.Stacks) {
+		return nil
+	}
+	var lines []string
+	for _, f := range snap.Stacks[idx] {
+		lines = append(lines, f.Name+" ("+f.Filename+":"+strconv.Itoa(f.Line)+")")
+	}
+	return lines
+}

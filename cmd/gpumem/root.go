@@ -1,0 +1,182 @@
+package main
+
+// Messages follow fixed rules:
+//   - stdout carries data (tables, JSON); stderr carries progress,
+//     warnings, errors and hints.
+//   - errors are one line, "gpumem: error: ...", lowercase, no final period,
+//     followed where it helps by "gpumem: hint: ..." lines.
+//   - colour and progress bars only on a terminal, never with NO_COLOR.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, documented in the root command's help and the README.
+const (
+	exitOK        = 0
+	exitFailure   = 1 // a budget exceeded (fragcheck) or a runtime failure
+	exitUsage     = 2 // bad flags, arguments or input files
+	exitNoGPU     = 3 // --require-gpu and no usable GPU
+	exitInterrupt = 130
+)
+
+// app is what every command shares: the streams and the terminal facts.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	color          bool // colour on stdout
+	errColor       bool // colour (and progress bars) on stderr
+	getenv         func(string) string
+}
+
+// usageError marks errors in how gpumem was called (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// exitError carries a specific exit code with an already printed outcome
+// (fragcheck's failed budget) or a message.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// hintError adds hint lines to an error.
+type hintError struct {
+	err   error
+	hints []string
+}
+
+func (e hintError) Error() string { return e.err.Error() }
+func (e hintError) Unwrap() error { return e.err }
+
+func withHint(err error, hints ...string) error { return hintError{err, hints} }
+
+func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	var noColor bool
+	root := &cobra.Command{
+		Use:   "gpumem",
+		Short: "GPU memory profiler: replay allocation traces, explain out-of-memory errors, gate fragmentation",
+		Long: `gpumem replays GPU allocation traces and scripted workloads through a
+replica of PyTorch's CUDA caching allocator (on a simulated device, or on a
+real GPU), and reports peak memory, fragmentation and out-of-memory errors.
+
+EXIT STATUS
+  0  success
+  1  runtime failure, or a memory budget exceeded (fragcheck)
+  2  usage error or bad input file
+  3  --require-gpu given and no usable GPU
+  130 interrupted`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		DisableAutoGenTag: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if noColor || a.getenv("NO_COLOR") != "" || a.getenv("TERM") == "dumb" {
+				a.color, a.errColor = false, false
+			}
+			return nil
+		},
+	}
+	root.PersistentFlags().BoolVar(&noColor, "no-color", false, "never use colour")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.AddCommand(
+		newReplayCmd(a),
+	)
+	return root
+}
+
+// run is main without the process: it returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	a.color = isTerminal(stdout)
+	a.errColor = isTerminal(stderr)
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	return report(stderr, err)
+}
+
+// report prints err by the rules above and maps it to an exit code.
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintf(stderr, "gpumem: error: %s\n", ee.msg)
+		}
+		return ee.code
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "gpumem: interrupted")
+		return exitInterrupt
+	}
+	msg := err.Error()
+	code := exitFailure
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "unknown flag") {
+		code = exitUsage
+	}
+	var ie inputError
+	if errors.As(err, &ie) {
+		code = exitUsage
+	}
+	fmt.Fprintf(stderr, "gpumem: error: %s\n", firstLine(msg))
+	var he hintError
+	if errors.As(err, &he) {
+		for _, h := range he.hints {
+			fmt.Fprintf(stderr, "gpumem: hint: %s\n", h)
+		}
+	}
+	if code == exitUsage && strings.HasPrefix(msg, "unknown command ") {
+		fmt.Fprintln(stderr, "gpumem: hint: run 'gpumem --help' for the list of commands")
+	}
+	return code
+}
+
+// inputError marks a bad input file (exit code 2).
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() error { return e.err }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,394 @@
+package alloc
+
+/*
+#cgo CFLAGS: -std=gnu11 -O2 -Wall -Wextra
+#cgo LDFLAGS: -ldl -lpthread
+#include <stdlib.h>
+#include "gm_alloc.h"
+
+// Go cannot call C function pointers; these do it for it.
+static int gm_call_mem_info(gm_backend_t *b, uint64_t *f, uint64_t *t) { return b->mem_info(b->ctx, f, t); }
+static void gm_call_destroy(gm_backend_t *b) { if (b->destroy) b->destroy(b->ctx); }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Errors the allocator returns; match them with errors.Is.
+var (
+	ErrOutOfMemory = errors.New("out of memory")
+	ErrInvalidOp   = errors.New("invalid operation")
+	ErrBackend     = errors.New("device backend failed")
+	ErrCorrupt     = errors.New("allocator invariant broken")
+)
+
+func statusErr(rc C.int) error {
+	switch rc {
+	case C.GM_OK:
+		return nil
+	case C.GM_ENOMEM:
+		return ErrOutOfMemory
+	case C.GM_EINVAL:
+		return ErrInvalidOp
+	case C.GM_ECORRUPT:
+		return ErrCorrupt
+	}
+	return ErrBackend
+}
+
+// OpError says which operation of a stream failed and why.
+type OpError struct {
+	Index int
+	Op    Op
+	Err   error
+}
+
+func (e *OpError) Error() string {
+	return fmt.Sprintf("op %d (%s id %d): %v", e.Index, e.Op.Kind, e.Op.ID, e.Err)
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Device is where segments come from: the simulated device or a GPU.
+type Device interface {
+	// open fills in the C backend. Unexported: only this package makes devices.
+	open(b *C.gm_backend_t) error
+}
+
+type simDevice struct{ capacity uint64 }
+
+// Sim returns a simulated device of capacity bytes (0 = unlimited).
+func Sim(capacity uint64) Device { return simDevice{capacity} }
+
+func (d simDevice) open(b *C.gm_backend_t) error {
+	return statusErr(C.gm_sim_backend(C.uint64_t(d.capacity), b))
+}
+
+// Options configure a new Allocator.
+type Options struct {
+	Config Config
+	// Device supplies memory; nil means an unlimited simulated device.
+	Device Device
+	// DeviceTotal is the card's total memory, the base of the memory
+	// fraction; 0 takes the device's own figure.
+	DeviceTotal uint64
+	// MemoryFraction is set_per_process_memory_fraction; 0 takes the
+	// config's per_process_memory_fraction, and 1 means no cap.
+	MemoryFraction float64
+	// Check runs the invariant checker after every operation (slow; tests).
+	Check bool
+}
+
+// Allocator is a caching allocator over one device. It is safe for
+// concurrent use.
+type Allocator struct {
+	mu      sync.Mutex
+	c       *C.gm_alloc_t
+	cfg     Config
+	total   uint64
+	allowed uint64
+	one     *C.gm_op_t // scratch op for the single-operation methods, in C memory
+}
+
+// New makes an allocator.
+func New(o Options) (*Allocator, error) {
+	cfg := o.Config
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyPyTorch
+	}
+	if cfg.LargeSegmentSize == 0 {
+		d := DefaultConfig()
+		cfg.LargeSegmentSize, cfg.MaxNonSplitRounding = d.LargeSegmentSize, d.MaxNonSplitRounding
+	}
+	dev := o.Device
+	if dev == nil {
+		dev = Sim(0)
+	}
+	var be C.gm_backend_t
+	if err := dev.open(&be); err != nil {
+		return nil, err
+	}
+	total := o.DeviceTotal
+	if total == 0 {
+		var free, t C.uint64_t
+		if be.mem_info != nil && C.gm_call_mem_info(&be, &free, &t) == C.GM_OK {
+			total = uint64(t)
+		}
+	}
+	var cc C.gm_config_t
+	C.gm_config_default(&cc)
+	switch cfg.Policy {
+	case PolicyPyTorch:
+		cc.policy = C.GM_POLICY_PYTORCH
+	case PolicyNoCache:
+		cc.policy = C.GM_POLICY_NOCACHE
+	default:
+		C.gm_call_destroy(&be)
+		return nil, fmt.Errorf("unknown policy %q", cfg.Policy)
+	}
+	cc.max_split_size = ^C.uint64_t(0)
+	if cfg.MaxSplitSize != 0 {
+		cc.max_split_size = C.uint64_t(cfg.MaxSplitSize)
+	}
+	cc.max_non_split_rounding_size = C.uint64_t(cfg.MaxNonSplitRounding)
+	cc.large_segment_size = C.uint64_t(cfg.LargeSegmentSize)
+	for i, d := range cfg.RoundupPower2Divisions {
+		cc.roundup_power2_divisions[i] = C.uint32_t(d)
+	}
+	cc.gc_threshold = C.double(cfg.GCThreshold)
+	if cfg.ExpandableSegments {
+		cc.expandable_segments = 1
+	}
+	frac := o.MemoryFraction
+	if frac == 0 {
+		frac = cfg.MemoryFraction
+	}
+	var allowed uint64
+	if frac > 0 && frac < 1 {
+		// PyTorch: allowed_memory_maximum = (size_t)(fraction * total)
+		allowed = max(uint64(frac*float64(total)), 1)
+	}
+	cc.allowed_memory_maximum = C.uint64_t(allowed)
+	cc.device_total = C.uint64_t(o.DeviceTotal)
+	if o.Check {
+		cc.check = 1
+	}
+	a := &Allocator{cfg: cfg, total: total, allowed: allowed}
+	if rc := C.gm_new(&cc, &be, &a.c); rc != C.GM_OK {
+		C.gm_call_destroy(&be)
+		return nil, statusErr(rc)
+	}
+	a.one = (*C.gm_op_t)(C.calloc(1, C.sizeof_gm_op_t))
+	return a, nil
+}
+
+// Close returns every segment to the device and frees the allocator.
+func (a *Allocator) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.c != nil {
+		C.gm_free(a.c)
+		C.free(unsafe.Pointer(a.one))
+		a.c, a.one = nil, nil
+	}
+}
+
+// Config returns the settings the allocator runs with.
+func (a *Allocator) Config() Config { return a.cfg }
+
+// Allowed returns the memory-fraction cap in bytes, 0 when there is none.
+func (a *Allocator) Allowed() uint64 { return a.allowed }
+
+// DeviceTotal returns the card size the allocator assumes.
+func (a *Allocator) DeviceTotal() uint64 { return a.total }
+
+// OOM describes an allocation that could not be met.
+type OOM struct {
+	OpIndex   int    // index in the op stream handed to Run
+	Size      uint64 // as asked
+	Rounded   uint64 // after rounding
+	AllocSize uint64 // the segment it needed: PyTorch's "Tried to allocate"
+	Stream    uint64
+	// The device and the allocator when it failed, after the release steps.
+	DeviceFree, DeviceTotal, Allowed uint64
+	Allocated, Reserved              int64
+}
+
+// Result is what Run did.
+type Result struct {
+	Done int  // operations applied
+	OOM  *OOM // non-nil when Run stopped at an out-of-memory
+}
+
+// Timeline collects, per bucket of Stride operations, the highest
+// allocated, reserved and active bytes seen after its operations.
+type Timeline struct {
+	Stride                     int
+	Allocated, Reserved, Active []int64
+}
+
+// NewTimeline sizes a timeline for n operations in at most buckets points.
+func NewTimeline(n, buckets int) *Timeline {
+	stride := max((n+buckets-1)/max(buckets, 1), 1)
+	k := (n + stride - 1) / stride
+	return &Timeline{Stride: stride, Allocated: make([]int64, k), Reserved: make([]int64, k), Active: make([]int64, k)}
+}
+
+// Run applies ops in order, in one crossing into C, and stops at the first
+// out-of-memory (reported in Result.OOM, with a nil error) or invalid op
+// (an *OpError). base is the index of ops[0] in the whole stream, used by
+// tl; tl may be nil.
+func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(ops) == 0 {
+		return Result{}, nil
+	}
+	var ctl *C.gm_timeline_t
+	if tl != nil && len(tl.Allocated) > 0 {
+		n := len(tl.Allocated)
+		ctl = (*C.gm_timeline_t)(C.calloc(1, C.sizeof_gm_timeline_t))
+		defer C.free(unsafe.Pointer(ctl))
+		arr := (*C.int64_t)(C.calloc(C.size_t(3*n), 8))
+		defer C.free(unsafe.Pointer(arr))
+		all := unsafe.Slice((*int64)(unsafe.Pointer(arr)), 3*n)
+		copy(all[0:n], tl.Allocated)
+		copy(all[n:2*n], tl.Reserved)
+		copy(all[2*n:], tl.Active)
+		ctl.stride = C.uint64_t(tl.Stride)
+		ctl.base = C.uint64_t(base)
+		ctl.nbuckets = C.uint64_t(n)
+		ctl.allocated = arr
+		ctl.reserved = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 8*n))
+		ctl.active = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 16*n))
+		defer func() {
+			copy(tl.Allocated, all[0:n])
+			copy(tl.Reserved, all[n:2*n])
+			copy(tl.Active, all[2*n:])
+		}()
+	}
+	var done C.size_t
+	var oom C.gm_oom_t
+	// Op has no Go pointers and the layout of gm_op_t (checked by a test),
+	// so C may read the slice in place.
+	rc := C.gm_run(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), &done, &oom, ctl, nil)
+	res := Result{Done: int(done)}
+	switch rc {
+	case C.GM_OK:
+		return res, nil
+	case C.GM_ENOMEM:
+		res.OOM = &OOM{
+			OpIndex: base + int(done), Size: uint64(oom.size), Rounded: uint64(oom.rounded),
+			AllocSize: uint64(oom.alloc_size), Stream: uint64(oom.stream),
+			DeviceFree: uint64(oom.device_free), DeviceTotal: uint64(oom.device_total),
+			Allowed: uint64(oom.allowed), Allocated: int64(oom.allocated), Reserved: int64(oom.reserved),
+		}
+		return res, nil
+	}
+	err := statusErr(rc)
+	idx := int(done)
+	if rc == C.GM_ECORRUPT {
+		idx--
+		err = fmt.Errorf("%w: %s", ErrCorrupt, a.checkLocked())
+	}
+	return res, &OpError{Index: base + idx, Op: ops[min(idx, len(ops)-1)], Err: err}
+}
+
+// one applies a single operation. Its op lives in C memory so that the
+// per-operation methods do not pin Go memory.
+func (a *Allocator) one1(op Op) (uint64, *OOM, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.one.kind = C.uint8_t(op.Kind)
+	a.one.id = C.uint32_t(op.ID)
+	a.one.stream = C.uint64_t(op.Stream)
+	a.one.size = C.uint64_t(op.Size)
+	a.one.hint = C.uint64_t(op.Hint)
+	var done C.size_t
+	var oom C.gm_oom_t
+	var addr C.uint64_t
+	rc := C.gm_run(a.c, a.one, 1, &done, &oom, nil, &addr)
+	if rc == C.GM_ENOMEM {
+		return 0, &OOM{Size: uint64(oom.size), Rounded: uint64(oom.rounded), AllocSize: uint64(oom.alloc_size),
+			Stream: uint64(oom.stream), DeviceFree: uint64(oom.device_free), DeviceTotal: uint64(oom.device_total),
+			Allowed: uint64(oom.allowed), Allocated: int64(oom.allocated), Reserved: int64(oom.reserved)}, ErrOutOfMemory
+	}
+	if err := statusErr(rc); err != nil {
+		if rc == C.GM_ECORRUPT {
+			err = fmt.Errorf("%w: %s", ErrCorrupt, a.checkLocked())
+		}
+		return 0, nil, &OpError{Op: op, Err: err}
+	}
+	return uint64(addr), nil, nil
+}
+
+// Alloc allocates size bytes on stream under allocation id and returns the
+// block's address. On out-of-memory the error is ErrOutOfMemory.
+func (a *Allocator) Alloc(id uint32, size, stream uint64) (uint64, error) {
+	addr, _, err := a.one1(Op{Kind: OpAlloc, ID: id, Size: size, Stream: stream})
+	return addr, err
+}
+
+// Free frees allocation id.
+func (a *Allocator) Free(id uint32) error {
+	_, _, err := a.one1(Op{Kind: OpFree, ID: id})
+	return err
+}
+
+// RecordStream marks allocation id as used by stream.
+func (a *Allocator) RecordStream(id uint32, stream uint64) error {
+	_, _, err := a.one1(Op{Kind: OpRecordStream, ID: id, Stream: stream})
+	return err
+}
+
+// EmptyCache returns every whole free segment to the device.
+func (a *Allocator) EmptyCache() error {
+	_, _, err := a.one1(Op{Kind: OpEmptyCache})
+	return err
+}
+
+// Check runs the invariant checker; nil when every invariant holds.
+func (a *Allocator) Check() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if msg := a.checkLocked(); msg != "" {
+		return fmt.Errorf("%w: %s", ErrCorrupt, msg)
+	}
+	return nil
+}
+
+func (a *Allocator) checkLocked() string {
+	var buf [256]C.char
+	if C.gm_check(a.c, &buf[0], C.size_t(len(buf))) == C.GM_OK {
+		return ""
+	}
+	return C.GoString(&buf[0])
+}
+
+// ResetPeak sets every peak to its current value.
+func (a *Allocator) ResetPeak() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	C.gm_reset_peak(a.c)
+}
+
+// LargestFree returns the largest free cached block, in bytes.
+func (a *Allocator) LargestFree() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return uint64(C.gm_largest_free(a.c))
+}
+
+// Extra holds figures beyond memory_stats that reports need.
+type Extra struct {
+	Ops             int   // operations applied
+	PeakOp          int   // the op after which reserved first reached its peak
+	AllocatedAtPeak int64 // most allocated bytes while reserved was at its peak
+	LiveBytes       int64 // live requests, each rounded up to 512 B
+	LiveBytesPeak   int64 // its peak: no allocator can reserve less
+}
+
+// Extra returns the report figures.
+func (a *Allocator) Extra() Extra {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var e C.gm_extra_t
+	C.gm_get_extra(a.c, &e)
+	return Extra{Ops: int(e.ops), PeakOp: int(e.peak_op), AllocatedAtPeak: int64(e.allocated_at_peak),
+		LiveBytes: int64(e.live_bytes), LiveBytesPeak: int64(e.live_bytes_peak)}
+}
+
+// RoundSize is PyTorch's round_size under c.
+func RoundSize(c Config, size uint64) uint64 {
+	var cc C.gm_config_t
+	C.gm_config_default(&cc)
+	for i, d := range c.RoundupPower2Divisions {
+		cc.roundup_power2_divisions[i] = C.uint32_t(d)
+	}
+	return uint64(C.gm_round_size(&cc, C.uint64_t(size)))
+}

@@ -1,0 +1,607 @@
+/* gm_cuda.c — the CUDA driver backend (gm_cuda_backend).
+ *
+ * libcuda.so.1 is loaded at run time with dlopen, and the few driver types
+ * and prototypes used are declared here, so the package builds, vets and
+ * fails cleanly on machines without the CUDA toolkit or driver. The layouts
+ * below are those of the public cuda.h (CUDA 11.2 and later).
+ *
+ * The only global state is the function table, filled once under
+ * pthread_once. A backend context is not thread-safe (the allocator above
+ * serialises calls), but any call may come from any OS thread: goroutines
+ * migrate, and a CUDA context is current per thread, so every entry point
+ * makes the device's primary context current before touching the driver.
+ *
+ * Ownership: the backend remembers every segment it handed out, every
+ * reservation, and the physical handle behind every mapped page, so that
+ * unmap can release each page and destroy can return all of it.
+ */
+#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "gm_alloc.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- driver types, as cuda.h declares them ---------------------------- */
+
+typedef int gm__CUresult;
+typedef int gm__CUdevice;
+typedef struct gm__CUctx_st *gm__CUcontext;
+typedef unsigned long long gm__CUdeviceptr;
+typedef unsigned long long gm__CUmemGenericAllocationHandle;
+
+enum {
+  GM__CUDA_SUCCESS = 0,
+  GM__CUDA_ERROR_OUT_OF_MEMORY = 2,
+  GM__CUDA_ERROR_NO_DEVICE = 100
+};
+enum { GM__CU_MEM_ALLOCATION_TYPE_PINNED = 0x1 };
+enum { GM__CU_MEM_HANDLE_TYPE_NONE = 0x0 };
+enum { GM__CU_MEM_LOCATION_TYPE_DEVICE = 0x1 };
+enum { GM__CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3 };
+enum { GM__CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0 };
+
+/* The enums of cuda.h are int-sized; plain ints keep the layout exact. */
+typedef struct {
+  int type; /* CUmemLocationType */
+  int id;
+} gm__CUmemLocation;
+
+typedef struct {
+  int type;                 /* CUmemAllocationType */
+  int requestedHandleTypes; /* CUmemAllocationHandleType */
+  gm__CUmemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+} gm__CUmemAllocationProp;
+
+typedef struct {
+  gm__CUmemLocation location;
+  int flags; /* CUmemAccess_flags */
+} gm__CUmemAccessDesc;
+
+_Static_assert(sizeof(gm__CUmemAllocationProp) == 32, "CUmemAllocationProp layout");
+_Static_assert(sizeof(gm__CUmemAccessDesc) == 12, "CUmemAccessDesc layout");
+
+/* ---- the function table ------------------------------------------------ */
+
+typedef struct {
+  gm__CUresult (*Init)(unsigned int);
+  gm__CUresult (*DeviceGetCount)(int *);
+  gm__CUresult (*DeviceGet)(gm__CUdevice *, int);
+  gm__CUresult (*DeviceTotalMem)(size_t *, gm__CUdevice);
+  gm__CUresult (*DevicePrimaryCtxRetain)(gm__CUcontext *, gm__CUdevice);
+  gm__CUresult (*DevicePrimaryCtxRelease)(gm__CUdevice);
+  gm__CUresult (*CtxSetCurrent)(gm__CUcontext);
+  gm__CUresult (*MemAlloc)(gm__CUdeviceptr *, size_t);
+  gm__CUresult (*MemFree)(gm__CUdeviceptr);
+  gm__CUresult (*MemGetInfo)(size_t *, size_t *);
+  gm__CUresult (*MemAddressReserve)(gm__CUdeviceptr *, size_t, size_t,
+                                    gm__CUdeviceptr, unsigned long long);
+  gm__CUresult (*MemAddressFree)(gm__CUdeviceptr, size_t);
+  gm__CUresult (*MemCreate)(gm__CUmemGenericAllocationHandle *, size_t,
+                            const gm__CUmemAllocationProp *, unsigned long long);
+  gm__CUresult (*MemRelease)(gm__CUmemGenericAllocationHandle);
+  gm__CUresult (*MemMap)(gm__CUdeviceptr, size_t, size_t,
+                         gm__CUmemGenericAllocationHandle, unsigned long long);
+  gm__CUresult (*MemUnmap)(gm__CUdeviceptr, size_t);
+  gm__CUresult (*MemSetAccess)(gm__CUdeviceptr, size_t,
+                               const gm__CUmemAccessDesc *, size_t);
+  gm__CUresult (*MemGetAllocationGranularity)(size_t *,
+                                              const gm__CUmemAllocationProp *, int);
+  gm__CUresult (*GetErrorString)(gm__CUresult, const char **);
+} gm__cu_fns_t;
+
+static gm__cu_fns_t gm__cu;
+static gm__CUresult gm__cu_init_rc;   /* cuInit's result */
+static char gm__cu_load_err[256];     /* empty when the table is complete */
+static pthread_once_t gm__cu_once = PTHREAD_ONCE_INIT;
+
+static void gm__cu_load(void) {
+  /* The handle stays open for the life of the process: the table points
+   * into it, and drivers are not meant to be unloaded. */
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    const char *why = dlerror();
+    snprintf(gm__cu_load_err, sizeof gm__cu_load_err,
+             "libcuda.so.1 not found: no nvidia driver (%s)", why ? why : "dlopen failed");
+    return;
+  }
+  static const struct {
+    const char *name;
+    size_t off;
+  } syms[] = {
+#define GM__SYM(field, name) {name, offsetof(gm__cu_fns_t, field)}
+      GM__SYM(Init, "cuInit"),
+      GM__SYM(DeviceGetCount, "cuDeviceGetCount"),
+      GM__SYM(DeviceGet, "cuDeviceGet"),
+      GM__SYM(DeviceTotalMem, "cuDeviceTotalMem_v2"),
+      GM__SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+      GM__SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
+      GM__SYM(CtxSetCurrent, "cuCtxSetCurrent"),
+      GM__SYM(MemAlloc, "cuMemAlloc_v2"),
+      GM__SYM(MemFree, "cuMemFree_v2"),
+      GM__SYM(MemGetInfo, "cuMemGetInfo_v2"),
+      GM__SYM(MemAddressReserve, "cuMemAddressReserve"),
+      GM__SYM(MemAddressFree, "cuMemAddressFree"),
+      GM__SYM(MemCreate, "cuMemCreate"),
+      GM__SYM(MemRelease, "cuMemRelease"),
+      GM__SYM(MemMap, "cuMemMap"),
+      GM__SYM(MemUnmap, "cuMemUnmap"),
+      GM__SYM(MemSetAccess, "cuMemSetAccess"),
+      GM__SYM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
+      GM__SYM(GetErrorString, "cuGetErrorString"),
+#undef GM__SYM
+  };
+  gm__cu_fns_t t;
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+    void *p = dlsym(h, syms[i].name);
+    if (p == NULL) {
+      snprintf(gm__cu_load_err, sizeof gm__cu_load_err,
+               "libcuda.so.1 lacks %s: nvidia driver too old", syms[i].name);
+      return;
+    }
+    /* Object to function pointer: POSIX guarantees the representation. */
+    memcpy((char *)&t + syms[i].off, &p, sizeof p);
+  }
+  gm__cu = t;
+  gm__cu_init_rc = gm__cu.Init(0);
+}
+
+/* ---- a small hash map: device address → two words --------------------- */
+
+/* Open addressing with linear probing and backward-shift deletion; key 0
+ * marks an empty slot (the driver never hands out address 0). */
+typedef struct {
+  uint64_t key, a, b;
+} gm__cu_ent_t;
+
+typedef struct {
+  gm__cu_ent_t *e;
+  size_t cap, n; /* cap is 0 or a power of two */
+} gm__cu_map_t;
+
+static size_t gm__cu_slot(const gm__cu_map_t *m, uint64_t key) {
+  return (size_t)(((key >> 9) * 0x9e3779b97f4a7c15ull) >> 17) & (m->cap - 1);
+}
+
+static gm__cu_ent_t *gm__cu_find(const gm__cu_map_t *m, uint64_t key) {
+  if (m->cap == 0) return NULL;
+  for (size_t i = gm__cu_slot(m, key);; i = (i + 1) & (m->cap - 1)) {
+    if (m->e[i].key == key) return &m->e[i];
+    if (m->e[i].key == 0) return NULL;
+  }
+}
+
+static int gm__cu_grow(gm__cu_map_t *m) {
+  size_t ncap = m->cap ? m->cap * 2 : 64;
+  gm__cu_ent_t *ne = calloc(ncap, sizeof *ne);
+  if (ne == NULL) return -1;
+  gm__cu_map_t nm = {ne, ncap, 0};
+  for (size_t i = 0; i < m->cap; i++) {
+    if (m->e[i].key == 0) continue;
+    size_t j = gm__cu_slot(&nm, m->e[i].key);
+    while (ne[j].key != 0) j = (j + 1) & (ncap - 1);
+    ne[j] = m->e[i];
+    nm.n++;
+  }
+  free(m->e);
+  *m = nm;
+  return 0;
+}
+
+/* pre: key absent, key != 0. Returns -1 when out of host memory. */
+static int gm__cu_put(gm__cu_map_t *m, uint64_t key, uint64_t a, uint64_t b) {
+  if ((m->n + 1) * 2 > m->cap && gm__cu_grow(m) != 0) return -1;
+  size_t i = gm__cu_slot(m, key);
+  while (m->e[i].key != 0) i = (i + 1) & (m->cap - 1);
+  m->e[i] = (gm__cu_ent_t){key, a, b};
+  m->n++;
+  return 0;
+}
+
+static void gm__cu_del(gm__cu_map_t *m, gm__cu_ent_t *ent) {
+  size_t mask = m->cap - 1, i = (size_t)(ent - m->e);
+  /* Shift later members of the probe run back so lookups need no tombstones. */
+  for (size_t j = (i + 1) & mask; m->e[j].key != 0; j = (j + 1) & mask) {
+    size_t home = gm__cu_slot(m, m->e[j].key);
+    /* Move e[j] into the hole at i unless its home lies cyclically in (i, j]. */
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      m->e[i] = m->e[j];
+      i = j;
+    }
+  }
+  m->e[i].key = 0;
+  m->n--;
+}
+
+/* ---- the backend ------------------------------------------------------- */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define GM__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define GM__PRINTF(f, a)
+#endif
+
+typedef struct {
+  int ordinal;
+  gm__CUdevice dev;
+  gm__CUcontext ctx;
+  size_t gran;        /* cuMemCreate granularity; 0 = no virtual memory management */
+  gm__cu_map_t segs;  /* malloc'd segment → a: size */
+  gm__cu_map_t resv;  /* reservation → a: size */
+  gm__cu_map_t pages; /* mapped page → a: handle, b: page size */
+  char err[256];      /* the last failure, for diagnostics */
+} gm__cuda_t;
+
+/* Writes "what: driver text (cuda error N)" to buf. */
+static void gm__cu_vdescribe(char *buf, size_t len, gm__CUresult rc, const char *fmt, va_list ap) {
+  if (buf == NULL || len == 0) return;
+  char what[160];
+  vsnprintf(what, sizeof what, fmt, ap);
+  const char *s = NULL;
+  if (gm__cu.GetErrorString == NULL || gm__cu.GetErrorString(rc, &s) != GM__CUDA_SUCCESS || s == NULL)
+    s = "unknown error";
+  snprintf(buf, len, "%s: %s (cuda error %d)", what, s, rc);
+}
+
+GM__PRINTF(4, 5)
+static void gm__cu_describe(char *buf, size_t len, gm__CUresult rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gm__cu_vdescribe(buf, len, rc, fmt, ap);
+  va_end(ap);
+}
+
+/* Records a driver failure and maps it to a GM_E* code. */
+GM__PRINTF(3, 4)
+static int gm__cu_fail(gm__cuda_t *c, gm__CUresult rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gm__cu_vdescribe(c->err, sizeof c->err, rc, fmt, ap);
+  va_end(ap);
+  return rc == GM__CUDA_ERROR_OUT_OF_MEMORY ? GM_ENOMEM : GM_EBACKEND;
+}
+
+GM__PRINTF(2, 3)
+static int gm__cu_misuse(gm__cuda_t *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->err, sizeof c->err, fmt, ap);
+  va_end(ap);
+  return GM_EBACKEND;
+}
+
+/* Every entry point starts here: the calling thread may have no context. */
+static int gm__cu_enter(gm__cuda_t *c) {
+  gm__CUresult rc = gm__cu.CtxSetCurrent(c->ctx);
+  if (rc != GM__CUDA_SUCCESS) {
+    gm__cu_describe(c->err, sizeof c->err, rc, "cuCtxSetCurrent(device %d)", c->ordinal);
+    return GM_EBACKEND;
+  }
+  return GM_OK;
+}
+
+static int gm__cu_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
+  gm__cuda_t *c = ctx;
+  (void)hint; /* cuMemAlloc takes no address preference */
+  int st = gm__cu_enter(c);
+  if (st != GM_OK) return st;
+  gm__CUdeviceptr p = 0;
+  gm__CUresult rc = gm__cu.MemAlloc(&p, (size_t)size);
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemAlloc(%llu bytes)", (unsigned long long)size);
+  if (gm__cu_put(&c->segs, p, size, 0) != 0) {
+    gm__cu.MemFree(p);
+    return gm__cu_misuse(c, "cuda backend: out of host memory");
+  }
+  *addr = p;
+  return GM_OK;
+}
+
+static int gm__cu_free(void *ctx, uint64_t addr, uint64_t size) {
+  gm__cuda_t *c = ctx;
+  gm__cu_ent_t *e = gm__cu_find(&c->segs, addr);
+  if (e == NULL || e->a != size)
+    return gm__cu_misuse(c, "cuda backend: free of 0x%llx (%llu bytes) that malloc did not return",
+                         (unsigned long long)addr, (unsigned long long)size);
+  int st = gm__cu_enter(c);
+  if (st != GM_OK) return st;
+  gm__CUresult rc = gm__cu.MemFree(addr);
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemFree(0x%llx)", (unsigned long long)addr);
+  gm__cu_del(&c->segs, e);
+  return GM_OK;
+}
+
+static int gm__cu_check_page(gm__cuda_t *c, uint64_t page) {
+  if (c->gran == 0)
+    return gm__cu_misuse(c, "cuda device %d has no virtual memory management", c->ordinal);
+  if (page == 0 || page % c->gran != 0)
+    return gm__cu_misuse(c, "cuda backend: page size %llu is not a multiple of the granularity %llu",
+                         (unsigned long long)page, (unsigned long long)c->gran);
+  return GM_OK;
+}
+
+static int gm__cu_va_reserve(void *ctx, uint64_t size, uint64_t page, uint64_t *addr) {
+  gm__cuda_t *c = ctx;
+  int st = gm__cu_check_page(c, page);
+  if (st != GM_OK) return st;
+  if (size == 0 || size % page != 0)
+    return gm__cu_misuse(c, "cuda backend: reservation of %llu bytes is not a whole number of %llu-byte pages",
+                         (unsigned long long)size, (unsigned long long)page);
+  if ((st = gm__cu_enter(c)) != GM_OK) return st;
+  gm__CUdeviceptr p = 0;
+  gm__CUresult rc = gm__cu.MemAddressReserve(&p, (size_t)size, (size_t)page, 0, 0);
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemAddressReserve(%llu bytes)", (unsigned long long)size);
+  if (gm__cu_put(&c->resv, p, size, 0) != 0) {
+    gm__cu.MemAddressFree(p, (size_t)size);
+    return gm__cu_misuse(c, "cuda backend: out of host memory");
+  }
+  *addr = p;
+  return GM_OK;
+}
+
+/* Unmaps one page and releases its memory. Returns 0 or the driver error. */
+static gm__CUresult gm__cu_drop_page(gm__cuda_t *c, gm__cu_ent_t *e) {
+  gm__CUresult rc = gm__cu.MemUnmap(e->key, (size_t)e->b);
+  gm__CUresult rc2 = gm__cu.MemRelease(e->a);
+  gm__cu_del(&c->pages, e);
+  return rc != GM__CUDA_SUCCESS ? rc : rc2;
+}
+
+/* Drops every mapped page inside [addr, addr+size). */
+static gm__CUresult gm__cu_drop_range(gm__cuda_t *c, uint64_t addr, uint64_t size) {
+  gm__CUresult first = GM__CUDA_SUCCESS;
+  for (size_t i = 0; i < c->pages.cap;) {
+    gm__cu_ent_t *e = &c->pages.e[i];
+    if (e->key != 0 && e->key >= addr && e->key - addr < size) {
+      gm__CUresult rc = gm__cu_drop_page(c, e);
+      if (first == GM__CUDA_SUCCESS) first = rc;
+      continue; /* deletion shifted another entry into slot i */
+    }
+    i++;
+  }
+  return first;
+}
+
+static int gm__cu_va_release(void *ctx, uint64_t addr, uint64_t size) {
+  gm__cuda_t *c = ctx;
+  gm__cu_ent_t *r = gm__cu_find(&c->resv, addr);
+  if (r == NULL || r->a != size)
+    return gm__cu_misuse(c, "cuda backend: release of 0x%llx (%llu bytes) that va_reserve did not return",
+                         (unsigned long long)addr, (unsigned long long)size);
+  int st = gm__cu_enter(c);
+  if (st != GM_OK) return st;
+  /* Pages still mapped would make cuMemAddressFree fail; return them first. */
+  gm__CUresult rc = c->pages.n ? gm__cu_drop_range(c, addr, size) : GM__CUDA_SUCCESS;
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemUnmap(0x%llx)", (unsigned long long)addr);
+  rc = gm__cu.MemAddressFree(addr, (size_t)size);
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemAddressFree(0x%llx)", (unsigned long long)addr);
+  gm__cu_del(&c->resv, r);
+  return GM_OK;
+}
+
+/* Checks that [addr, addr+size) is page-aligned and inside one reservation. */
+static int gm__cu_check_range(gm__cuda_t *c, uint64_t addr, uint64_t size, uint64_t page) {
+  int st = gm__cu_check_page(c, page);
+  if (st != GM_OK) return st;
+  if (size == 0 || size % page != 0 || addr % page != 0)
+    return gm__cu_misuse(c, "cuda backend: range 0x%llx+%llu is not aligned to %llu-byte pages",
+                         (unsigned long long)addr, (unsigned long long)size, (unsigned long long)page);
+  for (size_t i = 0; i < c->resv.cap; i++) {
+    const gm__cu_ent_t *r = &c->resv.e[i];
+    if (r->key != 0 && addr >= r->key && addr - r->key <= r->a && size <= r->a - (addr - r->key))
+      return GM_OK;
+  }
+  return gm__cu_misuse(c, "cuda backend: range 0x%llx+%llu lies outside every reservation",
+                       (unsigned long long)addr, (unsigned long long)size);
+}
+
+static int gm__cu_map(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
+  gm__cuda_t *c = ctx;
+  int st = gm__cu_check_range(c, addr, size, page);
+  if (st != GM_OK) return st;
+  uint64_t n = size / page;
+  for (uint64_t i = 0; i < n; i++)
+    if (gm__cu_find(&c->pages, addr + i * page) != NULL)
+      return gm__cu_misuse(c, "cuda backend: page 0x%llx is already mapped",
+                           (unsigned long long)(addr + i * page));
+  if ((st = gm__cu_enter(c)) != GM_OK) return st;
+
+  gm__CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = GM__CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = GM__CU_MEM_HANDLE_TYPE_NONE;
+  prop.location.type = GM__CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = c->dev;
+
+  /* One physical handle per page, as PyTorch's expandable segments do, so
+   * each page can later be returned on its own. */
+  uint64_t done = 0;
+  gm__CUresult rc = GM__CUDA_SUCCESS;
+  const char *what = NULL;
+  for (; done < n; done++) {
+    uint64_t p = addr + done * page;
+    gm__CUmemGenericAllocationHandle h = 0;
+    if ((rc = gm__cu.MemCreate(&h, (size_t)page, &prop, 0)) != GM__CUDA_SUCCESS) {
+      what = "cuMemCreate";
+      break;
+    }
+    if ((rc = gm__cu.MemMap(p, (size_t)page, 0, h, 0)) != GM__CUDA_SUCCESS) {
+      gm__cu.MemRelease(h);
+      what = "cuMemMap";
+      break;
+    }
+    if (gm__cu_put(&c->pages, p, h, page) != 0) {
+      gm__cu.MemUnmap(p, (size_t)page);
+      gm__cu.MemRelease(h);
+      break;
+    }
+  }
+  if (done == n) {
+    gm__CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = GM__CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = c->dev;
+    acc.flags = GM__CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((rc = gm__cu.MemSetAccess(addr, (size_t)size, &acc, 1)) == GM__CUDA_SUCCESS) return GM_OK;
+    what = "cuMemSetAccess";
+  }
+  /* Undo: nothing stays mapped on failure. */
+  for (uint64_t i = 0; i < done; i++) {
+    gm__cu_ent_t *e = gm__cu_find(&c->pages, addr + i * page);
+    if (e != NULL) gm__cu_drop_page(c, e);
+  }
+  if (what == NULL) return gm__cu_misuse(c, "cuda backend: out of host memory");
+  return gm__cu_fail(c, rc, "%s(0x%llx)", what, (unsigned long long)(addr + done * page));
+}
+
+static int gm__cu_unmap(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
+  gm__cuda_t *c = ctx;
+  int st = gm__cu_check_range(c, addr, size, page);
+  if (st != GM_OK) return st;
+  uint64_t n = size / page;
+  for (uint64_t i = 0; i < n; i++) {
+    const gm__cu_ent_t *e = gm__cu_find(&c->pages, addr + i * page);
+    if (e == NULL || e->b != page)
+      return gm__cu_misuse(c, "cuda backend: page 0x%llx (%llu bytes) is not mapped",
+                           (unsigned long long)(addr + i * page), (unsigned long long)page);
+  }
+  if ((st = gm__cu_enter(c)) != GM_OK) return st;
+  gm__CUresult first = GM__CUDA_SUCCESS;
+  for (uint64_t i = 0; i < n; i++) {
+    gm__CUresult rc = gm__cu_drop_page(c, gm__cu_find(&c->pages, addr + i * page));
+    if (first == GM__CUDA_SUCCESS) first = rc;
+  }
+  /* The pages are forgotten either way: a handle the driver refused to
+   * release cannot be retried usefully. */
+  return first == GM__CUDA_SUCCESS ? GM_OK : gm__cu_fail(c, first, "cuMemUnmap(0x%llx)", (unsigned long long)addr);
+}
+
+static int gm__cu_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes) {
+  gm__cuda_t *c = ctx;
+  int st = gm__cu_enter(c);
+  if (st != GM_OK) return st;
+  size_t f = 0, t = 0;
+  gm__CUresult rc = gm__cu.MemGetInfo(&f, &t);
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemGetInfo");
+  *free_bytes = f;
+  *total_bytes = t;
+  return GM_OK;
+}
+
+static void gm__cu_destroy(void *ctx) {
+  gm__cuda_t *c = ctx;
+  if (c == NULL) return;
+  /* Without a current context nothing can be returned; the primary
+   * context's release below still frees it all with the context. */
+  if (gm__cu.CtxSetCurrent(c->ctx) == GM__CUDA_SUCCESS) {
+    for (size_t i = 0; i < c->pages.cap; i++)
+      if (c->pages.e[i].key != 0) {
+        gm__cu.MemUnmap(c->pages.e[i].key, (size_t)c->pages.e[i].b);
+        gm__cu.MemRelease(c->pages.e[i].a);
+      }
+    for (size_t i = 0; i < c->resv.cap; i++)
+      if (c->resv.e[i].key != 0) gm__cu.MemAddressFree(c->resv.e[i].key, (size_t)c->resv.e[i].a);
+    for (size_t i = 0; i < c->segs.cap; i++)
+      if (c->segs.e[i].key != 0) gm__cu.MemFree(c->segs.e[i].key);
+  }
+  gm__cu.DevicePrimaryCtxRelease(c->dev);
+  free(c->pages.e);
+  free(c->resv.e);
+  free(c->segs.e);
+  free(c);
+}
+
+GM__PRINTF(3, 4)
+static void gm__cu_seterr(char *err, size_t errlen, const char *fmt, ...) {
+  if (err == NULL || errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+int gm_cuda_backend(int device, gm_backend_t *b, char *err, size_t errlen) {
+  if (err != NULL && errlen > 0) err[0] = '\0';
+  pthread_once(&gm__cu_once, gm__cu_load);
+  if (gm__cu_load_err[0] != '\0') {
+    gm__cu_seterr(err, errlen, "%s", gm__cu_load_err);
+    return GM_EBACKEND;
+  }
+  if (gm__cu_init_rc == GM__CUDA_ERROR_NO_DEVICE) {
+    gm__cu_seterr(err, errlen, "no cuda device found");
+    return GM_EBACKEND;
+  }
+  if (gm__cu_init_rc != GM__CUDA_SUCCESS) {
+    gm__cu_describe(err, errlen, gm__cu_init_rc, "cuInit");
+    return GM_EBACKEND;
+  }
+  int count = 0;
+  gm__CUresult rc = gm__cu.DeviceGetCount(&count);
+  if (rc != GM__CUDA_SUCCESS) {
+    gm__cu_describe(err, errlen, rc, "cuDeviceGetCount");
+    return GM_EBACKEND;
+  }
+  if (device < 0 || device >= count) {
+    gm__cu_seterr(err, errlen, "cuda device %d not found (%d device%s)", device, count,
+                  count == 1 ? "" : "s");
+    return GM_EBACKEND;
+  }
+  gm__cuda_t *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    gm__cu_seterr(err, errlen, "cuda backend: out of host memory");
+    return GM_EBACKEND;
+  }
+  c->ordinal = device;
+  if ((rc = gm__cu.DeviceGet(&c->dev, device)) != GM__CUDA_SUCCESS) {
+    gm__cu_describe(err, errlen, rc, "cuDeviceGet(%d)", device);
+    free(c);
+    return GM_EBACKEND;
+  }
+  if ((rc = gm__cu.DevicePrimaryCtxRetain(&c->ctx, c->dev)) != GM__CUDA_SUCCESS) {
+    gm__cu_describe(err, errlen, rc, "cuDevicePrimaryCtxRetain(device %d)", device);
+    free(c);
+    return GM_EBACKEND;
+  }
+  if ((rc = gm__cu.CtxSetCurrent(c->ctx)) != GM__CUDA_SUCCESS) {
+    gm__cu_describe(err, errlen, rc, "cuCtxSetCurrent(device %d)", device);
+    gm__cu.DevicePrimaryCtxRelease(c->dev);
+    free(c);
+    return GM_EBACKEND;
+  }
+  /* Devices without virtual memory management still serve malloc/free;
+   * va_reserve and map then fail with a message. */
+  gm__CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = GM__CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = GM__CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = c->dev;
+  size_t g = 0;
+  if (gm__cu.MemGetAllocationGranularity(&g, &prop, GM__CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
+      GM__CUDA_SUCCESS)
+    c->gran = g;
+
+  *b = (gm_backend_t){
+      .ctx = c,
+      .malloc = gm__cu_malloc,
+      .free = gm__cu_free,
+      .va_reserve = gm__cu_va_reserve,
+      .va_release = gm__cu_va_release,
+      .map = gm__cu_map,
+      .unmap = gm__cu_unmap,
+      .mem_info = gm__cu_mem_info,
+      .destroy = gm__cu_destroy,
+  };
+  return GM_OK;
+}

@@ -1,0 +1,215 @@
+/* gm_inspect.c — looking at the allocator from outside: the invariant
+ * checker (gm_check) and snapshots (gm_snapshot). Neither changes state. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm_internal.h"
+
+static int fail(char *msg, size_t len, const char *fmt, ...) {
+  if (msg && len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+  }
+  return GM_ECORRUPT;
+}
+
+static int idle_free(const gm_block_t *b) { return !b->allocated && !b->pending && !b->uses; }
+
+typedef struct totals {
+  int64_t allocation, allocated, active, active_bytes, requested, reserved, segment;
+  int64_t inactive_split, inactive_split_bytes;
+  size_t free_blocks, unmapped_blocks;
+} totals_t;
+
+/* Check one set: ordered, and every member is what the set should hold. */
+static int check_set(const gm_block_t *t, const gm_block_t *lo, const gm_block_t *hi,
+                     gm_cmp_fn cmp, int kind, const gm_pool_t *pool, size_t *count,
+                     char *msg, size_t len) {
+  if (!t) return GM_OK;
+  if ((lo && cmp(t, lo) <= 0) || (hi && cmp(t, hi) >= 0))
+    return fail(msg, len, "I3: set out of order at block 0x%llx", (unsigned long long)t->ptr);
+  if (t->in_set != kind || t->pool != pool)
+    return fail(msg, len, "I3: block 0x%llx in the wrong set", (unsigned long long)t->ptr);
+  if (kind == GM_SET_FREE && (!t->mapped || !idle_free(t)))
+    return fail(msg, len, "I3: free set holds a busy or unmapped block 0x%llx", (unsigned long long)t->ptr);
+  if (kind == GM_SET_UNMAPPED && t->mapped)
+    return fail(msg, len, "I3: unmapped set holds a mapped block 0x%llx", (unsigned long long)t->ptr);
+  if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))
+    return fail(msg, len, "I3: treap heap order broken at 0x%llx", (unsigned long long)t->ptr);
+  (*count)++;
+  int rc = check_set(t->left, lo, t, cmp, kind, pool, count, msg, len);
+  if (rc != GM_OK) return rc;
+  return check_set(t->right, t, hi, cmp, kind, pool, count, msg, len);
+}
+
+static int check_stat(const char *name, const gm_stat_t *s, int64_t want, char *msg, size_t len) {
+  if (s->current != want)
+    return fail(msg, len, "I4: %s is %lld, the blocks add up to %lld", name,
+                (long long)s->current, (long long)want);
+  if (s->peak < s->current || s->allocated - s->freed != s->current)
+    return fail(msg, len, "I4: %s peak or totals inconsistent", name);
+  return GM_OK;
+}
+
+static int cmp_u64(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
+  totals_t tot[3];
+  memset(tot, 0, sizeof tot);
+  size_t nseg = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) nseg++;
+  uint64_t *ranges = malloc((nseg ? nseg : 1) * 2 * sizeof *ranges);
+  if (!ranges) return fail(msg, len, "out of memory while checking");
+  size_t k = 0;
+  int rc = GM_OK;
+  for (const gm_seg_t *s = a->segs; s && rc == GM_OK; s = s->next_seg) {
+    ranges[2 * k] = s->base;
+    ranges[2 * k + 1] = s->size;
+    k++;
+    const gm_block_t *b = s->head;
+    if (!b || b->prev || b->ptr != s->base) {
+      rc = fail(msg, len, "I1: segment 0x%llx does not start with its head block", (unsigned long long)s->base);
+      break;
+    }
+    totals_t *t = &tot[s->pool->is_small ? GM_STAT_SMALL : GM_STAT_LARGE];
+    uint64_t end = s->base;
+    int split = b->next != NULL;
+    for (; b; b = b->next) {
+      if (b->seg != s || b->pool != s->pool) { rc = fail(msg, len, "I1: block 0x%llx points at another segment", (unsigned long long)b->ptr); break; }
+      if (b->ptr != end) { rc = fail(msg, len, "I1: gap or overlap at 0x%llx in segment 0x%llx", (unsigned long long)b->ptr, (unsigned long long)s->base); break; }
+      if (b->size == 0 || b->size % GM_MIN_BLOCK) { rc = fail(msg, len, "I4: block 0x%llx has size %llu", (unsigned long long)b->ptr, (unsigned long long)b->size); break; }
+      if (b->next && b->next->prev != b) { rc = fail(msg, len, "I1: broken links at 0x%llx", (unsigned long long)b->ptr); break; }
+      if (b->next && b->mapped == b->next->mapped && b->mapped && idle_free(b) && idle_free(b->next)) { rc = fail(msg, len, "I2: free neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
+      if (b->next && !b->mapped && !b->next->mapped) { rc = fail(msg, len, "I2: unmapped neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
+      if (b->allocated && b->pending) { rc = fail(msg, len, "I5: block 0x%llx allocated and pending", (unsigned long long)b->ptr); break; }
+      if (b->allocated || b->pending) {
+        if (b->id == GM_NO_ID || b->id >= a->nids || a->ids[b->id] != b) { rc = fail(msg, len, "I5: live block 0x%llx has no id", (unsigned long long)b->ptr); break; }
+        if (b->allocated) { t->allocation++; t->allocated += (int64_t)b->size; }
+        t->active++;
+        t->active_bytes += (int64_t)b->size;
+        t->requested += (int64_t)b->requested;
+      } else if (b->mapped) {
+        if (b->in_set != GM_SET_FREE) { rc = fail(msg, len, "I3: free block 0x%llx not in the free set", (unsigned long long)b->ptr); break; }
+        t->free_blocks++;
+        if (!s->expandable && split) { t->inactive_split++; t->inactive_split_bytes += (int64_t)b->size; }
+      } else {
+        if (b->in_set != GM_SET_UNMAPPED) { rc = fail(msg, len, "I3: unmapped block 0x%llx not in the unmapped set", (unsigned long long)b->ptr); break; }
+        t->unmapped_blocks++;
+      }
+      if (b->mapped && s->expandable) t->reserved += (int64_t)b->size;
+      end = b->ptr + b->size;
+    }
+    if (rc == GM_OK && end != s->base + s->size)
+      rc = fail(msg, len, "I1: blocks of segment 0x%llx end at 0x%llx, not at its end", (unsigned long long)s->base, (unsigned long long)end);
+    if (!s->expandable) {
+      t->reserved += (int64_t)s->size;
+      t->segment++;
+    }
+  }
+  if (rc == GM_OK) {
+    qsort(ranges, k, 2 * sizeof *ranges, cmp_u64);
+    for (size_t i = 1; i < k; i++)
+      if (ranges[2 * (i - 1)] + ranges[2 * (i - 1) + 1] > ranges[2 * i]) {
+        rc = fail(msg, len, "I1: segments overlap at 0x%llx", (unsigned long long)ranges[2 * i]);
+        break;
+      }
+  }
+  free(ranges);
+  if (rc != GM_OK) return rc;
+
+  const gm_pool_t *pools[2] = {&a->large, &a->small};
+  for (int i = 0; i < 2; i++) {
+    const totals_t *t = &tot[pools[i]->is_small ? GM_STAT_SMALL : GM_STAT_LARGE];
+    size_t nf = 0, nu = 0;
+    if ((rc = check_set(pools[i]->free, NULL, NULL, gm_cmp_size, GM_SET_FREE, pools[i], &nf, msg, len)) != GM_OK) return rc;
+    if ((rc = check_set(pools[i]->unmapped, NULL, NULL, gm_cmp_addr, GM_SET_UNMAPPED, pools[i], &nu, msg, len)) != GM_OK) return rc;
+    if (nf != t->free_blocks) return fail(msg, len, "I3: free set has %zu blocks, the segments %zu", nf, t->free_blocks);
+    if (nu != t->unmapped_blocks) return fail(msg, len, "I3: unmapped set has %zu blocks, the segments %zu", nu, t->unmapped_blocks);
+  }
+  for (int i = 1; i < 3; i++) {
+    tot[0].allocation += tot[i].allocation;
+    tot[0].allocated += tot[i].allocated;
+    tot[0].active += tot[i].active;
+    tot[0].active_bytes += tot[i].active_bytes;
+    tot[0].requested += tot[i].requested;
+    tot[0].reserved += tot[i].reserved;
+    tot[0].segment += tot[i].segment;
+    tot[0].inactive_split += tot[i].inactive_split;
+    tot[0].inactive_split_bytes += tot[i].inactive_split_bytes;
+  }
+  static const char *names[3] = {"all", "large_pool", "small_pool"};
+  const gm_stats_t *st = &a->st;
+  char name[64];
+  for (int i = 0; i < 3; i++) {
+#define CHECK(field, want)                                             \
+  snprintf(name, sizeof name, "%s.%s", #field, names[i]);              \
+  if ((rc = check_stat(name, &st->field[i], (want), msg, len)) != GM_OK) return rc;
+    CHECK(allocation, tot[i].allocation);
+    CHECK(allocated_bytes, tot[i].allocated);
+    CHECK(active, tot[i].active);
+    CHECK(active_bytes, tot[i].active_bytes);
+    CHECK(requested_bytes, tot[i].requested);
+    CHECK(reserved_bytes, tot[i].reserved);
+    CHECK(segment, tot[i].segment);
+    CHECK(inactive_split, tot[i].inactive_split);
+    CHECK(inactive_split_bytes, tot[i].inactive_split_bytes);
+#undef CHECK
+  }
+  if ((int64_t)a->total_allocated != tot[0].reserved)
+    return fail(msg, len, "I4: device bytes %llu differ from reserved %lld", (unsigned long long)a->total_allocated, (long long)tot[0].reserved);
+  return GM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+
+static int cmp_seg(const void *x, const void *y) {
+  const gm_segment_info_t *a = x, *b = y;
+  return a->address < b->address ? -1 : a->address > b->address;
+}
+
+void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
+                 gm_block_info_t *blks, size_t nblk, size_t *need_seg, size_t *need_blk) {
+  size_t ns = 0, nb = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) {
+    const gm_block_t *b = s->head;
+    while (b) {
+      /* an expandable segment shows as one segment per mapped run */
+      if (!b->mapped) {
+        b = b->next;
+        continue;
+      }
+      gm_segment_info_t si = {0};
+      si.address = b->ptr;
+      si.stream = s->stream;
+      si.is_small = s->pool->is_small;
+      si.is_expandable = s->expandable;
+      si.first_block = (uint32_t)nb;
+      for (; b && b->mapped; b = b->next) {
+        gm_block_info_t bi = {b->ptr, b->size, b->requested, GM_NO_ID, GM_BLOCK_INACTIVE};
+        if (b->allocated || b->pending) {
+          bi.state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
+          bi.id = b->id;
+          si.active_size += b->size;
+          si.requested_size += b->requested;
+          if (b->allocated) si.allocated_size += b->size;
+        }
+        si.total_size += b->size;
+        if (nb < nblk) blks[nb] = bi;
+        nb++;
+        si.nblocks++;
+      }
+      if (ns < nseg) segs[ns] = si;
+      ns++;
+    }
+  }
+  if (segs && ns <= nseg) qsort(segs, ns, sizeof *segs, cmp_seg);
+  *need_seg = ns;
+  *need_blk = nb;
+}

@@ -1,0 +1,80 @@
+package alloc
+
+/*
+#include <stdlib.h>
+#include "gm_alloc.h"
+*/
+import "C"
+
+import "unsafe"
+
+// BlockState is what a block holds.
+type BlockState uint8
+
+// Block states, named as PyTorch's snapshots name them.
+const (
+	BlockInactive    BlockState = iota // free
+	BlockAllocated                     // "active_allocated"
+	BlockPendingFree                   // "active_pending_free": freed, still used by another stream
+)
+
+func (s BlockState) String() string {
+	switch s {
+	case BlockAllocated:
+		return "active_allocated"
+	case BlockPendingFree:
+		return "active_pending_free"
+	}
+	return "inactive"
+}
+
+// Block is one block of a snapshot.
+type Block struct {
+	Address, Size, RequestedSize uint64
+	ID                           uint32 // allocation id; meaningful unless inactive
+	State                        BlockState
+}
+
+// Segment is one segment of a snapshot, blocks in address order. An
+// expandable segment shows as one Segment per mapped run, as in PyTorch.
+type Segment struct {
+	Address, TotalSize, AllocatedSize, ActiveSize, RequestedSize uint64
+	Stream                                                       uint64
+	Small, Expandable                                            bool
+	Blocks                                                       []Block
+}
+
+// Snapshot returns the segments and their blocks, in address order.
+func (a *Allocator) Snapshot() []Segment {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ns, nb C.size_t
+	C.gm_snapshot(a.c, nil, 0, nil, 0, &ns, &nb)
+	if ns == 0 {
+		return []Segment{}
+	}
+	segs := (*C.gm_segment_info_t)(C.malloc(ns * C.sizeof_gm_segment_info_t))
+	defer C.free(unsafe.Pointer(segs))
+	blks := (*C.gm_block_info_t)(C.malloc((nb + 1) * C.sizeof_gm_block_info_t))
+	defer C.free(unsafe.Pointer(blks))
+	C.gm_snapshot(a.c, segs, ns, blks, nb, &ns, &nb)
+	cs := unsafe.Slice(segs, int(ns))
+	cb := unsafe.Slice(blks, int(nb))
+	out := make([]Segment, len(cs))
+	for i, s := range cs {
+		seg := Segment{
+			Address: uint64(s.address), TotalSize: uint64(s.total_size),
+			AllocatedSize: uint64(s.allocated_size), ActiveSize: uint64(s.active_size),
+			RequestedSize: uint64(s.requested_size), Stream: uint64(s.stream),
+			Small: s.is_small != 0, Expandable: s.is_expandable != 0,
+			Blocks: make([]Block, int(s.nblocks)),
+		}
+		for j := range seg.Blocks {
+			b := cb[int(s.first_block)+j]
+			seg.Blocks[j] = Block{Address: uint64(b.address), Size: uint64(b.size),
+				RequestedSize: uint64(b.requested_size), ID: uint32(b.id), State: BlockState(b.state)}
+		}
+		out[i] = seg
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package replay
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// Plan is a recorded trace turned into allocator operations.
+type Plan struct {
+	Ops []alloc.Op
+	// Event[i] is, for op i, the index among the trace's alloc and
+	// free_completed events of the event it replays (for an OpAlloc, its
+	// alloc event; for ops with no such event, the count of those events
+	// before it). This is the "op_index" an out-of-memory is reported at.
+	Event []int32
+	// Stack[i] is the recorded stack of op i's event, -1 when none.
+	Stack []int32
+	// Skipped counts trace anomalies stepped over, by reason.
+	Skipped map[string]int
+	// RecordedOOMs counts out-of-memory events the program itself hit.
+	RecordedOOMs int
+	// Seeded counts allocations live before the first kept event that were
+	// rebuilt from the snapshot's final segments (a truncated trace).
+	Seeded int
+	// Events is the number of alloc and free_completed events.
+	Events int
+}
+
+// Skip reasons.
+const (
+	SkipUnknownFree  = "free of an address not allocated in the trace"
+	SkipDoubleAlloc  = "allocation at an address already live"
+	SkipUnpairedDone = "free_completed without a pending free"
+)
+
+type live struct {
+	id      uint32
+	pending bool
+}
+
+// Build turns one device's events into operations.
+//
+// Rules (shared/docs/pytorch-allocator.md §7.3, §13.2, §15):
+//   - alloc → OpAlloc; the address of a segment_alloc/segment_map just
+//     before it becomes its Hint, so the simulated device reuses it.
+//   - free_requested immediately followed by free_completed of the same
+//     address → OpFree; a free_requested left waiting (another stream used
+//     the block) → OpFreeRequest, and its later free_completed →
+//     OpFreeComplete.
+//   - a run of segment_free/segment_unmap that is not followed by a
+//     segment_alloc, segment_map or oom (which would make it the release
+//     steps of a failing malloc) is an empty_cache call → OpEmptyCache.
+//   - oom → an OpAlloc of the size the program asked for, followed by an
+//     OpFree: under other settings or another card it may fit, and the
+//     program went on without it.
+func Build(events []trace.Event) *Plan {
+	p := &Plan{Skipped: map[string]int{}}
+	byAddr := make(map[uint64]live)
+	var freeIDs []uint32
+	var next uint32
+	newID := func() uint32 {
+		if n := len(freeIDs); n > 0 {
+			id := freeIDs[n-1]
+			freeIDs = freeIDs[:n-1]
+			return id
+		}
+		next++
+		return next - 1
+	}
+	counted := int32(0)
+	emit := func(op alloc.Op, stack int32) {
+		p.Ops = append(p.Ops, op)
+		p.Event = append(p.Event, counted)
+		p.Stack = append(p.Stack, stack)
+	}
+	var hint uint64
+	for i := 0; i < len(events); i++ {
+		e := &events[i]
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			hint = e.Addr
+		case trace.ActionAlloc:
+			if _, ok := byAddr[e.Addr]; ok {
+				p.Skipped[SkipDoubleAlloc]++
+				counted++
+				continue
+			}
+			id := newID()
+			byAddr[e.Addr] = live{id: id}
+			emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: hint}, e.Stack)
+			hint = 0
+			counted++
+		case trace.ActionFreeRequested:
+			l, ok := byAddr[e.Addr]
+			if !ok || l.pending {
+				p.Skipped[SkipUnknownFree]++
+				if i+1 < len(events) && events[i+1].Action == trace.ActionFreeCompleted && events[i+1].Addr == e.Addr {
+					i++
+					counted++
+				}
+				continue
+			}
+			if i+1 < len(events) && events[i+1].Action == trace.ActionFreeCompleted && events[i+1].Addr == e.Addr {
+				i++
+				emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
+				counted++
+				delete(byAddr, e.Addr)
+				freeIDs = append(freeIDs, l.id)
+				continue
+			}
+			emit(alloc.Op{Kind: alloc.OpFreeRequest, ID: l.id}, e.Stack)
+			byAddr[e.Addr] = live{id: l.id, pending: true}
+		case trace.ActionFreeCompleted:
+			l, ok := byAddr[e.Addr]
+			switch {
+			case !ok:
+				p.Skipped[SkipUnknownFree]++
+			case !l.pending:
+				// a truncated trace can start between the two halves of a free
+				emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
+				delete(byAddr, e.Addr)
+				freeIDs = append(freeIDs, l.id)
+			default:
+				emit(alloc.Op{Kind: alloc.OpFreeComplete, ID: l.id}, e.Stack)
+				delete(byAddr, e.Addr)
+				freeIDs = append(freeIDs, l.id)
+			}
+			counted++
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			j := i
+			for j+1 < len(events) && (events[j+1].Action == trace.ActionSegmentFree || events[j+1].Action == trace.ActionSegmentUnmap) {
+				j++
+			}
+			caused := j+1 < len(events) && (events[j+1].Action == trace.ActionSegmentAlloc ||
+				events[j+1].Action == trace.ActionSegmentMap || events[j+1].Action == trace.ActionOOM)
+			if !caused {
+				emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
+			}
+			i = j
+		case trace.ActionOOM:
+			p.RecordedOOMs++
+			id := newID()
+			emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream}, e.Stack)
+			emit(alloc.Op{Kind: alloc.OpFree, ID: id}, e.Stack)
+			freeIDs = append(freeIDs, id)
+			hint = 0
+		}
+	}
+	p.Events = int(counted)
+	return p
+}
+
+// ops returns a stable description of a plan, for tests and debugging.
+func (p *Plan) String() string {
+	kinds := map[alloc.OpKind]int{}
+	for _, op := range p.Ops {
+		kinds[op.Kind]++
+	}
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, fmt.Sprintf("%s=%d", k, kinds[k]))
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("%d ops %v, %d events", len(p.Ops), names, p.Events)
+}
