@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The test command from the README: unit, fuzz-corpus and end-to-end tests,
+# the race detector and AddressSanitizer on the C allocator, and the replay
+# of every shared PyTorch fixture against what PyTorch reported.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CGO_ENABLED=1
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
+
+echo "== go vet"
+go vet ./...
+echo "== race detector and AddressSanitizer on pkg/alloc"
+go test -count=1 -race ./pkg/alloc/
+go test -count=1 -asan ./pkg/alloc/
+echo "== fidelity against PyTorch's own numbers"
+if [ -f ../shared/tools/fidelity.py ] && command -v python3 >/dev/null; then
+  go build -o bin/gpumem ./cmd/gpumem
+  python3 ../shared/tools/fidelity.py bin/gpumem
+fi
+echo "== go test ./..."
+go test -count=1 ./...
