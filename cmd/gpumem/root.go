@@ -126,11 +126,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := root.ExecuteContext(ctx)
-	return report(stderr, err)
+	return printError(stderr, err)
 }
 
-// report prints err by the rules above and maps it to an exit code.
-func report(stderr io.Writer, err error) int {
+// printError prints err by the rules above and maps it to an exit code.
+func printError(stderr io.Writer, err error) int {
 	if err == nil {
 		return exitOK
 	}

@@ -1,0 +1,28 @@
+package probe
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+var errNilSystem = errors.New("probe: nil system")
+
+// WriteJSON writes s as one indented JSON document with snake_case keys,
+// byte counts as integers and empty lists as [] rather than null.
+func WriteJSON(w io.Writer, s *System) error {
+	if s == nil {
+		return errNilSystem
+	}
+	out := *s
+	out.GPUs = make([]GPU, len(s.GPUs))
+	for i, g := range s.GPUs {
+		if g.Processes == nil {
+			g.Processes = []Process{}
+		}
+		out.GPUs[i] = g
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -1,0 +1,168 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+)
+
+// The JSON document. Its keys are part of gpumem's interface: add keys,
+// never rename or drop them. Byte counts are integers; a ratio that cannot
+// be computed is null.
+type jsonReplay struct {
+	Source       string           `json:"source"`
+	Settings     string           `json:"settings"`
+	Policy       string           `json:"policy"`
+	Device       int              `json:"device"`
+	DeviceMemory uint64           `json:"device_memory"`
+	Allowed      uint64           `json:"allowed"`
+	Ops          int              `json:"ops"`
+	Skipped      []jsonSkip       `json:"skipped"`
+	Truncated    bool             `json:"truncated"`
+	MemoryStats  map[string]int64 `json:"memory_stats"`
+
+	PeakOp                      int               `json:"peak_op"`
+	PeakAllocatedAtPeakReserved int64             `json:"peak_allocated_at_peak_reserved"`
+	LargestFree                 uint64            `json:"largest_free"`
+	CachedFree                  int64             `json:"cached_free"`
+	LowerBound                  uint64            `json:"lower_bound"`
+	PeakReservedOverLowerBound  *float64          `json:"peak_reserved_over_lower_bound"`
+	Fragmentation               jsonFragmentation `json:"fragmentation"`
+
+	Timeline []jsonPoint `json:"timeline"`
+	OOM      *jsonOOM    `json:"oom"`
+}
+
+type jsonSkip struct {
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+type jsonFragmentation struct {
+	End    *float64 `json:"end"`
+	AtPeak *float64 `json:"at_peak"`
+	Peaks  *float64 `json:"peaks"`
+	Holes  *float64 `json:"holes"`
+}
+
+type jsonPoint struct {
+	Op        int   `json:"op"`
+	Allocated int64 `json:"allocated"`
+	Reserved  int64 `json:"reserved"`
+	Active    int64 `json:"active"`
+}
+
+type jsonOOM struct {
+	OpIndex      int           `json:"op_index"`
+	Size         uint64        `json:"size"`
+	Rounded      uint64        `json:"rounded"`
+	AllocSize    uint64        `json:"alloc_size"`
+	Stream       uint64        `json:"stream"`
+	DeviceTotal  uint64        `json:"device_total"`
+	DeviceFree   uint64        `json:"device_free"`
+	Allowed      uint64        `json:"allowed"`
+	Allocated    int64         `json:"allocated"`
+	Reserved     int64         `json:"reserved"`
+	CachedFree   uint64        `json:"cached_free"`
+	LargestFree  uint64        `json:"largest_free"`
+	Headroom     uint64        `json:"headroom"`
+	Verdict      string        `json:"verdict"` // "fragmentation" or "shortage"
+	Segments     []jsonSegment `json:"segments"`
+	Frames       []string      `json:"frames"`
+	PinFrames    [][]string    `json:"pin_frames"`
+	TorchMessage string        `json:"torch_message"`
+}
+
+type jsonSegment struct {
+	Address uint64      `json:"address"`
+	Size    uint64      `json:"size"`
+	Blocks  []jsonBlock `json:"blocks"`
+}
+
+type jsonBlock struct {
+	Size  uint64 `json:"size"`
+	State string `json:"state"`
+}
+
+// JSON writes r as one indented JSON object with stable snake_case keys:
+// the replay's figures, "memory_stats" (every key given), the
+// fragmentation ratios, the timeline and "oom" (null, or an object with
+// "op_index", "size", the diagnosis and "verdict": "fragmentation" or
+// "shortage"). Lists are [] rather than null when empty.
+func JSON(w io.Writer, r *Replay) error {
+	if r == nil {
+		return errors.New("report: no replay")
+	}
+	f := r.Fragmentation()
+	doc := jsonReplay{
+		Source:                      r.Source,
+		Settings:                    r.Settings,
+		Policy:                      r.Policy,
+		Device:                      r.Device,
+		DeviceMemory:                r.DeviceMemory,
+		Allowed:                     r.Allowed,
+		Ops:                         r.Ops,
+		Skipped:                     []jsonSkip{},
+		Truncated:                   r.Truncated,
+		MemoryStats:                 r.Stats,
+		PeakOp:                      r.PeakOp,
+		PeakAllocatedAtPeakReserved: r.PeakAllocatedAtPeakReserved,
+		LargestFree:                 r.LargestFree,
+		CachedFree:                  r.CachedFree(),
+		LowerBound:                  r.LowerBound,
+		PeakReservedOverLowerBound:  number(r.OverLowerBound()),
+		Fragmentation: jsonFragmentation{
+			End: number(f.End), AtPeak: number(f.AtPeak), Peaks: number(f.Peaks), Holes: number(f.Holes),
+		},
+		Timeline: make([]jsonPoint, 0, len(r.Timeline)),
+	}
+	if doc.MemoryStats == nil {
+		doc.MemoryStats = map[string]int64{}
+	}
+	for _, s := range r.Skipped {
+		doc.Skipped = append(doc.Skipped, jsonSkip(s))
+	}
+	for _, p := range r.Timeline {
+		doc.Timeline = append(doc.Timeline, jsonPoint(p))
+	}
+	if o := r.OOM; o != nil {
+		verdict := "shortage"
+		if o.Fragmented() {
+			verdict = "fragmentation"
+		}
+		j := &jsonOOM{
+			OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded, AllocSize: o.AllocSize, Stream: o.Stream,
+			DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree, Allowed: o.Allowed,
+			Allocated: o.Allocated, Reserved: o.Reserved, CachedFree: o.CachedFree, LargestFree: o.LargestFree,
+			Headroom: o.Headroom(), Verdict: verdict,
+			Segments:     []jsonSegment{},
+			Frames:       append([]string{}, o.Frames...),
+			PinFrames:    [][]string{},
+			TorchMessage: TorchOOMMessage(r.Device, o),
+		}
+		for _, s := range o.Segments {
+			js := jsonSegment{Address: s.Address, Size: s.Size, Blocks: []jsonBlock{}}
+			for _, b := range s.Blocks {
+				js.Blocks = append(js.Blocks, jsonBlock{b.Size, string(b.State)})
+			}
+			j.Segments = append(j.Segments, js)
+		}
+		for _, f := range o.PinFrames {
+			j.PinFrames = append(j.PinFrames, append([]string{}, f...))
+		}
+		doc.OOM = j
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // frames such as "<module>" stay readable
+	return enc.Encode(doc)
+}
+
+// number is r, or nil (JSON null) when r is not a finite number.
+func number(r float64) *float64 {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return nil
+	}
+	return &r
+}

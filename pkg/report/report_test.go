@@ -1,0 +1,584 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fatih/color"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const (
+	KiB = 1 << 10
+	MiB = 1 << 20
+	GiB = 1 << 30
+)
+
+// statsWith returns a full memory_stats map, zero but for set.
+func statsWith(set map[string]int64) map[string]int64 {
+	s := make(map[string]int64)
+	for _, m := range append(summaryMetrics[:len(summaryMetrics):len(summaryMetrics)], summaryOversize...) {
+		for _, pool := range []string{".all.", ".large_pool.", ".small_pool."} {
+			for _, f := range statFields {
+				if m.key == "oversize_allocations" || m.key == "oversize_segments" {
+					s[m.key+"."+f] = 0
+				} else {
+					s[m.key+pool+f] = 0
+				}
+			}
+		}
+	}
+	for _, k := range []string{"num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free"} {
+		s[k] = 0
+	}
+	s["max_split_size"] = -1
+	for k, v := range set {
+		if _, ok := s[k]; !ok {
+			panic("statsWith: unknown key " + k)
+		}
+		s[k] = v
+	}
+	return s
+}
+
+// wave is a deterministic timeline: a training-like sawtooth that
+// reaches its highest reserved value at op peak.
+func wave(n, every, peak int) []Point {
+	var pts []Point
+	for op := 0; op < n; op += every {
+		phase := op % 1000
+		alloc := int64(8*GiB) + int64(phase)*int64(10*MiB)
+		res := int64(14 * GiB)
+		if op >= 2000 {
+			res = 18 * GiB
+		}
+		if op == peak {
+			alloc, res = 17*GiB, 24*GiB
+		}
+		pts = append(pts, Point{Op: op, Allocated: alloc, Reserved: res, Active: alloc + 64*MiB})
+	}
+	return pts
+}
+
+func completed() *Replay {
+	return &Replay{
+		Source:       "gpt2_varlen.pickle",
+		Policy:       "pytorch",
+		DeviceMemory: 150109880320,
+		Ops:          123456,
+		Skipped:      []Skip{{"free of an unknown block", 3}, {"record_stream of a freed block", 1}},
+		Truncated:    true,
+		Stats: statsWith(map[string]int64{
+			"allocated_bytes.all.current":      20690984960, // 19.27 GiB
+			"allocated_bytes.all.peak":         17*GiB + 300*MiB,
+			"allocated_bytes.all.allocated":    912 * GiB,
+			"allocated_bytes.all.freed":        912*GiB - 20690984960,
+			"active_bytes.all.current":         20690984960 + 64*MiB,
+			"active_bytes.all.peak":            17*GiB + 364*MiB,
+			"active_bytes.all.allocated":       912 * GiB,
+			"active_bytes.all.freed":           912*GiB - 20690984960 - 64*MiB,
+			"requested_bytes.all.current":      20690000000,
+			"requested_bytes.all.peak":         17*GiB + 290*MiB,
+			"requested_bytes.all.allocated":    911 * GiB,
+			"requested_bytes.all.freed":        911*GiB - 20690000000,
+			"reserved_bytes.all.current":       22 * GiB,
+			"reserved_bytes.all.peak":          24 * GiB,
+			"reserved_bytes.all.allocated":     30 * GiB,
+			"reserved_bytes.all.freed":         8 * GiB,
+			"inactive_split_bytes.all.current": 700 * MiB,
+			"inactive_split_bytes.all.peak":    2 * GiB,
+			"inactive_split_bytes.all.freed":   400 * GiB,
+			"allocation.all.current":           1532,
+			"allocation.all.peak":              2210,
+			"allocation.all.allocated":         4567890,
+			"allocation.all.freed":             4566358,
+			"active.all.current":               1540,
+			"active.all.peak":                  2215,
+			"active.all.allocated":             4567890,
+			"active.all.freed":                 4566350,
+			"segment.all.current":              312,
+			"segment.all.peak":                 340,
+			"segment.all.allocated":            400,
+			"segment.all.freed":                88,
+			"inactive_split.all.current":       41,
+			"inactive_split.all.peak":          97,
+			"inactive_split.all.allocated":     88000,
+			"inactive_split.all.freed":         87959,
+			"num_alloc_retries":                2,
+			"num_device_alloc":                 400,
+			"num_device_free":                  88,
+		}),
+		PeakOp:                      2500,
+		PeakAllocatedAtPeakReserved: 17 * GiB,
+		LargestFree:                 900 * MiB,
+		LowerBound:                  16*GiB + 768*MiB,
+		Timeline:                    wave(4000, 10, 2500),
+	}
+}
+
+func fragmentationOOM() *Replay {
+	r := completed()
+	r.Settings = "max_split_size_mb:128"
+	r.Allowed = 24 * GiB
+	r.Truncated = false
+	r.Skipped = nil
+	r.Stats["num_ooms"] = 1
+	r.Timeline = wave(3300, 10, 2500)
+	r.OOM = &OOM{
+		OpIndex:     3301,
+		Size:        1536*MiB + 100,
+		Rounded:     1536*MiB + 512,
+		AllocSize:   1536*MiB + 512,
+		Stream:      0,
+		DeviceTotal: 150109880320,
+		DeviceFree:  120 * GiB,
+		Allowed:     24 * GiB,
+		Allocated:   20690984960,
+		Reserved:    23*GiB + 512*MiB,
+		CachedFree:  2*GiB + 200*MiB,
+		LargestFree: 900 * MiB,
+		Segments: []SegmentMap{
+			{Address: 0x7f2a40000000, Size: 2 * GiB, Blocks: []Block{
+				{512 * MiB, Allocated}, {900 * MiB, Free}, {100 * MiB, Allocated}, {300 * MiB, Free}, {236 * MiB, Pending},
+			}},
+			{Address: 0x7f2ac0000000, Size: 1 * GiB, Blocks: []Block{
+				{600 * MiB, Free}, {4 * MiB, Allocated}, {420 * MiB, Free},
+			}},
+		},
+		Frames: []string{
+			"torch/nn/functional.py:2546:layer_norm",
+			"model.py:88:forward",
+			"train.py:40:<module>",
+		},
+		PinFrames: [][]string{
+			{"model.py:61:attention", "train.py:40:<module>"},
+		},
+	}
+	return r
+}
+
+func shortageOOM() *Replay {
+	r := completed()
+	r.Source = "synthetic: grow"
+	r.Policy = "nocache"
+	r.Truncated = false
+	r.Skipped = nil
+	r.Stats["num_ooms"] = 1
+	r.OOM = &OOM{
+		OpIndex:     4000,
+		Size:        40 * GiB,
+		Rounded:     40 * GiB,
+		AllocSize:   40 * GiB,
+		Stream:      7,
+		DeviceTotal: 150109880320,
+		DeviceFree:  30 * GiB,
+		Allocated:   100 * GiB,
+		Reserved:    110 * GiB,
+		CachedFree:  2 * GiB,
+		LargestFree: 1 * GiB,
+	}
+	return r
+}
+
+var cases = []struct {
+	name   string
+	replay func() *Replay
+}{
+	{"completed", completed},
+	{"oom_fragmentation", fragmentationOOM},
+	{"oom_shortage", shortageOOM},
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file\n%s", path, lineDiff(string(want), string(got)))
+	}
+}
+
+func TestGolden(t *testing.T) {
+	renderers := []struct {
+		name   string
+		render func(w *bytes.Buffer, r *Replay) error
+	}{
+		{"table", func(w *bytes.Buffer, r *Replay) error { return Table(w, r, Options{}) }},
+		{"markdown", func(w *bytes.Buffer, r *Replay) error { return Markdown(w, r, Options{}) }},
+		{"json", func(w *bytes.Buffer, r *Replay) error { return JSON(w, r) }},
+		{"timeline", func(w *bytes.Buffer, r *Replay) error { return Timeline(w, r, Options{}) }},
+	}
+	for _, c := range cases {
+		for _, rd := range renderers {
+			t.Run(rd.name+"_"+c.name, func(t *testing.T) {
+				var buf bytes.Buffer
+				if err := rd.render(&buf, c.replay()); err != nil {
+					t.Fatal(err)
+				}
+				golden(t, rd.name+"_"+c.name, buf.Bytes())
+			})
+		}
+	}
+}
+
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// With Color the output gains escapes and nothing else; without, it has none.
+func TestColor(t *testing.T) {
+	renderers := map[string]func(w *bytes.Buffer, r *Replay, o Options) error{
+		"table":    func(w *bytes.Buffer, r *Replay, o Options) error { return Table(w, r, o) },
+		"markdown": func(w *bytes.Buffer, r *Replay, o Options) error { return Markdown(w, r, o) },
+		"timeline": func(w *bytes.Buffer, r *Replay, o Options) error { return Timeline(w, r, o) },
+	}
+	for _, c := range cases {
+		for name, render := range renderers {
+			var plain, coloured bytes.Buffer
+			if err := render(&plain, c.replay(), Options{Color: false}); err != nil {
+				t.Fatal(err)
+			}
+			if err := render(&coloured, c.replay(), Options{Color: true}); err != nil {
+				t.Fatal(err)
+			}
+			if bytes.IndexByte(plain.Bytes(), 0x1b) >= 0 {
+				t.Errorf("%s/%s: escape byte with Color=false", name, c.name)
+			}
+			hasEsc := bytes.IndexByte(coloured.Bytes(), 0x1b) >= 0
+			if name == "markdown" && hasEsc {
+				t.Errorf("markdown/%s: escape byte in Markdown", c.name)
+			}
+			if name != "markdown" && !hasEsc {
+				t.Errorf("%s/%s: no escape byte with Color=true", name, c.name)
+			}
+			if got := ansi.ReplaceAllString(coloured.String(), ""); got != plain.String() {
+				t.Errorf("%s/%s: coloured output differs beyond escapes\n%s", name, c.name, lineDiff(plain.String(), got))
+			}
+		}
+	}
+}
+
+// The caller's choice wins over fatih/color's global default both ways.
+func TestColorIgnoresGlobal(t *testing.T) {
+	saved := color.NoColor
+	t.Cleanup(func() { color.NoColor = saved })
+	for _, global := range []bool{false, true} {
+		color.NoColor = global
+		for _, want := range []bool{false, true} {
+			var buf bytes.Buffer
+			if err := Table(&buf, fragmentationOOM(), Options{Color: want}); err != nil {
+				t.Fatal(err)
+			}
+			if got := bytes.IndexByte(buf.Bytes(), 0x1b) >= 0; got != want {
+				t.Errorf("color.NoColor=%v, Color=%v: escapes %v", global, want, got)
+			}
+		}
+	}
+}
+
+func TestFragmentationColour(t *testing.T) {
+	r := completed() // at peak: 1 − 17/24 = 29.2% (high); at the end 12.4%
+	var buf bytes.Buffer
+	if err := Table(&buf, r, Options{Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "\x1b[33m29.2%\x1b[0m") {
+		t.Errorf("29.2%% at peak not yellow:\n%s", out)
+	}
+	if strings.Contains(out, "\x1b[33m12.4%") || strings.Contains(out, "\x1b[31;1m12.4%") {
+		t.Errorf("12.4%% coloured:\n%s", out)
+	}
+	buf.Reset()
+	if err := Table(&buf, r, Options{Color: true, Warn: 0.1, Alarm: 0.25}); err != nil {
+		t.Fatal(err)
+	}
+	out = buf.String()
+	if !strings.Contains(out, "\x1b[31;1m29.2%\x1b[0;22m") || !strings.Contains(out, "\x1b[33m12.4%\x1b[0m") {
+		t.Errorf("thresholds 0.1/0.25 not applied:\n%s", out)
+	}
+}
+
+func TestFragmentation(t *testing.T) {
+	r := completed()
+	f := r.Fragmentation()
+	near := func(name string, got, want float64) {
+		if math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	near("End", f.End, 1-20690984960.0/(22*GiB))
+	near("AtPeak", f.AtPeak, 1-17.0/24)
+	near("Peaks", f.Peaks, 1-(17*GiB+300*MiB)/(24.0*GiB))
+	cached := int64(22*GiB - 20690984960 - 64*MiB)
+	if got := r.CachedFree(); got != cached {
+		t.Errorf("CachedFree = %d, want %d", got, cached)
+	}
+	near("Holes", f.Holes, 1-900.0*MiB/float64(cached))
+	near("OverLowerBound", r.OverLowerBound(), 24.0/(16+0.75))
+
+	empty := &Replay{}
+	f = empty.Fragmentation()
+	for name, v := range map[string]float64{"End": f.End, "AtPeak": f.AtPeak, "Peaks": f.Peaks, "Holes": f.Holes, "OverLowerBound": empty.OverLowerBound()} {
+		if !math.IsNaN(v) {
+			t.Errorf("empty replay: %s = %v, want NaN", name, v)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	tests := []struct {
+		name string
+		oom  OOM
+		frag bool
+		head uint64
+	}{
+		{"cached bytes suffice", OOM{Rounded: 1 * GiB, CachedFree: 2 * GiB, LargestFree: 512 * MiB}, true, 0},
+		{"cached plus card", OOM{Rounded: 1 * GiB, CachedFree: 600 * MiB, LargestFree: 512 * MiB, DeviceFree: 500 * MiB}, true, 500 * MiB},
+		{"cap limits headroom", OOM{Rounded: 1 * GiB, CachedFree: 600 * MiB, DeviceFree: 50 * GiB, Allowed: 10 * GiB, Reserved: 10*GiB - 100*MiB}, false, 100 * MiB},
+		{"over the cap", OOM{Rounded: 1 * GiB, DeviceFree: 50 * GiB, Allowed: 10 * GiB, Reserved: 11 * GiB}, false, 0},
+		{"real shortage", OOM{Rounded: 4 * GiB, CachedFree: 1 * GiB, LargestFree: 1 * GiB, DeviceFree: 1 * GiB}, false, 1 * GiB},
+	}
+	for _, tt := range tests {
+		if got := tt.oom.Headroom(); got != tt.head {
+			t.Errorf("%s: Headroom = %d, want %d", tt.name, got, tt.head)
+		}
+		if got := tt.oom.Fragmented(); got != tt.frag {
+			t.Errorf("%s: Fragmented = %v, want %v", tt.name, got, tt.frag)
+		}
+		want := map[bool]string{true: "fragmentation OOM", false: "real shortage"}[tt.frag]
+		if got := tt.oom.Verdict(); got != want {
+			t.Errorf("%s: Verdict = %q, want %q", tt.name, got, want)
+		}
+	}
+}
+
+func TestBlockMap(t *testing.T) {
+	tests := []struct {
+		blocks []Block
+		width  int
+		want   string
+	}{
+		{[]Block{{4, Allocated}, {2, Free}, {2, Pending}, {1, Free}, {3, Allocated}}, 12, "[AAAA..PP.AAA]"},
+		// Halved: allocated beats pending beats free within a cell.
+		{[]Block{{4, Allocated}, {2, Free}, {2, Pending}, {1, Free}, {3, Allocated}}, 6, "[AA.PAA]"},
+		{[]Block{{1, Free}, {99, Allocated}}, 10, "[AAAAAAAAAA]"},
+		{[]Block{{50, Free}, {50, Allocated}}, 1, "[A]"},
+		{[]Block{{50, Pending}, {50, Allocated}}, 1, "[A]"},
+		{[]Block{{50, Pending}, {50, Free}}, 1, "[P]"},
+		// A small pinning block stays visible.
+		{[]Block{{600, Free}, {4, Allocated}, {420, Free}}, 10, "[.....A....]"},
+		{[]Block{{1, Free}, {1, Allocated}, {1, Free}}, 3, "[.A.]"},
+		{[]Block{{1, Free}, {1, Allocated}, {1, Free}}, 7, "[..AAA..]"},
+		{[]Block{{3, Allocated}}, 7, "[AAAAAAA]"},
+		{[]Block{{0, Allocated}, {10, Free}}, 4, "[....]"},
+		{nil, 10, ""},
+		{[]Block{{10, Free}}, 0, ""},
+	}
+	for _, tt := range tests {
+		if got := blockMap(SegmentMap{Blocks: tt.blocks}, tt.width); got != tt.want {
+			t.Errorf("blockMap(%v, %d) = %q, want %q", tt.blocks, tt.width, got, tt.want)
+		}
+	}
+}
+
+func TestMissingStats(t *testing.T) {
+	r := completed()
+	delete(r.Stats, "segment.all.freed")
+	for name, err := range map[string]error{
+		"table":    Table(&bytes.Buffer{}, r, Options{}),
+		"markdown": Markdown(&bytes.Buffer{}, r, Options{}),
+	} {
+		if err == nil || !strings.Contains(err.Error(), `"segment.all.freed"`) {
+			t.Errorf("%s: err = %v, want one naming the key", name, err)
+		}
+	}
+	for name, err := range map[string]error{
+		"table":    Table(&bytes.Buffer{}, nil, Options{}),
+		"markdown": Markdown(&bytes.Buffer{}, nil, Options{}),
+		"json":     JSON(&bytes.Buffer{}, nil),
+		"timeline": Timeline(&bytes.Buffer{}, nil, Options{}),
+	} {
+		if err == nil {
+			t.Errorf("%s: nil replay accepted", name)
+		}
+	}
+}
+
+func TestJSONShape(t *testing.T) {
+	for _, c := range cases {
+		var buf bytes.Buffer
+		if err := JSON(&buf, c.replay()); err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		stats, ok := doc["memory_stats"].(map[string]any)
+		if !ok || len(stats) != 122 || stats["allocated_bytes.all.current"] != 20690984960.0 {
+			t.Errorf("%s: memory_stats = %v", c.name, doc["memory_stats"])
+		}
+		oom, present := doc["oom"]
+		if !present {
+			t.Fatalf("%s: no oom key", c.name)
+		}
+		r := c.replay()
+		if r.OOM == nil {
+			if oom != nil {
+				t.Errorf("%s: oom = %v, want null", c.name, oom)
+			}
+			continue
+		}
+		m, ok := oom.(map[string]any)
+		if !ok || m["op_index"] != float64(r.OOM.OpIndex) || m["size"] != float64(r.OOM.Size) {
+			t.Errorf("%s: oom = %v", c.name, oom)
+		}
+	}
+
+	// Undefined ratios are null, empty lists [].
+	var buf bytes.Buffer
+	if err := JSON(&buf, &Replay{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"end": null`, `"holes": null`, `"skipped": []`, `"timeline": []`, `"memory_stats": {}`, `"oom": null`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("empty replay: no %s in\n%s", want, buf.String())
+		}
+	}
+}
+
+// The peak marker sits under the column where reserved memory is highest,
+// which is the top row of the chart.
+func TestTimelinePeakMarker(t *testing.T) {
+	for _, width := range []int{40, 80, 200} {
+		r := completed()
+		r.Timeline = wave(4000, 1, 2500)
+		var buf bytes.Buffer
+		if err := Timeline(&buf, r, Options{Width: width}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(buf.String(), "\n")
+		var top []rune // the chart's first row
+		for _, l := range lines {
+			if strings.ContainsAny(l, "┤┼") {
+				top = []rune(l)
+				break
+			}
+		}
+		var marks []rune
+		for _, l := range lines {
+			if strings.Contains(l, "^") && !strings.Contains(l, "operation") {
+				marks = []rune(l)
+			}
+		}
+		col := len(marks) - 1
+		if col < 0 || marks[col] != '^' {
+			t.Fatalf("width %d: no marker line in\n%s", width, buf.String())
+		}
+		if col >= len(top) || top[col] == ' ' {
+			t.Errorf("width %d: marker at column %d, not under the top of the chart\n%s", width, col, buf.String())
+		}
+		for _, l := range lines {
+			if n := len([]rune(l)); n > width {
+				t.Errorf("width %d: line of %d columns: %q", width, n, l)
+			}
+		}
+	}
+}
+
+func TestTimelineEdges(t *testing.T) {
+	for name, pts := range map[string][]Point{
+		"none":      nil,
+		"one point": {{Op: 5, Allocated: 100, Reserved: 200}},
+		"all zero":  {{Op: 0}, {Op: 1}, {Op: 2}},
+		"same op":   {{Op: 3, Reserved: MiB}, {Op: 3, Reserved: 2 * MiB}},
+		"negative":  {{Op: 0, Allocated: -5}, {Op: 10, Reserved: GiB}},
+	} {
+		r := &Replay{Timeline: pts, PeakOp: 1, OOM: &OOM{OpIndex: 99}}
+		var buf bytes.Buffer
+		if err := Timeline(&buf, r, Options{Width: 30}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if buf.Len() == 0 {
+			t.Errorf("%s: nothing written", name)
+		}
+	}
+}
+
+func FuzzRender(f *testing.F) {
+	f.Add(int64(1), int64(2), uint64(3), uint64(4), uint64(5), 10, true, byte(3))
+	f.Add(int64(-1), int64(0), uint64(0), uint64(math.MaxUint64), uint64(1), 0, false, byte(0))
+	f.Fuzz(func(t *testing.T, alloc, res int64, largest, size, free uint64, width int, oom bool, blocks byte) {
+		r := &Replay{
+			Stats: statsWith(map[string]int64{
+				"allocated_bytes.all.current": alloc, "reserved_bytes.all.current": res,
+				"reserved_bytes.all.peak": res, "allocated_bytes.all.peak": alloc,
+			}),
+			LargestFree: largest,
+			LowerBound:  size,
+			PeakOp:      width,
+			Timeline:    []Point{{Op: 0, Allocated: alloc, Reserved: res}, {Op: width, Allocated: res, Reserved: alloc}},
+		}
+		if oom {
+			seg := SegmentMap{Address: size, Size: free}
+			for i := range int(blocks % 16) {
+				seg.Blocks = append(seg.Blocks, Block{Size: size >> i, State: []BlockState{Allocated, Free, Pending}[i%3]})
+			}
+			r.OOM = &OOM{OpIndex: width, Size: size, Rounded: size, AllocSize: free, DeviceFree: free,
+				Allowed: largest, Reserved: res, Allocated: alloc, CachedFree: free, LargestFree: largest,
+				Segments: []SegmentMap{seg}}
+		}
+		o := Options{Width: width % 300}
+		for _, render := range []func(*bytes.Buffer) error{
+			func(w *bytes.Buffer) error { return Table(w, r, o) },
+			func(w *bytes.Buffer) error { return Markdown(w, r, o) },
+			func(w *bytes.Buffer) error { return JSON(w, r) },
+			func(w *bytes.Buffer) error { return Timeline(w, r, o) },
+		} {
+			var buf bytes.Buffer
+			if err := render(&buf); err != nil {
+				t.Fatal(err)
+			}
+			if bytes.IndexByte(buf.Bytes(), 0x1b) >= 0 {
+				t.Fatal("escape byte without colour")
+			}
+		}
+	})
+}
+
+func ExampleFormatBytes() {
+	fmt.Println(FormatBytes(20690984960))
+	fmt.Println(FormatSizeTorch(2 << 30))
+	// Output:
+	// 19.27 GiB
+	// 2.00 GiB
+}
+
+func TestWrap(t *testing.T) {
+	got := wrap("only 32.00 GiB free in all for a 40.00 GiB request: 8.00 GiB short", 38)
+	want := []string{"only 32.00 GiB free in all for a", "40.00 GiB request: 8.00 GiB short"}
+	if !slices.Equal(got, want) {
+		t.Errorf("wrap = %q, want %q", got, want)
+	}
+	if got := wrap("\x1b[1mbold\x1b[0m word", 9); len(got) != 1 {
+		t.Errorf("escapes counted as columns: %q", got)
+	}
+}

@@ -1,0 +1,54 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+)
+
+var binaryUnits = [...]string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+
+// FormatBytes formats n bytes for people: below 1 KiB as a plain count
+// ("512 B"), otherwise with two decimals in the largest binary unit that
+// keeps the number below 1024 ("19.27 GiB"). Negative values keep their sign.
+func FormatBytes(n int64) string {
+	neg := n < 0
+	// Work on the magnitude as uint64 so that math.MinInt64 does not overflow.
+	u := uint64(n)
+	if neg {
+		u = -u
+	}
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	if u < 1024 {
+		return sign + strconv.FormatUint(u, 10) + " B"
+	}
+	v := float64(u)
+	unit := 0
+	// Step up while the two-decimal rendering would reach 1024.00, so that
+	// 1 MiB - 1 B prints as "1.00 MiB" rather than "1024.00 KiB".
+	for v >= 1024-0.005 && unit < len(binaryUnits)-1 {
+		v /= 1024
+		unit++
+	}
+	return fmt.Sprintf("%s%.2f %s", sign, v, binaryUnits[unit])
+}
+
+// FormatSizeTorch formats n bytes the way PyTorch's C++ format_size does in
+// its out-of-memory messages (c10/core/Allocator.h): up to 1024 bytes as
+// "<n> bytes", then "%.2f KiB" up to 1 MiB, "%.2f MiB" up to 1 GiB and
+// "%.2f GiB" beyond. The boundaries are inclusive: 1024 is "1024 bytes" and
+// 1 MiB is "1024.00 KiB".
+func FormatSizeTorch(n uint64) string {
+	switch {
+	case n <= 1024:
+		return strconv.FormatUint(n, 10) + " bytes"
+	case n <= 1<<20:
+		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
+	case n <= 1<<30:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	default:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	}
+}
