@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm_internal.h"
+#include "gm_treap.h"
 
 /* ------------------------------------------------------------------ */
 /* statistics                                                          */

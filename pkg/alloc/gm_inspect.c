@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm_internal.h"
+#include "gm_treap.h"
 
 static int fail(char *msg, size_t len, const char *fmt, ...) {
   if (msg && len) {

@@ -19,15 +19,17 @@ typedef struct gm_seg gm_seg_t;
  * (stream, size, ptr); unmapped blocks in its `unmapped` treap keyed
  * (stream, ptr). prev/next link the blocks of one segment in address order. */
 typedef struct gm_block {
-  uint64_t ptr, size, requested, stream;
-  struct gm_block *prev, *next;   /* segment neighbours */
+  /* the treap's key and links first: one cache line per search step */
+  uint64_t stream, size, ptr;
   struct gm_block *left, *right;  /* treap children */
+  uint32_t prio;                  /* treap priority */
+  uint32_t id;                    /* allocation id while allocated or pending */
+  uint64_t requested;
+  struct gm_block *prev, *next;   /* segment neighbours */
   struct gm_block *pend_next;     /* FIFO of pending frees */
   gm_pool_t *pool;
   gm_seg_t *seg;
   int64_t gc_base;                /* pool clock when inserted in the free set */
-  uint32_t prio;                  /* treap priority */
-  uint32_t id;                    /* allocation id while allocated or pending */
   uint8_t allocated;
   uint8_t mapped;
   uint8_t pending;                /* freed, waiting for other streams */
@@ -69,21 +71,5 @@ struct gm_alloc {
   gm_extra_t ex;
   int64_t peak_seen;       /* reserved peak already recorded in ex */
 };
-
-/* treap.c */
-typedef int (*gm_cmp_fn)(const gm_block_t *a, const gm_block_t *b);
-int gm_cmp_size(const gm_block_t *a, const gm_block_t *b);
-int gm_cmp_addr(const gm_block_t *a, const gm_block_t *b);
-void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp);
-void gm_treap_erase(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp);
-/* smallest element >= key, or NULL */
-gm_block_t *gm_treap_lower_bound(gm_block_t *root, const gm_block_t *key, gm_cmp_fn cmp);
-/* largest element < key, or NULL */
-gm_block_t *gm_treap_before(gm_block_t *root, const gm_block_t *key, gm_cmp_fn cmp);
-/* smallest element > n, or NULL */
-gm_block_t *gm_treap_after(gm_block_t *root, const gm_block_t *n, gm_cmp_fn cmp);
-size_t gm_treap_count(const gm_block_t *root);
-/* in-order into out[0..cap); returns the count written */
-size_t gm_treap_list(gm_block_t *root, gm_block_t **out, size_t cap);
 
 #endif

@@ -4,11 +4,18 @@
  * order and lower_bound, so any balanced search tree does. A treap is the
  * shortest one to get right: a binary search tree by key that is also a
  * heap by a random priority. Nodes are the blocks themselves (intrusive),
- * so inserting or erasing never allocates. */
+ * so inserting or erasing never allocates. Everything here is static inline
+ * so that every use is compiled with its comparator inlined: these run on
+ * every alloc and free. */
+#ifndef GM_TREAP_H
+#define GM_TREAP_H
+
 #include "gm_internal.h"
 
+typedef int (*gm_cmp_fn)(const gm_block_t *a, const gm_block_t *b);
+
 /* (stream, size, ptr): PyTorch's BlockComparatorSize. */
-int gm_cmp_size(const gm_block_t *a, const gm_block_t *b) {
+static inline int gm_cmp_size(const gm_block_t *a, const gm_block_t *b) {
   if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
   if (a->size != b->size) return a->size < b->size ? -1 : 1;
   if (a->ptr != b->ptr) return a->ptr < b->ptr ? -1 : 1;
@@ -16,14 +23,14 @@ int gm_cmp_size(const gm_block_t *a, const gm_block_t *b) {
 }
 
 /* (stream, ptr): PyTorch's BlockComparatorAddress. */
-int gm_cmp_addr(const gm_block_t *a, const gm_block_t *b) {
+static inline int gm_cmp_addr(const gm_block_t *a, const gm_block_t *b) {
   if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
   if (a->ptr != b->ptr) return a->ptr < b->ptr ? -1 : 1;
   return 0;
 }
 
 /* split t into keys < n (l) and keys > n (r). */
-static void split(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp, gm_block_t **l,
+static inline void split(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp, gm_block_t **l,
                   gm_block_t **r) {
   while (t) {
     if (cmp(t, n) < 0) {
@@ -40,7 +47,7 @@ static void split(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp, gm_block_t 
 }
 
 /* merge l and r, all keys of l below all keys of r. */
-static gm_block_t *merge(gm_block_t *l, gm_block_t *r) {
+static inline gm_block_t *merge(gm_block_t *l, gm_block_t *r) {
   gm_block_t *root = NULL, **link = &root;
   while (l && r) {
     if (l->prio > r->prio) {
@@ -57,7 +64,7 @@ static gm_block_t *merge(gm_block_t *l, gm_block_t *r) {
   return root;
 }
 
-void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
+static inline void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
   gm_block_t **link = root;
   while (*link && (*link)->prio > n->prio)
     link = cmp(n, *link) < 0 ? &(*link)->left : &(*link)->right;
@@ -65,7 +72,7 @@ void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
   *link = n;
 }
 
-void gm_treap_erase(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
+static inline void gm_treap_erase(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
   gm_block_t **link = root;
   while (*link && *link != n)
     link = cmp(n, *link) < 0 ? &(*link)->left : &(*link)->right;
@@ -73,7 +80,7 @@ void gm_treap_erase(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
   n->left = n->right = NULL;
 }
 
-gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
+static inline gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
   gm_block_t *best = NULL;
   while (t) {
     if (cmp(t, key) >= 0) {
@@ -86,7 +93,7 @@ gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *key, gm_cmp_fn
   return best;
 }
 
-gm_block_t *gm_treap_before(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
+static inline gm_block_t *gm_treap_before(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
   gm_block_t *best = NULL;
   while (t) {
     if (cmp(t, key) < 0) {
@@ -99,7 +106,7 @@ gm_block_t *gm_treap_before(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp)
   return best;
 }
 
-gm_block_t *gm_treap_after(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp) {
+static inline gm_block_t *gm_treap_after(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp) {
   gm_block_t *best = NULL;
   while (t) {
     if (cmp(t, n) > 0) {
@@ -112,11 +119,11 @@ gm_block_t *gm_treap_after(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp) {
   return best;
 }
 
-size_t gm_treap_count(const gm_block_t *t) {
+static inline size_t gm_treap_count(const gm_block_t *t) {
   return t ? 1 + gm_treap_count(t->left) + gm_treap_count(t->right) : 0;
 }
 
-static size_t list_into(gm_block_t *t, gm_block_t **out, size_t cap, size_t k) {
+static inline size_t list_into(gm_block_t *t, gm_block_t **out, size_t cap, size_t k) {
   if (!t) return k;
   k = list_into(t->left, out, cap, k);
   if (k < cap) out[k] = t;
@@ -124,7 +131,9 @@ static size_t list_into(gm_block_t *t, gm_block_t **out, size_t cap, size_t k) {
   return list_into(t->right, out, cap, k);
 }
 
-size_t gm_treap_list(gm_block_t *t, gm_block_t **out, size_t cap) {
+static inline size_t gm_treap_list(gm_block_t *t, gm_block_t **out, size_t cap) {
   size_t k = list_into(t, out, cap, 0);
   return k < cap ? k : cap;
 }
+
+#endif

@@ -1,0 +1,194 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+const fixtures = "../../testdata/pytorch"
+
+type truth struct {
+	Replay         string           `json:"replay"`
+	AllocConf      string           `json:"alloc_conf"`
+	Fraction       float64          `json:"per_process_memory_fraction"`
+	MemoryStats    map[string]int64 `json:"memory_stats"`
+	MemorySummary  string           `json:"memory_summary"`
+	RecordedWith   struct {
+		DeviceTotal uint64 `json:"device_total_bytes"`
+	} `json:"recorded_with"`
+}
+
+func loadTruth(t testing.TB, name string) truth {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtures, name+".truth.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr truth
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func replayTruth(t testing.TB, tr truth, check bool) *Result {
+	t.Helper()
+	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, tr.Replay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := alloc.ParseConfig(tr.AllocConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Config: cfg, Check: check}
+	if tr.Fraction > 0 {
+		o.Device = alloc.Sim(tr.RecordedWith.DeviceTotal)
+		o.DeviceTotal = tr.RecordedWith.DeviceTotal
+		o.MemoryFraction = tr.Fraction
+	}
+	res, err := Run(Build(snap.Traces[0]), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// Every fixture replays to PyTorch's own memory_stats, and the invariant
+// checker holds after every operation.
+func TestFixturesMatchPyTorch(t *testing.T) {
+	names, _ := filepath.Glob(filepath.Join(fixtures, "*.truth.json"))
+	if len(names) == 0 {
+		t.Fatal("no fixtures")
+	}
+	// Keys a replay of the recorded alloc/free sequence must reproduce
+	// exactly. The _stacks run made a slightly different sequence than the
+	// pickle it is replayed from, so only its peaks are compared.
+	exact := []string{
+		"allocated_bytes.all.peak", "reserved_bytes.all.peak", "active_bytes.all.peak",
+		"requested_bytes.all.peak", "inactive_split_bytes.all.peak", "segment.all.peak",
+		"allocation.all.peak", "num_alloc_retries", "num_ooms", "allocated_bytes.all.current",
+		"reserved_bytes.all.current", "segment.all.current", "num_device_alloc", "num_device_free",
+		"reserved_bytes.large_pool.peak", "reserved_bytes.small_pool.peak", "num_sync_all_streams",
+		"max_split_size",
+	}
+	for _, path := range names {
+		name := strings.TrimSuffix(filepath.Base(path), ".truth.json")
+		t.Run(name, func(t *testing.T) {
+			tr := loadTruth(t, name)
+			res := replayTruth(t, tr, !testing.Short())
+			got := res.Stats.Map()
+			if len(got) != len(tr.MemoryStats) {
+				t.Errorf("%d keys, PyTorch has %d", len(got), len(tr.MemoryStats))
+			}
+			for _, k := range exact {
+				if got[k] != tr.MemoryStats[k] {
+					t.Errorf("%s = %d, PyTorch reported %d", k, got[k], tr.MemoryStats[k])
+				}
+			}
+			// a run replayed from its own recording matches every key
+			if strings.TrimSuffix(tr.Replay, ".pickle") == name {
+				for k, want := range tr.MemoryStats {
+					if got[k] != want {
+						t.Errorf("%s = %d, PyTorch reported %d", k, got[k], want)
+					}
+				}
+				var buf bytes.Buffer
+				if err := report.TorchSummary(&buf, got, 0, false); err != nil {
+					t.Fatal(err)
+				}
+				if buf.String() != tr.MemorySummary {
+					t.Errorf("memory_summary differs from PyTorch's:\n%s\nwant:\n%s", buf.String(), tr.MemorySummary)
+				}
+			}
+		})
+	}
+}
+
+func ev(a trace.Action, addr, size uint64) trace.Event {
+	return trace.Event{Action: a, Addr: addr, Size: size, Stack: -1}
+}
+
+func TestBuild(t *testing.T) {
+	events := []trace.Event{
+		ev(trace.ActionSegmentAlloc, 0x1000000, 2<<20),
+		ev(trace.ActionAlloc, 0x1000000, 100),        // 0
+		ev(trace.ActionAlloc, 0x1000200, 100),        // 1
+		ev(trace.ActionFreeRequested, 0x1000000, 100),
+		ev(trace.ActionFreeCompleted, 0x1000000, 100), // 2: fused → OpFree
+		ev(trace.ActionFreeRequested, 0x1000200, 100), // waits on a stream
+		ev(trace.ActionAlloc, 0x1000000, 100),         // 3
+		ev(trace.ActionFreeCompleted, 0x1000200, 100), // 4
+		ev(trace.ActionFreeRequested, 0x9999, 1),      // unknown address
+		ev(trace.ActionFreeCompleted, 0x9999, 1),      // 5
+		ev(trace.ActionSegmentFree, 0x2000000, 2<<20), // followed by an alloc: empty_cache
+		ev(trace.ActionAlloc, 0x3000000, 100),         // 6
+		ev(trace.ActionSegmentFree, 0x1000000, 2<<20), // followed by segment_alloc: part of a malloc
+		ev(trace.ActionSegmentAlloc, 0x1000000, 2<<20),
+		ev(trace.ActionAlloc, 0x4000000, 8<<20), // 7
+		ev(trace.ActionOOM, 0, 1<<40),
+	}
+	p := Build(events)
+	var kinds []string
+	for _, op := range p.Ops {
+		kinds = append(kinds, op.Kind.String())
+	}
+	want := "alloc alloc free free_requested alloc free_completed empty_cache alloc alloc alloc free"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Fatalf("ops %q, want %q", got, want)
+	}
+	if p.Ops[0].Hint != 0x1000000 || p.Ops[1].Hint != 0 {
+		t.Errorf("hints %#x %#x: the segment's address belongs to the first alloc only", p.Ops[0].Hint, p.Ops[1].Hint)
+	}
+	if p.Skipped[SkipUnknownFree] != 1 {
+		t.Errorf("skipped %v", p.Skipped)
+	}
+	if p.Events != 8 || p.RecordedOOMs != 1 {
+		t.Errorf("events %d, recorded ooms %d", p.Events, p.RecordedOOMs)
+	}
+	// the OOM request is reported at the count of events before it
+	if got := p.Event[len(p.Ops)-2]; got != 8 {
+		t.Errorf("oom event index %d, want 8", got)
+	}
+	res, err := Run(p, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stats.NumSyncAllStreams != 1 {
+		t.Errorf("num_sync_all_streams %d, want 1 (one empty_cache)", res.Stats.NumSyncAllStreams)
+	}
+	// a 1 TiB request does not fit a 24 GiB card: reported at event 8
+	res, err = Run(p, Options{Device: alloc.Sim(24 << 30), Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OOM == nil || res.OOM.OpIndex != 8 || res.OOM.Size != 1<<40 {
+		t.Fatalf("oom %+v, want at event 8 for 1 TiB", res.OOM)
+	}
+}
+
+// BenchmarkReplay measures replay throughput on the gpt2_varlen operation
+// stream, parsed once.
+func BenchmarkReplay(b *testing.B) {
+	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := Build(snap.Traces[0])
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := RunOps(p.Ops, nil, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(p.Ops))*float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(len(p.Ops)*b.N), "ns/op-replayed")
+}
