@@ -77,7 +77,9 @@ type replayOpts struct {
 	device int
 	warn   float64
 	alarm  float64
-	check  bool
+	check   bool
+	backend string
+	html    string
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -105,6 +107,8 @@ The replay stops at the first out-of-memory.`,
 	fl.Float64Var(&o.warn, "warn", 0.20, "fragmentation ratio shown as a warning")
 	fl.Float64Var(&o.alarm, "alarm", 0.30, "fragmentation ratio shown as an alarm")
 	fl.BoolVar(&o.check, "check", false, "check the allocator's invariants after every operation (slow)")
+	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
+	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim (simulated card) or cuda (the first GPU)")
 	return cmd
 }
 
@@ -136,16 +140,23 @@ func runReplay(cmd *cobra.Command, a *app, o *replayOpts, path string) error {
 	if err != nil {
 		return err
 	}
+	if err := applyBackend(cmd, o.backend, &ro); err != nil {
+		return err
+	}
 	ro.Points = 2000
 	ro.Check = o.check
 	plan := replay.Build(snap.Traces[o.device])
+	snap.Traces = nil // the plan holds what the replay needs
 	res, err := replay.Run(plan, ro)
 	if err != nil {
-		return fmt.Errorf("replaying %s: %w", path, err)
+		return backendErr(fmt.Errorf("replaying %s: %w", path, err))
 	}
 	rep := buildReport(path, ro, res, plan, snap)
 	rep.Device = o.device
-	return writeReport(a, a.stdout, o.output, rep, report.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm})
+	if err := writeReport(a, a.stdout, o.output, rep, report.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm}); err != nil || o.html == "" {
+		return err
+	}
+	return writeHTML(a, o.html, rep, plan, snap, ro, res)
 }
 
 // recordedConfig reads the settings a snapshot was recorded with.

@@ -109,6 +109,9 @@ EXIT STATUS
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.AddCommand(
 		newReplayCmd(a),
+		newFragcheckCmd(a),
+		newRunCmd(a),
+		newSummaryCmd(a),
 	)
 	return root
 }

@@ -178,6 +178,17 @@ func (a *Allocator) Close() {
 	}
 }
 
+// MemInfo returns the device's free and total bytes (cudaMemGetInfo).
+func (a *Allocator) MemInfo() (free, total uint64, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var f, t C.uint64_t
+	if rc := C.gm_mem_info(a.c, &f, &t); rc != C.GM_OK {
+		return 0, 0, statusErr(rc)
+	}
+	return uint64(f), uint64(t), nil
+}
+
 // Config returns the settings the allocator runs with.
 func (a *Allocator) Config() Config { return a.cfg }
 
@@ -208,7 +219,7 @@ type Result struct {
 // Timeline collects, per bucket of Stride operations, the highest
 // allocated, reserved and active bytes seen after its operations.
 type Timeline struct {
-	Stride                     int
+	Stride                      int
 	Allocated, Reserved, Active []int64
 }
 
@@ -272,6 +283,11 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 	}
 	err := statusErr(rc)
 	idx := int(done)
+	if rc == C.GM_EBACKEND {
+		if msg := C.GoString(C.gm_backend_error(a.c)); msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+	}
 	if rc == C.GM_ECORRUPT {
 		idx--
 		err = fmt.Errorf("%w: %s", ErrCorrupt, a.checkLocked())
@@ -299,6 +315,9 @@ func (a *Allocator) one1(op Op) (uint64, *OOM, error) {
 			Allowed: uint64(oom.allowed), Allocated: int64(oom.allocated), Reserved: int64(oom.reserved)}, ErrOutOfMemory
 	}
 	if err := statusErr(rc); err != nil {
+		if msg := C.GoString(C.gm_backend_error(a.c)); rc == C.GM_EBACKEND && msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
 		if rc == C.GM_ECORRUPT {
 			err = fmt.Errorf("%w: %s", ErrCorrupt, a.checkLocked())
 		}

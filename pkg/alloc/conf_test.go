@@ -47,7 +47,9 @@ func TestParseConfigKeys(t *testing.T) {
 		{"large_segment_size_mb:40,max_non_split_rounding_mb:50", func(c Config) bool { return c.MaxNonSplitRounding == 50*mib }},
 		{"roundup_power2_divisions:4", func(c Config) bool { return c.RoundupPower2Divisions == div(4) }},
 		{"roundup_power2_divisions:1", func(c Config) bool { return c.RoundupPower2Divisions == div(1) }},
-		{"roundup_power2_divisions:[>:16]", func(c Config) bool { return c.RoundupPower2Divisions[0] == 0 && c.RoundupPower2Divisions[1] == 16 && c.RoundupPower2Divisions[15] == 16 }},
+		{"roundup_power2_divisions:[>:16]", func(c Config) bool {
+			return c.RoundupPower2Divisions[0] == 0 && c.RoundupPower2Divisions[1] == 16 && c.RoundupPower2Divisions[15] == 16
+		}},
 		{"garbage_collection_threshold:0.6", func(c Config) bool { return c.GCThreshold == 0.6 }},
 		{"expandable_segments:True", func(c Config) bool { return c.ExpandableSegments }},
 		{"expandable_segments:False", func(c Config) bool { return !c.ExpandableSegments }},

@@ -915,6 +915,15 @@ int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done, gm_oom_t *
 
 void gm_get_stats(const gm_alloc_t *a, gm_stats_t *s) { *s = a->st; }
 
+const char *gm_backend_error(const gm_alloc_t *a) {
+  const char *m = a->be.error ? a->be.error(a->be.ctx) : NULL;
+  return m ? m : "";
+}
+
+int gm_mem_info(const gm_alloc_t *a, uint64_t *free_bytes, uint64_t *total_bytes) {
+  return a->be.mem_info(a->be.ctx, free_bytes, total_bytes);
+}
+
 void gm_get_extra(const gm_alloc_t *a, gm_extra_t *e) {
   *e = a->ex;
 }

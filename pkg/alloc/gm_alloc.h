@@ -78,6 +78,8 @@ typedef struct gm_backend {
   int (*mem_info)(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes);
   /* Release everything the backend holds and the backend itself. */
   void (*destroy)(void *ctx);
+  /* The last failure's message, or NULL; may itself be NULL. */
+  const char *(*error)(void *ctx);
 } gm_backend_t;
 
 /* gm_sim_backend fills `b` with the simulated device: deterministic, pure C.
@@ -186,6 +188,12 @@ typedef struct gm_timeline {
  * addr, if non-NULL, receives the address of the last allocation made. */
 int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done,
            gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr);
+
+/* gm_backend_error is the backend's message for its last failure, or "". */
+const char *gm_backend_error(const gm_alloc_t *a);
+
+/* gm_mem_info is the backend's cudaMemGetInfo. */
+int gm_mem_info(const gm_alloc_t *a, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* gm_get_stats copies the statistics. */
 void gm_get_stats(const gm_alloc_t *a, gm_stats_t *s);

@@ -341,7 +341,7 @@ static int gm__cu_va_reserve(void *ctx, uint64_t size, uint64_t page, uint64_t *
                          (unsigned long long)size, (unsigned long long)page);
   if ((st = gm__cu_enter(c)) != GM_OK) return st;
   gm__CUdeviceptr p = 0;
-  gm__CUresult rc = gm__cu.MemAddressReserve(&p, (size_t)size, (size_t)page, 0, 0);
+  gm__CUresult rc = gm__cu.MemAddressReserve(&p, (size_t)size, 0, 0, 0); /* alignment 0: the granularity, as PyTorch asks; a 20 MiB page is no valid alignment */
   if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemAddressReserve(%llu bytes)", (unsigned long long)size);
   if (gm__cu_put(&c->resv, p, size, 0) != 0) {
     gm__cu.MemAddressFree(p, (size_t)size);
@@ -395,13 +395,17 @@ static int gm__cu_va_release(void *ctx, uint64_t addr, uint64_t size) {
 static int gm__cu_check_range(gm__cuda_t *c, uint64_t addr, uint64_t size, uint64_t page) {
   int st = gm__cu_check_page(c, page);
   if (st != GM_OK) return st;
-  if (size == 0 || size % page != 0 || addr % page != 0)
+  /* Pages are counted from the reservation's base, which is only
+   * granularity-aligned: a 20 MiB page is no power of two. */
+  if (size == 0 || size % page != 0 || addr % c->gran != 0)
     return gm__cu_misuse(c, "cuda backend: range 0x%llx+%llu is not aligned to %llu-byte pages",
                          (unsigned long long)addr, (unsigned long long)size, (unsigned long long)page);
   for (size_t i = 0; i < c->resv.cap; i++) {
     const gm__cu_ent_t *r = &c->resv.e[i];
-    if (r->key != 0 && addr >= r->key && addr - r->key <= r->a && size <= r->a - (addr - r->key))
+    if (r->key != 0 && addr >= r->key && addr - r->key <= r->a && size <= r->a - (addr - r->key)) {
+      if ((addr - r->key) % page != 0) break;
       return GM_OK;
+    }
   }
   return gm__cu_misuse(c, "cuda backend: range 0x%llx+%llu lies outside every reservation",
                        (unsigned long long)addr, (unsigned long long)size);
@@ -532,6 +536,11 @@ static void gm__cu_seterr(char *err, size_t errlen, const char *fmt, ...) {
   va_end(ap);
 }
 
+static const char *gm__cu_error(void *ctx) {
+  gm__cuda_t *c = ctx;
+  return c->err[0] ? c->err : NULL;
+}
+
 int gm_cuda_backend(int device, gm_backend_t *b, char *err, size_t errlen) {
   if (err != NULL && errlen > 0) err[0] = '\0';
   pthread_once(&gm__cu_once, gm__cu_load);
@@ -597,6 +606,7 @@ int gm_cuda_backend(int device, gm_backend_t *b, char *err, size_t errlen) {
       .malloc = gm__cu_malloc,
       .free = gm__cu_free,
       .va_reserve = gm__cu_va_reserve,
+      .error = gm__cu_error,
       .va_release = gm__cu_va_release,
       .map = gm__cu_map,
       .unmap = gm__cu_unmap,

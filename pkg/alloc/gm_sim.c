@@ -167,5 +167,6 @@ int gm_sim_backend(uint64_t capacity, gm_backend_t *b) {
   b->unmap = sim_unmap;
   b->mem_info = sim_mem_info;
   b->destroy = sim_destroy;
+  b->error = NULL;
   return GM_OK;
 }

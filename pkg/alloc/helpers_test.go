@@ -86,6 +86,9 @@ func checkSnapshot(a *Allocator) error {
 	var reserved, allocated, active, requested uint64
 	var prevEnd uint64
 	for i, s := range segs {
+		if s.Address+s.TotalSize < s.Address {
+			return fmt.Errorf("segment 0x%x of %d bytes wraps past the end of the address space", s.Address, s.TotalSize)
+		}
 		if i > 0 && s.Address < prevEnd {
 			return fmt.Errorf("segment 0x%x overlaps the one before or is out of order", s.Address)
 		}

@@ -21,13 +21,13 @@ const (
 
 // Stats mirrors torch.cuda.memory_stats(); arrays are indexed All, Large, Small.
 type Stats struct {
-	Allocation, Segment, Active, InactiveSplit                  [3]Stat
-	AllocatedBytes, ReservedBytes, ActiveBytes                  [3]Stat
-	InactiveSplitBytes, RequestedBytes                          [3]Stat
-	OversizeAllocations, OversizeSegments                       Stat
-	NumAllocRetries, NumOOMs, NumSyncAllStreams                 int64
-	NumDeviceAlloc, NumDeviceFree                               int64
-	MaxSplitSize                                                int64 // -1 = unlimited
+	Allocation, Segment, Active, InactiveSplit  [3]Stat
+	AllocatedBytes, ReservedBytes, ActiveBytes  [3]Stat
+	InactiveSplitBytes, RequestedBytes          [3]Stat
+	OversizeAllocations, OversizeSegments       Stat
+	NumAllocRetries, NumOOMs, NumSyncAllStreams int64
+	NumDeviceAlloc, NumDeviceFree               int64
+	MaxSplitSize                                int64 // -1 = unlimited
 }
 
 func goStat(s C.gm_stat_t) Stat {

@@ -16,12 +16,12 @@ import (
 const fixtures = "../../testdata/pytorch"
 
 type truth struct {
-	Replay         string           `json:"replay"`
-	AllocConf      string           `json:"alloc_conf"`
-	Fraction       float64          `json:"per_process_memory_fraction"`
-	MemoryStats    map[string]int64 `json:"memory_stats"`
-	MemorySummary  string           `json:"memory_summary"`
-	RecordedWith   struct {
+	Replay        string           `json:"replay"`
+	AllocConf     string           `json:"alloc_conf"`
+	Fraction      float64          `json:"per_process_memory_fraction"`
+	MemoryStats   map[string]int64 `json:"memory_stats"`
+	MemorySummary string           `json:"memory_summary"`
+	RecordedWith  struct {
 		DeviceTotal uint64 `json:"device_total_bytes"`
 	} `json:"recorded_with"`
 }
@@ -120,8 +120,8 @@ func ev(a trace.Action, addr, size uint64) trace.Event {
 func TestBuild(t *testing.T) {
 	events := []trace.Event{
 		ev(trace.ActionSegmentAlloc, 0x1000000, 2<<20),
-		ev(trace.ActionAlloc, 0x1000000, 100),        // 0
-		ev(trace.ActionAlloc, 0x1000200, 100),        // 1
+		ev(trace.ActionAlloc, 0x1000000, 100), // 0
+		ev(trace.ActionAlloc, 0x1000200, 100), // 1
 		ev(trace.ActionFreeRequested, 0x1000000, 100),
 		ev(trace.ActionFreeCompleted, 0x1000000, 100), // 2: fused → OpFree
 		ev(trace.ActionFreeRequested, 0x1000200, 100), // waits on a stream

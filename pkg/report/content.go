@@ -64,7 +64,7 @@ func overviewFacts(r *Replay) []fact {
 		{"source", r.Source},
 		{"policy", r.Policy},
 		{"settings", settings},
-		{"device", fmt.Sprintf("%d, %s", r.Device, ubytes(r.DeviceMemory))},
+		{"device", deviceText(r)},
 		{"cap", capacity},
 		{"operations", ops},
 	}
@@ -343,4 +343,11 @@ func wrap(s string, width int) []string {
 		lines = append(lines, line)
 	}
 	return lines
+}
+
+func deviceText(r *Replay) string {
+	if r.DeviceMemory == 0 {
+		return fmt.Sprintf("%d, no memory limit", r.Device)
+	}
+	return fmt.Sprintf("%d, %s", r.Device, ubytes(r.DeviceMemory))
 }

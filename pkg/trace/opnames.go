@@ -14,7 +14,7 @@ var pickleOps = map[byte]string{
 	'j': "LONG_BINGET", 'l': "LIST", ']': "EMPTY_LIST", 'o': "OBJ", 'p': "PUT",
 	'q': "BINPUT", 'r': "LONG_BINPUT", 's': "SETITEM", 't': "TUPLE",
 	')': "EMPTY_TUPLE", 'u': "SETITEMS", 'G': "BINFLOAT", 'B': "BINBYTES",
-	'C': "SHORT_BINBYTES",
+	'C':  "SHORT_BINBYTES",
 	0x80: "PROTO", 0x81: "NEWOBJ", 0x82: "EXT1", 0x83: "EXT2", 0x84: "EXT4",
 	0x85: "TUPLE1", 0x86: "TUPLE2", 0x87: "TUPLE3", 0x88: "NEWTRUE",
 	0x89: "NEWFALSE", 0x8a: "LONG1", 0x8b: "LONG4", 0x8c: "SHORT_BINUNICODE",

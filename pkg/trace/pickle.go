@@ -421,12 +421,12 @@ func (d *decoder) run() (val, error) {
 		if len(d.stack) > maxStack {
 			return val{}, d.errorf("more than %d values on the stack", maxStack)
 		}
+		d.op = d.base + int64(d.pos)
 		if d.pos == len(d.buf) {
 			if err := d.fill(1); err != nil {
 				return val{}, err
 			}
 		}
-		d.op = d.base + int64(d.pos)
 		op := d.buf[d.pos]
 		d.pos++
 		var err error
@@ -717,10 +717,14 @@ func (d *decoder) put(i uint64, v val) error {
 }
 
 func (d *decoder) get(i uint64) error {
-	if i >= uint64(d.memoLen) || *d.memoAt(int(i)) == 0 {
+	if i >= uint64(d.memoLen) {
 		return d.errorf("memo key %d missing", i)
 	}
-	v := d.unpack(*d.memoAt(int(i)))
+	e := d.memo[i>>memoPageBits][i&(memoPageLen-1)]
+	if e == 0 {
+		return d.errorf("memo key %d missing", i)
+	}
+	v := d.unpack(e)
 	if v.k == kDict || v.k == kList {
 		c := d.conts[v.n]
 		if c.open {
@@ -858,6 +862,9 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 			d.pendLive--
 			continue
 		}
+		if v.k == kGone {
+			return d.errorf("memoized event dict fetched again from the memo (not supported)")
+		}
 		v, err := d.take(v)
 		if err != nil {
 			return err
@@ -883,7 +890,8 @@ func (d *decoder) growEvents(c *cont, more int) {
 	newCap := 0
 	if !c.estimated && n >= 4096 && d.size > 0 {
 		c.estimated = true
-		used := float64(d.op-c.off) / float64(n) // bytes per event so far
+		// The events in this batch lie before d.op too.
+		used := float64(d.op-c.off) / float64(want) // bytes per event so far
 		left := d.size - d.op
 		est := n + int(float64(left)/used*1.02) + 1024
 		// An event needs more than 16 bytes of pickle.
@@ -927,11 +935,16 @@ func (d *decoder) setItemsOn(opname string, t int, pairs []val) error {
 // is. It returns the value that now stands for the dict.
 func (d *decoder) addPairs(id uint32, c *cont, pairs []val) (val, error) {
 	for i, v := range pairs {
-		v, err := d.take(v)
-		if err != nil {
-			return val{}, err
+		switch v.k {
+		case kDict, kList:
+			v, err := d.take(v)
+			if err != nil {
+				return val{}, err
+			}
+			pairs[i] = v
+		case kEvent:
+			pairs[i] = d.keepable(v)
 		}
-		pairs[i] = v
 	}
 	p, start := pairs, len(c.items)
 	if start > 0 {
@@ -978,9 +991,6 @@ func (d *decoder) addPairs(id uint32, c *cont, pairs []val) (val, error) {
 		// A generic dict keeps its pairs until its parent reads them.
 		if start == 0 {
 			c.items = append(c.items, pairs...)
-		}
-		for i := start; i < len(c.items); i++ {
-			c.items[i] = d.keepable(c.items[i])
 		}
 		return val{kDict, uint64(id)}, nil
 	}

@@ -34,14 +34,15 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", a)
 }
 
-// Event is one entry of a device trace.
+// Event is one entry of a device trace. Action and Stack share a word,
+// so an Event takes 40 bytes.
 type Event struct {
 	Action Action
+	Stack  int32  // index into Snapshot.Stacks; -1 when the event has no frames
 	Addr   uint64 // for ActionOOM: the "device_free" value
 	Size   uint64
 	Stream uint64 // cudaStream_t as integer
 	TimeUS int64  // microseconds since the epoch; 0 if not recorded
-	Stack  int32  // index into Snapshot.Stacks; -1 when the event has no frames
 }
 
 // BlockState is the state of a block in a snapshot segment.
@@ -311,45 +312,57 @@ func missing(what string, off int64, key int) error {
 	return &FormatError{Offset: off, Msg: fmt.Sprintf("%s dict has no %q key", what, wellKnown[key])}
 }
 
-// toEvent converts the key/value pairs of a device_traces entry.
+// toEvent converts the key/value pairs of a device_traces entry. It runs
+// once per event, so the common cases are tested inline and the field
+// helpers only produce the errors.
 func (d *decoder) toEvent(p []val, off int64) (Event, error) {
 	ev := Event{Stack: -1}
-	f := field{d: d, what: "event", off: off}
-	var err error
 	var haveAddr, haveFree, haveSize bool
 	var devFree uint64
-	for i := 0; i < len(p); i += 2 {
+	for i := 0; i+1 < len(p); i += 2 {
 		k, v := p[i], p[i+1]
 		if k.k != kStr || k.n >= numKnown {
 			continue
 		}
-		f.key = uint32(k.n)
+		isUint := v.k == kUint || v.k == kInt && int64(v.n) >= 0
 		switch k.n {
 		case sAction:
-			if v.k != kStr {
-				return ev, f.errorf("is a %s, want a str", v.k)
-			}
-			if v.n > sSnapshot {
-				return ev, &FormatError{Offset: off, Msg: fmt.Sprintf("unknown event action %q", d.strs[v.n])}
+			if v.k != kStr || v.n > sSnapshot {
+				return ev, d.badAction(v, off)
 			}
 			ev.Action = Action(v.n + 1)
+			continue
 		case sAddr:
-			ev.Addr, err = f.uint(v)
-			haveAddr = true
+			ev.Addr, haveAddr = v.n, true
 		case sDeviceFree:
-			devFree, err = f.uint(v)
-			haveFree = true
+			devFree, haveFree = v.n, true
 		case sSize:
-			ev.Size, err = f.uint(v)
-			haveSize = true
+			ev.Size, haveSize = v.n, true
 		case sStream:
-			ev.Stream, err = f.bits(v)
+			ev.Stream = v.n
+			isUint = v.k == kInt || v.k == kUint // any 64 bits: stream handles are opaque
 		case sTimeUS:
-			ev.TimeUS, err = f.int(v)
+			ev.TimeUS = int64(v.n)
+			isUint = v.k == kInt
 		case sFrames:
-			ev.Stack, err = f.stack(v)
+			switch v.k {
+			case kEmpty, kNone:
+			case kStack:
+				ev.Stack = int32(v.n)
+			default:
+				return ev, field{d, "event", off, uint32(k.n)}.errorf("is a %s, want a list of frame dicts", v.k)
+			}
+			continue
+		default:
+			continue
 		}
-		if err != nil {
+		if !isUint {
+			f := field{d, "event", off, uint32(k.n)}
+			if k.n == sTimeUS {
+				_, err := f.int(v)
+				return ev, err
+			}
+			_, err := f.uint(v)
 			return ev, err
 		}
 	}
@@ -365,6 +378,13 @@ func (d *decoder) toEvent(p []val, off int64) (Event, error) {
 		return ev, missing(ev.Action.String()+" event", off, sSize)
 	}
 	return ev, nil
+}
+
+func (d *decoder) badAction(v val, off int64) error {
+	if v.k != kStr {
+		return field{d, "event", off, sAction}.errorf("is a %s, want a str", v.k)
+	}
+	return &FormatError{Offset: off, Msg: fmt.Sprintf("unknown event action %q", d.strs[v.n])}
 }
 
 // toFrame converts a frame dict and returns its interned id.

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/workload"
+)
+
+type runOpts struct {
+	alloc   allocFlags
+	output  string
+	params  []string
+	list    bool
+	backend string
+}
+
+func newRunCmd(a *app) *cobra.Command {
+	o := &runOpts{}
+	cmd := &cobra.Command{
+		Use:   "run WORKLOAD",
+		Short: "Run a scripted allocate/free workload and report its memory",
+		Long: `Run a built-in workload (see --list) or a workload script file through the
+allocator and print the same report as replay. Parameters of a workload are
+set with --param name=value.`,
+		Example: `  gpumem run --list
+  gpumem run frag-demo
+  gpumem run transformer --param layers=12 --param hidden=768 --param batch=8
+  gpumem run my_workload.gpumem --alloc-conf expandable_segments:True`,
+		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
+			if o.list {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		}),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.list {
+				return listWorkloads(a)
+			}
+			return runWorkload(cmd, a, o, args[0])
+		},
+	}
+	o.alloc.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVarP(&o.output, "output", "o", "table", "output format: table, json, markdown or torch-summary")
+	fl.StringArrayVarP(&o.params, "param", "p", nil, "workload parameter name=value (repeatable)")
+	fl.BoolVar(&o.list, "list", false, "list the built-in workloads")
+	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim or cuda")
+	return cmd
+}
+
+func listWorkloads(a *app) error {
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	for _, b := range workload.Builtins() {
+		fmt.Fprintf(tw, "%s\t%s\n", b.Name, b.Description)
+	}
+	return tw.Flush()
+}
+
+func parseParams(list []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, p := range list {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--param %q: want name=value", p)}
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// loadWorkload finds a builtin or parses a script file.
+func loadWorkload(name string, params map[string]string) (*workload.Workload, error) {
+	w, err := workload.Lookup(name, params)
+	if err != nil {
+		return nil, withHint(inputError{err}, "run 'gpumem run --list' for the built-in workloads")
+	}
+	return w, nil
+}
+
+func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
+	if err := checkOutput(o.output, "table", "json", "markdown", "torch-summary"); err != nil {
+		return err
+	}
+	params, err := parseParams(o.params)
+	if err != nil {
+		return err
+	}
+	w, err := loadWorkload(name, params)
+	if err != nil {
+		return err
+	}
+	ro, err := o.alloc.options(cmd, nil)
+	if err != nil {
+		return err
+	}
+	if err := applyBackend(cmd, o.backend, &ro); err != nil {
+		return err
+	}
+	ro.Points = 2000
+	res, err := replay.RunOps(w.Ops, nil, ro)
+	if err != nil {
+		return backendErr(fmt.Errorf("running %s: %w", w.Name, err))
+	}
+	rep := buildReport(w.Name, ro, res, nil, nil)
+	return writeReport(a, a.stdout, o.output, rep, report.Options{Color: a.color})
+}

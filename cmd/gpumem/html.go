@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/htmlreport"
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// writeHTML writes the HTML report of a replay to path. Besides rep it
+// shows the segments at the peak, which takes a second replay stopped just
+// after the peak operation, and, when the trace recorded stacks, the
+// allocation sites live there. snap may be nil.
+func writeHTML(a *app, path string, rep *report.Replay, plan *replay.Plan, snap *trace.Snapshot, o replay.Options, res *replay.Result) error {
+	var extra htmlreport.Extra
+	if n := min(res.Extra.PeakOp+1, len(plan.Ops)); res.Done > 0 && n > 0 {
+		o.Points, o.Check = 0, false
+		peak, err := replay.RunOps(plan.Ops[:n], plan.Event, o)
+		if err != nil {
+			return fmt.Errorf("replaying %s to its peak: %w", rep.Source, err)
+		}
+		extra.PeakSegments = segmentMaps(peak.Segments)
+		extra.Sites = peakSites(plan, snap, n)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--html: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	err = htmlreport.Write(w, rep, extra)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	fmt.Fprintf(a.stderr, "gpumem: wrote %s\n", path)
+	return nil
+}
+
+// segmentMaps converts an allocator snapshot to the report's form.
+func segmentMaps(segs []alloc.Segment) []report.SegmentMap {
+	out := make([]report.SegmentMap, 0, len(segs))
+	for _, s := range segs {
+		m := report.SegmentMap{Address: s.Address, Size: s.TotalSize, Blocks: make([]report.Block, 0, len(s.Blocks))}
+		for _, b := range s.Blocks {
+			st := report.Free
+			switch b.State {
+			case alloc.BlockAllocated:
+				st = report.Allocated
+			case alloc.BlockPendingFree:
+				st = report.Pending
+			}
+			m.Blocks = append(m.Blocks, report.Block{Size: b.Size, State: st})
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// peakSites groups the allocations live after the first n operations by
+// their recorded stack, most bytes first; nil when none has a stack.
+func peakSites(plan *replay.Plan, snap *trace.Snapshot, n int) []htmlreport.Site {
+	if snap == nil || len(plan.Stack) < n {
+		return nil
+	}
+	live := map[uint32]int{} // allocation id → the op that made it
+	for i, op := range plan.Ops[:n] {
+		switch op.Kind {
+		case alloc.OpAlloc:
+			live[op.ID] = i
+		case alloc.OpFree, alloc.OpFreeRequest:
+			delete(live, op.ID) // no longer allocated, even if still pending
+		}
+	}
+	type site struct {
+		bytes uint64
+		count int
+	}
+	by := map[int32]*site{}
+	stacked := false
+	for _, i := range live {
+		st := plan.Stack[i]
+		if st >= 0 && int(st) < len(snap.Stacks) {
+			stacked = true
+		} else {
+			st = -1
+		}
+		s := by[st]
+		if s == nil {
+			s = &site{}
+			by[st] = s
+		}
+		s.bytes += plan.Ops[i].Size
+		s.count++
+	}
+	if !stacked {
+		return nil
+	}
+	sites := make([]htmlreport.Site, 0, len(by))
+	for st, s := range by {
+		sites = append(sites, htmlreport.Site{Frames: strings.Join(stackLines(snap, st), "\n"), Bytes: s.bytes, Count: s.count})
+	}
+	slices.SortFunc(sites, func(x, y htmlreport.Site) int {
+		return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Frames, y.Frames))
+	})
+	return sites
+}

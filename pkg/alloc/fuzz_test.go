@@ -1,0 +1,283 @@
+package alloc
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// fuzzBytes hands out the fuzzer's bytes one at a time, zeros once they
+// run out.
+type fuzzBytes []byte
+
+func (b *fuzzBytes) next() byte {
+	if len(*b) == 0 {
+		return 0
+	}
+	c := (*b)[0]
+	*b = (*b)[1:]
+	return c
+}
+
+// fuzzOptions decodes four bytes into allocator options. The config goes
+// through ParseConfig, as a user's string would.
+func fuzzOptions(b *fuzzBytes) (Options, error) {
+	flags, b1, b2, b3 := b.next(), b.next(), b.next(), b.next()
+	var parts []string
+	if flags&0x02 != 0 {
+		parts = append(parts, "expandable_segments:True")
+	}
+	if flags&0x04 != 0 {
+		parts = append(parts, fmt.Sprintf("max_split_size_mb:%d", 40+int(b1)%160))
+	}
+	if flags&0x80 != 0 {
+		parts = append(parts, fmt.Sprintf("max_non_split_rounding_mb:%d", 40+int(b1>>4)*8))
+		if b1&1 != 0 {
+			parts = append(parts, "large_segment_size_mb:40")
+		}
+	}
+	if flags&0x08 != 0 {
+		if b2&0x80 != 0 {
+			parts = append(parts, fmt.Sprintf("roundup_power2_divisions:[1:%d,16:%d,>:%d]", 1<<(b2%5), 1<<(b2>>3%5), 1<<(b2>>5%4)))
+		} else {
+			parts = append(parts, fmt.Sprintf("roundup_power2_divisions:%d", 1<<(b2%5)))
+		}
+	}
+	if flags&0x10 != 0 {
+		parts = append(parts, fmt.Sprintf("garbage_collection_threshold:0.%d", 1+int(b3)%9))
+	}
+	conf, err := ParseConfig(strings.Join(parts, ","))
+	if err != nil {
+		return Options{}, err
+	}
+	if flags&0x01 != 0 {
+		conf.Policy = PolicyNoCache
+	}
+	// An unlimited device is given a card size: Sim(0) alone reports 2^50
+	// bytes, whose expandable VA ranges overflow the simulator's address
+	// space (TestExpandableDefaultDevice).
+	o := Options{Config: conf, Device: Sim(0), DeviceTotal: 4 << 30}
+	if flags&0x40 != 0 {
+		// A small card: out-of-memory is common.
+		o.Device, o.DeviceTotal = Sim(uint64(64+int(b3%32)*8)*mib), 0
+	}
+	if flags&0x20 != 0 {
+		o.MemoryFraction = float64(1+b3%8) / 40 // 2.5% .. 20% of 4 GiB: 100 .. 800 MiB
+		if o.DeviceTotal == 0 {
+			o.MemoryFraction = float64(1+b3%8) / 10
+		}
+	}
+	return o, nil
+}
+
+// fuzzSize spans tiny to ~110 MiB, dense around powers of two.
+func fuzzSize(b *fuzzBytes) uint64 {
+	e, m := b.next(), b.next()
+	if e == 255 {
+		return 0
+	}
+	base := uint64(1) << (9 + e%19) // 512 B .. 128 MiB
+	size := base + base*uint64(m>>1)/128
+	if m&1 != 0 {
+		size-- // just below a boundary
+	}
+	return max(min(size, 110*mib), 1)
+}
+
+const (
+	idFree = iota
+	idLive
+	idPending // freed, waiting for OpFreeComplete
+)
+
+type fuzzID struct {
+	state    int
+	size     uint64
+	stream   uint64
+	recorded bool // another stream uses it: its free stays pending
+}
+
+// fuzzOp decodes one operation over 16 ids, turning an op that would be
+// invalid for the id into one that is valid.
+func fuzzOp(b *fuzzBytes, ids *[16]fuzzID) Op {
+	k, idb := b.next(), b.next()
+	id := uint32(idb % 16)
+	st := &ids[id]
+	stream := uint64(k>>4) & 1
+	kind := OpKind(1 + k%8)
+	if kind > OpEmptyCache { // two chances in eight for alloc
+		kind = OpAlloc
+	}
+	if kind == OpEmptyCache && k&0x60 != 0 {
+		kind = OpFree // empty_cache is rarer
+	}
+	switch st.state {
+	case idFree:
+		if kind != OpEmptyCache {
+			kind = OpAlloc
+		}
+	case idLive:
+		if kind == OpAlloc || kind == OpFreeComplete || (kind == OpRecordStream && st.size == 0) {
+			kind = OpFree
+		}
+	case idPending:
+		if kind != OpEmptyCache {
+			kind = OpFreeComplete
+		}
+	}
+	op := Op{Kind: kind, ID: id}
+	switch kind {
+	case OpAlloc:
+		op.Size, op.Stream = fuzzSize(b), stream
+	case OpRecordStream:
+		op.Stream = st.stream ^ 1
+	}
+	return op
+}
+
+func (s *fuzzID) apply(op Op) {
+	switch op.Kind {
+	case OpAlloc:
+		*s = fuzzID{state: idLive, size: op.Size, stream: op.Stream}
+	case OpFree:
+		s.state = idFree
+		if s.recorded && s.size > 0 {
+			s.state = idPending
+		}
+	case OpFreeRequest:
+		s.state = idPending
+		if s.size == 0 {
+			s.state = idFree
+		}
+	case OpFreeComplete:
+		s.state = idFree
+	case OpRecordStream:
+		s.recorded = true
+	}
+}
+
+func FuzzAllocator(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0, 0, 1, 12, 3, 0, 2, 12, 3, 3, 1, 0, 0, 7, 0})
+	// expandable, two streams, record_stream, free_request
+	f.Add([]byte{0x02, 0, 0, 0, 0, 1, 14, 0, 0x10, 2, 16, 200, 5, 1, 3, 1, 4, 2, 4, 2, 0, 3, 13, 9, 7, 0, 3, 3})
+	// max_split + divisions + gc + fraction
+	f.Add([]byte{0x3c, 40, 0x83, 4, 0, 1, 17, 10, 0, 2, 17, 10, 0, 3, 17, 10, 3, 1, 3, 2, 3, 3, 0, 4, 18, 0, 7, 0})
+	// a small device: out-of-memory
+	f.Add([]byte{0x40, 0, 0, 0, 0, 1, 18, 255, 0, 2, 18, 255, 0, 3, 18, 255, 3, 1, 0, 4, 18, 200, 7, 0, 0, 5, 4, 4})
+	// nocache with pending frees
+	f.Add([]byte{0x01, 0, 0, 0, 0, 1, 10, 10, 5, 1, 0, 3, 1, 4, 1, 0, 2, 19, 50, 4, 2, 4, 2, 7, 0})
+	// expandable + gc + fraction + max_split: the §9.5 interaction
+	f.Add([]byte{0x36, 10, 0, 5, 0, 1, 17, 64, 0, 2, 17, 64, 0, 3, 17, 64, 3, 2, 3, 1, 0, 4, 16, 0, 0, 5, 18, 100, 7, 0})
+	f.Add([]byte{0xfe, 0x21, 0x9a, 7, 0, 1, 20, 250, 0x10, 2, 19, 1, 0, 3, 8, 3, 6, 3, 3, 3, 4, 2, 0, 6, 12, 0, 3, 1, 7, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4096 {
+			return
+		}
+		b := fuzzBytes(data)
+		o, err := fuzzOptions(&b)
+		if err != nil {
+			t.Fatalf("decoded config refused: %v", err)
+		}
+		o.Check = true
+		a, err := New(o)
+		if err != nil {
+			t.Fatalf("New(%+v): %v", o, err)
+		}
+		defer a.Close()
+		var ids [16]fuzzID
+		var history []string
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("config %q policy %s fraction %v device total %d\nops:\n  %s\n%s", o.Config.Text, o.Config.Policy,
+				o.MemoryFraction, o.DeviceTotal, strings.Join(history, "\n  "), fmt.Sprintf(format, args...))
+		}
+		step := func(op Op) {
+			history = append(history, fmt.Sprintf("%+v", op))
+			res, err := a.Run([]Op{op}, len(history)-1, nil)
+			if err != nil {
+				fail("%v", err)
+			}
+			if res.OOM != nil {
+				if op.Kind != OpAlloc || res.OOM.Size != op.Size || res.OOM.Rounded < op.Size {
+					fail("OOM %+v", *res.OOM)
+				}
+				history[len(history)-1] += " -> OOM"
+				return // the id stays free
+			}
+			ids[op.ID].apply(op)
+			if err := fuzzConsistent(a, &ids); err != nil {
+				fail("%v", err)
+			}
+		}
+		for len(b) > 0 && len(history) < 400 {
+			step(fuzzOp(&b, &ids))
+		}
+		// Give everything back: then nothing may stay reserved.
+		for id := range ids {
+			switch ids[id].state {
+			case idLive:
+				step(Op{Kind: OpFree, ID: uint32(id)})
+				if ids[id].state == idPending {
+					step(Op{Kind: OpFreeComplete, ID: uint32(id)})
+				}
+			case idPending:
+				step(Op{Kind: OpFreeComplete, ID: uint32(id)})
+			}
+		}
+		step(Op{Kind: OpEmptyCache})
+		st := a.Stats()
+		if st.ReservedBytes[All].Current != 0 || st.ActiveBytes[All].Current != 0 || len(a.Snapshot()) != 0 {
+			fail("after freeing everything and empty_cache: reserved %d, active %d, %d segments",
+				st.ReservedBytes[All].Current, st.ActiveBytes[All].Current, len(a.Snapshot()))
+		}
+	})
+}
+
+// fuzzConsistent checks the statistics and the snapshot against each other
+// and against what the fuzzer believes is live.
+func fuzzConsistent(a *Allocator, ids *[16]fuzzID) error {
+	st := a.Stats()
+	if n := len(st.Map()); n != 122 {
+		return fmt.Errorf("memory_stats has %d keys, want 122", n)
+	}
+	if err := checkSnapshot(a); err != nil {
+		return err
+	}
+	var live, pending int64
+	for _, s := range ids {
+		switch {
+		case s.state == idLive && s.size > 0:
+			live++
+		case s.state == idPending:
+			pending++
+		}
+	}
+	if st.Allocation[All].Current != live {
+		return fmt.Errorf("allocation.all.current = %d, %d ids live", st.Allocation[All].Current, live)
+	}
+	// A sync (empty_cache, the OOM path) may have completed pending frees.
+	if act := st.Active[All].Current; act < live || act > live+pending {
+		return fmt.Errorf("active.all.current = %d, %d ids live and %d pending", act, live, pending)
+	}
+	for _, seg := range a.Snapshot() {
+		for _, blk := range seg.Blocks {
+			if blk.State == BlockInactive {
+				continue
+			}
+			if blk.ID >= 16 {
+				return fmt.Errorf("block 0x%x has id %d", blk.Address, blk.ID)
+			}
+			s := ids[blk.ID]
+			want := idLive
+			if blk.State == BlockPendingFree {
+				want = idPending
+			}
+			if s.state != want || blk.RequestedSize != s.size || blk.Size < s.size {
+				return fmt.Errorf("block 0x%x (%s, %d bytes for %d) is id %d, which the ops left %+v",
+					blk.Address, blk.State, blk.Size, blk.RequestedSize, blk.ID, s)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package budget
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+)
+
+// baselineVersion is the format version WriteBaseline writes.
+const baselineVersion = 1
+
+// Baseline holds each case's committed figures, by case name.
+type Baseline struct {
+	Cases map[string]Entry
+}
+
+// Entry is one case's figures in a baseline. Ratios are rounded to four
+// decimals, so that rewriting an unchanged baseline changes nothing.
+type Entry struct {
+	Source        string `json:"source"`
+	PeakReserved  int64  `json:"peak_reserved"`
+	PeakAllocated int64  `json:"peak_allocated"`
+	// Fragmentation holds every ratio that could be computed, by metric.
+	Fragmentation map[Metric]float64 `json:"fragmentation"`
+	OOM           bool               `json:"oom"`
+}
+
+type baselineFile struct {
+	Version int              `json:"version"`
+	Cases   map[string]Entry `json:"cases"`
+}
+
+// EntryOf makes the baseline entry of a result that ran.
+func EntryOf(r *Result) Entry {
+	f := r.Figures
+	e := Entry{
+		Source:        r.Case.Source(),
+		PeakReserved:  f.PeakReserved,
+		PeakAllocated: f.PeakAllocated,
+		Fragmentation: map[Metric]float64{},
+		OOM:           f.OOM != nil,
+	}
+	for _, m := range Metrics() {
+		if v := m.Of(f.Fragmentation); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			e.Fragmentation[m] = round4(v)
+		}
+	}
+	return e
+}
+
+// NewBaseline makes the baseline of rs. A case that could not run keeps
+// its entry from old (which may be nil), so that a broken input does not
+// erase what was committed.
+func NewBaseline(rs []Result, old *Baseline) *Baseline {
+	b := &Baseline{Cases: map[string]Entry{}}
+	for i := range rs {
+		r := &rs[i]
+		if r.Err == nil {
+			b.Cases[r.Case.Name] = EntryOf(r)
+		} else if old != nil {
+			if e, ok := old.Cases[r.Case.Name]; ok {
+				b.Cases[r.Case.Name] = e
+			}
+		}
+	}
+	return b
+}
+
+// WriteBaseline writes b as indented JSON with sorted keys: no
+// timestamps, no absolute paths.
+func WriteBaseline(w io.Writer, b *Baseline) error {
+	cases := b.Cases
+	if cases == nil {
+		cases = map[string]Entry{}
+	}
+	data, err := json.MarshalIndent(baselineFile{Version: baselineVersion, Cases: cases}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(data, '\n'))
+	return err
+}
+
+// ReadBaseline reads the baseline file at path.
+func ReadBaseline(path string) (*Baseline, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBaseline(path, data)
+}
+
+// ParseBaseline parses a baseline file's contents; name is used in errors.
+func ParseBaseline(name string, data []byte) (*Baseline, error) {
+	var f struct {
+		Version *int                        `json:"version"`
+		Cases   map[string]*json.RawMessage `json:"cases"`
+	}
+	fail := func(format string, args ...any) error {
+		return &FileError{File: name, Err: fmt.Errorf(format, args...)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&f); err != nil {
+		return nil, fail("not a baseline: %v", jsonMessage(err))
+	}
+	if dec.More() {
+		return nil, fail("not a baseline: data after the JSON document")
+	}
+	if f.Version == nil || *f.Version != baselineVersion {
+		return nil, fail("not a baseline of version %d (it needs \"version\": %d)", baselineVersion, baselineVersion)
+	}
+	b := &Baseline{Cases: make(map[string]Entry, len(f.Cases))}
+	for name, raw := range f.Cases {
+		var e Entry
+		if raw == nil {
+			return nil, fail("case %q: no figures", name)
+		}
+		if err := json.Unmarshal(*raw, &e); err != nil {
+			return nil, fail("case %q: %v", name, jsonMessage(err))
+		}
+		if e.PeakReserved < 0 || e.PeakAllocated < 0 {
+			return nil, fail("case %q: negative peak memory", name)
+		}
+		for m, v := range e.Fragmentation {
+			if _, err := ParseMetric(string(m)); err != nil {
+				return nil, fail("case %q: %v", name, err)
+			}
+			if v < -1 || v > 1 {
+				return nil, fail("case %q: fragmentation %s %v is not a ratio", name, m, v)
+			}
+		}
+		b.Cases[name] = e
+	}
+	return b, nil
+}
+
+// jsonMessage shortens encoding/json's errors for people.
+func jsonMessage(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, err)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s: want %s, found %s", te.Field, te.Type, te.Value)
+	}
+	return err.Error()
+}
+
+func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
+
+// compare finds regressions of f from e: peak reserved memory grown by
+// more than tol of its baseline, or fragmentation by more than tol
+// absolute. Gains beyond tol are noted so that the baseline gets updated.
+func (e Entry) compare(m Metric, f Figures, tol float64) []Finding {
+	var out []Finding
+	add := func(s Status, format string, args ...any) {
+		out = append(out, Finding{Status: s, Limit: "baseline", Message: fmt.Sprintf(format, args...)})
+	}
+	base, now := float64(e.PeakReserved), float64(f.PeakReserved)
+	switch {
+	case now > base*(1+tol):
+		grew := "from nothing"
+		if base > 0 {
+			grew = FormatRatio(now/base-1) + " above"
+		}
+		add(Fail, "peak reserved %s is %s the baseline %s (tolerance %s)",
+			formatBytes(uint64(now)), grew, formatBytes(uint64(base)), FormatRatio(tol))
+	case now < base*(1-tol):
+		add(Pass, "peak reserved %s is %s below the baseline %s: update the baseline to keep the gain",
+			formatBytes(uint64(now)), FormatRatio(1-now/base), formatBytes(uint64(base)))
+	}
+	was, ok := e.Fragmentation[m]
+	cur := round4(m.Of(f.Fragmentation))
+	if ok && !math.IsNaN(cur) {
+		// Compare in whole 1e-4 steps, as stored, so a baseline just
+		// written never regresses from itself by rounding.
+		d := math.Round((cur-was)*1e4) / 1e4
+		switch {
+		case d > tol:
+			add(Fail, "fragmentation %s is %s above the baseline %s (tolerance %s, %s: %s)",
+				FormatRatio(cur), formatPoints(d), FormatRatio(was), formatPoints(tol), m, m.Definition())
+		case d < -tol:
+			add(Pass, "fragmentation %s is %s below the baseline %s: update the baseline to keep the gain",
+				FormatRatio(cur), formatPoints(-d), FormatRatio(was))
+		}
+	}
+	return out
+}

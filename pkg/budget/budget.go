@@ -1,0 +1,176 @@
+package budget
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/report"
+)
+
+// Common practice, and what the replay report colours: warn above 20%
+// fragmentation, fail above 30%; a regression beyond 5% fails.
+const (
+	DefaultWarnFrag  = 0.20
+	DefaultMaxFrag   = 0.30
+	DefaultTolerance = 0.05
+)
+
+// NoLimit is the ratio of a fragmentation limit that is off ("none").
+var NoLimit = math.Inf(1)
+
+// Metric names the fragmentation ratio a limit applies to.
+type Metric string
+
+// The fragmentation ratios of a replay (see [report.Fragmentation]).
+const (
+	Peaks  Metric = "peaks"   // 1 − peak allocated / peak reserved
+	AtPeak Metric = "at_peak" // 1 − allocated / reserved when reserved peaked
+	End    Metric = "end"     // 1 − allocated / reserved at the end
+	Holes  Metric = "holes"   // 1 − largest free block / cached free bytes
+)
+
+// Metrics lists every metric, the default first.
+func Metrics() []Metric { return []Metric{Peaks, AtPeak, End, Holes} }
+
+// ParseMetric checks a metric name.
+func ParseMetric(s string) (Metric, error) {
+	for _, m := range Metrics() {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	names := make([]string, 0, 4)
+	for _, m := range Metrics() {
+		names = append(names, string(m))
+	}
+	return "", fmt.Errorf("unknown fragmentation metric %q (known: %s)", s, strings.Join(names, ", "))
+}
+
+// Definition says how m is computed, for people.
+func (m Metric) Definition() string {
+	switch m {
+	case AtPeak:
+		return "1 − allocated / reserved when reserved peaked"
+	case End:
+		return "1 − allocated / reserved at the end"
+	case Holes:
+		return "1 − largest free block / cached free bytes at the end"
+	}
+	return "1 − peak allocated / peak reserved"
+}
+
+// Of picks m's ratio out of f.
+func (m Metric) Of(f report.Fragmentation) float64 {
+	switch m {
+	case AtPeak:
+		return f.AtPeak
+	case End:
+		return f.End
+	case Holes:
+		return f.Holes
+	}
+	return f.Peaks
+}
+
+// Limits are what a case must stay within.
+type Limits struct {
+	Metric Metric // the ratio WarnFrag and MaxFrag apply to
+	// WarnFrag and MaxFrag are fragmentation ratios above which the case
+	// warns and fails; [NoLimit] turns one off.
+	WarnFrag, MaxFrag float64
+	// MaxReserved is the most peak reserved memory allowed, in bytes;
+	// 0 = no limit.
+	MaxReserved uint64
+	// MustFit is the card, in bytes, the case replays on; an
+	// out-of-memory error fails it. 0 = an unlimited device.
+	MustFit uint64
+}
+
+// DefaultLimits returns the limits a case has unless told otherwise.
+func DefaultLimits() Limits {
+	return Limits{Metric: Peaks, WarnFrag: DefaultWarnFrag, MaxFrag: DefaultMaxFrag}
+}
+
+// Validate reports limits that contradict each other.
+func (l Limits) Validate() error {
+	if _, err := ParseMetric(string(l.Metric)); err != nil {
+		return err
+	}
+	for _, r := range []struct {
+		key string
+		v   float64
+	}{{"warn_frag", l.WarnFrag}, {"max_frag", l.MaxFrag}} {
+		if math.IsNaN(r.v) || r.v < 0 || (r.v > 1 && !math.IsInf(r.v, 1)) {
+			return fmt.Errorf("%s: %v is not a ratio between 0 and 1", r.key, r.v)
+		}
+	}
+	if l.WarnFrag > l.MaxFrag {
+		return fmt.Errorf("warn_frag %s is above max_frag %s", FormatRatio(l.WarnFrag), FormatRatio(l.MaxFrag))
+	}
+	return nil
+}
+
+// Settings are the allocator settings a case replays under.
+type Settings struct {
+	// AllocConf replaces the settings a trace was recorded with; nil keeps
+	// them (or PyTorch's defaults for a workload).
+	AllocConf *alloc.Config
+	// Policy is the allocation policy; "" means pytorch.
+	Policy alloc.Policy
+	// MemoryFraction caps the process at this fraction of the MustFit
+	// card, like torch.cuda.set_per_process_memory_fraction; 0 = no cap.
+	MemoryFraction float64
+}
+
+// Case is one replay and the limits it is held to.
+type Case struct {
+	Name string
+	// Trace is the snapshot pickle as written (in the budget file or on the
+	// command line); Workload is a builtin workload's name or a script
+	// file. Exactly one is set.
+	Trace    string
+	Workload string
+	Params   map[string]string // workload parameters
+	Device   int               // which device's trace to replay
+
+	Settings Settings
+	Limits   Limits
+
+	// Dir is the directory relative paths are relative to ("" = the
+	// working directory); File and Line say where the case was defined,
+	// empty and 0 for a case from the command line.
+	Dir  string
+	File string
+	Line int
+}
+
+// Source is what the case replays, as written: the trace file or
+// "workload NAME".
+func (c *Case) Source() string {
+	if c.Trace != "" {
+		return c.Trace
+	}
+	return "workload " + c.Workload
+}
+
+// Path resolves a path as written in the case (its trace, or a workload
+// script) against the case's directory.
+func (c *Case) Path(p string) string {
+	if c.Dir == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+// DefaultName is the name of a case that gives none: the base name of
+// its trace or workload, without extension.
+func DefaultName(traceOrWorkload string) string {
+	base := filepath.Base(traceOrWorkload)
+	if ext := filepath.Ext(base); ext != "" && ext != base {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return base
+}

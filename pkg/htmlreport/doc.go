@@ -1,0 +1,25 @@
+// Package htmlreport writes a replay report as one self-contained HTML
+// file: styles, script and charts inline, nothing fetched from the network,
+// and the same bytes for the same input.
+//
+// The charts are hand-written SVG rather than a chart library: a library
+// such as go-echarts would inline about 1 MB of JavaScript and draw the
+// charts only once that script has run, while SVG drawn here is a few
+// hundred kilobytes at most, shows without JavaScript, and carries its
+// figures as data-* attributes that a test (or a browser check) can read
+// straight from the DOM. A small inline script adds hover read-outs and
+// zooming (drag across a timeline; double-click to reset).
+//
+// The report shows:
+//   - a timeline of allocated, active and reserved memory, with the cap
+//     (when there is one), the peak and the out-of-memory marked;
+//   - fragmentation (1 − allocated/reserved) over the same operations;
+//   - segment maps at the peak and at the out-of-memory: each segment a
+//     bar, its blocks coloured by state, the largest free block outlined;
+//   - the top allocation sites by bytes live at the peak, when the trace
+//     recorded stacks.
+//
+// Timelines longer than [MaxPoints] are thinned by [Downsample], which
+// keeps each stretch's extremes, so a report of a trace of millions of
+// events stays small and opens at once.
+package htmlreport

@@ -1,0 +1,274 @@
+package htmlreport
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/report"
+)
+
+// Extra carries what a report.Replay lacks and the HTML report shows.
+type Extra struct {
+	// PeakSegments is the allocator's segments, in address order, just
+	// after the operation at which reserved memory peaked.
+	PeakSegments []report.SegmentMap
+	// Frag is the fragmentation (1 − allocated/reserved) at each point of
+	// the replay's Timeline, NaN where nothing is reserved; nil computes it
+	// from the Timeline.
+	Frag []float64
+	// Sites are the allocation sites holding the most bytes at the peak,
+	// most first; nil when the trace recorded no stacks.
+	Sites []Site
+}
+
+// Site is one allocation site and what it held at the peak.
+type Site struct {
+	Frames string // the stack, innermost frame first, one per line
+	Bytes  uint64 // bytes requested by its allocations live at the peak
+	Count  int    // how many of its allocations were live
+}
+
+//go:embed report.html.tmpl
+var pageText string
+
+var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
+	// for piping: {{.Y | plus 5}}
+	"plus":  func(d, v int) int { return v + d },
+	"minus": func(d, v int) int { return v - d },
+}).Parse(pageText))
+
+// Write writes the HTML report of r to w.
+func Write(w io.Writer, r *report.Replay, extra Extra) error {
+	p, err := newPage(r, extra)
+	if err != nil {
+		return err
+	}
+	return pageTmpl.Execute(w, p)
+}
+
+// page is what the template shows.
+type page struct {
+	Title    string
+	Facts    []fact
+	Timeline *chart
+	Frag     *chart
+	Maps     []*segMap
+	Sites    []siteRow
+	OOM      *oomView
+	Data     template.JS // the timeline's figures, for hover and zoom
+}
+
+type fact struct {
+	Label, Value string
+	Key          string // data-key, for checks
+	Raw          string // data-value: the exact figure, when there is one
+}
+
+type siteRow struct {
+	Rank    int
+	Bytes   uint64
+	Size    string
+	Share   string // of the sites' bytes, "12.3%"
+	Width   string // bar width in percent of the largest site
+	Count   int
+	Top     string // innermost frame
+	Frames  string
+	HasMore bool
+}
+
+type oomView struct {
+	Verdict string
+	Message string
+	Facts   []fact
+	Frames  string
+}
+
+func newPage(r *report.Replay, extra Extra) (*page, error) {
+	if r == nil {
+		return nil, errors.New("htmlreport: no replay")
+	}
+	if extra.Frag != nil && len(extra.Frag) != len(r.Timeline) {
+		return nil, fmt.Errorf("htmlreport: %d fragmentation figures for %d timeline points", len(extra.Frag), len(r.Timeline))
+	}
+	pts, frag := r.Timeline, extra.Frag
+	if frag == nil {
+		frag = make([]float64, len(pts))
+		for i, pt := range pts {
+			frag[i] = fragOf(pt)
+		}
+	}
+	if idx := keep(pts, MaxPoints); idx != nil {
+		thin, thinFrag := make([]report.Point, len(idx)), make([]float64, len(idx))
+		for i, k := range idx {
+			thin[i], thinFrag[i] = pts[k], frag[k]
+		}
+		pts, frag = thin, thinFrag
+	}
+
+	p := &page{Title: "gpumem replay of " + r.Source}
+	p.Facts = facts(r, pts)
+	if len(pts) > 0 {
+		p.Timeline = timelineChart(r, pts)
+		p.Frag = fragChart(r, pts, frag)
+		p.Data = timelineData(pts, frag, p.Timeline)
+	} else {
+		p.Data = "null"
+	}
+	if len(extra.PeakSegments) > 0 {
+		p.Maps = append(p.Maps, newSegMap("segmap-peak",
+			fmt.Sprintf("Segments at the peak (after operation %s)", commas(int64(r.PeakOp))),
+			"every segment the allocator held when reserved memory peaked, in address order", extra.PeakSegments))
+	}
+	if r.OOM != nil {
+		p.OOM = newOOMView(r)
+		if len(r.OOM.Segments) > 0 {
+			p.Maps = append(p.Maps, newSegMap("segmap-oom", "Segments at the out-of-memory",
+				"the segments holding the largest holes when the allocation failed, worst first", r.OOM.Segments))
+		}
+	}
+	p.Sites = siteRows(extra.Sites)
+	return p, nil
+}
+
+func fragOf(pt report.Point) float64 {
+	if pt.Reserved <= 0 {
+		return math.NaN()
+	}
+	return 1 - float64(pt.Allocated)/float64(pt.Reserved)
+}
+
+// peakReserved is the reserved_bytes peak, or the timeline's highest
+// reserved figure when the stats lack it.
+func peakReserved(r *report.Replay, pts []report.Point) int64 {
+	if v := r.Stats["reserved_bytes.all.peak"]; v > 0 {
+		return v
+	}
+	var m int64
+	for _, pt := range pts {
+		m = max(m, pt.Reserved)
+	}
+	return m
+}
+
+func facts(r *report.Replay, pts []report.Point) []fact {
+	settings := r.Settings
+	if settings == "" {
+		settings = "defaults"
+	}
+	outcome := "completed"
+	if r.OOM != nil {
+		outcome = "out of memory (" + r.OOM.Verdict() + ")"
+	}
+	peak := peakReserved(r, pts)
+	fr := r.Fragmentation()
+	fs := []fact{
+		{Label: "peak reserved", Value: report.FormatBytes(peak) + " at op " + commas(int64(r.PeakOp)), Key: "peak-reserved", Raw: itoa(peak)},
+		{Label: "peak allocated", Value: report.FormatBytes(r.Stats["allocated_bytes.all.peak"]), Key: "peak-allocated", Raw: itoa(r.Stats["allocated_bytes.all.peak"])},
+		{Label: "lower bound", Value: report.FormatBytes(int64(min(r.LowerBound, math.MaxInt64))), Key: "lower-bound", Raw: strconv.FormatUint(r.LowerBound, 10)},
+		{Label: "peak reserved / lower bound", Value: ratio(r.OverLowerBound(), "×"), Key: "over-lower-bound"},
+		{Label: "fragmentation at the peak", Value: percent(fr.AtPeak), Key: "frag-at-peak"},
+		{Label: "outcome", Value: outcome, Key: "outcome"},
+		{Label: "operations", Value: commas(int64(r.Ops)), Key: "ops", Raw: strconv.Itoa(r.Ops)},
+		{Label: "settings", Value: settings, Key: "settings"},
+		{Label: "policy", Value: r.Policy, Key: "policy"},
+	}
+	if r.Allowed > 0 {
+		fs = append(fs, fact{Label: "cap", Value: report.FormatBytes(int64(min(r.Allowed, math.MaxInt64))), Key: "cap", Raw: strconv.FormatUint(r.Allowed, 10)})
+	}
+	if r.DeviceMemory > 0 {
+		fs = append(fs, fact{Label: "device memory", Value: report.FormatBytes(int64(min(r.DeviceMemory, math.MaxInt64))), Key: "device-memory", Raw: strconv.FormatUint(r.DeviceMemory, 10)})
+	}
+	return fs
+}
+
+func newOOMView(r *report.Replay) *oomView {
+	o := r.OOM
+	return &oomView{
+		Verdict: o.Verdict(),
+		Message: report.TorchOOMMessage(r.Device, o),
+		Frames:  strings.Join(o.Frames, "\n"),
+		Facts: []fact{
+			{Label: "failed at event", Value: commas(int64(o.OpIndex)), Key: "oom-event", Raw: strconv.Itoa(o.OpIndex)},
+			{Label: "request", Value: report.FormatBytes(int64(min(o.Size, math.MaxInt64))) + " (rounded " + report.FormatBytes(int64(min(o.Rounded, math.MaxInt64))) + ")", Key: "oom-size", Raw: strconv.FormatUint(o.Size, 10)},
+			{Label: "reserved", Value: report.FormatBytes(o.Reserved), Key: "oom-reserved", Raw: itoa(o.Reserved)},
+			{Label: "cached free", Value: report.FormatBytes(int64(min(o.CachedFree, math.MaxInt64))), Key: "oom-cached-free", Raw: strconv.FormatUint(o.CachedFree, 10)},
+			{Label: "largest free block", Value: report.FormatBytes(int64(min(o.LargestFree, math.MaxInt64))), Key: "oom-largest-free", Raw: strconv.FormatUint(o.LargestFree, 10)},
+		},
+	}
+}
+
+// maxSites is how many allocation sites the report lists.
+const maxSites = 15
+
+func siteRows(sites []Site) []siteRow {
+	if len(sites) == 0 {
+		return nil
+	}
+	var total, top uint64
+	for _, s := range sites {
+		total += s.Bytes
+		top = max(top, s.Bytes)
+	}
+	var rows []siteRow
+	for i, s := range sites[:min(len(sites), maxSites)] {
+		first, _, more := strings.Cut(s.Frames, "\n")
+		if first == "" {
+			first = "(no frames)"
+		}
+		rows = append(rows, siteRow{
+			Rank: i + 1, Bytes: s.Bytes, Count: s.Count,
+			Size:  report.FormatBytes(int64(min(s.Bytes, math.MaxInt64))),
+			Share: percent(div(s.Bytes, total)),
+			Width: strconv.FormatFloat(100*div(s.Bytes, top), 'f', 1, 64),
+			Top:   first, Frames: s.Frames, HasMore: more,
+		})
+	}
+	return rows
+}
+
+func div(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func percent(r float64) string {
+	if math.IsNaN(r) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(100*r, 'f', 1, 64) + "%"
+}
+
+func ratio(r float64, unit string) string {
+	if math.IsNaN(r) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(r, 'f', 2, 64) + unit
+}
+
+// commas writes n with thousands separators: 17,923.
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

@@ -1,0 +1,50 @@
+package trace
+
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"testing"
+)
+
+// BenchmarkReadPickle decodes the snapshot named by GPUMEM_BIG_TRACE,
+// for instance one made by
+//
+//	python3 /work/shared/tools/gen_trace.py /tmp/big.pickle
+//
+// (1,000,000 events, about 51 MB). It reports the live heap the
+// Snapshot keeps, as a multiple of the file size.
+func BenchmarkReadPickle(b *testing.B) {
+	path := os.Getenv("GPUMEM_BIG_TRACE")
+	if path == "" {
+		b.Skip("set GPUMEM_BIG_TRACE to a snapshot pickle (see /work/shared/tools/gen_trace.py)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Skipf("GPUMEM_BIG_TRACE: %v", err)
+	}
+	b.SetBytes(int64(len(data)))
+	var s *Snapshot
+	for b.Loop() {
+		s, err = ReadPickle(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	n := 0
+	for _, tr := range s.Traces {
+		n += len(tr)
+	}
+	b.ReportMetric(float64(n), "events")
+	var with, without runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&with)
+	runtime.KeepAlive(s)
+	s = nil
+	runtime.GC()
+	runtime.ReadMemStats(&without)
+	live := float64(with.HeapAlloc) - float64(without.HeapAlloc)
+	b.ReportMetric(live/1e6, "live-MB")
+	b.ReportMetric(live/float64(len(data)), "live/file")
+}
