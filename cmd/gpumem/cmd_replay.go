@@ -145,7 +145,12 @@ func runReplay(cmd *cobra.Command, a *app, o *replayOpts, path string) error {
 	}
 	ro.Points = 2000
 	ro.Check = o.check
-	plan := replay.Build(snap.Traces[o.device])
+	plan := replay.FromSnapshot(snap, o.device)
+	if plan.Truncated {
+		fmt.Fprintf(a.stderr, "gpumem: note: %s starts after the program had allocated (a max_entries ring buffer): "+
+			"%d segments and %d live blocks were rebuilt from its final state; peaks cover the kept events only\n",
+			path, len(plan.Seeds), plan.Seeded)
+	}
 	snap.Traces = nil // the plan holds what the replay needs
 	res, err := replay.Run(plan, ro)
 	if err != nil {

@@ -137,7 +137,7 @@ func summaryReplay(cmd *cobra.Command, o *summaryOpts, backend string) (*report.
 				ro.Config = *c
 			}
 		}
-		plan := replay.Build(snap.Traces[0])
+		plan := replay.FromSnapshot(snap, 0)
 		res, err := replay.Run(plan, ro)
 		if err != nil {
 			return nil, backendErr(fmt.Errorf("replaying %s: %w", o.traceFile, err))

@@ -27,6 +27,7 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 		LowerBound:                  uint64(res.Extra.LiveBytesPeak),
 	}
 	if plan != nil {
+		r.Truncated = plan.Truncated
 		reasons := make([]string, 0, len(plan.Skipped))
 		for k := range plan.Skipped {
 			reasons = append(reasons, k)

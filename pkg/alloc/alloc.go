@@ -411,3 +411,40 @@ func RoundSize(c Config, size uint64) uint64 {
 	}
 	return uint64(C.gm_round_size(&cc, C.uint64_t(size)))
 }
+
+// SeedBlock is a block live when a truncated trace starts.
+type SeedBlock struct {
+	Offset    uint64 // from the segment's base
+	Size      uint64 // 0 = the request rounded as the allocator would
+	Requested uint64
+	ID        uint32
+	Pending   bool // freed, still used by another stream
+}
+
+// Seed creates a segment that existed before a truncated trace began, with
+// its live blocks (sorted by offset); the gaps become free blocks. hint is
+// the recorded address. Statistics move as if the blocks had been
+// allocated; no device allocation is counted.
+func (a *Allocator) Seed(hint, size, stream uint64, small bool, blocks []SeedBlock) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := len(blocks)
+	cb := (*C.gm_seed_block_t)(C.calloc(C.size_t(max(n, 1)), C.sizeof_gm_seed_block_t))
+	defer C.free(unsafe.Pointer(cb))
+	cs := unsafe.Slice(cb, max(n, 1))
+	for i, b := range blocks {
+		cs[i] = C.gm_seed_block_t{offset: C.uint64_t(b.Offset), size: C.uint64_t(b.Size),
+			requested: C.uint64_t(b.Requested), id: C.uint32_t(b.ID)}
+		if b.Pending {
+			cs[i].pending = 1
+		}
+	}
+	var isSmall C.int
+	if small {
+		isSmall = 1
+	}
+	if rc := C.gm_seed_segment(a.c, C.uint64_t(hint), C.uint64_t(size), C.uint64_t(stream), isSmall, cb, C.size_t(n)); rc != C.GM_OK {
+		return fmt.Errorf("seeding segment %#x: %w", hint, statusErr(rc))
+	}
+	return nil
+}

@@ -170,68 +170,72 @@ func FuzzAllocator(f *testing.F) {
 	// expandable + gc + fraction + max_split: the §9.5 interaction
 	f.Add([]byte{0x36, 10, 0, 5, 0, 1, 17, 64, 0, 2, 17, 64, 0, 3, 17, 64, 3, 2, 3, 1, 0, 4, 16, 0, 0, 5, 18, 100, 7, 0})
 	f.Add([]byte{0xfe, 0x21, 0x9a, 7, 0, 1, 20, 250, 0x10, 2, 19, 1, 0, 3, 8, 3, 6, 3, 3, 3, 4, 2, 0, 6, 12, 0, 3, 1, 7, 0})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 4096 {
-			return
-		}
-		b := fuzzBytes(data)
-		o, err := fuzzOptions(&b)
+	f.Fuzz(fuzzAllocator)
+}
+
+// fuzzAllocator runs the operations data decodes to, checking everything
+// after each one.
+func fuzzAllocator(t *testing.T, data []byte) {
+	if len(data) > 4096 {
+		return
+	}
+	b := fuzzBytes(data)
+	o, err := fuzzOptions(&b)
+	if err != nil {
+		t.Fatalf("decoded config refused: %v", err)
+	}
+	o.Check = true
+	a, err := New(o)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", o, err)
+	}
+	defer a.Close()
+	var ids [16]fuzzID
+	var history []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("config %q policy %s fraction %v device total %d\nops:\n  %s\n%s", o.Config.Text, o.Config.Policy,
+			o.MemoryFraction, o.DeviceTotal, strings.Join(history, "\n  "), fmt.Sprintf(format, args...))
+	}
+	step := func(op Op) {
+		history = append(history, fmt.Sprintf("%+v", op))
+		res, err := a.Run([]Op{op}, len(history)-1, nil)
 		if err != nil {
-			t.Fatalf("decoded config refused: %v", err)
+			fail("%v", err)
 		}
-		o.Check = true
-		a, err := New(o)
-		if err != nil {
-			t.Fatalf("New(%+v): %v", o, err)
-		}
-		defer a.Close()
-		var ids [16]fuzzID
-		var history []string
-		fail := func(format string, args ...any) {
-			t.Helper()
-			t.Fatalf("config %q policy %s fraction %v device total %d\nops:\n  %s\n%s", o.Config.Text, o.Config.Policy,
-				o.MemoryFraction, o.DeviceTotal, strings.Join(history, "\n  "), fmt.Sprintf(format, args...))
-		}
-		step := func(op Op) {
-			history = append(history, fmt.Sprintf("%+v", op))
-			res, err := a.Run([]Op{op}, len(history)-1, nil)
-			if err != nil {
-				fail("%v", err)
+		if res.OOM != nil {
+			if op.Kind != OpAlloc || res.OOM.Size != op.Size || res.OOM.Rounded < op.Size {
+				fail("OOM %+v", *res.OOM)
 			}
-			if res.OOM != nil {
-				if op.Kind != OpAlloc || res.OOM.Size != op.Size || res.OOM.Rounded < op.Size {
-					fail("OOM %+v", *res.OOM)
-				}
-				history[len(history)-1] += " -> OOM"
-				return // the id stays free
-			}
-			ids[op.ID].apply(op)
-			if err := fuzzConsistent(a, &ids); err != nil {
-				fail("%v", err)
-			}
+			history[len(history)-1] += " -> OOM"
+			return // the id stays free
 		}
-		for len(b) > 0 && len(history) < 400 {
-			step(fuzzOp(&b, &ids))
+		ids[op.ID].apply(op)
+		if err := fuzzConsistent(a, &ids); err != nil {
+			fail("%v", err)
 		}
-		// Give everything back: then nothing may stay reserved.
-		for id := range ids {
-			switch ids[id].state {
-			case idLive:
-				step(Op{Kind: OpFree, ID: uint32(id)})
-				if ids[id].state == idPending {
-					step(Op{Kind: OpFreeComplete, ID: uint32(id)})
-				}
-			case idPending:
+	}
+	for len(b) > 0 && len(history) < 400 {
+		step(fuzzOp(&b, &ids))
+	}
+	// Give everything back: then nothing may stay reserved.
+	for id := range ids {
+		switch ids[id].state {
+		case idLive:
+			step(Op{Kind: OpFree, ID: uint32(id)})
+			if ids[id].state == idPending {
 				step(Op{Kind: OpFreeComplete, ID: uint32(id)})
 			}
+		case idPending:
+			step(Op{Kind: OpFreeComplete, ID: uint32(id)})
 		}
-		step(Op{Kind: OpEmptyCache})
-		st := a.Stats()
-		if st.ReservedBytes[All].Current != 0 || st.ActiveBytes[All].Current != 0 || len(a.Snapshot()) != 0 {
-			fail("after freeing everything and empty_cache: reserved %d, active %d, %d segments",
-				st.ReservedBytes[All].Current, st.ActiveBytes[All].Current, len(a.Snapshot()))
-		}
-	})
+	}
+	step(Op{Kind: OpEmptyCache})
+	st := a.Stats()
+	if st.ReservedBytes[All].Current != 0 || st.ActiveBytes[All].Current != 0 || len(a.Snapshot()) != 0 {
+		fail("after freeing everything and empty_cache: reserved %d, active %d, %d segments",
+			st.ReservedBytes[All].Current, st.ActiveBytes[All].Current, len(a.Snapshot()))
+	}
 }
 
 // fuzzConsistent checks the statistics and the snapshot against each other

@@ -954,3 +954,89 @@ uint64_t gm_largest_free(const gm_alloc_t *a) {
       if (b->mapped && idle_free(b) && b->size > best) best = b->size;
   return best;
 }
+
+/* ------------------------------------------------------------------ */
+/* seeding a truncated trace's starting state                          */
+
+/* Append a block [off, off+size) to segment s after `last`. */
+static gm_block_t *seed_block(gm_alloc_t *a, gm_seg_t *s, gm_block_t *last, uint64_t off,
+                              uint64_t size) {
+  gm_block_t *b = block_new(a);
+  if (!b) return NULL;
+  b->ptr = s->base + off;
+  b->size = size;
+  b->stream = s->stream;
+  b->pool = s->pool;
+  b->seg = s;
+  b->prev = last;
+  if (last) last->next = b;
+  else s->head = b;
+  return b;
+}
+
+int gm_seed_segment(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
+                    const gm_seed_block_t *blocks, size_t n) {
+  if (size == 0 || size % GM_MIN_BLOCK) return GM_EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    if (blocks[i].offset % GM_MIN_BLOCK || blocks[i].offset >= size) return GM_EINVAL;
+    if (i && blocks[i].offset <= blocks[i - 1].offset) return GM_EINVAL;
+    if (ensure_id(a, blocks[i].id) != GM_OK || a->ids[blocks[i].id]) return GM_EINVAL;
+  }
+  gm_pool_t *pool = small ? &a->small : &a->large;
+  uint64_t base = 0;
+  int rc = a->be.malloc(a->be.ctx, size, hint, &base);
+  if (rc != GM_OK) return rc;
+  gm_seg_t *s = seg_new(a, base, size, stream, pool, 0, 0);
+  if (!s) return GM_ENOMEM;
+  a->total_allocated += size;
+  INC(a, segment, pool, 1);
+  INC(a, reserved_bytes, pool, (int64_t)size);
+  if (size >= a->cfg.max_split_size) st_inc(&a->st.oversize_segments, 1);
+  gm_block_t *last = NULL;
+  uint64_t at = 0;
+  for (size_t i = 0; i <= n; i++) {
+    uint64_t next = i < n ? blocks[i].offset : size;
+    if (next > at) { /* the gap is one free block */
+      if (!(last = seed_block(a, s, last, at, next - at))) return GM_ENOMEM;
+      free_insert(a, last);
+    }
+    if (i == n) break;
+    const gm_seed_block_t *sb = &blocks[i];
+    uint64_t end = i + 1 < n ? blocks[i + 1].offset : size;
+    uint64_t bs = sb->size ? sb->size : gm_round_size(&a->cfg, sb->requested);
+    if (bs > end - sb->offset) bs = end - sb->offset;
+    /* A free block of the large pool is always over 1 MiB (requests there
+     * are, and split remainders must be), so a smaller gap after a block
+     * of unknown size is slack the block was not split for. */
+    if (!sb->size && !small && end - sb->offset - bs <= GM_SMALL_SIZE) bs = end - sb->offset;
+    if (!(last = seed_block(a, s, last, sb->offset, bs))) return GM_ENOMEM;
+    last->requested = sb->requested;
+    last->id = sb->id;
+    a->ids[sb->id] = last;
+    INC(a, active, pool, 1);
+    INC(a, active_bytes, pool, (int64_t)bs);
+    INC(a, requested_bytes, pool, (int64_t)sb->requested);
+    if (sb->pending) {
+      last->pending = 1;
+      if (a->pend_tail) a->pend_tail->pend_next = last;
+      else a->pend_head = last;
+      a->pend_tail = last;
+    } else {
+      last->allocated = 1;
+      INC(a, allocation, pool, 1);
+      INC(a, allocated_bytes, pool, (int64_t)bs);
+      if (bs >= a->cfg.max_split_size) st_inc(&a->st.oversize_allocations, 1);
+      a->ex.live_bytes += (int64_t)((sb->requested + GM_MIN_BLOCK - 1) / GM_MIN_BLOCK * GM_MIN_BLOCK);
+      if (a->ex.live_bytes > a->ex.live_bytes_peak) a->ex.live_bytes_peak = a->ex.live_bytes;
+    }
+    at = sb->offset + bs;
+  }
+  /* free blocks of a segment that holds others are non-releasable */
+  if (s->head->next)
+    for (gm_block_t *b = s->head; b; b = b->next)
+      if (b->in_set == GM_SET_FREE) {
+        INC(a, inactive_split, pool, 1);
+        INC(a, inactive_split_bytes, pool, (int64_t)b->size);
+      }
+  return GM_OK;
+}

@@ -195,6 +195,25 @@ const char *gm_backend_error(const gm_alloc_t *a);
 /* gm_mem_info is the backend's cudaMemGetInfo. */
 int gm_mem_info(const gm_alloc_t *a, uint64_t *free_bytes, uint64_t *total_bytes);
 
+/* Seeding: the state a truncated trace starts in. */
+typedef struct gm_seed_block {
+  uint64_t offset;    /* from the segment's base */
+  uint64_t size;      /* 0 = round_size(requested) */
+  uint64_t requested;
+  uint32_t id;        /* allocation id for later frees */
+  int pending;        /* freed, waiting on other streams */
+} gm_seed_block_t;
+
+/* gm_seed_segment creates a segment of `size` bytes (the backend is asked
+ * for `hint`) holding the given live blocks, sorted by offset; the gaps
+ * between them become free blocks. Statistics move as if the blocks had
+ * been allocated, but no device allocation is counted. A block that would
+ * overlap the next one or the segment's end is cut short.
+ * pre: size is a multiple of 512; ids are not live. Returns GM_EINVAL for
+ * unsorted or out-of-range blocks, GM_ENOMEM/GM_EBACKEND from the backend. */
+int gm_seed_segment(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
+                    const gm_seed_block_t *blocks, size_t n);
+
 /* gm_get_stats copies the statistics. */
 void gm_get_stats(const gm_alloc_t *a, gm_stats_t *s);
 

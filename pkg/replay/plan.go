@@ -27,6 +27,14 @@ type Plan struct {
 	Seeded int
 	// Events is the number of alloc and free_completed events.
 	Events int
+	// Truncated says the trace began after the program had allocated:
+	// Seeds hold the state it began in, and peaks cover the kept window.
+	Truncated bool
+	Seeds     []*Seed
+
+	byAddr  map[uint64]live1
+	freeIDs []uint32
+	next    uint32
 }
 
 // Skip reasons.
@@ -36,9 +44,23 @@ const (
 	SkipUnpairedDone = "free_completed without a pending free"
 )
 
-type live struct {
+type live1 struct {
 	id      uint32
 	pending bool
+}
+
+func newPlan() *Plan {
+	return &Plan{Skipped: map[string]int{}, byAddr: map[uint64]live1{}}
+}
+
+func (p *Plan) newID() uint32 {
+	if n := len(p.freeIDs); n > 0 {
+		id := p.freeIDs[n-1]
+		p.freeIDs = p.freeIDs[:n-1]
+		return id
+	}
+	p.next++
+	return p.next - 1
 }
 
 // Build turns one device's events into operations.
@@ -57,19 +79,14 @@ type live struct {
 //     OpFree: under other settings or another card it may fit, and the
 //     program went on without it.
 func Build(events []trace.Event) *Plan {
-	p := &Plan{Skipped: map[string]int{}}
-	byAddr := make(map[uint64]live)
-	var freeIDs []uint32
-	var next uint32
-	newID := func() uint32 {
-		if n := len(freeIDs); n > 0 {
-			id := freeIDs[n-1]
-			freeIDs = freeIDs[:n-1]
-			return id
-		}
-		next++
-		return next - 1
-	}
+	p := newPlan()
+	p.build(events)
+	return p
+}
+
+func (p *Plan) build(events []trace.Event) {
+	byAddr := p.byAddr
+	newID := p.newID
 	counted := int32(0)
 	emit := func(op alloc.Op, stack int32) {
 		p.Ops = append(p.Ops, op)
@@ -89,7 +106,7 @@ func Build(events []trace.Event) *Plan {
 				continue
 			}
 			id := newID()
-			byAddr[e.Addr] = live{id: id}
+			byAddr[e.Addr] = live1{id: id}
 			emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: hint}, e.Stack)
 			hint = 0
 			counted++
@@ -108,11 +125,11 @@ func Build(events []trace.Event) *Plan {
 				emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
 				counted++
 				delete(byAddr, e.Addr)
-				freeIDs = append(freeIDs, l.id)
+				p.freeIDs = append(p.freeIDs, l.id)
 				continue
 			}
 			emit(alloc.Op{Kind: alloc.OpFreeRequest, ID: l.id}, e.Stack)
-			byAddr[e.Addr] = live{id: l.id, pending: true}
+			byAddr[e.Addr] = live1{id: l.id, pending: true}
 		case trace.ActionFreeCompleted:
 			l, ok := byAddr[e.Addr]
 			switch {
@@ -122,11 +139,11 @@ func Build(events []trace.Event) *Plan {
 				// a truncated trace can start between the two halves of a free
 				emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
 				delete(byAddr, e.Addr)
-				freeIDs = append(freeIDs, l.id)
+				p.freeIDs = append(p.freeIDs, l.id)
 			default:
 				emit(alloc.Op{Kind: alloc.OpFreeComplete, ID: l.id}, e.Stack)
 				delete(byAddr, e.Addr)
-				freeIDs = append(freeIDs, l.id)
+				p.freeIDs = append(p.freeIDs, l.id)
 			}
 			counted++
 		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
@@ -145,12 +162,12 @@ func Build(events []trace.Event) *Plan {
 			id := newID()
 			emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream}, e.Stack)
 			emit(alloc.Op{Kind: alloc.OpFree, ID: id}, e.Stack)
-			freeIDs = append(freeIDs, id)
+			p.freeIDs = append(p.freeIDs, id)
 			hint = 0
 		}
 	}
 	p.Events = int(counted)
-	return p
+	p.byAddr, p.freeIDs = nil, nil
 }
 
 // ops returns a stable description of a plan, for tests and debugging.

@@ -41,12 +41,16 @@ type Result struct {
 // Run replays a plan's operations through a new allocator. It stops at the
 // first out-of-memory.
 func Run(p *Plan, o Options) (*Result, error) {
-	return RunOps(p.Ops, p.Event, o)
+	return run(p.Ops, p.Event, p.Seeds, o)
 }
 
 // RunOps replays ops; event maps op indexes to reported OOM indexes (nil =
 // the op index itself).
 func RunOps(ops []alloc.Op, event []int32, o Options) (*Result, error) {
+	return run(ops, event, nil, o)
+}
+
+func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options) (*Result, error) {
 	a, err := alloc.New(alloc.Options{
 		Config: o.Config, Device: o.Device, DeviceTotal: o.DeviceTotal,
 		MemoryFraction: o.MemoryFraction, Check: o.Check,
@@ -55,6 +59,11 @@ func RunOps(ops []alloc.Op, event []int32, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer a.Close()
+	for _, s := range seeds {
+		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
+			return nil, err
+		}
+	}
 	var tl *alloc.Timeline
 	if o.Points > 0 && len(ops) > 0 {
 		tl = alloc.NewTimeline(len(ops), o.Points)

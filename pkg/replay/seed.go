@@ -1,0 +1,121 @@
+package replay
+
+import (
+	"sort"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// Seed is a segment that existed before the first kept event of a
+// truncated trace, with the blocks live in it then.
+type Seed struct {
+	Address, Size, Stream uint64
+	Small                 bool
+	Blocks                []alloc.SeedBlock
+}
+
+// Skip reasons of seeding.
+const (
+	SkipExpandableSeed = "expandable segment older than the trace (not rebuilt)"
+	SkipOrphanBlock    = "block live before the trace outside any known segment"
+)
+
+type seedBlock struct {
+	requested, size uint64
+	pending         bool
+}
+
+// FromSnapshot plans the replay of one device's trace. When the trace was
+// cut short by max_entries (as most real snapshots are), the allocator's
+// state at the first kept event is rebuilt by walking the trace backwards
+// from the snapshot's final segments, as PyTorch's memory viewer does:
+// undoing a segment_alloc removes the segment, undoing a segment_free brings
+// it back, undoing an alloc frees its block, undoing a free brings the block
+// back. What is left at the start becomes the plan's Seeds, and the replay
+// starts from there.
+func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
+	events := snap.Traces[device]
+	type seg struct {
+		size, stream uint64
+		small, exp   bool
+	}
+	segs := map[uint64]seg{}
+	live := map[uint64]seedBlock{}
+	for _, s := range snap.Segments {
+		if s.Device != device {
+			continue
+		}
+		segs[s.Address] = seg{s.TotalSize, s.Stream, s.Small, s.Expandable}
+		for _, b := range s.Blocks {
+			if b.State != trace.BlockInactive {
+				live[b.Address] = seedBlock{b.RequestedSize, b.Size, b.State == trace.BlockPendingFree}
+			}
+		}
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		e := &events[i]
+		switch e.Action {
+		case trace.ActionSegmentAlloc:
+			delete(segs, e.Addr)
+		case trace.ActionSegmentFree:
+			segs[e.Addr] = seg{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}
+		case trace.ActionAlloc:
+			delete(live, e.Addr)
+		case trace.ActionFreeCompleted:
+			if _, ok := live[e.Addr]; !ok {
+				live[e.Addr] = seedBlock{requested: e.Size, pending: true}
+			}
+		case trace.ActionFreeRequested:
+			b := live[e.Addr]
+			live[e.Addr] = seedBlock{requested: e.Size, size: b.size}
+		}
+	}
+	p := newPlan()
+	if len(segs) == 0 && len(live) == 0 {
+		p.build(events)
+		return p
+	}
+	// place the live blocks in their segments, both in address order
+	bases := make([]uint64, 0, len(segs))
+	for a := range segs {
+		bases = append(bases, a)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	addrs := make([]uint64, 0, len(live))
+	for a := range live {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i] < addrs[j] })
+	byBase := map[uint64]*Seed{}
+	for _, a := range bases {
+		s := segs[a]
+		if s.exp {
+			p.Skipped[SkipExpandableSeed]++
+			continue
+		}
+		seed := &Seed{Address: a, Size: s.size, Stream: s.stream, Small: s.small}
+		p.Seeds = append(p.Seeds, seed)
+		byBase[a] = seed
+	}
+	for _, addr := range addrs {
+		k := sort.Search(len(bases), func(i int) bool { return bases[i] > addr }) - 1
+		seed := (*Seed)(nil)
+		if k >= 0 && addr < bases[k]+segs[bases[k]].size {
+			seed = byBase[bases[k]]
+		}
+		if seed == nil {
+			p.Skipped[SkipOrphanBlock]++
+			continue
+		}
+		b := live[addr]
+		id := p.newID()
+		seed.Blocks = append(seed.Blocks, alloc.SeedBlock{Offset: addr - seed.Address, Size: b.size,
+			Requested: b.requested, ID: id, Pending: b.pending})
+		p.byAddr[addr] = live1{id: id, pending: b.pending}
+		p.Seeded++
+	}
+	p.Truncated = true
+	p.build(events)
+	return p
+}
