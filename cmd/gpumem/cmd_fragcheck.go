@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -126,7 +128,7 @@ EXIT STATUS
 	fl.BoolVar(&o.updateBaseline, "update-baseline", false, "write the figures to the baseline file instead of comparing")
 	fl.Var(&o.tolerance, "tolerance", "how far a case may regress from its baseline")
 	fl.BoolVar(&o.strict, "strict", false, "treat warnings as failures")
-	fl.IntVarP(&o.jobs, "jobs", "j", runtime.GOMAXPROCS(0), "cases to run at once")
+	fl.IntVarP(&o.jobs, "jobs", "j", 0, "cases to run at once (default: one per CPU)")
 	return cmd
 }
 
@@ -137,8 +139,11 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 	if math.IsInf(float64(o.tolerance), 0) {
 		return usageError{errors.New("--tolerance: want a fraction such as 0.05 or a percentage such as 5%")}
 	}
-	if o.jobs < 1 {
+	if o.jobs < 0 {
 		return usageError{fmt.Errorf("--jobs: %d is not a positive number", o.jobs)}
+	}
+	if o.jobs == 0 {
+		o.jobs = runtime.GOMAXPROCS(0)
 	}
 	var cases []budget.Case
 	var file *budget.File
@@ -218,7 +223,7 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 		return err
 	}
 	if a.getenv("GITHUB_ACTIONS") == "true" {
-		if err := budget.WriteAnnotations(a.stderr, results); err != nil {
+		if err := budget.WriteAnnotations(a.stderr, inWorkspace(a, results)); err != nil {
 			return err
 		}
 	}
@@ -241,6 +246,28 @@ func fragcheckOutcome(a *app, results []budget.Result) error {
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("%d of %d cases over budget", s.Fail, s.Cases)}
 	}
 	return nil
+}
+
+// inWorkspace makes the budget file paths of rs relative to the GitHub
+// workspace, as annotations need them.
+func inWorkspace(a *app, rs []budget.Result) []budget.Result {
+	ws := a.getenv("GITHUB_WORKSPACE")
+	if ws == "" {
+		return rs
+	}
+	out := slices.Clone(rs)
+	for i := range out {
+		if f := out[i].Case.File; f != "" {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				continue
+			}
+			if rel, err := filepath.Rel(ws, abs); err == nil && !strings.HasPrefix(rel, "..") {
+				out[i].Case.File = filepath.ToSlash(rel)
+			}
+		}
+	}
+	return out
 }
 
 func checkFormat(f string) error {

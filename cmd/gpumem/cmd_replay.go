@@ -72,11 +72,11 @@ func (f *allocFlags) options(cmd *cobra.Command, recorded *alloc.Config) (replay
 }
 
 type replayOpts struct {
-	alloc  allocFlags
-	output string
-	device int
-	warn   float64
-	alarm  float64
+	alloc   allocFlags
+	output  string
+	device  int
+	warn    float64
+	alarm   float64
 	check   bool
 	backend string
 	html    string
@@ -125,7 +125,7 @@ func runReplay(cmd *cobra.Command, a *app, o *replayOpts, path string) error {
 	if err := checkOutput(o.output, "table", "json", "markdown", "torch-summary"); err != nil {
 		return err
 	}
-	snap, err := trace.ReadPickleFile(path)
+	snap, err := trace.Open(path)
 	if err != nil {
 		return inputError{err}
 	}

@@ -112,6 +112,9 @@ EXIT STATUS
 		newFragcheckCmd(a),
 		newRunCmd(a),
 		newSummaryCmd(a),
+		newSweepCmd(a),
+		newConvertCmd(a),
+		newRecordCmd(a),
 	)
 	return root
 }

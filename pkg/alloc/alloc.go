@@ -127,6 +127,16 @@ func New(o Options) (*Allocator, error) {
 		cc.policy = C.GM_POLICY_PYTORCH
 	case PolicyNoCache:
 		cc.policy = C.GM_POLICY_NOCACHE
+	case PolicyRMMPool:
+		cc.policy = C.GM_POLICY_RMM
+	case PolicyBFC:
+		cc.policy = C.GM_POLICY_BFC
+	case PolicyCuPy:
+		cc.policy = C.GM_POLICY_CUPY
+	case PolicyCUDAAsync:
+		cc.policy = C.GM_POLICY_ASYNC
+	case PolicyGPUMem:
+		cc.policy = C.GM_POLICY_GPUMEM
 	default:
 		C.gm_call_destroy(&be)
 		return nil, fmt.Errorf("unknown policy %q", cfg.Policy)

@@ -17,10 +17,29 @@ const (
 	// PolicyNoCache sends every request to the device and frees at once,
 	// like PYTORCH_NO_CUDA_MEMORY_CACHING=1.
 	PolicyNoCache Policy = "nocache"
+	// PolicyRMMPool is RAPIDS RMM's pool_memory_resource: per-stream
+	// coalescing best fit over upstream blocks, the pool doubling as it grows.
+	PolicyRMMPool Policy = "rmm-pool"
+	// PolicyBFC is TensorFlow's best-fit-with-coalescing allocator with
+	// allow_growth: doubling regions, chunks split only when worth it.
+	PolicyBFC Policy = "bfc"
+	// PolicyCuPy is CuPy's MemoryPool: per-stream best fit, one cudaMalloc
+	// of exactly the rounded size on a miss.
+	PolicyCuPy Policy = "cupy"
+	// PolicyCUDAAsync approximates the driver's stream-ordered pool
+	// (cudaMallocAsync) as PyTorch configures it; its internals are closed,
+	// so this is a model, not a replica.
+	PolicyCUDAAsync Policy = "cuda-async"
+	// PolicyGPUMem is gpumem's own policy: page-granular virtual memory that
+	// unmaps free pages before it sets a new peak, so peak reserved memory
+	// stays within a few pages of the peak of live bytes.
+	PolicyGPUMem Policy = "gpumem"
 )
 
 // Policies lists every policy, in the order reports show them.
-func Policies() []Policy { return []Policy{PolicyPyTorch, PolicyNoCache} }
+func Policies() []Policy {
+	return []Policy{PolicyPyTorch, PolicyGPUMem, PolicyRMMPool, PolicyBFC, PolicyCuPy, PolicyCUDAAsync, PolicyNoCache}
+}
 
 const mib = 1 << 20
 

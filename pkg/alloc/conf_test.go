@@ -183,8 +183,14 @@ func TestParsePolicy(t *testing.T) {
 			t.Errorf("ParsePolicy(%q) = %q, %v", p, got, err)
 		}
 	}
-	if _, err := ParsePolicy("PyTorch"); err == nil || !strings.Contains(err.Error(), "pytorch, nocache") {
-		t.Errorf("ParsePolicy(\"PyTorch\") = %v, want an error listing the policies", err)
+	_, err := ParsePolicy("PyTorch")
+	if err == nil {
+		t.Fatal("ParsePolicy(\"PyTorch\") succeeded; names are case-sensitive")
+	}
+	for _, p := range Policies() {
+		if !strings.Contains(err.Error(), string(p)) {
+			t.Errorf("ParsePolicy(\"PyTorch\") = %q, want it to list %q", err, p)
+		}
 	}
 }
 

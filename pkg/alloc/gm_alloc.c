@@ -643,6 +643,7 @@ static int do_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hin
     record_oom(a, &p, orig, oom);
     return GM_ENOMEM;
   }
+  if (a->pol) return a->pol->malloc(a, orig, stream, hint, out, oom);
   p.size = gm_round_size(&a->cfg, orig);
   p.pool = p.size <= GM_SMALL_SIZE ? &a->small : &a->large;
   p.alloc_size = allocation_size(a, p.size);
@@ -724,6 +725,10 @@ static void do_free(gm_alloc_t *a, gm_block_t *b, int pending) {
     release_block(a, b);
     return;
   }
+  if (a->pol) {
+    a->pol->free(a, b);
+    return;
+  }
   free_block(a, b);
 }
 
@@ -753,6 +758,10 @@ static void finish_pending(gm_alloc_t *a, gm_block_t *b) {
     release_block(a, b);
     return;
   }
+  if (a->pol) {
+    a->pol->free(a, b);
+    return;
+  }
   free_block(a, b);
 }
 
@@ -769,12 +778,29 @@ int gm_new(const gm_config_t *c, const gm_backend_t *b, gm_alloc_t **out) {
   a->ex.peak_op = 0;
   a->st.max_split_size = c->max_split_size == UINT64_MAX ? -1 : (int64_t)c->max_split_size;
   if (c->policy == GM_POLICY_NOCACHE) a->cfg.expandable_segments = 0;
+  static const gm_policy_ops_t *const pols[] = {
+      [GM_POLICY_RMM] = &gm_policy_rmm,   [GM_POLICY_BFC] = &gm_policy_bfc,
+      [GM_POLICY_CUPY] = &gm_policy_cupy, [GM_POLICY_ASYNC] = &gm_policy_async,
+      [GM_POLICY_GPUMEM] = &gm_policy_gpumem};
+  if (c->policy > GM_POLICY_NOCACHE && c->policy <= GM_POLICY_GPUMEM) {
+    /* PyTorch's knobs do not apply to the other policies */
+    a->pol = pols[c->policy];
+    a->cfg.expandable_segments = 0;
+    a->cfg.max_split_size = UINT64_MAX;
+    a->st.max_split_size = -1;
+    int rc = a->pol->init(a);
+    if (rc != GM_OK) {
+      free(a);
+      return rc;
+    }
+  }
   *out = a;
   return GM_OK;
 }
 
 void gm_free(gm_alloc_t *a) {
   if (!a) return;
+  if (a->pol) a->pol->destroy(a);
   while (a->segs) {
     gm_seg_t *s = a->segs;
     gm_block_t *b = s->head;
@@ -876,6 +902,7 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
     return GM_OK;
   case GM_OP_EMPTY_CACHE:
     if (a->cfg.policy == GM_POLICY_PYTORCH) release_cached_blocks(a);
+    else if (a->pol) a->pol->empty_cache(a);
     else a->st.num_sync_all_streams++;
     return GM_OK;
   }
@@ -982,6 +1009,7 @@ int gm_seed_segment(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream
     if (i && blocks[i].offset <= blocks[i - 1].offset) return GM_EINVAL;
     if (ensure_id(a, blocks[i].id) != GM_OK || a->ids[blocks[i].id]) return GM_EINVAL;
   }
+  if (a->pol) return gm_policy_seed(a, stream, blocks, n);
   gm_pool_t *pool = small ? &a->small : &a->large;
   uint64_t base = 0;
   int rc = a->be.malloc(a->be.ctx, size, hint, &base);

@@ -19,8 +19,8 @@
  *   I1 the blocks of a segment tile it: in address order, each starts where
  *      the previous ends, the first at the segment base, the last ends at
  *      base + size; no two segments overlap.
- *   I2 no two free mapped neighbours in a segment (they are merged), and no
- *      two unmapped neighbours.
+ *   I2 no two free mapped neighbours of one stream in a segment (they are
+ *      merged), and no two unmapped neighbours.
  *   I3 a pool's free set holds exactly the free, mapped, idle blocks of that
  *      pool, each once, and is ordered by (stream, size, addr); the unmapped
  *      set likewise holds exactly the unmapped blocks.
@@ -50,7 +50,18 @@ enum {
   GM_ECORRUPT = 4   /* gm_check found a broken invariant */
 };
 
-enum { GM_POLICY_PYTORCH = 0, GM_POLICY_NOCACHE = 1 };
+/* Policies: PyTorch's, no caching, RMM's pool, TensorFlow's BFC, CuPy's
+ * pool, an approximation of cudaMallocAsync, and gpumem's own (page-granular
+ * virtual memory; see gm_policy_gpumem.c). */
+enum {
+  GM_POLICY_PYTORCH = 0,
+  GM_POLICY_NOCACHE = 1,
+  GM_POLICY_RMM = 2,
+  GM_POLICY_BFC = 3,
+  GM_POLICY_CUPY = 4,
+  GM_POLICY_ASYNC = 5,
+  GM_POLICY_GPUMEM = 6
+};
 
 /* ---------------------------------------------------------------------
  * Backend contract: the only way the allocator touches a device.

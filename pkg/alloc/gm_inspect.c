@@ -86,7 +86,7 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
       if (b->ptr != end) { rc = fail(msg, len, "I1: gap or overlap at 0x%llx in segment 0x%llx", (unsigned long long)b->ptr, (unsigned long long)s->base); break; }
       if (b->size == 0 || b->size % GM_MIN_BLOCK) { rc = fail(msg, len, "I4: block 0x%llx has size %llu", (unsigned long long)b->ptr, (unsigned long long)b->size); break; }
       if (b->next && b->next->prev != b) { rc = fail(msg, len, "I1: broken links at 0x%llx", (unsigned long long)b->ptr); break; }
-      if (b->next && b->mapped == b->next->mapped && b->mapped && idle_free(b) && idle_free(b->next)) { rc = fail(msg, len, "I2: free neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
+      if (b->next && b->mapped == b->next->mapped && b->mapped && idle_free(b) && idle_free(b->next) && b->stream == b->next->stream) { rc = fail(msg, len, "I2: free neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
       if (b->next && !b->mapped && !b->next->mapped) { rc = fail(msg, len, "I2: unmapped neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
       if (b->allocated && b->pending) { rc = fail(msg, len, "I5: block 0x%llx allocated and pending", (unsigned long long)b->ptr); break; }
       if (b->allocated || b->pending) {

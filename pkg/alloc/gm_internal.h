@@ -55,7 +55,31 @@ struct gm_seg {
   int expandable;
 };
 
+/* A policy other than pytorch and nocache (gm_policy_*.c): gm_new picks it
+ * from cfg.policy, and the generic paths in gm_alloc.c (ids, pending frees,
+ * statistics of allocations) call it for what differs. malloc returns an
+ * allocated block with every statistic moved; free takes a block that is
+ * neither allocated nor pending any more and makes it reusable (active,
+ * requested statistics included). oom may be NULL. */
+typedef struct gm_policy_ops {
+  int (*init)(gm_alloc_t *a);
+  int (*malloc)(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint, gm_block_t **out,
+                gm_oom_t *oom);
+  void (*free)(gm_alloc_t *a, gm_block_t *b);
+  void (*empty_cache)(gm_alloc_t *a);
+  void (*destroy)(gm_alloc_t *a);
+} gm_policy_ops_t;
+
+extern const gm_policy_ops_t gm_policy_rmm, gm_policy_bfc, gm_policy_cupy, gm_policy_async,
+    gm_policy_gpumem;
+
+/* gm_policy_seed is gm_seed_segment for those policies: each live block is
+ * allocated through the policy (gm_policy_common.c). */
+int gm_policy_seed(gm_alloc_t *a, uint64_t stream, const gm_seed_block_t *blocks, size_t n);
+
 struct gm_alloc {
+  const gm_policy_ops_t *pol; /* NULL for pytorch and nocache */
+  void *pol_state;
   gm_config_t cfg;
   gm_backend_t be;
   gm_pool_t small, large;

@@ -936,3 +936,73 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("timeline %+v", tl)
 	}
 }
+
+// TestConcurrentUse: the Allocator serialises calls from many goroutines
+// (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	a := withConfig(t, "")
+	const workers, rounds = 4, 200
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for i := range rounds {
+				id := uint32(w*1000 + i%10)
+				if _, err := a.Alloc(id, uint64(1+i)*4096, uint64(w)); err != nil {
+					errs <- err
+					return
+				}
+				if i%10 == 9 {
+					for k := range 10 {
+						if err := a.Free(uint32(w*1000 + k)); err != nil {
+							errs <- err
+							return
+						}
+					}
+					_ = a.Stats()
+					_ = a.Snapshot()
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectStats(t, a, map[string]int64{"allocation.all.current": 0, "allocation.all.allocated": workers * rounds})
+	mustSnapshot(t, a)
+}
+
+// TestSimHints: the simulated device honours address hints until the first
+// allocation without a usable one, then places segments top down.
+func TestSimHints(t *testing.T) {
+	a := withConfig(t, "")
+	addr := func(id uint32, hint uint64) uint64 {
+		t.Helper()
+		mustRun(t, a, Op{Kind: OpAlloc, ID: id, Size: 30 * mib, Hint: hint})
+		for _, s := range a.Snapshot() {
+			for _, b := range s.Blocks {
+				if b.ID == id && b.State == BlockAllocated {
+					return b.Address
+				}
+			}
+		}
+		t.Fatalf("id %d not in the snapshot", id)
+		return 0
+	}
+	if got := addr(1, 0x7f0000000000); got != 0x7f0000000000 {
+		t.Errorf("hinted segment at 0x%x, want 0x7f0000000000", got)
+	}
+	if got := addr(2, 0x7e0000000000); got != 0x7e0000000000 {
+		t.Errorf("second hinted segment at 0x%x, want 0x7e0000000000", got)
+	}
+	third := addr(3, 0x7f0000000000) // taken: the replay has diverged
+	if third == 0x7f0000000000 || third%(2*mib) != 0 {
+		t.Errorf("segment with a taken hint at 0x%x", third)
+	}
+	if got := addr(4, 0x7d0000000000); got == 0x7d0000000000 {
+		t.Errorf("hint honoured after divergence")
+	}
+	mustSnapshot(t, a)
+}

@@ -140,6 +140,12 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 
 // jsonMessage shortens encoding/json's errors for people.
 func jsonMessage(err error) string {
+	switch {
+	case errors.Is(err, io.EOF):
+		return "the file is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated JSON"
+	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, err)
@@ -175,7 +181,8 @@ func (e Entry) compare(m Metric, f Figures, tol float64) []Finding {
 			formatBytes(uint64(now)), FormatRatio(1-now/base), formatBytes(uint64(base)))
 	}
 	was, ok := e.Fragmentation[m]
-	cur := round4(m.Of(f.Fragmentation))
+	exact := m.Of(f.Fragmentation)
+	cur := round4(exact)
 	if ok && !math.IsNaN(cur) {
 		// Compare in whole 1e-4 steps, as stored, so a baseline just
 		// written never regresses from itself by rounding.
@@ -183,10 +190,10 @@ func (e Entry) compare(m Metric, f Figures, tol float64) []Finding {
 		switch {
 		case d > tol:
 			add(Fail, "fragmentation %s is %s above the baseline %s (tolerance %s, %s: %s)",
-				FormatRatio(cur), formatPoints(d), FormatRatio(was), formatPoints(tol), m, m.Definition())
+				FormatRatio(exact), formatPoints(d), FormatRatio(was), formatPoints(tol), m, m.Definition())
 		case d < -tol:
 			add(Pass, "fragmentation %s is %s below the baseline %s: update the baseline to keep the gain",
-				FormatRatio(cur), formatPoints(-d), FormatRatio(was))
+				FormatRatio(exact), formatPoints(-d), FormatRatio(was))
 		}
 	}
 	return out

@@ -426,7 +426,7 @@ func (p *parser) parseCase(n *yaml.Node, defaults settingKeys) (Case, error) {
 	c := Case{Dir: filepath.Dir(p.file), File: name(p.file), Line: n.Line}
 	var own settingKeys
 	var nameNode, deviceNode, paramsNode *yaml.Node
-	where := fmt.Sprintf("case at line %d", n.Line)
+	where := "case"
 	if d, err := p.deref(n); err == nil && d.Kind == yaml.MappingNode {
 		// Name the case in messages as soon as its name is known.
 		for i := 0; i+1 < len(d.Content); i += 2 {

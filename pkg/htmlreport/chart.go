@@ -10,14 +10,14 @@ import (
 )
 
 // A chart is an outer SVG of fixed size holding axes and labels, and an
-// inner SVG (the plot) whose viewBox is operations across and 0 to plotH
+// inner SVG (the plot) whose viewBox is operations across and 0 to plotUnits
 // units down, stretched to the plot area: zooming only changes the inner
 // viewBox, and the script moves the labels tagged with data-op.
 const (
-	chartW = 1200
-	plotX  = 84
-	plotW  = chartW - plotX - 24
-	plotH  = 1000 // the plot's own vertical units
+	chartW    = 1200
+	plotX     = 84
+	plotW     = chartW - plotX - 24
+	plotUnits = 1000 // the plot's own vertical units
 )
 
 type chart struct {
@@ -80,7 +80,7 @@ func attr(name, value string) template.HTMLAttr {
 }
 
 func timelineChart(r *report.Replay, pts []report.Point) *chart {
-	c := newChart("timeline", 380, pts, r)
+	c := newChart("timeline", 330, pts, r)
 	peak := peakReserved(r, pts)
 	top := peak
 	for _, pt := range pts {
@@ -93,7 +93,7 @@ func timelineChart(r *report.Replay, pts []report.Point) *chart {
 	c.byteAxis(top)
 	c.LabelLeft = "memory"
 	y := func(pt report.Point, v func(report.Point) int64) float64 {
-		return plotH * (1 - float64(v(pt))/c.YTop)
+		return plotUnits * (1 - float64(v(pt))/c.YTop)
 	}
 	get := [...]func(report.Point) int64{
 		func(p report.Point) int64 { return p.Reserved },
@@ -114,8 +114,8 @@ func timelineChart(r *report.Replay, pts []report.Point) *chart {
 			b.WriteString(num(y(pt, v)))
 		}
 		if area {
-			return "M" + strconv.Itoa(pts[0].Op) + " " + num(plotH) + b.String() +
-				"L" + strconv.Itoa(pts[len(pts)-1].Op) + " " + num(plotH) + "Z"
+			return "M" + strconv.Itoa(pts[0].Op) + " " + num(plotUnits) + b.String() +
+				"L" + strconv.Itoa(pts[len(pts)-1].Op) + " " + num(plotUnits) + "Z"
 		}
 		return b.String()
 	}
@@ -132,7 +132,7 @@ func timelineChart(r *report.Replay, pts []report.Point) *chart {
 	for _, l := range limits {
 		v := float64(l.bytes)
 		c.HLines = append(c.HLines, hline{
-			Y: num(plotH * (1 - v/c.YTop)), LabelY: num(c.pixY(v) - 4),
+			Y: num(plotUnits * (1 - v/c.YTop)), LabelY: num(c.pixY(v) - 4),
 			Class: l.class, Text: l.name + " " + report.FormatBytes(int64(min(l.bytes, math.MaxInt64))),
 		})
 		c.Legend = append(c.Legend, series{Name: l.name, Class: l.class})
@@ -170,7 +170,7 @@ func limitLines(r *report.Replay) []limit {
 }
 
 func fragChart(r *report.Replay, pts []report.Point, frag []float64) *chart {
-	c := newChart("fragmentation", 200, pts, r)
+	c := newChart("fragmentation", 170, pts, r)
 	c.YTop = 1
 	c.LabelLeft = "1 − allocated/reserved"
 	for _, v := range []float64{0, 0.25, 0.5, 0.75, 1} {
@@ -193,7 +193,7 @@ func fragChart(r *report.Replay, pts []report.Point, frag []float64) *chart {
 		}
 		b.WriteString(strconv.Itoa(pt.Op))
 		b.WriteByte(' ')
-		b.WriteString(num(plotH * (1 - f)))
+		b.WriteString(num(plotUnits * (1 - f)))
 	}
 	c.Lines = []series{{Name: "fragmentation", Class: "frag", D: b.String()}}
 	c.Legend = c.Lines
@@ -214,7 +214,7 @@ func newChart(id string, h int, pts []report.Point, r *report.Replay) *chart {
 		last = max(last, r.Ops)
 	}
 	c.XSpan = max(last-c.X0, 1)
-	c.ViewBox = strconv.Itoa(c.X0) + " 0 " + strconv.Itoa(c.XSpan) + " " + strconv.Itoa(plotH)
+	c.ViewBox = strconv.Itoa(c.X0) + " 0 " + strconv.Itoa(c.XSpan) + " " + strconv.Itoa(plotUnits)
 	c.OuterView = "0 0 " + strconv.Itoa(chartW) + " " + strconv.Itoa(h)
 	c.LabelUnder = "operation"
 	c.Attrs = []template.HTMLAttr{
@@ -288,7 +288,7 @@ func niceStep(raw, least float64) float64 {
 	}
 	p := math.Pow(10, math.Floor(math.Log10(raw)))
 	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if least >= 1 && m == 2.5 { // whole operations only
+		if least >= 1 && m == 2.5 && p < 10 { // whole operations only
 			continue
 		}
 		if m*p >= raw*(1-1e-9) {

@@ -66,6 +66,7 @@ type page struct {
 
 type fact struct {
 	Label, Value string
+	Note         string // a smaller second line
 	Key          string // data-key, for checks
 	Raw          string // data-value: the exact figure, when there is one
 }
@@ -163,17 +164,17 @@ func facts(r *report.Replay, pts []report.Point) []fact {
 	}
 	outcome := "completed"
 	if r.OOM != nil {
-		outcome = "out of memory (" + r.OOM.Verdict() + ")"
+		outcome = "out of memory"
 	}
 	peak := peakReserved(r, pts)
 	fr := r.Fragmentation()
 	fs := []fact{
-		{Label: "peak reserved", Value: report.FormatBytes(peak) + " at op " + commas(int64(r.PeakOp)), Key: "peak-reserved", Raw: itoa(peak)},
+		{Label: "peak reserved", Value: report.FormatBytes(peak), Note: "after op " + commas(int64(r.PeakOp)), Key: "peak-reserved", Raw: itoa(peak)},
 		{Label: "peak allocated", Value: report.FormatBytes(r.Stats["allocated_bytes.all.peak"]), Key: "peak-allocated", Raw: itoa(r.Stats["allocated_bytes.all.peak"])},
 		{Label: "lower bound", Value: report.FormatBytes(int64(min(r.LowerBound, math.MaxInt64))), Key: "lower-bound", Raw: strconv.FormatUint(r.LowerBound, 10)},
-		{Label: "peak reserved / lower bound", Value: ratio(r.OverLowerBound(), "×"), Key: "over-lower-bound"},
+		{Label: "peak / lower bound", Value: ratio(r.OverLowerBound(), "×"), Key: "over-lower-bound"},
 		{Label: "fragmentation at the peak", Value: percent(fr.AtPeak), Key: "frag-at-peak"},
-		{Label: "outcome", Value: outcome, Key: "outcome"},
+		{Label: "outcome", Value: outcome, Note: outcomeNote(r), Key: "outcome"},
 		{Label: "operations", Value: commas(int64(r.Ops)), Key: "ops", Raw: strconv.Itoa(r.Ops)},
 		{Label: "settings", Value: settings, Key: "settings"},
 		{Label: "policy", Value: r.Policy, Key: "policy"},
@@ -185,6 +186,13 @@ func facts(r *report.Replay, pts []report.Point) []fact {
 		fs = append(fs, fact{Label: "device memory", Value: report.FormatBytes(int64(min(r.DeviceMemory, math.MaxInt64))), Key: "device-memory", Raw: strconv.FormatUint(r.DeviceMemory, 10)})
 	}
 	return fs
+}
+
+func outcomeNote(r *report.Replay) string {
+	if r.OOM != nil {
+		return r.OOM.Verdict()
+	}
+	return ""
 }
 
 func newOOMView(r *report.Replay) *oomView {

@@ -260,7 +260,9 @@ func extremes(pts []report.Point, v func(report.Point) int64) (lo, hi int64) {
 }
 
 // TestLargeTimeline checks that a million-point timeline makes a small
-// report, drawn from at most MaxPoints points.
+// report, drawn from at most MaxPoints points. With HTMLREPORT_LARGE set
+// it also writes the report there, for scripts/html_check.sh to time in a
+// browser.
 func TestLargeTimeline(t *testing.T) {
 	r, _ := sample()
 	r.OOM = nil
@@ -268,6 +270,11 @@ func TestLargeTimeline(t *testing.T) {
 	start := time.Now()
 	got := write(t, r, Extra{})
 	t.Logf("%d bytes in %v", len(got), time.Since(start))
+	if path := os.Getenv("HTMLREPORT_LARGE"); path != "" {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if len(got) > 1<<20 {
 		t.Errorf("report of %d bytes, want under 1 MiB", len(got))
 	}

@@ -85,6 +85,20 @@ func Build(events []trace.Event) *Plan {
 }
 
 func (p *Plan) build(events []trace.Event) {
+	// size the op lists once: replays of big traces must stay within a
+	// small multiple of the file's size
+	n := 0
+	for i := range events {
+		switch events[i].Action {
+		case trace.ActionAlloc, trace.ActionFreeRequested:
+			n++
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap, trace.ActionOOM:
+			n += 2
+		}
+	}
+	p.Ops = make([]alloc.Op, 0, n)
+	p.Event = make([]int32, 0, n)
+	p.Stack = make([]int32, 0, n)
 	byAddr := p.byAddr
 	newID := p.newID
 	counted := int32(0)

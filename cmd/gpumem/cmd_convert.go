@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+type convertOpts struct {
+	to     string
+	device int
+}
+
+func newConvertCmd(a *app) *cobra.Command {
+	o := &convertOpts{}
+	cmd := &cobra.Command{
+		Use:   "convert IN OUT",
+		Short: "Convert a trace to gpumem's text trace format",
+		Long: `Convert an allocation trace to gpumem's text trace format
+(docs/trace-format.md): one event per line, easy to read, grep, edit and
+write from any language.
+
+IN may be any format gpumem reads: a PyTorch memory snapshot pickle
+(torch.cuda.memory._dump_snapshot), a gpumem text trace, or an RMM
+logging_resource_adaptor CSV log. The format is detected from the file's
+first bytes. OUT "-" is the standard output.
+
+The text format carries events, allocator settings and the snapshot's final
+segments; it does not carry stack traces or record_function annotations.`,
+		Example: `  gpumem convert snapshot.pickle snapshot.trace
+  gpumem convert rmm_log.csv - | head
+  gpumem convert snapshot.pickle gpu1.trace --device 1`,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runConvert(a, o, args[0], args[1])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.to, "to", "text", "output format: text")
+	fl.IntVar(&o.device, "device", -1, "write only this device's trace (default: all devices)")
+	return cmd
+}
+
+func runConvert(a *app, o *convertOpts, in, out string) error {
+	if o.to != "text" {
+		return usageError{fmt.Errorf("--to: unknown format %q (want text)", o.to)}
+	}
+	snap, err := trace.Open(in)
+	if err != nil {
+		return inputError{err}
+	}
+	if o.device >= len(snap.Traces) {
+		return usageError{fmt.Errorf("--device %d: %s has traces for %d devices", o.device, in, len(snap.Traces))}
+	}
+	if out == "-" {
+		return trace.WriteText(a.stdout, snap, o.device)
+	}
+	if err := writeFileAtomic(out, func(w io.Writer) error { return trace.WriteText(w, snap, o.device) }); err != nil {
+		return err
+	}
+	events := 0
+	for d, tr := range snap.Traces {
+		if o.device < 0 || d == o.device {
+			events += len(tr)
+		}
+	}
+	fmt.Fprintf(a.stderr, "gpumem: wrote %s (%d events)\n", out, events)
+	if len(snap.Stacks) > 0 || len(snap.Annotations) > 0 {
+		fmt.Fprintln(a.stderr, "gpumem: note: stack traces and annotations are not carried by the text format")
+	}
+	return nil
+}
+
+// writeFileAtomic writes path through a temporary file in the same folder,
+// so a failed conversion never leaves a partial file behind.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // fails harmlessly once renamed
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = f.Chmod(0o644) // CreateTemp makes it private
+	if err == nil {
+		err = write(w)
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// recordPy is scripts/record.py, built in so that an installed binary can
+// record. The copy here must match it (TestRecordScriptInSync).
+//
+//go:generate cp ../../scripts/record.py record.py
+//go:embed record.py
+var recordPy []byte
+
+type recordOpts struct {
+	output     string
+	maxEntries int
+	stacks     string
+}
+
+func newRecordCmd(a *app) *cobra.Command {
+	o := &recordOpts{}
+	cmd := &cobra.Command{
+		Use:   "record [-o FILE] [--max-entries N] -- python3 SCRIPT [ARGS...]",
+		Short: "Run a PyTorch script and record a memory snapshot of it",
+		Long: `Run an unmodified PyTorch training script with the CUDA caching allocator's
+history recording on (torch.cuda.memory._record_memory_history) and write a
+memory snapshot (torch.cuda.memory._dump_snapshot) at the first
+out-of-memory error and at exit. Replay the snapshot with 'gpumem replay'.
+
+The command is a Python interpreter with a script, or '-m module', and its
+arguments; a bare script.py runs under python3. Interpreter options before
+the script (-u, -X ..., -W ...) are kept. The exit status is the script's.
+
+It is scripts/record.py, built into gpumem: 'python3 scripts/record.py -o
+FILE -- train.py ARGS' does the same.`,
+		Example: `  gpumem record -- python3 train.py --epochs 1
+  gpumem record -o oom.pickle --max-entries 200000 -- python3 -m mypkg.train
+  gpumem replay oom.pickle --device-memory 24GiB`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRecord(a, o, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false) // the script's own flags are not ours
+	fl.StringVarP(&o.output, "output", "o", "snapshot.pickle", "write the snapshot to `FILE`")
+	fl.IntVar(&o.maxEntries, "max-entries", 1_000_000, "keep at most the last `N` allocator events")
+	fl.StringVar(&o.stacks, "stacks", "python", "stack traces to record: python, or all (also C++; slower)")
+	return cmd
+}
+
+// pythonName matches interpreter names: python, python3, python3.12.
+var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
+
+// recordArgv turns the user's command into one that runs script (the
+// record.py on disk) in front of it.
+func recordArgv(user []string, script string, o *recordOpts) ([]string, error) {
+	py, rest := user[0], user[1:]
+	if strings.HasSuffix(py, ".py") {
+		py, rest = "python3", user
+	} else if !pythonName.MatchString(filepath.Base(py)) {
+		return nil, withHint(usageError{fmt.Errorf("%s is not a Python interpreter", py)},
+			"give the interpreter and the script: gpumem record -- python3 train.py ARGS")
+	}
+	argv := []string{py}
+	// interpreter options go before record.py, the rest after it
+	i := 0
+	for ; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" || a == "-m" || strings.HasPrefix(a, "-m") {
+			break
+		}
+		if a == "-c" || strings.HasPrefix(a, "-c") {
+			return nil, usageError{errors.New("python -c is not supported; record a script or a module (-m)")}
+		}
+		argv = append(argv, a)
+		if (a == "-X" || a == "-W") && i+1 < len(rest) {
+			i++
+			argv = append(argv, rest[i])
+		}
+	}
+	argv = append(argv, script, "-o", o.output, "--max-entries", strconv.Itoa(o.maxEntries), "--stacks", o.stacks)
+	switch {
+	case i < len(rest) && rest[i] == "-m":
+		if i+1 >= len(rest) {
+			return nil, usageError{errors.New("-m needs a module name")}
+		}
+		return append(append(argv, "-m", rest[i+1]), rest[i+2:]...), nil
+	case i < len(rest) && strings.HasPrefix(rest[i], "-m"):
+		return append(append(argv, "-m", rest[i][2:]), rest[i+1:]...), nil
+	case i < len(rest) && rest[i] == "--":
+		i++
+	}
+	if i >= len(rest) {
+		return nil, usageError{errors.New("no script to run: gpumem record -- python3 train.py ARGS")}
+	}
+	return append(append(argv, "--"), rest[i:]...), nil
+}
+
+func runRecord(a *app, o *recordOpts, user []string) error {
+	if o.maxEntries <= 0 {
+		return usageError{fmt.Errorf("--max-entries: want a positive number, not %d", o.maxEntries)}
+	}
+	if o.stacks != "python" && o.stacks != "all" {
+		return usageError{fmt.Errorf("--stacks: want python or all, not %q", o.stacks)}
+	}
+	// a private folder, so nothing else on sys.path[0] shadows a module
+	dir, err := os.MkdirTemp("", "gpumem-record-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "record.py")
+	if err := os.WriteFile(script, recordPy, 0o600); err != nil {
+		return err
+	}
+	argv, err := recordArgv(user, script, o)
+	if err != nil {
+		return err
+	}
+
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = a.stdin, a.stdout, a.stderr
+	start := time.Now()
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	// Ctrl-C reaches the child from the terminal; a SIGTERM sent to gpumem
+	// alone is passed on, so the script still writes its snapshot.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	defer signal.Stop(term)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	var waitErr error
+wait:
+	for {
+		select {
+		case s := <-term:
+			c.Process.Signal(s)
+		case waitErr = <-done:
+			break wait
+		}
+	}
+
+	if fi, err := os.Stat(o.output); err == nil && !fi.ModTime().Before(start.Add(-time.Second)) {
+		fmt.Fprintf(a.stderr, "gpumem: wrote %s; replay it with: gpumem replay %s\n", o.output, o.output)
+	} else {
+		fmt.Fprintf(a.stderr, "gpumem: warning: no snapshot was written to %s\n", o.output)
+	}
+	if waitErr == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(waitErr, &ee) {
+		return waitErr
+	}
+	code := ee.ExitCode()
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	return &exitError{code: code}
+}

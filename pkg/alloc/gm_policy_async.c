@@ -1,0 +1,49 @@
+/* gm_policy_async.c — an approximation of the CUDA driver's stream-ordered
+ * pool (cudaMallocAsync) as PyTorch configures it
+ * (backend:cudaMallocAsync: release threshold UINT64_MAX, empty_cache =
+ * cudaMemPoolTrimTo(pool, 0)).
+ *
+ * The driver's placement is closed source; what is modelled is what its
+ * documentation and observed behaviour show:
+ *   - physical memory comes in chunks of whole 2 MiB granules, a request
+ *     getting a chunk of at least its own size, rounded up;
+ *   - requests (rounded to 512 B) are sub-allocated best fit inside the
+ *     chunks, per stream (reuse follows stream order), with coalescing;
+ *   - the pool can remap idle physical memory, so before it grows it gives
+ *     up every chunk with nothing allocated in it (any stream) and grows
+ *     by the request alone.
+ * Real pools differ in chunk sizes and in when idle memory is remapped;
+ * reports call this policy an approximation. */
+#include "gm_policy.h"
+
+static int async_init(gm_alloc_t *a) {
+  (void)a;
+  return GM_OK;
+}
+
+static int async_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
+                        gm_block_t **out, gm_oom_t *oom) {
+  uint64_t n = gm_up(orig, GM_MIN_BLOCK);
+  gm_block_t *b = gm_pol_best_fit(a, stream, n);
+  if (!b) {
+    uint64_t chunk = gm_up(n, GM_PAGE);
+    gm_pol_release_idle(a);
+    int rc = gm_pol_segment(a, chunk, stream, hint, &b);
+    if (rc == GM_ENOMEM) return gm_pol_oom(a, orig, n, chunk, stream, oom);
+    if (rc != GM_OK) return rc;
+  }
+  if (!(*out = gm_pol_take(a, b, n, 1, orig))) return GM_EBACKEND;
+  return GM_OK;
+}
+
+static void async_free(gm_alloc_t *a, gm_block_t *b) { gm_pol_give(a, b, b->seg->stream); }
+
+static void async_empty_cache(gm_alloc_t *a) {
+  a->st.num_sync_all_streams++; /* cudaMemPoolTrimTo after a device sync */
+  gm_pol_release_idle(a);
+}
+
+static void async_destroy(gm_alloc_t *a) { (void)a; }
+
+const gm_policy_ops_t gm_policy_async = {async_init, async_malloc, async_free, async_empty_cache,
+                                         async_destroy};

@@ -1,0 +1,122 @@
+package trace
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDetectFormat(t *testing.T) {
+	for _, c := range []struct {
+		head string
+		want Format
+	}{
+		{"\x80\x04\x95", FormatPickle},
+		{"# gpumem-trace v1\n", FormatText},
+		{"# gpumem-trace v9\n", FormatText}, // ReadText reports the version
+		{"Thread,Time,Action,Pointer,Size,Stream\n1,2", FormatRMM},
+		{utf8BOM + "Size, Action ,Pointer", FormatRMM},
+		{"Thread,Time\nAction", FormatUnknown},
+		{"# gpumem\n", FormatUnknown},
+		{"", FormatUnknown},
+	} {
+		if got := DetectFormat([]byte(c.head)); got != c.want {
+			t.Errorf("%q: got %v, want %v", c.head, got, c.want)
+		}
+	}
+}
+
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pk, err := Open("../../testdata/pytorch/seed_frag.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReadPickleFile("../../testdata/pytorch/seed_frag.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eventsEqual(pk.Traces, want.Traces) || len(pk.Segments) != len(want.Segments) || len(pk.Stacks) != len(want.Stacks) {
+		t.Errorf("Open and ReadPickleFile disagree on the pickle")
+	}
+
+	txt, err := Open(write("a.trace", "# gpumem-trace v1\nalloc 0x10 512\n"))
+	if err != nil || len(txt.Traces) != 1 || len(txt.Traces[0]) != 1 {
+		t.Errorf("text: got %+v, %v", txt, err)
+	}
+	csv, err := Open(write("a.csv", rmmLog))
+	if err != nil || len(csv.Traces) != 1 || len(csv.Traces[0]) != 5 {
+		t.Errorf("rmm: got %+v, %v", csv, err)
+	}
+
+	for _, c := range []struct{ name, body, want string }{
+		{"bad.trace", "# gpumem-trace v1\n\nfree\n", "bad.trace:3: want \"free ADDR [SIZE]\""},
+		{"bad.csv", "Thread,Action,Pointer,Size\n1,allocate,0x10,x\n", "bad.csv:2: bad Size \"x\""},
+		{"bad.pickle", "\x80\x04K", "bad.pickle: byte "},
+		{"empty", "", "empty: empty file"},
+		{"gz", "\x1f\x8b\x08\x00", "gz: gzip-compressed; decompress it first"},
+		{"junk", "hello\n", "junk: unknown trace format (want a PyTorch snapshot pickle, a gpumem text trace or an RMM log CSV)"},
+	} {
+		p := write(c.name, c.body)
+		_, err := Open(p)
+		if err == nil || !strings.HasPrefix(err.Error(), filepath.Join(dir, c.want)) {
+			t.Errorf("%s: got %v, want %s...", c.name, err, c.want)
+		}
+	}
+	if _, err := Open(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: got %v", err)
+	}
+}
+
+func TestLineErrorText(t *testing.T) {
+	for _, c := range []struct {
+		e    LineError
+		want string
+	}{
+		{LineError{"f", 3, "bad"}, "f:3: bad"},
+		{LineError{"f", 0, "bad"}, "f: bad"},
+		{LineError{"", 3, "bad"}, "line 3: bad"},
+		{LineError{"", 0, "bad"}, "bad"},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("got %q, want %q", got, c.want)
+		}
+	}
+}
+
+func TestParseNumbers(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"0", 0, true}, {"18446744073709551615", 1<<64 - 1, true}, {"18446744073709551616", 0, false},
+		{"0x0", 0, true}, {"0xFFFFffffFFFFffff", 1<<64 - 1, true}, {"0x10000000000000000", 0, false},
+		{"0x", 0, false}, {"", 0, false}, {"+1", 0, false}, {"1_0", 0, false},
+	} {
+		if got, ok := parseUint([]byte(c.in)); got != c.want || ok != c.ok {
+			t.Errorf("parseUint(%q) = %d, %t; want %d, %t", c.in, got, ok, c.want, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"-9223372036854775808", -1 << 63, true}, {"9223372036854775807", 1<<63 - 1, true},
+		{"9223372036854775808", 0, false}, {"-0x10", 0, false}, {"+5", 5, true}, {"-", 0, false},
+	} {
+		if got, ok := parseInt([]byte(c.in)); got != c.want || ok != c.ok {
+			t.Errorf("parseInt(%q) = %d, %t; want %d, %t", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

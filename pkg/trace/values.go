@@ -1,0 +1,439 @@
+package trace
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// The decoder's value model. Every pickle value on the stack or in the
+// memo is a val of 16 bytes (8 in the memo). Scalars are stored inline,
+// strings as interned ids. Dicts and lists are conts while they are being
+// filled; once complete they become compact results: an event dict is
+// decoded into its list's []Event as the list takes it (its memo slot
+// keeps only a kGone placeholder), a list of event dicts becomes one
+// []Event, a list of frame dicts becomes an interned
+// stack id, blocks and segments become structs. Only dicts and lists of
+// no known shape (the top level, settings, annotations) keep their items.
+
+// kind tells what a val holds. Values above kBytes exist only in this
+// decoder: containers under construction and already-converted structs.
+type kind uint8
+
+const (
+	kUnset   kind = iota // empty memo slot
+	kNone                // None
+	kBool                // n: 0 or 1
+	kInt                 // n: int64 bits
+	kUint                // n: an integer in [2^63, 2^64)
+	kBig                 // an integer beyond 64 bits (usable only if ignored)
+	kFloat               // n: float64 bits
+	kStr                 // n: interned string id
+	kBytes               // bytes; content skipped
+	kTuple               // n: start<<32 | length in decoder.tuples
+	kDict                // n: cont id
+	kList                // n: cont id
+	kEmpty               // a closed empty list
+	kEvents              // n: index in decoder.traces (closed list of events)
+	kFrame               // n: frame id
+	kStack               // n: stack id (closed list of frames)
+	kBlock               // n: index in decoder.blocks
+	kSegment             // n: index in decoder.segs
+	kGone                // a memoized value that cannot be fetched again
+	kSide                // memo only: n is an index in decoder.side
+)
+
+var kindNames = [...]string{
+	kUnset: "nothing", kNone: "None", kBool: "bool", kInt: "int", kUint: "int",
+	kBig: "big int", kFloat: "float", kStr: "str", kBytes: "bytes", kTuple: "tuple",
+	kDict: "dict", kList: "list", kEmpty: "list",
+	kEvents: "event list", kFrame: "frame dict", kStack: "frame list",
+	kBlock: "block dict", kSegment: "segment dict", kGone: "re-used memo value",
+}
+
+func (k kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// val is one decoded value: 16 bytes, no pointers.
+type val struct {
+	k kind
+	n uint64
+}
+
+// cont is a dict or list under construction. When its parent takes it
+// (SETITEMS, APPENDS, TUPLE or STOP), it is complete: it is closed,
+// converted by the shape of its keys or items, and res says what it
+// became.
+type cont struct {
+	list      bool
+	open      bool
+	shared    bool // fetched from the memo while open: never recycled
+	estimated bool // events capacity already sized from the bytes left
+	memo      int  // memo slot holding this cont, -1 if none
+	off       int64
+	res       val
+	items     []val // list items, or flattened dict key/value pairs
+	events    []Event
+}
+
+type frameKey struct {
+	file, name uint32
+	line       int
+}
+
+func (d *decoder) newCont(list bool) uint32 {
+	var id uint32
+	if n := len(d.free); n > 0 {
+		id = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		id = uint32(len(d.conts))
+		d.conts = append(d.conts, &cont{})
+	}
+	c := d.conts[id]
+	c.list, c.open, c.memo, c.off = list, true, -1, d.op
+	return id
+}
+
+func (d *decoder) recycle(id uint32) {
+	c := d.conts[id]
+	*c = cont{items: c.items[:0]}
+	d.free = append(d.free, id)
+}
+
+// Memo entries are vals packed into 8 bytes: kind<<56 | payload. Values
+// whose payload needs more bits go to d.side.
+func (d *decoder) pack(v val) uint64 {
+	if v.n < 1<<56 {
+		return uint64(v.k)<<56 | v.n
+	}
+	d.side = append(d.side, v)
+	return uint64(kSide)<<56 | uint64(len(d.side)-1)
+}
+
+func (d *decoder) unpack(e uint64) val {
+	v := val{kind(e >> 56), e & (1<<56 - 1)}
+	if v.k == kSide {
+		return d.side[v.n]
+	}
+	return v
+}
+
+func (d *decoder) memoAt(i int) *uint64 {
+	return &d.memo[i>>memoPageBits][i&(memoPageLen-1)]
+}
+
+func (d *decoder) put(i uint64, v val) error {
+	// A pickler numbers memo entries from 0 and each store costs at
+	// least one byte, so no valid index exceeds the offset.
+	if i > uint64(d.op) {
+		return d.errorf("memo index %d out of range", i)
+	}
+	idx := int(i)
+	for idx >= d.memoLen {
+		d.memo = append(d.memo, make([]uint64, memoPageLen))
+		d.memoLen += memoPageLen
+	}
+	slot := d.memoAt(idx)
+	if *slot == 0 {
+		d.memoCount++
+	}
+	if v.k == kDict || v.k == kList {
+		c := d.conts[v.n]
+		if c.open {
+			if c.memo >= 0 && c.memo != idx {
+				c.shared = true
+			}
+			c.memo = idx
+		} else {
+			v = c.res
+		}
+	}
+	*slot = d.pack(v)
+	return nil
+}
+
+func (d *decoder) get(i uint64) error {
+	if i >= uint64(d.memoLen) {
+		return d.errorf("memo key %d missing", i)
+	}
+	e := d.memo[i>>memoPageBits][i&(memoPageLen-1)]
+	if e == 0 {
+		return d.errorf("memo key %d missing", i)
+	}
+	v := d.unpack(e)
+	if v.k == kDict || v.k == kList {
+		c := d.conts[v.n]
+		if c.open {
+			c.shared = true
+		} else {
+			v = c.res
+		}
+	}
+	d.stack = append(d.stack, v)
+	return nil
+}
+
+// closed records what cont id became and updates its memo slot.
+func (d *decoder) closed(id uint32, c *cont, res val) {
+	c.open = false
+	c.res = res
+	if c.memo >= 0 {
+		old := uint64(kDict)<<56 | uint64(id)
+		if c.list {
+			old = uint64(kList)<<56 | uint64(id)
+		}
+		if slot := d.memoAt(c.memo); *slot == old {
+			*slot = d.pack(res)
+		}
+	}
+	if !c.shared && res.k != kDict && res.k != kList {
+		d.recycle(id)
+	}
+}
+
+// take resolves a value that is being stored into a parent: an open
+// container is complete by then and is converted. Its items were taken
+// when they were added, so this never recurses more than one level.
+func (d *decoder) take(v val) (val, error) {
+	if v.k != kDict && v.k != kList {
+		return v, nil
+	}
+	id := uint32(v.n)
+	c := d.conts[id]
+	if !c.open {
+		return c.res, nil
+	}
+	if !c.list {
+		return d.closeDict(id, c)
+	}
+	var res val
+	switch {
+	case len(c.events) > 0:
+		ev := c.events
+		if cap(ev)-len(ev) > len(ev)/4 {
+			ev = append([]Event(nil), ev...)
+		}
+		c.events = nil
+		d.traces = append(d.traces, ev)
+		res = val{kEvents, uint64(len(d.traces) - 1)}
+	case len(c.items) == 0:
+		res = val{k: kEmpty}
+	case allFrames(c.items):
+		res = val{kStack, uint64(d.internStack(c.items))}
+	default:
+		res = v
+	}
+	d.closed(id, c, res)
+	return res, nil
+}
+
+// keyMask has bit i set when the dict has well-known key i.
+func keyMask(p []val) uint64 {
+	var mask uint64
+	for i := 0; i < len(p); i += 2 {
+		if p[i].k == kStr && p[i].n < numKnown {
+			mask |= 1 << p[i].n
+		}
+	}
+	return mask
+}
+
+const (
+	eventKeys   = 1 << sAction
+	frameKeys   = 1 << sFilename
+	segmentKeys = 1<<sBlocks | 1<<sSegmentType | 1<<sTotalSize
+	blockKeys   = 1 << sState
+)
+
+// closeDict converts a complete dict that is not an element of an event
+// list. Frames, blocks and segments are recognised by their keys; an
+// event dict found elsewhere is not kept (kGone); any other dict keeps
+// its pairs for the caller to read.
+func (d *decoder) closeDict(id uint32, c *cont) (val, error) {
+	p := c.items
+	mask := keyMask(p)
+	var res val
+	switch {
+	case mask&eventKeys != 0:
+		res = val{k: kGone}
+	case mask&frameKeys != 0:
+		f, err := d.toFrame(p, c.off)
+		if err != nil {
+			return val{}, err
+		}
+		res = val{kFrame, uint64(f)}
+	case mask&segmentKeys != 0:
+		s, err := d.toSegment(p, c.off)
+		if err != nil {
+			return val{}, err
+		}
+		d.segs = append(d.segs, s)
+		res = val{kSegment, uint64(len(d.segs) - 1)}
+	case mask&blockKeys != 0:
+		b, err := d.toBlock(p, c.off)
+		if err != nil {
+			return val{}, err
+		}
+		d.blocks = append(d.blocks, b)
+		res = val{kBlock, uint64(len(d.blocks) - 1)}
+	default:
+		res = val{kDict, uint64(id)}
+	}
+	d.closed(id, c, res)
+	return res, nil
+}
+
+func allFrames(items []val) bool {
+	for _, v := range items {
+		if v.k != kFrame {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) internStack(items []val) int32 {
+	d.keyBuf = d.keyBuf[:0]
+	for _, v := range items {
+		d.keyBuf = binary.LittleEndian.AppendUint32(d.keyBuf, uint32(v.n))
+	}
+	if id, ok := d.stackID[string(d.keyBuf)]; ok {
+		return id
+	}
+	fr := make([]Frame, len(items))
+	for i, v := range items {
+		fr[i] = d.frames[v.n]
+	}
+	id := int32(len(d.stacks))
+	d.stacks = append(d.stacks, fr)
+	d.stackID[string(d.keyBuf)] = id
+	return id
+}
+
+func (d *decoder) internFrame(f Frame, file, name uint32) int32 {
+	k := frameKey{file, name, f.Line}
+	if id, ok := d.frameID[k]; ok {
+		return id
+	}
+	id := int32(len(d.frames))
+	d.frames = append(d.frames, f)
+	d.frameID[k] = id
+	return id
+}
+
+// appendsOn appends items to the list at d.stack[t].
+func (d *decoder) appendsOn(opname string, t int, items []val) error {
+	lv := d.stack[t]
+	if lv.k != kList {
+		return d.errorf("%s on a %s, not a list", opname, lv.k)
+	}
+	c := d.conts[lv.n]
+	if !c.open {
+		return d.errorf("list is appended to after it was used")
+	}
+	return d.appendItems(c, items)
+}
+
+// appendItems adds items to list c. Event dicts are decoded straight
+// into c.events, which makes c an event list.
+func (d *decoder) appendItems(c *cont, items []val) error {
+	for i, v := range items {
+		if v.k == kDict {
+			if e := d.conts[v.n]; e.open && keyMask(e.items)&eventKeys != 0 {
+				if len(c.items) > 0 {
+					return d.errorf("list mixes event dicts with other values")
+				}
+				ev, err := d.toEvent(e.items, e.off)
+				if err != nil {
+					return err
+				}
+				if len(c.events) == cap(c.events) {
+					d.growEvents(c, len(items)-i)
+				}
+				c.events = append(c.events, ev)
+				d.closed(uint32(v.n), e, val{k: kGone})
+				continue
+			}
+		}
+		v, err := d.take(v)
+		if err != nil {
+			return err
+		}
+		if v.k == kGone {
+			return d.errorf("event dict fetched again from the memo (not supported)")
+		}
+		if len(c.events) > 0 {
+			return d.errorf("list mixes event dicts with other values (%s)", v.k)
+		}
+		c.items = append(c.items, v)
+	}
+	return nil
+}
+
+// growEvents makes room in an event list. Once the list has a few
+// thousand events, the bytes they took predict how many the rest of the
+// input holds, so the slice is sized once instead of being regrown (and
+// copied) a dozen times.
+func (d *decoder) growEvents(c *cont, more int) {
+	n := len(c.events)
+	want := n + more
+	newCap := 0
+	if !c.estimated && n >= 4096 && d.size > 0 {
+		c.estimated = true
+		// The events in this batch lie before d.op too.
+		used := float64(d.op-c.off) / float64(want) // bytes per event so far
+		left := d.size - d.op
+		est := n + int(float64(left)/used*1.02) + 1024
+		// An event needs more than 16 bytes of pickle.
+		est = min(est, n+int(left/16)+1024)
+		if est > want {
+			newCap = est
+		}
+	}
+	if newCap == 0 {
+		newCap = max(want, n+n/4, 256)
+	}
+	ev := make([]Event, n, newCap)
+	copy(ev, c.events)
+	c.events = ev
+}
+
+// setItemsOn adds key/value pairs to the dict at d.stack[t].
+func (d *decoder) setItemsOn(opname string, t int, pairs []val) error {
+	dv := d.stack[t]
+	if dv.k != kDict {
+		return d.errorf("%s on a %s, not a dict", opname, dv.k)
+	}
+	if len(pairs)%2 != 0 {
+		return d.errorf("%s with an odd number of values", opname)
+	}
+	c := d.conts[dv.n]
+	if !c.open {
+		return d.errorf("dict is modified after it was used")
+	}
+	return d.addPairs(c, pairs)
+}
+
+// addPairs adds pairs to dict c. The values are complete, so they are
+// taken (converted) now; the dict itself is converted when its parent
+// takes it, as more SETITEM(S) may follow.
+func (d *decoder) addPairs(c *cont, pairs []val) error {
+	for i, v := range pairs {
+		if v.k == kDict || v.k == kList {
+			v, err := d.take(v)
+			if err != nil {
+				return err
+			}
+			pairs[i] = v
+		}
+	}
+	c.items = append(c.items, pairs...)
+	return nil
+}
+
+func floatOf(v val) float64 { return math.Float64frombits(v.n) }
