@@ -19,3 +19,5 @@ if [ -f ../shared/tools/fidelity.py ] && command -v python3 >/dev/null; then
 fi
 echo "== go test ./..."
 go test -count=1 ./...
+echo "== the HTML report in a headless browser"
+bash scripts/html_check.sh
