@@ -897,7 +897,8 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
     complete_pending(a, b);
     return GM_OK;
   case GM_OP_RECORD_STREAM:
-    if (op->id >= a->nids || !(b = a->ids[op->id]) || b == &zero_block) return GM_EINVAL;
+    if (op->id >= a->nids || !(b = a->ids[op->id])) return GM_EINVAL;
+    if (b == &zero_block) return GM_OK; /* recordStream of nullptr: nothing to do */
     if (b->allocated && op->stream != b->stream) b->uses = 1;
     return GM_OK;
   case GM_OP_EMPTY_CACHE:

@@ -95,7 +95,7 @@ typedef struct gm_backend {
 
 /* gm_sim_backend fills `b` with the simulated device: deterministic, pure C.
  * capacity: the card's memory in bytes (0 = unlimited; mem_info then reports
- * 2^50). Hints are honoured until the first malloc without a usable one
+ * 1 TiB, which also sizes expandable segments' address ranges). Hints are honoured until the first malloc without a usable one
  * (the replay has left its recording); addresses then come top down,
  * 2 MiB-aligned (see gm_sim.c for why).
  * Returns GM_ENOMEM if the simulator itself cannot be allocated. */

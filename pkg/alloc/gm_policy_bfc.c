@@ -79,6 +79,7 @@ static int bfc_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   }
   int split = b->size >= 2 * n || b->size - n >= (128ull << 20);
   if (!(*out = gm_pol_take(a, b, n, split, orig))) return GM_EBACKEND;
+  (*out)->stream = stream; /* for record_stream; freed chunks go back under key 0 */
   return GM_OK;
 }
 

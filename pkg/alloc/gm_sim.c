@@ -20,8 +20,9 @@
 #include "gm_internal.h"
 
 #define SIM_TOP 0x7fff00000000ull
+#define SIM_FLOOR 0x100000000ull /* the address space is [SIM_FLOOR, SIM_TOP) */
 #define SIM_ALIGN 2097152ull
-#define SIM_UNLIMITED (1ull << 50)
+#define SIM_UNLIMITED (1ull << 40) /* what an unlimited device reports: 1 TiB */
 
 typedef struct range {
   uint64_t addr, size;
@@ -74,21 +75,25 @@ static int erase(sim_t *s, uint64_t addr) {
   return GM_OK;
 }
 
-/* the highest aligned gap of `size` bytes below SIM_TOP */
+/* the highest aligned gap of `size` bytes below SIM_TOP, or 0 when the
+ * address space has none */
 static uint64_t top_fit(const sim_t *s, uint64_t size, uint64_t align) {
+  if (size > SIM_TOP - SIM_FLOOR) return 0;
   uint64_t at = (SIM_TOP - size) / align * align;
   for (size_t i = s->n; i-- > 0;) {
     const range_t *r = &s->r[i];
     if (r->addr >= at + size) continue;
     if (r->addr + r->size <= at) break;
+    if (r->addr < SIM_FLOOR + size) return 0;
     at = (r->addr - size) / align * align;
   }
-  return at;
+  return at >= SIM_FLOOR ? at : 0;
 }
 
 static int place(sim_t *s, uint64_t size, uint64_t hint, uint64_t align, uint64_t *addr) {
   if (!hint || hint % 512 || overlaps(s, hint, size)) s->diverged = 1;
   uint64_t at = s->diverged ? top_fit(s, size, align) : hint;
+  if (!at) return GM_ENOMEM; /* no address space left */
   int rc = insert(s, at, size);
   if (rc == GM_OK) *addr = at;
   return rc;
@@ -113,6 +118,7 @@ static int sim_va_reserve(void *ctx, uint64_t size, uint64_t page, uint64_t *add
   sim_t *s = ctx;
   uint64_t align = page > SIM_ALIGN ? page : SIM_ALIGN;
   uint64_t at = top_fit(s, size, align);
+  if (!at) return GM_ENOMEM;
   int rc = insert(s, at, size);
   if (rc == GM_OK) *addr = at;
   return rc;
@@ -144,7 +150,7 @@ static int sim_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total) {
   sim_t *s = ctx;
   uint64_t cap = s->capacity ? s->capacity : SIM_UNLIMITED;
   *total = cap;
-  *free_bytes = cap - s->used;
+  *free_bytes = cap > s->used ? cap - s->used : 0;
   return GM_OK;
 }
 
