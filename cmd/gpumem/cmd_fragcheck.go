@@ -451,7 +451,7 @@ func runCase(c budget.Case) (fig budget.Figures, err error) {
 
 func runTraceCase(c budget.Case) (budget.Figures, error) {
 	path := c.Path(c.Trace)
-	snap, err := trace.ReadPickleFile(path)
+	snap, err := trace.Open(path)
 	if err != nil {
 		return budget.Figures{}, err
 	}
@@ -462,7 +462,7 @@ func runTraceCase(c budget.Case) (budget.Figures, error) {
 		return budget.Figures{}, fmt.Errorf("%s: no trace for device %d (it has devices 0 to %d)", path, c.Device, len(snap.Traces)-1)
 	}
 	o := caseOptions(c, recordedConfig(snap.Settings), 0)
-	plan := replay.Build(snap.Traces[c.Device])
+	plan := replay.FromSnapshot(snap, c.Device)
 	res, err := replay.Run(plan, o)
 	if err != nil {
 		return budget.Figures{}, fmt.Errorf("replaying %s: %w", path, err)

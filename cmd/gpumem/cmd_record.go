@@ -33,8 +33,9 @@ type recordOpts struct {
 func newRecordCmd(a *app) *cobra.Command {
 	o := &recordOpts{}
 	cmd := &cobra.Command{
-		Use:   "record [-o FILE] [--max-entries N] -- python3 SCRIPT [ARGS...]",
-		Short: "Run a PyTorch script and record a memory snapshot of it",
+		Use:                   "record [-o FILE] [--max-entries N] -- python3 SCRIPT [ARGS...]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Run a PyTorch script and record a memory snapshot of it",
 		Long: `Run an unmodified PyTorch training script with the CUDA caching allocator's
 history recording on (torch.cuda.memory._record_memory_history) and write a
 memory snapshot (torch.cuda.memory._dump_snapshot) at the first

@@ -124,7 +124,7 @@ func summaryReplay(cmd *cobra.Command, o *summaryOpts, backend string) (*report.
 		return nil, err
 	}
 	if o.traceFile != "" {
-		snap, err := trace.ReadPickleFile(o.traceFile)
+		snap, err := trace.Open(o.traceFile)
 		if err != nil {
 			return nil, inputError{err}
 		}

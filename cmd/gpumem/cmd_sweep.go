@@ -165,8 +165,8 @@ func runSweep(cmd *cobra.Command, a *app, o *sweepOpts, args []string) error {
 	}
 	elapsed := time.Since(start)
 	if o.output != "json" {
-		fmt.Fprintf(a.stderr, "gpumem: %d replays on %d workers in %.2f s\n",
-			len(in.cases)*max(len(in.cards), 1), min(o.workers, len(in.cases)*max(len(in.cards), 1)), elapsed.Seconds())
+		n := len(in.cases) * max(len(in.cards), 1)
+		fmt.Fprintf(a.stderr, "gpumem: %d replays on %d workers in %v\n", n, min(o.workers, n), elapsed.Round(time.Millisecond))
 	}
 	return writeSweep(a, o.output, in, rows, o.fraction)
 }
@@ -211,7 +211,7 @@ func traceCases(in *sweepInput, o *sweepOpts, grid []sweep.Setting, path string)
 	if len(o.params) > 0 {
 		return usageError{errors.New("--param is for --workload and --strategies")}
 	}
-	snap, err := trace.ReadPickleFile(path)
+	snap, err := trace.Open(path)
 	if err != nil {
 		return inputError{err}
 	}

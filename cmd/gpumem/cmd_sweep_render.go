@@ -94,8 +94,12 @@ func writeSweepTable(w io.Writer, in *sweepInput, rows []sweep.Row, fraction flo
 	if in.compare {
 		first = "workload"
 	}
-	header := []string{first, "peak reserved", "vs " + in.baseline, "frag at peak", "device allocs", "retries", "OOM"}
-	align := []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft}
+	header := []string{first, "peak reserved", "vs " + in.baseline, "frag at peak", "device allocs", "retries"}
+	align := []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}
+	if len(in.cards) == 0 {
+		// With cards, the largest card's column says it.
+		header, align = append(header, "OOM"), append(align, tw.AlignLeft)
+	}
 	for _, c := range in.cards {
 		h := cardName(c)
 		if fraction > 0 {
@@ -122,7 +126,9 @@ func writeSweepTable(w io.Writer, in *sweepInput, rows []sweep.Row, fraction flo
 			ratio(r.Fragmentation.AtPeak),
 			fmt.Sprint(r.DeviceAllocs()),
 			fmt.Sprint(r.Stats.NumAllocRetries),
-			oomCell(in, r.OOM, "no", "at "),
+		}
+		if len(in.cards) == 0 {
+			row = append(row, oomCell(in, r.OOM, "no", "at "))
 		}
 		for k := range r.Cards {
 			row = append(row, oomCell(in, r.Cards[k].OOM, "fits", "OOM at "))
@@ -201,7 +207,7 @@ func sweepVerdict(in *sweepInput, rows []sweep.Row, fraction float64) (notes []s
 		case base == nil || best == base:
 			return nil, fmt.Sprintf("least reserved: %s, %s", best.Label, report.FormatBytes(best.PeakReserved()))
 		}
-		return nil, fmt.Sprintf("least reserved: %s, %s (%s less than %s)", best.Label,
+		return nil, fmt.Sprintf("least reserved: %s, %s: %s less than %s", best.Label,
 			report.FormatBytes(best.PeakReserved()), saving(base.PeakReserved()-best.PeakReserved(), base.PeakReserved()), base.Label)
 	}
 	rec := sweep.Recommend(rows)
@@ -234,7 +240,7 @@ func sweepVerdict(in *sweepInput, rows []sweep.Row, fraction float64) (notes []s
 		frac = fmt.Sprintf(", with set_per_process_memory_fraction(%g)", fraction)
 	}
 	if best.Setting.IsDefault() {
-		return notes, fmt.Sprintf("recommendation: keep the defaults (leave PYTORCH_CUDA_ALLOC_CONF unset%s): no setting reserves less than %s",
+		return notes, fmt.Sprintf("recommendation: keep the defaults (leave PYTORCH_CUDA_ALLOC_CONF unset%s): no PYTORCH_CUDA_ALLOC_CONF setting reserves less than %s",
 			frac, report.FormatBytes(best.PeakReserved()))
 	}
 	env := "PYTORCH_CUDA_ALLOC_CONF=" + best.Setting.Env()
@@ -262,12 +268,17 @@ func unsettableNote(r *sweep.Row, base *sweep.Row) string {
 	if base != nil && base.PeakReserved() > r.PeakReserved() {
 		than = ", " + saving(base.PeakReserved()-r.PeakReserved(), base.PeakReserved()) + " less than the defaults,"
 	}
-	why := "PyTorch has no such policy"
-	switch {
-	case r.Setting.Config.Policy == alloc.PolicyNoCache:
+	why := "it is not PyTorch's caching allocator, and PYTORCH_CUDA_ALLOC_CONF cannot select it"
+	switch c := r.Setting.Config; {
+	case c.Policy == alloc.PolicyNoCache:
 		why = fmt.Sprintf("it is PYTORCH_NO_CUDA_MEMORY_CACHING=1, not a PYTORCH_CUDA_ALLOC_CONF setting: every allocation "+
 			"becomes a cudaMalloc and every free a cudaFree (%d device allocations here), which is slow", r.DeviceAllocs())
-	case r.Setting.Config.Backend != "native":
+	case c.Policy == alloc.PolicyCUDAAsync:
+		why = "backend:cudaMallocAsync selects the driver's pool, whose internals are closed: gpumem models it, " +
+			"it does not replicate it, so measure on the GPU before switching"
+	case c.Policy == alloc.PolicyGPUMem:
+		why = "it is gpumem's own policy; PyTorch has no such allocator"
+	case c.Backend != "native":
 		why = "gpumem does not simulate the " + r.Setting.Config.Backend + " backend (these are the native allocator's figures)"
 	}
 	return fmt.Sprintf("note: %s reserves %s%s but is not advised: %s", r.Label, report.FormatBytes(r.PeakReserved()), than, why)

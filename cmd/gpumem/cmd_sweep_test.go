@@ -327,6 +327,29 @@ func TestRunEveryBuiltin(t *testing.T) {
 	}
 }
 
+// withBaseline adds the defaults to a grid only when it lacks them.
+func TestWithBaseline(t *testing.T) {
+	g, err := sweep.ParseGrid("nocache;expandable_segments:True")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g = withBaseline(g)
+	if len(g) != 3 || g[0].Label != "defaults" {
+		t.Errorf("grid %v", g)
+	}
+	if got := withBaseline(g); len(got) != 3 {
+		t.Errorf("defaults added twice: %d settings", len(got))
+	}
+	// nocache has the default knobs but is not the baseline
+	if n, _ := sweep.ParseGrid("nocache"); len(withBaseline(n)) != 2 {
+		t.Error("nocache taken for the defaults")
+	}
+	d, e := sweep.Defaults(), g[2]
+	if !sameConfig(d.Config, g[0].Config) || sameConfig(d.Config, e.Config) {
+		t.Error("sameConfig")
+	}
+}
+
 // BenchmarkSweepDefaultGrid is the whole command over gpt2_varlen's
 // default grid: reading the trace, 11 replays on every core, the table.
 func BenchmarkSweepDefaultGrid(b *testing.B) {

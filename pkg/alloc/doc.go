@@ -34,12 +34,47 @@
 // (use [Stats.Map] for PyTorch's key names) and [Allocator.Snapshot] the
 // segments and blocks.
 //
+// # Policies
+//
+// [Config.Policy] picks how blocks are placed; [Policies] lists them all.
+// Every policy reports the same statistics and keeps the invariants that
+// gm_check verifies. Which to use:
+//
+//   - pytorch: what PyTorch does; use it to predict or explain a real run,
+//     and to try PYTORCH_CUDA_ALLOC_CONF settings (expandable_segments,
+//     max_split_size_mb, ...). The only policy the settings apply to.
+//   - gpumem: the least memory an online allocator needs. Page-granular
+//     virtual memory per stream: whole free pages are unmapped before a new
+//     peak is set and mapped again wherever they are needed (GMLake's
+//     stitching), free pages otherwise stay mapped so a steady loop makes no
+//     device calls. Peak reserved stays within 1% plus one 2 MiB page of the
+//     lower bound on the shared traces, never above PyTorch's expandable
+//     segments, at the speed of the pytorch policy. Use it to see what a
+//     better allocator would save.
+//   - rmm-pool, bfc, cupy: the pools of RAPIDS RMM, TensorFlow (with
+//     allow_growth) and CuPy; use them to compare frameworks on one trace
+//     or to size a job for them. RMM's and BFC's doubling growth can
+//     reserve up to twice the live bytes; CuPy's exact-size segments waste
+//     little on steady traces but fragment across streams.
+//   - cuda-async: an approximation of cudaMallocAsync (the driver's pool is
+//     closed source): 2 MiB-granular chunks, per-stream best fit, idle
+//     chunks remapped before the pool grows. Use it for a rough answer to
+//     "would backend:cudaMallocAsync help", not for exact figures.
+//   - nocache: every request goes to the device; its peak equals the lower
+//     bound, at the cost of a device call per operation (the
+//     PYTORCH_NO_CUDA_MEMORY_CACHING=1 baseline).
+//
+// The lower bound is the peak of live bytes, each request rounded up to
+// 512 B ([Extra].LiveBytesPeak): no allocator reserves less. All policies
+// here round to 512 B (RMM and TensorFlow round to 256 B).
+//
 // # The C core
 //
 // gm_alloc.h is the only public C header; it states the backend contract
 // and the invariants that gm_check verifies (tests run it after every
-// operation with Options.Check). gm_alloc.c holds the policy, named after
-// PyTorch's functions; gm_treap.c the ordered free sets; gm_inspect.c the
+// operation with Options.Check). gm_alloc.c holds the pytorch and nocache
+// policies, named after PyTorch's functions, and the dispatch to the others
+// (gm_policy_*.c, built on gm_policy_common.c); gm_treap.c the ordered free sets; gm_inspect.c the
 // checker and snapshots; gm_sim.c the simulated device; gm_cuda.c the CUDA
 // driver backend, loaded with dlopen so that no CUDA toolkit is needed to
 // build.

@@ -410,7 +410,8 @@ static int get_free_block(gm_alloc_t *a, params_t *p) {
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
-  gm_block_t *it = gm_treap_lower_bound(pool->free, &key, gm_cmp_size);
+  gm_block_t **link = gm_treap_lower_bound_link(&pool->free, &key, gm_cmp_size);
+  gm_block_t *it = link ? *link : NULL;
   if (!it || it->stream != p->stream) return 0;
   if (it->seg->expandable) {
     /* prefer blocks that are not next to unmapped space: best fit by the
@@ -426,7 +427,12 @@ static int get_free_block(gm_alloc_t *a, params_t *p) {
   uint64_t ms = a->cfg.max_split_size;
   if (p->size < ms && it->size >= ms) return 0;
   if (p->size >= ms && it->size >= p->size + a->cfg.max_non_split_rounding_size) return 0;
-  free_erase(it);
+  if (*link == it) { /* still the lower bound: erase without a second descent */
+    gm_treap_erase_at(link);
+    it->in_set = 0;
+  } else {
+    free_erase(it);
+  }
   p->block = it;
   return 1;
 }

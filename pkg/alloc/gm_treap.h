@@ -93,6 +93,29 @@ static inline gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *
   return best;
 }
 
+/* The link (pointer to the child pointer) of the smallest element >= key,
+ * or NULL: erasing through it needs no second descent. */
+static inline gm_block_t **gm_treap_lower_bound_link(gm_block_t **link, const gm_block_t *key,
+                                                     gm_cmp_fn cmp) {
+  gm_block_t **best = NULL;
+  while (*link) {
+    if (cmp(*link, key) >= 0) {
+      best = link;
+      link = &(*link)->left;
+    } else {
+      link = &(*link)->right;
+    }
+  }
+  return best;
+}
+
+/* Erase the element a link points at. */
+static inline void gm_treap_erase_at(gm_block_t **link) {
+  gm_block_t *n = *link;
+  *link = merge(n->left, n->right);
+  n->left = n->right = NULL;
+}
+
 static inline gm_block_t *gm_treap_before(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
   gm_block_t *best = NULL;
   while (t) {

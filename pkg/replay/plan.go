@@ -171,6 +171,8 @@ func (p *Plan) build(events []trace.Event) {
 				emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
 			}
 			i = j
+		case trace.ActionEmptyCache: // only gpumem's text traces mark it
+			emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
 		case trace.ActionOOM:
 			p.RecordedOOMs++
 			id := newID()

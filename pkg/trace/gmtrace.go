@@ -104,8 +104,9 @@ func (p *textParser) split(line []byte) error {
 	}
 }
 
-// args returns the n positional arguments after the keyword (want of them
-// required) and the key=value attributes after those.
+// args returns the positional arguments after the keyword (at least want,
+// at most most) and the key=value attributes after those. usage is the
+// rest of the line's syntax, after the keyword.
 func (p *textParser) args(want, most int, usage string) (pos, attrs [][]byte, err error) {
 	f := p.fields[1:]
 	n := 0
@@ -113,7 +114,7 @@ func (p *textParser) args(want, most int, usage string) (pos, attrs [][]byte, er
 		n++
 	}
 	if n < want || n < len(f) && bytes.IndexByte(f[n], '=') < 0 {
-		return nil, nil, p.in.errorf("want %q", usage)
+		return nil, nil, p.in.errorf("want %q", string(p.fields[0])+usage)
 	}
 	return f[:n], f[n:], nil
 }
@@ -125,13 +126,12 @@ func (p *textParser) line(line []byte) error {
 	if len(p.fields) == 0 {
 		return nil
 	}
-	kw := string(p.fields[0])
-	if a, ok := textActions[kw]; ok {
-		return p.event(kw, a)
+	if a, ok := textActions[string(p.fields[0])]; ok {
+		return p.event(a)
 	}
-	switch kw {
+	switch string(p.fields[0]) {
 	case "device":
-		pos, _, err := p.args(1, 1, "device N")
+		pos, _, err := p.args(1, 1, " N")
 		if err != nil {
 			return err
 		}
@@ -150,7 +150,7 @@ func (p *textParser) line(line []byte) error {
 	case "block":
 		return p.block()
 	}
-	return p.in.errorf("unknown keyword %q", kw)
+	return p.in.errorf("unknown keyword %q", p.fields[0])
 }
 
 // trace returns the current device's event list, creating it.
@@ -176,19 +176,20 @@ var textActions = map[string]Action{
 	"empty_cache":    ActionEmptyCache,
 }
 
-func (p *textParser) event(kw string, a Action) error {
+func (p *textParser) event(a Action) error {
+	kw := p.fields[0]
 	var pos, attrs [][]byte
 	var err error
 	e := Event{Action: a, Stack: -1}
 	switch a {
 	case ActionAlloc, ActionSegmentAlloc, ActionSegmentFree, ActionSegmentMap, ActionSegmentUnmap:
-		pos, attrs, err = p.args(2, 2, kw+" ADDR SIZE")
+		pos, attrs, err = p.args(2, 2, " ADDR SIZE")
 	case ActionFreeRequested, ActionFreeCompleted:
-		pos, attrs, err = p.args(1, 2, kw+" ADDR [SIZE]")
+		pos, attrs, err = p.args(1, 2, " ADDR [SIZE]")
 	case ActionOOM:
-		pos, attrs, err = p.args(1, 1, "oom SIZE")
+		pos, attrs, err = p.args(1, 1, " SIZE")
 	default:
-		pos, attrs, err = p.args(0, 0, kw)
+		pos, attrs, err = p.args(0, 0, "")
 	}
 	if err != nil {
 		return err
@@ -229,7 +230,7 @@ func (p *textParser) event(kw string, a Action) error {
 	}
 	tr := p.trace()
 	*tr = append(*tr, e)
-	if kw == "free" {
+	if string(kw) == "free" {
 		e.Action = ActionFreeCompleted
 		*tr = append(*tr, e)
 	}
@@ -373,7 +374,7 @@ func (p *textParser) block() error {
 	if p.seg == nil {
 		return p.in.errorf("block outside a segment")
 	}
-	pos, attrs, err := p.args(3, 3, "block ADDR SIZE STATE [requested=N]")
+	pos, attrs, err := p.args(3, 3, " ADDR SIZE STATE [requested=N]")
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package trace
 import (
 	"bytes"
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -214,7 +216,8 @@ func TestTextRoundTrip(t *testing.T) {
 			for _, tr := range orig.Traces {
 				n += len(tr)
 			}
-			t.Logf("%d events, %d segments: %d bytes of pickle text", n, len(orig.Segments), text.Len())
+			fi, _ := os.Stat(p)
+			t.Logf("%d events, %d segments: %d bytes of text from %d of pickle", n, len(orig.Segments), text.Len(), fi.Size())
 		})
 	}
 }
@@ -299,4 +302,74 @@ func FuzzReadText(f *testing.F) {
 // eventsEqual compares traces, taking a nil list as an empty one.
 func eventsEqual(a, b [][]Event) bool {
 	return slices.EqualFunc(a, b, func(x, y []Event) bool { return slices.Equal(x, y) })
+}
+
+// TestPythonWriter checks scripts/gpumem_trace_writer.py against this
+// reader: its conversions of the fixtures must read back as the pickles
+// do, and its hand-logging API must write what it says.
+func TestPythonWriter(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	writer := filepath.Join("..", "..", "scripts", "gpumem_trace_writer.py")
+	paths, _ := filepath.Glob("../../testdata/pytorch/*.pickle")
+	paths = append(paths, "testdata/seed_frag_segments.pickle")
+	for _, p := range paths {
+		out := filepath.Join(t.TempDir(), "out.trace")
+		if b, err := exec.Command("python3", writer, p, out).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", p, err, b)
+		}
+		got, err := readTextFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig, err := ReadPickleFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := withoutStacks(orig)
+		if !eventsEqual(got.Traces, want.Traces) || len(got.Segments) != len(want.Segments) ||
+			len(want.Segments) > 0 && !reflect.DeepEqual(got.Segments, want.Segments) || got.Settings != want.Settings {
+			t.Errorf("%s: the Python writer's text reads back differently", p)
+		}
+	}
+
+	cmd := exec.Command("python3", "-c", `
+import sys
+sys.path.insert(0, sys.argv[1])
+from gpumem_trace_writer import TraceWriter
+w = TraceWriter(sys.stdout)
+w.comment("by hand")
+w.alloc(0x7F0000000000, 1 << 20, stream=7, t=5)
+w.free(0x7F0000000000)
+w.oom(1 << 40, device_free=3)
+w.empty_cache()
+`, filepath.Dir(writer))
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadText(bytes.NewReader(b), "hand.trace")
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, b)
+	}
+	want := []Event{
+		{Action: ActionAlloc, Stack: -1, Addr: 0x7f0000000000, Size: 1 << 20, Stream: 7, TimeUS: 5},
+		{Action: ActionFreeRequested, Stack: -1, Addr: 0x7f0000000000},
+		{Action: ActionFreeCompleted, Stack: -1, Addr: 0x7f0000000000},
+		{Action: ActionOOM, Stack: -1, Addr: 3, Size: 1 << 40},
+		{Action: ActionEmptyCache, Stack: -1},
+	}
+	if len(s.Traces) != 1 || !slices.Equal(s.Traces[0], want) {
+		t.Errorf("got %+v\nwant %+v", s.Traces, want)
+	}
+}
+
+func readTextFile(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadText(f, path)
 }
