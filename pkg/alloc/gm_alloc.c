@@ -75,7 +75,7 @@ static gm_block_t *block_new(gm_alloc_t *a) {
     a->spare = b->next;
   else if (!(b = malloc(sizeof *b)))
     return NULL;
-  memset(b, 0, sizeof *b);
+  *b = (gm_block_t){0};
   /* xorshift32: deterministic treap priorities */
   uint32_t x = a->rng;
   x ^= x << 13;

@@ -14,12 +14,13 @@
 
 typedef int (*gm_cmp_fn)(const gm_block_t *a, const gm_block_t *b);
 
-/* (stream, size, ptr): PyTorch's BlockComparatorSize. */
+/* (stream, size, ptr): PyTorch's BlockComparatorSize. Size and address
+ * compare as one 128-bit number: fewer branches on the hottest path. */
 static inline int gm_cmp_size(const gm_block_t *a, const gm_block_t *b) {
   if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
-  if (a->size != b->size) return a->size < b->size ? -1 : 1;
-  if (a->ptr != b->ptr) return a->ptr < b->ptr ? -1 : 1;
-  return 0;
+  unsigned __int128 x = ((unsigned __int128)a->size << 64) | a->ptr;
+  unsigned __int128 y = ((unsigned __int128)b->size << 64) | b->ptr;
+  return (x > y) - (x < y);
 }
 
 /* (stream, ptr): PyTorch's BlockComparatorAddress. */
