@@ -372,7 +372,12 @@ func TestPoliciesCUDA(t *testing.T) {
 			}
 			g, s := gpu.Stats.ReservedBytes[alloc.All].Peak, sim.Stats.ReservedBytes[alloc.All].Peak
 			t.Logf("peak reserved %d MiB on the GPU, %d MiB simulated, lower bound %d MiB", g>>20, s>>20, gpu.Extra.LiveBytesPeak>>20)
-			if g != s {
+			// pytorch and gpumem decide by addresses relative to a segment
+			// and match exactly; the others break ties between equal free
+			// blocks of different segments by address, which the GPU
+			// hands out in another order than the simulator.
+			exact := pol == alloc.PolicyPyTorch || pol == alloc.PolicyGPUMem
+			if d := float64(g-s) / float64(s); (exact && g != s) || d > 0.01 || d < -0.01 {
 				t.Errorf("peak reserved %d on the GPU, %d simulated", g, s)
 			}
 			probe, err := alloc.New(alloc.Options{Device: alloc.CUDA(0)})
