@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,7 +27,7 @@ func (f *allocFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.conf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
 	fl.StringVar(&f.deviceMemory, "device-memory", "", "simulated card size, bytes or with a unit (e.g. 24GiB); no limit without it")
 	fl.Float64Var(&f.fraction, "memory-fraction", 0, "set_per_process_memory_fraction of --device-memory")
-	fl.StringVar(&f.policy, "policy", string(alloc.PolicyPyTorch), "allocation policy: pytorch or nocache")
+	fl.StringVar(&f.policy, "policy", string(alloc.PolicyPyTorch), "allocation policy: "+policyNames())
 }
 
 // options turns the flags into replay options. recorded is the trace's own
@@ -87,9 +88,12 @@ func newReplayCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay TRACE",
 		Short: "Replay an allocation trace and report peak memory, fragmentation and OOMs",
-		Long: `Replay a recorded allocation trace (a PyTorch memory snapshot pickle from
-torch.cuda.memory._dump_snapshot) through the allocator, under its recorded
-settings or any other, on a card of any size, and report what happened.
+		Long: `Replay a recorded allocation trace through the allocator, under its
+recorded settings or any other, on a card of any size, and report what
+happened. TRACE is a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot,
+or gpumem record), an RMM logging_resource_adaptor CSV, or a gpumem text trace
+(docs/trace-format.md); the format is recognised from the content. A snapshot
+whose history was cut short by max_entries is rebuilt from its final state.
 
 The replay stops at the first out-of-memory.`,
 		Example: `  gpumem replay snapshot.pickle
@@ -203,4 +207,12 @@ func writeReport(a *app, w io.Writer, format string, r *report.Replay, ro report
 		return report.Timeline(w, r, ro)
 	}
 	return nil
+}
+
+func policyNames() string {
+	var names []string
+	for _, p := range alloc.Policies() {
+		names = append(names, string(p))
+	}
+	return strings.Join(names, ", ")
 }

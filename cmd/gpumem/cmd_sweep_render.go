@@ -13,6 +13,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/sweep"
 	"github.com/gpumem/gpumem/pkg/workload"
@@ -63,6 +64,10 @@ func sweepFacts(in *sweepInput, rows []sweep.Row, fraction float64) []string {
 		facts = append(facts, fmt.Sprintf("%d ops, %d settings", in.ops, len(rows)))
 		if len(rows) > 0 && rows[0].LowerBound > 0 {
 			facts = append(facts, "lower bound (peak live bytes, no setting reserves less): "+report.FormatBytes(rows[0].LowerBound))
+			if off := offlinePeak(in); off > 0 {
+				facts = append(facts, fmt.Sprintf("offline planner (knows the whole trace; the best any allocator could do): %s, %.3f× the bound",
+					report.FormatBytes(int64(off)), float64(off)/float64(rows[0].LowerBound)))
+			}
 		}
 	}
 	if len(in.cards) == 0 {
@@ -94,8 +99,8 @@ func writeSweepTable(w io.Writer, in *sweepInput, rows []sweep.Row, fraction flo
 	if in.compare {
 		first = "workload"
 	}
-	header := []string{first, "peak reserved", "vs " + in.baseline, "frag at peak", "device allocs", "retries"}
-	align := []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}
+	header := []string{first, "peak reserved", "× bound", "vs " + in.baseline, "frag at peak", "device allocs", "retries"}
+	align := []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}
 	if len(in.cards) == 0 {
 		// With cards, the largest card's column says it.
 		header, align = append(header, "OOM"), append(align, tw.AlignLeft)
@@ -122,6 +127,7 @@ func writeSweepTable(w io.Writer, in *sweepInput, rows []sweep.Row, fraction flo
 		row := []string{
 			r.Label,
 			report.FormatBytes(r.PeakReserved()),
+			overBound(r),
 			vs,
 			ratio(r.Fragmentation.AtPeak),
 			fmt.Sprint(r.DeviceAllocs()),
@@ -150,6 +156,24 @@ func writeSweepTable(w io.Writer, in *sweepInput, rows []sweep.Row, fraction flo
 		return err
 	}
 	return t.Render()
+}
+
+// overBound is peak reserved as a multiple of the lower bound.
+func overBound(r *sweep.Row) string {
+	if r.LowerBound <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f×", float64(r.PeakReserved())/float64(r.LowerBound))
+}
+
+// offlinePeak is what the offline planner reserves for a single trace or
+// workload (0 when comparing several): the trace's own lower limit for any
+// placement that knows the future.
+func offlinePeak(in *sweepInput) uint64 {
+	if in.compare || len(in.cases) == 0 || in.cases[0].Plan == nil {
+		return 0
+	}
+	return replay.OfflinePeak(in.cases[0].Plan.Ops)
 }
 
 func findRow(rows []sweep.Row, label string) *sweep.Row {
@@ -291,6 +315,7 @@ type sweepJSON struct {
 	DeviceMemory   []uint64          `json:"device_memory"`
 	MemoryFraction float64           `json:"memory_fraction"`
 	Baseline       string            `json:"baseline"`
+	OfflinePeak    uint64            `json:"offline_peak"`
 	Rows           []sweepJSONRow    `json:"rows"`
 	Recommendation *sweepJSONAdvice  `json:"recommendation"`
 	NotAdvised     []sweepJSONAdvice `json:"not_advised"`
@@ -335,7 +360,7 @@ type sweepJSONAdvice struct {
 func writeSweepJSON(w io.Writer, in *sweepInput, rows []sweep.Row, fraction float64) error {
 	doc := sweepJSON{
 		Source: in.source, Ops: in.ops, DeviceMemory: in.cards, MemoryFraction: fraction,
-		Baseline: in.baseline, Rows: []sweepJSONRow{}, NotAdvised: []sweepJSONAdvice{},
+		Baseline: in.baseline, OfflinePeak: offlinePeak(in), Rows: []sweepJSONRow{}, NotAdvised: []sweepJSONAdvice{},
 	}
 	if doc.DeviceMemory == nil {
 		doc.DeviceMemory = []uint64{}
