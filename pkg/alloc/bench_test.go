@@ -73,3 +73,31 @@ func BenchmarkAllocFreeSingle(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pair")
 }
+
+// BenchmarkAllocFreeLoop: the steady state of a training loop: every
+// allocation is freed again soon, on one stream, so the cache always holds
+// a fitting block (alloc+free pairs of mixed sizes, batched into Run calls).
+func BenchmarkAllocFreeLoop(b *testing.B) {
+	const pairs = 2048
+	chunk := make([]Op, 0, 2*pairs)
+	for j := range pairs {
+		id := uint32(benchWindow + j%4)
+		chunk = append(chunk,
+			Op{Kind: OpAlloc, ID: id, Size: benchSizes[j%len(benchSizes)]},
+			Op{Kind: OpFree, ID: id})
+	}
+	a := benchWarm(b, nil)
+	if _, err := a.Run(chunk, 0, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	n := 0
+	for n < b.N {
+		ops := chunk[:2*min(pairs, b.N-n)]
+		if res, err := a.Run(ops, 0, nil); err != nil || res.OOM != nil {
+			b.Fatalf("Run: %+v, %v", res, err)
+		}
+		n += len(ops) / 2
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pair")
+}

@@ -74,8 +74,8 @@
 // and the invariants that gm_check verifies (tests run it after every
 // operation with Options.Check). gm_alloc.c holds the pytorch and nocache
 // policies, named after PyTorch's functions, and the dispatch to the others
-// (gm_policy_*.c, built on gm_policy_common.c); gm_treap.c the ordered free sets; gm_inspect.c the
-// checker and snapshots; gm_sim.c the simulated device; gm_cuda.c the CUDA
-// driver backend, loaded with dlopen so that no CUDA toolkit is needed to
-// build.
+// (gm_policy_*.c, built on gm_policy_common.c); gm_treap.h the ordered
+// free sets; gm_inspect.c the checker and snapshots; gm_sim.c the
+// simulated device; gm_cuda.c the CUDA driver backend, loaded with dlopen
+// so that no CUDA toolkit is needed to build.
 package alloc

@@ -1,6 +1,7 @@
 package htmlreport
 
 import (
+	"encoding/json"
 	"html/template"
 	"math"
 	"strconv"
@@ -79,7 +80,7 @@ func attr(name, value string) template.HTMLAttr {
 	return template.HTMLAttr(name + `="` + template.HTMLEscapeString(value) + `"`)
 }
 
-func timelineChart(r *report.Replay, pts []report.Point) *chart {
+func timelineChart(r *report.Replay, pts []report.Point, phases []Phase) *chart {
 	c := newChart("timeline", 330, pts, r)
 	peak := peakReserved(r, pts)
 	top := peak
@@ -136,6 +137,11 @@ func timelineChart(r *report.Replay, pts []report.Point) *chart {
 			Class: l.class, Text: l.name + " " + report.FormatBytes(int64(min(l.bytes, math.MaxInt64))),
 		})
 		c.Legend = append(c.Legend, series{Name: l.name, Class: l.class})
+	}
+	if pm := c.phaseMarks(phases); len(pm) > 0 {
+		c.Marks = append(c.Marks, pm...)
+		c.Legend = append(c.Legend, series{Name: "phase start", Class: "phase"})
+		c.Attrs = append(c.Attrs, attr("data-phases", strconv.Itoa(len(pm))))
 	}
 	c.Marks = append(c.Marks, c.mark(r.PeakOp, "peak", "peak "+report.FormatBytes(peak)))
 	c.Attrs = append(c.Attrs,
@@ -246,6 +252,42 @@ func (c *chart) mark(op int, class, text string) mark {
 	return mark{Op: op, X: num(x), Class: class, Text: text, Anchor: anchor, LabelY: c.PlotY - 8}
 }
 
+// phaseGap is the least room, in pixels, a phase's label needs before
+// the next labelled phase; closer phases are marked without a label (the
+// hover read-out still names them).
+const phaseGap = 96
+
+// phaseMarks marks where each phase starts, labels along the plot's foot.
+func (c *chart) phaseMarks(phases []Phase) []mark {
+	var ms []mark
+	next := math.Inf(-1) // where the next label may start
+	for i, p := range phases {
+		if p.Op < c.X0 || p.Op > c.X0+c.XSpan {
+			continue
+		}
+		m := c.mark(p.Op, "phase", "")
+		m.Anchor, m.LabelY = "start", c.PlotBottom()-6
+		x := c.pixX(float64(p.Op))
+		end := float64(c.PlotRight()) // room up to the next phase, or the edge
+		if i+1 < len(phases) {
+			end = min(end, c.pixX(float64(phases[i+1].Op)))
+		}
+		if x >= next && end-x >= phaseGap/2 {
+			m.Text = p.Name
+			if r := []rune(p.Name); float64(len(r))*6.5 > end-x-8 {
+				// too long for its stretch: shorten to fit, keeping the start
+				n := max(int((end-x-8)/6.5)-1, 4)
+				if n < len(r) {
+					m.Text = string(r[:n]) + "…"
+				}
+			}
+			next = x + phaseGap
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
 // oomMark marks the out-of-memory, which ends the timeline: its label
 // goes inside the plot, left of the line, clear of the peak's.
 func (c *chart) oomMark(op int, text string) mark {
@@ -254,30 +296,45 @@ func (c *chart) oomMark(op int, text string) mark {
 	return m
 }
 
-// byteAxis sets the top of a byte axis at or above top, and its ticks:
-// round steps of a binary unit, about five of them.
+// byteAxis sets the top of a byte axis at or above top, and its ticks.
 func (c *chart) byteAxis(top int64) {
-	unit, name := 1.0, "B"
+	var ticks []float64
+	var labels []string
+	c.YTop, ticks, labels = byteScale(top)
+	for i, v := range ticks {
+		c.YTicks = append(c.YTicks, tick{Pos: num(c.pixY(v)), Label: labels[i]})
+	}
+}
+
+// byteScale returns the end of a byte axis at or above top and its ticks'
+// values and labels: round steps of a binary unit, about five of them.
+func byteScale(top int64) (end float64, ticks []float64, labels []string) {
+	unit, name := byteUnit(float64(top))
+	t := max(float64(top)/unit, 1e-9)
+	step := niceStep(t/5, 0)
+	if unit == 1 {
+		step = max(step, 1)
+	}
+	n := max(math.Ceil(t/step-1e-9), 1)
+	for i := 0.0; i <= n; i++ {
+		v := math.Round(i*step*1e6) / 1e6
+		ticks = append(ticks, v*unit)
+		labels = append(labels, strconv.FormatFloat(v, 'f', -1, 64)+" "+name)
+	}
+	return n * step * unit, ticks, labels
+}
+
+// byteUnit is the largest binary unit not above v.
+func byteUnit(v float64) (float64, string) {
 	for _, u := range []struct {
 		size float64
 		name string
 	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if float64(top) >= u.size {
-			unit, name = u.size, u.name
-			break
+		if v >= u.size {
+			return u.size, u.name
 		}
 	}
-	t := max(float64(top)/unit, 1e-9)
-	step := niceStep(t/5, 0)
-	if name == "B" {
-		step = max(step, 1)
-	}
-	n := max(math.Ceil(t/step-1e-9), 1)
-	c.YTop = n * step * unit
-	for i := 0.0; i <= n; i++ {
-		v := math.Round(i*step*1e6) / 1e6
-		c.YTicks = append(c.YTicks, tick{Pos: num(c.pixY(v * unit)), Label: strconv.FormatFloat(v, 'f', -1, 64) + " " + name})
-	}
+	return 1, "B"
 }
 
 // niceStep rounds raw up to 1, 2, 2.5 or 5 times a power of ten, and to
@@ -299,7 +356,7 @@ func niceStep(raw, least float64) float64 {
 }
 
 // timelineData is the figures the script reads for hover read-outs.
-func timelineData(pts []report.Point, frag []float64, c *chart) template.JS {
+func timelineData(pts []report.Point, frag []float64, phases []Phase, c *chart) template.JS {
 	var b strings.Builder
 	b.Grow(len(pts) * 48)
 	list := func(name string, v func(i int) string) {
@@ -323,8 +380,22 @@ func timelineData(pts []report.Point, frag []float64, c *chart) template.JS {
 		}
 		return num4(frag[i])
 	})
+	if len(phases) > 0 {
+		// [[op, name], ...]; json.Marshal escapes <, > and & in the names,
+		// so no name can close the script element
+		ph := make([][2]any, len(phases))
+		for i, p := range phases {
+			ph[i] = [2]any{p.Op, p.Name}
+		}
+		j, err := json.Marshal(ph)
+		if err == nil {
+			b.WriteString(`"ph":`)
+			b.Write(j)
+			b.WriteByte(',')
+		}
+	}
 	b.WriteString(`"x0":` + strconv.Itoa(c.X0) + `,"x1":` + strconv.Itoa(c.X0+c.XSpan) + `}`)
-	// only digits, signs, dots, commas, brackets and fixed names: safe
+	// digits, signs, dots, commas, brackets, fixed names and JSON strings
 	return template.JS(b.String())
 }
 

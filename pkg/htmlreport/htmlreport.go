@@ -25,6 +25,16 @@ type Extra struct {
 	// Sites are the allocation sites holding the most bytes at the peak,
 	// most first; nil when the trace recorded no stacks.
 	Sites []Site
+	// Phases mark where named parts of a workload start, in operation
+	// order; nil for traces, which record none.
+	Phases []Phase
+}
+
+// Phase is a named part of a workload that starts at operation Op and
+// lasts until the next one starts.
+type Phase struct {
+	Name string
+	Op   int
 }
 
 // Site is one allocation site and what it held at the peak.
@@ -115,9 +125,9 @@ func newPage(r *report.Replay, extra Extra) (*page, error) {
 	p := &page{Title: "gpumem replay of " + r.Source}
 	p.Facts = facts(r, pts)
 	if len(pts) > 0 {
-		p.Timeline = timelineChart(r, pts)
+		p.Timeline = timelineChart(r, pts, extra.Phases)
 		p.Frag = fragChart(r, pts, frag)
-		p.Data = timelineData(pts, frag, p.Timeline)
+		p.Data = timelineData(pts, frag, extra.Phases, p.Timeline)
 	} else {
 		p.Data = "null"
 	}
