@@ -17,10 +17,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// recordPy is scripts/record.py, built in so that an installed binary can
-// record. The copy here must match it (TestRecordScriptInSync).
+// recordPy is the recording wrapper, built in so that an installed binary
+// can record; scripts/record.py is a link to the same file for use without
+// gpumem.
 //
-//go:generate cp ../../scripts/record.py record.py
 //go:embed record.py
 var recordPy []byte
 

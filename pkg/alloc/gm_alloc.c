@@ -69,7 +69,7 @@ static uint64_t allocation_size(const gm_alloc_t *a, uint64_t size) {
 /* ------------------------------------------------------------------ */
 /* blocks and sets                                                     */
 
-static gm_block_t *block_new(gm_alloc_t *a) {
+gm_block_t *gm_block_new(gm_alloc_t *a) {
   gm_block_t *b = a->spare;
   if (b)
     a->spare = b->next;
@@ -88,7 +88,7 @@ static gm_block_t *block_new(gm_alloc_t *a) {
   return b;
 }
 
-static void block_delete(gm_alloc_t *a, gm_block_t *b) {
+void gm_block_delete(gm_alloc_t *a, gm_block_t *b) {
   b->next = a->spare;
   a->spare = b;
 }
@@ -161,7 +161,7 @@ static uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src
   }
   uint64_t n = src->size;
   dst->size += n;
-  block_delete(a, src);
+  gm_block_delete(a, src);
   return n;
 }
 
@@ -178,7 +178,7 @@ static void release_block(gm_alloc_t *a, gm_block_t *b) {
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_segments, 1);
   if (b->in_set == GM_SET_FREE) free_erase(b);
   seg_delete(a, b->seg);
-  block_delete(a, b);
+  gm_block_delete(a, b);
 }
 
 typedef struct params {
@@ -211,7 +211,7 @@ static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
   unmapped_erase(b);
   b->mapped = 1;
   if (mapped < b->size) {
-    gm_block_t *rest = block_new(a);
+    gm_block_t *rest = gm_block_new(a);
     if (!rest) return GM_EBACKEND;
     rest->ptr = b->ptr + mapped;
     rest->size = b->size - mapped;
@@ -246,7 +246,7 @@ static void unmap_block(gm_alloc_t *a, gm_block_t *b) {
   gm_pool_t *pool = b->pool;
   free_erase(b);
   if (lo > b->ptr) {
-    gm_block_t *before = block_new(a);
+    gm_block_t *before = gm_block_new(a);
     before->ptr = b->ptr;
     before->size = lo - b->ptr;
     before->stream = b->stream;
@@ -260,7 +260,7 @@ static void unmap_block(gm_alloc_t *a, gm_block_t *b) {
     free_insert(a, before);
   }
   if (b->ptr + b->size > hi) {
-    gm_block_t *after = block_new(a);
+    gm_block_t *after = gm_block_new(a);
     after->ptr = hi;
     after->size = b->ptr + b->size - hi;
     after->stream = b->stream;
@@ -288,7 +288,7 @@ static void release_expandable_segment(gm_alloc_t *a, gm_block_t *b) {
   a->be.va_release(a->be.ctx, s->base, s->size);
   unmapped_erase(b);
   seg_delete(a, s);
-  block_delete(a, b);
+  gm_block_delete(a, b);
 }
 
 static int allocatable(const gm_block_t *b) { return idle_free(b); }
@@ -317,7 +317,7 @@ static gm_block_t *find_expandable_block(gm_alloc_t *a, params_t *p) {
     return NULL;
   }
   gm_seg_t *s = seg_new(a, base, va, p->stream, pool, 1, page);
-  gm_block_t *b = block_new(a);
+  gm_block_t *b = gm_block_new(a);
   if (!s || !b) {
     p->err = GM_EBACKEND;
     return NULL;
@@ -377,7 +377,7 @@ static int alloc_block(gm_alloc_t *a, params_t *p, int is_retry) {
     return 0;
   }
   gm_seg_t *s = seg_new(a, ptr, size, p->stream, p->pool, 0, 0);
-  gm_block_t *b = block_new(a);
+  gm_block_t *b = gm_block_new(a);
   if (!s || !b) {
     p->err = GM_EBACKEND;
     return 0;
@@ -571,7 +571,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
   int exp = b->seg->expandable;
   if (should_split(a, b, p->size)) {
     gm_block_t *rest = b;
-    b = block_new(a);
+    b = gm_block_new(a);
     if (!b) return GM_EBACKEND;
     b->ptr = rest->ptr;
     b->size = p->size;
@@ -722,20 +722,7 @@ static void do_free(gm_alloc_t *a, gm_block_t *b, int pending) {
     a->pend_tail = b;
     return;
   }
-  a->ids[b->id] = NULL;
-  b->id = GM_NO_ID;
-  if (a->cfg.policy == GM_POLICY_NOCACHE) {
-    DEC(a, active, b->pool, 1);
-    DEC(a, active_bytes, b->pool, (int64_t)b->size);
-    DEC(a, requested_bytes, b->pool, (int64_t)b->requested);
-    release_block(a, b);
-    return;
-  }
-  if (a->pol) {
-    a->pol->free(a, b);
-    return;
-  }
-  free_block(a, b);
+  finish_pending(a, b);
 }
 
 static void complete_pending(gm_alloc_t *a, gm_block_t *b) {
@@ -751,7 +738,7 @@ static void complete_pending(gm_alloc_t *a, gm_block_t *b) {
   finish_pending(a, b);
 }
 
-/* A pending block's last use is over: free it for real. */
+/* A freed block's last use is over: its memory becomes reusable. */
 static void finish_pending(gm_alloc_t *a, gm_block_t *b) {
   b->pend_next = NULL;
   b->pending = 0;
@@ -995,7 +982,7 @@ uint64_t gm_largest_free(const gm_alloc_t *a) {
 /* Append a block [off, off+size) to segment s after `last`. */
 static gm_block_t *seed_block(gm_alloc_t *a, gm_seg_t *s, gm_block_t *last, uint64_t off,
                               uint64_t size) {
-  gm_block_t *b = block_new(a);
+  gm_block_t *b = gm_block_new(a);
   if (!b) return NULL;
   b->ptr = s->base + off;
   b->size = size;

@@ -96,4 +96,8 @@ struct gm_alloc {
   int64_t peak_seen;       /* reserved peak already recorded in ex */
 };
 
+/* gm_alloc.c: block structs, recycled; treap priorities are deterministic. */
+gm_block_t *gm_block_new(gm_alloc_t *a);
+void gm_block_delete(gm_alloc_t *a, gm_block_t *b);
+
 #endif

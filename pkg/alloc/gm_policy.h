@@ -44,8 +44,6 @@ typedef struct gm_pseg {
   uint32_t nblocks, nfree;
 } gm_pseg_t;
 
-gm_block_t *gm_pol_block_new(gm_alloc_t *a);
-void gm_pol_block_delete(gm_alloc_t *a, gm_block_t *b);
 gm_seg_t *gm_pol_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
                          int expandable, uint64_t page);
 void gm_pol_seg_delete(gm_alloc_t *a, gm_seg_t *s);

@@ -6,29 +6,6 @@
 
 #include "gm_policy.h"
 
-gm_block_t *gm_pol_block_new(gm_alloc_t *a) {
-  gm_block_t *b = a->spare;
-  if (b)
-    a->spare = b->next;
-  else if (!(b = malloc(sizeof *b)))
-    return NULL;
-  memset(b, 0, sizeof *b);
-  uint32_t x = a->rng; /* xorshift32, as gm_alloc.c: deterministic priorities */
-  x ^= x << 13;
-  x ^= x >> 17;
-  x ^= x << 5;
-  a->rng = x;
-  b->prio = x;
-  b->id = GM_NO_ID;
-  b->mapped = 1;
-  return b;
-}
-
-void gm_pol_block_delete(gm_alloc_t *a, gm_block_t *b) {
-  b->next = a->spare;
-  a->spare = b;
-}
-
 gm_seg_t *gm_pol_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
                          int expandable, uint64_t page) {
   gm_pseg_t *ps = calloc(1, sizeof *ps);
@@ -110,7 +87,7 @@ int gm_pol_segment(gm_alloc_t *a, uint64_t size, uint64_t stream, uint64_t hint,
   int rc = a->be.malloc(a->be.ctx, size, hint, &ptr);
   if (rc != GM_OK) return rc;
   gm_seg_t *s = gm_pol_seg_new(a, ptr, size, stream, 0, 0);
-  gm_block_t *b = s ? gm_pol_block_new(a) : NULL;
+  gm_block_t *b = s ? gm_block_new(a) : NULL;
   if (!b) {
     if (s) gm_pol_seg_delete(a, s);
     a->be.free(a->be.ctx, ptr, size);
@@ -138,7 +115,7 @@ gm_block_t *gm_pol_take(gm_alloc_t *a, gm_block_t *b, uint64_t size, int split, 
   acct(a, ps, -1);
   if (b->in_set == GM_SET_FREE) gm_free_erase(b);
   if (split && b->size > size) {
-    gm_block_t *rest = gm_pol_block_new(a);
+    gm_block_t *rest = gm_block_new(a);
     if (!rest) return NULL;
     rest->ptr = b->ptr + size;
     rest->size = b->size - size;
@@ -174,7 +151,7 @@ static void absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
     if (dst->next) dst->next->prev = dst;
   }
   dst->size += src->size;
-  gm_pol_block_delete(a, src);
+  gm_block_delete(a, src);
 }
 
 static int mergeable(const gm_block_t *n, uint64_t key) {
@@ -231,7 +208,7 @@ uint64_t gm_pol_release_idle(gm_alloc_t *a) {
     n += s->size;
     gm_free_erase(b);
     gm_pol_seg_delete(a, s);
-    gm_pol_block_delete(a, b);
+    gm_block_delete(a, b);
   }
   return n;
 }

@@ -60,7 +60,7 @@ static void unmapped_erase(gm_block_t *b) {
 
 /* a new block of b's segment covering [ptr, ptr+size) */
 static gm_block_t *piece(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64_t size, int mapped) {
-  gm_block_t *x = gm_pol_block_new(a);
+  gm_block_t *x = gm_block_new(a);
   if (!x) return NULL;
   x->ptr = ptr;
   x->size = size;
@@ -100,7 +100,7 @@ static void absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
     if (dst->next) dst->next->prev = dst;
   }
   dst->size += src->size;
-  gm_pol_block_delete(a, src);
+  gm_block_delete(a, src);
 }
 
 static int is_free(const gm_block_t *b) { return b && b->in_set == GM_SET_FREE; }
@@ -114,8 +114,8 @@ static uint64_t unmap_pages(gm_alloc_t *a, gm_block_t *b) {
   gm_block_t *after = hi < end ? piece(a, b, hi, end - hi, 1) : NULL;
   if ((lo > b->ptr && !before) || (hi < end && !after) ||
       a->be.unmap(a->be.ctx, lo, hi - lo, GM_PAGE) != GM_OK) {
-    if (before) gm_pol_block_delete(a, before);
-    if (after) gm_pol_block_delete(a, after);
+    if (before) gm_block_delete(a, before);
+    if (after) gm_block_delete(a, after);
     return 0;
   }
   gm_free_erase(b);
@@ -166,8 +166,8 @@ static gm_block_t *carve(gm_alloc_t *a, gm_block_t *f, uint64_t start, uint64_t 
   gm_block_t *before = start > f->ptr ? piece(a, f, f->ptr, start - f->ptr, 1) : NULL;
   gm_block_t *after = start + n < end ? piece(a, f, start + n, end - start - n, 1) : NULL;
   if ((start > f->ptr && !before) || (start + n < end && !after)) {
-    if (before) gm_pol_block_delete(a, before);
-    if (after) gm_pol_block_delete(a, after);
+    if (before) gm_block_delete(a, before);
+    if (after) gm_block_delete(a, after);
     gm_free_insert(f);
     return NULL;
   }
@@ -233,7 +233,7 @@ static gm_block_t *new_range(gm_alloc_t *a, uint64_t stream, uint64_t n, int *rc
   uint64_t va = s->va > gm_up(n, GM_PAGE) ? s->va : gm_up(n, GM_PAGE), base = 0;
   if ((*rc = a->be.va_reserve(a->be.ctx, va, GM_PAGE, &base)) != GM_OK) return NULL;
   gm_seg_t *seg = gm_pol_seg_new(a, base, va, stream, 1, GM_PAGE);
-  gm_block_t *u = seg ? gm_pol_block_new(a) : NULL;
+  gm_block_t *u = seg ? gm_block_new(a) : NULL;
   if (!u) {
     if (seg) gm_pol_seg_delete(a, seg);
     a->be.va_release(a->be.ctx, base, va);
@@ -295,8 +295,8 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   gm_block_t *hi = rc == GM_OK && best.hi < uend ? piece(a, u, best.hi, uend - best.hi, 0) : NULL;
   if (rc == GM_OK && ((best.lo > u->ptr && !lo) || (best.hi < uend && !hi))) {
     a->be.unmap(a->be.ctx, best.lo, need, GM_PAGE);
-    if (lo) gm_pol_block_delete(a, lo);
-    if (hi) gm_pol_block_delete(a, hi);
+    if (lo) gm_block_delete(a, lo);
+    if (hi) gm_block_delete(a, hi);
     rc = GM_EBACKEND;
   }
   if (rc != GM_OK) {
