@@ -1,4 +1,8 @@
-// Package trace reads PyTorch CUDA memory snapshots.
+// Package trace reads allocation traces into one model, [Snapshot]: PyTorch
+// CUDA memory snapshots ([ReadPickle]), RAPIDS RMM logging_resource_adaptor
+// CSV logs ([ReadRMM]) and gpumem's own line-oriented text format
+// ([ReadText], [WriteText]; docs/trace-format.md). [Open] recognises the
+// format from the content.
 //
 // torch.cuda.memory._dump_snapshot writes a pickle (protocol 2 to 5) of a
 // dict with four parts:
