@@ -51,7 +51,7 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 	if o.to != "text" {
 		return usageError{fmt.Errorf("--to: unknown format %q (want text)", o.to)}
 	}
-	snap, err := trace.Open(in)
+	snap, err := openTrace(a, in)
 	if err != nil {
 		return inputError{err}
 	}

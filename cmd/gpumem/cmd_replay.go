@@ -129,7 +129,7 @@ func runReplay(cmd *cobra.Command, a *app, o *replayOpts, path string) error {
 	if err := checkOutput(o.output, "table", "json", "markdown", "torch-summary"); err != nil {
 		return err
 	}
-	snap, err := trace.Open(path)
+	snap, err := openTrace(a, path)
 	if err != nil {
 		return inputError{err}
 	}

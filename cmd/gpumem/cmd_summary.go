@@ -13,7 +13,6 @@ import (
 	"github.com/gpumem/gpumem/pkg/probe"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/report"
-	"github.com/gpumem/gpumem/pkg/trace"
 )
 
 // demoWorkload is what summary drives the allocator with by default: the
@@ -28,7 +27,6 @@ type summaryOpts struct {
 	output     string
 	requireGPU bool
 	watch      time.Duration
-	nvml       nvml.Interface // tests fake the GPUs
 }
 
 func newSummaryCmd(a *app) *cobra.Command {
@@ -67,7 +65,7 @@ func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
 	if err := checkOutput(o.output, "table", "json"); err != nil {
 		return err
 	}
-	lib := o.nvml
+	lib := a.nvml
 	if lib == nil {
 		lib = probe.Default()
 	}
@@ -97,7 +95,7 @@ func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
 			backend = "cuda"
 		}
 	}
-	rep, err := summaryReplay(cmd, o, backend)
+	rep, err := summaryReplay(cmd, a, o, backend)
 	if err != nil {
 		return err
 	}
@@ -115,7 +113,7 @@ func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
 }
 
 // summaryReplay drives the allocator through the trace or workload.
-func summaryReplay(cmd *cobra.Command, o *summaryOpts, backend string) (*report.Replay, error) {
+func summaryReplay(cmd *cobra.Command, a *app, o *summaryOpts, backend string) (*report.Replay, error) {
 	ro, err := o.alloc.options(cmd, nil)
 	if err != nil {
 		return nil, err
@@ -124,7 +122,7 @@ func summaryReplay(cmd *cobra.Command, o *summaryOpts, backend string) (*report.
 		return nil, err
 	}
 	if o.traceFile != "" {
-		snap, err := trace.Open(o.traceFile)
+		snap, err := openTrace(a, o.traceFile)
 		if err != nil {
 			return nil, inputError{err}
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/sweep"
-	"github.com/gpumem/gpumem/pkg/trace"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
 
@@ -150,7 +149,7 @@ func runSweep(cmd *cobra.Command, a *app, o *sweepOpts, args []string) error {
 	case o.workload != "":
 		err = workloadCases(in, o, grid)
 	default:
-		err = traceCases(in, o, grid, args[0])
+		err = traceCases(a, in, o, grid, args[0])
 	}
 	if err != nil {
 		return err
@@ -207,11 +206,11 @@ func withBaseline(grid []sweep.Setting) []sweep.Setting {
 	return append([]sweep.Setting{sweep.Defaults()}, grid...)
 }
 
-func traceCases(in *sweepInput, o *sweepOpts, grid []sweep.Setting, path string) error {
+func traceCases(a *app, in *sweepInput, o *sweepOpts, grid []sweep.Setting, path string) error {
 	if len(o.params) > 0 {
 		return usageError{errors.New("--param is for --workload and --strategies")}
 	}
-	snap, err := trace.Open(path)
+	snap, err := openTrace(a, path)
 	if err != nil {
 		return inputError{err}
 	}

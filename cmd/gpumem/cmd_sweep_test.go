@@ -310,23 +310,6 @@ func TestSweepUsage(t *testing.T) {
 	}
 }
 
-// Every built-in workload runs on the simulated device with its report.
-func TestRunEveryBuiltin(t *testing.T) {
-	for _, b := range workload.Builtins() {
-		t.Run(b.Name, func(t *testing.T) {
-			out, errs, code := gm(t, "run", b.Name)
-			if code != 0 {
-				t.Fatalf("gpumem run %s: exit %d: %s", b.Name, code, errs)
-			}
-			for _, want := range []string{"Replay", b.Name, "reserved", "Fragmentation"} {
-				if !strings.Contains(out, want) {
-					t.Errorf("report lacks %q:\n%s", want, out)
-				}
-			}
-		})
-	}
-}
-
 // withBaseline adds the defaults to a grid only when it lacks them.
 func TestWithBaseline(t *testing.T) {
 	g, err := sweep.ParseGrid("nocache;expandable_segments:True")

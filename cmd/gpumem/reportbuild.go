@@ -49,6 +49,12 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 	return r
 }
 
+// hole is a segment with free bytes in it.
+type hole struct {
+	seg  int
+	free uint64
+}
+
 func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *report.OOM {
 	o := res.OOM
 	out := &report.OOM{
@@ -61,10 +67,6 @@ func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *repo
 		out.CachedFree = uint64(d)
 	}
 	// the segments holding the largest holes, worst first
-	type hole struct {
-		seg  int
-		free uint64
-	}
 	var holes []hole
 	for i, s := range res.Segments {
 		var free uint64
@@ -93,8 +95,43 @@ func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *repo
 		}
 		out.Segments = append(out.Segments, m)
 	}
-	if plan != nil && snap != nil && res.OOMOp >= 0 && res.OOMOp < len(plan.Stack) {
+	if plan != nil && snap != nil && len(snap.Stacks) > 0 && res.OOMOp >= 0 && res.OOMOp < len(plan.Stack) {
 		out.Frames = stackLines(snap, plan.Stack[res.OOMOp])
+		out.PinFrames = pinFrames(res, plan, snap, holes[:min(len(holes), 5)])
+	}
+	return out
+}
+
+// pinFrames returns the stacks that allocated the blocks keeping the
+// segments with the largest holes from being released, most bytes first.
+func pinFrames(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot, holes []hole) [][]string {
+	stackOf := map[uint32]int32{} // allocation id → stack of its latest alloc before the OOM
+	for i, op := range plan.Ops[:res.OOMOp] {
+		if op.Kind == alloc.OpAlloc {
+			stackOf[op.ID] = plan.Stack[i]
+		}
+	}
+	bytes := map[int32]uint64{}
+	for _, h := range holes {
+		for _, b := range res.Segments[h.seg].Blocks {
+			if st, ok := stackOf[b.ID]; ok && b.State != alloc.BlockInactive && st >= 0 {
+				bytes[st] += b.Size
+			}
+		}
+	}
+	stacks := make([]int32, 0, len(bytes))
+	for st := range bytes {
+		stacks = append(stacks, st)
+	}
+	sort.Slice(stacks, func(i, j int) bool {
+		if bytes[stacks[i]] != bytes[stacks[j]] {
+			return bytes[stacks[i]] > bytes[stacks[j]]
+		}
+		return stacks[i] < stacks[j]
+	})
+	var out [][]string
+	for _, st := range stacks[:min(len(stacks), 3)] {
+		out = append(out, stackLines(snap, st))
 	}
 	return out
 }

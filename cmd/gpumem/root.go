@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 )
@@ -37,6 +38,7 @@ type app struct {
 	color          bool // colour on stdout
 	errColor       bool // colour (and progress bars) on stderr
 	getenv         func(string) string
+	nvml           nvml.Interface // nil: the real library; tests fake the GPUs
 }
 
 // usageError marks errors in how gpumem was called (exit code 2).

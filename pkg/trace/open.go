@@ -69,7 +69,13 @@ func Open(path string) (*Snapshot, error) {
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		size = fi.Size()
 	}
-	br := bufio.NewReaderSize(f, 64<<10)
+	return OpenReader(f, path, size)
+}
+
+// OpenReader is Open for a stream already open: name is used in errors,
+// size is its length in bytes, or -1 if unknown.
+func OpenReader(r io.Reader, path string, size int64) (*Snapshot, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
 	head, err := br.Peek(sniffLen)
 	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
 		return nil, fmt.Errorf("%s: %w", path, err)
