@@ -171,3 +171,24 @@ func TestReplayNoColor(t *testing.T) {
 		t.Error("seed_frag's fragmentation is not marked very high")
 	}
 }
+
+// With stacks in the trace, an OOM names the failing allocation's stack and
+// the stacks of the blocks pinning the largest holes.
+func TestReplayOOMFrames(t *testing.T) {
+	out, _, code := gm(t, "replay", sweepFixture("gpt2_varlen_stacks.pickle"), "--device-memory", "16GiB", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var doc struct {
+		OOM *struct {
+			Frames    []string   `json:"frames"`
+			PinFrames [][]string `json:"pin_frames"`
+		} `json:"oom"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.OOM == nil {
+		t.Fatalf("%v: %s", err, out[:min(len(out), 300)])
+	}
+	if len(doc.OOM.PinFrames) == 0 || !strings.Contains(strings.Join(doc.OOM.PinFrames[0], "\n"), "modeling_gpt2.py") {
+		t.Errorf("pin frames %v", doc.OOM.PinFrames)
+	}
+}
