@@ -3,7 +3,11 @@
 # fixture with `gpumem replay --html`, opens it in headless Chromium, reads
 # the rendered DOM for the figures it must show, drives hover and zoom
 # through the page's own script, times a million-point report, and takes
-# the README screenshot (docs/report.png).
+# the README screenshot (docs/report.png). Then does the same for the
+# reports of `run`, `sweep` and `fragcheck`: figures read from the rendered
+# DOM and checked against the commands' table and JSON output, and bars'
+# drawn geometry against their figures. With SHOTS=DIR it leaves
+# screenshots of those three reports in DIR.
 #
 # Installs Debian's chromium when /usr/bin/chromium is missing (needs root).
 set -euo pipefail
@@ -155,6 +159,169 @@ probe "$tmp/large.html" "$tmp/large-probe.html"
 chrome --window-size=1400,1000 --dump-dom "file://$tmp/large-probe.html" >"$tmp/large-dom.html"
 ms=$(attr ms "$tmp/large-dom.html")
 [ -n "$ms" ] && [ "$ms" -lt 1000 ] && pass "opened and scripted in $ms ms ($(wc -c <"$tmp/large.html") bytes)" || fail "million-point report took '${ms}' ms"
+
+shots=${SHOTS:-$tmp}
+mkdir -p "$shots"
+
+echo "== run --html: a workload with phases"
+"$tmp/gpumem" run transformer --html "$tmp/run.html" >/dev/null 2>"$tmp/stderr"
+grep -qx "gpumem: wrote $tmp/run.html" "$tmp/stderr" || fail "run: no 'wrote' line: $(cat "$tmp/stderr")"
+run_peak=$("$tmp/gpumem" run transformer -o json | grep -o '"reserved_bytes.all.peak": *[0-9]*' | grep -o '[0-9]*$')
+probe "$tmp/run.html" "$tmp/probe-run.html"
+chrome --window-size=1400,1000 --dump-dom "file://$tmp/probe-run.html" >"$tmp/run-dom.html"
+rd=$tmp/run-dom.html
+phases=$(grep -o 'id="timeline"[^>]*data-phases="[0-9]*"' "$rd" | grep -o '[0-9]*"$' | tr -d '"')
+[ -z "$(attr error "$rd")" ] || fail "run probe error: $(attr error "$rd")"
+[ "$(attr peak "$rd")" = "$run_peak" ] && pass "run report: timeline reads peak $run_peak, as run -o json" ||
+  fail "run report: peak $(attr peak "$rd"), run -o json says $run_peak"
+[ -n "$phases" ] && [ "$phases" -gt 3 ] && [ "$(grep -o 'class="mark phase"' "$rd" | wc -l)" = "$phases" ] &&
+  pass "run report: $phases phase starts marked on the timeline" || fail "run report: phases '$phases'"
+case "$(attr tip "$rd")" in
+  op*step*reserved*) pass "run hover names the phase: $(attr tip "$rd")" ;;
+  *) fail "run hover: '$(attr tip "$rd")'" ;;
+esac
+chrome --window-size=1300,1000 --screenshot="$shots/run.png" "file://$tmp/run.html" >/dev/null
+
+# The sweep and fragcheck reports run no script of their own. Their
+# probes read the rendered page and call put(key, value).
+# page_probe JS OUT: the probe script JS, wrapped for injection.
+page_probe() {
+  {
+    echo '<script>(function () { var b = document.body;'
+    echo 'function put(k, v) { b.setAttribute("data-probe-" + k, String(v)); }'
+    echo 'function box(e) { return e.getBoundingClientRect(); }'
+    echo 'try {'
+    cat "$1"
+    echo '} catch (e) { put("error", e); } })();</script>'
+  } >"$2"
+}
+# inject FILE PROBE OUT: FILE with PROBE before </body>.
+inject() { awk -v f="$2" '/<\/body>/{while((getline l<f)>0)print l}{print}' "$1" >"$3"; }
+
+echo "== sweep --html"
+cards=16GiB,24GiB
+"$tmp/gpumem" sweep "$fixture" --device-memory $cards --html "$tmp/sweep.html" >"$tmp/sweep.txt" 2>"$tmp/stderr"
+grep -q "gpumem: wrote $tmp/sweep.html" "$tmp/stderr" || fail "sweep: no 'wrote' line: $(cat "$tmp/stderr")"
+"$tmp/gpumem" sweep "$fixture" --device-memory $cards --html "$tmp/sweep2.html" >/dev/null 2>&1
+cmp -s "$tmp/sweep.html" "$tmp/sweep2.html" && pass "sweep: same input, same bytes" || fail "two sweep reports of one trace differ"
+if grep -Eq '<(script|img|iframe)[^>]* src=|<link |https?://[a-z]' "$tmp/sweep.html"; then
+  fail "the sweep report refers to something outside itself"
+else
+  pass "sweep report self-contained ($(wc -c <"$tmp/sweep.html") bytes)"
+fi
+settings=$(grep -o '[0-9]* settings' "$tmp/sweep.txt" | grep -o '[0-9]*')
+table_ooms=$(grep -o 'OOM at op' "$tmp/sweep.txt" | wc -l)
+recommended=$(grep -o 'recommendation: PYTORCH_CUDA_ALLOC_CONF=[^:]*:[^:]*' "$tmp/sweep.txt" | sed 's/^recommendation: PYTORCH_CUDA_ALLOC_CONF=//')
+cat >"$tmp/sweep-probe.js" <<'JS'
+var svg = document.getElementById("sweep"), bars = svg.querySelectorAll("rect.bar");
+put("bars", bars.length);
+var sorted = true, seenOOM = false, last = -1;
+bars.forEach(function (r) {
+  var p = +r.dataset.peakReserved;
+  if (r.dataset.oom === "true") seenOOM = true;
+  else if (seenOOM || p < last) sorted = false;
+  else last = p;
+});
+put("sorted", sorted);
+var d = svg.querySelector('rect.bar[data-label="defaults"]');
+put("defaults", d.dataset.peakReserved);
+// drawn to scale: the defaults bar's right end against the lower bound line
+var bound = svg.querySelector("g.vl.bound"), line = bound.querySelector("line");
+var x0 = box(d).left, lx = box(line).left + box(line).width / 2;
+var want = +d.dataset.peakReserved / +bound.dataset.lowerBound, got = (box(d).right - x0) / (lx - x0);
+put("scale", Math.abs(got / want - 1) < 0.01 ? "ok" : got.toFixed(4) + " vs " + want.toFixed(4));
+put("bound", bound.dataset.lowerBound);
+put("line-spans", box(line).top <= box(bars[0]).top && box(line).bottom >= box(bars[bars.length - 1]).bottom);
+var rec = svg.querySelector('rect.bar[data-recommended="true"]');
+put("recommended", rec ? rec.dataset.label : "");
+put("rec-colour", rec ? getComputedStyle(rec).fill : "");
+put("marks", svg.querySelectorAll("[data-fits]").length);
+put("oom-marks", svg.querySelectorAll('[data-fits="false"]').length);
+put("card-heads", Array.prototype.map.call(svg.querySelectorAll("text.cardhead"), function (t) { return t.textContent; }).join(","));
+put("title", d.parentNode.querySelector("title").textContent.split("\n")[1]);
+put("rec-text", document.querySelector("p.rec").textContent);
+JS
+page_probe "$tmp/sweep-probe.js" "$tmp/sweep-probe.html"
+inject "$tmp/sweep.html" "$tmp/sweep-probe.html" "$tmp/sweep-probed.html"
+chrome --window-size=1400,1000 --dump-dom "file://$tmp/sweep-probed.html" >"$tmp/sweep-dom.html"
+sd=$tmp/sweep-dom.html
+[ -z "$(attr error "$sd")" ] || fail "sweep probe error: $(attr error "$sd")"
+[ -n "$settings" ] && [ "$(attr bars "$sd")" = "$settings" ] && pass "sweep: $settings bars, one per setting of the table" ||
+  fail "sweep: $(attr bars "$sd") bars, the table has '$settings' settings"
+[ "$(attr sorted "$sd")" = true ] && pass "sweep: bars sorted as the table (least reserved first, OOM last)" || fail "sweep: bars out of order"
+[ "$(attr defaults "$sd")" = "$peak_reserved" ] && pass "sweep: the defaults bar carries data-peak-reserved $peak_reserved (PyTorch's own peak)" ||
+  fail "sweep: defaults bar $(attr defaults "$sd"), want $peak_reserved"
+[ "$(attr scale "$sd")" = ok ] && pass "sweep: defaults bar drawn to scale against the lower bound line ($(attr bound "$sd"))" ||
+  fail "sweep: defaults bar / lower bound drawn $(attr scale "$sd")"
+[ "$(attr line-spans "$sd")" = true ] || fail "sweep: the lower bound line does not cross every bar"
+[ -n "$recommended" ] && [ "$(attr recommended "$sd")" = "$recommended" ] && [ "$(attr rec-colour "$sd")" = "rgb(42, 157, 79)" ] &&
+  pass "sweep: the recommended bar '$recommended' marked and drawn green" ||
+  fail "sweep: recommended '$(attr recommended "$sd")' ($(attr rec-colour "$sd")), the table says '$recommended'"
+[ "$(attr marks "$sd")" = $((settings * 2)) ] && [ "$(attr oom-marks "$sd")" = "$table_ooms" ] &&
+  pass "sweep: $(attr marks "$sd") card marks ($(attr card-heads "$sd")), $table_ooms of them OOM as in the table" ||
+  fail "sweep: $(attr marks "$sd") card marks, $(attr oom-marks "$sd") OOM; the table has $table_ooms OOM"
+case "$(attr title "$sd")" in
+  "peak reserved 17.98 GiB"*) pass "sweep: defaults bar hover: $(attr title "$sd")" ;;
+  *) fail "sweep: defaults bar hover '$(attr title "$sd")'" ;;
+esac
+[ -n "$(attr rec-text "$sd")" ] && grep -qxF "$(attr rec-text "$sd")" "$tmp/sweep.txt" &&
+  pass "sweep: the recommendation is the table's last line" || fail "sweep: recommendation '$(attr rec-text "$sd")'"
+chrome --window-size=1300,1100 --screenshot="$shots/sweep.png" "file://$tmp/sweep.html" >/dev/null
+
+echo "== fragcheck --html"
+code=0
+"$tmp/gpumem" fragcheck "$fixture" testdata/pytorch/seed_frag.pickle --workload free-but-fails \
+  --html "$tmp/frag.html" >"$tmp/frag.txt" 2>"$tmp/stderr" || code=$?
+[ "$code" = 1 ] && pass "fragcheck exits 1 (over budget) with --html" || fail "fragcheck exit $code"
+grep -q "gpumem: wrote $tmp/frag.html" "$tmp/stderr" || fail "fragcheck: no 'wrote' line: $(cat "$tmp/stderr")"
+cat >"$tmp/frag-probe.js" <<'JS'
+var rows = document.querySelectorAll("tr.case");
+put("rows", rows.length);
+put("statuses", Array.prototype.map.call(rows, function (r) { return r.dataset.case + "=" + r.dataset.status; }).join(" "));
+function row(name) { return document.querySelector('tr.case[data-case="' + name + '"]'); }
+var s = row("seed_frag");
+put("seed", s.dataset.status + " " + s.dataset.frag + " " + s.dataset.maxFrag);
+put("seed-pill", getComputedStyle(s.querySelector(".pill")).backgroundColor);
+// the bar runs past the max_frag mark, and is as long as the figure says
+var g = s.querySelector("svg.gauge"), fill = g.querySelector("rect.fill"), track = g.querySelector("rect.track");
+var mark = g.querySelector("line.lm.fail");
+put("seed-crosses", box(fill).right > box(mark).left + box(mark).width / 2);
+var scale = parseFloat(document.querySelector("#cases .note").textContent.match(/0 to ([\d.]+)%/)[1]) / 100;
+put("seed-width", Math.abs(box(fill).width / box(track).width - (+s.dataset.frag) / scale) < 0.01);
+var m = row("gpt2_varlen"), mf = m.querySelector("rect.fill"), mw = m.querySelector("line.lm.warn");
+put("gpt2", m.dataset.status + " " + (box(mf).right < box(mw).left) + " " + getComputedStyle(mf).fill);
+var f = row("free-but-fails"), tag = f.querySelector(".oomtag");
+put("oom", f.dataset.oom + " " + f.dataset.mustFit + " " + (tag ? tag.textContent : ""));
+put("verdict", document.getElementById("verdict").dataset.status);
+JS
+page_probe "$tmp/frag-probe.js" "$tmp/frag-probe.html"
+inject "$tmp/frag.html" "$tmp/frag-probe.html" "$tmp/frag-probed.html"
+chrome --window-size=1400,1000 --dump-dom "file://$tmp/frag-probed.html" >"$tmp/frag-dom.html"
+fd=$tmp/frag-dom.html
+[ -z "$(attr error "$fd")" ] || fail "fragcheck probe error: $(attr error "$fd")"
+[ "$(attr rows "$fd")" = 3 ] && pass "fragcheck: 3 case rows: $(attr statuses "$fd")" || fail "fragcheck: $(attr rows "$fd") rows"
+for c in gpt2_varlen seed_frag free-but-fails; do
+  st=$(grep "^│ $c " "$tmp/frag.txt" | awk -F'│' '{gsub(/ /, "", $3); print $3}')
+  case " $(attr statuses "$fd") " in
+    *" $c=$st "*) ;;
+    *) fail "fragcheck: $c is '$st' in the table, not in the report" ;;
+  esac
+done
+case "$(attr seed "$fd")" in
+  "fail 0."*" 0.3000") pass "fragcheck: seed_frag has data-status fail, data-frag $(attr seed "$fd" | cut -d' ' -f2) over data-max-frag 0.3000" ;;
+  *) fail "fragcheck: seed_frag '$(attr seed "$fd")'" ;;
+esac
+[ "$(attr seed-pill "$fd")" = "rgb(214, 39, 40)" ] && [ "$(attr seed-crosses "$fd")" = true ] && [ "$(attr seed-width "$fd")" = true ] &&
+  pass "fragcheck: seed_frag drawn red, its bar to scale and past the max_frag mark" ||
+  fail "fragcheck: seed_frag pill $(attr seed-pill "$fd"), past the mark $(attr seed-crosses "$fd"), to scale $(attr seed-width "$fd")"
+[ "$(attr gpt2 "$fd")" = "pass true rgb(42, 157, 79)" ] && pass "fragcheck: gpt2_varlen passes, its green bar short of the warn mark" ||
+  fail "fragcheck: gpt2_varlen '$(attr gpt2 "$fd")'"
+case "$(attr oom "$fd")" in
+  "true 0 out of memory at operation"*) pass "fragcheck: free-but-fails on its own 8 GiB card: $(attr oom "$fd" | cut -d' ' -f3-)" ;;
+  *) fail "fragcheck: free-but-fails '$(attr oom "$fd")'" ;;
+esac
+[ "$(attr verdict "$fd")" = fail ] || fail "fragcheck: verdict $(attr verdict "$fd"), want fail"
+chrome --window-size=1300,800 --screenshot="$shots/fragcheck.png" "file://$tmp/frag.html" >/dev/null
 
 echo "== screenshot"
 mkdir -p docs

@@ -42,6 +42,7 @@ type fragcheckOpts struct {
 	tolerance      ratioFlag
 	strict         bool
 	jobs           int
+	html           string
 }
 
 // caseFlags set the limits and settings of cases given on the command
@@ -129,6 +130,7 @@ EXIT STATUS
 	fl.Var(&o.tolerance, "tolerance", "how far a case may regress from its baseline")
 	fl.BoolVar(&o.strict, "strict", false, "treat warnings as failures")
 	fl.IntVarP(&o.jobs, "jobs", "j", 0, "cases to run at once (default: one per CPU)")
+	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
 	return cmd
 }
 
@@ -221,6 +223,11 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 	}
 	if err != nil {
 		return err
+	}
+	if o.html != "" {
+		if err := writeFragcheckHTML(a, o.html, results); err != nil {
+			return err
+		}
 	}
 	if a.getenv("GITHUB_ACTIONS") == "true" {
 		if err := budget.WriteAnnotations(a.stderr, inWorkspace(a, results)); err != nil {

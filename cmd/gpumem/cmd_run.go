@@ -18,6 +18,7 @@ type runOpts struct {
 	params  []string
 	list    bool
 	backend string
+	html    string
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -51,6 +52,7 @@ set with --param name=value.`,
 	fl.StringArrayVarP(&o.params, "param", "p", nil, "workload parameter name=value (repeatable)")
 	fl.BoolVar(&o.list, "list", false, "list the built-in workloads")
 	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim or cuda")
+	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
 	return cmd
 }
 
@@ -108,5 +110,8 @@ func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
 		return backendErr(fmt.Errorf("running %s: %w", w.Name, err))
 	}
 	rep := buildReport(w.Name, ro, res, nil, nil)
-	return writeReport(a, a.stdout, o.output, rep, report.Options{Color: a.color})
+	if err := writeReport(a, a.stdout, o.output, rep, report.Options{Color: a.color}); err != nil || o.html == "" {
+		return err
+	}
+	return writeRunHTML(a, o.html, w, rep, ro, res)
 }

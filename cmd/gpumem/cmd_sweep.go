@@ -26,6 +26,7 @@ type sweepOpts struct {
 	output       string
 	workers      int
 	device       int
+	html         string
 }
 
 func newSweepCmd(a *app) *cobra.Command {
@@ -95,6 +96,7 @@ or each --grid setting; --param sets their shared parameters.`,
 	fl.StringVarP(&o.output, "output", "o", "table", "output format: table, json or markdown")
 	fl.IntVarP(&o.workers, "jobs", "j", runtime.GOMAXPROCS(0), "replays to run at once")
 	fl.IntVar(&o.device, "device", 0, "which device's trace to replay")
+	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
 	return cmd
 }
 
@@ -167,7 +169,10 @@ func runSweep(cmd *cobra.Command, a *app, o *sweepOpts, args []string) error {
 		n := len(in.cases) * max(len(in.cards), 1)
 		fmt.Fprintf(a.stderr, "gpumem: %d replays on %d workers in %v\n", n, min(o.workers, n), elapsed.Round(time.Millisecond))
 	}
-	return writeSweep(a, o.output, in, rows, o.fraction)
+	if err := writeSweep(a, o.output, in, rows, o.fraction); err != nil || o.html == "" {
+		return err
+	}
+	return writeSweepHTML(a, o.html, in, rows, o.fraction)
 }
 
 // parseCards reads --device-memory's comma-separated sizes.

@@ -252,15 +252,19 @@ func (c *chart) mark(op int, class, text string) mark {
 	return mark{Op: op, X: num(x), Class: class, Text: text, Anchor: anchor, LabelY: c.PlotY - 8}
 }
 
-// phaseGap is the least room, in pixels, a phase's label needs before
-// the next labelled phase; closer phases are marked without a label (the
-// hover read-out still names them).
-const phaseGap = 96
+// Phase labels: about charW pixels a character; each label has at least
+// phaseRoom pixels, overlapping the marks of short phases after it, but
+// never another label.
+const (
+	charW     = 6
+	phaseRoom = 96
+)
 
-// phaseMarks marks where each phase starts, labels along the plot's foot.
+// phaseMarks marks where each phase starts, labelled along the plot's
+// foot where there is room; the hover read-out names every phase.
 func (c *chart) phaseMarks(phases []Phase) []mark {
 	var ms []mark
-	next := math.Inf(-1) // where the next label may start
+	free := math.Inf(-1) // where the next label may start
 	for i, p := range phases {
 		if p.Op < c.X0 || p.Op > c.X0+c.XSpan {
 			continue
@@ -268,20 +272,18 @@ func (c *chart) phaseMarks(phases []Phase) []mark {
 		m := c.mark(p.Op, "phase", "")
 		m.Anchor, m.LabelY = "start", c.PlotBottom()-6
 		x := c.pixX(float64(p.Op))
-		end := float64(c.PlotRight()) // room up to the next phase, or the edge
+		room := phaseRoom - 8.0
 		if i+1 < len(phases) {
-			end = min(end, c.pixX(float64(phases[i+1].Op)))
+			room = max(room, c.pixX(float64(phases[i+1].Op))-x-8)
 		}
-		if x >= next && end-x >= phaseGap/2 {
-			m.Text = p.Name
-			if r := []rune(p.Name); float64(len(r))*6.5 > end-x-8 {
-				// too long for its stretch: shorten to fit, keeping the start
-				n := max(int((end-x-8)/6.5)-1, 4)
-				if n < len(r) {
-					m.Text = string(r[:n]) + "…"
-				}
+		room = min(room, float64(c.PlotRight())-x-4)
+		if x >= free && room >= 4*charW {
+			r := []rune(p.Name)
+			if n := int(room / charW); len(r) > n {
+				r = append(r[:n-1], '…')
 			}
-			next = x + phaseGap
+			m.Text = string(r)
+			free = x + 4 + float64(len(r)*charW) + 8
 		}
 		ms = append(ms, m)
 	}

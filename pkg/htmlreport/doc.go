@@ -1,6 +1,6 @@
-// Package htmlreport writes a replay report as one self-contained HTML
-// file: styles, script and charts inline, nothing fetched from the network,
-// and the same bytes for the same input.
+// Package htmlreport writes replay, sweep and fragcheck reports as
+// self-contained HTML files: styles, script and charts inline, nothing
+// fetched from the network, and the same bytes for the same input.
 //
 // The charts are hand-written SVG rather than a chart library: a library
 // such as go-echarts would inline about 1 MB of JavaScript and draw the
@@ -10,14 +10,25 @@
 // straight from the DOM. A small inline script adds hover read-outs and
 // zooming (drag across a timeline; double-click to reset).
 //
-// The report shows:
+// The replay report ([Write]) shows:
 //   - a timeline of allocated, active and reserved memory, with the cap
 //     (when there is one), the peak and the out-of-memory marked;
 //   - fragmentation (1 − allocated/reserved) over the same operations;
 //   - segment maps at the peak and at the out-of-memory: each segment a
 //     bar, its blocks coloured by state, the largest free block outlined;
 //   - the top allocation sites by bytes live at the peak, when the trace
-//     recorded stacks.
+//     recorded stacks;
+//   - for a workload, where each of its phases starts, on the timeline and
+//     in the hover read-out.
+//
+// [WriteSweep] draws a sweep: a bar of peak reserved memory per setting,
+// in the table's order, the lower bound (peak live bytes) and the cards as
+// vertical lines, a fits/OOM mark per card and the recommendation.
+// [WriteFragcheck] shows each fragcheck case against its limits: its
+// status, its fragmentation on a bar marked at the warning level and the
+// limit, and its peak reserved memory against max_reserved and must_fit.
+// Their figures, too, are data-* attributes; hover read-outs are SVG
+// titles, so these two pages run no script.
 //
 // Timelines longer than [MaxPoints] are thinned by [Downsample], which
 // keeps each stretch's extremes, so a report of a trace of millions of

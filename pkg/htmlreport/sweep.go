@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -114,13 +115,16 @@ type sweepChart struct {
 	VLines                     []vline
 	CardHeads                  []cardHead
 	OffScale                   string // cards not drawn, for the note
+	HasBound, HasCardLines     bool
 	Attrs                      []template.HTMLAttr
-	GridBottom                 int
+	GridTop, GridBottom        int
 	AxisY                      int
+	LabelX, BarY, BarH, TextY  int // within a row
+	RowH                       int
 }
 
 type sweepBar struct {
-	Y, MidY    int
+	Y          int    // the row's top
 	Label      string // as shown: shortened when long
 	Full       string
 	Class      string
@@ -246,9 +250,14 @@ func sweepFacts(p *SweepPage, base, best *SweepRow) []fact {
 			names[i] = report.FormatBytes(int64(min(c, math.MaxInt64)))
 		}
 		f := fact{Label: "cards", Value: strings.Join(names, ", "), Key: "cards"}
+		var notes []string
 		if p.Fraction > 0 {
-			f.Note = "each capped at " + strconv.FormatFloat(p.Fraction, 'g', -1, 64)
+			notes = append(notes, "each capped at "+strconv.FormatFloat(p.Fraction, 'g', -1, 64))
 		}
+		if len(p.Cards) > 1 {
+			notes = append(notes, "figures from the largest, "+sizeText(slices.Max(p.Cards)))
+		}
+		f.Note = strings.Join(notes, "; ")
 		fs = append(fs, f)
 	}
 	return fs
@@ -269,7 +278,7 @@ func vsBaseline(r, base *SweepRow) string {
 	case r == base:
 		return "baseline"
 	}
-	return strconv.FormatFloat(100*(float64(r.PeakReserved)/float64(base.PeakReserved)-1), 'f', 1, 64) + "%"
+	return fmt.Sprintf("%+.1f%%", 100*(float64(r.PeakReserved)/float64(base.PeakReserved)-1))
 }
 
 func overBound(peak, bound int64) string {
@@ -324,15 +333,16 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 		c.OffScale = strings.Join(off, ", ")
 	}
 
-	c.AxisY = swTop - 24
+	c.AxisY, c.GridTop = swTop-24, swTop-16
+	c.LabelX, c.BarY, c.BarH, c.TextY, c.RowH = swLabelW, (swRowH-swBarH)/2, swBarH, swRowH/2+4, swRowH
 	y := swTop
 	for i := range p.Rows {
 		r := &p.Rows[i]
 		b := sweepBar{
-			Y: y + (swRowH-swBarH)/2, MidY: y + swRowH/2 + 4,
+			Y:    y,
 			Full: r.Label, Label: shorten(r.Label, 44),
-			W:      num(max(px(max(r.PeakReserved, 0))-float64(c.PlotX), 1)),
-			Class:  "fits",
+			W:     num(max(px(max(r.PeakReserved, 0))-float64(c.PlotX), 1)),
+			Class: "fits",
 			Attrs: []template.HTMLAttr{
 				attr("data-label", r.Label),
 				attr("data-peak-reserved", itoa(r.PeakReserved)),
@@ -400,6 +410,7 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 		c.VLines = append(c.VLines, l)
 		ly += swLineH
 	}
+	c.HasBound, c.HasCardLines = bound > 0, len(lines) > 0
 	if bound > 0 {
 		addLine(bound, "bound", "lower bound "+report.FormatBytes(bound)+" (peak live bytes: no setting reserves less)",
 			attr("data-lower-bound", itoa(bound)))

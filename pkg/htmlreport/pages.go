@@ -1,0 +1,14 @@
+package htmlreport
+
+import (
+	_ "embed"
+	"html/template"
+)
+
+// The sweep and fragcheck reports share a head and a style; they have no
+// script: hover read-outs are SVG titles.
+//
+//go:embed pages.html.tmpl
+var pagesText string
+
+var pagesTmpl = template.Must(template.New("pages").Parse(pagesText))
