@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -120,5 +122,24 @@ func TestSummaryCUDAWithoutDriver(t *testing.T) {
 	_, errs, code := summaryWith(t, noDriver(), "--backend", "cuda")
 	if code != exitFailure || !strings.Contains(errs, "no usable cuda device") || !strings.Contains(errs, "gpumem: hint: ") {
 		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+// --watch redraws the device table until the context ends (Ctrl-C).
+func TestSummaryWatch(t *testing.T) {
+	var out, errb bytes.Buffer
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, nvml: oneH200()}
+	root := newRootCmd(a)
+	root.SetArgs([]string{"summary", "--watch=10ms"})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "NVIDIA H200"); n < 2 {
+		t.Errorf("the table was drawn %d times in 100 ms at 10 ms intervals", n)
+	}
+	if strings.Contains(out.String(), "\x1b[") {
+		t.Error("escape codes written to a buffer that is not a terminal")
 	}
 }
