@@ -1,10 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"fmt"
-	"os"
+	"io"
 	"slices"
 	"strings"
 
@@ -23,30 +22,16 @@ func writeHTML(a *app, path string, rep *report.Replay, plan *replay.Plan, snap 
 	var extra htmlreport.Extra
 	if n := min(res.Extra.PeakOp+1, len(plan.Ops)); res.Done > 0 && n > 0 {
 		o.Points, o.Check = 0, false
-		peak, err := replay.RunOps(plan.Ops[:n], plan.Event, o)
+		upto := *plan // the same plan, seeds included, stopped after the peak
+		upto.Ops = plan.Ops[:n]
+		peak, err := replay.Run(&upto, o)
 		if err != nil {
 			return fmt.Errorf("replaying %s to its peak: %w", rep.Source, err)
 		}
 		extra.PeakSegments = segmentMaps(peak.Segments)
 		extra.Sites = peakSites(plan, snap, n)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--html: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	err = htmlreport.Write(w, rep, extra)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	fmt.Fprintf(a.stderr, "gpumem: wrote %s\n", path)
-	return nil
+	return writeHTMLFile(a, path, func(w io.Writer) error { return htmlreport.Write(w, rep, extra) })
 }
 
 // segmentMaps converts an allocator snapshot to the report's form.

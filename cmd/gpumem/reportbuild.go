@@ -81,19 +81,7 @@ func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *repo
 	}
 	sort.SliceStable(holes, func(i, j int) bool { return holes[i].free > holes[j].free })
 	for _, h := range holes[:min(len(holes), 5)] {
-		s := res.Segments[h.seg]
-		m := report.SegmentMap{Address: s.Address, Size: s.TotalSize}
-		for _, b := range s.Blocks {
-			st := report.Free
-			switch b.State {
-			case alloc.BlockAllocated:
-				st = report.Allocated
-			case alloc.BlockPendingFree:
-				st = report.Pending
-			}
-			m.Blocks = append(m.Blocks, report.Block{Size: b.Size, State: st})
-		}
-		out.Segments = append(out.Segments, m)
+		out.Segments = append(out.Segments, segmentMaps(res.Segments[h.seg:h.seg+1])...)
 	}
 	if plan != nil && snap != nil && len(snap.Stacks) > 0 && res.OOMOp >= 0 && res.OOMOp < len(plan.Stack) {
 		out.Frames = stackLines(snap, plan.Stack[res.OOMOp])
