@@ -553,7 +553,7 @@ func (z *sizeFlag) String() string {
 }
 func (z *sizeFlag) Type() string { return "size" }
 func (z *sizeFlag) Set(s string) error {
-	n, err := parseSize(s)
+	n, err := budget.ParseSize(s)
 	if err != nil {
 		return err
 	}

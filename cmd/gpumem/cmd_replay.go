@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -52,7 +53,7 @@ func (f *allocFlags) options(cmd *cobra.Command, recorded *alloc.Config) (replay
 	cfg.Policy = p
 	o.Config = cfg
 	if f.deviceMemory != "" {
-		n, err := parseSize(f.deviceMemory)
+		n, err := budget.ParseSize(f.deviceMemory)
 		if err != nil || n == 0 {
 			return o, usageError{fmt.Errorf("--device-memory: invalid size %q", f.deviceMemory)}
 		}

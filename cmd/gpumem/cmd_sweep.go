@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/sweep"
 	"github.com/gpumem/gpumem/pkg/workload"
@@ -182,7 +183,7 @@ func parseCards(s string) ([]uint64, error) {
 	}
 	var cards []uint64
 	for item := range strings.SplitSeq(s, ",") {
-		n, err := parseSize(item)
+		n, err := budget.ParseSize(item)
 		if err != nil || n == 0 {
 			return nil, usageError{fmt.Errorf("--device-memory: invalid size %q", strings.TrimSpace(item))}
 		}
