@@ -185,6 +185,10 @@ typedef struct params {
   uint64_t size, stream, alloc_size, hint;
   gm_pool_t *pool;
   gm_block_t *block;
+  /* get_free_block leaves a block it found as the lower bound in the free
+   * set, at *link, for alloc_found_block to update in place or erase;
+   * pred is the member before it. link is NULL otherwise. */
+  gm_block_t **link, *pred;
   int err; /* GM_OK, GM_ENOMEM or GM_EBACKEND from the last attempt */
 } params_t;
 
@@ -410,7 +414,8 @@ static int get_free_block(gm_alloc_t *a, params_t *p) {
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
-  gm_block_t **link = gm_treap_lower_bound_link(&pool->free, &key, gm_cmp_size);
+  gm_block_t *pred;
+  gm_block_t **link = gm_treap_lower_bound_link(&pool->free, &key, gm_cmp_size, &pred);
   gm_block_t *it = link ? *link : NULL;
   if (!it || it->stream != p->stream) return 0;
   if (it->seg->expandable) {
@@ -427,9 +432,9 @@ static int get_free_block(gm_alloc_t *a, params_t *p) {
   uint64_t ms = a->cfg.max_split_size;
   if (p->size < ms && it->size >= ms) return 0;
   if (p->size >= ms && it->size >= p->size + a->cfg.max_non_split_rounding_size) return 0;
-  if (*link == it) { /* still the lower bound: erase without a second descent */
-    gm_treap_erase_at(link);
-    it->in_set = 0;
+  if (*link == it) { /* still the lower bound: alloc_found_block takes it out */
+    p->link = link;
+    p->pred = pred;
   } else {
     free_erase(it);
   }
@@ -569,7 +574,21 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
   gm_pool_t *pool = p->pool;
   int already_split = is_split(b);
   int exp = b->seg->expandable;
-  if (should_split(a, b, p->size)) {
+  int split = should_split(a, b, p->size);
+  if (p->link) {
+    /* b is still in the free set. Split, b becomes the remainder (higher
+     * address, smaller size): if that key still ranks after b's
+     * predecessor it keeps b's place (it ranks before b's successor, being
+     * smaller than b was), and one comparison replaces an erase and an
+     * insert. */
+    gm_block_t key = {.stream = b->stream, .size = b->size - p->size, .ptr = b->ptr + p->size};
+    if (!split || (p->pred && gm_cmp_size(p->pred, &key) >= 0)) {
+      gm_treap_erase_at(p->link);
+      b->in_set = 0;
+    }
+    p->link = NULL;
+  }
+  if (split) {
     gm_block_t *rest = b;
     b = gm_block_new(a);
     if (!b) return GM_EBACKEND;
@@ -585,7 +604,8 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
     if (rest->seg->head == rest) rest->seg->head = b;
     rest->ptr += p->size;
     rest->size -= p->size;
-    free_insert(a, rest);
+    if (rest->in_set == GM_SET_FREE) rest->gc_base = pool->clock; /* kept its place */
+    else free_insert(a, rest);
     if (!exp) {
       if (already_split) {
         DEC(a, inactive_split_bytes, pool, (int64_t)b->size);
@@ -683,14 +703,37 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
   gm_pool_t *pool = b->pool;
   int64_t d_count = 0, d_bytes = 0;
   gm_block_t *cands[2] = {b->prev, b->next};
+  /* The last neighbour to be merged that sits in the free set: b, merged,
+   * ranks right after it (same stream, larger size), so unless b also
+   * passes its successor, b takes its place there and no insert descends.
+   * It is looked up after the other neighbour's erase, which may move it. */
+  gm_block_t *slot = NULL, **link = NULL, *succ = NULL;
+  for (int i = 0; i < 2; i++)
+    if (idle_free(cands[i]) && cands[i]->mapped == b->mapped && cands[i]->in_set == GM_SET_FREE)
+      slot = cands[i];
   for (int i = 0; i < 2; i++) {
+    if (cands[i] == slot) continue;
     uint64_t n = try_merge_blocks(a, b, cands[i]);
     if (n > 0) {
       d_count -= 1;
       d_bytes -= (int64_t)n;
     }
   }
-  free_insert(a, b);
+  if (slot) {
+    link = gm_treap_find_link(&pool->free, slot, gm_cmp_size, &succ);
+    slot->in_set = 0; /* try_merge_blocks must leave it in the tree */
+    uint64_t n = try_merge_blocks(a, b, slot);
+    d_count -= 1;
+    d_bytes -= (int64_t)n;
+  }
+  if (link && (!succ || gm_cmp_size(b, succ) < 0)) {
+    gm_treap_replace_at(link, slot, b);
+    b->gc_base = pool->clock;
+    b->in_set = GM_SET_FREE;
+  } else {
+    if (link) gm_treap_erase_at(link);
+    free_insert(a, b);
+  }
   if (is_split(b)) {
     d_count += 1;
     d_bytes += (int64_t)b->size;

@@ -95,19 +95,55 @@ static inline gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *
 }
 
 /* The link (pointer to the child pointer) of the smallest element >= key,
- * or NULL: erasing through it needs no second descent. */
+ * or NULL: erasing through it needs no second descent. *pred gets the
+ * largest element < key (or NULL), found on the same path: the last node
+ * the descent turned right at. */
 static inline gm_block_t **gm_treap_lower_bound_link(gm_block_t **link, const gm_block_t *key,
-                                                     gm_cmp_fn cmp) {
+                                                     gm_cmp_fn cmp, gm_block_t **pred) {
   gm_block_t **best = NULL;
+  *pred = NULL;
   while (*link) {
     if (cmp(*link, key) >= 0) {
       best = link;
       link = &(*link)->left;
     } else {
+      *pred = *link;
       link = &(*link)->right;
     }
   }
   return best;
+}
+
+/* The link that points at n and n's successor (or NULL): the last node
+ * the descent turned left at, or the leftmost node under n. NULL if n is
+ * not a member. */
+static inline gm_block_t **gm_treap_find_link(gm_block_t **link, const gm_block_t *n, gm_cmp_fn cmp,
+                                              gm_block_t **succ) {
+  *succ = NULL;
+  while (*link != n) {
+    if (!*link) return NULL;
+    if (cmp(n, *link) < 0) {
+      *succ = *link;
+      link = &(*link)->left;
+    } else {
+      link = &(*link)->right;
+    }
+  }
+  for (gm_block_t *t = n->right; t; t = t->left) *succ = t;
+  return link;
+}
+
+/* Put n where old is, with old's children and priority. The caller makes
+ * sure n's key lies strictly between old's neighbours in the order, so the
+ * tree stays ordered, and the heap order holds as n takes old's priority
+ * (priorities only need to be random and independent of the keys). Saves
+ * an erase and an insert when a block's key changes but not its rank. */
+static inline void gm_treap_replace_at(gm_block_t **link, gm_block_t *old, gm_block_t *n) {
+  n->left = old->left;
+  n->right = old->right;
+  n->prio = old->prio;
+  old->left = old->right = NULL;
+  *link = n;
 }
 
 /* Erase the element a link points at. */
