@@ -14,8 +14,8 @@ import (
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-// allocFlags are the allocator settings shared by replay, run, sweep and
-// fragcheck.
+// allocFlags are the allocator settings shared by replay, run and summary
+// (sweep takes a grid instead, fragcheck a card to fit with --must-fit).
 type allocFlags struct {
 	conf         string
 	deviceMemory string
