@@ -106,6 +106,14 @@ static void absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
 static int is_free(const gm_block_t *b) { return b && b->in_set == GM_SET_FREE; }
 static int is_unmapped(const gm_block_t *b) { return b && b->in_set == GM_SET_UNMAPPED; }
 
+/* Put unmapped block x (in no set) into the unmapped set, merged with its
+ * unmapped neighbours first: a trim may have unmapped pages next to it. */
+static void settle_unmapped(gm_alloc_t *a, gm_block_t *x) {
+  if (is_unmapped(x->prev)) absorb(a, x, x->prev);
+  if (is_unmapped(x->next)) absorb(a, x, x->next);
+  unmapped_insert(x);
+}
+
 /* Unmap the whole pages inside free block b; the bytes unmapped. */
 static uint64_t unmap_pages(gm_alloc_t *a, gm_block_t *b) {
   uint64_t end = b->ptr + b->size, lo = gm_up(b->ptr, GM_PAGE), hi = down(end);
@@ -279,9 +287,11 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   }
   gm_block_t *u = best.u, *p = best.p, *nx = best.n;
   uint64_t need = best.hi - best.lo;
-  /* keep the neighbours out of the trim */
+  /* Keep u and its neighbours out of the trim: unmapping pages next to u
+   * would otherwise merge u away while it is being placed. */
   if (p) gm_free_erase(p);
   if (nx) gm_free_erase(nx);
+  unmapped_erase(u);
   uint64_t peak = (uint64_t)a->st.reserved_bytes[GM_STAT_ALL].peak;
   if (a->total_allocated + need > peak) trim(a, a->total_allocated + need - peak);
   if (over_cap(a, need)) trim(a, UINT64_MAX);
@@ -302,16 +312,16 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   if (rc != GM_OK) {
     if (p) gm_free_insert(p);
     if (nx) gm_free_insert(nx);
+    settle_unmapped(a, u);
     return rc == GM_ENOMEM ? gm_pol_oom(a, orig, n, need, stream, oom) : rc;
   }
-  unmapped_erase(u);
   if (lo) {
     link_before(lo, u);
-    unmapped_insert(lo);
+    settle_unmapped(a, lo);
   }
   if (hi) {
     link_after(hi, u);
-    unmapped_insert(hi);
+    settle_unmapped(a, hi);
   }
   u->ptr = best.lo;
   u->size = need;
