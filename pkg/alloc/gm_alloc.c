@@ -103,7 +103,7 @@ static void free_insert(gm_alloc_t *a, gm_block_t *b) {
 }
 
 static void free_erase(gm_block_t *b) {
-  gm_treap_erase(&b->pool->free, b, gm_cmp_size);
+  gm_treap_erase(&b->pool->free, b);
   b->in_set = 0;
 }
 
@@ -113,7 +113,7 @@ static void unmapped_insert(gm_block_t *b) {
 }
 
 static void unmapped_erase(gm_block_t *b) {
-  gm_treap_erase(&b->pool->unmapped, b, gm_cmp_addr);
+  gm_treap_erase(&b->pool->unmapped, b);
   b->in_set = 0;
 }
 
@@ -304,7 +304,7 @@ static gm_block_t *find_expandable_block(gm_alloc_t *a, params_t *p) {
   gm_block_t key = {0};
   key.stream = p->stream;
   for (gm_block_t *c = gm_treap_lower_bound(pool->unmapped, &key, gm_cmp_addr);
-       c && c->stream == p->stream; c = gm_treap_after(pool->unmapped, c, gm_cmp_addr)) {
+       c && c->stream == p->stream; c = gm_treap_next(c)) {
     gm_block_t *start = allocatable(c->prev) ? c->prev : c;
     uint64_t bytes = 0;
     for (gm_block_t *b = start; b && bytes < p->size && allocatable(b); b = b->next)
@@ -422,7 +422,7 @@ static int get_free_block(gm_alloc_t *a, params_t *p) {
     /* prefer blocks that are not next to unmapped space: best fit by the
      * size a block can grow to */
     for (;;) {
-      gm_block_t *next = gm_treap_after(pool->free, it, gm_cmp_size);
+      gm_block_t *next = gm_treap_next(it);
       if (!it->seg->expandable || !next || next->stream != p->stream ||
           expandable_size(next) >= expandable_size(it))
         break;
@@ -512,7 +512,7 @@ static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
     uint64_t released = 0;
     while (released < key.size && it->size >= ms && it->stream == p->stream) {
       gm_block_t *cur = it;
-      it = gm_treap_before(pool->free, cur, gm_cmp_size);
+      it = gm_treap_prev(cur);
       if (!cur->seg->expandable) {
         released += cur->size;
         release_block(a, cur);
@@ -720,7 +720,8 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
     }
   }
   if (slot) {
-    link = gm_treap_find_link(&pool->free, slot, gm_cmp_size, &succ);
+    link = gm_treap_link(&pool->free, slot);
+    succ = gm_treap_next(slot);
     slot->in_set = 0; /* try_merge_blocks must leave it in the tree */
     uint64_t n = try_merge_blocks(a, b, slot);
     d_count -= 1;

@@ -25,11 +25,14 @@ typedef struct totals {
   size_t free_blocks, unmapped_blocks;
 } totals_t;
 
-/* Check one set: ordered, and every member is what the set should hold. */
-static int check_set(const gm_block_t *t, const gm_block_t *lo, const gm_block_t *hi,
-                     gm_cmp_fn cmp, int kind, const gm_pool_t *pool, size_t *count,
-                     char *msg, size_t len) {
+/* Check one set: ordered, linked to parent up, and every member is what
+ * the set should hold. */
+static int check_set(const gm_block_t *t, const gm_block_t *up, const gm_block_t *lo,
+                     const gm_block_t *hi, gm_cmp_fn cmp, int kind, const gm_pool_t *pool,
+                     size_t *count, char *msg, size_t len) {
   if (!t) return GM_OK;
+  if (t->parent != up)
+    return fail(msg, len, "I3: treap parent link broken at block 0x%llx", (unsigned long long)t->ptr);
   if ((lo && cmp(t, lo) <= 0) || (hi && cmp(t, hi) >= 0))
     return fail(msg, len, "I3: set out of order at block 0x%llx", (unsigned long long)t->ptr);
   if (t->in_set != kind || t->pool != pool)
@@ -41,9 +44,9 @@ static int check_set(const gm_block_t *t, const gm_block_t *lo, const gm_block_t
   if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))
     return fail(msg, len, "I3: treap heap order broken at 0x%llx", (unsigned long long)t->ptr);
   (*count)++;
-  int rc = check_set(t->left, lo, t, cmp, kind, pool, count, msg, len);
+  int rc = check_set(t->left, t, lo, t, cmp, kind, pool, count, msg, len);
   if (rc != GM_OK) return rc;
-  return check_set(t->right, t, hi, cmp, kind, pool, count, msg, len);
+  return check_set(t->right, t, t, hi, cmp, kind, pool, count, msg, len);
 }
 
 static int check_stat(const char *name, const gm_stat_t *s, int64_t want, char *msg, size_t len) {
@@ -128,8 +131,8 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
   for (int i = 0; i < 2; i++) {
     const totals_t *t = &tot[pools[i]->is_small ? GM_STAT_SMALL : GM_STAT_LARGE];
     size_t nf = 0, nu = 0;
-    if ((rc = check_set(pools[i]->free, NULL, NULL, gm_cmp_size, GM_SET_FREE, pools[i], &nf, msg, len)) != GM_OK) return rc;
-    if ((rc = check_set(pools[i]->unmapped, NULL, NULL, gm_cmp_addr, GM_SET_UNMAPPED, pools[i], &nu, msg, len)) != GM_OK) return rc;
+    if ((rc = check_set(pools[i]->free, NULL, NULL, NULL, gm_cmp_size, GM_SET_FREE, pools[i], &nf, msg, len)) != GM_OK) return rc;
+    if ((rc = check_set(pools[i]->unmapped, NULL, NULL, NULL, gm_cmp_addr, GM_SET_UNMAPPED, pools[i], &nu, msg, len)) != GM_OK) return rc;
     if (nf != t->free_blocks) return fail(msg, len, "I3: free set has %zu blocks, the segments %zu", nf, t->free_blocks);
     if (nu != t->unmapped_blocks) return fail(msg, len, "I3: unmapped set has %zu blocks, the segments %zu", nu, t->unmapped_blocks);
   }

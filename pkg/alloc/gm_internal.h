@@ -22,6 +22,7 @@ typedef struct gm_block {
   /* the treap's key and links first: one cache line per search step */
   uint64_t stream, size, ptr;
   struct gm_block *left, *right;  /* treap children */
+  struct gm_block *parent;        /* treap parent, NULL at the root */
   uint32_t prio;                  /* treap priority */
   uint32_t id;                    /* allocation id while allocated or pending */
   uint64_t requested;

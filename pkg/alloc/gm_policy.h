@@ -54,7 +54,7 @@ static inline void gm_free_insert(gm_block_t *b) {
 }
 
 static inline void gm_free_erase(gm_block_t *b) {
-  gm_treap_erase(&b->pool->free, b, gm_cmp_size);
+  gm_treap_erase(&b->pool->free, b);
   b->in_set = 0;
 }
 

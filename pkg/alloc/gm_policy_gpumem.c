@@ -54,7 +54,7 @@ static void unmapped_insert(gm_block_t *b) {
 }
 
 static void unmapped_erase(gm_block_t *b) {
-  gm_treap_erase(&b->pool->unmapped, b, gm_cmp_addr);
+  gm_treap_erase(&b->pool->unmapped, b);
   b->in_set = 0;
 }
 
@@ -160,7 +160,7 @@ static uint64_t trim(gm_alloc_t *a, uint64_t want) {
       it = gm_treap_before(a->large.free, &key, gm_cmp_size);
       continue;
     }
-    gm_block_t *prev = gm_treap_before(a->large.free, it, gm_cmp_size);
+    gm_block_t *prev = gm_treap_prev(it);
     got += unmap_pages(a, it);
     it = prev;
   }
@@ -277,7 +277,7 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   gm_block_t key = {0};
   key.stream = stream;
   for (gm_block_t *u = gm_treap_lower_bound(a->large.unmapped, &key, gm_cmp_addr);
-       u && u->stream == stream; u = gm_treap_after(a->large.unmapped, u, gm_cmp_addr))
+       u && u->stream == stream; u = gm_treap_next(u))
     if (fits(u, n, &pl) && (!best.u || better(&pl, &best))) best = pl;
   if (!best.u) {
     int rc;

@@ -4,7 +4,10 @@
  * order and lower_bound, so any balanced search tree does. A treap is the
  * shortest one to get right: a binary search tree by key that is also a
  * heap by a random priority. Nodes are the blocks themselves (intrusive),
- * so inserting or erasing never allocates. Everything here is static inline
+ * so inserting or erasing never allocates. Each node also points at its
+ * parent: a member the caller already holds (a neighbour being merged, the
+ * block a search found) is erased, and its neighbours in the order found,
+ * without a descent from the root. Everything here is static inline
  * so that every use is compiled with its comparator inlined: these run on
  * every alloc and free. */
 #ifndef GM_TREAP_H
@@ -30,16 +33,22 @@ static inline int gm_cmp_addr(const gm_block_t *a, const gm_block_t *b) {
   return 0;
 }
 
-/* split t into keys < n (l) and keys > n (r). */
-static inline void split(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp, gm_block_t **l,
-                  gm_block_t **r) {
+/* split t into keys < n (l) and keys > n (r); the roots of both pieces
+ * get parent `up`, n itself when it is being inserted above them. */
+static inline void split(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp, gm_block_t *up,
+                         gm_block_t **l, gm_block_t **r) {
+  gm_block_t *lp = up, *rp = up;
   while (t) {
     if (cmp(t, n) < 0) {
       *l = t;
+      t->parent = lp;
+      lp = t;
       l = &t->right;
       t = t->right;
     } else {
       *r = t;
+      t->parent = rp;
+      rp = t;
       r = &t->left;
       t = t->left;
     }
@@ -47,38 +56,79 @@ static inline void split(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp, gm_b
   *l = *r = NULL;
 }
 
-/* merge l and r, all keys of l below all keys of r. */
-static inline gm_block_t *merge(gm_block_t *l, gm_block_t *r) {
+/* merge l and r, all keys of l below all keys of r, under parent up. */
+static inline gm_block_t *merge(gm_block_t *l, gm_block_t *r, gm_block_t *up) {
   gm_block_t *root = NULL, **link = &root;
   while (l && r) {
     if (l->prio > r->prio) {
       *link = l;
+      l->parent = up;
+      up = l;
       link = &l->right;
       l = l->right;
     } else {
       *link = r;
+      r->parent = up;
+      up = r;
       link = &r->left;
       r = r->left;
     }
   }
-  *link = l ? l : r;
+  gm_block_t *rest = l ? l : r;
+  *link = rest;
+  if (rest) rest->parent = up;
   return root;
 }
 
 static inline void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
-  gm_block_t **link = root;
-  while (*link && (*link)->prio > n->prio)
-    link = cmp(n, *link) < 0 ? &(*link)->left : &(*link)->right;
-  split(*link, n, cmp, &n->left, &n->right);
+  gm_block_t **link = root, *up = NULL;
+  while (*link && (*link)->prio > n->prio) {
+    up = *link;
+    link = cmp(n, up) < 0 ? &up->left : &up->right;
+  }
+  split(*link, n, cmp, n, &n->left, &n->right);
+  n->parent = up;
   *link = n;
 }
 
-static inline void gm_treap_erase(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
-  gm_block_t **link = root;
-  while (*link && *link != n)
-    link = cmp(n, *link) < 0 ? &(*link)->left : &(*link)->right;
-  if (*link) *link = merge(n->left, n->right);
-  n->left = n->right = NULL;
+/* The link (pointer to the child pointer) that points at member n: found
+ * through its parent, with no descent from the root. */
+static inline gm_block_t **gm_treap_link(gm_block_t **root, gm_block_t *n) {
+  gm_block_t *up = n->parent;
+  if (!up) return root;
+  return up->left == n ? &up->left : &up->right;
+}
+
+/* Erase the element a link points at. */
+static inline void gm_treap_erase_at(gm_block_t **link) {
+  gm_block_t *n = *link;
+  *link = merge(n->left, n->right, n->parent);
+  n->left = n->right = n->parent = NULL;
+}
+
+/* Erase member n. */
+static inline void gm_treap_erase(gm_block_t **root, gm_block_t *n) {
+  gm_treap_erase_at(gm_treap_link(root, n));
+}
+
+/* The members right after and right before member n, or NULL: up the
+ * parent links when n has no subtree on that side. */
+static inline gm_block_t *gm_treap_next(const gm_block_t *n) {
+  if (n->right) {
+    for (n = n->right; n->left; n = n->left) {}
+    return (gm_block_t *)n;
+  }
+  while (n->parent && n->parent->right == n) n = n->parent;
+  return n->parent;
+}
+
+static inline gm_block_t *gm_treap_prev(const gm_block_t *n) {
+  if (n->left) {
+    for (n = n->left; n->right; n = n->right) {}
+    return (gm_block_t *)n;
+  }
+  while (n->parent && n->parent->left == n) n = n->parent;
+  return n->parent;
 }
 
 static inline gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
@@ -114,25 +164,6 @@ static inline gm_block_t **gm_treap_lower_bound_link(gm_block_t **link, const gm
   return best;
 }
 
-/* The link that points at n and n's successor (or NULL): the last node
- * the descent turned left at, or the leftmost node under n. NULL if n is
- * not a member. */
-static inline gm_block_t **gm_treap_find_link(gm_block_t **link, const gm_block_t *n, gm_cmp_fn cmp,
-                                              gm_block_t **succ) {
-  *succ = NULL;
-  while (*link != n) {
-    if (!*link) return NULL;
-    if (cmp(n, *link) < 0) {
-      *succ = *link;
-      link = &(*link)->left;
-    } else {
-      link = &(*link)->right;
-    }
-  }
-  for (gm_block_t *t = n->right; t; t = t->left) *succ = t;
-  return link;
-}
-
 /* Put n where old is, with old's children and priority. The caller makes
  * sure n's key lies strictly between old's neighbours in the order, so the
  * tree stays ordered, and the heap order holds as n takes old's priority
@@ -141,16 +172,12 @@ static inline gm_block_t **gm_treap_find_link(gm_block_t **link, const gm_block_
 static inline void gm_treap_replace_at(gm_block_t **link, gm_block_t *old, gm_block_t *n) {
   n->left = old->left;
   n->right = old->right;
+  n->parent = old->parent;
   n->prio = old->prio;
-  old->left = old->right = NULL;
+  if (n->left) n->left->parent = n;
+  if (n->right) n->right->parent = n;
+  old->left = old->right = old->parent = NULL;
   *link = n;
-}
-
-/* Erase the element a link points at. */
-static inline void gm_treap_erase_at(gm_block_t **link) {
-  gm_block_t *n = *link;
-  *link = merge(n->left, n->right);
-  n->left = n->right = NULL;
 }
 
 static inline gm_block_t *gm_treap_before(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
@@ -161,19 +188,6 @@ static inline gm_block_t *gm_treap_before(gm_block_t *t, const gm_block_t *key, 
       t = t->right;
     } else {
       t = t->left;
-    }
-  }
-  return best;
-}
-
-static inline gm_block_t *gm_treap_after(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp) {
-  gm_block_t *best = NULL;
-  while (t) {
-    if (cmp(t, n) > 0) {
-      best = t;
-      t = t->left;
-    } else {
-      t = t->right;
     }
   }
   return best;
