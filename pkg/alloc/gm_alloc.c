@@ -144,10 +144,10 @@ static int idle_free(const gm_block_t *b) {
   return b && !b->allocated && !b->pending && !b->uses;
 }
 
-/* try_merge_blocks: absorb src into dst if src is free, idle and in the
- * same mapped state. Returns the bytes absorbed. */
-static uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
-  if (!idle_free(src) || src->mapped != dst->mapped) return 0;
+/* gm_block_absorb: src, a neighbour of dst in its segment, becomes part of
+ * dst. src leaves whichever set holds it; dst's place in a set is the
+ * caller's business (its key changes). Every policy merges through this. */
+void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
   if (src->in_set == GM_SET_FREE) free_erase(src);
   else if (src->in_set == GM_SET_UNMAPPED) unmapped_erase(src);
   if (dst->prev == src) {
@@ -159,9 +159,16 @@ static uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src
     dst->next = src->next;
     if (dst->next) dst->next->prev = dst;
   }
-  uint64_t n = src->size;
-  dst->size += n;
+  dst->size += src->size;
   gm_block_delete(a, src);
+}
+
+/* try_merge_blocks: absorb src into dst if src is free, idle and in the
+ * same mapped state. Returns the bytes absorbed. */
+static uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
+  if (!idle_free(src) || src->mapped != dst->mapped) return 0;
+  uint64_t n = src->size;
+  gm_block_absorb(a, dst, src);
   return n;
 }
 

@@ -100,5 +100,7 @@ struct gm_alloc {
 /* gm_alloc.c: block structs, recycled; treap priorities are deterministic. */
 gm_block_t *gm_block_new(gm_alloc_t *a);
 void gm_block_delete(gm_alloc_t *a, gm_block_t *b);
+/* merge src, a neighbour, into dst (see gm_alloc.c) */
+void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src);
 
 #endif

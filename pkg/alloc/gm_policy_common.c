@@ -138,22 +138,6 @@ gm_block_t *gm_pol_take(gm_alloc_t *a, gm_block_t *b, uint64_t size, int split, 
   return b;
 }
 
-/* absorb src into dst, its neighbour */
-static void absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
-  if (src->in_set == GM_SET_FREE) gm_free_erase(src);
-  if (dst->prev == src) {
-    dst->ptr = src->ptr;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-    if (dst->seg->head == src) dst->seg->head = dst;
-  } else {
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
-  }
-  dst->size += src->size;
-  gm_block_delete(a, src);
-}
-
 static int mergeable(const gm_block_t *n, uint64_t key) {
   return n && n->in_set == GM_SET_FREE && n->stream == key;
 }
@@ -162,12 +146,12 @@ static int mergeable(const gm_block_t *n, uint64_t key) {
  * key and insert it */
 static void coalesce(gm_alloc_t *a, gm_pseg_t *ps, gm_block_t *b) {
   if (mergeable(b->prev, b->stream)) {
-    absorb(a, b, b->prev);
+    gm_block_absorb(a, b, b->prev);
     ps->nblocks--;
     ps->nfree--;
   }
   if (mergeable(b->next, b->stream)) {
-    absorb(a, b, b->next);
+    gm_block_absorb(a, b, b->next);
     ps->nblocks--;
     ps->nfree--;
   }

@@ -86,31 +86,14 @@ static void link_after(gm_block_t *x, gm_block_t *b) {
   b->next = x;
 }
 
-/* absorb src, a neighbour of dst, into dst */
-static void absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
-  if (src->in_set == GM_SET_FREE) gm_free_erase(src);
-  else if (src->in_set == GM_SET_UNMAPPED) unmapped_erase(src);
-  if (dst->prev == src) {
-    dst->ptr = src->ptr;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-    if (dst->seg->head == src) dst->seg->head = dst;
-  } else {
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
-  }
-  dst->size += src->size;
-  gm_block_delete(a, src);
-}
-
 static int is_free(const gm_block_t *b) { return b && b->in_set == GM_SET_FREE; }
 static int is_unmapped(const gm_block_t *b) { return b && b->in_set == GM_SET_UNMAPPED; }
 
 /* Put unmapped block x (in no set) into the unmapped set, merged with its
  * unmapped neighbours first: a trim may have unmapped pages next to it. */
 static void settle_unmapped(gm_alloc_t *a, gm_block_t *x) {
-  if (is_unmapped(x->prev)) absorb(a, x, x->prev);
-  if (is_unmapped(x->next)) absorb(a, x, x->next);
+  if (is_unmapped(x->prev)) gm_block_absorb(a, x, x->prev);
+  if (is_unmapped(x->next)) gm_block_absorb(a, x, x->next);
   unmapped_insert(x);
 }
 
@@ -138,8 +121,8 @@ static uint64_t unmap_pages(gm_alloc_t *a, gm_block_t *b) {
   b->ptr = lo;
   b->size = hi - lo;
   b->mapped = 0;
-  if (is_unmapped(b->prev)) absorb(a, b, b->prev);
-  if (is_unmapped(b->next)) absorb(a, b, b->next);
+  if (is_unmapped(b->prev)) gm_block_absorb(a, b, b->prev);
+  if (is_unmapped(b->next)) gm_block_absorb(a, b, b->next);
   unmapped_insert(b);
   a->total_allocated -= hi - lo;
   GM_DEC(a, reserved_bytes, b->pool, (int64_t)(hi - lo));
@@ -329,15 +312,15 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   a->total_allocated += need;
   GM_INC(a, reserved_bytes, u->pool, (int64_t)need);
   a->st.num_device_alloc++;
-  if (p) absorb(a, u, p);
-  if (nx) absorb(a, u, nx);
+  if (p) gm_block_absorb(a, u, p);
+  if (nx) gm_block_absorb(a, u, nx);
   return (*out = carve(a, u, best.start, n, orig)) ? GM_OK : GM_EBACKEND;
 }
 
 static void gpm_free(gm_alloc_t *a, gm_block_t *b) {
   gm_pol_count_free(a, b);
-  if (is_free(b->prev)) absorb(a, b, b->prev);
-  if (is_free(b->next)) absorb(a, b, b->next);
+  if (is_free(b->prev)) gm_block_absorb(a, b, b->prev);
+  if (is_free(b->next)) gm_block_absorb(a, b, b->next);
   gm_free_insert(b);
 }
 
