@@ -12,6 +12,7 @@ go vet ./...
 echo "== race detector and AddressSanitizer on pkg/alloc"
 go test -count=1 -race ./pkg/alloc/
 go test -count=1 -asan ./pkg/alloc/
+go test -count=1 -asan -run Truncated ./pkg/replay/
 echo "== fidelity against PyTorch's own numbers"
 if [ -f ../shared/tools/fidelity.py ] && command -v python3 >/dev/null; then
   go build -o bin/gpumem ./cmd/gpumem

@@ -1046,6 +1046,39 @@ static gm_block_t *seed_block(gm_alloc_t *a, gm_seg_t *s, gm_block_t *last, uint
   return b;
 }
 
+/* A policy other than pytorch did not lay memory out as the recording did:
+ * it gets each live block by its own malloc, as it would have when the block
+ * was allocated (nocache: one device allocation per block, so freeing one
+ * block never touches another's memory). Pending blocks are then freed
+ * without completing. */
+static int seed_by_malloc(gm_alloc_t *a, uint64_t stream, const gm_seed_block_t *blocks, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const gm_seed_block_t *sb = &blocks[i];
+    uint64_t want = sb->requested ? sb->requested : sb->size;
+    if (!want) want = GM_MIN_BLOCK;
+    gm_block_t *b = NULL;
+    int rc = do_malloc(a, want, stream, 0, &b, NULL);
+    if (rc != GM_OK) return rc;
+    b->id = sb->id;
+    a->ids[sb->id] = b;
+    if (sb->pending) {
+      b->allocated = 0;
+      DEC(a, allocation, b->pool, 1);
+      DEC(a, allocated_bytes, b->pool, (int64_t)b->size);
+      if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_allocations, 1);
+      b->pending = 1;
+      b->pend_next = NULL;
+      if (a->pend_tail) a->pend_tail->pend_next = b;
+      else a->pend_head = b;
+      a->pend_tail = b;
+    } else {
+      a->ex.live_bytes += (int64_t)((want + GM_MIN_BLOCK - 1) / GM_MIN_BLOCK * GM_MIN_BLOCK);
+      if (a->ex.live_bytes > a->ex.live_bytes_peak) a->ex.live_bytes_peak = a->ex.live_bytes;
+    }
+  }
+  return GM_OK;
+}
+
 int gm_seed_segment(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
                     const gm_seed_block_t *blocks, size_t n) {
   if (size == 0 || size % GM_MIN_BLOCK) return GM_EINVAL;
@@ -1054,7 +1087,7 @@ int gm_seed_segment(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream
     if (i && blocks[i].offset <= blocks[i - 1].offset) return GM_EINVAL;
     if (ensure_id(a, blocks[i].id) != GM_OK || a->ids[blocks[i].id]) return GM_EINVAL;
   }
-  if (a->pol) return gm_policy_seed(a, stream, blocks, n);
+  if (a->pol || a->cfg.policy == GM_POLICY_NOCACHE) return seed_by_malloc(a, stream, blocks, n);
   gm_pool_t *pool = small ? &a->small : &a->large;
   uint64_t base = 0;
   int rc = a->be.malloc(a->be.ctx, size, hint, &base);

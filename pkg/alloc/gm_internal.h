@@ -74,10 +74,6 @@ typedef struct gm_policy_ops {
 extern const gm_policy_ops_t gm_policy_rmm, gm_policy_bfc, gm_policy_cupy, gm_policy_async,
     gm_policy_gpumem;
 
-/* gm_policy_seed is gm_seed_segment for those policies: each live block is
- * allocated through the policy (gm_policy_common.c). */
-int gm_policy_seed(gm_alloc_t *a, uint64_t stream, const gm_seed_block_t *blocks, size_t n);
-
 struct gm_alloc {
   const gm_policy_ops_t *pol; /* NULL for pytorch and nocache */
   void *pol_state;

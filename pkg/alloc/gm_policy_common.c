@@ -198,30 +198,3 @@ uint64_t gm_pol_release_idle(gm_alloc_t *a) {
 }
 
 /* ------------------------------------------------------------------ */
-
-int gm_policy_seed(gm_alloc_t *a, uint64_t stream, const gm_seed_block_t *blocks, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const gm_seed_block_t *sb = &blocks[i];
-    uint64_t want = sb->requested ? sb->requested : sb->size;
-    if (!want) want = GM_MIN_BLOCK;
-    gm_block_t *b = NULL;
-    int rc = a->pol->malloc(a, want, stream, 0, &b, NULL);
-    if (rc != GM_OK) return rc;
-    b->id = sb->id;
-    a->ids[sb->id] = b;
-    if (sb->pending) {
-      b->allocated = 0;
-      GM_DEC(a, allocation, b->pool, 1);
-      GM_DEC(a, allocated_bytes, b->pool, (int64_t)b->size);
-      b->pending = 1;
-      b->pend_next = NULL;
-      if (a->pend_tail) a->pend_tail->pend_next = b;
-      else a->pend_head = b;
-      a->pend_tail = b;
-    } else {
-      a->ex.live_bytes += (int64_t)gm_up(want, GM_MIN_BLOCK);
-      if (a->ex.live_bytes > a->ex.live_bytes_peak) a->ex.live_bytes_peak = a->ex.live_bytes;
-    }
-  }
-  return GM_OK;
-}

@@ -120,3 +120,38 @@ func compareSegments(t *testing.T, got []alloc.Segment, want []trace.Segment) {
 		t.Errorf("%d differences", bad)
 	}
 }
+
+// Every policy replays a truncated trace from its seeded start under the
+// checker: the seeded segments hold several live blocks each, which the
+// trace then frees (nocache once freed a whole seeded segment per block,
+// a double free).
+func TestTruncatedTracesEveryPolicy(t *testing.T) {
+	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := snap.Traces[0]
+	cut := *snap
+	cut.Traces = [][]trace.Event{all[len(all)/2:]}
+	p := FromSnapshot(&cut, 0)
+	multi := false
+	for _, s := range p.Seeds {
+		multi = multi || len(s.Blocks) > 1
+	}
+	if !p.Truncated || !multi {
+		t.Fatalf("the cut trace has no seeded segment with several blocks (truncated %v)", p.Truncated)
+	}
+	for _, pol := range alloc.Policies() {
+		t.Run(string(pol), func(t *testing.T) {
+			conf := alloc.DefaultConfig()
+			conf.Policy = pol
+			res, err := Run(p, Options{Config: conf, Check: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Done != len(p.Ops) {
+				t.Fatalf("replayed %d of %d ops", res.Done, len(p.Ops))
+			}
+		})
+	}
+}
