@@ -14,6 +14,20 @@
  * Ownership: the backend remembers every segment it handed out, every
  * reservation, and the physical handle behind every mapped page, so that
  * unmap can release each page and destroy can return all of it.
+ *
+ * Placement: best fit breaks ties between equal free blocks by address, so
+ * the allocator must see the addresses the simulated device would give, or
+ * a replay on the GPU decides differently from the same replay simulated
+ * (and from the recording). The backend therefore runs the simulated
+ * device's address model (gm_sim_backend, uncapped) beside the driver and
+ * hands the allocator the model's addresses; the driver supplies the
+ * memory. With virtual memory management each segment is a reservation
+ * asked for at the model's address (the driver grants a free fixed address
+ * when it can, so the GPU's addresses then equal the simulation's) with
+ * physical pages mapped into it; where the driver places it elsewhere, or
+ * has no virtual memory management (cuMemAlloc), the backend translates.
+ * The card's capacity is the driver's: a segment the driver refuses is an
+ * out-of-memory, and the model forgets it.
  */
 #if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -239,9 +253,11 @@ typedef struct {
   gm__CUdevice dev;
   gm__CUcontext ctx;
   size_t gran;        /* cuMemCreate granularity; 0 = no virtual memory management */
-  gm__cu_map_t segs;  /* malloc'd segment → a: size */
-  gm__cu_map_t resv;  /* reservation → a: size */
-  gm__cu_map_t pages; /* mapped page → a: handle, b: page size */
+  gm_backend_t model; /* the simulated device's address model (see Placement) */
+  gm__cu_map_t segs;  /* model address of a malloc'd segment → a: device address, b: size */
+  gm__cu_map_t resv;  /* model address of a reservation → a: size, b: device address */
+  gm__cu_map_t pages; /* mapped device page → a: handle, b: page size */
+  uint64_t placed, exact; /* reservations made, and those the driver put at the model's address */
   char err[256];      /* the last failure, for diagnostics */
 } gm__cuda_t;
 
@@ -293,33 +309,124 @@ static int gm__cu_enter(gm__cuda_t *c) {
   return GM_OK;
 }
 
+static gm__CUresult gm__cu_drop_page(gm__cuda_t *c, gm__cu_ent_t *e);
+
+/* Reserves `size` bytes of address space, at `want` if the driver grants
+ * it. A driver may refuse a fixed address it cannot give (out of memory
+ * rather than elsewhere); the range is then taken wherever it lands. */
+static gm__CUresult gm__cu_reserve_at(gm__cuda_t *c, uint64_t size, uint64_t want, gm__CUdeviceptr *p) {
+  gm__CUresult rc = gm__cu.MemAddressReserve(p, (size_t)size, 0, want, 0);
+  if (rc != GM__CUDA_SUCCESS && want != 0) rc = gm__cu.MemAddressReserve(p, (size_t)size, 0, 0, 0);
+  if (rc == GM__CUDA_SUCCESS) {
+    c->placed++;
+    if (*p == want) c->exact++;
+  }
+  return rc;
+}
+
+/* Backs [p, p+size) with one physical allocation, readable and writable.
+ * pre: size is a multiple of the granularity. */
+static gm__CUresult gm__cu_back(gm__cuda_t *c, gm__CUdeviceptr p, uint64_t size, const char **what) {
+  gm__CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = GM__CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = GM__CU_MEM_HANDLE_TYPE_NONE;
+  prop.location.type = GM__CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = c->dev;
+  gm__CUmemGenericAllocationHandle h = 0;
+  gm__CUresult rc = gm__cu.MemCreate(&h, (size_t)size, &prop, 0);
+  if (rc != GM__CUDA_SUCCESS) {
+    *what = "cuMemCreate";
+    return rc;
+  }
+  if ((rc = gm__cu.MemMap(p, (size_t)size, 0, h, 0)) != GM__CUDA_SUCCESS) {
+    gm__cu.MemRelease(h);
+    *what = "cuMemMap";
+    return rc;
+  }
+  gm__CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location.type = GM__CU_MEM_LOCATION_TYPE_DEVICE;
+  acc.location.id = c->dev;
+  acc.flags = GM__CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if ((rc = gm__cu.MemSetAccess(p, (size_t)size, &acc, 1)) != GM__CUDA_SUCCESS ||
+      gm__cu_put(&c->pages, p, h, size) != 0) {
+    gm__cu.MemUnmap(p, (size_t)size);
+    gm__cu.MemRelease(h);
+    *what = rc != GM__CUDA_SUCCESS ? "cuMemSetAccess" : NULL;
+    return rc != GM__CUDA_SUCCESS ? rc : GM__CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return GM__CUDA_SUCCESS;
+}
+
+/* One segment's device memory: a placed reservation with its pages, or
+ * cuMemAlloc without virtual memory management. */
+static int gm__cu_segment(gm__cuda_t *c, uint64_t at, uint64_t size, gm__CUdeviceptr *out) {
+  gm__CUresult rc;
+  const char *what = NULL;
+  if (c->gran == 0) {
+    if ((rc = gm__cu.MemAlloc(out, (size_t)size)) != GM__CUDA_SUCCESS)
+      return gm__cu_fail(c, rc, "cuMemAlloc(%llu bytes)", (unsigned long long)size);
+    return GM_OK;
+  }
+  uint64_t span = (size + c->gran - 1) / c->gran * c->gran;
+  gm__CUdeviceptr p = 0;
+  if ((rc = gm__cu_reserve_at(c, span, at, &p)) != GM__CUDA_SUCCESS)
+    return gm__cu_fail(c, rc, "cuMemAddressReserve(%llu bytes)", (unsigned long long)span);
+  if ((rc = gm__cu_back(c, p, span, &what)) != GM__CUDA_SUCCESS) {
+    gm__cu.MemAddressFree(p, (size_t)span);
+    if (what == NULL) return gm__cu_misuse(c, "cuda backend: out of host memory");
+    return gm__cu_fail(c, rc, "%s(%llu bytes)", what, (unsigned long long)span);
+  }
+  *out = p;
+  return GM_OK;
+}
+
+/* Returns what gm__cu_segment obtained. */
+static gm__CUresult gm__cu_segment_free(gm__cuda_t *c, gm__CUdeviceptr p, uint64_t size) {
+  gm__cu_ent_t *pg = gm__cu_find(&c->pages, p);
+  if (pg == NULL) return gm__cu.MemFree(p);
+  uint64_t span = pg->b;
+  gm__CUresult rc = gm__cu_drop_page(c, pg);
+  gm__CUresult rc2 = gm__cu.MemAddressFree(p, (size_t)span);
+  (void)size;
+  return rc != GM__CUDA_SUCCESS ? rc : rc2;
+}
+
 static int gm__cu_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
   gm__cuda_t *c = ctx;
-  (void)hint; /* cuMemAlloc takes no address preference */
   int st = gm__cu_enter(c);
   if (st != GM_OK) return st;
+  uint64_t at = 0;
+  if ((st = c->model.malloc(c->model.ctx, size, hint, &at)) != GM_OK)
+    return gm__cu_misuse(c, "cuda backend: the address model has no room for %llu bytes",
+                         (unsigned long long)size);
   gm__CUdeviceptr p = 0;
-  gm__CUresult rc = gm__cu.MemAlloc(&p, (size_t)size);
-  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemAlloc(%llu bytes)", (unsigned long long)size);
-  if (gm__cu_put(&c->segs, p, size, 0) != 0) {
-    gm__cu.MemFree(p);
+  if ((st = gm__cu_segment(c, at, size, &p)) != GM_OK) {
+    c->model.free(c->model.ctx, at, size);
+    return st;
+  }
+  if (gm__cu_put(&c->segs, at, p, size) != 0) {
+    gm__cu_segment_free(c, p, size);
+    c->model.free(c->model.ctx, at, size);
     return gm__cu_misuse(c, "cuda backend: out of host memory");
   }
-  *addr = p;
+  *addr = at;
   return GM_OK;
 }
 
 static int gm__cu_free(void *ctx, uint64_t addr, uint64_t size) {
   gm__cuda_t *c = ctx;
   gm__cu_ent_t *e = gm__cu_find(&c->segs, addr);
-  if (e == NULL || e->a != size)
+  if (e == NULL || e->b != size)
     return gm__cu_misuse(c, "cuda backend: free of 0x%llx (%llu bytes) that malloc did not return",
                          (unsigned long long)addr, (unsigned long long)size);
   int st = gm__cu_enter(c);
   if (st != GM_OK) return st;
-  gm__CUresult rc = gm__cu.MemFree(addr);
-  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemFree(0x%llx)", (unsigned long long)addr);
+  gm__CUresult rc = gm__cu_segment_free(c, e->a, size);
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "freeing segment 0x%llx", (unsigned long long)e->a);
   gm__cu_del(&c->segs, e);
+  c->model.free(c->model.ctx, addr, size);
   return GM_OK;
 }
 
@@ -340,14 +447,23 @@ static int gm__cu_va_reserve(void *ctx, uint64_t size, uint64_t page, uint64_t *
     return gm__cu_misuse(c, "cuda backend: reservation of %llu bytes is not a whole number of %llu-byte pages",
                          (unsigned long long)size, (unsigned long long)page);
   if ((st = gm__cu_enter(c)) != GM_OK) return st;
+  uint64_t at = 0;
+  if (c->model.va_reserve(c->model.ctx, size, page, &at) != GM_OK)
+    return gm__cu_misuse(c, "cuda backend: the address model has no room for %llu bytes",
+                         (unsigned long long)size);
   gm__CUdeviceptr p = 0;
-  gm__CUresult rc = gm__cu.MemAddressReserve(&p, (size_t)size, 0, 0, 0); /* alignment 0: the granularity, as PyTorch asks; a 20 MiB page is no valid alignment */
-  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemAddressReserve(%llu bytes)", (unsigned long long)size);
-  if (gm__cu_put(&c->resv, p, size, 0) != 0) {
+  /* alignment 0: the granularity, as PyTorch asks; a 20 MiB page is no valid alignment */
+  gm__CUresult rc = gm__cu_reserve_at(c, size, at, &p);
+  if (rc != GM__CUDA_SUCCESS) {
+    c->model.va_release(c->model.ctx, at, size);
+    return gm__cu_fail(c, rc, "cuMemAddressReserve(%llu bytes)", (unsigned long long)size);
+  }
+  if (gm__cu_put(&c->resv, at, size, p) != 0) {
     gm__cu.MemAddressFree(p, (size_t)size);
+    c->model.va_release(c->model.ctx, at, size);
     return gm__cu_misuse(c, "cuda backend: out of host memory");
   }
-  *addr = p;
+  *addr = at;
   return GM_OK;
 }
 
@@ -382,17 +498,20 @@ static int gm__cu_va_release(void *ctx, uint64_t addr, uint64_t size) {
                          (unsigned long long)addr, (unsigned long long)size);
   int st = gm__cu_enter(c);
   if (st != GM_OK) return st;
+  uint64_t dev = r->b;
   /* Pages still mapped would make cuMemAddressFree fail; return them first. */
-  gm__CUresult rc = c->pages.n ? gm__cu_drop_range(c, addr, size) : GM__CUDA_SUCCESS;
-  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemUnmap(0x%llx)", (unsigned long long)addr);
-  rc = gm__cu.MemAddressFree(addr, (size_t)size);
-  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemAddressFree(0x%llx)", (unsigned long long)addr);
+  gm__CUresult rc = c->pages.n ? gm__cu_drop_range(c, dev, size) : GM__CUDA_SUCCESS;
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemUnmap(0x%llx)", (unsigned long long)dev);
+  rc = gm__cu.MemAddressFree(dev, (size_t)size);
+  if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemAddressFree(0x%llx)", (unsigned long long)dev);
   gm__cu_del(&c->resv, r);
+  c->model.va_release(c->model.ctx, addr, size);
   return GM_OK;
 }
 
-/* Checks that [addr, addr+size) is page-aligned and inside one reservation. */
-static int gm__cu_check_range(gm__cuda_t *c, uint64_t addr, uint64_t size, uint64_t page) {
+/* Checks that [addr, addr+size) (model addresses) is page-aligned and
+ * inside one reservation; *dev is where it lies on the device. */
+static int gm__cu_check_range(gm__cuda_t *c, uint64_t addr, uint64_t size, uint64_t page, uint64_t *dev) {
   int st = gm__cu_check_page(c, page);
   if (st != GM_OK) return st;
   /* Pages are counted from the reservation's base, which is only
@@ -404,6 +523,7 @@ static int gm__cu_check_range(gm__cuda_t *c, uint64_t addr, uint64_t size, uint6
     const gm__cu_ent_t *r = &c->resv.e[i];
     if (r->key != 0 && addr >= r->key && addr - r->key <= r->a && size <= r->a - (addr - r->key)) {
       if ((addr - r->key) % page != 0) break;
+      *dev = r->b + (addr - r->key);
       return GM_OK;
     }
   }
@@ -413,57 +533,26 @@ static int gm__cu_check_range(gm__cuda_t *c, uint64_t addr, uint64_t size, uint6
 
 static int gm__cu_map(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
   gm__cuda_t *c = ctx;
-  int st = gm__cu_check_range(c, addr, size, page);
+  uint64_t dev = 0;
+  int st = gm__cu_check_range(c, addr, size, page, &dev);
   if (st != GM_OK) return st;
   uint64_t n = size / page;
   for (uint64_t i = 0; i < n; i++)
-    if (gm__cu_find(&c->pages, addr + i * page) != NULL)
+    if (gm__cu_find(&c->pages, dev + i * page) != NULL)
       return gm__cu_misuse(c, "cuda backend: page 0x%llx is already mapped",
                            (unsigned long long)(addr + i * page));
   if ((st = gm__cu_enter(c)) != GM_OK) return st;
-
-  gm__CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof prop);
-  prop.type = GM__CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.requestedHandleTypes = GM__CU_MEM_HANDLE_TYPE_NONE;
-  prop.location.type = GM__CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = c->dev;
-
   /* One physical handle per page, as PyTorch's expandable segments do, so
    * each page can later be returned on its own. */
   uint64_t done = 0;
   gm__CUresult rc = GM__CUDA_SUCCESS;
   const char *what = NULL;
-  for (; done < n; done++) {
-    uint64_t p = addr + done * page;
-    gm__CUmemGenericAllocationHandle h = 0;
-    if ((rc = gm__cu.MemCreate(&h, (size_t)page, &prop, 0)) != GM__CUDA_SUCCESS) {
-      what = "cuMemCreate";
-      break;
-    }
-    if ((rc = gm__cu.MemMap(p, (size_t)page, 0, h, 0)) != GM__CUDA_SUCCESS) {
-      gm__cu.MemRelease(h);
-      what = "cuMemMap";
-      break;
-    }
-    if (gm__cu_put(&c->pages, p, h, page) != 0) {
-      gm__cu.MemUnmap(p, (size_t)page);
-      gm__cu.MemRelease(h);
-      break;
-    }
-  }
-  if (done == n) {
-    gm__CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location.type = GM__CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = c->dev;
-    acc.flags = GM__CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if ((rc = gm__cu.MemSetAccess(addr, (size_t)size, &acc, 1)) == GM__CUDA_SUCCESS) return GM_OK;
-    what = "cuMemSetAccess";
-  }
+  for (; done < n; done++)
+    if ((rc = gm__cu_back(c, dev + done * page, page, &what)) != GM__CUDA_SUCCESS) break;
+  if (done == n) return GM_OK;
   /* Undo: nothing stays mapped on failure. */
   for (uint64_t i = 0; i < done; i++) {
-    gm__cu_ent_t *e = gm__cu_find(&c->pages, addr + i * page);
+    gm__cu_ent_t *e = gm__cu_find(&c->pages, dev + i * page);
     if (e != NULL) gm__cu_drop_page(c, e);
   }
   if (what == NULL) return gm__cu_misuse(c, "cuda backend: out of host memory");
@@ -472,11 +561,12 @@ static int gm__cu_map(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
 
 static int gm__cu_unmap(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
   gm__cuda_t *c = ctx;
-  int st = gm__cu_check_range(c, addr, size, page);
+  uint64_t dev = 0;
+  int st = gm__cu_check_range(c, addr, size, page, &dev);
   if (st != GM_OK) return st;
   uint64_t n = size / page;
   for (uint64_t i = 0; i < n; i++) {
-    const gm__cu_ent_t *e = gm__cu_find(&c->pages, addr + i * page);
+    const gm__cu_ent_t *e = gm__cu_find(&c->pages, dev + i * page);
     if (e == NULL || e->b != page)
       return gm__cu_misuse(c, "cuda backend: page 0x%llx (%llu bytes) is not mapped",
                            (unsigned long long)(addr + i * page), (unsigned long long)page);
@@ -484,7 +574,7 @@ static int gm__cu_unmap(void *ctx, uint64_t addr, uint64_t size, uint64_t page) 
   if ((st = gm__cu_enter(c)) != GM_OK) return st;
   gm__CUresult first = GM__CUDA_SUCCESS;
   for (uint64_t i = 0; i < n; i++) {
-    gm__CUresult rc = gm__cu_drop_page(c, gm__cu_find(&c->pages, addr + i * page));
+    gm__CUresult rc = gm__cu_drop_page(c, gm__cu_find(&c->pages, dev + i * page));
     if (first == GM__CUDA_SUCCESS) first = rc;
   }
   /* The pages are forgotten either way: a handle the driver refused to
@@ -510,16 +600,24 @@ static void gm__cu_destroy(void *ctx) {
   /* Without a current context nothing can be returned; the primary
    * context's release below still frees it all with the context. */
   if (gm__cu.CtxSetCurrent(c->ctx) == GM__CUDA_SUCCESS) {
+    for (size_t i = 0; i < c->segs.cap;) {
+      gm__cu_ent_t *e = &c->segs.e[i];
+      if (e->key == 0) {
+        i++;
+        continue;
+      }
+      gm__cu_segment_free(c, e->a, e->b);
+      gm__cu_del(&c->segs, e); /* shifts another entry into slot i */
+    }
     for (size_t i = 0; i < c->pages.cap; i++)
       if (c->pages.e[i].key != 0) {
         gm__cu.MemUnmap(c->pages.e[i].key, (size_t)c->pages.e[i].b);
         gm__cu.MemRelease(c->pages.e[i].a);
       }
     for (size_t i = 0; i < c->resv.cap; i++)
-      if (c->resv.e[i].key != 0) gm__cu.MemAddressFree(c->resv.e[i].key, (size_t)c->resv.e[i].a);
-    for (size_t i = 0; i < c->segs.cap; i++)
-      if (c->segs.e[i].key != 0) gm__cu.MemFree(c->segs.e[i].key);
+      if (c->resv.e[i].key != 0) gm__cu.MemAddressFree(c->resv.e[i].b, (size_t)c->resv.e[i].a);
   }
+  if (c->model.destroy) c->model.destroy(c->model.ctx);
   gm__cu.DevicePrimaryCtxRelease(c->dev);
   free(c->pages.e);
   free(c->resv.e);
@@ -600,6 +698,12 @@ int gm_cuda_backend(int device, gm_backend_t *b, char *err, size_t errlen) {
   if (gm__cu.MemGetAllocationGranularity(&g, &prop, GM__CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
       GM__CUDA_SUCCESS)
     c->gran = g;
+  if (gm_sim_backend(0, &c->model) != GM_OK) {
+    gm__cu_seterr(err, errlen, "cuda backend: out of host memory");
+    gm__cu.DevicePrimaryCtxRelease(c->dev);
+    free(c);
+    return GM_EBACKEND;
+  }
 
   *b = (gm_backend_t){
       .ctx = c,
