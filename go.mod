@@ -3,7 +3,7 @@ module github.com/gpumem/gpumem
 go 1.26
 
 require (
-	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/NVIDIA/go-nvml v0.12.9-0
 	github.com/fatih/color v1.19.0
 	github.com/guptarohit/asciigraph v0.10.0
 	github.com/mattn/go-isatty v0.0.22

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=1
-export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g}"
 
 echo "== go vet"
 go vet ./...
