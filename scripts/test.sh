@@ -20,5 +20,7 @@ if [ -f ../shared/tools/fidelity.py ] && command -v python3 >/dev/null; then
 fi
 echo "== go test ./..."
 go test -count=1 ./...
+echo "== go mod tidy leaves go.mod and go.sum as they are"
+go mod tidy -diff
 echo "== the HTML report in a headless browser"
 bash scripts/html_check.sh
