@@ -305,9 +305,10 @@ func runFuzzAllocator(t *testing.T, data []byte, seeded bool) {
 	}
 	step(Op{Kind: OpEmptyCache})
 	st := a.Stats()
-	// RMM's pool and TensorFlow's BFC keep their memory until destroyed:
-	// empty_cache gives nothing back there, but nothing may stay active.
-	keeps := o.Config.Policy == PolicyRMMPool || o.Config.Policy == PolicyBFC
+	// A policy that keeps its cache (RMM's pool, TensorFlow's BFC) gives
+	// nothing back on empty_cache, but nothing may stay active.
+	info, _ := o.Config.Policy.Info()
+	keeps := info.KeepsCache
 	if st.ActiveBytes[All].Current != 0 || (!keeps && (st.ReservedBytes[All].Current != 0 || len(a.Snapshot()) != 0)) {
 		fail("after freeing everything and empty_cache: reserved %d, active %d, %d segments",
 			st.ReservedBytes[All].Current, st.ActiveBytes[All].Current, len(a.Snapshot()))

@@ -24,8 +24,8 @@ type PolicyInfo struct {
 	KeepsCache bool
 	// PyTorchKnobs: it reads max_split_size and expandable_segments.
 	PyTorchKnobs bool
-	note string // why a sweep does not advise it; "" = the generic reason
-	id   C.int  // GM_POLICY_*
+	note         string // why a sweep does not advise it; "" = the generic reason
+	id           C.int  // GM_POLICY_*
 }
 
 // policyTable is every policy, in the order reports show them.
