@@ -93,10 +93,10 @@ func TestConformanceChecker(t *testing.T) {
 		}
 		liveCounts(t, a, int64(len(sizes)-1), 0) // the zero-size one holds no block
 		conformStep(t, a, Op{Kind: OpRecordStream, ID: 2, Stream: 1})
-		conformStep(t, a, Op{Kind: OpFree, ID: 2})       // pending: recorded on another stream
+		conformStep(t, a, Op{Kind: OpFree, ID: 2})        // pending: recorded on another stream
 		conformStep(t, a, Op{Kind: OpFreeRequest, ID: 4}) // pending until completed
 		conformStep(t, a, Op{Kind: OpFree, ID: 9})        // zero-size
-		liveCounts(t, a, int64(len(sizes)-1-2), 2) // 2 and 4 pending, 9 had no block
+		liveCounts(t, a, int64(len(sizes)-1-2), 2)        // 2 and 4 pending, 9 had no block
 		for _, id := range []uint32{1, 3, 5, 7} {
 			conformStep(t, a, Op{Kind: OpFree, ID: id})
 		}
