@@ -14,6 +14,7 @@
   X(BFC, gm_policy_bfc)            \
   X(CUPY, gm_policy_cupy)          \
   X(ASYNC, gm_policy_async)        \
-  X(NOCACHE, gm_policy_nocache)
+  X(NOCACHE, gm_policy_nocache)    \
+  /* a new row goes above this line */
 
 #endif
