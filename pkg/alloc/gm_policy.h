@@ -56,9 +56,9 @@ struct gm_policy {
   /* seed (optional): lay out a truncated trace's starting segment of `size`
    * bytes holding blocks[0..n) as recorded (gm_seed_segment's contract;
    * the engine has checked the blocks and that their ids are free). Live
-   * blocks are counted as allocated (gm_count_alloc and the allocation
-   * statistics) and gm_live_add'ed; pending ones are gm_pend_push'ed with
-   * only the active statistics. NULL: the engine seeds each block by its
+   * blocks move every statistic an allocation moves and are gm_live_add'ed;
+   * pending ones are gm_pend_push'ed and move only the active ones. The
+   * engine sets no id: the hook maps a->ids[id] to each block. NULL: the engine seeds each block by its
    * own malloc instead, as the policy would have placed it. */
   int (*seed)(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
               const gm_seed_block_t *blocks, size_t n);
