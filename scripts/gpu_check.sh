@@ -3,14 +3,18 @@
 # NVIDIA GPU: `gpumem summary` against nvidia-smi with a process holding
 # memory, a replay on the real GPU against the simulated device (default and
 # expandable segments), memory returned at exit, and the allocator
-# benchmarks. Expects bin/gpumem and bin/replay.test (go test -c ./pkg/replay)
-# built beforehand. Writes its evidence to ${OUT:-/tmp/gpu_check}.
+# benchmarks, and the CUDA backend's own tests (pkg/alloc/cuda_test.go).
+# Expects bin/gpumem, bin/replay.test (go test -c ./pkg/replay) and
+# bin/alloc.test (go test -c ./pkg/alloc) built beforehand. Writes its evidence to ${OUT:-/tmp/gpu_check}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu_check}
 mkdir -p "$out"
 trace=testdata/pytorch/gpt2_varlen.pickle
 smi() { nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader,nounits; }
+
+echo "== the CUDA backend, entry point by entry point"
+(cd pkg/alloc && ../../bin/alloc.test -test.run 'CUDA' -test.v -test.count=1) 2>&1 | tee "$out/cuda_backend.txt"
 
 echo "== summary against nvidia-smi, with a torch process holding 8 GiB"
 python3 -c "import torch,time; x=torch.empty(8<<30,dtype=torch.uint8,device='cuda'); time.sleep(40)" &

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +27,7 @@ func (f *allocFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.conf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
 	fl.StringVar(&f.deviceMemory, "device-memory", "", "simulated card size, bytes or with a unit (e.g. 24GiB); no limit without it")
 	fl.Float64Var(&f.fraction, "memory-fraction", 0, "set_per_process_memory_fraction of --device-memory")
-	fl.StringVar(&f.policy, "policy", string(alloc.PolicyPyTorch), "allocation policy: "+policyNames())
+	fl.StringVar(&f.policy, "policy", string(alloc.PolicyPyTorch), "allocation policy: "+alloc.PolicyNames())
 }
 
 // options turns the flags into replay options. recorded is the trace's own
@@ -208,12 +207,4 @@ func writeReport(a *app, w io.Writer, format string, r *report.Replay, ro report
 		return report.Timeline(w, r, ro)
 	}
 	return nil
-}
-
-func policyNames() string {
-	var names []string
-	for _, p := range alloc.Policies() {
-		names = append(names, string(p))
-	}
-	return strings.Join(names, ", ")
 }

@@ -293,17 +293,12 @@ func unsettableNote(r *sweep.Row, base *sweep.Row) string {
 		than = ", " + saving(base.PeakReserved()-r.PeakReserved(), base.PeakReserved()) + " less than the defaults,"
 	}
 	why := "it is not PyTorch's caching allocator, and PYTORCH_CUDA_ALLOC_CONF cannot select it"
-	switch c := r.Setting.Config; {
-	case c.Policy == alloc.PolicyNoCache:
-		why = fmt.Sprintf("it is PYTORCH_NO_CUDA_MEMORY_CACHING=1, not a PYTORCH_CUDA_ALLOC_CONF setting: every allocation "+
-			"becomes a cudaMalloc and every free a cudaFree (%d device allocations here), which is slow", r.DeviceAllocs())
-	case c.Policy == alloc.PolicyCUDAAsync:
-		why = "backend:cudaMallocAsync selects the driver's pool, whose internals are closed: gpumem models it, " +
-			"it does not replicate it, so measure on the GPU before switching"
-	case c.Policy == alloc.PolicyGPUMem:
-		why = "it is gpumem's own policy; PyTorch has no such allocator"
-	case c.Backend != "native":
-		why = "gpumem does not simulate the " + r.Setting.Config.Backend + " backend (these are the native allocator's figures)"
+	// the policy's own reason (from its row in the policy table) comes first
+	info, _ := r.Setting.Config.Policy.Info()
+	if own := info.NotAdvisedBecause(r.DeviceAllocs()); own != "" {
+		why = own
+	} else if c := r.Setting.Config; c.Backend != "native" {
+		why = "gpumem does not simulate the " + c.Backend + " backend (these are the native allocator's figures)"
 	}
 	return fmt.Sprintf("note: %s reserves %s%s but is not advised: %s", r.Label, report.FormatBytes(r.PeakReserved()), than, why)
 }

@@ -122,25 +122,12 @@ func New(o Options) (*Allocator, error) {
 	}
 	var cc C.gm_config_t
 	C.gm_config_default(&cc)
-	switch cfg.Policy {
-	case PolicyPyTorch:
-		cc.policy = C.GM_POLICY_PYTORCH
-	case PolicyNoCache:
-		cc.policy = C.GM_POLICY_NOCACHE
-	case PolicyRMMPool:
-		cc.policy = C.GM_POLICY_RMM
-	case PolicyBFC:
-		cc.policy = C.GM_POLICY_BFC
-	case PolicyCuPy:
-		cc.policy = C.GM_POLICY_CUPY
-	case PolicyCUDAAsync:
-		cc.policy = C.GM_POLICY_ASYNC
-	case PolicyGPUMem:
-		cc.policy = C.GM_POLICY_GPUMEM
-	default:
+	pol, ok := cfg.Policy.Info()
+	if !ok {
 		C.gm_call_destroy(&be)
 		return nil, fmt.Errorf("unknown policy %q", cfg.Policy)
 	}
+	cc.policy = pol.id
 	cc.max_split_size = ^C.uint64_t(0)
 	if cfg.MaxSplitSize != 0 {
 		cc.max_split_size = C.uint64_t(cfg.MaxSplitSize)

@@ -10,7 +10,8 @@ import (
 // Policy names an allocation policy.
 type Policy string
 
-// The policies the allocator offers.
+// Names of the policies the allocator offers, for Go code that picks one;
+// the list of policies is the C table ([Policies], policies.go).
 const (
 	// PolicyPyTorch is PyTorch 2.11's native CUDA caching allocator.
 	PolicyPyTorch Policy = "pytorch"
@@ -35,11 +36,6 @@ const (
 	// stays within a few pages of the peak of live bytes.
 	PolicyGPUMem Policy = "gpumem"
 )
-
-// Policies lists every policy, in the order reports show them.
-func Policies() []Policy {
-	return []Policy{PolicyPyTorch, PolicyGPUMem, PolicyRMMPool, PolicyBFC, PolicyCuPy, PolicyCUDAAsync, PolicyNoCache}
-}
 
 const mib = 1 << 20
 
@@ -334,18 +330,4 @@ func leadingZeros(v uint64) int {
 		n++
 	}
 	return n
-}
-
-// ParsePolicy checks a policy name.
-func ParsePolicy(s string) (Policy, error) {
-	for _, p := range Policies() {
-		if string(p) == s {
-			return p, nil
-		}
-	}
-	names := make([]string, 0, 4)
-	for _, p := range Policies() {
-		names = append(names, string(p))
-	}
-	return "", fmt.Errorf("unknown policy %q (known: %s)", s, strings.Join(names, ", "))
 }

@@ -72,10 +72,19 @@
 //
 // gm_alloc.h is the only public C header; it states the backend contract
 // and the invariants that gm_check verifies (tests run it after every
-// operation with Options.Check). gm_alloc.c holds the pytorch and nocache
-// policies, named after PyTorch's functions, and the dispatch to the others
-// (gm_policy_*.c, built on gm_policy_common.c); gm_treap.h the ordered
-// free sets; gm_inspect.c the checker and snapshots; gm_sim.c the
-// simulated device; gm_cuda.c the CUDA driver backend, loaded with dlopen
-// so that no CUDA toolkit is needed to build.
+// operation with Options.Check). Every policy is a plug-in of one engine:
+// gm_alloc.c (ids, pending frees, gm_run, peaks, statistics, seeding, the
+// checker hook) calls a policy only through its gm_policy_t, whose hooks
+// gm_policy.h documents along with the bookkeeping helpers every policy
+// uses. gm_policies.h is the table, one row per policy, from which the C
+// enum, the engine's table and this package's [Policies] and [PolicyInfo]
+// come. Each policy is one file, gm_policy_<name>.c: pytorch (named after
+// PyTorch's functions), nocache, gpumem, and rmm-pool, bfc, cupy and
+// cuda-async built on the best-fit library gm_bestfit.c. gm_treap.h holds
+// the ordered free sets; gm_inspect.c the checker and snapshots; gm_sim.c
+// the simulated device; gm_cuda.c the CUDA driver backend, loaded with
+// dlopen so that no CUDA toolkit is needed to build (its tests,
+// cuda_test.go, skip without a GPU). The conformance suite
+// (conformance_test.go) holds every policy of the table to the rules all
+// must keep.
 package alloc

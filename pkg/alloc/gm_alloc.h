@@ -4,8 +4,9 @@
  * backend (a simulated device, or the CUDA driver). Its `pytorch` policy
  * reproduces PyTorch 2.11's native CUDA caching allocator decision for
  * decision: same rounding, pools, best fit, splits, merges, releases,
- * retries and statistics. The `nocache` policy sends every request to the
- * device, for comparison.
+ * retries and statistics. The other policies (gm_policies.h lists them)
+ * place blocks as other allocators do, for comparison; each is a plug-in
+ * of one engine (gm_policy.h says what a policy must do).
  *
  * Terms (see doc.go for the long form):
  *   segment  memory obtained from the device in one call (cudaMalloc), or one
@@ -50,18 +51,42 @@ enum {
   GM_ECORRUPT = 4   /* gm_check found a broken invariant */
 };
 
-/* Policies: PyTorch's, no caching, RMM's pool, TensorFlow's BFC, CuPy's
- * pool, an approximation of cudaMallocAsync, and gpumem's own (page-granular
- * virtual memory; see gm_policy_gpumem.c). */
+/* Policies: PyTorch's, gpumem's own (page-granular virtual memory; see
+ * gm_policy_gpumem.c), RMM's pool, TensorFlow's BFC, CuPy's pool, an
+ * approximation of cudaMallocAsync, and no caching. GM_POLICY_<ID> comes
+ * from the rows of gm_policies.h, in their order; GM_POLICY_COUNT ends it. */
+#include "gm_policies.h"
 enum {
-  GM_POLICY_PYTORCH = 0,
-  GM_POLICY_NOCACHE = 1,
-  GM_POLICY_RMM = 2,
-  GM_POLICY_BFC = 3,
-  GM_POLICY_CUPY = 4,
-  GM_POLICY_ASYNC = 5,
-  GM_POLICY_GPUMEM = 6
+#define GM_POLICY_ENUM(id, sym) GM_POLICY_##id,
+  GM_POLICIES(GM_POLICY_ENUM)
+#undef GM_POLICY_ENUM
+  GM_POLICY_COUNT
 };
+
+/* What a policy is, for the Go side (names, help text, sweep notes) and the
+ * tests (traits). */
+enum {
+  /* PYTORCH_CUDA_ALLOC_CONF selects it: PyTorch's own caching allocator. */
+  GM_TRAIT_SETTABLE = 1,
+  /* empty_cache returns no memory to the device (the pool keeps it). */
+  GM_TRAIT_KEEPS_CACHE = 2,
+  /* It reads max_split_size and expandable_segments; without this trait
+   * gm_new turns both off (unlimited, off) before the policy's init. */
+  GM_TRAIT_PYTORCH_KNOBS = 4
+};
+
+typedef struct gm_policy_info {
+  const char *name;    /* as --policy takes it: "pytorch", "rmm-pool", ... */
+  const char *summary; /* one line for help text */
+  /* Why a sweep does not advise it, or NULL for the generic reason;
+   * "{device_allocs}" stands for the run's number of device allocations. */
+  const char *note;
+  unsigned traits;     /* GM_TRAIT_* */
+} gm_policy_info_t;
+
+/* gm_policy_info fills *out for policy (0 <= policy < GM_POLICY_COUNT);
+ * GM_EINVAL for any other number. */
+int gm_policy_info(int policy, gm_policy_info_t *out);
 
 /* ---------------------------------------------------------------------
  * Backend contract: the only way the allocator touches a device.

@@ -719,3 +719,78 @@ int gm_cuda_backend(int device, gm_backend_t *b, char *err, size_t errlen) {
   };
   return GM_OK;
 }
+
+/* ---- probes for the Go tests (gm_cuda_probe.h) ------------------------- */
+
+#include "gm_cuda_probe.h"
+
+void gm_cuda_probe(const void *ctx, gm_cuda_probe_t *out) {
+  const gm__cuda_t *c = ctx;
+  *out = (gm_cuda_probe_t){c->gran, c->segs.n, c->resv.n, c->pages.n, c->err};
+}
+
+int gm_cuda_probe_touch(uint64_t p, uint64_t n, uint64_t stride, unsigned char v) {
+  gm__CUresult (*memset8)(gm__CUdeviceptr, unsigned char, size_t);
+  gm__CUresult (*dtoh)(void *, gm__CUdeviceptr, size_t);
+  gm__CUresult (*sync)(void);
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void *p1 = h ? dlsym(h, "cuMemsetD8_v2") : NULL, *p2 = h ? dlsym(h, "cuMemcpyDtoH_v2") : NULL,
+       *p3 = h ? dlsym(h, "cuCtxSynchronize") : NULL;
+  if (!p1 || !p2 || !p3) return -1;
+  memcpy(&memset8, &p1, sizeof p1);
+  memcpy(&dtoh, &p2, sizeof p2);
+  memcpy(&sync, &p3, sizeof p3);
+  if (memset8((gm__CUdeviceptr)p, v, (size_t)n) != 0 || sync() != 0) return 0;
+  for (uint64_t off = 0; off < n; off += stride) {
+    unsigned char a = 0, z = 0;
+    if (dtoh(&a, (gm__CUdeviceptr)(p + off), 1) != 0) return 0;
+    if (dtoh(&z, (gm__CUdeviceptr)(p + off + stride - 1), 1) != 0) return 0;
+    if (a != v || z != v) return 0;
+  }
+  return 1;
+}
+
+typedef struct {
+  const gm_backend_t *b;
+  uint64_t size;
+  int rc;
+} gm__cu_thread_arg_t;
+
+static void *gm__cu_thread_body(void *arg) {
+  gm__cu_thread_arg_t *t = arg;
+  uint64_t a = 0;
+  t->rc = t->b->malloc(t->b->ctx, t->size, 0, &a);
+  if (t->rc == GM_OK) t->rc = t->b->free(t->b->ctx, a, t->size);
+  return NULL;
+}
+
+int gm_cuda_probe_other_thread(const gm_backend_t *b, uint64_t size) {
+  gm__cu_thread_arg_t t = {b, size, GM_EBACKEND};
+  pthread_t th;
+  if (pthread_create(&th, NULL, gm__cu_thread_body, &t) != 0) return GM_EBACKEND;
+  pthread_join(th, NULL);
+  return t.rc;
+}
+
+void *gm_cuda_probe_table_new(void) { return calloc(1, sizeof(gm__cu_map_t)); }
+
+int gm_cuda_probe_table_put(void *t, uint64_t key, uint64_t val) { return gm__cu_put(t, key, val, 0); }
+
+int gm_cuda_probe_table_get(void *t, uint64_t key, uint64_t *val) {
+  gm__cu_ent_t *e = gm__cu_find(t, key);
+  if (e) *val = e->a;
+  return e != NULL;
+}
+
+int gm_cuda_probe_table_del(void *t, uint64_t key) {
+  gm__cu_ent_t *e = gm__cu_find(t, key);
+  if (e) gm__cu_del(t, e);
+  return e != NULL;
+}
+
+size_t gm_cuda_probe_table_len(void *t) { return ((gm__cu_map_t *)t)->n; }
+
+void gm_cuda_probe_table_free(void *t) {
+  free(((gm__cu_map_t *)t)->e);
+  free(t);
+}

@@ -54,29 +54,17 @@ struct gm_seg {
   gm_block_t *head;       /* lowest block */
   gm_seg_t *prev_seg, *next_seg;
   int expandable;
+  /* kept by the best-fit helpers of gm_bestfit.c only (they make
+   * inactive_split O(1)): free bytes, blocks, free blocks */
+  uint64_t free_bytes;
+  uint32_t nblocks, nfree;
 };
 
-/* A policy other than pytorch and nocache (gm_policy_*.c): gm_new picks it
- * from cfg.policy, and the generic paths in gm_alloc.c (ids, pending frees,
- * statistics of allocations) call it for what differs. malloc returns an
- * allocated block with every statistic moved; free takes a block that is
- * neither allocated nor pending any more and makes it reusable (active,
- * requested statistics included). oom may be NULL. */
-typedef struct gm_policy_ops {
-  int (*init)(gm_alloc_t *a);
-  int (*malloc)(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint, gm_block_t **out,
-                gm_oom_t *oom);
-  void (*free)(gm_alloc_t *a, gm_block_t *b);
-  void (*empty_cache)(gm_alloc_t *a);
-  void (*destroy)(gm_alloc_t *a);
-} gm_policy_ops_t;
-
-extern const gm_policy_ops_t gm_policy_rmm, gm_policy_bfc, gm_policy_cupy, gm_policy_async,
-    gm_policy_gpumem;
+typedef struct gm_policy gm_policy_t; /* gm_policy.h */
 
 struct gm_alloc {
-  const gm_policy_ops_t *pol; /* NULL for pytorch and nocache */
-  void *pol_state;
+  const gm_policy_t *pol;  /* from the table in gm_policies.h; never NULL */
+  void *pol_state;         /* the policy's own, from its init */
   gm_config_t cfg;
   gm_backend_t be;
   gm_pool_t small, large;
@@ -92,11 +80,5 @@ struct gm_alloc {
   gm_extra_t ex;
   int64_t peak_seen;       /* reserved peak already recorded in ex */
 };
-
-/* gm_alloc.c: block structs, recycled; treap priorities are deterministic. */
-gm_block_t *gm_block_new(gm_alloc_t *a);
-void gm_block_delete(gm_alloc_t *a, gm_block_t *b);
-/* merge src, a neighbour, into dst (see gm_alloc.c) */
-void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src);
 
 #endif

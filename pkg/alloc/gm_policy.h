@@ -1,14 +1,17 @@
-/* gm_policy.h — what the policies other than pytorch and nocache share
- * (gm_policy_common.c): statistics, block and segment bookkeeping, and the
- * coalescing best-fit engine over whole device allocations that the rmm-pool,
- * bfc, cupy and cuda-async policies are built from.
+/* gm_policy.h — the contract between the engine (gm_alloc.c) and the
+ * allocation policies (gm_policy_*.c, one file each, listed in
+ * gm_policies.h), and the one set of bookkeeping helpers every policy uses.
  *
- * These policies keep every block in the large pool (they have no small
- * pool), so the small-pool statistics stay zero. Free blocks live in
- * a->large.free keyed (stream, size, addr): a lower_bound there is best fit,
- * smallest block first and the lowest address among equals, which is what
- * RMM's, TensorFlow's and CuPy's searches return. A policy that shares free
- * memory between streams gives every free block the same stream key. */
+ * The engine owns what every policy shares: allocation ids, pending frees
+ * (record_stream, free requests), the "more than 1 EB" refusal, the
+ * allocation statistics of gm_run's frees, the timeline, the peaks, seeding's
+ * checks, the checker after every op. A policy owns where blocks go: it
+ * obtains segments, places, splits, merges and releases blocks, and moves
+ * the statistics of what it does. Policies call the helpers below; the
+ * engine calls a policy only through its gm_policy_t.
+ *
+ * Every policy keeps the invariants of gm_alloc.h (I1-I5) after each hook
+ * returns: gm_check runs after every op in the tests. */
 #ifndef GM_POLICY_H
 #define GM_POLICY_H
 
@@ -16,9 +19,64 @@
 
 #define GM_PAGE 2097152ull /* the CUDA virtual-memory granule on current GPUs */
 
+/* A policy: its description and its hooks. */
+struct gm_policy {
+  gm_policy_info_t info; /* name, summary, sweep note, GM_TRAIT_* */
+
+  /* init (optional): set up a->pol_state and adjust a->cfg. Called once by
+   * gm_new, before any other hook, with the config already stripped of
+   * PyTorch's knobs unless info.traits has GM_TRAIT_PYTORCH_KNOBS. A
+   * non-GM_OK result fails gm_new (destroy is not called). */
+  int (*init)(gm_alloc_t *a);
+
+  /* malloc: serve `orig` bytes (0 < orig < 2^60) on `stream`; `hint` is the
+   * recorded address, passed on to the backend when a segment is made.
+   * On GM_OK *out is a block of the request's pool with allocated = 1,
+   * requested = orig, uses = 0, out of every set, and every statistic
+   * moved: segments and reserved bytes for what was obtained,
+   * allocation/active/requested through gm_count_alloc. The engine then
+   * sets its id. On GM_ENOMEM (gm_oom: counted, *oom filled) the policy
+   * holds no more than before the request beyond what it keeps cached,
+   * and no block is handed out; other codes are backend failures. */
+  int (*malloc)(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint, gm_block_t **out,
+                gm_oom_t *oom);
+
+  /* free: b's last use is over. The engine has already cleared allocated,
+   * pending and the id, and moved the allocation statistics (allocation,
+   * allocated_bytes, oversize_allocations); b is in no set. The policy
+   * undoes the active and requested counts (gm_count_free or its own
+   * equivalent) and makes the memory reusable or gives it back. */
+  void (*free)(gm_alloc_t *a, gm_block_t *b);
+
+  /* empty_cache: torch.cuda.empty_cache(). Pending frees may be completed
+   * first (gm_synchronize_and_free_events); what is returned to the device
+   * is the policy's choice (GM_TRAIT_KEEPS_CACHE: nothing). */
+  void (*empty_cache)(gm_alloc_t *a);
+
+  /* seed (optional): lay out a truncated trace's starting segment of `size`
+   * bytes holding blocks[0..n) as recorded (gm_seed_segment's contract;
+   * the engine has checked the blocks and that their ids are free). Live
+   * blocks move every statistic an allocation moves and are gm_live_add'ed;
+   * pending ones are gm_pend_push'ed and move only the active ones. The
+   * engine sets no id: the hook maps a->ids[id] to each block. NULL: the engine seeds each block by its
+   * own malloc instead, as the policy would have placed it. */
+  int (*seed)(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
+              const gm_seed_block_t *blocks, size_t n);
+
+  /* destroy (optional): free a->pol_state and leave segments gm_free can
+   * return whole (gm_free frees each segment, unmapping mapped blocks of
+   * expandable ones). */
+  void (*destroy)(gm_alloc_t *a);
+};
+
+#define GM_POLICY_DECL(id, sym) extern const gm_policy_t sym;
+GM_POLICIES(GM_POLICY_DECL)
+#undef GM_POLICY_DECL
+
 static inline uint64_t gm_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
-/* statistics, as gm_alloc.c moves them */
+/* ---- statistics ---- */
+
 static inline void gm_st_inc(gm_stat_t *s, int64_t n) {
   s->current += n;
   if (s->current > s->peak) s->peak = s->current;
@@ -30,25 +88,42 @@ static inline void gm_st_dec(gm_stat_t *s, int64_t n) {
   s->freed += n;
 }
 
-#define GM_POOL_STAT(pool) ((pool)->is_small ? GM_STAT_SMALL : GM_STAT_LARGE)
+static inline int gm_pool_stat(const gm_pool_t *p) { return p->is_small ? GM_STAT_SMALL : GM_STAT_LARGE; }
+
+/* Move a stat array for "all" and the pool's type. */
 #define GM_INC(a, arr, pool, n) \
-  (gm_st_inc(&(a)->st.arr[GM_STAT_ALL], (n)), gm_st_inc(&(a)->st.arr[GM_POOL_STAT(pool)], (n)))
+  (gm_st_inc(&(a)->st.arr[GM_STAT_ALL], (n)), gm_st_inc(&(a)->st.arr[gm_pool_stat(pool)], (n)))
 #define GM_DEC(a, arr, pool, n) \
-  (gm_st_dec(&(a)->st.arr[GM_STAT_ALL], (n)), gm_st_dec(&(a)->st.arr[GM_POOL_STAT(pool)], (n)))
+  (gm_st_dec(&(a)->st.arr[GM_STAT_ALL], (n)), gm_st_dec(&(a)->st.arr[gm_pool_stat(pool)], (n)))
 
-/* A segment with the counts that keep inactive_split current in O(1): a
- * segment of more than one block contributes its free blocks. */
-typedef struct gm_pseg {
-  gm_seg_t s; /* first: a gm_seg_t* to it is a gm_pseg_t* */
-  uint64_t free_bytes;
-  uint32_t nblocks, nfree;
-} gm_pseg_t;
+/* Account for the live block a malloc returns: allocated = 1, requested,
+ * uses = 0; allocation, allocated, active, requested and oversize counts. */
+void gm_count_alloc(gm_alloc_t *a, gm_block_t *b, uint64_t orig);
+/* Undo the active and requested counts of a block that stops being active. */
+void gm_count_free(gm_alloc_t *a, gm_block_t *b);
 
-gm_seg_t *gm_pol_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
-                         int expandable, uint64_t page);
-void gm_pol_seg_delete(gm_alloc_t *a, gm_seg_t *s);
+/* Fill *oom (may be NULL) with the request and the memory in use. */
+void gm_oom_record(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size,
+                   uint64_t stream, gm_oom_t *oom);
+/* An out-of-memory: counted (num_ooms) and recorded; returns GM_ENOMEM. */
+int gm_oom(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size, uint64_t stream,
+           gm_oom_t *oom);
 
+/* ---- blocks and the free and unmapped sets ---- */
+
+/* Block structs, recycled; treap priorities are deterministic, so the
+ * order of gm_block_new calls is part of a policy's behaviour. */
+gm_block_t *gm_block_new(gm_alloc_t *a);
+void gm_block_delete(gm_alloc_t *a, gm_block_t *b);
+
+static inline int gm_idle_free(const gm_block_t *b) {
+  return b && !b->allocated && !b->pending && !b->uses;
+}
+
+/* Free blocks: the pool's free set, keyed (stream, size, ptr); a
+ * lower_bound there is best fit, lowest address among equals. */
 static inline void gm_free_insert(gm_block_t *b) {
+  b->gc_base = b->pool->clock;
   b->in_set = GM_SET_FREE;
   gm_treap_insert(&b->pool->free, b, gm_cmp_size);
 }
@@ -58,45 +133,47 @@ static inline void gm_free_erase(gm_block_t *b) {
   b->in_set = 0;
 }
 
-/* best fit: the smallest free block of stream's key holding size bytes */
-static inline gm_block_t *gm_pol_best_fit(gm_alloc_t *a, uint64_t stream, uint64_t size) {
-  gm_block_t key = {0};
-  key.stream = stream;
-  key.size = size;
-  gm_block_t *b = gm_treap_lower_bound(a->large.free, &key, gm_cmp_size);
-  return b && b->stream == stream ? b : NULL;
+/* Unmapped ranges of expandable segments, keyed (stream, ptr). */
+static inline void gm_unmapped_insert(gm_block_t *b) {
+  b->in_set = GM_SET_UNMAPPED;
+  gm_treap_insert(&b->pool->unmapped, b, gm_cmp_addr);
 }
 
-/* Account for the live block a malloc returns (allocated, active, requested). */
-void gm_pol_count_alloc(gm_alloc_t *a, gm_block_t *b, uint64_t orig);
-/* Undo the active and requested counts of a block that stops being active. */
-void gm_pol_count_free(gm_alloc_t *a, gm_block_t *b);
+static inline void gm_unmapped_erase(gm_block_t *b) {
+  gm_treap_erase(&b->pool->unmapped, b);
+  b->in_set = 0;
+}
 
-/* Fill *oom (may be NULL) and count the out-of-memory. */
-int gm_pol_oom(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size,
-               uint64_t stream, gm_oom_t *oom);
+/* Merge src, a neighbour of dst in its segment, into dst. src leaves
+ * whichever set holds it; dst's place in a set is the caller's business
+ * (its key changes). */
+void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src);
 
-/* ---- the engine over whole device allocations (non-expandable) ---- */
+/* ---- segments ---- */
 
-/* gm_pol_segment obtains `size` bytes from the device as a new segment
- * holding one free block, not yet in the free set, keyed `stream`. */
-int gm_pol_segment(gm_alloc_t *a, uint64_t size, uint64_t stream, uint64_t hint, gm_block_t **out);
+/* A segment record, linked first in a->segs; no block yet. */
+gm_seg_t *gm_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
+                     gm_pool_t *pool, int expandable, uint64_t page);
+void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s);
 
-/* gm_pol_take hands out `size` bytes from the front of free block b (in the
- * free set or not), splitting off the rest as a free block when split is
- * set and something is left. The result is allocated and counted. */
-gm_block_t *gm_pol_take(gm_alloc_t *a, gm_block_t *b, uint64_t size, int split, uint64_t orig);
+/* gm_seg_alloc obtains `size` bytes from the device (cudaMalloc) as a new
+ * segment of `pool` holding one free block keyed `stream`, in no set; GM_ENOMEM
+ * past the memory fraction. Moves segment, reserved, oversize-segment and
+ * device-allocation counts. */
+int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream, uint64_t hint,
+                 gm_block_t **out);
 
-/* gm_pol_give makes block b free again under stream key `key`, merging it
- * with free neighbours of the same key. */
-void gm_pol_give(gm_alloc_t *a, gm_block_t *b, uint64_t key);
+/* gm_release_block returns a non-expandable segment that is the one block
+ * b (not allocated) to the device, undoing gm_seg_alloc's counts. */
+void gm_release_block(gm_alloc_t *a, gm_block_t *b);
 
-/* gm_pol_rekey moves free block b to stream key `key`, merging it with free
- * neighbours of that key. */
-void gm_pol_rekey(gm_alloc_t *a, gm_block_t *b, uint64_t key);
+/* ---- pending frees and seeding ---- */
 
-/* gm_pol_release_idle returns every segment that is one free block to the
- * device; the bytes returned. */
-uint64_t gm_pol_release_idle(gm_alloc_t *a);
+/* Queue b (not allocated) to wait for a later GM_OP_FREE_COMPLETE. */
+void gm_pend_push(gm_alloc_t *a, gm_block_t *b);
+/* Every pending free completes (a device synchronisation). */
+void gm_synchronize_and_free_events(gm_alloc_t *a);
+/* A live request of `requested` bytes begins: live_bytes and its peak. */
+void gm_live_add(gm_alloc_t *a, uint64_t requested);
 
 #endif

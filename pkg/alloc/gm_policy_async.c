@@ -14,12 +14,7 @@
  *     by the request alone.
  * Real pools differ in chunk sizes and in when idle memory is remapped;
  * reports call this policy an approximation. */
-#include "gm_policy.h"
-
-static int async_init(gm_alloc_t *a) {
-  (void)a;
-  return GM_OK;
-}
+#include "gm_bestfit.h"
 
 static int async_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
                         gm_block_t **out, gm_oom_t *oom) {
@@ -28,8 +23,8 @@ static int async_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t 
   if (!b) {
     uint64_t chunk = gm_up(n, GM_PAGE);
     gm_pol_release_idle(a);
-    int rc = gm_pol_segment(a, chunk, stream, hint, &b);
-    if (rc == GM_ENOMEM) return gm_pol_oom(a, orig, n, chunk, stream, oom);
+    int rc = gm_seg_alloc(a, &a->large, chunk, stream, hint, &b);
+    if (rc == GM_ENOMEM) return gm_oom(a, orig, n, chunk, stream, oom);
     if (rc != GM_OK) return rc;
   }
   if (!(*out = gm_pol_take(a, b, n, 1, orig))) return GM_EBACKEND;
@@ -43,7 +38,12 @@ static void async_empty_cache(gm_alloc_t *a) {
   gm_pol_release_idle(a);
 }
 
-static void async_destroy(gm_alloc_t *a) { (void)a; }
-
-const gm_policy_ops_t gm_policy_async = {async_init, async_malloc, async_free, async_empty_cache,
-                                         async_destroy};
+const gm_policy_t gm_policy_async = {
+    .info = {.name = "cuda-async",
+             .summary = "a model of the driver's stream-ordered pool (cudaMallocAsync), not a replica",
+             .note = "backend:cudaMallocAsync selects the driver's pool, whose internals are closed: "
+                     "gpumem models it, it does not replicate it, so measure on the GPU before switching"},
+    .malloc = async_malloc,
+    .free = async_free,
+    .empty_cache = async_empty_cache,
+};

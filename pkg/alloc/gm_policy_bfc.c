@@ -20,7 +20,7 @@
  * never returned otherwise; empty_cache does nothing (TF has none). */
 #include <stdlib.h>
 
-#include "gm_policy.h"
+#include "gm_bestfit.h"
 
 typedef struct bfc {
   uint64_t region;  /* curr_region_allocation_bytes_ */
@@ -52,11 +52,11 @@ static int extend(gm_alloc_t *a, bfc_t *s, uint64_t n, uint64_t hint, gm_block_t
     increased = 1;
   }
   uint64_t bytes = s->region < avail ? s->region : avail;
-  int rc = gm_pol_segment(a, bytes, 0, hint, out);
+  int rc = gm_seg_alloc(a, &a->large, bytes, 0, hint, out);
   while (rc == GM_ENOMEM) {
     bytes = gm_up((uint64_t)((double)bytes * 0.9), GM_MIN_BLOCK);
     if (bytes < n) break;
-    rc = gm_pol_segment(a, bytes, 0, hint, out);
+    rc = gm_seg_alloc(a, &a->large, bytes, 0, hint, out);
   }
   if (rc != GM_OK) return rc;
   if (!increased) s->region *= 2;
@@ -74,7 +74,7 @@ static int bfc_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
       a->st.num_alloc_retries++;
       rc = extend(a, s, n, hint, &b);
     }
-    if (rc == GM_ENOMEM) return gm_pol_oom(a, orig, n, s->region, stream, oom);
+    if (rc == GM_ENOMEM) return gm_oom(a, orig, n, s->region, stream, oom);
     if (rc != GM_OK) return rc;
   }
   int split = b->size >= 2 * n || b->size - n >= (128ull << 20);
@@ -92,5 +92,13 @@ static void bfc_destroy(gm_alloc_t *a) {
   a->pol_state = NULL;
 }
 
-const gm_policy_ops_t gm_policy_bfc = {bfc_init, bfc_malloc, bfc_free, bfc_empty_cache,
-                                       bfc_destroy};
+const gm_policy_t gm_policy_bfc = {
+    .info = {.name = "bfc",
+             .summary = "TensorFlow's best-fit-with-coalescing allocator with allow_growth",
+             .traits = GM_TRAIT_KEEPS_CACHE},
+    .init = bfc_init,
+    .malloc = bfc_malloc,
+    .free = bfc_free,
+    .empty_cache = bfc_empty_cache,
+    .destroy = bfc_destroy,
+};

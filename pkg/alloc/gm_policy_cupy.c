@@ -9,25 +9,20 @@
  * free_all_blocks() returns every unsplit free chunk and the call is retried
  * once (CuPy retries again after gc.collect(), which a replay cannot
  * model). empty_cache is free_all_blocks(). */
-#include "gm_policy.h"
-
-static int cupy_init(gm_alloc_t *a) {
-  (void)a;
-  return GM_OK;
-}
+#include "gm_bestfit.h"
 
 static int cupy_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
                        gm_block_t **out, gm_oom_t *oom) {
   uint64_t n = gm_up(orig, GM_MIN_BLOCK);
   gm_block_t *b = gm_pol_best_fit(a, stream, n);
   if (!b) {
-    int rc = gm_pol_segment(a, n, stream, hint, &b);
+    int rc = gm_seg_alloc(a, &a->large, n, stream, hint, &b);
     if (rc == GM_ENOMEM) {
       a->st.num_alloc_retries++;
       gm_pol_release_idle(a);
-      rc = gm_pol_segment(a, n, stream, hint, &b);
+      rc = gm_seg_alloc(a, &a->large, n, stream, hint, &b);
     }
-    if (rc == GM_ENOMEM) return gm_pol_oom(a, orig, n, n, stream, oom);
+    if (rc == GM_ENOMEM) return gm_oom(a, orig, n, n, stream, oom);
     if (rc != GM_OK) return rc;
   }
   if (!(*out = gm_pol_take(a, b, n, 1, orig))) return GM_EBACKEND;
@@ -38,7 +33,10 @@ static void cupy_free(gm_alloc_t *a, gm_block_t *b) { gm_pol_give(a, b, b->seg->
 
 static void cupy_empty_cache(gm_alloc_t *a) { gm_pol_release_idle(a); }
 
-static void cupy_destroy(gm_alloc_t *a) { (void)a; }
-
-const gm_policy_ops_t gm_policy_cupy = {cupy_init, cupy_malloc, cupy_free, cupy_empty_cache,
-                                        cupy_destroy};
+const gm_policy_t gm_policy_cupy = {
+    .info = {.name = "cupy",
+             .summary = "CuPy's MemoryPool: per-stream best fit, one cudaMalloc of the rounded size on a miss"},
+    .malloc = cupy_malloc,
+    .free = cupy_free,
+    .empty_cache = cupy_empty_cache,
+};

@@ -29,7 +29,7 @@
  * first, as PyTorch's expandable segments do. */
 #include <stdlib.h>
 
-#include "gm_policy.h"
+#include "gm_bestfit.h"
 
 typedef struct gpm {
   uint64_t va; /* size of a stream's virtual range */
@@ -46,16 +46,6 @@ static int gpm_init(gm_alloc_t *a) {
   s->va = gm_up(total + total / 8, GM_PAGE);
   a->pol_state = s;
   return GM_OK;
-}
-
-static void unmapped_insert(gm_block_t *b) {
-  b->in_set = GM_SET_UNMAPPED;
-  gm_treap_insert(&b->pool->unmapped, b, gm_cmp_addr);
-}
-
-static void unmapped_erase(gm_block_t *b) {
-  gm_treap_erase(&b->pool->unmapped, b);
-  b->in_set = 0;
 }
 
 /* a new block of b's segment covering [ptr, ptr+size) */
@@ -94,7 +84,7 @@ static int is_unmapped(const gm_block_t *b) { return b && b->in_set == GM_SET_UN
 static void settle_unmapped(gm_alloc_t *a, gm_block_t *x) {
   if (is_unmapped(x->prev)) gm_block_absorb(a, x, x->prev);
   if (is_unmapped(x->next)) gm_block_absorb(a, x, x->next);
-  unmapped_insert(x);
+  gm_unmapped_insert(x);
 }
 
 /* Unmap the whole pages inside free block b; the bytes unmapped. */
@@ -123,7 +113,7 @@ static uint64_t unmap_pages(gm_alloc_t *a, gm_block_t *b) {
   b->mapped = 0;
   if (is_unmapped(b->prev)) gm_block_absorb(a, b, b->prev);
   if (is_unmapped(b->next)) gm_block_absorb(a, b, b->next);
-  unmapped_insert(b);
+  gm_unmapped_insert(b);
   a->total_allocated -= hi - lo;
   GM_DEC(a, reserved_bytes, b->pool, (int64_t)(hi - lo));
   a->st.num_device_free++;
@@ -172,7 +162,7 @@ static gm_block_t *carve(gm_alloc_t *a, gm_block_t *f, uint64_t start, uint64_t 
   }
   f->ptr = start;
   f->size = n;
-  gm_pol_count_alloc(a, f, orig);
+  gm_count_alloc(a, f, orig);
   return f;
 }
 
@@ -223,10 +213,10 @@ static gm_block_t *new_range(gm_alloc_t *a, uint64_t stream, uint64_t n, int *rc
   gpm_t *s = a->pol_state;
   uint64_t va = s->va > gm_up(n, GM_PAGE) ? s->va : gm_up(n, GM_PAGE), base = 0;
   if ((*rc = a->be.va_reserve(a->be.ctx, va, GM_PAGE, &base)) != GM_OK) return NULL;
-  gm_seg_t *seg = gm_pol_seg_new(a, base, va, stream, 1, GM_PAGE);
+  gm_seg_t *seg = gm_seg_new(a, base, va, stream, &a->large, 1, GM_PAGE);
   gm_block_t *u = seg ? gm_block_new(a) : NULL;
   if (!u) {
-    if (seg) gm_pol_seg_delete(a, seg);
+    if (seg) gm_seg_delete(a, seg);
     a->be.va_release(a->be.ctx, base, va);
     *rc = GM_EBACKEND;
     return NULL;
@@ -238,7 +228,7 @@ static gm_block_t *new_range(gm_alloc_t *a, uint64_t stream, uint64_t n, int *rc
   u->seg = seg;
   u->mapped = 0;
   seg->head = u;
-  unmapped_insert(u);
+  gm_unmapped_insert(u);
   return u;
 }
 
@@ -265,7 +255,7 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   if (!best.u) {
     int rc;
     gm_block_t *u = new_range(a, stream, n, &rc);
-    if (!u) return rc == GM_ENOMEM ? gm_pol_oom(a, orig, n, gm_up(n, GM_PAGE), stream, oom) : rc;
+    if (!u) return rc == GM_ENOMEM ? gm_oom(a, orig, n, gm_up(n, GM_PAGE), stream, oom) : rc;
     fits(u, n, &best);
   }
   gm_block_t *u = best.u, *p = best.p, *nx = best.n;
@@ -274,7 +264,7 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
    * would otherwise merge u away while it is being placed. */
   if (p) gm_free_erase(p);
   if (nx) gm_free_erase(nx);
-  unmapped_erase(u);
+  gm_unmapped_erase(u);
   uint64_t peak = (uint64_t)a->st.reserved_bytes[GM_STAT_ALL].peak;
   if (a->total_allocated + need > peak) trim(a, a->total_allocated + need - peak);
   if (over_cap(a, need)) trim(a, UINT64_MAX);
@@ -296,7 +286,7 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
     if (p) gm_free_insert(p);
     if (nx) gm_free_insert(nx);
     settle_unmapped(a, u);
-    return rc == GM_ENOMEM ? gm_pol_oom(a, orig, n, need, stream, oom) : rc;
+    return rc == GM_ENOMEM ? gm_oom(a, orig, n, need, stream, oom) : rc;
   }
   if (lo) {
     link_before(lo, u);
@@ -318,7 +308,7 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
 }
 
 static void gpm_free(gm_alloc_t *a, gm_block_t *b) {
-  gm_pol_count_free(a, b);
+  gm_count_free(a, b);
   if (is_free(b->prev)) gm_block_absorb(a, b, b->prev);
   if (is_free(b->next)) gm_block_absorb(a, b, b->next);
   gm_free_insert(b);
@@ -351,5 +341,13 @@ static void gpm_destroy(gm_alloc_t *a) {
   a->pol_state = NULL;
 }
 
-const gm_policy_ops_t gm_policy_gpumem = {gpm_init, gpm_malloc, gpm_free, gpm_empty_cache,
-                                          gpm_destroy};
+const gm_policy_t gm_policy_gpumem = {
+    .info = {.name = "gpumem",
+             .summary = "gpumem's own: page-granular virtual memory, peak reserved near the peak of live bytes",
+             .note = "it is gpumem's own policy; PyTorch has no such allocator"},
+    .init = gpm_init,
+    .malloc = gpm_malloc,
+    .free = gpm_free,
+    .empty_cache = gpm_empty_cache,
+    .destroy = gpm_destroy,
+};

@@ -20,12 +20,7 @@
  * never returns memory upstream before it is destroyed: empty_cache does
  * nothing. Streams are visited in the order of their handles (RMM's map is
  * ordered by event). */
-#include "gm_policy.h"
-
-static int rmm_init(gm_alloc_t *a) {
-  (void)a;
-  return GM_OK;
-}
+#include "gm_bestfit.h"
 
 /* the first free block of the stream after `stream`, or NULL */
 static gm_block_t *next_stream(gm_alloc_t *a, uint64_t stream) {
@@ -86,7 +81,7 @@ static int expand(gm_alloc_t *a, uint64_t n, uint64_t stream, uint64_t hint, gm_
     grow = n > pool ? n : pool;
   }
   for (uint64_t try = grow; try >= n;) {
-    int rc = gm_pol_segment(a, try, stream, hint, out);
+    int rc = gm_seg_alloc(a, &a->large, try, stream, hint, out);
     if (rc != GM_ENOMEM) return rc;
     if (try == n) break;
     try = try / 2 > n ? gm_up(try / 2, GM_MIN_BLOCK) : n;
@@ -102,7 +97,7 @@ static int rmm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   if (!b) b = merge_others(a, stream, n);
   if (!b) {
     int rc = expand(a, n, stream, hint, &b);
-    if (rc == GM_ENOMEM) return gm_pol_oom(a, orig, n, n, stream, oom);
+    if (rc == GM_ENOMEM) return gm_oom(a, orig, n, n, stream, oom);
     if (rc != GM_OK) return rc;
   }
   if (!(*out = gm_pol_take(a, b, n, 1, orig))) return GM_EBACKEND;
@@ -114,7 +109,11 @@ static void rmm_free(gm_alloc_t *a, gm_block_t *b) { gm_pol_give(a, b, b->stream
 
 static void rmm_empty_cache(gm_alloc_t *a) { (void)a; }
 
-static void rmm_destroy(gm_alloc_t *a) { (void)a; }
-
-const gm_policy_ops_t gm_policy_rmm = {rmm_init, rmm_malloc, rmm_free, rmm_empty_cache,
-                                       rmm_destroy};
+const gm_policy_t gm_policy_rmm = {
+    .info = {.name = "rmm-pool",
+             .summary = "RAPIDS RMM's pool_memory_resource: per-stream coalescing best fit, the pool doubling",
+             .traits = GM_TRAIT_KEEPS_CACHE},
+    .malloc = rmm_malloc,
+    .free = rmm_free,
+    .empty_cache = rmm_empty_cache,
+};

@@ -41,7 +41,12 @@ func (s Setting) IsDefault() bool {
 // policy. Other policies, and the cudaMallocAsync backend (accepted but not
 // simulated), are not.
 func (s Setting) Settable() bool {
-	return (s.Config.Policy == alloc.PolicyPyTorch || s.Config.Policy == "") && s.Config.Backend == "native"
+	p := s.Config.Policy
+	if p == "" {
+		p = alloc.PolicyPyTorch
+	}
+	info, _ := p.Info()
+	return info.Settable && s.Config.Backend == "native"
 }
 
 // Env is the PYTORCH_CUDA_ALLOC_CONF value that selects s; "" for the
@@ -127,9 +132,9 @@ func DefaultGrid(capped bool) []Setting {
 			"expandable_segments:True,garbage_collection_threshold:0.8",
 		)
 	}
-	for _, p := range alloc.Policies() {
-		if p != alloc.PolicyPyTorch {
-			texts = append(texts, string(p))
+	for _, p := range alloc.PolicyInfos() {
+		if !p.Settable { // the settable one is PyTorch's, the defaults above
+			texts = append(texts, string(p.Name))
 		}
 	}
 	grid := make([]Setting, len(texts))

@@ -1,0 +1,613 @@
+/* gm_policy_pytorch.c — PyTorch 2.11's CUDA caching allocator, decision for
+ * decision: the `pytorch` policy.
+ *
+ * Function names follow PyTorch's (get_free_block, alloc_block,
+ * release_cached_blocks, ...) so that the two can be read side by side;
+ * section numbers (§n) refer to shared/docs/pytorch-allocator.md. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm_policy.h"
+
+/* ------------------------------------------------------------------ */
+/* sizes (§3; round_size is gm_round_size, in gm_alloc.c)               */
+
+static uint64_t allocation_size(const gm_alloc_t *a, uint64_t size) {
+  if (size <= GM_SMALL_SIZE) return GM_SMALL_BUFFER;
+  if (size < GM_MIN_LARGE_ALLOC) return a->cfg.large_segment_size;
+  return GM_ROUND_LARGE * ((size + GM_ROUND_LARGE - 1) / GM_ROUND_LARGE);
+}
+
+
+/* ------------------------------------------------------------------ */
+/* blocks                                                              */
+
+static inline int is_split(const gm_block_t *b) { return b->prev || b->next; }
+
+/* try_merge_blocks: absorb src into dst if src is free, idle and in the
+ * same mapped state. Returns the bytes absorbed. */
+static uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
+  if (!gm_idle_free(src) || src->mapped != dst->mapped) return 0;
+  uint64_t n = src->size;
+  gm_block_absorb(a, dst, src);
+  return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* segments from the backend                                           */
+
+typedef struct params {
+  uint64_t size, stream, alloc_size, hint;
+  gm_pool_t *pool;
+  gm_block_t *block;
+  /* get_free_block leaves a block it found as the lower bound in the free
+   * set, at *link, for alloc_found_block to update in place or erase;
+   * pred is the member before it. link is NULL otherwise. */
+  gm_block_t **link, *pred;
+  int err; /* GM_OK, GM_ENOMEM or GM_EBACKEND from the last attempt */
+} params_t;
+
+static uint64_t device_total(gm_alloc_t *a) {
+  if (a->cfg.device_total) return a->cfg.device_total;
+  if (!a->device_total) {
+    uint64_t f = 0, t = 0;
+    if (a->be.mem_info(a->be.ctx, &f, &t) == GM_OK && t) a->device_total = t;
+    else a->device_total = 1ull << 40;
+  }
+  return a->device_total;
+}
+
+/* map_block (§9.2): map the pages covering [b->ptr, b->ptr + n). */
+static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
+  gm_seg_t *s = b->seg;
+  uint64_t off = b->ptr - s->base;
+  uint64_t first = off / s->page;
+  uint64_t last = (off + n + s->page - 1) / s->page;
+  uint64_t mapped = (last - first) * s->page;
+  int rc = a->be.map(a->be.ctx, s->base + first * s->page, mapped, s->page);
+  if (rc != GM_OK) return rc;
+  gm_pool_t *pool = b->pool;
+  gm_unmapped_erase(b);
+  b->mapped = 1;
+  if (mapped < b->size) {
+    gm_block_t *rest = gm_block_new(a);
+    if (!rest) return GM_EBACKEND;
+    rest->ptr = b->ptr + mapped;
+    rest->size = b->size - mapped;
+    rest->stream = b->stream;
+    rest->pool = pool;
+    rest->seg = s;
+    rest->mapped = 0;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    gm_unmapped_insert(rest);
+    b->size = mapped;
+  }
+  try_merge_blocks(a, b, b->prev);
+  try_merge_blocks(a, b, b->next);
+  gm_free_insert(b);
+  a->total_allocated += mapped;
+  GM_INC(a, reserved_bytes, pool, (int64_t)mapped);
+  a->st.num_device_alloc++;
+  return GM_OK;
+}
+
+/* unmap_block (§9.4): unmap the whole pages inside a free block. */
+static void unmap_block(gm_alloc_t *a, gm_block_t *b) {
+  gm_seg_t *s = b->seg;
+  uint64_t lo = (b->ptr - s->base + s->page - 1) / s->page * s->page + s->base;
+  uint64_t hi = (b->ptr + b->size - s->base) / s->page * s->page + s->base;
+  if (lo >= hi) return;
+  uint64_t n = hi - lo;
+  if (a->be.unmap(a->be.ctx, lo, n, s->page) != GM_OK) return;
+  gm_pool_t *pool = b->pool;
+  gm_free_erase(b);
+  if (lo > b->ptr) {
+    gm_block_t *before = gm_block_new(a);
+    before->ptr = b->ptr;
+    before->size = lo - b->ptr;
+    before->stream = b->stream;
+    before->pool = pool;
+    before->seg = s;
+    before->prev = b->prev;
+    before->next = b;
+    if (b->prev) b->prev->next = before;
+    b->prev = before;
+    if (s->head == b) s->head = before;
+    gm_free_insert(before);
+  }
+  if (b->ptr + b->size > hi) {
+    gm_block_t *after = gm_block_new(a);
+    after->ptr = hi;
+    after->size = b->ptr + b->size - hi;
+    after->stream = b->stream;
+    after->pool = pool;
+    after->seg = s;
+    after->prev = b;
+    after->next = b->next;
+    if (b->next) b->next->prev = after;
+    b->next = after;
+    gm_free_insert(after);
+  }
+  b->ptr = lo;
+  b->size = n;
+  b->mapped = 0;
+  try_merge_blocks(a, b, b->prev);
+  try_merge_blocks(a, b, b->next);
+  gm_unmapped_insert(b);
+  a->total_allocated -= n;
+  GM_DEC(a, reserved_bytes, pool, (int64_t)n);
+  a->st.num_device_free++;
+}
+
+static void release_expandable_segment(gm_alloc_t *a, gm_block_t *b) {
+  gm_seg_t *s = b->seg;
+  a->be.va_release(a->be.ctx, s->base, s->size);
+  gm_unmapped_erase(b);
+  gm_seg_delete(a, s);
+  gm_block_delete(a, b);
+}
+
+static int allocatable(const gm_block_t *b) { return gm_idle_free(b); }
+
+/* find_expandable_block (§9.2). Returns NULL only if a new segment could
+ * not be created. */
+static gm_block_t *find_expandable_block(gm_alloc_t *a, params_t *p) {
+  gm_pool_t *pool = p->pool;
+  gm_block_t key = {0};
+  key.stream = p->stream;
+  for (gm_block_t *c = gm_treap_lower_bound(pool->unmapped, &key, gm_cmp_addr);
+       c && c->stream == p->stream; c = gm_treap_next(c)) {
+    gm_block_t *start = allocatable(c->prev) ? c->prev : c;
+    uint64_t bytes = 0;
+    for (gm_block_t *b = start; b && bytes < p->size && allocatable(b); b = b->next)
+      bytes += b->size;
+    if (bytes >= p->size) return start;
+  }
+  uint64_t page = pool->is_small ? GM_SMALL_BUFFER : a->cfg.large_segment_size;
+  uint64_t total = device_total(a);
+  uint64_t handles = (total + total / 8 + page - 1) / page;
+  uint64_t va = handles * page, base = 0;
+  int rc = a->be.va_reserve(a->be.ctx, va, page, &base);
+  if (rc != GM_OK) {
+    p->err = rc;
+    return NULL;
+  }
+  gm_seg_t *s = gm_seg_new(a, base, va, p->stream, pool, 1, page);
+  gm_block_t *b = gm_block_new(a);
+  if (!s || !b) {
+    p->err = GM_EBACKEND;
+    return NULL;
+  }
+  b->ptr = base;
+  b->size = va;
+  b->stream = p->stream;
+  b->pool = pool;
+  b->seg = s;
+  b->mapped = 0;
+  s->head = b;
+  gm_unmapped_insert(b);
+  return b;
+}
+
+static gm_block_t *try_allocate_expandable_block(gm_alloc_t *a, params_t *p) {
+  gm_block_t *c = find_expandable_block(a, p);
+  if (!c) return NULL;
+  if (!c->mapped) {
+    uint64_t n = c->size < p->size ? c->size : p->size;
+    int rc = map_block(a, c, n);
+    if (rc != GM_OK) {
+      p->err = rc;
+      return NULL;
+    }
+  }
+  while (c->size < p->size) {
+    gm_block_t *next = c->next;
+    uint64_t need = p->size - c->size;
+    int rc = map_block(a, next, need < next->size ? need : next->size);
+    if (rc != GM_OK) {
+      p->err = rc;
+      return NULL;
+    }
+    c = next; /* map_block merged the old candidate into next */
+  }
+  gm_free_erase(c);
+  return c;
+}
+
+/* alloc_block (§6.2): a new segment, or new pages of an expandable one. */
+static int alloc_block(gm_alloc_t *a, params_t *p, int is_retry) {
+  uint64_t size = p->alloc_size;
+  if (is_retry) a->st.num_alloc_retries++;
+  if (a->cfg.allowed_memory_maximum && a->total_allocated + size > a->cfg.allowed_memory_maximum) {
+    p->err = GM_ENOMEM;
+    return 0;
+  }
+  if (a->cfg.expandable_segments) {
+    p->block = try_allocate_expandable_block(a, p);
+    return p->block != NULL;
+  }
+  int rc = gm_seg_alloc(a, p->pool, size, p->stream, p->hint, &p->block);
+  if (rc != GM_OK) {
+    p->err = rc;
+    return 0;
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* the search (§4)                                                     */
+
+static uint64_t expandable_size(const gm_block_t *b) {
+  return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
+}
+
+static int get_free_block(gm_alloc_t *a, params_t *p) {
+  gm_pool_t *pool = p->pool;
+  if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) pool->clock++;
+  gm_block_t key = {0};
+  key.stream = p->stream;
+  key.size = p->size;
+  gm_block_t *pred;
+  gm_block_t **link = gm_treap_lower_bound_link(&pool->free, &key, gm_cmp_size, &pred);
+  gm_block_t *it = link ? *link : NULL;
+  if (!it || it->stream != p->stream) return 0;
+  if (it->seg->expandable) {
+    /* prefer blocks that are not next to unmapped space: best fit by the
+     * size a block can grow to */
+    for (;;) {
+      gm_block_t *next = gm_treap_next(it);
+      if (!it->seg->expandable || !next || next->stream != p->stream ||
+          expandable_size(next) >= expandable_size(it))
+        break;
+      it = next;
+    }
+  }
+  uint64_t ms = a->cfg.max_split_size;
+  if (p->size < ms && it->size >= ms) return 0;
+  if (p->size >= ms && it->size >= p->size + a->cfg.max_non_split_rounding_size) return 0;
+  if (*link == it) { /* still the lower bound: alloc_found_block takes it out */
+    p->link = link;
+    p->pred = pred;
+  } else {
+    gm_free_erase(it);
+  }
+  p->block = it;
+  return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* giving memory back (§6.3, §6.4, §10.2)                              */
+
+/* Blocks of a set in order, into a scratch array the caller frees. */
+static gm_block_t **list_set(gm_block_t *root, size_t *n) {
+  size_t cnt = gm_treap_count(root);
+  gm_block_t **v = malloc((cnt ? cnt : 1) * sizeof *v);
+  if (!v) {
+    *n = 0;
+    return NULL;
+  }
+  *n = gm_treap_list(root, v, cnt);
+  return v;
+}
+
+static void release_blocks(gm_alloc_t *a, gm_pool_t *pool) {
+  size_t n;
+  gm_block_t **v = list_set(pool->free, &n);
+  size_t nexp = 0;
+  for (size_t i = 0; i < n; i++) {
+    gm_block_t *b = v[i];
+    if (b->seg->expandable) v[nexp++] = b;
+    else if (!b->prev && !b->next) gm_release_block(a, b);
+  }
+  for (size_t i = 0; i < nexp; i++) {
+    gm_block_t *b = v[i];
+    unmap_block(a, b);
+    if (!b->prev && !b->next && !b->mapped) release_expandable_segment(a, b);
+  }
+  free(v);
+}
+
+static int release_cached_blocks(gm_alloc_t *a) {
+  gm_synchronize_and_free_events(a);
+  release_blocks(a, &a->large);
+  release_blocks(a, &a->small);
+  return 1;
+}
+
+/* release_available_cached_blocks: free oversize blocks only. */
+static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
+  uint64_t ms = a->cfg.max_split_size;
+  if (ms == UINT64_MAX) return 0;
+  gm_pool_t *pool = p->pool;
+  gm_block_t key = {0};
+  key.stream = p->stream;
+  key.size = p->size < ms ? ms : p->size;
+  gm_block_t *it = gm_treap_lower_bound(pool->free, &key, gm_cmp_size);
+  if (!it || it->stream != p->stream || it->seg->expandable) {
+    it = gm_treap_before(pool->free, it ? it : &(gm_block_t){.stream = UINT64_MAX, .size = UINT64_MAX, .ptr = UINT64_MAX}, gm_cmp_size);
+    if (!it) return 0;
+    uint64_t released = 0;
+    while (released < key.size && it->size >= ms && it->stream == p->stream) {
+      gm_block_t *cur = it;
+      it = gm_treap_prev(cur);
+      if (!cur->seg->expandable) {
+        released += cur->size;
+        gm_release_block(a, cur);
+      }
+      if (!it) break;
+    }
+    return released >= key.size;
+  }
+  gm_release_block(a, it);
+  return 1;
+}
+
+static void garbage_collect_cached_blocks(gm_alloc_t *a) {
+  uint64_t threshold = (uint64_t)(a->cfg.gc_threshold * (double)a->cfg.allowed_memory_maximum);
+  if (a->total_allocated <= threshold) return;
+  uint64_t target = a->total_allocated - threshold, reclaimed = 0;
+  gm_pool_t *pool = &a->large;
+  size_t n;
+  gm_block_t **v = list_set(pool->free, &n);
+  uint64_t total_age = 0;
+  int64_t count = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!is_split(v[i])) {
+      total_age += (uint64_t)(pool->clock - v[i]->gc_base);
+      count++;
+    }
+  int freed = 1;
+  while (count > 0 && reclaimed < target && freed) {
+    double avg = (double)total_age / (double)count;
+    freed = 0;
+    for (size_t i = 0; i < n; i++) {
+      gm_block_t *b = v[i];
+      if (!b || is_split(b) || b->seg->expandable) continue;
+      uint64_t age = (uint64_t)(pool->clock - b->gc_base);
+      if ((double)age >= avg) {
+        freed = 1;
+        reclaimed += b->size;
+        total_age -= age;
+        count--;
+        v[i] = NULL;
+        gm_release_block(a, b);
+      }
+    }
+  }
+  free(v);
+}
+
+/* ------------------------------------------------------------------ */
+/* malloc and free (§5, §6, §7)                                        */
+
+static int should_split(const gm_alloc_t *a, const gm_block_t *b, uint64_t size) {
+  uint64_t rest = b->size - size;
+  if (b->pool->is_small || b->seg->expandable) return rest >= GM_MIN_BLOCK;
+  return size < a->cfg.max_split_size && rest > GM_SMALL_SIZE;
+}
+
+static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
+  gm_block_t *b = p->block;
+  gm_pool_t *pool = p->pool;
+  int already_split = is_split(b);
+  int exp = b->seg->expandable;
+  int split = should_split(a, b, p->size);
+  if (p->link) {
+    /* b is still in the free set. Split, b becomes the remainder (higher
+     * address, smaller size): if that key still ranks after b's
+     * predecessor it keeps b's place (it ranks before b's successor, being
+     * smaller than b was), and one comparison replaces an erase and an
+     * insert. */
+    gm_block_t key = {.stream = b->stream, .size = b->size - p->size, .ptr = b->ptr + p->size};
+    if (!split || (p->pred && gm_cmp_size(p->pred, &key) >= 0)) {
+      gm_treap_erase_at(p->link);
+      b->in_set = 0;
+    }
+    p->link = NULL;
+  }
+  if (split) {
+    gm_block_t *rest = b;
+    b = gm_block_new(a);
+    if (!b) return GM_EBACKEND;
+    b->ptr = rest->ptr;
+    b->size = p->size;
+    b->stream = rest->stream;
+    b->pool = pool;
+    b->seg = rest->seg;
+    b->prev = rest->prev;
+    if (b->prev) b->prev->next = b;
+    b->next = rest;
+    rest->prev = b;
+    if (rest->seg->head == rest) rest->seg->head = b;
+    rest->ptr += p->size;
+    rest->size -= p->size;
+    if (rest->in_set == GM_SET_FREE) rest->gc_base = pool->clock; /* kept its place */
+    else gm_free_insert(rest);
+    if (!exp) {
+      if (already_split) {
+        GM_DEC(a, inactive_split_bytes, pool, (int64_t)b->size);
+      } else {
+        GM_INC(a, inactive_split_bytes, pool, (int64_t)rest->size);
+        GM_INC(a, inactive_split, pool, 1);
+      }
+    }
+  } else if (already_split && !exp) {
+    GM_DEC(a, inactive_split_bytes, pool, (int64_t)b->size);
+    GM_DEC(a, inactive_split, pool, 1);
+  }
+  gm_count_alloc(a, b, orig);
+  p->block = b;
+  return GM_OK;
+}
+
+
+/* malloc (§5): the search, then a new segment, then the release steps. */
+static int pytorch_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
+                          gm_block_t **out, gm_oom_t *oom) {
+  params_t p = {0};
+  p.stream = stream;
+  p.hint = hint;
+  p.err = GM_ENOMEM;
+  p.size = gm_round_size(&a->cfg, orig);
+  p.pool = p.size <= GM_SMALL_SIZE ? &a->small : &a->large;
+  p.alloc_size = allocation_size(a, p.size);
+  int found = get_free_block(a, &p);
+  if (!found) {
+    if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
+    found = alloc_block(a, &p, 0) ||
+            (p.err == GM_ENOMEM && release_available_cached_blocks(a, &p) && alloc_block(a, &p, 0)) ||
+            (p.err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, &p, 1));
+  }
+  if (!found) {
+    if (p.err != GM_ENOMEM) return p.err;
+    return gm_oom(a, orig, p.size, p.alloc_size, p.stream, oom);
+  }
+  int rc = alloc_found_block(a, &p, orig);
+  *out = p.block;
+  return rc;
+}
+
+/* free_block (§7.2): the memory becomes reusable. */
+static void free_block(gm_alloc_t *a, gm_block_t *b) {
+  uint64_t orig_size = b->size, requested = b->requested;
+  gm_pool_t *pool = b->pool;
+  int64_t d_count = 0, d_bytes = 0;
+  gm_block_t *cands[2] = {b->prev, b->next};
+  /* The last neighbour to be merged that sits in the free set: b, merged,
+   * ranks right after it (same stream, larger size), so unless b also
+   * passes its successor, b takes its place there and no insert descends.
+   * It is looked up after the other neighbour's erase, which may move it. */
+  gm_block_t *slot = NULL, **link = NULL, *succ = NULL;
+  for (int i = 0; i < 2; i++)
+    if (gm_idle_free(cands[i]) && cands[i]->mapped == b->mapped && cands[i]->in_set == GM_SET_FREE)
+      slot = cands[i];
+  for (int i = 0; i < 2; i++) {
+    if (cands[i] == slot) continue;
+    uint64_t n = try_merge_blocks(a, b, cands[i]);
+    if (n > 0) {
+      d_count -= 1;
+      d_bytes -= (int64_t)n;
+    }
+  }
+  if (slot) {
+    link = gm_treap_link(&pool->free, slot);
+    succ = gm_treap_next(slot);
+    slot->in_set = 0; /* try_merge_blocks must leave it in the tree */
+    uint64_t n = try_merge_blocks(a, b, slot);
+    d_count -= 1;
+    d_bytes -= (int64_t)n;
+  }
+  if (link && (!succ || gm_cmp_size(b, succ) < 0)) {
+    gm_treap_replace_at(link, slot, b);
+    b->gc_base = pool->clock;
+    b->in_set = GM_SET_FREE;
+  } else {
+    if (link) gm_treap_erase_at(link);
+    gm_free_insert(b);
+  }
+  if (is_split(b)) {
+    d_count += 1;
+    d_bytes += (int64_t)b->size;
+  }
+  if (!b->seg->expandable) {
+    if (d_count > 0) GM_INC(a, inactive_split, pool, d_count);
+    else if (d_count < 0) GM_DEC(a, inactive_split, pool, -d_count);
+    if (d_bytes > 0) GM_INC(a, inactive_split_bytes, pool, d_bytes);
+    else if (d_bytes < 0) GM_DEC(a, inactive_split_bytes, pool, -d_bytes);
+  }
+  GM_DEC(a, active, pool, 1);
+  GM_DEC(a, active_bytes, pool, (int64_t)orig_size);
+  GM_DEC(a, requested_bytes, pool, (int64_t)requested);
+}
+
+/* ------------------------------------------------------------------ */
+/* seeding a truncated trace's starting state                          */
+
+/* Append a block [off, off+size) to segment s after `last`. */
+static gm_block_t *seed_block(gm_alloc_t *a, gm_seg_t *s, gm_block_t *last, uint64_t off,
+                              uint64_t size) {
+  gm_block_t *b = gm_block_new(a);
+  if (!b) return NULL;
+  b->ptr = s->base + off;
+  b->size = size;
+  b->stream = s->stream;
+  b->pool = s->pool;
+  b->seg = s;
+  b->prev = last;
+  if (last) last->next = b;
+  else s->head = b;
+  return b;
+}
+
+/* seed: the segment as recorded, its gaps free blocks. */
+static int pytorch_seed(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
+                        const gm_seed_block_t *blocks, size_t n) {
+  gm_pool_t *pool = small ? &a->small : &a->large;
+  uint64_t base = 0;
+  int rc = a->be.malloc(a->be.ctx, size, hint, &base);
+  if (rc != GM_OK) return rc;
+  gm_seg_t *s = gm_seg_new(a, base, size, stream, pool, 0, 0);
+  if (!s) return GM_ENOMEM;
+  a->total_allocated += size;
+  GM_INC(a, segment, pool, 1);
+  GM_INC(a, reserved_bytes, pool, (int64_t)size);
+  if (size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_segments, 1);
+  gm_block_t *last = NULL;
+  uint64_t at = 0;
+  for (size_t i = 0; i <= n; i++) {
+    uint64_t next = i < n ? blocks[i].offset : size;
+    if (next > at) { /* the gap is one free block */
+      if (!(last = seed_block(a, s, last, at, next - at))) return GM_ENOMEM;
+      gm_free_insert(last);
+    }
+    if (i == n) break;
+    const gm_seed_block_t *sb = &blocks[i];
+    uint64_t end = i + 1 < n ? blocks[i + 1].offset : size;
+    uint64_t bs = sb->size ? sb->size : gm_round_size(&a->cfg, sb->requested);
+    if (bs > end - sb->offset) bs = end - sb->offset;
+    /* A free block of the large pool is always over 1 MiB (requests there
+     * are, and split remainders must be), so a smaller gap after a block
+     * of unknown size is slack the block was not split for. */
+    if (!sb->size && !small && end - sb->offset - bs <= GM_SMALL_SIZE) bs = end - sb->offset;
+    if (!(last = seed_block(a, s, last, sb->offset, bs))) return GM_ENOMEM;
+    last->requested = sb->requested;
+    last->id = sb->id;
+    a->ids[sb->id] = last;
+    GM_INC(a, active, pool, 1);
+    GM_INC(a, active_bytes, pool, (int64_t)bs);
+    GM_INC(a, requested_bytes, pool, (int64_t)sb->requested);
+    if (sb->pending) {
+      gm_pend_push(a, last);
+    } else {
+      last->allocated = 1;
+      GM_INC(a, allocation, pool, 1);
+      GM_INC(a, allocated_bytes, pool, (int64_t)bs);
+      if (bs >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_allocations, 1);
+      gm_live_add(a, sb->requested);
+    }
+    at = sb->offset + bs;
+  }
+  /* free blocks of a segment that holds others are non-releasable */
+  if (s->head->next)
+    for (gm_block_t *b = s->head; b; b = b->next)
+      if (b->in_set == GM_SET_FREE) {
+        GM_INC(a, inactive_split, pool, 1);
+        GM_INC(a, inactive_split_bytes, pool, (int64_t)b->size);
+      }
+  return GM_OK;
+}
+
+static void pytorch_empty_cache(gm_alloc_t *a) { release_cached_blocks(a); }
+
+const gm_policy_t gm_policy_pytorch = {
+    .info = {.name = "pytorch",
+             .summary = "PyTorch 2.11's native CUDA caching allocator",
+             .traits = GM_TRAIT_SETTABLE | GM_TRAIT_PYTORCH_KNOBS},
+    .malloc = pytorch_malloc,
+    .free = free_block,
+    .empty_cache = pytorch_empty_cache,
+    .seed = pytorch_seed,
+};
