@@ -191,7 +191,7 @@ func parseScript(name string, r io.Reader) (*script, error) {
 		}
 		toks, err := lex(text)
 		if err != nil {
-			return nil, fail("%v", err)
+			return nil, fail("%w", err)
 		}
 		if len(toks) == 0 {
 			continue
@@ -212,7 +212,7 @@ func parseScript(name string, r io.Reader) (*script, error) {
 		}
 		st, err := parseStmt(toks, text)
 		if err != nil {
-			return nil, fail("%v", err)
+			return nil, fail("%w", err)
 		}
 		st.line = line
 		st.cost = st.terms()
