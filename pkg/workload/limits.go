@@ -24,8 +24,7 @@ type Limits struct {
 }
 
 // DefaultLimits are generous for real workloads: a transformer training
-// step makes thousands of operations and the biggest builtin about a
-// hundred thousand.
+// step makes thousands of operations.
 var DefaultLimits = Limits{Ops: 1 << 24, Live: 1 << 20, Memory: 128 << 20}
 
 // Fixed limits on the text of a script.

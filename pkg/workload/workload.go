@@ -154,9 +154,9 @@ func checkParams(builtin string, params map[string]string, known []Param) error 
 				names[i] = p.Name
 			}
 			if len(names) == 0 {
-				return fmt.Errorf("%s: unknown parameter %q (it takes none)", builtin, k)
+				return fmt.Errorf("%s: unknown parameter %s (it takes none)", builtin, quote(k))
 			}
-			return fmt.Errorf("%s: unknown parameter %q (known: %s)", builtin, k, strings.Join(names, ", "))
+			return fmt.Errorf("%s: unknown parameter %s (known: %s)", builtin, quote(k), strings.Join(names, ", "))
 		}
 	}
 	return nil
