@@ -7,7 +7,8 @@ import (
 
 // Limits bound what a workload may do, so that a short script (a huge
 // repeat count, deep nesting) fails with an error instead of exhausting
-// memory or running for hours. The package documentation lists them.
+// memory or running for hours. The package documentation lists them. A
+// field left 0 takes its value from [DefaultLimits].
 type Limits struct {
 	// Ops is the most allocator operations a workload may make. A script
 	// may also evaluate at most StepsPerOp·Ops steps (statements run plus
@@ -26,6 +27,20 @@ type Limits struct {
 // DefaultLimits are generous for real workloads: a transformer training
 // step makes thousands of operations.
 var DefaultLimits = Limits{Ops: 1 << 24, Live: 1 << 20, Memory: 128 << 20}
+
+// orDefault fills the fields left 0 from DefaultLimits.
+func (l Limits) orDefault() Limits {
+	if l.Ops <= 0 {
+		l.Ops = DefaultLimits.Ops
+	}
+	if l.Live <= 0 {
+		l.Live = DefaultLimits.Live
+	}
+	if l.Memory <= 0 {
+		l.Memory = DefaultLimits.Memory
+	}
+	return l
+}
 
 // Fixed limits on the text of a script.
 const (

@@ -76,6 +76,10 @@ func TestLimitsAllow(t *testing.T) {
 			t.Errorf("%.40q: %v", src, err)
 		}
 	}
+	// Zero fields take the defaults.
+	if _, err := parseLim("repeat 2000 {\n  alloc x[i] 1\n}", Limits{Memory: 1 << 20}); err != nil {
+		t.Errorf("default operations and live buffers: %v", err)
+	}
 	// A script of exactly the byte limit, without a final newline.
 	src := "alloc a 1\n" + strings.Repeat(strings.Repeat("#", 999)+"\n", 1000) + strings.Repeat("#", maxScript-10-1000*1000-10) + "\nalloc b 1"
 	if len(src) != maxScript {

@@ -88,7 +88,7 @@ func compile(name string, r io.Reader, params map[string]string, lim Limits) (*p
 		}
 		overrides[k] = n
 	}
-	return &program{name: name, s: s, overrides: overrides, lim: lim}, nil
+	return &program{name: name, s: s, overrides: overrides, lim: lim.orDefault()}, nil
 }
 
 // builder returns a builder whose operations go to sink in batches, or
