@@ -244,9 +244,6 @@ func parseScript(name string, r io.Reader) (*script, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if cr.n > maxScript {
-		return nil, fmt.Errorf("%s: %w", name, tooLong)
-	}
 	if len(stack) > 1 {
 		open := stack[len(stack)-1].st.line
 		return nil, &Error{Name: name, Line: open, Err: fmt.Errorf("repeat block not closed with }")}
