@@ -1,13 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
@@ -19,6 +19,7 @@ type runOpts struct {
 	list    bool
 	backend string
 	html    string
+	maxOps  int
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -53,6 +54,7 @@ set with --param name=value.`,
 	fl.BoolVar(&o.list, "list", false, "list the built-in workloads")
 	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim or cuda")
 	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
+	fl.IntVar(&o.maxOps, "max-ops", workload.DefaultLimits.Ops, "most allocator operations a workload script may make")
 	return cmd
 }
 
@@ -79,10 +81,19 @@ func parseParams(list []string) (map[string]string, error) {
 // loadWorkload finds a builtin or parses a script file.
 func loadWorkload(name string, params map[string]string) (*workload.Workload, error) {
 	w, err := workload.Lookup(name, params)
-	if err != nil {
-		return nil, withHint(inputError{err}, "run 'gpumem run --list' for the built-in workloads")
+	return w, workloadErr(err)
+}
+
+// workloadErr marks a workload's error as bad input; past a limit the list
+// of builtins is no help.
+func workloadErr(err error) error {
+	var le *workload.LimitError
+	if err == nil {
+		return nil
+	} else if errors.As(err, &le) {
+		return inputError{err}
 	}
-	return w, nil
+	return withHint(inputError{err}, "run 'gpumem run --list' for the built-in workloads")
 }
 
 func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
@@ -93,9 +104,18 @@ func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
 	if err != nil {
 		return err
 	}
-	w, err := loadWorkload(name, params)
+	if o.maxOps <= 0 {
+		return usageError{fmt.Errorf("--max-ops %d: want a positive number", o.maxOps)}
+	}
+	lim := workload.DefaultLimits
+	lim.Ops, lim.OpsHint = o.maxOps, "raise it with --max-ops"
+	// Open does not make a script's operations: Replay streams them.
+	w, err := workload.Open(name, params, lim)
+	if err == nil && o.html != "" {
+		err = w.Materialize() // the HTML report replays a prefix of Ops
+	}
 	if err != nil {
-		return err
+		return workloadErr(err)
 	}
 	ro, err := o.alloc.options(cmd, nil)
 	if err != nil {
@@ -105,7 +125,7 @@ func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
 		return err
 	}
 	ro.Points = 2000
-	res, err := replay.RunOps(w.Ops, nil, ro)
+	res, err := w.Replay(ro)
 	if err != nil {
 		return backendErr(fmt.Errorf("running %s: %w", w.Name, err))
 	}

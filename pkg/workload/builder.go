@@ -7,10 +7,6 @@ import (
 	"github.com/gpumem/gpumem/pkg/alloc"
 )
 
-// maxOps bounds the operations one workload may produce, so that a short
-// script with nested repeats cannot exhaust memory.
-const maxOps = 1 << 24
-
 // buffer is one live allocation of a builder.
 type buffer struct {
 	id       uint32
@@ -23,21 +19,64 @@ type buffer struct {
 // OpFreeComplete of buffers used on other streams to the next allocation.
 type builder struct {
 	w       Workload
+	lim     Limits
+	n       int   // operations made
+	mem     int64 // bytes held for live names and phases, as counted against lim.Memory
 	live    map[string]*buffer
 	free    idHeap // released IDs, smallest first
 	next    uint32 // next never-used ID
 	pending []uint32
+	// sink, when set, receives the operations in batches of cap(batch)
+	// instead of their being kept in w.Ops, so that memory stays bounded.
+	sink  func([]alloc.Op) error
+	batch []alloc.Op
+	// noPhases: the phases are already known (a second run of a script).
+	noPhases bool
 }
 
+// Rough costs, in bytes, of a live buffer besides its name and of a phase
+// marker besides its text, for the Memory limit.
+const (
+	liveCost  = 96
+	phaseCost = 32
+)
+
 func newBuilder(name, desc string) *builder {
-	return &builder{w: Workload{Name: name, Description: desc}, live: map[string]*buffer{}}
+	return &builder{w: Workload{Name: name, Description: desc}, lim: DefaultLimits, live: map[string]*buffer{}}
 }
 
 func (b *builder) emit(op alloc.Op) error {
-	if len(b.w.Ops) >= maxOps {
-		return fmt.Errorf("workload has more than %d operations", maxOps)
+	if b.n >= b.lim.Ops {
+		return &LimitError{What: "operations", Limit: int64(b.lim.Ops), Hint: b.lim.OpsHint}
 	}
-	b.w.Ops = append(b.w.Ops, op)
+	b.n++
+	if b.sink == nil {
+		b.w.Ops = append(b.w.Ops, op)
+		return nil
+	}
+	b.batch = append(b.batch, op)
+	if len(b.batch) == cap(b.batch) {
+		return b.drain()
+	}
+	return nil
+}
+
+// drain hands the batched operations to the sink.
+func (b *builder) drain() error {
+	if len(b.batch) == 0 {
+		return nil
+	}
+	err := b.sink(b.batch)
+	b.batch = b.batch[:0]
+	return err
+}
+
+// hold counts n more bytes against the Memory limit.
+func (b *builder) hold(n int64) error {
+	b.mem += n
+	if b.mem > b.lim.Memory {
+		return &LimitError{What: "bytes of buffer names and phases", Limit: b.lim.Memory}
+	}
 	return nil
 }
 
@@ -56,10 +95,16 @@ func (b *builder) flush() error {
 
 func (b *builder) alloc(name string, size, stream uint64) error {
 	if _, ok := b.live[name]; ok {
-		return fmt.Errorf("buffer %s is already allocated", name)
+		return fmt.Errorf("buffer %s is already allocated", short(name))
 	}
 	if size == 0 {
-		return fmt.Errorf("buffer %s: size must be positive", name)
+		return fmt.Errorf("buffer %s: size must be positive", short(name))
+	}
+	if len(b.live) >= b.lim.Live {
+		return &LimitError{What: "live buffers", Limit: int64(b.lim.Live)}
+	}
+	if err := b.hold(int64(len(name)) + liveCost); err != nil {
+		return err
 	}
 	if err := b.flush(); err != nil {
 		return err
@@ -78,9 +123,10 @@ func (b *builder) alloc(name string, size, stream uint64) error {
 func (b *builder) release(name string) error {
 	buf, ok := b.live[name]
 	if !ok {
-		return fmt.Errorf("free of %s, which is not allocated", name)
+		return fmt.Errorf("free of %s, which is not allocated", short(name))
 	}
 	delete(b.live, name)
+	b.mem -= int64(len(name)) + liveCost
 	if err := b.emit(alloc.Op{Kind: alloc.OpFree, ID: buf.id, Stream: buf.stream}); err != nil {
 		return err
 	}
@@ -97,7 +143,7 @@ func (b *builder) release(name string) error {
 func (b *builder) recordStream(name string, stream uint64) error {
 	buf, ok := b.live[name]
 	if !ok {
-		return fmt.Errorf("record_stream of %s, which is not allocated", name)
+		return fmt.Errorf("record_stream of %s, which is not allocated", short(name))
 	}
 	if stream != buf.stream {
 		buf.recorded = true
@@ -114,13 +160,20 @@ func (b *builder) emptyCache() error {
 }
 
 func (b *builder) phase(name string) {
-	b.w.Phases = append(b.w.Phases, Phase{Name: name, Op: len(b.w.Ops)})
+	if !b.noPhases {
+		b.w.Phases = append(b.w.Phases, Phase{Name: name, Op: b.n})
+	}
 }
 
 // finish completes pending frees and returns the workload.
 func (b *builder) finish() (*Workload, error) {
 	if err := b.flush(); err != nil {
 		return nil, err
+	}
+	if b.sink != nil {
+		if err := b.drain(); err != nil {
+			return nil, err
+		}
 	}
 	w := b.w
 	return &w, nil

@@ -159,7 +159,7 @@ func strategies() []Builtin {
 				for _, p := range known {
 					v, err := strconv.ParseUint(param(params, known, p.Name), 10, 64)
 					if err != nil || v == 0 || v > 1<<20 {
-						return nil, fmt.Errorf("%s: parameter %s=%q: want an integer from 1 to %d", s.name, p.Name, param(params, known, p.Name), 1<<20)
+						return nil, fmt.Errorf("%s: parameter %s=%s: want an integer from 1 to %d", s.name, p.Name, quote(param(params, known, p.Name)), 1<<20)
 					}
 					n[p.Name] = v
 				}
@@ -331,5 +331,5 @@ func parseBool(s string) (bool, error) {
 	case "0", "f", "false", "no", "off":
 		return false, nil
 	}
-	return false, fmt.Errorf("%q is not true or false", s)
+	return false, fmt.Errorf("%s is not true or false", quote(s))
 }

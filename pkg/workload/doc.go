@@ -59,6 +59,35 @@
 // allocated". Allocating a live name, freeing an unknown one, undefined
 // variables, unknown units, division by zero and overflow are errors.
 //
+// A script may begin with a UTF-8 byte-order mark; other characters
+// outside the syntax are errors, quoted with control characters escaped.
+//
+// # Limits
+//
+// A few bytes of script can ask for unbounded work (repeat 1000000000000),
+// so scripts run within [Limits]; going past one is an error naming the
+// limit and the line at fault: "big.gpumem:3: more than 16777216
+// operations (the limit)". The defaults, [DefaultLimits], are far above
+// real workloads (a training step makes thousands of operations; the
+// transformer builtin, eight steps of GPT-2 small, 7299) and keep a
+// hostile script to seconds and a few hundred MiB:
+//
+//	operations   16777216 (2^24) allocator operations; raisable (Limits.Ops,
+//	             gpumem run --max-ops)
+//	steps        16 per operation allowed: statements run plus expression
+//	             terms evaluated, so that loops making no operations end
+//	live buffers 1048576 (2^20) allocated at once
+//	memory       128 MiB held for live buffer names and phases
+//	script       1 MiB; a line 64 KiB
+//	nesting      64 repeat blocks; 64 parentheses, calls and minus signs
+//
+// Builtins are built within the defaults.
+//
+// [Open] runs a script once to check it without keeping its operations,
+// and [Workload.Replay] makes them again batch by batch as the allocator
+// consumes them, so that a long script's operations are never all in
+// memory; [Lookup] and [Parse] make them all.
+//
 // # Operations
 //
 // Each allocation gets the smallest ID not in use, so IDs stay dense:

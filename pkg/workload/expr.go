@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // units maps size units, matched without regard to case, to bytes. The
@@ -60,7 +61,11 @@ func lex(line string) ([]token, error) {
 			toks = append(toks, token{kind: c, glue: glue})
 			i++
 		default:
-			return nil, fmt.Errorf("unexpected character %q", c)
+			r, size := utf8.DecodeRuneInString(line[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return nil, fmt.Errorf("unexpected byte %#02x (not UTF-8)", c)
+			}
+			return nil, fmt.Errorf("unexpected character %q", r)
 		}
 		glue = true
 	}
@@ -73,7 +78,7 @@ func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
 func (t token) String() string {
 	switch t.kind {
 	case 'i', 'n':
-		return strconv.Quote(t.text)
+		return quote(t.text)
 	}
 	return strconv.Quote(string(t.kind))
 }
@@ -109,7 +114,7 @@ func (n numExpr) eval(*env) (int64, error) { return int64(n), nil }
 func (v varExpr) eval(e *env) (int64, error) {
 	x, ok := e.vars[string(v)]
 	if !ok {
-		return 0, fmt.Errorf("undefined variable %s", string(v))
+		return 0, fmt.Errorf("undefined variable %s", short(string(v)))
 	}
 	return x, nil
 }
@@ -226,8 +231,9 @@ var funcs = map[string]int{"rand": 2, "min": 2, "max": 2, "align": 2}
 //	unary   = "-" unary | primary [ unit ]
 //	primary = number | ident | ident "(" expr { "," expr } ")" | "(" expr ")"
 type exprParser struct {
-	toks []token
-	pos  int
+	toks  []token
+	pos   int
+	depth int // unary() calls under way: nesting of parentheses, calls and minus signs
 }
 
 func (p *exprParser) peek() (token, bool) {
@@ -288,6 +294,11 @@ func (p *exprParser) term() (expr, error) {
 }
 
 func (p *exprParser) unary() (expr, error) {
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > maxExprDepth {
+		return nil, &LimitError{What: "nested parentheses, calls and minus signs", Limit: maxExprDepth}
+	}
 	if t, ok := p.peek(); ok && t.kind == '-' {
 		p.pos++
 		x, err := p.unary()
@@ -311,7 +322,7 @@ func (p *exprParser) primary() (expr, error) {
 		return p.number(t)
 	case 'i':
 		if _, isUnit := unitOf(t.text); isUnit {
-			return nil, fmt.Errorf("unit %s needs a number before it", t.text)
+			return nil, fmt.Errorf("unit %s needs a number before it", short(t.text))
 		}
 		if n, ok := funcs[t.text]; ok {
 			c, err := p.call(t.text, n)
@@ -386,38 +397,38 @@ func (p *exprParser) number(t token) (expr, error) {
 	text := strings.ReplaceAll(t.text, "_", "")
 	whole, frac, hasFrac := strings.Cut(text, ".")
 	if strings.Contains(frac, ".") || whole == "" || (hasFrac && frac == "") {
-		return nil, fmt.Errorf("malformed number %s", t.text)
+		return nil, fmt.Errorf("malformed number %s", short(t.text))
 	}
 	mant, err := strconv.ParseInt(whole+frac, 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("number %s out of range", t.text)
+		return nil, fmt.Errorf("number %s out of range", short(t.text))
 	}
 	next, ok := p.peek()
 	if ok && next.kind == 'i' && next.glue {
 		if _, isUnit := unitOf(next.text); !isUnit {
-			return nil, fmt.Errorf("unknown unit %q in %s%s", next.text, t.text, next.text)
+			return nil, fmt.Errorf("unknown unit %s in %s", quote(next.text), short(t.text+next.text))
 		}
 	}
 	u, hasUnit := p.unit()
 	if !hasUnit {
 		if hasFrac {
-			return nil, fmt.Errorf("fractional number %s needs a unit", t.text)
+			return nil, fmt.Errorf("fractional number %s needs a unit", short(t.text))
 		}
 		return numExpr(mant), nil
 	}
 	v, err := arith('*', mant, u)
 	if err != nil {
-		return nil, fmt.Errorf("number %s%s out of range", t.text, next.text)
+		return nil, fmt.Errorf("number %s out of range", short(t.text+next.text))
 	}
 	div := int64(1)
 	for range len(frac) {
 		div *= 10
 		if div > 1e18/10 {
-			return nil, fmt.Errorf("too many decimals in %s", t.text)
+			return nil, fmt.Errorf("too many decimals in %s", short(t.text))
 		}
 	}
 	if v%div != 0 {
-		return nil, fmt.Errorf("%s%s is not a whole number of bytes", t.text, next.text)
+		return nil, fmt.Errorf("%s is not a whole number of bytes", short(t.text+next.text))
 	}
 	return numExpr(v / div), nil
 }

@@ -7,13 +7,14 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
 )
 
 // Limits on what a script may ask for.
 const (
 	maxSize   = 1 << 50 // bytes in one allocation
 	maxStream = 1 << 32
-	maxLine   = 1 << 16
 )
 
 // An Error is a problem at one line of a script.
@@ -36,7 +37,43 @@ func Parse(name string, r io.Reader) (*Workload, error) {
 // of the script's `param k = ...` statement. A parameter the script does
 // not declare is an error.
 func ParseWith(name string, r io.Reader, params map[string]string) (*Workload, error) {
-	prog, err := parseScript(name, r)
+	w, err := open(name, r, params, DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Materialize(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// open parses a script and runs it once without keeping its operations,
+// which checks it against lim and finds its phases and length.
+func open(name string, r io.Reader, params map[string]string, lim Limits) (*Workload, error) {
+	prog, err := compile(name, r, params, lim)
+	if err != nil {
+		return nil, err
+	}
+	b := prog.builder(func([]alloc.Op) error { return nil })
+	if err := prog.run(b); err != nil {
+		return nil, err
+	}
+	w := b.w
+	w.prog, w.n = prog, b.n
+	return &w, nil
+}
+
+// A program is a parsed script with its parameters, ready to run; each
+// run makes the same operations.
+type program struct {
+	name      string
+	s         *script
+	overrides map[string]int64
+	lim       Limits
+}
+
+func compile(name string, r io.Reader, params map[string]string, lim Limits) (*program, error) {
+	s, err := parseScript(name, r)
 	if err != nil {
 		return nil, err
 	}
@@ -44,28 +81,53 @@ func ParseWith(name string, r io.Reader, params map[string]string) (*Workload, e
 	for k, v := range params {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s: parameter %s=%q: not an integer", name, k, v)
+			return nil, fmt.Errorf("%s: parameter %s=%s: not an integer", name, short(k), quote(v))
 		}
-		if !prog.params[k] {
-			return nil, fmt.Errorf("%s: unknown parameter %q (the script declares no `param %s`)", name, k, k)
+		if !s.params[k] {
+			return nil, fmt.Errorf("%s: unknown parameter %s (the script declares no `param %s`)", name, quote(k), short(k))
 		}
 		overrides[k] = n
 	}
+	return &program{name: name, s: s, overrides: overrides, lim: lim.orDefault()}, nil
+}
+
+// builder returns a builder whose operations go to sink in batches, or
+// stay in its workload when sink is nil.
+func (p *program) builder(sink func([]alloc.Op) error) *builder {
+	b := newBuilder(p.name, p.s.description)
+	b.lim = p.lim
+	if sink != nil {
+		b.sink, b.batch = sink, make([]alloc.Op, 0, batchOps)
+	}
+	return b
+}
+
+// batchOps is how many operations a streaming run hands on at a time.
+const batchOps = 1 << 14
+
+// run executes the program into b and finishes it.
+func (p *program) run(b *builder) error {
 	x := &runner{
-		name:      name,
-		b:         newBuilder(name, prog.description),
+		name:      p.name,
+		b:         b,
 		env:       env{vars: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 0))},
-		overrides: overrides,
+		overrides: p.overrides,
+		steps:     int64(p.lim.Ops) * StepsPerOp,
 	}
-	if err := x.run(prog.body); err != nil {
-		return nil, err
+	if err := x.run(p.s.body); err != nil {
+		return err
 	}
-	return x.b.finish()
+	if _, err := b.finish(); err != nil {
+		// Completing the last pending frees can pass the operation limit.
+		return fmt.Errorf("%s: at the end: %w", p.name, err)
+	}
+	return nil
 }
 
 // stmt is one statement of a script.
 type stmt struct {
 	line   int
+	cost   int64 // steps one execution takes: 1 plus its expression terms
 	verb   string
 	buf    bufName // alloc, free, record_stream
 	bufs   []bufName
@@ -88,8 +150,22 @@ type script struct {
 	body        []stmt
 }
 
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 func parseScript(name string, r io.Reader) (*script, error) {
-	sc := bufio.NewScanner(r)
+	cr := &countReader{r: io.LimitReader(r, maxScript+1)}
+	tooLong := &LimitError{What: "bytes in a script", Limit: maxScript}
+	sc := bufio.NewScanner(cr)
 	sc.Buffer(make([]byte, 0, 4096), maxLine)
 	s := &script{params: map[string]bool{}}
 	// stack of open repeat blocks; the bottom is the script body.
@@ -99,15 +175,23 @@ func parseScript(name string, r io.Reader) (*script, error) {
 	}
 	stack := []frame{{}}
 	line := 0
+	read := int64(0) // bytes of the lines so far
 	for sc.Scan() {
 		line++
 		fail := func(format string, args ...any) error {
 			return &Error{Name: name, Line: line, Err: fmt.Errorf(format, args...)}
 		}
+		// The line that takes the script past maxScript is at fault.
+		if read += int64(len(sc.Bytes())) + 1; read > maxScript && cr.n > maxScript {
+			return nil, &Error{Name: name, Line: line, Err: tooLong}
+		}
 		text := strings.TrimSuffix(sc.Text(), "\r")
+		if line == 1 {
+			text = strings.TrimPrefix(text, "\uFEFF") // a UTF-8 byte-order mark
+		}
 		toks, err := lex(text)
 		if err != nil {
-			return nil, fail("%v", err)
+			return nil, fail("%w", err)
 		}
 		if len(toks) == 0 {
 			continue
@@ -128,9 +212,10 @@ func parseScript(name string, r io.Reader) (*script, error) {
 		}
 		st, err := parseStmt(toks, text)
 		if err != nil {
-			return nil, fail("%v", err)
+			return nil, fail("%w", err)
 		}
 		st.line = line
+		st.cost = st.terms()
 		switch st.verb {
 		case "description":
 			s.description = st.text
@@ -140,10 +225,13 @@ func parseScript(name string, r io.Reader) (*script, error) {
 				return nil, fail("param inside repeat")
 			}
 			if s.params[st.ident] {
-				return nil, fail("param %s declared twice", st.ident)
+				return nil, fail("param %s declared twice", short(st.ident))
 			}
 			s.params[st.ident] = true
 		case "repeat":
+			if len(stack) > maxNesting {
+				return nil, &Error{Name: name, Line: line, Err: &LimitError{What: "nested repeat blocks", Limit: maxNesting}}
+			}
 			stack = append(stack, frame{st: st})
 			continue
 		}
@@ -152,7 +240,7 @@ func parseScript(name string, r io.Reader) (*script, error) {
 	}
 	if err := sc.Err(); err != nil {
 		if err == bufio.ErrTooLong {
-			return nil, &Error{Name: name, Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", maxLine)}
+			return nil, &Error{Name: name, Line: line + 1, Err: &LimitError{What: "bytes in a line", Limit: maxLine}}
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -200,11 +288,11 @@ func parseStmt(toks []token, text string) (stmt, error) {
 		p.pos++
 		st.ident = t.text
 		if err := p.expect('='); err != nil {
-			return st, fmt.Errorf("%s %s: %w", st.verb, st.ident, err)
+			return st, fmt.Errorf("%s %s: %w", st.verb, short(st.ident), err)
 		}
 		x, err := p.expr()
 		if err != nil {
-			return st, fmt.Errorf("%s %s: %w", st.verb, st.ident, err)
+			return st, fmt.Errorf("%s %s: %w", st.verb, short(st.ident), err)
 		}
 		st.x = x
 	case "alloc":
@@ -215,11 +303,11 @@ func parseStmt(toks []token, text string) (stmt, error) {
 		st.buf = b
 		x, err := p.expr()
 		if err != nil {
-			return st, fmt.Errorf("alloc %s: %w", b.base, err)
+			return st, fmt.Errorf("alloc %s: %w", short(b.base), err)
 		}
 		st.x = x
 		if st.stream, err = p.streamOpt(false); err != nil {
-			return st, fmt.Errorf("alloc %s: %w", b.base, err)
+			return st, fmt.Errorf("alloc %s: %w", short(b.base), err)
 		}
 	case "free":
 		for p.pos < len(p.toks) {
@@ -239,7 +327,7 @@ func parseStmt(toks []token, text string) (stmt, error) {
 		}
 		st.buf = b
 		if st.stream, err = p.streamOpt(true); err != nil {
-			return st, fmt.Errorf("record_stream %s: %w", b.base, err)
+			return st, fmt.Errorf("record_stream %s: %w", short(b.base), err)
 		}
 	case "empty_cache":
 	case "repeat":
@@ -265,7 +353,7 @@ func parseStmt(toks []token, text string) (stmt, error) {
 			return st, fmt.Errorf("repeat: %w", err)
 		}
 	default:
-		return st, fmt.Errorf("unknown statement %q", st.verb)
+		return st, fmt.Errorf("unknown statement %s", quote(st.verb))
 	}
 	if t, ok := p.peek(); ok {
 		return st, fmt.Errorf("%s: unexpected %s", st.verb, t)
@@ -276,10 +364,10 @@ func parseStmt(toks []token, text string) (stmt, error) {
 // checkIdent rejects variable names that would read as something else.
 func checkIdent(s string) error {
 	if _, ok := unitOf(s); ok {
-		return fmt.Errorf("%s is a unit, not a variable name", s)
+		return fmt.Errorf("%s is a unit, not a variable name", short(s))
 	}
 	if _, ok := funcs[s]; ok {
-		return fmt.Errorf("%s is a function, not a variable name", s)
+		return fmt.Errorf("%s is a function, not a variable name", short(s))
 	}
 	return nil
 }
@@ -339,7 +427,7 @@ type runner struct {
 	b         *builder
 	env       env
 	overrides map[string]int64
-	steps     int // statements executed, bounded so loops without operations end
+	steps     int64 // steps left: loops that make no operations end too
 }
 
 func (x *runner) run(body []stmt) error {
@@ -354,10 +442,19 @@ func (x *runner) run(body []stmt) error {
 	return nil
 }
 
+// step takes n steps from the budget.
+func (x *runner) step(n int64) error {
+	x.steps -= n
+	if x.steps < 0 {
+		lim := x.b.lim
+		return &LimitError{What: "steps", Limit: int64(lim.Ops) * StepsPerOp, Hint: lim.OpsHint}
+	}
+	return nil
+}
+
 func (x *runner) exec(st *stmt) error {
-	x.steps++
-	if x.steps > maxOps {
-		return fmt.Errorf("script runs more than %d statements", maxOps)
+	if err := x.step(st.cost); err != nil {
+		return err
 	}
 	switch st.verb {
 	case "seed":
@@ -389,6 +486,9 @@ func (x *runner) exec(st *stmt) error {
 		}
 		x.env.vars[st.ident] = v
 	case "phase":
+		if err := x.b.hold(int64(len(st.text)) + phaseCost); err != nil {
+			return err
+		}
 		x.b.phase(st.text)
 	case "alloc":
 		name, err := x.bufName(st.buf)
@@ -397,11 +497,11 @@ func (x *runner) exec(st *stmt) error {
 		}
 		size, err := x.size(st.x)
 		if err != nil {
-			return fmt.Errorf("alloc %s: %w", name, err)
+			return fmt.Errorf("alloc %s: %w", short(name), err)
 		}
 		stream, err := x.stream(st.stream)
 		if err != nil {
-			return fmt.Errorf("alloc %s: %w", name, err)
+			return fmt.Errorf("alloc %s: %w", short(name), err)
 		}
 		return x.b.alloc(name, size, stream)
 	case "free":
@@ -421,7 +521,7 @@ func (x *runner) exec(st *stmt) error {
 		}
 		stream, err := x.stream(st.stream)
 		if err != nil {
-			return fmt.Errorf("record_stream %s: %w", name, err)
+			return fmt.Errorf("record_stream %s: %w", short(name), err)
 		}
 		return x.b.recordStream(name, stream)
 	case "empty_cache":
@@ -436,12 +536,14 @@ func (x *runner) exec(st *stmt) error {
 		}
 		old, had := x.env.vars[st.ident]
 		for i := range n {
+			if i > 0 { // the first iteration was paid for with the statement
+				if err := x.step(1); err != nil {
+					return err
+				}
+			}
 			x.env.vars[st.ident] = i
 			if err := x.run(st.body); err != nil {
 				return err
-			}
-			if len(st.body) == 0 && i > maxOps {
-				return fmt.Errorf("repeat count %d is too large for an empty block", n)
 			}
 		}
 		if had {
@@ -462,9 +564,11 @@ func (x *runner) bufName(b bufName) (string, error) {
 	for _, e := range b.index {
 		v, err := e.eval(&x.env)
 		if err != nil {
-			return "", fmt.Errorf("index of %s: %w", b.base, err)
+			return "", fmt.Errorf("index of %s: %w", short(b.base), err)
 		}
-		fmt.Fprintf(&sb, "[%d]", v)
+		sb.WriteByte('[')
+		sb.WriteString(strconv.FormatInt(v, 10))
+		sb.WriteByte(']')
 	}
 	return sb.String(), nil
 }
@@ -492,4 +596,34 @@ func (x *runner) stream(e expr) (uint64, error) {
 		return 0, fmt.Errorf("stream %d out of range", v)
 	}
 	return uint64(v), nil
+}
+
+// terms counts the expression terms of a statement, which each take a
+// step when it runs.
+func (st *stmt) terms() int64 {
+	n := 1 + terms(st.x) + terms(st.stream)
+	for _, b := range append([]bufName{st.buf}, st.bufs...) {
+		for _, e := range b.index {
+			n += terms(e)
+		}
+	}
+	return n
+}
+
+func terms(e expr) int64 {
+	switch e := e.(type) {
+	case negExpr:
+		return 1 + terms(e.x)
+	case binExpr:
+		return 1 + terms(e.x) + terms(e.y)
+	case callExpr:
+		n := int64(1)
+		for _, a := range e.args {
+			n += terms(a)
+		}
+		return n
+	case nil:
+		return 0
+	}
+	return 1
 }

@@ -59,7 +59,7 @@ func parseTransformer(params map[string]string) (tfConfig, error) {
 	num := func(k string, lo, hi uint64) (uint64, error) {
 		v, err := strconv.ParseUint(get(k), 10, 64)
 		if err != nil || v < lo || v > hi {
-			return 0, fmt.Errorf("parameter %s=%q: want an integer from %d to %d", k, get(k), lo, hi)
+			return 0, fmt.Errorf("parameter %s=%s: want an integer from %d to %d", k, quote(get(k)), lo, hi)
 		}
 		return v, nil
 	}
@@ -86,7 +86,7 @@ func parseTransformer(params map[string]string) (tfConfig, error) {
 	for s := range strings.SplitSeq(get("seq"), ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 		if err != nil || v == 0 {
-			return c, fmt.Errorf("parameter seq=%q: want positive integers separated by commas", get("seq"))
+			return c, fmt.Errorf("parameter seq=%s: want positive integers separated by commas", quote(get("seq")))
 		}
 		if v > c.positions {
 			return c, fmt.Errorf("seq %d is longer than positions %d", v, c.positions)
@@ -109,21 +109,21 @@ func parseTransformer(params map[string]string) (tfConfig, error) {
 	case "bf16":
 		c.bf16 = true
 	default:
-		return c, fmt.Errorf("parameter dtype=%q: want fp32 or bf16", get("dtype"))
+		return c, fmt.Errorf("parameter dtype=%s: want fp32 or bf16", quote(get("dtype")))
 	}
 	switch get("attention") {
 	case "sdpa":
 	case "eager":
 		c.eager = true
 	default:
-		return c, fmt.Errorf("parameter attention=%q: want sdpa or eager", get("attention"))
+		return c, fmt.Errorf("parameter attention=%s: want sdpa or eager", quote(get("attention")))
 	}
 	switch get("optimizer") {
 	case "adamw":
 		c.adamw = true
 	case "sgd":
 	default:
-		return c, fmt.Errorf("parameter optimizer=%q: want adamw or sgd", get("optimizer"))
+		return c, fmt.Errorf("parameter optimizer=%s: want adamw or sgd", quote(get("optimizer")))
 	}
 	if c.checkpoint, err = parseBool(get("checkpoint")); err != nil {
 		return c, fmt.Errorf("parameter checkpoint: %w", err)

@@ -16,13 +16,17 @@ import (
 type Workload struct {
 	Name        string
 	Description string
-	// Ops is what the program does to the allocator, in order.
+	// Ops is what the program does to the allocator, in order. A script
+	// workload from [Open] leaves it nil until [Workload.Materialize].
 	Ops []alloc.Op
 	// Phases mark where named parts of the program start.
 	Phases []Phase
 	// Limit is the device memory, in bytes, the workload is meant to run
 	// in (a `limit` statement), or 0 when any amount will do.
 	Limit uint64
+
+	prog *program // the script that makes Ops, when Open left them unmade
+	n    int      // len(Ops) once made
 }
 
 // A Phase marks that the phase Name starts at Ops[Op]; it lasts until the
@@ -63,14 +67,30 @@ func Builtins() []Builtin {
 // parses the script file at that path, params overriding the defaults of
 // its `param` statements.
 func Lookup(nameOrFile string, params map[string]string) (*Workload, error) {
+	w, err := Open(nameOrFile, params, DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Materialize(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Open is [Lookup] within lim, without making a script's operations:
+// it runs the script once to check it and to find its phases and length,
+// and leaves Ops nil; [Workload.Replay] then makes them batch by batch as
+// the allocator consumes them, so that memory stays bounded however long
+// the script runs. Builtins are built as by Lookup.
+func Open(nameOrFile string, params map[string]string, lim Limits) (*Workload, error) {
 	for _, b := range Builtins() {
 		if b.Name == nameOrFile {
 			return b.Build(params)
 		}
 	}
-	w, err := parseFile(nameOrFile, params)
+	w, err := openFile(nameOrFile, params, lim)
 	if errors.Is(err, fs.ErrNotExist) && !strings.ContainsAny(nameOrFile, `/\.`) {
-		return nil, fmt.Errorf("no builtin workload or file named %q", nameOrFile)
+		return nil, fmt.Errorf("no builtin workload or file named %s", quote(nameOrFile))
 	}
 	return w, err
 }
@@ -78,21 +98,51 @@ func Lookup(nameOrFile string, params map[string]string) (*Workload, error) {
 // ParseFile parses the workload script at path. The workload is named
 // after the file, without directory or extension.
 func ParseFile(path string) (*Workload, error) {
-	return parseFile(path, nil)
+	w, err := openFile(path, nil, DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Materialize(); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
-func parseFile(path string, params map[string]string) (*Workload, error) {
+func openFile(path string, params map[string]string, lim Limits) (*Workload, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	w, err := ParseWith(path, f, params)
+	w, err := open(path, f, params, lim)
 	if err != nil {
 		return nil, err
 	}
 	w.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	return w, nil
+}
+
+// Len returns the number of operations, made or not.
+func (w *Workload) Len() int {
+	if w.prog == nil {
+		return len(w.Ops)
+	}
+	return w.n
+}
+
+// Materialize makes the operations of a workload from [Open] into Ops.
+func (w *Workload) Materialize() error {
+	if w.prog == nil {
+		return nil
+	}
+	b := w.prog.builder(nil)
+	b.noPhases = true
+	b.w.Ops = make([]alloc.Op, 0, w.n)
+	if err := w.prog.run(b); err != nil {
+		return err
+	}
+	w.Ops, w.prog = b.w.Ops, nil
+	return nil
 }
 
 // checkParams reports a parameter that is not one of known.
@@ -104,9 +154,9 @@ func checkParams(builtin string, params map[string]string, known []Param) error 
 				names[i] = p.Name
 			}
 			if len(names) == 0 {
-				return fmt.Errorf("%s: unknown parameter %q (it takes none)", builtin, k)
+				return fmt.Errorf("%s: unknown parameter %s (it takes none)", builtin, quote(k))
 			}
-			return fmt.Errorf("%s: unknown parameter %q (known: %s)", builtin, k, strings.Join(names, ", "))
+			return fmt.Errorf("%s: unknown parameter %s (known: %s)", builtin, quote(k), strings.Join(names, ", "))
 		}
 	}
 	return nil
