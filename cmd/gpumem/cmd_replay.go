@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -191,14 +192,14 @@ func recordedConfig(s trace.Settings) *alloc.Config {
 	return &c
 }
 
-func writeReport(a *app, w io.Writer, format string, r *report.Replay, ro report.Options) error {
+func writeReport(a *app, w io.Writer, format string, r *figures.Replay, ro report.Options) error {
 	switch format {
 	case "json":
 		return report.JSON(w, r)
 	case "markdown":
 		return report.Markdown(w, r, ro)
 	case "torch-summary":
-		return report.TorchSummary(w, r.Stats, r.Device, false)
+		return report.TorchSummary(w, r.Stats.Map(), r.Device, false)
 	}
 	if err := report.Table(w, r, ro); err != nil {
 		return err

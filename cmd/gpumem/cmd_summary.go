@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/probe"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/report"
@@ -113,7 +114,7 @@ func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
 }
 
 // summaryReplay drives the allocator through the trace or workload.
-func summaryReplay(cmd *cobra.Command, a *app, o *summaryOpts, backend string) (*report.Replay, error) {
+func summaryReplay(cmd *cobra.Command, a *app, o *summaryOpts, backend string) (*figures.Replay, error) {
 	ro, err := o.alloc.options(cmd, nil)
 	if err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func summaryReplay(cmd *cobra.Command, a *app, o *summaryOpts, backend string) (
 	return buildReport(w.Name, ro, res, nil, nil), nil
 }
 
-func writeSummaryJSON(w io.Writer, sys *probe.System, rep *report.Replay) error {
+func writeSummaryJSON(w io.Writer, sys *probe.System, rep *figures.Replay) error {
 	if sys == nil {
 		sys = &probe.System{GPUs: []probe.GPU{}}
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/sweep"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
@@ -63,10 +63,10 @@ func sweepFacts(in *sweepInput, rows []sweep.Row, fraction float64) []string {
 	} else {
 		facts = append(facts, fmt.Sprintf("%d ops, %d settings", in.ops, len(rows)))
 		if len(rows) > 0 && rows[0].LowerBound > 0 {
-			facts = append(facts, "lower bound (peak live bytes, no setting reserves less): "+report.FormatBytes(rows[0].LowerBound))
+			facts = append(facts, "lower bound (peak live bytes, no setting reserves less): "+figures.FormatBytes(rows[0].LowerBound))
 			if off := offlinePeak(in); off > 0 {
 				facts = append(facts, fmt.Sprintf("offline planner (knows the whole trace; the best any allocator could do): %s, %.3f× the bound",
-					report.FormatBytes(int64(off)), float64(off)/float64(rows[0].LowerBound)))
+					figures.FormatBytes(int64(off)), float64(off)/float64(rows[0].LowerBound)))
 			}
 		}
 	}
@@ -92,7 +92,7 @@ func sweepFacts(in *sweepInput, rows []sweep.Row, fraction float64) []string {
 	return facts
 }
 
-func cardName(c uint64) string { return report.FormatBytes(int64(min(c, math.MaxInt64))) }
+func cardName(c uint64) string { return figures.FormatUBytes(c) }
 
 func writeSweepTable(w io.Writer, in *sweepInput, rows []sweep.Row, fraction float64, md bool) error {
 	first := "setting"
@@ -126,7 +126,7 @@ func writeSweepTable(w io.Writer, in *sweepInput, rows []sweep.Row, fraction flo
 		}
 		row := []string{
 			r.Label,
-			report.FormatBytes(r.PeakReserved()),
+			figures.FormatBytes(r.PeakReserved()),
 			overBound(r),
 			vs,
 			ratio(r.Fragmentation.AtPeak),
@@ -229,10 +229,10 @@ func sweepVerdict(in *sweepInput, rows []sweep.Row, fraction float64) (notes []s
 		case best == nil:
 			return nil, "least reserved: none, nothing fits " + where
 		case base == nil || best == base:
-			return nil, fmt.Sprintf("least reserved: %s, %s", best.Label, report.FormatBytes(best.PeakReserved()))
+			return nil, fmt.Sprintf("least reserved: %s, %s", best.Label, figures.FormatBytes(best.PeakReserved()))
 		}
 		return nil, fmt.Sprintf("least reserved: %s, %s: %s less than %s", best.Label,
-			report.FormatBytes(best.PeakReserved()), saving(base.PeakReserved()-best.PeakReserved(), base.PeakReserved()), base.Label)
+			figures.FormatBytes(best.PeakReserved()), saving(base.PeakReserved()-best.PeakReserved(), base.PeakReserved()), base.Label)
 	}
 	rec := sweep.Recommend(rows)
 	for _, r := range rec.Unsettable {
@@ -265,26 +265,26 @@ func sweepVerdict(in *sweepInput, rows []sweep.Row, fraction float64) (notes []s
 	}
 	if best.Setting.IsDefault() {
 		return notes, fmt.Sprintf("recommendation: keep the defaults (leave PYTORCH_CUDA_ALLOC_CONF unset%s): no PYTORCH_CUDA_ALLOC_CONF setting reserves less than %s",
-			frac, report.FormatBytes(best.PeakReserved()))
+			frac, figures.FormatBytes(best.PeakReserved()))
 	}
 	env := "PYTORCH_CUDA_ALLOC_CONF=" + best.Setting.Env()
 	if base == nil {
-		return notes, fmt.Sprintf("recommendation: %s%s: peak reserved %s", env, frac, report.FormatBytes(best.PeakReserved()))
+		return notes, fmt.Sprintf("recommendation: %s%s: peak reserved %s", env, frac, figures.FormatBytes(best.PeakReserved()))
 	}
 	switch {
 	case !rec.Fits(base):
 		return notes, fmt.Sprintf("recommendation: %s%s: fits%s where the defaults do not; peak reserved %s (defaults %s)",
-			env, frac, where, report.FormatBytes(best.PeakReserved()), report.FormatBytes(base.PeakReserved()))
+			env, frac, where, figures.FormatBytes(best.PeakReserved()), figures.FormatBytes(base.PeakReserved()))
 	case rec.Saved == 0:
 		return notes, fmt.Sprintf("recommendation: %s%s: the same peak reserved as the defaults (%s) with %d fewer device allocations",
-			env, frac, report.FormatBytes(best.PeakReserved()), base.DeviceAllocs()-best.DeviceAllocs())
+			env, frac, figures.FormatBytes(best.PeakReserved()), base.DeviceAllocs()-best.DeviceAllocs())
 	}
 	return notes, fmt.Sprintf("recommendation: %s%s: peak reserved %s, saves %s against the defaults",
-		env, frac, report.FormatBytes(best.PeakReserved()), saving(rec.Saved, base.PeakReserved()))
+		env, frac, figures.FormatBytes(best.PeakReserved()), saving(rec.Saved, base.PeakReserved()))
 }
 
 func saving(saved, of int64) string {
-	return fmt.Sprintf("%s (%.1f%%)", report.FormatBytes(saved), 100*float64(saved)/float64(max(of, 1)))
+	return fmt.Sprintf("%s (%.1f%%)", figures.FormatBytes(saved), 100*float64(saved)/float64(max(of, 1)))
 }
 
 func unsettableNote(r *sweep.Row, base *sweep.Row) string {
@@ -305,7 +305,7 @@ func unsettableNote(r *sweep.Row, base *sweep.Row) string {
 	case c.Backend != "native":
 		why = "gpumem does not simulate the " + r.Setting.Config.Backend + " backend (these are the native allocator's figures)"
 	}
-	return fmt.Sprintf("note: %s reserves %s%s but is not advised: %s", r.Label, report.FormatBytes(r.PeakReserved()), than, why)
+	return fmt.Sprintf("note: %s reserves %s%s but is not advised: %s", r.Label, figures.FormatBytes(r.PeakReserved()), than, why)
 }
 
 // The JSON document of a sweep. Add keys, never rename or drop them.

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/htmlreport"
 	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -18,7 +18,7 @@ import (
 // shows the segments at the peak, which takes a second replay stopped just
 // after the peak operation, and, when the trace recorded stacks, the
 // allocation sites live there. snap may be nil.
-func writeHTML(a *app, path string, rep *report.Replay, plan *replay.Plan, snap *trace.Snapshot, o replay.Options, res *replay.Result) error {
+func writeHTML(a *app, path string, rep *figures.Replay, plan *replay.Plan, snap *trace.Snapshot, o replay.Options, res *replay.Result) error {
 	var extra htmlreport.Extra
 	if n := min(res.Extra.PeakOp+1, len(plan.Ops)); res.Done > 0 && n > 0 {
 		o.Points, o.Check = 0, false
@@ -35,19 +35,19 @@ func writeHTML(a *app, path string, rep *report.Replay, plan *replay.Plan, snap 
 }
 
 // segmentMaps converts an allocator snapshot to the report's form.
-func segmentMaps(segs []alloc.Segment) []report.SegmentMap {
-	out := make([]report.SegmentMap, 0, len(segs))
+func segmentMaps(segs []alloc.Segment) []figures.SegmentMap {
+	out := make([]figures.SegmentMap, 0, len(segs))
 	for _, s := range segs {
-		m := report.SegmentMap{Address: s.Address, Size: s.TotalSize, Blocks: make([]report.Block, 0, len(s.Blocks))}
+		m := figures.SegmentMap{Address: s.Address, Size: s.TotalSize, Blocks: make([]figures.Block, 0, len(s.Blocks))}
 		for _, b := range s.Blocks {
-			st := report.Free
+			st := figures.Free
 			switch b.State {
 			case alloc.BlockAllocated:
-				st = report.Allocated
+				st = figures.Allocated
 			case alloc.BlockPendingFree:
-				st = report.Pending
+				st = figures.Pending
 			}
-			m.Blocks = append(m.Blocks, report.Block{Size: b.Size, State: st})
+			m.Blocks = append(m.Blocks, figures.Block{Size: b.Size, State: st})
 		}
 		out = append(out, m)
 	}

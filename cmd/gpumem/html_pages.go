@@ -8,9 +8,9 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/htmlreport"
 	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/sweep"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
@@ -18,7 +18,7 @@ import (
 // writeRunHTML writes the HTML report of a workload run to path: the
 // replay report, with the segments at the peak (a second run stopped just
 // after the peak operation) and the workload's phases on the timeline.
-func writeRunHTML(a *app, path string, w *workload.Workload, rep *report.Replay, o replay.Options, res *replay.Result) error {
+func writeRunHTML(a *app, path string, w *workload.Workload, rep *figures.Replay, o replay.Options, res *replay.Result) error {
 	extra := htmlreport.Extra{Phases: make([]htmlreport.Phase, len(w.Phases))}
 	for i, p := range w.Phases {
 		extra.Phases[i] = htmlreport.Phase{Name: p.Name, Op: p.Op}

@@ -5,22 +5,22 @@ import (
 	"strconv"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
 // buildReport turns a replay's result into the data every renderer reads.
 // plan and snap may be nil (workloads have neither).
-func buildReport(source string, o replay.Options, res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *report.Replay {
-	r := &report.Replay{
+func buildReport(source string, o replay.Options, res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *figures.Replay {
+	r := &figures.Replay{
 		Source:                      source,
 		Settings:                    o.Config.Text,
 		Policy:                      string(o.Config.Policy),
 		DeviceMemory:                o.DeviceTotal,
 		Allowed:                     res.Allowed,
 		Ops:                         res.Done,
-		Stats:                       res.Stats.Map(),
+		Stats:                       res.Stats,
 		PeakOp:                      res.Extra.PeakOp,
 		PeakAllocatedAtPeakReserved: res.Extra.AllocatedAtPeak,
 		LargestFree:                 res.LargestFree,
@@ -34,12 +34,12 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 		}
 		sort.Strings(reasons)
 		for _, k := range reasons {
-			r.Skipped = append(r.Skipped, report.Skip{Reason: k, Count: plan.Skipped[k]})
+			r.Skipped = append(r.Skipped, figures.Skip{Reason: k, Count: plan.Skipped[k]})
 		}
 	}
 	if tl := res.Timeline; tl != nil {
 		for i := range tl.Allocated {
-			r.Timeline = append(r.Timeline, report.Point{Op: i * tl.Stride,
+			r.Timeline = append(r.Timeline, figures.Point{Op: i * tl.Stride,
 				Allocated: tl.Allocated[i], Reserved: tl.Reserved[i], Active: tl.Active[i]})
 		}
 	}
@@ -55,9 +55,9 @@ type hole struct {
 	free uint64
 }
 
-func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *report.OOM {
+func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *figures.OOM {
 	o := res.OOM
-	out := &report.OOM{
+	out := &figures.OOM{
 		OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded, AllocSize: o.AllocSize, Stream: o.Stream,
 		DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree, Allowed: o.Allowed,
 		Allocated: o.Allocated, Reserved: o.Reserved, LargestFree: res.LargestFree,

@@ -10,7 +10,7 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // WriteTable writes rs for people: a table with each case's status,
@@ -54,8 +54,8 @@ func WriteTable(w io.Writer, rs []Result, colored bool) error {
 			if len(metrics) > 1 {
 				row[2] += " " + string(r.Case.Limits.Metric)
 			}
-			row[3] = report.FormatBytes(r.Figures.PeakReserved)
-			row[4] = report.FormatBytes(r.Figures.PeakAllocated)
+			row[3] = figures.FormatBytes(r.Figures.PeakReserved)
+			row[4] = figures.FormatBytes(r.Figures.PeakAllocated)
 		}
 		if err := t.Append(row); err != nil {
 			return err
@@ -108,10 +108,10 @@ func crossedCell(r *Result) string {
 		case "max_frag":
 			k += " " + FormatRatio(l.MaxFrag)
 		case "max_reserved":
-			k += " " + formatBytes(l.MaxReserved)
+			k += " " + figures.FormatUBytes(l.MaxReserved)
 		case "must_fit":
 			if l.MustFit > 0 {
-				k += " " + formatBytes(l.MustFit)
+				k += " " + figures.FormatUBytes(l.MustFit)
 			}
 		}
 		parts = append(parts, k)
