@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/output"
+	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
 
@@ -47,8 +46,8 @@ set with --param name=value.`,
 		},
 	}
 	o.alloc.register(cmd)
+	outputFlag(cmd, &o.output, output.ReplayFormats)
 	fl := cmd.Flags()
-	fl.StringVarP(&o.output, "output", "o", "table", "output format: table, json, markdown or torch-summary")
 	fl.StringArrayVarP(&o.params, "param", "p", nil, "workload parameter name=value (repeatable)")
 	fl.BoolVar(&o.list, "list", false, "list the built-in workloads")
 	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim or cuda")
@@ -64,54 +63,19 @@ func listWorkloads(a *app) error {
 	return tw.Flush()
 }
 
-func parseParams(list []string) (map[string]string, error) {
-	m := map[string]string{}
-	for _, p := range list {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, usageError{fmt.Errorf("--param %q: want name=value", p)}
-		}
-		m[k] = v
-	}
-	return m, nil
-}
-
-// loadWorkload finds a builtin or parses a script file.
-func loadWorkload(name string, params map[string]string) (*workload.Workload, error) {
-	w, err := workload.Lookup(name, params)
-	if err != nil {
-		return nil, withHint(inputError{err}, "run 'gpumem run --list' for the built-in workloads")
-	}
-	return w, nil
-}
-
 func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
-	if err := checkOutput(o.output, "table", "json", "markdown", "torch-summary"); err != nil {
+	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
 		return err
 	}
 	params, err := parseParams(o.params)
 	if err != nil {
 		return err
 	}
-	w, err := loadWorkload(name, params)
+	s := o.alloc.settings(cmd, o.backend)
+	s.Points = 2000
+	run, err := pipeline.Replay(pipeline.Source{Workload: name, Params: params}, s)
 	if err != nil {
 		return err
 	}
-	ro, err := o.alloc.options(cmd, nil)
-	if err != nil {
-		return err
-	}
-	if err := applyBackend(cmd, o.backend, &ro); err != nil {
-		return err
-	}
-	ro.Points = 2000
-	res, err := replay.RunOps(w.Ops, nil, ro)
-	if err != nil {
-		return backendErr(fmt.Errorf("running %s: %w", w.Name, err))
-	}
-	rep := buildReport(w.Name, ro, res, nil, nil)
-	if err := writeReport(a, a.stdout, o.output, rep, report.Options{Color: a.color}); err != nil || o.html == "" {
-		return err
-	}
-	return writeRunHTML(a, o.html, w, rep, ro, res)
+	return renderReplay(a, o.output, run, output.Options{Color: a.color}, o.html)
 }

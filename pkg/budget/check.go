@@ -214,4 +214,3 @@ func (s Summary) String() string {
 	}
 	return fmt.Sprintf("%d %s: %d passed, %d warned, %d failed, %d could not run", s.Cases, noun, s.Pass, s.Warn, s.Fail, s.Error)
 }
-

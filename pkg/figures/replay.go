@@ -102,3 +102,42 @@ const (
 	Pending   BlockState = "pending"   // freed, waiting for other streams
 	Free      BlockState = "free"      // cached, ready for reuse
 )
+
+// Detail is what the HTML report shows beyond a Replay.
+type Detail struct {
+	// PeakSegments is the allocator's segments, in address order, just
+	// after the operation at which reserved memory peaked.
+	PeakSegments []SegmentMap
+	// Sites are the allocation sites holding the most bytes at the peak,
+	// most first; nil when the trace recorded no stacks.
+	Sites []Site
+	// Phases mark where named parts of a workload start, in operation
+	// order; nil for traces, which record none.
+	Phases []Phase
+}
+
+// Phase is a named part of a workload that starts at operation Op and
+// lasts until the next one starts.
+type Phase struct {
+	Name string
+	Op   int
+}
+
+// PhaseAt names the phase operation op falls in ("" before the first).
+func PhaseAt(phases []Phase, op int) string {
+	name := ""
+	for _, p := range phases {
+		if p.Op > op {
+			break
+		}
+		name = p.Name
+	}
+	return name
+}
+
+// Site is one allocation site and what it held at the peak.
+type Site struct {
+	Frames string // the stack, innermost frame first, one per line
+	Bytes  uint64 // bytes requested by its allocations live at the peak
+	Count  int    // how many of its allocations were live
+}

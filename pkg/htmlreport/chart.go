@@ -80,7 +80,7 @@ func attr(name, value string) template.HTMLAttr {
 	return template.HTMLAttr(name + `="` + template.HTMLEscapeString(value) + `"`)
 }
 
-func timelineChart(r *figures.Replay, pts []figures.Point, phases []Phase) *chart {
+func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phase) *chart {
 	c := newChart("timeline", 330, pts, r)
 	peak := peakReserved(r, pts)
 	top := peak
@@ -262,7 +262,7 @@ const (
 
 // phaseMarks marks where each phase starts, labelled along the plot's
 // foot where there is room; the hover read-out names every phase.
-func (c *chart) phaseMarks(phases []Phase) []mark {
+func (c *chart) phaseMarks(phases []figures.Phase) []mark {
 	var ms []mark
 	free := math.Inf(-1) // where the next label may start
 	for i, p := range phases {
@@ -358,7 +358,7 @@ func niceStep(raw, least float64) float64 {
 }
 
 // timelineData is the figures the script reads for hover read-outs.
-func timelineData(pts []figures.Point, frag []float64, phases []Phase, c *chart) template.JS {
+func timelineData(pts []figures.Point, frag []float64, phases []figures.Phase, c *chart) template.JS {
 	var b strings.Builder
 	b.Grow(len(pts) * 48)
 	list := func(name string, v func(i int) string) {

@@ -16,33 +16,11 @@ import (
 
 // Extra carries what a figures.Replay lacks and the HTML report shows.
 type Extra struct {
-	// PeakSegments is the allocator's segments, in address order, just
-	// after the operation at which reserved memory peaked.
-	PeakSegments []figures.SegmentMap
+	figures.Detail
 	// Frag is the fragmentation (1 − allocated/reserved) at each point of
 	// the replay's Timeline, NaN where nothing is reserved; nil computes it
 	// from the Timeline.
 	Frag []float64
-	// Sites are the allocation sites holding the most bytes at the peak,
-	// most first; nil when the trace recorded no stacks.
-	Sites []Site
-	// Phases mark where named parts of a workload start, in operation
-	// order; nil for traces, which record none.
-	Phases []Phase
-}
-
-// Phase is a named part of a workload that starts at operation Op and
-// lasts until the next one starts.
-type Phase struct {
-	Name string
-	Op   int
-}
-
-// Site is one allocation site and what it held at the peak.
-type Site struct {
-	Frames string // the stack, innermost frame first, one per line
-	Bytes  uint64 // bytes requested by its allocations live at the peak
-	Count  int    // how many of its allocations were live
 }
 
 //go:embed report.html.tmpl
@@ -225,7 +203,7 @@ func newOOMView(r *figures.Replay) *oomView {
 // maxSites is how many allocation sites the report lists.
 const maxSites = 15
 
-func siteRows(sites []Site) []siteRow {
+func siteRows(sites []figures.Site) []siteRow {
 	if len(sites) == 0 {
 		return nil
 	}

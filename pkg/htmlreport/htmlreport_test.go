@@ -56,13 +56,13 @@ func sample() (*figures.Replay, Extra) {
 			Segments: segs[:2], Frames: []string{"forward (model.py:12)", "train (train.py:40)"},
 		},
 	}
-	return r, Extra{
+	return r, Extra{Detail: figures.Detail{
 		PeakSegments: segs,
-		Sites: []Site{
+		Sites: []figures.Site{
 			{Frames: "linear (nn.py:3)\nforward (model.py:10)", Bytes: 3 * GiB, Count: 2},
 			{Frames: "", Bytes: 1 * GiB, Count: 7},
 		},
-	}
+	}}
 }
 
 func write(t testing.TB, r *figures.Replay, e Extra) string {

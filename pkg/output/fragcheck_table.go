@@ -1,4 +1,4 @@
-package budget
+package output
 
 import (
 	"bufio"
@@ -10,19 +10,21 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/figures"
 )
 
-// WriteTable writes rs for people: a table with each case's status,
+// fragcheckTable writes rs for people: a table with each case's status,
 // figures and the limits it crossed, then every finding in words, what
-// the fragmentation figures mean, and a count by status. color turns on
-// ANSI colours for the statuses.
-func WriteTable(w io.Writer, rs []Result, colored bool) error {
-	paint := map[Status]*color.Color{
-		Pass:  color.New(color.FgGreen),
-		Warn:  color.New(color.FgYellow),
-		Fail:  color.New(color.FgRed, color.Bold),
-		Error: color.New(color.FgRed, color.Bold),
+// the fragmentation figures mean, and a count by status, coloured with
+// o.Color.
+func fragcheckTable(w io.Writer, rs []budget.Result, o Options) error {
+	colored := o.Color
+	paint := map[budget.Status]*color.Color{
+		budget.Pass:  color.New(color.FgGreen),
+		budget.Warn:  color.New(color.FgYellow),
+		budget.Fail:  color.New(color.FgRed, color.Bold),
+		budget.Error: color.New(color.FgRed, color.Bold),
 	}
 	for _, c := range paint {
 		if colored {
@@ -31,7 +33,7 @@ func WriteTable(w io.Writer, rs []Result, colored bool) error {
 			c.DisableColor()
 		}
 	}
-	var metrics []Metric
+	var metrics []budget.Metric
 	for i := range rs {
 		if m := rs[i].Case.Limits.Metric; !containsMetric(metrics, m) {
 			metrics = append(metrics, m)
@@ -50,7 +52,7 @@ func WriteTable(w io.Writer, rs []Result, colored bool) error {
 		st := r.Status()
 		row := []string{r.Case.Name, paint[st].Sprint(st), "-", "-", "-", crossedCell(r)}
 		if r.Err == nil {
-			row[2] = FormatRatio(r.Fragmentation())
+			row[2] = budget.FormatRatio(r.Fragmentation())
 			if len(metrics) > 1 {
 				row[2] += " " + string(r.Case.Limits.Metric)
 			}
@@ -68,11 +70,11 @@ func WriteTable(w io.Writer, rs []Result, colored bool) error {
 	for i := range rs {
 		r := &rs[i]
 		if r.Err != nil {
-			lines = append(lines, fmt.Sprintf("%s: %s: %v", r.Case.Name, paint[Error].Sprint(Error), r.Err))
+			lines = append(lines, fmt.Sprintf("%s: %s: %v", r.Case.Name, paint[budget.Error].Sprint(budget.Error), r.Err))
 		}
 		for _, f := range r.Findings {
 			label := "note"
-			if f.Status != Pass {
+			if f.Status != budget.Pass {
 				label = paint[f.Status].Sprint(f.Status)
 			}
 			lines = append(lines, fmt.Sprintf("%s: %s: %s", r.Case.Name, label, f.Message))
@@ -88,14 +90,14 @@ func WriteTable(w io.Writer, rs []Result, colored bool) error {
 	for _, m := range metrics {
 		fmt.Fprintf(bw, "fragmentation (%s) = %s\n", m, m.Definition())
 	}
-	fmt.Fprintln(bw, Summarize(rs))
+	fmt.Fprintln(bw, budget.Summarize(rs))
 	return bw.Flush()
 }
 
 var tableAlign = []tw.Align{tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft}
 
 // crossedCell names the limits r crossed with their values.
-func crossedCell(r *Result) string {
+func crossedCell(r *budget.Result) string {
 	if r.Err != nil {
 		return "input"
 	}
@@ -104,9 +106,9 @@ func crossedCell(r *Result) string {
 	for _, k := range r.Crossed() {
 		switch k {
 		case "warn_frag":
-			k += " " + FormatRatio(l.WarnFrag)
+			k += " " + budget.FormatRatio(l.WarnFrag)
 		case "max_frag":
-			k += " " + FormatRatio(l.MaxFrag)
+			k += " " + budget.FormatRatio(l.MaxFrag)
 		case "max_reserved":
 			k += " " + figures.FormatUBytes(l.MaxReserved)
 		case "must_fit":
@@ -122,55 +124,11 @@ func crossedCell(r *Result) string {
 	return strings.Join(parts, ", ")
 }
 
-func containsMetric(list []Metric, m Metric) bool {
+func containsMetric(list []budget.Metric, m budget.Metric) bool {
 	for _, x := range list {
 		if x == m {
 			return true
 		}
 	}
 	return false
-}
-
-// WriteAnnotations writes a GitHub Actions workflow command for every
-// warning, failure and error in rs ("::error title=...::message"), which
-// GitHub shows on the run's summary and, for cases from a budget file, on
-// the file's line.
-func WriteAnnotations(w io.Writer, rs []Result) error {
-	bw := bufio.NewWriter(w)
-	for i := range rs {
-		r := &rs[i]
-		props := []string{}
-		if r.Case.File != "" {
-			props = append(props, "file="+escapeProperty(r.Case.File))
-			if r.Case.Line > 0 {
-				props = append(props, fmt.Sprintf("line=%d", r.Case.Line))
-			}
-		}
-		props = append(props, "title="+escapeProperty("gpumem fragcheck: "+r.Case.Name))
-		emit := func(level, msg string) {
-			fmt.Fprintf(bw, "::%s %s::%s\n", level, strings.Join(props, ","), escapeData(msg))
-		}
-		if r.Err != nil {
-			emit("error", r.Err.Error())
-		}
-		for _, f := range r.Findings {
-			switch f.Status {
-			case Fail:
-				emit("error", f.Message)
-			case Warn:
-				emit("warning", f.Message)
-			}
-		}
-	}
-	return bw.Flush()
-}
-
-// escapeData and escapeProperty escape as the Actions runner unescapes
-// workflow commands (actions/toolkit, command.ts).
-func escapeData(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
-}
-
-func escapeProperty(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 }
