@@ -21,6 +21,7 @@ import (
 )
 
 type fragcheckOpts struct {
+	invocation
 	config    string
 	workloads []string
 	params    []string
@@ -107,7 +108,8 @@ EXIT STATUS
   gpumem fragcheck -o junit > fragcheck.xml
   gpumem fragcheck --baseline fragcheck-baseline.json --update-baseline`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runFragcheck(cmd, a, o, args)
+			o.invocation = invoked(cmd)
+			return runFragcheck(a, o, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -134,12 +136,12 @@ EXIT STATUS
 	return cmd
 }
 
-func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) error {
+func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	flag := "output"
-	if cmd.Flags().Changed("format") {
+	if o.changed("format") {
 		flag = "format"
 	}
-	if err := useDeprecated(a, cmd, "format", o.format, "output", &o.output); err != nil {
+	if err := useDeprecated(a, o.invocation, "format", o.format, "output", "-o/--output", &o.output); err != nil {
 		return err
 	}
 	if err := checkFormat(output.FragcheckFormats, flag, o.output); err != nil {
@@ -161,7 +163,7 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 			return usageError{errors.New("--config and cases on the command line exclude each other")}
 		}
 		var err error
-		if cases, err = flagCases(cmd, o, args); err != nil {
+		if cases, err = flagCases(o, args); err != nil {
 			return err
 		}
 	} else {
@@ -170,7 +172,7 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 			return err
 		}
 		for _, name := range caseFlags {
-			if cmd.Flags().Changed(name) {
+			if o.changed(name) {
 				return withHint(usageError{fmt.Errorf("--%s is for cases on the command line, and the cases come from %s", name, file.Path)},
 					"set limits and settings per case in the budget file")
 			}
@@ -181,7 +183,7 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 	k := &budget.Checker{Strict: o.strict, Tolerance: float64(o.tolerance)}
 	baseline := o.baseline
 	if file != nil {
-		if !cmd.Flags().Changed("tolerance") {
+		if !o.changed("tolerance") {
 			k.Tolerance = file.Tolerance
 		}
 		if baseline == "" {
@@ -208,8 +210,8 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 		k.Baseline = b
 	}
 
-	results := pipeline.Check(cmd.Context(), cases, k, o.jobs)
-	if err := cmd.Context().Err(); err != nil {
+	results := pipeline.Check(o.ctx, cases, k, o.jobs)
+	if err := o.ctx.Err(); err != nil {
 		return err
 	}
 	if o.updateBaseline {
@@ -278,7 +280,7 @@ func inWorkspace(a *app, rs []budget.Result) []budget.Result {
 }
 
 // flagCases makes a case of each trace argument and --workload.
-func flagCases(cmd *cobra.Command, o *fragcheckOpts, traces []string) ([]budget.Case, error) {
+func flagCases(o *fragcheckOpts, traces []string) ([]budget.Case, error) {
 	l := budget.Limits{
 		WarnFrag: float64(o.warnFrag), MaxFrag: float64(o.maxFrag),
 		MaxReserved: uint64(o.maxReserved), MustFit: uint64(o.mustFit),
@@ -288,7 +290,7 @@ func flagCases(cmd *cobra.Command, o *fragcheckOpts, traces []string) ([]budget.
 		return nil, usageError{fmt.Errorf("--metric: %w", err)}
 	}
 	l.Metric = m
-	if !cmd.Flags().Changed("warn-frag") && l.WarnFrag > l.MaxFrag {
+	if !o.changed("warn-frag") && l.WarnFrag > l.MaxFrag {
 		l.WarnFrag = l.MaxFrag // --max-frag alone below the default warning: fail above it
 	}
 	if l.WarnFrag > l.MaxFrag {

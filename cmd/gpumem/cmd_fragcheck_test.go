@@ -38,7 +38,8 @@ func fragcheckCmd(t *testing.T, args ...string) (*fragcheckOpts, []budget.Case, 
 	o.maxFrag = *fl.Lookup("max-frag").Value.(*ratioFlag)
 	o.maxReserved = *fl.Lookup("max-reserved").Value.(*sizeFlag)
 	o.mustFit = *fl.Lookup("must-fit").Value.(*sizeFlag)
-	cases, err := flagCases(cmd, o, fl.Args())
+	o.invocation = invoked(cmd)
+	cases, err := flagCases(o, fl.Args())
 	return o, cases, err
 }
 

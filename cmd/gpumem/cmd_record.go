@@ -53,7 +53,7 @@ FILE -- train.py ARGS' does the same.`,
   gpumem replay oom.pickle --device-memory 24GiB`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := useDeprecated(a, cmd, "output", o.output, "snapshot", &o.snapshot); err != nil {
+			if err := useDeprecated(a, invoked(cmd), "output", o.output, "snapshot", "--snapshot", &o.snapshot); err != nil {
 				return err
 			}
 			return runRecord(a, o, args)

@@ -11,6 +11,7 @@ import (
 )
 
 type replayOpts struct {
+	invocation
 	alloc   allocFlags
 	output  string
 	device  int
@@ -39,7 +40,8 @@ The replay stops at the first out-of-memory.`,
   gpumem replay snapshot.pickle --device-memory 24GiB --output json`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReplay(cmd, a, o, args[0])
+			o.invocation = invoked(cmd)
+			return runReplay(a, o, args[0])
 		},
 	}
 	o.alloc.register(cmd)
@@ -54,11 +56,11 @@ The replay stops at the first out-of-memory.`,
 	return cmd
 }
 
-func runReplay(cmd *cobra.Command, a *app, o *replayOpts, path string) error {
+func runReplay(a *app, o *replayOpts, path string) error {
 	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
 		return err
 	}
-	s := o.alloc.settings(cmd, o.backend)
+	s := o.alloc.settings(o.invocation, o.backend)
 	s.Points, s.Check = 2000, o.check
 	run, err := pipeline.Replay(pipeline.Source{Trace: path, Device: o.device, Progress: a.progress()}, s)
 	if err != nil {

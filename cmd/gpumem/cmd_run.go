@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"text/tabwriter"
-
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/output"
@@ -12,6 +9,7 @@ import (
 )
 
 type runOpts struct {
+	invocation
 	alloc   allocFlags
 	output  string
 	params  []string
@@ -40,9 +38,10 @@ set with --param name=value.`,
 		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.list {
-				return listWorkloads(a)
+				return output.WorkloadList(a.stdout, workload.Builtins())
 			}
-			return runWorkload(cmd, a, o, args[0])
+			o.invocation = invoked(cmd)
+			return runWorkload(a, o, args[0])
 		},
 	}
 	o.alloc.register(cmd)
@@ -55,15 +54,7 @@ set with --param name=value.`,
 	return cmd
 }
 
-func listWorkloads(a *app) error {
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	for _, b := range workload.Builtins() {
-		fmt.Fprintf(tw, "%s\t%s\n", b.Name, b.Description)
-	}
-	return tw.Flush()
-}
-
-func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
+func runWorkload(a *app, o *runOpts, name string) error {
 	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
 		return err
 	}
@@ -71,7 +62,7 @@ func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
 	if err != nil {
 		return err
 	}
-	s := o.alloc.settings(cmd, o.backend)
+	s := o.alloc.settings(o.invocation, o.backend)
 	s.Points = 2000
 	run, err := pipeline.Replay(pipeline.Source{Workload: name, Params: params}, s)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -18,6 +19,7 @@ import (
 const demoWorkload = "frag-demo"
 
 type summaryOpts struct {
+	invocation
 	alloc      allocFlags
 	traceFile  string
 	workload   string
@@ -44,7 +46,8 @@ fragmentation figures. By default the workload is a built-in fragmenting demo
   gpumem summary --watch=2s`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSummary(cmd, a, o)
+			o.invocation = invoked(cmd)
+			return runSummary(a, o)
 		},
 	}
 	o.alloc.register(cmd)
@@ -59,7 +62,7 @@ fragmentation figures. By default the workload is a built-in fragmenting demo
 	return cmd
 }
 
-func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
+func runSummary(a *app, o *summaryOpts) error {
 	if err := checkFormat(output.SummaryFormats, "output", o.output); err != nil {
 		return err
 	}
@@ -84,12 +87,12 @@ func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
 		return &exitError{code: exitNoGPU, msg: "no gpu found (--require-gpu)"}
 	}
 	if o.watch > 0 {
-		return watchDevices(cmd, a, lib, o.watch)
+		return watchDevices(o.ctx, a, lib, o.watch)
 	}
 	backend := o.backend
 	if backend == "" {
 		backend = "sim"
-		if gpu && !cmd.Flags().Changed("device-memory") {
+		if gpu && !o.changed("device-memory") {
 			backend = "cuda"
 		}
 	}
@@ -97,7 +100,7 @@ func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
 	if o.traceFile == "" {
 		src = pipeline.Source{Workload: o.workload}
 	}
-	run, err := pipeline.Replay(src, o.alloc.settings(cmd, backend))
+	run, err := pipeline.Replay(src, o.alloc.settings(o.invocation, backend))
 	if err != nil {
 		return err
 	}
@@ -107,7 +110,7 @@ func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
 
 // watchDevices redraws the device table every interval, like nvtop, until
 // the command's context is cancelled (Ctrl-C).
-func watchDevices(cmd *cobra.Command, a *app, lib nvml.Interface, every time.Duration) error {
+func watchDevices(ctx context.Context, a *app, lib nvml.Interface, every time.Duration) error {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -122,7 +125,7 @@ func watchDevices(cmd *cobra.Command, a *app, lib nvml.Interface, every time.Dur
 			return err
 		}
 		select {
-		case <-cmd.Context().Done():
+		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}

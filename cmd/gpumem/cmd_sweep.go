@@ -17,6 +17,7 @@ import (
 )
 
 type sweepOpts struct {
+	invocation
 	workload     string
 	params       []string
 	strategies   bool
@@ -83,7 +84,8 @@ or each --grid setting; --param sets their shared parameters.`,
 			return nil
 		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSweep(cmd, a, o, args)
+			o.invocation = invoked(cmd)
+			return runSweep(a, o, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -100,7 +102,7 @@ or each --grid setting; --param sets their shared parameters.`,
 	return cmd
 }
 
-func runSweep(cmd *cobra.Command, a *app, o *sweepOpts, args []string) error {
+func runSweep(a *app, o *sweepOpts, args []string) error {
 	if err := checkFormat(output.SweepFormats, "output", o.output); err != nil {
 		return err
 	}
@@ -147,7 +149,7 @@ func runSweep(cmd *cobra.Command, a *app, o *sweepOpts, args []string) error {
 		in.Trace = args[0]
 	}
 	start := time.Now()
-	rep, err := pipeline.Sweep(cmd.Context(), in)
+	rep, err := pipeline.Sweep(o.ctx, in)
 	if err != nil {
 		return err
 	}

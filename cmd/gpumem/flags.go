@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -13,6 +14,18 @@ import (
 )
 
 // This file holds the flags several commands share.
+
+// invocation is what a run function needs of cobra: the context and which
+// flags were given. RunE fills it in, so that tests call run functions
+// with an options struct alone.
+type invocation struct {
+	ctx     context.Context
+	changed func(flag string) bool
+}
+
+func invoked(cmd *cobra.Command) invocation {
+	return invocation{ctx: cmd.Context(), changed: cmd.Flags().Changed}
+}
 
 // allocFlags are the allocator settings shared by replay, run and summary
 // (sweep takes a grid instead, fragcheck a card to fit with --must-fit).
@@ -32,9 +45,9 @@ func (f *allocFlags) register(cmd *cobra.Command) {
 }
 
 // settings are the flags as the pipeline takes them.
-func (f *allocFlags) settings(cmd *cobra.Command, backend string) pipeline.Settings {
+func (f *allocFlags) settings(in invocation, backend string) pipeline.Settings {
 	return pipeline.Settings{
-		AllocConf: f.conf, AllocConfGiven: cmd.Flags().Changed("alloc-conf"), Policy: f.policy,
+		AllocConf: f.conf, AllocConfGiven: in.changed("alloc-conf"), Policy: f.policy,
 		DeviceMemory: f.deviceMemory, MemoryFraction: f.fraction, Backend: backend,
 	}
 }
@@ -69,16 +82,13 @@ func deprecatedFlag(cmd *cobra.Command, p *string, old, short, replacement strin
 }
 
 // useDeprecated copies the value of the deprecated flag old, when given,
-// to *to (the value of flag replacement), and says so on stderr.
-func useDeprecated(a *app, cmd *cobra.Command, old, value, replacement string, to *string) error {
-	if !cmd.Flags().Changed(old) {
+// to *to, the value of the flag that replaces it (spelled name), and says
+// so on stderr.
+func useDeprecated(a *app, in invocation, old, value, replacement, name string, to *string) error {
+	if !in.changed(old) {
 		return nil
 	}
-	name := "--" + replacement
-	if sh := cmd.Flags().Lookup(replacement).Shorthand; sh != "" {
-		name = "-" + sh + "/" + name
-	}
-	if cmd.Flags().Changed(replacement) {
+	if in.changed(replacement) {
 		return usageError{fmt.Errorf("--%s and %s are the same flag: give %s", old, name, name)}
 	}
 	fmt.Fprintf(a.stderr, "gpumem: note: --%s is deprecated; use %s\n", old, name)

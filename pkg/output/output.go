@@ -94,7 +94,7 @@ func (r *Registry[T]) Render(w io.Writer, name string, v T, o Options) error {
 // Doc is the registry as a Markdown list, for the documentation.
 func (r *Registry[T]) Doc() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (`-o`/`--output`, default `%s`):\n\n", r.Kind, r.Default())
+	fmt.Fprintf(&b, "%s, `-o`/`--output` (default `%s`):\n\n", r.Kind, r.Default())
 	for _, f := range r.Formats {
 		fmt.Fprintf(&b, "- `%s`: %s\n", f.Name, f.Doc)
 	}

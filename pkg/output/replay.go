@@ -11,7 +11,7 @@ import (
 
 // ReplayFormats are the formats of a replay's report (gpumem replay and run). Each
 // is drawn by package report, one file per format there.
-var ReplayFormats = &Registry[*figures.Replay]{Kind: "A replay's report (`replay`, `run`)", Formats: []Format[*figures.Replay]{
+var ReplayFormats = &Registry[*figures.Replay]{Kind: "The report of `replay` and `run`", Formats: []Format[*figures.Replay]{
 	{Table, "the summary for people, then the timeline chart (report/table.go, report/timeline.go)", RenderFunc[*figures.Replay](replayTable)},
 	{JSON, "the same with stable snake_case keys, `memory_stats` under PyTorch's names (report/json.go)",
 		RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, _ Options) error { return report.JSON(w, r) })},

@@ -14,7 +14,7 @@ type Summary struct {
 }
 
 // SummaryFormats are the formats of gpumem summary.
-var SummaryFormats = &Registry[*Summary]{Kind: "The GPUs and the allocator (`summary`)", Formats: []Format[*Summary]{
+var SummaryFormats = &Registry[*Summary]{Kind: "The report of `summary` (the GPUs, then the allocator)", Formats: []Format[*Summary]{
 	{Table, "the device table, then the allocator's summary (summary_table.go)", RenderFunc[*Summary](summaryTable)},
 	{JSON, "`devices` and `allocator` (the replay report's JSON) in one document (summary_json.go)", RenderFunc[*Summary](summaryJSON)},
 }}

@@ -12,7 +12,7 @@ import (
 )
 
 // SweepFormats are the formats of gpumem sweep.
-var SweepFormats = &Registry[*sweep.Report]{Kind: "A sweep (`sweep`)", Formats: []Format[*sweep.Report]{
+var SweepFormats = &Registry[*sweep.Report]{Kind: "The report of `sweep`", Formats: []Format[*sweep.Report]{
 	{Table, "the facts, one row per setting, the notes and the recommendation (sweep_table.go)",
 		RenderFunc[*sweep.Report](func(w io.Writer, s *sweep.Report, _ Options) error { return sweepText(w, s, false) })},
 	{JSON, "the same with stable snake_case keys (sweep_json.go)", RenderFunc[*sweep.Report](sweepJSONDoc)},
