@@ -3,6 +3,9 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -101,5 +104,59 @@ func TestWithBaseline(t *testing.T) {
 	d, e := sweep.Defaults(), g[2]
 	if !sameConfig(d.Config, g[0].Config) || sameConfig(d.Config, e.Config) {
 		t.Error("sameConfig")
+	}
+}
+
+// A trace without events is refused with one message, whichever command
+// reads it.
+func TestNoAllocationTrace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.trace")
+	if err := os.WriteFile(path, []byte("# gpumem-trace v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := path + ": the snapshot holds no allocation trace (record it with torch.cuda.memory._record_memory_history)"
+	_, err := Replay(Source{Trace: path}, Settings{Policy: "pytorch"})
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Kind != Input || err.Error() != want {
+		t.Errorf("Replay: %v, want an Input error %q", err, want)
+	}
+	if _, err := Sweep(context.Background(), SweepInput{Source: Source{Trace: path}, Workers: 1}); err == nil || err.Error() != want {
+		t.Errorf("Sweep: %v", err)
+	}
+	rs := Check(context.Background(), []budget.Case{{Name: "e", Trace: path, Limits: budget.DefaultLimits()}}, &budget.Checker{}, 1)
+	if rs[0].Err == nil || rs[0].Err.Error() != want {
+		t.Errorf("Check: %v", rs[0].Err)
+	}
+}
+
+func TestSettingsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		s    Settings
+		want string
+	}{
+		{Settings{Policy: "best"}, `--policy: unknown policy "best"`},
+		{Settings{Policy: "pytorch", AllocConf: "bogus:1", AllocConfGiven: true}, "--alloc-conf: "},
+		{Settings{Policy: "pytorch", DeviceMemory: "lots"}, `--device-memory: invalid size "lots"`},
+		{Settings{Policy: "pytorch", MemoryFraction: 0.5}, "--memory-fraction needs --device-memory"},
+		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", MemoryFraction: 2}, "--memory-fraction: 2 is not in [0, 1]"},
+		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", Backend: "cuda"}, "--device-memory is for the simulated device"},
+		{Settings{Policy: "pytorch", Backend: "tpu"}, `--backend: unknown backend "tpu"`},
+	} {
+		_, err := tc.s.options(nil)
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Kind != Usage || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want a Usage error starting %q", tc.s, err, tc.want)
+		}
+	}
+	// The recorded settings apply unless --alloc-conf is given.
+	rec := alloc.DefaultConfig()
+	rec.ExpandableSegments = true
+	o, err := Settings{Policy: "nocache", DeviceMemory: "8GiB", MemoryFraction: 0.5}.options(&rec)
+	if err != nil || !o.Config.ExpandableSegments || o.Config.Policy != alloc.PolicyNoCache || o.DeviceTotal != 8<<30 || o.MemoryFraction != 0.5 {
+		t.Errorf("recorded settings: %+v, %v", o, err)
+	}
+	o, _ = Settings{Policy: "pytorch", AllocConfGiven: true}.options(&rec)
+	if o.Config.ExpandableSegments {
+		t.Error("--alloc-conf '' kept the recorded settings")
 	}
 }
