@@ -23,6 +23,8 @@ var SweepFormats = &Registry[*sweep.Report]{Kind: "The report of `sweep`", Forma
 // This file holds what the sweep's formats share: the facts above the
 // table, its cells, and the verdict below it.
 
+// sweepFacts are the lines above the table: the input, the lower bound
+// and the offline planner's peak, the cards.
 func sweepFacts(sw *sweep.Report) []string {
 	rows, fraction := sw.Rows, sw.Fraction
 	var facts []string
