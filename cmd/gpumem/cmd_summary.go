@@ -118,10 +118,7 @@ func watchDevices(ctx context.Context, a *app, lib nvml.Interface, every time.Du
 		if err != nil {
 			return err
 		}
-		if isTerminal(a.stdout) {
-			fmt.Fprint(a.stdout, "\033[H\033[2J")
-		}
-		if err := probe.WriteTable(a.stdout, sys, a.color); err != nil {
+		if err := output.Devices(a.stdout, sys, output.Options{Color: a.color}, isTerminal(a.stdout)); err != nil {
 			return err
 		}
 		select {
