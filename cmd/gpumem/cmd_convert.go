@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -51,9 +49,9 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 	if o.to != "text" {
 		return usageError{fmt.Errorf("--to: unknown format %q (want text)", o.to)}
 	}
-	snap, err := openTrace(a, in)
+	snap, err := pipeline.OpenTrace(in, a.progress())
 	if err != nil {
-		return inputError{err}
+		return err
 	}
 	if o.device >= len(snap.Traces) {
 		return usageError{fmt.Errorf("--device %d: %s has traces for %d devices", o.device, in, len(snap.Traces))}
@@ -73,34 +71,6 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 	fmt.Fprintf(a.stderr, "gpumem: wrote %s (%d events)\n", out, events)
 	if len(snap.Stacks) > 0 || len(snap.Annotations) > 0 {
 		fmt.Fprintln(a.stderr, "gpumem: note: stack traces and annotations are not carried by the text format")
-	}
-	return nil
-}
-
-// writeFileAtomic writes path through a temporary file in the same folder,
-// so a failed conversion never leaves a partial file behind.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // fails harmlessly once renamed
-	w := bufio.NewWriterSize(f, 1<<20)
-	err = f.Chmod(0o644) // CreateTemp makes it private
-	if err == nil {
-		err = write(w)
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -11,18 +11,17 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
-	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/trace"
-	"github.com/gpumem/gpumem/pkg/workload"
+	"github.com/gpumem/gpumem/pkg/output"
+	"github.com/gpumem/gpumem/pkg/pipeline"
 )
 
 type fragcheckOpts struct {
+	invocation
 	config    string
 	workloads []string
 	params    []string
@@ -36,7 +35,8 @@ type fragcheckOpts struct {
 	policy            string
 	fraction          float64
 
-	format         string
+	output         string
+	format         string // deprecated spelling of output
 	baseline       string
 	updateBaseline bool
 	tolerance      ratioFlag
@@ -105,10 +105,11 @@ EXIT STATUS
      input could not be read or replayed (the other cases still report)`,
 		Example: `  gpumem fragcheck testdata/gpt2.pickle --max-frag 25% --max-reserved 20GiB
   gpumem fragcheck --workload transformer --param layers=12 --must-fit 24GiB
-  gpumem fragcheck --format junit > fragcheck.xml
+  gpumem fragcheck -o junit > fragcheck.xml
   gpumem fragcheck --baseline fragcheck-baseline.json --update-baseline`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runFragcheck(cmd, a, o, args)
+			o.invocation = invoked(cmd)
+			return runFragcheck(a, o, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -124,7 +125,8 @@ EXIT STATUS
 	fl.StringVar(&o.allocConf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
 	fl.StringVar(&o.policy, "policy", "", "allocation policy: pytorch or nocache (default pytorch)")
 	fl.Float64Var(&o.fraction, "memory-fraction", 0, "set_per_process_memory_fraction of the --must-fit card")
-	fl.StringVar(&o.format, "format", "table", "output format: table, json or junit")
+	outputFlag(cmd, &o.output, output.FragcheckFormats)
+	deprecatedFlag(cmd, &o.format, "format", "", "output")
 	fl.StringVar(&o.baseline, "baseline", "", "compare with the figures in this baseline file")
 	fl.BoolVar(&o.updateBaseline, "update-baseline", false, "write the figures to the baseline file instead of comparing")
 	fl.Var(&o.tolerance, "tolerance", "how far a case may regress from its baseline")
@@ -134,8 +136,15 @@ EXIT STATUS
 	return cmd
 }
 
-func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) error {
-	if err := checkFormat(o.format); err != nil {
+func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
+	flag := "output"
+	if o.changed("format") {
+		flag = "format"
+	}
+	if err := useDeprecated(a, o.invocation, "format", o.format, "output", "-o/--output", &o.output); err != nil {
+		return err
+	}
+	if err := checkFormat(output.FragcheckFormats, flag, o.output); err != nil {
 		return err
 	}
 	if math.IsInf(float64(o.tolerance), 0) {
@@ -154,7 +163,7 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 			return usageError{errors.New("--config and cases on the command line exclude each other")}
 		}
 		var err error
-		if cases, err = flagCases(cmd, o, args); err != nil {
+		if cases, err = flagCases(o, args); err != nil {
 			return err
 		}
 	} else {
@@ -163,7 +172,7 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 			return err
 		}
 		for _, name := range caseFlags {
-			if cmd.Flags().Changed(name) {
+			if o.changed(name) {
 				return withHint(usageError{fmt.Errorf("--%s is for cases on the command line, and the cases come from %s", name, file.Path)},
 					"set limits and settings per case in the budget file")
 			}
@@ -174,7 +183,7 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 	k := &budget.Checker{Strict: o.strict, Tolerance: float64(o.tolerance)}
 	baseline := o.baseline
 	if file != nil {
-		if !cmd.Flags().Changed("tolerance") {
+		if !o.changed("tolerance") {
 			k.Tolerance = file.Tolerance
 		}
 		if baseline == "" {
@@ -201,36 +210,29 @@ func runFragcheck(cmd *cobra.Command, a *app, o *fragcheckOpts, args []string) e
 		k.Baseline = b
 	}
 
-	results := runCases(cmd, cases, k, o.jobs)
-	if err := cmd.Context().Err(); err != nil {
+	results := pipeline.Check(o.ctx, cases, k, o.jobs)
+	if err := o.ctx.Err(); err != nil {
 		return err
 	}
 	if o.updateBaseline {
-		if err := writeBaseline(baseline, budget.NewBaseline(results, old)); err != nil {
+		b := budget.NewBaseline(results, old)
+		// replaced whole, so that an interrupted run never leaves half of one
+		if err := writeFileAtomic(baseline, func(w io.Writer) error { return budget.WriteBaseline(w, b) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stderr, "gpumem: wrote the baseline %s\n", baseline)
 	}
 
-	var err error
-	switch o.format {
-	case "json":
-		err = budget.WriteJSON(a.stdout, results)
-	case "junit":
-		err = budget.WriteJUnit(a.stdout, results)
-	default:
-		err = budget.WriteTable(a.stdout, results, a.color)
-	}
-	if err != nil {
+	if err := output.FragcheckFormats.Render(a.stdout, o.output, results, output.Options{Color: a.color}); err != nil {
 		return err
 	}
 	if o.html != "" {
-		if err := writeFragcheckHTML(a, o.html, results); err != nil {
+		if err := writeHTML(a, o.html, func(w io.Writer) error { return output.FragcheckHTML(w, results) }); err != nil {
 			return err
 		}
 	}
 	if a.getenv("GITHUB_ACTIONS") == "true" {
-		if err := budget.WriteAnnotations(a.stderr, inWorkspace(a, results)); err != nil {
+		if err := output.GitHubAnnotations(a.stderr, inWorkspace(a, results)); err != nil {
 			return err
 		}
 	}
@@ -277,16 +279,8 @@ func inWorkspace(a *app, rs []budget.Result) []budget.Result {
 	return out
 }
 
-func checkFormat(f string) error {
-	switch f {
-	case "table", "json", "junit":
-		return nil
-	}
-	return usageError{fmt.Errorf("--format: unknown format %q (want table, json or junit)", f)}
-}
-
 // flagCases makes a case of each trace argument and --workload.
-func flagCases(cmd *cobra.Command, o *fragcheckOpts, traces []string) ([]budget.Case, error) {
+func flagCases(o *fragcheckOpts, traces []string) ([]budget.Case, error) {
 	l := budget.Limits{
 		WarnFrag: float64(o.warnFrag), MaxFrag: float64(o.maxFrag),
 		MaxReserved: uint64(o.maxReserved), MustFit: uint64(o.mustFit),
@@ -296,7 +290,7 @@ func flagCases(cmd *cobra.Command, o *fragcheckOpts, traces []string) ([]budget.
 		return nil, usageError{fmt.Errorf("--metric: %w", err)}
 	}
 	l.Metric = m
-	if !cmd.Flags().Changed("warn-frag") && l.WarnFrag > l.MaxFrag {
+	if !o.changed("warn-frag") && l.WarnFrag > l.MaxFrag {
 		l.WarnFrag = l.MaxFrag // --max-frag alone below the default warning: fail above it
 	}
 	if l.WarnFrag > l.MaxFrag {
@@ -385,147 +379,6 @@ func loadBudget(path string) (*budget.File, error) {
 		return nil, inputError{err}
 	}
 	return f, nil
-}
-
-// writeBaseline replaces the baseline file whole, so that an interrupted
-// run never leaves half of one.
-func writeBaseline(path string, b *budget.Baseline) error {
-	var buf bytes.Buffer
-	if err := budget.WriteBaseline(&buf, b); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".baseline-*")
-	if err != nil {
-		return fmt.Errorf("writing the baseline: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing the baseline: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing the baseline: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("writing the baseline: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing the baseline: %w", err)
-	}
-	return nil
-}
-
-// runCases runs the cases, at most jobs at once, and returns their
-// results in the cases' order.
-func runCases(cmd *cobra.Command, cases []budget.Case, k *budget.Checker, jobs int) []budget.Result {
-	ctx := cmd.Context()
-	results := make([]budget.Result, len(cases))
-	sem := make(chan struct{}, jobs)
-	var wg sync.WaitGroup
-	for i, c := range cases {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if err := ctx.Err(); err != nil {
-				results[i] = k.Failed(c, err)
-				return
-			}
-			f, err := runCase(c)
-			if err != nil {
-				results[i] = k.Failed(c, err)
-				return
-			}
-			results[i] = k.Check(c, f)
-		})
-	}
-	wg.Wait()
-	return results
-}
-
-// runCase replays one case and returns its figures.
-func runCase(c budget.Case) (fig budget.Figures, err error) {
-	// One case's crash must not take the others' reports with it.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("internal error replaying %s (please report it): %v", c.Source(), p)
-		}
-	}()
-	if c.Trace != "" {
-		return runTraceCase(c)
-	}
-	return runWorkloadCase(c)
-}
-
-func runTraceCase(c budget.Case) (budget.Figures, error) {
-	path := c.Path(c.Trace)
-	snap, err := trace.Open(path)
-	if err != nil {
-		return budget.Figures{}, err
-	}
-	if len(snap.Traces) == 0 {
-		return budget.Figures{}, fmt.Errorf("%s: the snapshot holds no allocation trace (record it with torch.cuda.memory._record_memory_history)", path)
-	}
-	if c.Device >= len(snap.Traces) {
-		return budget.Figures{}, fmt.Errorf("%s: no trace for device %d (it has devices 0 to %d)", path, c.Device, len(snap.Traces)-1)
-	}
-	o := caseOptions(c, recordedConfig(snap.Settings), 0)
-	plan := replay.FromSnapshot(snap, c.Device)
-	res, err := replay.Run(plan, o)
-	if err != nil {
-		return budget.Figures{}, fmt.Errorf("replaying %s: %w", path, err)
-	}
-	return budget.FiguresOf(buildReport(c.Source(), o, res, plan, snap)), nil
-}
-
-func runWorkloadCase(c budget.Case) (budget.Figures, error) {
-	name := c.Workload
-	if !isBuiltin(name) {
-		name = c.Path(name)
-	}
-	w, err := workload.Lookup(name, c.Params)
-	if err != nil {
-		return budget.Figures{}, err
-	}
-	o := caseOptions(c, nil, w.Limit)
-	res, err := replay.RunOps(w.Ops, nil, o)
-	if err != nil {
-		return budget.Figures{}, fmt.Errorf("running %s: %w", w.Name, err)
-	}
-	return budget.FiguresOf(buildReport(c.Source(), o, res, nil, nil)), nil
-}
-
-// caseOptions are the replay options of c: its settings over the
-// recorded ones (nil: PyTorch's defaults), on its must_fit card, or else
-// the card a workload names (limit; 0 = none), or else an unlimited one.
-func caseOptions(c budget.Case, recorded *alloc.Config, limit uint64) replay.Options {
-	cfg := alloc.DefaultConfig()
-	if recorded != nil {
-		cfg = *recorded
-	}
-	if c.Settings.AllocConf != nil {
-		cfg = *c.Settings.AllocConf
-	}
-	if c.Settings.Policy != "" {
-		cfg.Policy = c.Settings.Policy
-	}
-	o := replay.Options{Config: cfg, MemoryFraction: c.Settings.MemoryFraction}
-	card := c.Limits.MustFit
-	if card == 0 {
-		card = limit
-	}
-	if card > 0 {
-		o.Device, o.DeviceTotal = alloc.Sim(card), card
-	}
-	return o
-}
-
-func isBuiltin(name string) bool {
-	for _, b := range workload.Builtins() {
-		if b.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // ratioFlag is a fragmentation ratio flag: 0.3, 30% or none.

@@ -2,16 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
-	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
 )
 
@@ -42,7 +38,8 @@ func fragcheckCmd(t *testing.T, args ...string) (*fragcheckOpts, []budget.Case, 
 	o.maxFrag = *fl.Lookup("max-frag").Value.(*ratioFlag)
 	o.maxReserved = *fl.Lookup("max-reserved").Value.(*sizeFlag)
 	o.mustFit = *fl.Lookup("must-fit").Value.(*sizeFlag)
-	cases, err := flagCases(cmd, o, fl.Args())
+	o.invocation = invoked(cmd)
+	cases, err := flagCases(o, fl.Args())
 	return o, cases, err
 }
 
@@ -92,81 +89,6 @@ func TestFlagCasesErrors(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want a usage error saying %q", tc.args, err, tc.want)
 		}
-	}
-}
-
-func TestCaseOptions(t *testing.T) {
-	recorded := alloc.DefaultConfig()
-	recorded.GCThreshold = 0.6
-	conf, err := alloc.ParseConfig("expandable_segments:True")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	c := budget.Case{Limits: budget.DefaultLimits()}
-	o := caseOptions(c, &recorded, 0)
-	if o.Config.GCThreshold != 0.6 || o.Device != nil || o.DeviceTotal != 0 {
-		t.Errorf("no settings: %+v, want the recorded config on an unlimited device", o)
-	}
-	o = caseOptions(c, &recorded, 8<<30)
-	if o.DeviceTotal != 8<<30 || o.Device == nil {
-		t.Errorf("a workload's limit is its card: %+v", o)
-	}
-
-	c.Settings = budget.Settings{AllocConf: &conf, Policy: alloc.PolicyNoCache, MemoryFraction: 0.5}
-	c.Limits.MustFit = 24 << 30
-	o = caseOptions(c, &recorded, 8<<30)
-	if !o.Config.ExpandableSegments || o.Config.GCThreshold != 0 || o.Config.Policy != alloc.PolicyNoCache {
-		t.Errorf("alloc_conf replaces the recorded settings: %+v", o.Config)
-	}
-	if o.DeviceTotal != 24<<30 || o.MemoryFraction != 0.5 {
-		t.Errorf("must_fit is the card, over the workload's: %+v", o)
-	}
-}
-
-// TestRunCasesParallel checks that results come back in the cases'
-// order whatever the parallelism, with a broken case failing alone.
-func TestRunCasesParallel(t *testing.T) {
-	var cases []budget.Case
-	for _, f := range []string{"gpt2_varlen.pickle", "seed_frag.pickle", "missing.pickle", "resnet50_fp32.pickle", "multistream.pickle"} {
-		cases = append(cases, budget.Case{Name: f, Trace: pytorchFixture(f), Limits: budget.DefaultLimits()})
-	}
-	cases = append(cases, budget.Case{Name: "frag-demo", Workload: "frag-demo", Limits: budget.DefaultLimits()})
-	newCmd := func() *cobra.Command {
-		cmd := newFragcheckCmd(&app{getenv: func(string) string { return "" }})
-		cmd.SetContext(context.Background())
-		return cmd
-	}
-	var runs [][]budget.Result
-	for _, jobs := range []int{1, 4} {
-		runs = append(runs, runCases(newCmd(), cases, &budget.Checker{}, jobs))
-	}
-	want := []budget.Status{budget.Pass, budget.Fail, budget.Error, budget.Pass, budget.Fail, budget.Fail}
-	for j, rs := range runs {
-		for i, r := range rs {
-			if r.Case.Name != cases[i].Name || r.Status() != want[i] {
-				t.Errorf("run %d, result %d: %s %v, want %s %v (%v)", j, i, r.Case.Name, r.Status(), cases[i].Name, want[i], r.Err)
-			}
-		}
-	}
-	for i := range runs[0] {
-		if runs[0][i].Figures.PeakReserved != runs[1][i].Figures.PeakReserved {
-			t.Errorf("%s: peak reserved %d serially, %d in parallel", cases[i].Name, runs[0][i].Figures.PeakReserved, runs[1][i].Figures.PeakReserved)
-		}
-	}
-	if got := runs[0][0].Figures.PeakReserved; got != 19304284160 {
-		t.Errorf("gpt2_varlen peak reserved %d, want 19304284160", got)
-	}
-}
-
-func TestRunCasesCanceled(t *testing.T) {
-	cmd := newFragcheckCmd(&app{getenv: func(string) string { return "" }})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	cmd.SetContext(ctx)
-	rs := runCases(cmd, []budget.Case{{Name: "a", Trace: pytorchFixture("seed_frag.pickle"), Limits: budget.DefaultLimits()}}, &budget.Checker{}, 2)
-	if !errors.Is(rs[0].Err, context.Canceled) {
-		t.Errorf("error %v, want canceled", rs[0].Err)
 	}
 }
 

@@ -25,7 +25,8 @@ import (
 var recordPy []byte
 
 type recordOpts struct {
-	output     string
+	snapshot   string
+	output     string // deprecated spelling of snapshot
 	maxEntries int
 	stacks     string
 }
@@ -33,7 +34,7 @@ type recordOpts struct {
 func newRecordCmd(a *app) *cobra.Command {
 	o := &recordOpts{}
 	cmd := &cobra.Command{
-		Use:                   "record [-o FILE] [--max-entries N] -- python3 SCRIPT [ARGS...]",
+		Use:                   "record [--snapshot FILE] [--max-entries N] -- python3 SCRIPT [ARGS...]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Run a PyTorch script and record a memory snapshot of it",
 		Long: `Run an unmodified PyTorch training script with the CUDA caching allocator's
@@ -48,16 +49,21 @@ the script (-u, -X ..., -W ...) are kept. The exit status is the script's.
 It is scripts/record.py, built into gpumem: 'python3 scripts/record.py -o
 FILE -- train.py ARGS' does the same.`,
 		Example: `  gpumem record -- python3 train.py --epochs 1
-  gpumem record -o oom.pickle --max-entries 200000 -- python3 -m mypkg.train
+  gpumem record --snapshot oom.pickle --max-entries 200000 -- python3 -m mypkg.train
   gpumem replay oom.pickle --device-memory 24GiB`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := useDeprecated(a, invoked(cmd), "output", o.output, "snapshot", "--snapshot", &o.snapshot); err != nil {
+				return err
+			}
 			return runRecord(a, o, args)
 		},
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // the script's own flags are not ours
-	fl.StringVarP(&o.output, "output", "o", "snapshot.pickle", "write the snapshot to `FILE`")
+	fl.StringVar(&o.snapshot, "snapshot", "snapshot.pickle", "write the snapshot to `FILE`")
+	// -o/--output is a format in every other command
+	deprecatedFlag(cmd, &o.output, "output", "o", "snapshot")
 	fl.IntVar(&o.maxEntries, "max-entries", 1_000_000, "keep at most the last `N` allocator events")
 	fl.StringVar(&o.stacks, "stacks", "python", "stack traces to record: python, or all (also C++; slower)")
 	return cmd
@@ -93,7 +99,7 @@ func recordArgv(user []string, script string, o *recordOpts) ([]string, error) {
 			argv = append(argv, rest[i])
 		}
 	}
-	argv = append(argv, script, "-o", o.output, "--max-entries", strconv.Itoa(o.maxEntries), "--stacks", o.stacks)
+	argv = append(argv, script, "-o", o.snapshot, "--max-entries", strconv.Itoa(o.maxEntries), "--stacks", o.stacks)
 	switch {
 	case i < len(rest) && rest[i] == "-m":
 		if i+1 >= len(rest) {
@@ -157,10 +163,10 @@ wait:
 		}
 	}
 
-	if fi, err := os.Stat(o.output); err == nil && !fi.ModTime().Before(start.Add(-time.Second)) {
-		fmt.Fprintf(a.stderr, "gpumem: wrote %s; replay it with: gpumem replay %s\n", o.output, o.output)
+	if fi, err := os.Stat(o.snapshot); err == nil && !fi.ModTime().Before(start.Add(-time.Second)) {
+		fmt.Fprintf(a.stderr, "gpumem: wrote %s; replay it with: gpumem replay %s\n", o.snapshot, o.snapshot)
 	} else {
-		fmt.Fprintf(a.stderr, "gpumem: warning: no snapshot was written to %s\n", o.output)
+		fmt.Fprintf(a.stderr, "gpumem: warning: no snapshot was written to %s\n", o.snapshot)
 	}
 	if waitErr == nil {
 		return nil

@@ -21,7 +21,7 @@ func TestRecordScriptInSync(t *testing.T) {
 }
 
 func TestRecordArgv(t *testing.T) {
-	o := &recordOpts{output: "s.pickle", maxEntries: 10, stacks: "python"}
+	o := &recordOpts{snapshot: "s.pickle", maxEntries: 10, stacks: "python"}
 	ours := []string{"R", "-o", "s.pickle", "--max-entries", "10", "--stacks", "python"}
 	for _, c := range []struct {
 		user []string
@@ -117,7 +117,7 @@ sys.exit(int(sys.argv[1]))
 	write("pkg/__init__.py", "")
 	write("pkg/main.py", "import sys\nprint('module', sys.argv[1:], __name__)\n")
 
-	for _, c := range []struct {
+	for i, c := range []struct {
 		args     []string
 		code     int
 		stdout   string
@@ -134,7 +134,15 @@ sys.exit(int(sys.argv[1]))
 		out := filepath.Join(dir, "s.json")
 		os.Remove(out)
 		var stdout, stderr bytes.Buffer
-		code := run(append([]string{"record", "-o", out}, c.args...), strings.NewReader(""), &stdout, &stderr)
+		flag, note := "--snapshot", ""
+		if i == 0 {
+			// -o, the old spelling, still works, with a note
+			flag, note = "-o", "gpumem: note: --output is deprecated; use --snapshot\n"
+		}
+		code := run(append([]string{"record", flag, out}, c.args...), strings.NewReader(""), &stdout, &stderr)
+		if !strings.HasPrefix(stderr.String(), note) {
+			t.Errorf("%s: stderr %q, want it to start with %q", flag, &stderr, note)
+		}
 		snap, _ := os.ReadFile(out)
 		if code != c.code || !strings.Contains(stdout.String(), c.stdout) || !strings.Contains(stderr.String(), c.stderr) ||
 			!strings.Contains(string(snap), c.snapshot) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -190,5 +192,30 @@ func TestReplayOOMFrames(t *testing.T) {
 	}
 	if len(doc.OOM.PinFrames) == 0 || !strings.Contains(strings.Join(doc.OOM.PinFrames[0], "\n"), "modeling_gpt2.py") {
 		t.Errorf("pin frames %v", doc.OOM.PinFrames)
+	}
+}
+
+// A run function needs no cobra: the app and an options struct suffice.
+func TestRunReplayWithoutCobra(t *testing.T) {
+	var out, errs bytes.Buffer
+	a := &app{stdout: &out, stderr: &errs, getenv: func(string) string { return "" }}
+	o := &replayOpts{
+		invocation: invocation{ctx: context.Background(), changed: func(flag string) bool { return flag == "alloc-conf" }},
+		alloc:      allocFlags{conf: "expandable_segments:True", policy: "pytorch"},
+		output:     "json", backend: "sim",
+	}
+	if err := runReplay(a, o, sweepFixture("seed_frag.pickle")); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Settings string `json:"settings"`
+		Ops      int    `json:"ops"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.Settings != "expandable_segments:True" || doc.Ops == 0 {
+		t.Errorf("settings %q, %d ops (%v); stderr %s", doc.Settings, doc.Ops, err, &errs)
+	}
+	o.output = "yaml"
+	if err := runReplay(a, o, sweepFixture("seed_frag.pickle")); err == nil || printError(&errs, err) != exitUsage {
+		t.Errorf("-o yaml: %v, want a usage error", err)
 	}
 }

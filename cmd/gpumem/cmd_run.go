@@ -1,18 +1,17 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/output"
+	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
 
 type runOpts struct {
+	invocation
 	alloc   allocFlags
 	output  string
 	params  []string
@@ -42,14 +41,15 @@ set with --param name=value.`,
 		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.list {
-				return listWorkloads(a)
+				return output.WorkloadList(a.stdout, workload.Builtins())
 			}
-			return runWorkload(cmd, a, o, args[0])
+			o.invocation = invoked(cmd)
+			return runWorkload(a, o, args[0])
 		},
 	}
 	o.alloc.register(cmd)
+	outputFlag(cmd, &o.output, output.ReplayFormats)
 	fl := cmd.Flags()
-	fl.StringVarP(&o.output, "output", "o", "table", "output format: table, json, markdown or torch-summary")
 	fl.StringArrayVarP(&o.params, "param", "p", nil, "workload parameter name=value (repeatable)")
 	fl.BoolVar(&o.list, "list", false, "list the built-in workloads")
 	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim or cuda")
@@ -58,46 +58,8 @@ set with --param name=value.`,
 	return cmd
 }
 
-func listWorkloads(a *app) error {
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	for _, b := range workload.Builtins() {
-		fmt.Fprintf(tw, "%s\t%s\n", b.Name, b.Description)
-	}
-	return tw.Flush()
-}
-
-func parseParams(list []string) (map[string]string, error) {
-	m := map[string]string{}
-	for _, p := range list {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, usageError{fmt.Errorf("--param %q: want name=value", p)}
-		}
-		m[k] = v
-	}
-	return m, nil
-}
-
-// loadWorkload finds a builtin or parses a script file.
-func loadWorkload(name string, params map[string]string) (*workload.Workload, error) {
-	w, err := workload.Lookup(name, params)
-	return w, workloadErr(err)
-}
-
-// workloadErr marks a workload's error as bad input; past a limit the list
-// of builtins is no help.
-func workloadErr(err error) error {
-	var le *workload.LimitError
-	if err == nil {
-		return nil
-	} else if errors.As(err, &le) {
-		return inputError{err}
-	}
-	return withHint(inputError{err}, "run 'gpumem run --list' for the built-in workloads")
-}
-
-func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
-	if err := checkOutput(o.output, "table", "json", "markdown", "torch-summary"); err != nil {
+func runWorkload(a *app, o *runOpts, name string) error {
+	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
 		return err
 	}
 	params, err := parseParams(o.params)
@@ -107,31 +69,11 @@ func runWorkload(cmd *cobra.Command, a *app, o *runOpts, name string) error {
 	if o.maxOps <= 0 {
 		return usageError{fmt.Errorf("--max-ops %d: want a positive number", o.maxOps)}
 	}
-	lim := workload.DefaultLimits
-	lim.Ops, lim.OpsHint = o.maxOps, "raise it with --max-ops"
-	// Open does not make a script's operations: Replay streams them.
-	w, err := workload.Open(name, params, lim)
-	if err == nil && o.html != "" {
-		err = w.Materialize() // the HTML report replays a prefix of Ops
-	}
-	if err != nil {
-		return workloadErr(err)
-	}
-	ro, err := o.alloc.options(cmd, nil)
+	s := o.alloc.settings(o.invocation, o.backend)
+	s.Points = 2000
+	run, err := pipeline.Replay(pipeline.Source{Workload: name, Params: params, MaxOps: o.maxOps}, s)
 	if err != nil {
 		return err
 	}
-	if err := applyBackend(cmd, o.backend, &ro); err != nil {
-		return err
-	}
-	ro.Points = 2000
-	res, err := w.Replay(ro)
-	if err != nil {
-		return backendErr(fmt.Errorf("running %s: %w", w.Name, err))
-	}
-	rep := buildReport(w.Name, ro, res, nil, nil)
-	if err := writeReport(a, a.stdout, o.output, rep, report.Options{Color: a.color}); err != nil || o.html == "" {
-		return err
-	}
-	return writeRunHTML(a, o.html, w, rep, ro, res)
+	return renderReplay(a, o.output, run, output.Options{Color: a.color}, o.html)
 }

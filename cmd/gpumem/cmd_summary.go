@@ -1,18 +1,17 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/output"
+	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/probe"
-	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/report"
 )
 
 // demoWorkload is what summary drives the allocator with by default: the
@@ -20,6 +19,7 @@ import (
 const demoWorkload = "frag-demo"
 
 type summaryOpts struct {
+	invocation
 	alloc      allocFlags
 	traceFile  string
 	workload   string
@@ -46,23 +46,24 @@ fragmentation figures. By default the workload is a built-in fragmenting demo
   gpumem summary --watch=2s`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSummary(cmd, a, o)
+			o.invocation = invoked(cmd)
+			return runSummary(a, o)
 		},
 	}
 	o.alloc.register(cmd)
+	outputFlag(cmd, &o.output, output.SummaryFormats)
 	fl := cmd.Flags()
 	fl.StringVar(&o.traceFile, "trace", "", "drive the allocator with this trace (a PyTorch snapshot pickle)")
 	fl.StringVar(&o.workload, "workload", demoWorkload, "drive the allocator with this workload (name or script file)")
 	fl.StringVar(&o.backend, "backend", "", "sim or cuda (default: cuda when a GPU is usable, else sim)")
-	fl.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fl.BoolVar(&o.requireGPU, "require-gpu", false, "exit with code 3 when no GPU is usable")
 	fl.DurationVar(&o.watch, "watch", 0, "refresh the device table every interval until interrupted")
 	fl.Lookup("watch").NoOptDefVal = "1s"
 	return cmd
 }
 
-func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
-	if err := checkOutput(o.output, "table", "json"); err != nil {
+func runSummary(a *app, o *summaryOpts) error {
+	if err := checkFormat(output.SummaryFormats, "output", o.output); err != nil {
 		return err
 	}
 	lib := a.nvml
@@ -86,107 +87,30 @@ func runSummary(cmd *cobra.Command, a *app, o *summaryOpts) error {
 		return &exitError{code: exitNoGPU, msg: "no gpu found (--require-gpu)"}
 	}
 	if o.watch > 0 {
-		return watchDevices(cmd, a, lib, o.watch)
+		return watchDevices(o.ctx, a, lib, o.watch)
 	}
 	backend := o.backend
 	if backend == "" {
 		backend = "sim"
-		if gpu && !cmd.Flags().Changed("device-memory") {
+		if gpu && !o.changed("device-memory") {
 			backend = "cuda"
 		}
 	}
-	rep, err := summaryReplay(cmd, a, o, backend)
+	src := pipeline.Source{Trace: o.traceFile, Progress: a.progress()}
+	if o.traceFile == "" {
+		src = pipeline.Source{Workload: o.workload}
+	}
+	run, err := pipeline.Replay(src, o.alloc.settings(o.invocation, backend))
 	if err != nil {
 		return err
 	}
-	if o.output == "json" {
-		return writeSummaryJSON(a.stdout, sys, rep)
-	}
-	if sys != nil {
-		if err := probe.WriteTable(a.stdout, sys, a.color); err != nil {
-			return err
-		}
-		fmt.Fprintln(a.stdout)
-	}
-	fmt.Fprintf(a.stdout, "Allocator (%s backend) after %s\n\n", backend, rep.Source)
-	return report.Table(a.stdout, rep, report.Options{Color: a.color})
-}
-
-// summaryReplay drives the allocator through the trace or workload.
-func summaryReplay(cmd *cobra.Command, a *app, o *summaryOpts, backend string) (*report.Replay, error) {
-	ro, err := o.alloc.options(cmd, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := applyBackend(cmd, backend, &ro); err != nil {
-		return nil, err
-	}
-	if o.traceFile != "" {
-		snap, err := openTrace(a, o.traceFile)
-		if err != nil {
-			return nil, inputError{err}
-		}
-		if len(snap.Traces) == 0 {
-			return nil, inputError{fmt.Errorf("%s: the snapshot holds no allocation trace", o.traceFile)}
-		}
-		if !cmd.Flags().Changed("alloc-conf") {
-			if c := recordedConfig(snap.Settings); c != nil {
-				c.Policy = ro.Config.Policy
-				ro.Config = *c
-			}
-		}
-		plan := replay.FromSnapshot(snap, 0)
-		res, err := replay.Run(plan, ro)
-		if err != nil {
-			return nil, backendErr(fmt.Errorf("replaying %s: %w", o.traceFile, err))
-		}
-		return buildReport(o.traceFile, ro, res, plan, snap), nil
-	}
-	w, err := loadWorkload(o.workload, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := replay.RunOps(w.Ops, nil, ro)
-	if err != nil {
-		return nil, backendErr(fmt.Errorf("running %s: %w", w.Name, err))
-	}
-	return buildReport(w.Name, ro, res, nil, nil), nil
-}
-
-func writeSummaryJSON(w io.Writer, sys *probe.System, rep *report.Replay) error {
-	if sys == nil {
-		sys = &probe.System{GPUs: []probe.GPU{}}
-	}
-	var devices, allocator json.RawMessage
-	var buf jsonBuffer
-	if err := probe.WriteJSON(&buf, sys); err != nil {
-		return err
-	}
-	devices = buf.take()
-	if err := report.JSON(&buf, rep); err != nil {
-		return err
-	}
-	allocator = buf.take()
-	out, err := json.MarshalIndent(map[string]json.RawMessage{"devices": devices, "allocator": allocator}, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", out)
-	return err
-}
-
-type jsonBuffer struct{ b []byte }
-
-func (j *jsonBuffer) Write(p []byte) (int, error) { j.b = append(j.b, p...); return len(p), nil }
-func (j *jsonBuffer) take() json.RawMessage {
-	b := j.b
-	j.b = nil
-	return b
+	return output.SummaryFormats.Render(a.stdout, o.output,
+		&output.Summary{System: sys, Backend: backend, Allocator: run.Report}, output.Options{Color: a.color})
 }
 
 // watchDevices redraws the device table every interval, like nvtop, until
 // the command's context is cancelled (Ctrl-C).
-func watchDevices(cmd *cobra.Command, a *app, lib nvml.Interface, every time.Duration) error {
+func watchDevices(ctx context.Context, a *app, lib nvml.Interface, every time.Duration) error {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -194,14 +118,11 @@ func watchDevices(cmd *cobra.Command, a *app, lib nvml.Interface, every time.Dur
 		if err != nil {
 			return err
 		}
-		if isTerminal(a.stdout) {
-			fmt.Fprint(a.stdout, "\033[H\033[2J")
-		}
-		if err := probe.WriteTable(a.stdout, sys, a.color); err != nil {
+		if err := output.Devices(a.stdout, sys, output.Options{Color: a.color}, isTerminal(a.stdout)); err != nil {
 			return err
 		}
 		select {
-		case <-cmd.Context().Done():
+		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}

@@ -3,21 +3,21 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
-	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/output"
+	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/sweep"
-	"github.com/gpumem/gpumem/pkg/workload"
 )
 
 type sweepOpts struct {
+	invocation
 	workload     string
 	params       []string
 	strategies   bool
@@ -84,7 +84,8 @@ or each --grid setting; --param sets their shared parameters.`,
 			return nil
 		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSweep(cmd, a, o, args)
+			o.invocation = invoked(cmd)
+			return runSweep(a, o, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -94,28 +95,15 @@ or each --grid setting; --param sets their shared parameters.`,
 	fl.StringArrayVar(&o.grid, "grid", nil, "settings to sweep instead of the default grid, separated by ';' (repeatable)")
 	fl.StringVar(&o.deviceMemory, "device-memory", "", "card sizes, comma-separated (e.g. 24GiB,40GiB,80GiB); unlimited without it")
 	fl.Float64Var(&o.fraction, "memory-fraction", 0, "set_per_process_memory_fraction of each card, for every setting")
-	fl.StringVarP(&o.output, "output", "o", "table", "output format: table, json or markdown")
+	outputFlag(cmd, &o.output, output.SweepFormats)
 	fl.IntVarP(&o.workers, "jobs", "j", runtime.GOMAXPROCS(0), "replays to run at once")
 	fl.IntVar(&o.device, "device", 0, "which device's trace to replay")
 	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
 	return cmd
 }
 
-// sweepInput is what a sweep runs over.
-type sweepInput struct {
-	source   string
-	ops      int
-	cases    []sweep.Case
-	cards    []uint64
-	capped   bool
-	compare  bool   // rows are workloads (--strategies), not settings
-	baseline string // the row others are measured against
-	limitMsg string // why the cards are what they are, when not given
-	phases   []workload.Phase
-}
-
-func runSweep(cmd *cobra.Command, a *app, o *sweepOpts, args []string) error {
-	if err := checkOutput(o.output, "table", "json", "markdown"); err != nil {
+func runSweep(a *app, o *sweepOpts, args []string) error {
+	if err := checkFormat(output.SweepFormats, "output", o.output); err != nil {
 		return err
 	}
 	if o.workers < 1 {
@@ -145,35 +133,34 @@ func runSweep(cmd *cobra.Command, a *app, o *sweepOpts, args []string) error {
 	if err := checkLabels(grid); err != nil {
 		return err
 	}
-	in := &sweepInput{cards: cards, capped: o.fraction > 0}
-	switch {
-	case o.strategies:
-		err = strategyCases(in, o, grid)
-	case o.workload != "":
-		err = workloadCases(in, o, grid)
-	default:
-		err = traceCases(a, in, o, grid, args[0])
+	trace := o.workload == "" && !o.strategies
+	if trace && len(o.params) > 0 {
+		return usageError{errors.New("--param is for --workload and --strategies")}
 	}
+	params, err := parseParams(o.params)
 	if err != nil {
 		return err
 	}
-	for i := range in.cases {
-		in.cases[i].Setting.Fraction = o.fraction
+	in := pipeline.SweepInput{
+		Source:     pipeline.Source{Workload: o.workload, Params: params, Device: o.device, Progress: a.progress()},
+		Strategies: o.strategies, Grid: grid, Cards: cards, Fraction: o.fraction, Workers: o.workers,
+	}
+	if trace {
+		in.Trace = args[0]
 	}
 	start := time.Now()
-	rows, err := sweep.RunCases(cmd.Context(), in.cases, in.cards, o.workers)
+	rep, err := pipeline.Sweep(o.ctx, in)
 	if err != nil {
-		return fmt.Errorf("sweeping %s: %w", in.source, err)
-	}
-	elapsed := time.Since(start)
-	if o.output != "json" {
-		n := len(in.cases) * max(len(in.cards), 1)
-		fmt.Fprintf(a.stderr, "gpumem: %d replays on %d workers in %v\n", n, min(o.workers, n), elapsed.Round(time.Millisecond))
-	}
-	if err := writeSweep(a, o.output, in, rows, o.fraction); err != nil || o.html == "" {
 		return err
 	}
-	return writeSweepHTML(a, o.html, in, rows, o.fraction)
+	if o.output != output.JSON {
+		n := len(rep.Rows) * max(len(rep.Cards), 1)
+		fmt.Fprintf(a.stderr, "gpumem: %d replays on %d workers in %v\n", n, min(o.workers, n), time.Since(start).Round(time.Millisecond))
+	}
+	if err := output.SweepFormats.Render(a.stdout, o.output, rep, output.Options{}); err != nil || o.html == "" {
+		return err
+	}
+	return writeHTML(a, o.html, func(w io.Writer) error { return output.SweepHTML(w, rep) })
 }
 
 // parseCards reads --device-memory's comma-separated sizes.
@@ -201,127 +188,5 @@ func checkLabels(grid []sweep.Setting) error {
 		}
 		seen[s.Label] = true
 	}
-	return nil
-}
-
-// withBaseline puts the defaults first when a given grid lacks them.
-func withBaseline(grid []sweep.Setting) []sweep.Setting {
-	if slices.ContainsFunc(grid, func(s sweep.Setting) bool { return s.IsDefault() && s.Settable() }) {
-		return grid
-	}
-	return append([]sweep.Setting{sweep.Defaults()}, grid...)
-}
-
-func traceCases(a *app, in *sweepInput, o *sweepOpts, grid []sweep.Setting, path string) error {
-	if len(o.params) > 0 {
-		return usageError{errors.New("--param is for --workload and --strategies")}
-	}
-	snap, err := openTrace(a, path)
-	if err != nil {
-		return inputError{err}
-	}
-	if o.device < 0 || o.device >= len(snap.Traces) {
-		if len(snap.Traces) == 0 {
-			return inputError{fmt.Errorf("%s: the snapshot holds no allocation trace (record it with torch.cuda.memory._record_memory_history)", path)}
-		}
-		return usageError{fmt.Errorf("--device %d: %s has traces for devices 0 to %d", o.device, path, len(snap.Traces)-1)}
-	}
-	plan := replay.FromSnapshot(snap, o.device)
-	if grid == nil {
-		grid = sweep.DefaultGrid(in.capped)
-		// The settings the trace was recorded with, when they are not
-		// already in the grid.
-		if rec := recordedConfig(snap.Settings); rec != nil && !slices.ContainsFunc(grid, func(s sweep.Setting) bool {
-			return sameConfig(s.Config, *rec)
-		}) {
-			grid = append(grid, sweep.Setting{Label: "recorded: " + rec.Text, Config: *rec})
-		}
-	}
-	grid = withBaseline(grid)
-	in.source, in.ops, in.baseline = path, len(plan.Ops), sweep.DefaultsLabel
-	for _, s := range grid {
-		in.cases = append(in.cases, sweep.Case{Label: s.Label, Plan: plan, Setting: s})
-	}
-	return nil
-}
-
-func sameConfig(a, b alloc.Config) bool {
-	a.Text, b.Text = "", ""
-	return a == b
-}
-
-func workloadCases(in *sweepInput, o *sweepOpts, grid []sweep.Setting) error {
-	params, err := parseParams(o.params)
-	if err != nil {
-		return err
-	}
-	w, err := loadWorkload(o.workload, params)
-	if err != nil {
-		return err
-	}
-	if grid == nil {
-		grid = sweep.DefaultGrid(in.capped)
-	}
-	grid = withBaseline(grid)
-	if len(in.cards) == 0 && w.Limit > 0 {
-		in.cards = []uint64{w.Limit}
-		in.limitMsg = "the workload's own limit"
-	}
-	plan := &replay.Plan{Ops: w.Ops}
-	in.source, in.ops, in.baseline, in.phases = w.Name, len(w.Ops), sweep.DefaultsLabel, w.Phases
-	for _, s := range grid {
-		in.cases = append(in.cases, sweep.Case{Label: s.Label, Plan: plan, Setting: s})
-	}
-	return nil
-}
-
-// strategyCases builds every strategy-* builtin, each under every setting
-// of the grid (the defaults when none is given). --param values go to the
-// strategies that take them.
-func strategyCases(in *sweepInput, o *sweepOpts, grid []sweep.Setting) error {
-	params, err := parseParams(o.params)
-	if err != nil {
-		return err
-	}
-	if grid == nil {
-		grid = []sweep.Setting{sweep.Defaults()}
-	}
-	used := map[string]bool{}
-	for _, b := range workload.Builtins() {
-		if !strings.HasPrefix(b.Name, "strategy-") {
-			continue
-		}
-		mine := map[string]string{}
-		for _, p := range b.Params {
-			if v, ok := params[p.Name]; ok {
-				mine[p.Name] = v
-				used[p.Name] = true
-			}
-		}
-		w, err := b.Build(mine)
-		if err != nil {
-			return usageError{err}
-		}
-		plan := &replay.Plan{Ops: w.Ops}
-		for _, s := range grid {
-			label := w.Name
-			if len(grid) > 1 {
-				label += " / " + s.Label
-			}
-			in.cases = append(in.cases, sweep.Case{Label: label, Plan: plan, Setting: s})
-		}
-		if in.baseline == "" || b.Name == "strategy-default" {
-			in.baseline = in.cases[len(in.cases)-len(grid)].Label
-		}
-	}
-	for k := range params {
-		if !used[k] {
-			return usageError{fmt.Errorf("--param %s: no strategy workload takes it", k)}
-		}
-	}
-	if len(in.cases) == 0 {
-		return errors.New("no strategy-* built-in workloads")
-	}
-	in.source, in.compare = "the strategy-* workloads", true
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/sweep"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
@@ -28,7 +29,7 @@ func gm(t testing.TB, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-func sweepJSONOf(t *testing.T, args ...string) sweepJSON {
+func sweepJSONOf(t *testing.T, args ...string) output.SweepJSON {
 	t.Helper()
 	out, errs, code := gm(t, append(args, "-o", "json")...)
 	if code != 0 {
@@ -37,7 +38,7 @@ func sweepJSONOf(t *testing.T, args ...string) sweepJSON {
 	if errs != "" {
 		t.Errorf("gpumem %v -o json wrote to stderr: %s", args, errs)
 	}
-	var doc sweepJSON
+	var doc output.SweepJSON
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
@@ -46,7 +47,7 @@ func sweepJSONOf(t *testing.T, args ...string) sweepJSON {
 	return doc
 }
 
-func jsonRow(t *testing.T, doc sweepJSON, label string) sweepJSONRow {
+func jsonRow(t *testing.T, doc output.SweepJSON, label string) output.SweepJSONRow {
 	t.Helper()
 	for _, r := range doc.Rows {
 		if r.Label == label {
@@ -54,7 +55,7 @@ func jsonRow(t *testing.T, doc sweepJSON, label string) sweepJSONRow {
 		}
 	}
 	t.Fatalf("no row %q in %s", label, doc.Source)
-	return sweepJSONRow{}
+	return output.SweepJSONRow{}
 }
 
 type sweepTruth struct {
@@ -79,7 +80,7 @@ func readTruth(t *testing.T, name string) sweepTruth {
 	return tr
 }
 
-func compareTruth(t *testing.T, name string, row sweepJSONRow, tr sweepTruth) {
+func compareTruth(t *testing.T, name string, row output.SweepJSONRow, tr sweepTruth) {
 	t.Helper()
 	for _, k := range []string{
 		"reserved_bytes.all.peak", "allocated_bytes.all.peak", "segment.all.peak", "num_alloc_retries",
@@ -153,7 +154,7 @@ func TestSweepDefaultGrid(t *testing.T) {
 	// nocache reserves less than any setting but is never advised.
 	nc := jsonRow(t, doc, "nocache")
 	if nc.Settable || nc.PeakReserved >= best.PeakReserved ||
-		!slices.ContainsFunc(doc.NotAdvised, func(a sweepJSONAdvice) bool { return a.Label == "nocache" }) {
+		!slices.ContainsFunc(doc.NotAdvised, func(a output.SweepJSONAdvice) bool { return a.Label == "nocache" }) {
 		t.Errorf("nocache %d settable %v; not advised %+v", nc.PeakReserved, nc.Settable, doc.NotAdvised)
 	}
 	for _, a := range doc.NotAdvised {
@@ -307,29 +308,6 @@ func TestSweepUsage(t *testing.T) {
 		if code != c.code || !strings.Contains(errs, c.want) || out != "" {
 			t.Errorf("gpumem %v: exit %d, stderr %q, stdout %q; want exit %d and %q", c.args, code, errs, out, c.code, c.want)
 		}
-	}
-}
-
-// withBaseline adds the defaults to a grid only when it lacks them.
-func TestWithBaseline(t *testing.T) {
-	g, err := sweep.ParseGrid("nocache;expandable_segments:True")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g = withBaseline(g)
-	if len(g) != 3 || g[0].Label != "defaults" {
-		t.Errorf("grid %v", g)
-	}
-	if got := withBaseline(g); len(got) != 3 {
-		t.Errorf("defaults added twice: %d settings", len(got))
-	}
-	// nocache has the default knobs but is not the baseline
-	if n, _ := sweep.ParseGrid("nocache"); len(withBaseline(n)) != 2 {
-		t.Error("nocache taken for the defaults")
-	}
-	d, e := sweep.Defaults(), g[2]
-	if !sameConfig(d.Config, g[0].Config) || sameConfig(d.Config, e.Config) {
-		t.Error("sameConfig")
 	}
 }
 

@@ -128,7 +128,7 @@ func TestFragcheckHTML(t *testing.T) {
 	if code != exitFailure {
 		t.Errorf("exit %d, want %d: the report does not change the verdict", code, exitFailure)
 	}
-	out, _, _ := gm(t, append(args, "--format", "json")...)
+	out, _, _ := gm(t, append(args, "-o", "json")...)
 	var doc struct {
 		Cases []struct {
 			Name         string   `json:"name"`

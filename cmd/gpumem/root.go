@@ -20,6 +20,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+
+	"github.com/gpumem/gpumem/pkg/pipeline"
 )
 
 // Exit codes, documented in the root command's help and the README.
@@ -163,12 +165,21 @@ func printError(stderr io.Writer, err error) int {
 	if errors.As(err, &ie) {
 		code = exitUsage
 	}
-	fmt.Fprintf(stderr, "gpumem: error: %s\n", firstLine(msg))
+	var hints []string
 	var he hintError
 	if errors.As(err, &he) {
-		for _, h := range he.hints {
-			fmt.Fprintf(stderr, "gpumem: hint: %s\n", h)
+		hints = he.hints
+	}
+	var pe *pipeline.Error
+	if errors.As(err, &pe) {
+		if pe.Kind != pipeline.Failed {
+			code = exitUsage
 		}
+		hints = append(hints, pe.Hints...)
+	}
+	fmt.Fprintf(stderr, "gpumem: error: %s\n", firstLine(msg))
+	for _, h := range hints {
+		fmt.Fprintf(stderr, "gpumem: hint: %s\n", h)
 	}
 	if code == exitUsage && strings.HasPrefix(msg, "unknown command ") {
 		fmt.Fprintln(stderr, "gpumem: hint: run 'gpumem --help' for the list of commands")

@@ -43,7 +43,7 @@ func TestScript(t *testing.T) {
 
 // cmdExitcode runs a program and checks its exact exit status:
 //
-//	exitcode 2 gpumem fragcheck --format xml
+//	exitcode 2 gpumem fragcheck -o xml
 //
 // Its stdout and stderr are then checked as after exec.
 func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // baselineVersion is the format version WriteBaseline writes.
@@ -175,10 +177,10 @@ func (e Entry) compare(m Metric, f Figures, tol float64) []Finding {
 			grew = FormatRatio(now/base-1) + " above"
 		}
 		add(Fail, "peak reserved %s is %s the baseline %s (tolerance %s)",
-			formatBytes(uint64(now)), grew, formatBytes(uint64(base)), FormatRatio(tol))
+			figures.FormatUBytes(uint64(now)), grew, figures.FormatUBytes(uint64(base)), FormatRatio(tol))
 	case now < base*(1-tol):
 		add(Pass, "peak reserved %s is %s below the baseline %s: update the baseline to keep the gain",
-			formatBytes(uint64(now)), FormatRatio(1-now/base), formatBytes(uint64(base)))
+			figures.FormatUBytes(uint64(now)), FormatRatio(1-now/base), figures.FormatUBytes(uint64(base)))
 	}
 	was, ok := e.Fragmentation[m]
 	exact := m.Of(f.Fragmentation)

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // Common practice, and what the replay report colours: warn above 20%
@@ -24,7 +24,7 @@ var NoLimit = math.Inf(1)
 // Metric names the fragmentation ratio a limit applies to.
 type Metric string
 
-// The fragmentation ratios of a replay (see [report.Fragmentation]).
+// The fragmentation ratios of a replay (see [figures.Fragmentation]).
 const (
 	Peaks  Metric = "peaks"   // 1 − peak allocated / peak reserved
 	AtPeak Metric = "at_peak" // 1 − allocated / reserved when reserved peaked
@@ -63,7 +63,7 @@ func (m Metric) Definition() string {
 }
 
 // Of picks m's ratio out of f.
-func (m Metric) Of(f report.Fragmentation) float64 {
+func (m Metric) Of(f figures.Fragmentation) float64 {
 	switch m {
 	case AtPeak:
 		return f.AtPeak

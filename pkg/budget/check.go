@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // Status is the verdict on a case, or on one finding; a higher status is
@@ -38,17 +38,17 @@ func (s Status) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 type Figures struct {
 	PeakReserved  int64
 	PeakAllocated int64
-	Fragmentation report.Fragmentation
+	Fragmentation figures.Fragmentation
 	// OOM is the out-of-memory error that stopped the replay; nil when
 	// it ran to completion.
-	OOM *report.OOM
+	OOM *figures.OOM
 }
 
 // FiguresOf takes the figures out of a replay's report.
-func FiguresOf(r *report.Replay) Figures {
+func FiguresOf(r *figures.Replay) Figures {
 	return Figures{
-		PeakReserved:  r.Stats["reserved_bytes.all.peak"],
-		PeakAllocated: r.Stats["allocated_bytes.all.peak"],
+		PeakReserved:  figures.PeakReserved(r.Stats),
+		PeakAllocated: figures.PeakAllocated(r.Stats),
 		Fragmentation: r.Fragmentation(),
 		OOM:           r.OOM,
 	}
@@ -133,12 +133,12 @@ func (k *Checker) Check(c Case, f Figures) Result {
 		r.Findings = append(r.Findings, Finding{Status: s, Limit: limit, Message: msg})
 	}
 	if o := f.OOM; o != nil {
-		card := formatBytes(o.DeviceTotal) + " card"
+		card := figures.FormatUBytes(o.DeviceTotal) + " card"
 		if o.Allowed > 0 && o.Allowed < o.DeviceTotal {
-			card += ", " + formatBytes(o.Allowed) + " allowed"
+			card += ", " + figures.FormatUBytes(o.Allowed) + " allowed"
 		}
 		add(Fail, "must_fit", "out of memory (%s) at operation %d: tried to allocate %s, a %s",
-			card, o.OpIndex, formatBytes(o.AllocSize), o.Verdict())
+			card, o.OpIndex, figures.FormatUBytes(o.AllocSize), o.Verdict())
 	}
 	frag := l.Metric.Of(f.Fragmentation)
 	def := fmt.Sprintf("%s: %s", l.Metric, l.Metric.Definition())
@@ -152,7 +152,7 @@ func (k *Checker) Check(c Case, f Figures) Result {
 	}
 	if l.MaxReserved > 0 && f.PeakReserved > 0 && uint64(f.PeakReserved) > l.MaxReserved {
 		add(Fail, "max_reserved", "peak reserved %s is above the limit of %s",
-			report.FormatBytes(f.PeakReserved), formatBytes(l.MaxReserved))
+			figures.FormatBytes(f.PeakReserved), figures.FormatUBytes(l.MaxReserved))
 	}
 	if k.Baseline != nil {
 		if e, ok := k.Baseline.Cases[c.Name]; ok {
@@ -214,5 +214,3 @@ func (s Summary) String() string {
 	}
 	return fmt.Sprintf("%d %s: %d passed, %d warned, %d failed, %d could not run", s.Cases, noun, s.Pass, s.Warn, s.Fail, s.Error)
 }
-
-func formatBytes(n uint64) string { return report.FormatBytes(int64(min(n, math.MaxInt64))) }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // gpt2 are the figures of testdata/pytorch/gpt2_varlen.pickle replayed
@@ -16,7 +16,7 @@ import (
 var gpt2 = Figures{
 	PeakReserved:  19304284160,
 	PeakAllocated: 17442141184,
-	Fragmentation: report.Fragmentation{End: 0.9965, AtPeak: 0.0965, Peaks: 0.0965, Holes: 0.9143},
+	Fragmentation: figures.Fragmentation{End: 0.9965, AtPeak: 0.0965, Peaks: 0.0965, Holes: 0.9143},
 }
 
 func testCase(name string, l Limits) Case {
@@ -48,7 +48,7 @@ func TestCheck(t *testing.T) {
 		{"other metric", Limits{Metric: Holes, WarnFrag: 0.2, MaxFrag: 0.95}, gpt2, false, Warn, []string{"warn_frag"}, "91.4% is above the warning level of 20.0% (holes: 1 − largest free block / cached free bytes at the end)"},
 		{"max reserved", Limits{Metric: Peaks, WarnFrag: 0.2, MaxFrag: 0.3, MaxReserved: 17 << 30}, gpt2, false, Fail, []string{"max_reserved"}, "peak reserved 17.98 GiB is above the limit of 17.00 GiB"},
 		{"max reserved met", Limits{Metric: Peaks, WarnFrag: 0.2, MaxFrag: 0.3, MaxReserved: 20 << 30}, gpt2, false, Pass, nil, ""},
-		{"nothing reserved", def, Figures{Fragmentation: report.Fragmentation{Peaks: math.NaN()}}, false, Pass, nil, "not measured"},
+		{"nothing reserved", def, Figures{Fragmentation: figures.Fragmentation{Peaks: math.NaN()}}, false, Pass, nil, "not measured"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := &Checker{Strict: tc.strict}
@@ -65,7 +65,7 @@ func TestCheck(t *testing.T) {
 
 func TestCheckOOM(t *testing.T) {
 	f := gpt2
-	f.OOM = &report.OOM{OpIndex: 3041, AllocSize: 1654652928, Rounded: 1654652928, DeviceTotal: 16 << 30, DeviceFree: 0}
+	f.OOM = &figures.OOM{OpIndex: 3041, AllocSize: 1654652928, Rounded: 1654652928, DeviceTotal: 16 << 30, DeviceFree: 0}
 	l := DefaultLimits()
 	l.MustFit = 16 << 30
 	r := (&Checker{}).Check(testCase("gpt2", l), f)
@@ -146,7 +146,7 @@ func TestBaselineCompare(t *testing.T) {
 func TestBaselineRoundTrip(t *testing.T) {
 	k := &Checker{}
 	f := gpt2
-	f.Fragmentation = report.Fragmentation{End: 0.996469310157523, AtPeak: 0.0964626795050244, Peaks: 0.0964626795050244, Holes: math.NaN()}
+	f.Fragmentation = figures.Fragmentation{End: 0.996469310157523, AtPeak: 0.0964626795050244, Peaks: 0.0964626795050244, Holes: math.NaN()}
 	rs := []Result{k.Check(testCase("gpt2", DefaultLimits()), f), k.Check(testCase("seed", DefaultLimits()), gpt2)}
 	var buf bytes.Buffer
 	if err := WriteBaseline(&buf, NewBaseline(rs, nil)); err != nil {

@@ -361,63 +361,45 @@ func (p *parser) setting(s *settingKeys, key string, v *yaml.Node) error {
 
 // over returns s with the keys given in o replacing its own.
 func (s settingKeys) over(o settingKeys) settingKeys {
-	if o.metric != nil {
-		s.metric = o.metric
+	return settingKeys{
+		metric: or(o.metric, s.metric), warnFrag: or(o.warnFrag, s.warnFrag), maxFrag: or(o.maxFrag, s.maxFrag),
+		maxReserved: or(o.maxReserved, s.maxReserved), mustFit: or(o.mustFit, s.mustFit),
+		allocConf: or(o.allocConf, s.allocConf), policy: or(o.policy, s.policy),
+		memoryFraction: or(o.memoryFraction, s.memoryFraction),
 	}
-	if o.warnFrag != nil {
-		s.warnFrag = o.warnFrag
+}
+
+// or is a when it is set, else b.
+func or[T any](a, b *T) *T {
+	if a != nil {
+		return a
 	}
-	if o.maxFrag != nil {
-		s.maxFrag = o.maxFrag
+	return b
+}
+
+// given sets *dst to src when src is set (not nil).
+func given[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
 	}
-	if o.maxReserved != nil {
-		s.maxReserved = o.maxReserved
-	}
-	if o.mustFit != nil {
-		s.mustFit = o.mustFit
-	}
-	if o.allocConf != nil {
-		s.allocConf = o.allocConf
-	}
-	if o.policy != nil {
-		s.policy = o.policy
-	}
-	if o.memoryFraction != nil {
-		s.memoryFraction = o.memoryFraction
-	}
-	return s
 }
 
 // apply fills c's limits and settings from s, the rest from the defaults.
 func (s settingKeys) apply(c *Case) {
 	c.Limits = DefaultLimits()
-	if s.metric != nil {
-		c.Limits.Metric = *s.metric
+	given(&c.Limits.Metric, s.metric)
+	given(&c.Limits.WarnFrag, s.warnFrag)
+	given(&c.Limits.MaxFrag, s.maxFrag)
+	// A case that only lowers max_frag below the default warning means
+	// "fail above this", not a contradiction.
+	if s.maxFrag != nil && s.warnFrag == nil && c.Limits.WarnFrag > c.Limits.MaxFrag {
+		c.Limits.WarnFrag = c.Limits.MaxFrag
 	}
-	if s.warnFrag != nil {
-		c.Limits.WarnFrag = *s.warnFrag
-	}
-	if s.maxFrag != nil {
-		c.Limits.MaxFrag = *s.maxFrag
-		// A case that only lowers max_frag below the default warning
-		// means "fail above this", not a contradiction.
-		if s.warnFrag == nil && c.Limits.WarnFrag > c.Limits.MaxFrag {
-			c.Limits.WarnFrag = c.Limits.MaxFrag
-		}
-	}
-	if s.maxReserved != nil {
-		c.Limits.MaxReserved = *s.maxReserved
-	}
-	if s.mustFit != nil {
-		c.Limits.MustFit = *s.mustFit
-	}
+	given(&c.Limits.MaxReserved, s.maxReserved)
+	given(&c.Limits.MustFit, s.mustFit)
 	c.Settings.AllocConf = s.allocConf
-	if s.policy != nil {
-		c.Settings.Policy = *s.policy
-	}
-	if s.memoryFraction != nil {
-		c.Settings.MemoryFraction = *s.memoryFraction
-	}
+	given(&c.Settings.Policy, s.policy)
+	given(&c.Settings.MemoryFraction, s.memoryFraction)
 }
 
 var caseNames = append([]string{"name", "trace", "workload", "params", "device"}, settingNames...)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // A chart is an outer SVG of fixed size holding axes and labels, and an
@@ -80,7 +80,7 @@ func attr(name, value string) template.HTMLAttr {
 	return template.HTMLAttr(name + `="` + template.HTMLEscapeString(value) + `"`)
 }
 
-func timelineChart(r *report.Replay, pts []report.Point, phases []Phase) *chart {
+func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phase) *chart {
 	c := newChart("timeline", 330, pts, r)
 	peak := peakReserved(r, pts)
 	top := peak
@@ -93,15 +93,15 @@ func timelineChart(r *report.Replay, pts []report.Point, phases []Phase) *chart 
 	}
 	c.byteAxis(top)
 	c.LabelLeft = "memory"
-	y := func(pt report.Point, v func(report.Point) int64) float64 {
+	y := func(pt figures.Point, v func(figures.Point) int64) float64 {
 		return plotUnits * (1 - float64(v(pt))/c.YTop)
 	}
-	get := [...]func(report.Point) int64{
-		func(p report.Point) int64 { return p.Reserved },
-		func(p report.Point) int64 { return p.Active },
-		func(p report.Point) int64 { return p.Allocated },
+	get := [...]func(figures.Point) int64{
+		func(p figures.Point) int64 { return p.Reserved },
+		func(p figures.Point) int64 { return p.Active },
+		func(p figures.Point) int64 { return p.Allocated },
 	}
-	path := func(v func(report.Point) int64, area bool) string {
+	path := func(v func(figures.Point) int64, area bool) string {
 		var b strings.Builder
 		b.Grow(len(pts) * 14)
 		for i, pt := range pts {
@@ -134,7 +134,7 @@ func timelineChart(r *report.Replay, pts []report.Point, phases []Phase) *chart 
 		v := float64(l.bytes)
 		c.HLines = append(c.HLines, hline{
 			Y: num(plotUnits * (1 - v/c.YTop)), LabelY: num(c.pixY(v) - 4),
-			Class: l.class, Text: l.name + " " + report.FormatBytes(int64(min(l.bytes, math.MaxInt64))),
+			Class: l.class, Text: l.name + " " + figures.FormatUBytes(l.bytes),
 		})
 		c.Legend = append(c.Legend, series{Name: l.name, Class: l.class})
 	}
@@ -143,11 +143,11 @@ func timelineChart(r *report.Replay, pts []report.Point, phases []Phase) *chart 
 		c.Legend = append(c.Legend, series{Name: "phase start", Class: "phase"})
 		c.Attrs = append(c.Attrs, attr("data-phases", strconv.Itoa(len(pm))))
 	}
-	c.Marks = append(c.Marks, c.mark(r.PeakOp, "peak", "peak "+report.FormatBytes(peak)))
+	c.Marks = append(c.Marks, c.mark(r.PeakOp, "peak", "peak "+figures.FormatBytes(peak)))
 	c.Attrs = append(c.Attrs,
 		attr("data-peak-reserved", itoa(peak)),
 		attr("data-peak-op", strconv.Itoa(r.PeakOp)),
-		attr("data-peak-allocated", itoa(r.Stats["allocated_bytes.all.peak"])),
+		attr("data-peak-allocated", itoa(figures.PeakAllocated(r.Stats))),
 		attr("data-cap", strconv.FormatUint(r.Allowed, 10)),
 	)
 	if r.OOM != nil {
@@ -164,7 +164,7 @@ type limit struct {
 
 // limitLines are the horizontal lines of the memory chart: the cap, and
 // the card when it is smaller than the cap or there is none.
-func limitLines(r *report.Replay) []limit {
+func limitLines(r *figures.Replay) []limit {
 	var ls []limit
 	if r.Allowed > 0 {
 		ls = append(ls, limit{"cap", "cap", r.Allowed})
@@ -175,7 +175,7 @@ func limitLines(r *report.Replay) []limit {
 	return ls
 }
 
-func fragChart(r *report.Replay, pts []report.Point, frag []float64) *chart {
+func fragChart(r *figures.Replay, pts []figures.Point, frag []float64) *chart {
 	c := newChart("fragmentation", 170, pts, r)
 	c.YTop = 1
 	c.LabelLeft = "1 − allocated/reserved"
@@ -211,7 +211,7 @@ func fragChart(r *report.Replay, pts []report.Point, frag []float64) *chart {
 	return c
 }
 
-func newChart(id string, h int, pts []report.Point, r *report.Replay) *chart {
+func newChart(id string, h int, pts []figures.Point, r *figures.Replay) *chart {
 	c := &chart{ID: id, H: h, PlotY: 26, PlotX: plotX, PlotW: plotW}
 	c.PlotH = h - c.PlotY - 34
 	c.X0 = pts[0].Op
@@ -262,7 +262,7 @@ const (
 
 // phaseMarks marks where each phase starts, labelled along the plot's
 // foot where there is room; the hover read-out names every phase.
-func (c *chart) phaseMarks(phases []Phase) []mark {
+func (c *chart) phaseMarks(phases []figures.Phase) []mark {
 	var ms []mark
 	free := math.Inf(-1) // where the next label may start
 	for i, p := range phases {
@@ -358,7 +358,7 @@ func niceStep(raw, least float64) float64 {
 }
 
 // timelineData is the figures the script reads for hover read-outs.
-func timelineData(pts []report.Point, frag []float64, phases []Phase, c *chart) template.JS {
+func timelineData(pts []figures.Point, frag []float64, phases []figures.Phase, c *chart) template.JS {
 	var b strings.Builder
 	b.Grow(len(pts) * 48)
 	list := func(name string, v func(i int) string) {

@@ -3,7 +3,7 @@ package htmlreport
 import (
 	"slices"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // MaxPoints is the most timeline points a report draws.
@@ -14,12 +14,12 @@ const MaxPoints = 6000
 // allocated, active and reserved memory are lowest and highest, plus the
 // first and last point, so peaks and troughs survive. Shorter timelines
 // come back as they are.
-func Downsample(pts []report.Point, limit int) []report.Point {
+func Downsample(pts []figures.Point, limit int) []figures.Point {
 	idx := keep(pts, limit)
 	if idx == nil {
 		return pts
 	}
-	out := make([]report.Point, len(idx))
+	out := make([]figures.Point, len(idx))
 	for i, k := range idx {
 		out[i] = pts[k]
 	}
@@ -28,7 +28,7 @@ func Downsample(pts []report.Point, limit int) []report.Point {
 
 // keep returns the indexes of the points Downsample keeps, in order, or nil
 // when it keeps them all.
-func keep(pts []report.Point, limit int) []int {
+func keep(pts []figures.Point, limit int) []int {
 	limit = max(limit, 8)
 	if len(pts) <= limit {
 		return nil
@@ -37,10 +37,10 @@ func keep(pts []report.Point, limit int) []int {
 	buckets := (limit - 2) / 6
 	idx := make([]int, 0, limit)
 	idx = append(idx, 0)
-	series := [...]func(p report.Point) int64{
-		func(p report.Point) int64 { return p.Allocated },
-		func(p report.Point) int64 { return p.Active },
-		func(p report.Point) int64 { return p.Reserved },
+	series := [...]func(p figures.Point) int64{
+		func(p figures.Point) int64 { return p.Allocated },
+		func(p figures.Point) int64 { return p.Active },
+		func(p figures.Point) int64 { return p.Reserved },
 	}
 	var local []int
 	for b := range buckets {

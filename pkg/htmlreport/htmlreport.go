@@ -10,38 +10,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/report"
 )
 
-// Extra carries what a report.Replay lacks and the HTML report shows.
+// Extra carries what a figures.Replay lacks and the HTML report shows.
 type Extra struct {
-	// PeakSegments is the allocator's segments, in address order, just
-	// after the operation at which reserved memory peaked.
-	PeakSegments []report.SegmentMap
+	figures.Detail
 	// Frag is the fragmentation (1 − allocated/reserved) at each point of
 	// the replay's Timeline, NaN where nothing is reserved; nil computes it
 	// from the Timeline.
 	Frag []float64
-	// Sites are the allocation sites holding the most bytes at the peak,
-	// most first; nil when the trace recorded no stacks.
-	Sites []Site
-	// Phases mark where named parts of a workload start, in operation
-	// order; nil for traces, which record none.
-	Phases []Phase
-}
-
-// Phase is a named part of a workload that starts at operation Op and
-// lasts until the next one starts.
-type Phase struct {
-	Name string
-	Op   int
-}
-
-// Site is one allocation site and what it held at the peak.
-type Site struct {
-	Frames string // the stack, innermost frame first, one per line
-	Bytes  uint64 // bytes requested by its allocations live at the peak
-	Count  int    // how many of its allocations were live
 }
 
 //go:embed report.html.tmpl
@@ -54,7 +33,7 @@ var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 }).Parse(pageText))
 
 // Write writes the HTML report of r to w.
-func Write(w io.Writer, r *report.Replay, extra Extra) error {
+func Write(w io.Writer, r *figures.Replay, extra Extra) error {
 	p, err := newPage(r, extra)
 	if err != nil {
 		return err
@@ -100,7 +79,7 @@ type oomView struct {
 	Frames  string
 }
 
-func newPage(r *report.Replay, extra Extra) (*page, error) {
+func newPage(r *figures.Replay, extra Extra) (*page, error) {
 	if r == nil {
 		return nil, errors.New("htmlreport: no replay")
 	}
@@ -115,7 +94,7 @@ func newPage(r *report.Replay, extra Extra) (*page, error) {
 		}
 	}
 	if idx := keep(pts, MaxPoints); idx != nil {
-		thin, thinFrag := make([]report.Point, len(idx)), make([]float64, len(idx))
+		thin, thinFrag := make([]figures.Point, len(idx)), make([]float64, len(idx))
 		for i, k := range idx {
 			thin[i], thinFrag[i] = pts[k], frag[k]
 		}
@@ -147,7 +126,7 @@ func newPage(r *report.Replay, extra Extra) (*page, error) {
 	return p, nil
 }
 
-func fragOf(pt report.Point) float64 {
+func fragOf(pt figures.Point) float64 {
 	if pt.Reserved <= 0 {
 		return math.NaN()
 	}
@@ -156,8 +135,8 @@ func fragOf(pt report.Point) float64 {
 
 // peakReserved is the reserved_bytes peak, or the timeline's highest
 // reserved figure when the stats lack it.
-func peakReserved(r *report.Replay, pts []report.Point) int64 {
-	if v := r.Stats["reserved_bytes.all.peak"]; v > 0 {
+func peakReserved(r *figures.Replay, pts []figures.Point) int64 {
+	if v := figures.PeakReserved(r.Stats); v > 0 {
 		return v
 	}
 	var m int64
@@ -167,7 +146,7 @@ func peakReserved(r *report.Replay, pts []report.Point) int64 {
 	return m
 }
 
-func facts(r *report.Replay, pts []report.Point) []fact {
+func facts(r *figures.Replay, pts []figures.Point) []fact {
 	settings := r.Settings
 	if settings == "" {
 		settings = "defaults"
@@ -179,9 +158,9 @@ func facts(r *report.Replay, pts []report.Point) []fact {
 	peak := peakReserved(r, pts)
 	fr := r.Fragmentation()
 	fs := []fact{
-		{Label: "peak reserved", Value: report.FormatBytes(peak), Note: "after op " + commas(int64(r.PeakOp)), Key: "peak-reserved", Raw: itoa(peak)},
-		{Label: "peak allocated", Value: report.FormatBytes(r.Stats["allocated_bytes.all.peak"]), Key: "peak-allocated", Raw: itoa(r.Stats["allocated_bytes.all.peak"])},
-		{Label: "lower bound", Value: report.FormatBytes(int64(min(r.LowerBound, math.MaxInt64))), Key: "lower-bound", Raw: strconv.FormatUint(r.LowerBound, 10)},
+		{Label: "peak reserved", Value: figures.FormatBytes(peak), Note: "after op " + commas(int64(r.PeakOp)), Key: "peak-reserved", Raw: itoa(peak)},
+		{Label: "peak allocated", Value: figures.FormatBytes(figures.PeakAllocated(r.Stats)), Key: "peak-allocated", Raw: itoa(figures.PeakAllocated(r.Stats))},
+		{Label: "lower bound", Value: figures.FormatUBytes(r.LowerBound), Key: "lower-bound", Raw: strconv.FormatUint(r.LowerBound, 10)},
 		{Label: "peak / lower bound", Value: ratio(r.OverLowerBound(), "×"), Key: "over-lower-bound"},
 		{Label: "fragmentation at the peak", Value: percent(fr.AtPeak), Key: "frag-at-peak"},
 		{Label: "outcome", Value: outcome, Note: outcomeNote(r), Key: "outcome"},
@@ -190,22 +169,22 @@ func facts(r *report.Replay, pts []report.Point) []fact {
 		{Label: "policy", Value: r.Policy, Key: "policy"},
 	}
 	if r.Allowed > 0 {
-		fs = append(fs, fact{Label: "cap", Value: report.FormatBytes(int64(min(r.Allowed, math.MaxInt64))), Key: "cap", Raw: strconv.FormatUint(r.Allowed, 10)})
+		fs = append(fs, fact{Label: "cap", Value: figures.FormatUBytes(r.Allowed), Key: "cap", Raw: strconv.FormatUint(r.Allowed, 10)})
 	}
 	if r.DeviceMemory > 0 {
-		fs = append(fs, fact{Label: "device memory", Value: report.FormatBytes(int64(min(r.DeviceMemory, math.MaxInt64))), Key: "device-memory", Raw: strconv.FormatUint(r.DeviceMemory, 10)})
+		fs = append(fs, fact{Label: "device memory", Value: figures.FormatUBytes(r.DeviceMemory), Key: "device-memory", Raw: strconv.FormatUint(r.DeviceMemory, 10)})
 	}
 	return fs
 }
 
-func outcomeNote(r *report.Replay) string {
+func outcomeNote(r *figures.Replay) string {
 	if r.OOM != nil {
 		return r.OOM.Verdict()
 	}
 	return ""
 }
 
-func newOOMView(r *report.Replay) *oomView {
+func newOOMView(r *figures.Replay) *oomView {
 	o := r.OOM
 	return &oomView{
 		Verdict: o.Verdict(),
@@ -213,10 +192,10 @@ func newOOMView(r *report.Replay) *oomView {
 		Frames:  strings.Join(o.Frames, "\n"),
 		Facts: []fact{
 			{Label: "failed at event", Value: commas(int64(o.OpIndex)), Key: "oom-event", Raw: strconv.Itoa(o.OpIndex)},
-			{Label: "request", Value: report.FormatBytes(int64(min(o.Size, math.MaxInt64))) + " (rounded " + report.FormatBytes(int64(min(o.Rounded, math.MaxInt64))) + ")", Key: "oom-size", Raw: strconv.FormatUint(o.Size, 10)},
-			{Label: "reserved", Value: report.FormatBytes(o.Reserved), Key: "oom-reserved", Raw: itoa(o.Reserved)},
-			{Label: "cached free", Value: report.FormatBytes(int64(min(o.CachedFree, math.MaxInt64))), Key: "oom-cached-free", Raw: strconv.FormatUint(o.CachedFree, 10)},
-			{Label: "largest free block", Value: report.FormatBytes(int64(min(o.LargestFree, math.MaxInt64))), Key: "oom-largest-free", Raw: strconv.FormatUint(o.LargestFree, 10)},
+			{Label: "request", Value: figures.FormatUBytes(o.Size) + " (rounded " + figures.FormatUBytes(o.Rounded) + ")", Key: "oom-size", Raw: strconv.FormatUint(o.Size, 10)},
+			{Label: "reserved", Value: figures.FormatBytes(o.Reserved), Key: "oom-reserved", Raw: itoa(o.Reserved)},
+			{Label: "cached free", Value: figures.FormatUBytes(o.CachedFree), Key: "oom-cached-free", Raw: strconv.FormatUint(o.CachedFree, 10)},
+			{Label: "largest free block", Value: figures.FormatUBytes(o.LargestFree), Key: "oom-largest-free", Raw: strconv.FormatUint(o.LargestFree, 10)},
 		},
 	}
 }
@@ -224,7 +203,7 @@ func newOOMView(r *report.Replay) *oomView {
 // maxSites is how many allocation sites the report lists.
 const maxSites = 15
 
-func siteRows(sites []Site) []siteRow {
+func siteRows(sites []figures.Site) []siteRow {
 	if len(sites) == 0 {
 		return nil
 	}
@@ -241,7 +220,7 @@ func siteRows(sites []Site) []siteRow {
 		}
 		rows = append(rows, siteRow{
 			Rank: i + 1, Bytes: s.Bytes, Count: s.Count,
-			Size:  report.FormatBytes(int64(min(s.Bytes, math.MaxInt64))),
+			Size:  figures.FormatUBytes(s.Bytes),
 			Share: percent(div(s.Bytes, total)),
 			Width: strconv.FormatFloat(100*div(s.Bytes, top), 'f', 1, 64),
 			Top:   first, Frames: s.Frames, HasMore: more,

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -24,49 +25,47 @@ const (
 )
 
 // sample is a small replay that ended in a fragmentation OOM under a cap.
-func sample() (*report.Replay, Extra) {
-	var tl []report.Point
+func sample() (*figures.Replay, Extra) {
+	var tl []figures.Point
 	for i := range 50 {
 		al := int64(i%17) * 300 * MiB
 		re := max(int64(i/10+1)*GiB, al+64*MiB)
-		tl = append(tl, report.Point{Op: i * 3, Allocated: al, Active: al + int64(i%3)*MiB, Reserved: re})
+		tl = append(tl, figures.Point{Op: i * 3, Allocated: al, Active: al + int64(i%3)*MiB, Reserved: re})
 	}
-	segs := []report.SegmentMap{
-		{Address: 0x7f0000000000, Size: 2 * GiB, Blocks: []report.Block{
-			{Size: 1 * GiB, State: report.Allocated}, {Size: 512 * MiB, State: report.Free}, {Size: 512 * MiB, State: report.Allocated}}},
-		{Address: 0x7f0080000000, Size: 20 * MiB, Blocks: []report.Block{
-			{Size: 2 * MiB, State: report.Pending}, {Size: 18 * MiB, State: report.Free}}},
-		{Address: 0x7f0090000000, Size: 2 * MiB, Blocks: []report.Block{{Size: 2 * MiB, State: report.Allocated}}},
+	segs := []figures.SegmentMap{
+		{Address: 0x7f0000000000, Size: 2 * GiB, Blocks: []figures.Block{
+			{Size: 1 * GiB, State: figures.Allocated}, {Size: 512 * MiB, State: figures.Free}, {Size: 512 * MiB, State: figures.Allocated}}},
+		{Address: 0x7f0080000000, Size: 20 * MiB, Blocks: []figures.Block{
+			{Size: 2 * MiB, State: figures.Pending}, {Size: 18 * MiB, State: figures.Free}}},
+		{Address: 0x7f0090000000, Size: 2 * MiB, Blocks: []figures.Block{{Size: 2 * MiB, State: figures.Allocated}}},
 	}
-	r := &report.Replay{
+	r := &figures.Replay{
 		Source: "train<1>.pickle", Policy: "pytorch", Settings: "max_split_size_mb:128",
 		DeviceMemory: 24 * GiB, Allowed: 6 * GiB, Ops: 150,
-		Stats: map[string]int64{
-			"reserved_bytes.all.peak":     5 * GiB,
-			"reserved_bytes.all.current":  5 * GiB,
-			"allocated_bytes.all.peak":    4800 * MiB,
-			"allocated_bytes.all.current": 4 * GiB,
-			"active_bytes.all.current":    4 * GiB,
+		Stats: alloc.Stats{
+			ReservedBytes:  [3]alloc.Stat{{Current: 5 * GiB, Peak: 5 * GiB}},
+			AllocatedBytes: [3]alloc.Stat{{Current: 4 * GiB, Peak: 4800 * MiB}},
+			ActiveBytes:    [3]alloc.Stat{{Current: 4 * GiB}},
 		},
 		PeakOp: 120, PeakAllocatedAtPeakReserved: 4700 * MiB, LargestFree: 512 * MiB, LowerBound: 4500 * MiB,
 		Timeline: tl,
-		OOM: &report.OOM{
+		OOM: &figures.OOM{
 			OpIndex: 149, Size: 1536 * MiB, Rounded: 1536 * MiB, AllocSize: 1536 * MiB,
 			DeviceTotal: 24 * GiB, DeviceFree: 19 * GiB, Allowed: 6 * GiB,
 			Allocated: 4 * GiB, Reserved: 5 * GiB, CachedFree: 1 * GiB, LargestFree: 512 * MiB,
 			Segments: segs[:2], Frames: []string{"forward (model.py:12)", "train (train.py:40)"},
 		},
 	}
-	return r, Extra{
+	return r, Extra{Detail: figures.Detail{
 		PeakSegments: segs,
-		Sites: []Site{
+		Sites: []figures.Site{
 			{Frames: "linear (nn.py:3)\nforward (model.py:10)", Bytes: 3 * GiB, Count: 2},
 			{Frames: "", Bytes: 1 * GiB, Count: 7},
 		},
-	}
+	}}
 }
 
-func write(t testing.TB, r *report.Replay, e Extra) string {
+func write(t testing.TB, r *figures.Replay, e Extra) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := Write(&b, r, e); err != nil {
@@ -196,13 +195,13 @@ func TestFragGiven(t *testing.T) {
 
 // walk is a timeline of n points whose memory wanders, with one spike
 // and one dip planted at known places.
-func walk(n int) []report.Point {
+func walk(n int) []figures.Point {
 	rng := rand.New(rand.NewPCG(1, 2))
-	pts := make([]report.Point, n)
+	pts := make([]figures.Point, n)
 	var al int64 = 8 * GiB
 	for i := range pts {
 		al = min(max(al+rng.Int64N(64*MiB)-32*MiB, 0), 16*GiB)
-		pts[i] = report.Point{Op: i, Allocated: al, Active: al + rng.Int64N(MiB), Reserved: 17*GiB + int64(i/1000)*MiB}
+		pts[i] = figures.Point{Op: i, Allocated: al, Active: al + rng.Int64N(MiB), Reserved: 17*GiB + int64(i/1000)*MiB}
 	}
 	pts[123457].Allocated = 40 * GiB
 	pts[876543].Allocated = -1
@@ -235,10 +234,10 @@ func TestDownsample(t *testing.T) {
 		t.Error("the spike or the dip is lost")
 	}
 	// every series keeps its extremes
-	for name, v := range map[string]func(report.Point) int64{
-		"allocated": func(p report.Point) int64 { return p.Allocated },
-		"active":    func(p report.Point) int64 { return p.Active },
-		"reserved":  func(p report.Point) int64 { return p.Reserved },
+	for name, v := range map[string]func(figures.Point) int64{
+		"allocated": func(p figures.Point) int64 { return p.Allocated },
+		"active":    func(p figures.Point) int64 { return p.Active },
+		"reserved":  func(p figures.Point) int64 { return p.Reserved },
 	} {
 		lo, hi := extremes(pts, v)
 		tlo, thi := extremes(thin, v)
@@ -251,7 +250,7 @@ func TestDownsample(t *testing.T) {
 	}
 }
 
-func extremes(pts []report.Point, v func(report.Point) int64) (lo, hi int64) {
+func extremes(pts []figures.Point, v func(figures.Point) int64) (lo, hi int64) {
 	lo, hi = math.MaxInt64, math.MinInt64
 	for _, p := range pts {
 		lo, hi = min(lo, v(p)), max(hi, v(p))
@@ -293,21 +292,21 @@ func TestLargeTimeline(t *testing.T) {
 // TestManyBlocks checks that a map with more blocks than maxRects merges
 // neighbours of one state, keeps every byte and the largest free block.
 func TestManyBlocks(t *testing.T) {
-	var seg report.SegmentMap
+	var seg figures.SegmentMap
 	seg.Size = 0
 	for i := range 3 * maxRects {
-		st := report.Allocated
+		st := figures.Allocated
 		if i%7 == 6 {
-			st = report.Free
+			st = figures.Free
 		}
 		size := uint64(512 * (1 + i%5))
 		if i == 5000 {
-			st, size = report.Free, 1*MiB // the largest free block, next to an allocated one
+			st, size = figures.Free, 1*MiB // the largest free block, next to an allocated one
 		}
-		seg.Blocks = append(seg.Blocks, report.Block{Size: size, State: st})
+		seg.Blocks = append(seg.Blocks, figures.Block{Size: size, State: st})
 		seg.Size += size
 	}
-	m := newSegMap("m", "t", "n", []report.SegmentMap{seg, seg})
+	m := newSegMap("m", "t", "n", []figures.SegmentMap{seg, seg})
 	if m.Rects > 2*maxRects || m.Rects < 10 {
 		t.Errorf("%d rectangles for %d blocks", m.Rects, m.Blocks)
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // sweepSample is a sweep of one trace on two cards: one setting runs out
@@ -294,7 +296,7 @@ func TestFragcheckErrors(t *testing.T) {
 // labelled only where there is room, and named in the hover data.
 func TestPhases(t *testing.T) {
 	r, e := sample()
-	e.Phases = []Phase{{"warm up", 0}, {"step 1", 60}, {"step 1 backward", 63}, {"</script>", 120}, {"beyond", 1000}}
+	e.Phases = []figures.Phase{{Name: "warm up", Op: 0}, {Name: "step 1", Op: 60}, {Name: "step 1 backward", Op: 63}, {Name: "</script>", Op: 120}, {Name: "beyond", Op: 1000}}
 	got := write(t, r, e)
 	marks := regexp.MustCompile(`<g class="mark phase" data-op="(\d+)"[^>]*>.*?<text[^>]*>([^<]*)</text>`).FindAllStringSubmatch(got, -1)
 	var ops, labels []string

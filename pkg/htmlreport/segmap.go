@@ -1,10 +1,9 @@
 package htmlreport
 
 import (
-	"math"
 	"strconv"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // Segment map layout: segments flow left to right in address order and
@@ -51,7 +50,7 @@ type segView struct {
 
 type blockView struct {
 	X, W    string // relative to the segment
-	State   report.BlockState
+	State   figures.BlockState
 	Size    uint64
 	Offset  uint64 // from the segment's start
 	Count   int    // blocks this rectangle stands for
@@ -60,13 +59,13 @@ type blockView struct {
 }
 
 type stateSum struct {
-	State  report.BlockState
+	State  figures.BlockState
 	Label  string
 	Bytes  string
 	Blocks int
 }
 
-func newSegMap(id, title, note string, segs []report.SegmentMap) *segMap {
+func newSegMap(id, title, note string, segs []figures.SegmentMap) *segMap {
 	m := &segMap{ID: id, Title: title, Note: note, Segments: len(segs)}
 	var maxSeg uint64
 	nblocks := 0
@@ -83,13 +82,13 @@ func newSegMap(id, title, note string, segs []report.SegmentMap) *segMap {
 	// the largest free block, the first of them on ties
 	li, lj := -1, -1
 	var largest uint64
-	bytesBy := map[report.BlockState]uint64{}
-	countBy := map[report.BlockState]int{}
+	bytesBy := map[figures.BlockState]uint64{}
+	countBy := map[figures.BlockState]int{}
 	for i, s := range segs {
 		for j, b := range s.Blocks {
 			bytesBy[b.State] += b.Size
 			countBy[b.State]++
-			if b.State == report.Free && b.Size > largest {
+			if b.State == figures.Free && b.Size > largest {
 				li, lj, largest = i, j, b.Size
 			}
 		}
@@ -137,16 +136,16 @@ func newSegMap(id, title, note string, segs []report.SegmentMap) *segMap {
 		x += w + segGap
 	}
 	if m.Largest != nil {
-		m.LargestSize = report.FormatBytes(int64(min(m.Largest.Size, math.MaxInt64)))
+		m.LargestSize = figures.FormatUBytes(m.Largest.Size)
 	}
 	m.H = y + rowH + 4
 	m.ViewBox = "0 0 " + strconv.Itoa(chartW) + " " + strconv.Itoa(m.H)
 	for _, st := range []struct {
-		s     report.BlockState
+		s     figures.BlockState
 		label string
-	}{{report.Allocated, "allocated"}, {report.Pending, "pending free"}, {report.Free, "free"}} {
+	}{{figures.Allocated, "allocated"}, {figures.Pending, "pending free"}, {figures.Free, "free"}} {
 		m.States = append(m.States, stateSum{State: st.s, Label: st.label,
-			Bytes: report.FormatBytes(int64(min(bytesBy[st.s], math.MaxInt64))), Blocks: countBy[st.s]})
+			Bytes: figures.FormatUBytes(bytesBy[st.s]), Blocks: countBy[st.s]})
 	}
 	return m
 }

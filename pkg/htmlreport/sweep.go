@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // SweepPage is what the report of a sweep shows: one bar of peak reserved
@@ -189,7 +188,7 @@ func newSweepView(p *SweepPage) (*sweepView, error) {
 	for i := range p.Rows {
 		r := &p.Rows[i]
 		tr := sweepTableRow{
-			Label: r.Label, Peak: report.FormatBytes(r.PeakReserved),
+			Label: r.Label, Peak: figures.FormatBytes(r.PeakReserved),
 			VsBase: vsBaseline(r, base), OverBound: overBound(r.PeakReserved, r.LowerBound),
 			Frag: percent(r.FragAtPeak), Allocs: commas(r.DeviceAllocs), Retries: commas(r.Retries),
 			Class: v.Chart.Bars[i].Class,
@@ -234,20 +233,20 @@ func sweepFacts(p *SweepPage, base, best *SweepRow) []fact {
 		fs = append(fs, fact{Label: "operations", Value: commas(int64(p.Ops)), Key: "ops", Raw: strconv.Itoa(p.Ops)})
 	}
 	if b := commonBound(p.Rows); b > 0 {
-		fs = append(fs, fact{Label: "lower bound", Value: report.FormatBytes(b), Note: "peak live bytes", Key: "lower-bound", Raw: itoa(b)})
+		fs = append(fs, fact{Label: "lower bound", Value: figures.FormatBytes(b), Note: "peak live bytes", Key: "lower-bound", Raw: itoa(b)})
 	}
 	if best != nil {
-		fs = append(fs, fact{Label: "recommended", Value: report.FormatBytes(best.PeakReserved), Note: best.Label, Key: "best", Raw: itoa(best.PeakReserved)})
+		fs = append(fs, fact{Label: "recommended", Value: figures.FormatBytes(best.PeakReserved), Note: best.Label, Key: "best", Raw: itoa(best.PeakReserved)})
 	}
 	if base != nil {
-		fs = append(fs, fact{Label: p.Baseline, Value: report.FormatBytes(base.PeakReserved), Note: "the baseline", Key: "baseline", Raw: itoa(base.PeakReserved)})
+		fs = append(fs, fact{Label: p.Baseline, Value: figures.FormatBytes(base.PeakReserved), Note: "the baseline", Key: "baseline", Raw: itoa(base.PeakReserved)})
 	}
 	if len(p.Cards) == 0 {
 		fs = append(fs, fact{Label: "device", Value: "unlimited", Key: "cards"})
 	} else {
 		names := make([]string, len(p.Cards))
 		for i, c := range p.Cards {
-			names[i] = report.FormatBytes(int64(min(c, math.MaxInt64)))
+			names[i] = figures.FormatUBytes(c)
 		}
 		f := fact{Label: "cards", Value: strings.Join(names, ", "), Key: "cards"}
 		var notes []string
@@ -264,7 +263,7 @@ func sweepFacts(p *SweepPage, base, best *SweepRow) []fact {
 }
 
 func cardLabel(c uint64, fraction float64) string {
-	s := report.FormatBytes(int64(min(c, math.MaxInt64)))
+	s := figures.FormatUBytes(c)
 	if fraction > 0 {
 		s += " ×" + strconv.FormatFloat(fraction, 'g', -1, 64)
 	}
@@ -366,7 +365,7 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 			b.Attrs = append(b.Attrs, attr("data-recommended", "true"))
 		}
 		b.ValueX = num(px(max(r.PeakReserved, 0)) + 6)
-		b.Value = report.FormatBytes(r.PeakReserved)
+		b.Value = figures.FormatBytes(r.PeakReserved)
 		switch vs := vsBaseline(r, base); {
 		case r.OOM != "":
 			b.Value += " · OOM"
@@ -381,7 +380,7 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 		for k := range r.Cards {
 			o := &r.Cards[k]
 			m := cardMark{X: strconv.Itoa(x + k*cardW + cardW/2), Class: "fits", Text: "✓ fits",
-				Title: cardLabel(p.Cards[k], p.Fraction) + ": fits, peak reserved " + report.FormatBytes(o.PeakReserved),
+				Title: cardLabel(p.Cards[k], p.Fraction) + ": fits, peak reserved " + figures.FormatBytes(o.PeakReserved),
 				Attrs: []template.HTMLAttr{attr("data-card", strconv.FormatUint(p.Cards[k], 10)), attr("data-fits", "true")}}
 			if o.OOM != "" {
 				m.Class, m.Text = "oom", "✗ OOM"
@@ -412,7 +411,7 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 	}
 	c.HasBound, c.HasCardLines = bound > 0, len(lines) > 0
 	if bound > 0 {
-		addLine(bound, "bound", "lower bound "+report.FormatBytes(bound)+" (peak live bytes: no setting reserves less)",
+		addLine(bound, "bound", "lower bound "+figures.FormatBytes(bound)+" (peak live bytes: no setting reserves less)",
 			attr("data-lower-bound", itoa(bound)))
 	}
 	for _, l := range lines {
@@ -431,14 +430,14 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 func sweepTitle(r, base *SweepRow, p *SweepPage) string {
 	var b strings.Builder
 	b.WriteString(r.Label)
-	b.WriteString("\npeak reserved " + report.FormatBytes(r.PeakReserved))
+	b.WriteString("\npeak reserved " + figures.FormatBytes(r.PeakReserved))
 	if vs := vsBaseline(r, base); vs != "-" && vs != "baseline" {
 		b.WriteString(" (" + vs + " against " + p.Baseline + ")")
 	}
 	if r.LowerBound > 0 {
 		b.WriteString("\n" + overBound(r.PeakReserved, r.LowerBound) + " the lower bound")
 	}
-	b.WriteString("\npeak allocated " + report.FormatBytes(r.PeakAllocated))
+	b.WriteString("\npeak allocated " + figures.FormatBytes(r.PeakAllocated))
 	b.WriteString("\nfragmentation at the peak " + percent(r.FragAtPeak))
 	b.WriteString("\ndevice allocations " + commas(r.DeviceAllocs) + ", retries " + commas(r.Retries))
 	if r.OOM != "" {

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // This file turns a Replay into the pieces that Table and Markdown lay out
@@ -21,30 +22,14 @@ type grid struct {
 	rows   [][]string
 }
 
-// reportKeys are the memory_stats keys the human reports read.
-var reportKeys = func() []string {
-	var keys []string
-	for _, m := range summaryMetrics {
-		for _, f := range statFields {
-			keys = append(keys, m.key+".all."+f)
-		}
-	}
-	return append(keys, "num_ooms", "num_alloc_retries", "num_device_alloc", "num_device_free")
-}()
-
-func check(r *Replay) error {
+func check(r *figures.Replay) error {
 	if r == nil {
 		return errors.New("report: no replay")
-	}
-	for _, k := range reportKeys {
-		if _, ok := r.Stats[k]; !ok {
-			return fmt.Errorf("memory stats: missing key %q", k)
-		}
 	}
 	return nil
 }
 
-func overviewFacts(r *Replay) []fact {
+func overviewFacts(r *figures.Replay) []fact {
 	settings := r.Settings
 	if settings == "" {
 		settings = "defaults"
@@ -82,7 +67,7 @@ func overviewFacts(r *Replay) []fact {
 	return append(facts, fact{"outcome", outcome})
 }
 
-func memoryGrid(r *Replay) grid {
+func memoryGrid(r *figures.Replay) grid {
 	g := grid{
 		header: []string{"Memory", "Current", "Peak", "Total allocated", "Total freed"},
 		align:  []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight},
@@ -98,12 +83,13 @@ func memoryGrid(r *Replay) grid {
 		"segment":              "Segments",
 		"inactive_split":       "Non-releasable blocks",
 	}
+	stats := r.Stats.Map() // the rows follow PyTorch's names
 	for _, m := range summaryMetrics {
 		row := []string{titles[m.key]}
 		for _, f := range statFields {
-			v := r.stat(m.key + ".all." + f)
+			v := stats[m.key+".all."+f]
 			if m.bytes {
-				row = append(row, FormatBytes(v))
+				row = append(row, figures.FormatBytes(v))
 			} else {
 				row = append(row, count(v))
 			}
@@ -113,12 +99,12 @@ func memoryGrid(r *Replay) grid {
 	return g
 }
 
-func counterFacts(r *Replay) []fact {
+func counterFacts(r *figures.Replay) []fact {
 	return []fact{
-		{"OOMs", count(r.stat("num_ooms"))},
-		{"allocation retries", count(r.stat("num_alloc_retries"))},
-		{"device allocations", count(r.stat("num_device_alloc"))},
-		{"device frees", count(r.stat("num_device_free"))},
+		{"OOMs", count(r.Stats.NumOOMs)},
+		{"allocation retries", count(r.Stats.NumAllocRetries)},
+		{"device allocations", count(r.Stats.NumDeviceAlloc)},
+		{"device frees", count(r.Stats.NumDeviceFree)},
 	}
 }
 
@@ -129,7 +115,7 @@ type fragRow struct {
 	ratio          float64
 }
 
-func fragRows(r *Replay) []fragRow {
+func fragRows(r *figures.Replay) []fragRow {
 	f := r.Fragmentation()
 	return []fragRow{
 		{"1 − allocated/reserved, at the end", percent(f.End), f.End},
@@ -137,14 +123,14 @@ func fragRows(r *Replay) []fragRow {
 		{"1 − peak allocated/peak reserved", percent(f.Peaks), f.Peaks},
 		{"1 − largest free block/cached free", percent(f.Holes), f.Holes},
 		{"largest free block", ubytes(r.LargestFree), math.NaN()},
-		{"cached free (reserved − active)", FormatBytes(r.CachedFree()), math.NaN()},
+		{"cached free (reserved − active)", figures.FormatBytes(r.CachedFree()), math.NaN()},
 		{"lower bound (peak live bytes, 512 B each)", ubytes(r.LowerBound), math.NaN()},
 		{"peak reserved/lower bound", times(r.OverLowerBound()), math.NaN()},
 	}
 }
 
 // fragGrid lays out fragRows; paint colours the value cells.
-func fragGrid(r *Replay, o Options, paint func(s string, ratio float64) string) grid {
+func fragGrid(r *figures.Replay, o Options, paint func(s string, ratio float64) string) grid {
 	g := grid{
 		header: []string{"Fragmentation", "Value", "Level"},
 		align:  []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignLeft},
@@ -155,7 +141,7 @@ func fragGrid(r *Replay, o Options, paint func(s string, ratio float64) string) 
 	return g
 }
 
-func oomFacts(r *Replay) []fact {
+func oomFacts(r *figures.Replay) []fact {
 	o := r.OOM
 	capacity := "none"
 	if o.Allowed > 0 {
@@ -167,8 +153,8 @@ func oomFacts(r *Replay) []fact {
 			ubytes(o.Size), ubytes(o.Rounded), ubytes(o.AllocSize))},
 		{"card", fmt.Sprintf("%s, of which %s free", ubytes(o.DeviceTotal), ubytes(o.DeviceFree))},
 		{"cap", capacity},
-		{"reserved", FormatBytes(o.Reserved)},
-		{"allocated", FormatBytes(o.Allocated)},
+		{"reserved", figures.FormatBytes(o.Reserved)},
+		{"allocated", figures.FormatBytes(o.Allocated)},
 		{"cached free", ubytes(o.CachedFree)},
 		{"largest free block", ubytes(o.LargestFree)},
 		{"headroom", ubytes(o.Headroom()) + " more the card and the cap would give"},
@@ -176,8 +162,8 @@ func oomFacts(r *Replay) []fact {
 }
 
 // verdictText explains the verdict in one sentence.
-func verdictText(o *OOM) string {
-	total := sat(o.CachedFree, o.Headroom())
+func verdictText(o *figures.OOM) string {
+	total := figures.Sat(o.CachedFree, o.Headroom())
 	if o.Fragmented() {
 		return fmt.Sprintf("%s free in all (%s cached + %s headroom) would hold the %s request, but no free block or new segment is big enough",
 			ubytes(total), ubytes(o.CachedFree), ubytes(o.Headroom()), ubytes(o.Rounded))
@@ -187,7 +173,7 @@ func verdictText(o *OOM) string {
 }
 
 // hints suggests what to try after an OOM.
-func hints(r *Replay) []string {
+func hints(r *figures.Replay) []string {
 	o := r.OOM
 	var h []string
 	if o.Fragmented() {
@@ -201,7 +187,7 @@ func hints(r *Replay) []string {
 		h = append(h,
 			"use a smaller batch (or shorter sequences) so that less is live at once",
 			fmt.Sprintf("or a bigger card: this step needs at least %s (%s live + %s requested)",
-				ubytes(sat(live, o.Rounded)), ubytes(live), ubytes(o.Rounded)))
+				ubytes(figures.Sat(live, o.Rounded)), ubytes(live), ubytes(o.Rounded)))
 	}
 	if o.Allowed > 0 && !strings.Contains(r.Settings, "garbage_collection_threshold") {
 		h = append(h, "garbage_collection_threshold:0.8 returns unused cached blocks before reserved memory reaches the cap")
@@ -220,10 +206,10 @@ const (
 // A if any of its share of the segment is allocated, else P if any is
 // pending, else '.': the blocks that pin a segment never vanish, while
 // holes narrower than a character may.
-func blockMap(s SegmentMap, width int) string {
+func blockMap(s figures.SegmentMap, width int) string {
 	var total uint64
 	for _, b := range s.Blocks {
-		total = sat(total, b.Size)
+		total = figures.Sat(total, b.Size)
 	}
 	if total == 0 || width <= 0 {
 		return ""
@@ -237,9 +223,9 @@ func blockMap(s SegmentMap, width int) string {
 		end := pos + float64(b.Size)
 		var c byte
 		switch b.State {
-		case Allocated:
+		case figures.Allocated:
 			c = mapAllocated
-		case Pending:
+		case figures.Pending:
 			c = mapPending
 		}
 		if c != 0 && end-pos > 0 {
@@ -261,7 +247,7 @@ const maxSegments = 8
 
 // segmentLines describes each segment in one title line and one block map
 // line of about the given width.
-func segmentLines(o *OOM, width int) []string {
+func segmentLines(o *figures.OOM, width int) []string {
 	var lines []string
 	for i, s := range o.Segments {
 		if i == maxSegments {
@@ -271,8 +257,8 @@ func segmentLines(o *OOM, width int) []string {
 		var free, largest uint64
 		holes := 0
 		for _, b := range s.Blocks {
-			if b.State == Free {
-				free = sat(free, b.Size)
+			if b.State == figures.Free {
+				free = figures.Sat(free, b.Size)
 				largest = max(largest, b.Size)
 				holes++
 			}
@@ -316,7 +302,7 @@ func keepUnits(words []string) []string {
 	var out []string
 	for _, w := range words {
 		unit := strings.TrimRight(w, ",.;:)")
-		if len(out) > 0 && (unit == "B" || unit == "bytes" || slices.Contains(binaryUnits[1:], unit)) {
+		if len(out) > 0 && (unit == "bytes" || figures.IsByteUnit(unit)) {
 			out[len(out)-1] += " " + w
 			continue
 		}
@@ -345,7 +331,7 @@ func wrap(s string, width int) []string {
 	return lines
 }
 
-func deviceText(r *Replay) string {
+func deviceText(r *figures.Replay) string {
 	if r.DeviceMemory == 0 {
 		return fmt.Sprintf("%d, no memory limit", r.Device)
 	}

@@ -5,8 +5,10 @@
 // # Terms
 //
 // The figures are those of PyTorch's CUDA caching allocator, whose
-// statistics (torch.cuda.memory_stats()) a Replay carries under their
-// dotted keys, such as "allocated_bytes.all.current". Each statistic has a
+// statistics (torch.cuda.memory_stats()) a figures.Replay carries as an
+// alloc.Stats (its Map gives PyTorch's dotted keys, such as
+// "allocated_bytes.all.current"); package figures computes the ratios
+// below once, for every renderer. Each statistic has a
 // current value, a peak, and running totals of what was added ("allocated")
 // and taken away ("freed").
 //

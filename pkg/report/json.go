@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"math"
+
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // The JSON document. Its keys are part of gpumem's interface: add keys,
@@ -90,7 +92,7 @@ type jsonBlock struct {
 // fragmentation ratios, the timeline and "oom" (null, or an object with
 // "op_index", "size", the diagnosis and "verdict": "fragmentation" or
 // "shortage"). Lists are [] rather than null when empty.
-func JSON(w io.Writer, r *Replay) error {
+func JSON(w io.Writer, r *figures.Replay) error {
 	if r == nil {
 		return errors.New("report: no replay")
 	}
@@ -105,7 +107,7 @@ func JSON(w io.Writer, r *Replay) error {
 		Ops:                         r.Ops,
 		Skipped:                     []jsonSkip{},
 		Truncated:                   r.Truncated,
-		MemoryStats:                 r.Stats,
+		MemoryStats:                 r.Stats.Map(),
 		PeakOp:                      r.PeakOp,
 		PeakAllocatedAtPeakReserved: r.PeakAllocatedAtPeakReserved,
 		LargestFree:                 r.LargestFree,
@@ -116,9 +118,6 @@ func JSON(w io.Writer, r *Replay) error {
 			End: number(f.End), AtPeak: number(f.AtPeak), Peaks: number(f.Peaks), Holes: number(f.Holes),
 		},
 		Timeline: make([]jsonPoint, 0, len(r.Timeline)),
-	}
-	if doc.MemoryStats == nil {
-		doc.MemoryStats = map[string]int64{}
 	}
 	for _, s := range r.Skipped {
 		doc.Skipped = append(doc.Skipped, jsonSkip(s))

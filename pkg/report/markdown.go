@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // Markdown writes the same report as Table as GitHub-flavoured Markdown,
 // for issues and pull requests. It never colours: high fragmentation is
 // named in the Level column, and a very high one is set in bold.
-func Markdown(w io.Writer, r *Replay, o Options) error {
+func Markdown(w io.Writer, r *figures.Replay, o Options) error {
 	if err := check(r); err != nil {
 		return err
 	}

@@ -14,6 +14,9 @@ import (
 	"testing"
 
 	"github.com/fatih/color"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -25,36 +28,45 @@ const (
 )
 
 // statsWith returns a full memory_stats map, zero but for set.
-func statsWith(set map[string]int64) map[string]int64 {
-	s := make(map[string]int64)
-	for _, m := range append(summaryMetrics[:len(summaryMetrics):len(summaryMetrics)], summaryOversize...) {
-		for _, pool := range []string{".all.", ".large_pool.", ".small_pool."} {
-			for _, f := range statFields {
-				if m.key == "oversize_allocations" || m.key == "oversize_segments" {
-					s[m.key+"."+f] = 0
-				} else {
-					s[m.key+pool+f] = 0
-				}
+func statsWith(set map[string]int64) alloc.Stats {
+	s := alloc.Stats{MaxSplitSize: -1}
+	families := map[string]*[3]alloc.Stat{
+		"allocation": &s.Allocation, "segment": &s.Segment, "active": &s.Active, "inactive_split": &s.InactiveSplit,
+		"allocated_bytes": &s.AllocatedBytes, "reserved_bytes": &s.ReservedBytes, "active_bytes": &s.ActiveBytes,
+		"inactive_split_bytes": &s.InactiveSplitBytes, "requested_bytes": &s.RequestedBytes,
+	}
+	counters := map[string]*int64{"num_alloc_retries": &s.NumAllocRetries, "num_ooms": &s.NumOOMs,
+		"num_sync_all_streams": &s.NumSyncAllStreams, "num_device_alloc": &s.NumDeviceAlloc, "num_device_free": &s.NumDeviceFree}
+	pools := map[string]int{"all": alloc.All, "large_pool": alloc.Large, "small_pool": alloc.Small}
+	for k, v := range set {
+		if c, ok := counters[k]; ok {
+			*c = v
+			continue
+		}
+		parts := strings.Split(k, ".")
+		f, pool := families[parts[0]], -1
+		if len(parts) == 3 {
+			if p, ok := pools[parts[1]]; ok {
+				pool = p
 			}
 		}
-	}
-	for _, k := range []string{"num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free"} {
-		s[k] = 0
-	}
-	s["max_split_size"] = -1
-	for k, v := range set {
-		if _, ok := s[k]; !ok {
+		if f == nil || pool < 0 {
 			panic("statsWith: unknown key " + k)
 		}
-		s[k] = v
+		st := &f[pool]
+		fields := map[string]*int64{"current": &st.Current, "peak": &st.Peak, "allocated": &st.Allocated, "freed": &st.Freed}
+		if fields[parts[2]] == nil {
+			panic("statsWith: unknown key " + k)
+		}
+		*fields[parts[2]] = v
 	}
 	return s
 }
 
 // wave is a deterministic timeline: a training-like sawtooth that
 // reaches its highest reserved value at op peak.
-func wave(n, every, peak int) []Point {
-	var pts []Point
+func wave(n, every, peak int) []figures.Point {
+	var pts []figures.Point
 	for op := 0; op < n; op += every {
 		phase := op % 1000
 		alloc := int64(8*GiB) + int64(phase)*int64(10*MiB)
@@ -65,18 +77,18 @@ func wave(n, every, peak int) []Point {
 		if op == peak {
 			alloc, res = 17*GiB, 24*GiB
 		}
-		pts = append(pts, Point{Op: op, Allocated: alloc, Reserved: res, Active: alloc + 64*MiB})
+		pts = append(pts, figures.Point{Op: op, Allocated: alloc, Reserved: res, Active: alloc + 64*MiB})
 	}
 	return pts
 }
 
-func completed() *Replay {
-	return &Replay{
+func completed() *figures.Replay {
+	return &figures.Replay{
 		Source:       "gpt2_varlen.pickle",
 		Policy:       "pytorch",
 		DeviceMemory: 150109880320,
 		Ops:          123456,
-		Skipped:      []Skip{{"free of an unknown block", 3}, {"record_stream of a freed block", 1}},
+		Skipped:      []figures.Skip{{Reason: "free of an unknown block", Count: 3}, {Reason: "record_stream of a freed block", Count: 1}},
 		Truncated:    true,
 		Stats: statsWith(map[string]int64{
 			"allocated_bytes.all.current":      20690984960, // 19.27 GiB
@@ -126,15 +138,15 @@ func completed() *Replay {
 	}
 }
 
-func fragmentationOOM() *Replay {
+func fragmentationOOM() *figures.Replay {
 	r := completed()
 	r.Settings = "max_split_size_mb:128"
 	r.Allowed = 24 * GiB
 	r.Truncated = false
 	r.Skipped = nil
-	r.Stats["num_ooms"] = 1
+	r.Stats.NumOOMs = 1
 	r.Timeline = wave(3300, 10, 2500)
-	r.OOM = &OOM{
+	r.OOM = &figures.OOM{
 		OpIndex:     3301,
 		Size:        1536*MiB + 100,
 		Rounded:     1536*MiB + 512,
@@ -147,12 +159,12 @@ func fragmentationOOM() *Replay {
 		Reserved:    23*GiB + 512*MiB,
 		CachedFree:  2*GiB + 200*MiB,
 		LargestFree: 900 * MiB,
-		Segments: []SegmentMap{
-			{Address: 0x7f2a40000000, Size: 2 * GiB, Blocks: []Block{
-				{512 * MiB, Allocated}, {900 * MiB, Free}, {100 * MiB, Allocated}, {300 * MiB, Free}, {236 * MiB, Pending},
+		Segments: []figures.SegmentMap{
+			{Address: 0x7f2a40000000, Size: 2 * GiB, Blocks: []figures.Block{
+				{Size: 512 * MiB, State: figures.Allocated}, {Size: 900 * MiB, State: figures.Free}, {Size: 100 * MiB, State: figures.Allocated}, {Size: 300 * MiB, State: figures.Free}, {Size: 236 * MiB, State: figures.Pending},
 			}},
-			{Address: 0x7f2ac0000000, Size: 1 * GiB, Blocks: []Block{
-				{600 * MiB, Free}, {4 * MiB, Allocated}, {420 * MiB, Free},
+			{Address: 0x7f2ac0000000, Size: 1 * GiB, Blocks: []figures.Block{
+				{Size: 600 * MiB, State: figures.Free}, {Size: 4 * MiB, State: figures.Allocated}, {Size: 420 * MiB, State: figures.Free},
 			}},
 		},
 		Frames: []string{
@@ -167,14 +179,14 @@ func fragmentationOOM() *Replay {
 	return r
 }
 
-func shortageOOM() *Replay {
+func shortageOOM() *figures.Replay {
 	r := completed()
 	r.Source = "synthetic: grow"
 	r.Policy = "nocache"
 	r.Truncated = false
 	r.Skipped = nil
-	r.Stats["num_ooms"] = 1
-	r.OOM = &OOM{
+	r.Stats.NumOOMs = 1
+	r.OOM = &figures.OOM{
 		OpIndex:     4000,
 		Size:        40 * GiB,
 		Rounded:     40 * GiB,
@@ -192,7 +204,7 @@ func shortageOOM() *Replay {
 
 var cases = []struct {
 	name   string
-	replay func() *Replay
+	replay func() *figures.Replay
 }{
 	{"completed", completed},
 	{"oom_fragmentation", fragmentationOOM},
@@ -220,12 +232,12 @@ func golden(t *testing.T, name string, got []byte) {
 func TestGolden(t *testing.T) {
 	renderers := []struct {
 		name   string
-		render func(w *bytes.Buffer, r *Replay) error
+		render func(w *bytes.Buffer, r *figures.Replay) error
 	}{
-		{"table", func(w *bytes.Buffer, r *Replay) error { return Table(w, r, Options{}) }},
-		{"markdown", func(w *bytes.Buffer, r *Replay) error { return Markdown(w, r, Options{}) }},
-		{"json", func(w *bytes.Buffer, r *Replay) error { return JSON(w, r) }},
-		{"timeline", func(w *bytes.Buffer, r *Replay) error { return Timeline(w, r, Options{}) }},
+		{"table", func(w *bytes.Buffer, r *figures.Replay) error { return Table(w, r, Options{}) }},
+		{"markdown", func(w *bytes.Buffer, r *figures.Replay) error { return Markdown(w, r, Options{}) }},
+		{"json", func(w *bytes.Buffer, r *figures.Replay) error { return JSON(w, r) }},
+		{"timeline", func(w *bytes.Buffer, r *figures.Replay) error { return Timeline(w, r, Options{}) }},
 	}
 	for _, c := range cases {
 		for _, rd := range renderers {
@@ -244,10 +256,10 @@ var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 // With Color the output gains escapes and nothing else; without, it has none.
 func TestColor(t *testing.T) {
-	renderers := map[string]func(w *bytes.Buffer, r *Replay, o Options) error{
-		"table":    func(w *bytes.Buffer, r *Replay, o Options) error { return Table(w, r, o) },
-		"markdown": func(w *bytes.Buffer, r *Replay, o Options) error { return Markdown(w, r, o) },
-		"timeline": func(w *bytes.Buffer, r *Replay, o Options) error { return Timeline(w, r, o) },
+	renderers := map[string]func(w *bytes.Buffer, r *figures.Replay, o Options) error{
+		"table":    func(w *bytes.Buffer, r *figures.Replay, o Options) error { return Table(w, r, o) },
+		"markdown": func(w *bytes.Buffer, r *figures.Replay, o Options) error { return Markdown(w, r, o) },
+		"timeline": func(w *bytes.Buffer, r *figures.Replay, o Options) error { return Timeline(w, r, o) },
 	}
 	for _, c := range cases {
 		for name, render := range renderers {
@@ -334,7 +346,7 @@ func TestFragmentation(t *testing.T) {
 	near("Holes", f.Holes, 1-900.0*MiB/float64(cached))
 	near("OverLowerBound", r.OverLowerBound(), 24.0/(16+0.75))
 
-	empty := &Replay{}
+	empty := &figures.Replay{}
 	f = empty.Fragmentation()
 	for name, v := range map[string]float64{"End": f.End, "AtPeak": f.AtPeak, "Peaks": f.Peaks, "Holes": f.Holes, "OverLowerBound": empty.OverLowerBound()} {
 		if !math.IsNaN(v) {
@@ -343,73 +355,36 @@ func TestFragmentation(t *testing.T) {
 	}
 }
 
-func TestVerdict(t *testing.T) {
-	tests := []struct {
-		name string
-		oom  OOM
-		frag bool
-		head uint64
-	}{
-		{"cached bytes suffice", OOM{Rounded: 1 * GiB, CachedFree: 2 * GiB, LargestFree: 512 * MiB}, true, 0},
-		{"cached plus card", OOM{Rounded: 1 * GiB, CachedFree: 600 * MiB, LargestFree: 512 * MiB, DeviceFree: 500 * MiB}, true, 500 * MiB},
-		{"cap limits headroom", OOM{Rounded: 1 * GiB, CachedFree: 600 * MiB, DeviceFree: 50 * GiB, Allowed: 10 * GiB, Reserved: 10*GiB - 100*MiB}, false, 100 * MiB},
-		{"over the cap", OOM{Rounded: 1 * GiB, DeviceFree: 50 * GiB, Allowed: 10 * GiB, Reserved: 11 * GiB}, false, 0},
-		{"real shortage", OOM{Rounded: 4 * GiB, CachedFree: 1 * GiB, LargestFree: 1 * GiB, DeviceFree: 1 * GiB}, false, 1 * GiB},
-	}
-	for _, tt := range tests {
-		if got := tt.oom.Headroom(); got != tt.head {
-			t.Errorf("%s: Headroom = %d, want %d", tt.name, got, tt.head)
-		}
-		if got := tt.oom.Fragmented(); got != tt.frag {
-			t.Errorf("%s: Fragmented = %v, want %v", tt.name, got, tt.frag)
-		}
-		want := map[bool]string{true: "fragmentation OOM", false: "real shortage"}[tt.frag]
-		if got := tt.oom.Verdict(); got != want {
-			t.Errorf("%s: Verdict = %q, want %q", tt.name, got, want)
-		}
-	}
-}
-
 func TestBlockMap(t *testing.T) {
 	tests := []struct {
-		blocks []Block
+		blocks []figures.Block
 		width  int
 		want   string
 	}{
-		{[]Block{{4, Allocated}, {2, Free}, {2, Pending}, {1, Free}, {3, Allocated}}, 12, "[AAAA..PP.AAA]"},
+		{[]figures.Block{{Size: 4, State: figures.Allocated}, {Size: 2, State: figures.Free}, {Size: 2, State: figures.Pending}, {Size: 1, State: figures.Free}, {Size: 3, State: figures.Allocated}}, 12, "[AAAA..PP.AAA]"},
 		// Halved: allocated beats pending beats free within a cell.
-		{[]Block{{4, Allocated}, {2, Free}, {2, Pending}, {1, Free}, {3, Allocated}}, 6, "[AA.PAA]"},
-		{[]Block{{1, Free}, {99, Allocated}}, 10, "[AAAAAAAAAA]"},
-		{[]Block{{50, Free}, {50, Allocated}}, 1, "[A]"},
-		{[]Block{{50, Pending}, {50, Allocated}}, 1, "[A]"},
-		{[]Block{{50, Pending}, {50, Free}}, 1, "[P]"},
+		{[]figures.Block{{Size: 4, State: figures.Allocated}, {Size: 2, State: figures.Free}, {Size: 2, State: figures.Pending}, {Size: 1, State: figures.Free}, {Size: 3, State: figures.Allocated}}, 6, "[AA.PAA]"},
+		{[]figures.Block{{Size: 1, State: figures.Free}, {Size: 99, State: figures.Allocated}}, 10, "[AAAAAAAAAA]"},
+		{[]figures.Block{{Size: 50, State: figures.Free}, {Size: 50, State: figures.Allocated}}, 1, "[A]"},
+		{[]figures.Block{{Size: 50, State: figures.Pending}, {Size: 50, State: figures.Allocated}}, 1, "[A]"},
+		{[]figures.Block{{Size: 50, State: figures.Pending}, {Size: 50, State: figures.Free}}, 1, "[P]"},
 		// A small pinning block stays visible.
-		{[]Block{{600, Free}, {4, Allocated}, {420, Free}}, 10, "[.....A....]"},
-		{[]Block{{1, Free}, {1, Allocated}, {1, Free}}, 3, "[.A.]"},
-		{[]Block{{1, Free}, {1, Allocated}, {1, Free}}, 7, "[..AAA..]"},
-		{[]Block{{3, Allocated}}, 7, "[AAAAAAA]"},
-		{[]Block{{0, Allocated}, {10, Free}}, 4, "[....]"},
+		{[]figures.Block{{Size: 600, State: figures.Free}, {Size: 4, State: figures.Allocated}, {Size: 420, State: figures.Free}}, 10, "[.....A....]"},
+		{[]figures.Block{{Size: 1, State: figures.Free}, {Size: 1, State: figures.Allocated}, {Size: 1, State: figures.Free}}, 3, "[.A.]"},
+		{[]figures.Block{{Size: 1, State: figures.Free}, {Size: 1, State: figures.Allocated}, {Size: 1, State: figures.Free}}, 7, "[..AAA..]"},
+		{[]figures.Block{{Size: 3, State: figures.Allocated}}, 7, "[AAAAAAA]"},
+		{[]figures.Block{{Size: 0, State: figures.Allocated}, {Size: 10, State: figures.Free}}, 4, "[....]"},
 		{nil, 10, ""},
-		{[]Block{{10, Free}}, 0, ""},
+		{[]figures.Block{{Size: 10, State: figures.Free}}, 0, ""},
 	}
 	for _, tt := range tests {
-		if got := blockMap(SegmentMap{Blocks: tt.blocks}, tt.width); got != tt.want {
+		if got := blockMap(figures.SegmentMap{Blocks: tt.blocks}, tt.width); got != tt.want {
 			t.Errorf("blockMap(%v, %d) = %q, want %q", tt.blocks, tt.width, got, tt.want)
 		}
 	}
 }
 
-func TestMissingStats(t *testing.T) {
-	r := completed()
-	delete(r.Stats, "segment.all.freed")
-	for name, err := range map[string]error{
-		"table":    Table(&bytes.Buffer{}, r, Options{}),
-		"markdown": Markdown(&bytes.Buffer{}, r, Options{}),
-	} {
-		if err == nil || !strings.Contains(err.Error(), `"segment.all.freed"`) {
-			t.Errorf("%s: err = %v, want one naming the key", name, err)
-		}
-	}
+func TestNilReplay(t *testing.T) {
 	for name, err := range map[string]error{
 		"table":    Table(&bytes.Buffer{}, nil, Options{}),
 		"markdown": Markdown(&bytes.Buffer{}, nil, Options{}),
@@ -455,10 +430,10 @@ func TestJSONShape(t *testing.T) {
 
 	// Undefined ratios are null, empty lists [].
 	var buf bytes.Buffer
-	if err := JSON(&buf, &Replay{}); err != nil {
+	if err := JSON(&buf, &figures.Replay{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"end": null`, `"holes": null`, `"skipped": []`, `"timeline": []`, `"memory_stats": {}`, `"oom": null`} {
+	for _, want := range []string{`"end": null`, `"holes": null`, `"skipped": []`, `"timeline": []`, `"oom": null`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("empty replay: no %s in\n%s", want, buf.String())
 		}
@@ -505,14 +480,14 @@ func TestTimelinePeakMarker(t *testing.T) {
 }
 
 func TestTimelineEdges(t *testing.T) {
-	for name, pts := range map[string][]Point{
+	for name, pts := range map[string][]figures.Point{
 		"none":      nil,
 		"one point": {{Op: 5, Allocated: 100, Reserved: 200}},
 		"all zero":  {{Op: 0}, {Op: 1}, {Op: 2}},
 		"same op":   {{Op: 3, Reserved: MiB}, {Op: 3, Reserved: 2 * MiB}},
 		"negative":  {{Op: 0, Allocated: -5}, {Op: 10, Reserved: GiB}},
 	} {
-		r := &Replay{Timeline: pts, PeakOp: 1, OOM: &OOM{OpIndex: 99}}
+		r := &figures.Replay{Timeline: pts, PeakOp: 1, OOM: &figures.OOM{OpIndex: 99}}
 		var buf bytes.Buffer
 		if err := Timeline(&buf, r, Options{Width: 30}); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -527,7 +502,7 @@ func FuzzRender(f *testing.F) {
 	f.Add(int64(1), int64(2), uint64(3), uint64(4), uint64(5), 10, true, byte(3))
 	f.Add(int64(-1), int64(0), uint64(0), uint64(math.MaxUint64), uint64(1), 0, false, byte(0))
 	f.Fuzz(func(t *testing.T, alloc, res int64, largest, size, free uint64, width int, oom bool, blocks byte) {
-		r := &Replay{
+		r := &figures.Replay{
 			Stats: statsWith(map[string]int64{
 				"allocated_bytes.all.current": alloc, "reserved_bytes.all.current": res,
 				"reserved_bytes.all.peak": res, "allocated_bytes.all.peak": alloc,
@@ -535,16 +510,16 @@ func FuzzRender(f *testing.F) {
 			LargestFree: largest,
 			LowerBound:  size,
 			PeakOp:      width,
-			Timeline:    []Point{{Op: 0, Allocated: alloc, Reserved: res}, {Op: width, Allocated: res, Reserved: alloc}},
+			Timeline:    []figures.Point{{Op: 0, Allocated: alloc, Reserved: res}, {Op: width, Allocated: res, Reserved: alloc}},
 		}
 		if oom {
-			seg := SegmentMap{Address: size, Size: free}
+			seg := figures.SegmentMap{Address: size, Size: free}
 			for i := range int(blocks % 16) {
-				seg.Blocks = append(seg.Blocks, Block{Size: size >> i, State: []BlockState{Allocated, Free, Pending}[i%3]})
+				seg.Blocks = append(seg.Blocks, figures.Block{Size: size >> i, State: []figures.BlockState{figures.Allocated, figures.Free, figures.Pending}[i%3]})
 			}
-			r.OOM = &OOM{OpIndex: width, Size: size, Rounded: size, AllocSize: free, DeviceFree: free,
+			r.OOM = &figures.OOM{OpIndex: width, Size: size, Rounded: size, AllocSize: free, DeviceFree: free,
 				Allowed: largest, Reserved: res, Allocated: alloc, CachedFree: free, LargestFree: largest,
-				Segments: []SegmentMap{seg}}
+				Segments: []figures.SegmentMap{seg}}
 		}
 		o := Options{Width: width % 300}
 		for _, render := range []func(*bytes.Buffer) error{
@@ -565,8 +540,8 @@ func FuzzRender(f *testing.F) {
 }
 
 func ExampleFormatBytes() {
-	fmt.Println(FormatBytes(20690984960))
-	fmt.Println(FormatSizeTorch(2 << 30))
+	fmt.Println(figures.FormatBytes(20690984960))
+	fmt.Println(figures.FormatSizeTorch(2 << 30))
 	// Output:
 	// 19.27 GiB
 	// 2.00 GiB

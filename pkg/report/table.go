@@ -9,12 +9,14 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // Table writes the report of r for a terminal: an overview, memory like
 // torch.cuda.memory_summary() but in human sizes, the fragmentation
 // figures and, after an OOM, its diagnosis.
-func Table(w io.Writer, r *Replay, o Options) error {
+func Table(w io.Writer, r *figures.Replay, o Options) error {
 	if err := check(r); err != nil {
 		return err
 	}

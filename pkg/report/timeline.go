@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/guptarohit/asciigraph"
+
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 const chartHeight = 12
@@ -19,7 +21,7 @@ const chartHeight = 12
 // the most memory seen among the operations it covers, so no peak is lost
 // to downsampling; operations between two timeline points keep the
 // earlier point's values.
-func Timeline(w io.Writer, r *Replay, o Options) error {
+func Timeline(w io.Writer, r *figures.Replay, o Options) error {
 	if r == nil {
 		return errors.New("report: no replay")
 	}
@@ -117,7 +119,7 @@ func Timeline(w io.Writer, r *Replay, o Options) error {
 
 	legend := fmt.Sprintf("operations %s to %s; %s peak reserved %s at operation %s",
 		count(int64(first)), count(int64(last)), p.peak.Sprint("^"),
-		FormatBytes(r.stat("reserved_bytes.all.peak")), count(int64(r.PeakOp)))
+		figures.FormatBytes(figures.PeakReserved(r.Stats)), count(int64(r.PeakOp)))
 	if r.OOM != nil {
 		legend += fmt.Sprintf("; %s out of memory at operation %s", p.oom.Sprint("X"), count(int64(r.OOM.OpIndex)))
 		if oomCol == peakCol {
@@ -132,7 +134,7 @@ func Timeline(w io.Writer, r *Replay, o Options) error {
 // chartUnit picks the binary unit in which top is at least 1.
 func chartUnit(top int64) (string, float64) {
 	unit, scale := "B", 1.0
-	for _, u := range binaryUnits[1:5] {
+	for _, u := range [...]string{"KiB", "MiB", "GiB", "TiB"} {
 		if float64(top) < scale*1024 {
 			break
 		}

@@ -134,29 +134,29 @@ func TorchSummary(w io.Writer, stats map[string]int64, device int, abbreviated b
 // the reference is at least 768 units, the value is floor-divided by 1024
 // at each step (the reference true-divided, as Python does).
 func torchSizeCell(v, ref int64) string {
-	units := [...]string{"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	r := float64(ref)
-	unit := 0
-	for unit < len(units)-1 && r >= 768*1024 {
-		unit++
-		v = floorDiv(v, 1024)
-		r /= 1024
-	}
-	return fmt.Sprintf("%6d %s", v, units[unit])
+	v, unit := torchScale(v, ref, 1024, 5)
+	return fmt.Sprintf("%6d %s", v, [...]string{"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"}[unit])
 }
 
 // torchCountCell is memory_summary's _format_count: steps of 1000 from a
 // reference of 750,000.
 func torchCountCell(v, ref int64) string {
-	units := [...]string{" ", "K", "M"}
-	r := float64(ref)
+	v, unit := torchScale(v, ref, 1000, 2)
+	return fmt.Sprintf("%7d %s ", v, [...]string{" ", "K", "M"}[unit])
+}
+
+// torchScale steps v up to `last` units of base: while the reference,
+// true-divided, is at least 0.75·base² (768 KiB, 750 K), v is
+// floor-divided by base.
+func torchScale(v, ref, base int64, last int) (int64, int) {
+	r, b := float64(ref), float64(base)
 	unit := 0
-	for unit < len(units)-1 && r >= 750*1000 {
+	for unit < last && r >= 0.75*b*b {
 		unit++
-		v = floorDiv(v, 1000)
-		r /= 1000
+		v = floorDiv(v, base)
+		r /= b
 	}
-	return fmt.Sprintf("%7d %s ", v, units[unit])
+	return v, unit
 }
 
 // floorDiv is Python's //, which rounds towards negative infinity.

@@ -10,8 +10,8 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/report"
 )
 
 // An Outcome is what one replay ended with.
@@ -29,7 +29,7 @@ type Outcome struct {
 	LowerBound int64
 	// Fragmentation holds the report's ratios; AtPeak is the one that
 	// decides whether a program fits.
-	Fragmentation report.Fragmentation
+	Fragmentation figures.Fragmentation
 	Ops           int // operations applied
 	// OOM is the allocation that failed, nil when the replay ran to the
 	// end. Its OpIndex is the plan's event index (replay.Plan.Event), or
@@ -38,7 +38,7 @@ type Outcome struct {
 }
 
 // PeakReserved is reserved_bytes.all.peak.
-func (o *Outcome) PeakReserved() int64 { return o.Stats.ReservedBytes[alloc.All].Peak }
+func (o *Outcome) PeakReserved() int64 { return figures.PeakReserved(o.Stats) }
 
 // DeviceAllocs is num_device_alloc: segments obtained from the device.
 func (o *Outcome) DeviceAllocs() int64 { return o.Stats.NumDeviceAlloc }
@@ -203,7 +203,7 @@ func replayOne(c Case, card uint64) (Outcome, error) {
 	if err != nil {
 		where := "an unlimited device"
 		if card > 0 {
-			where = fmt.Sprintf("a %s card", report.FormatBytes(int64(min(card, math.MaxInt64))))
+			where = fmt.Sprintf("a %s card", figures.FormatUBytes(card))
 		}
 		return Outcome{}, fmt.Errorf("%s on %s: %w", c.Label, where, err)
 	}
@@ -212,8 +212,7 @@ func replayOne(c Case, card uint64) (Outcome, error) {
 		AllocatedAtPeak: res.Extra.AllocatedAtPeak, LargestFree: res.LargestFree,
 		LowerBound: res.Extra.LiveBytesPeak, Ops: res.Done, OOM: res.OOM,
 	}
-	r := report.Replay{Stats: res.Stats.Map(), PeakAllocatedAtPeakReserved: out.AllocatedAtPeak, LargestFree: out.LargestFree}
-	out.Fragmentation = r.Fragmentation()
+	out.Fragmentation = figures.FragmentationOf(res.Stats, out.AllocatedAtPeak, out.LargestFree)
 	return out, nil
 }
 

@@ -1,7 +1,8 @@
-package report
+package figures
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -51,4 +52,18 @@ func FormatSizeTorch(n uint64) string {
 	default:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 	}
+}
+
+// FormatUBytes is FormatBytes for an unsigned count (beyond MaxInt64 it
+// shows MaxInt64).
+func FormatUBytes(n uint64) string { return FormatBytes(int64(min(n, math.MaxInt64))) }
+
+// IsByteUnit reports whether s is one of the units FormatBytes writes.
+func IsByteUnit(s string) bool {
+	for _, u := range binaryUnits {
+		if s == u {
+			return true
+		}
+	}
+	return false
 }

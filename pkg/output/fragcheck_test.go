@@ -1,4 +1,4 @@
-package budget
+package output
 
 import (
 	"bytes"
@@ -7,27 +7,42 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
+// gpt2 are the figures of gpt2_varlen.pickle replayed under its recorded
+// settings.
+var gpt2 = budget.Figures{
+	PeakReserved:  19304284160,
+	PeakAllocated: 17442141184,
+	Fragmentation: figures.Fragmentation{End: 0.9965, AtPeak: 0.0965, Peaks: 0.0965, Holes: 0.9143},
+}
+
+func testCase(name string, l budget.Limits) budget.Case {
+	return budget.Case{Name: name, Trace: name + ".pickle", Limits: l}
+}
+
 // sampleResults are one case of each status.
-func sampleResults() []Result {
-	k := &Checker{}
+func sampleResults() []budget.Result {
+	k := &budget.Checker{}
 	warn, fail := gpt2, gpt2
 	warn.Fragmentation.Peaks = 0.25
 	fail.Fragmentation.Peaks = 0.3935
-	fromFile := testCase("seed_frag", DefaultLimits())
+	fromFile := testCase("seed_frag", budget.DefaultLimits())
 	fromFile.File, fromFile.Line = "ci/gpumem.yaml", 12
-	return []Result{
-		k.Check(testCase("gpt2", DefaultLimits()), gpt2),
-		k.Check(testCase("resnet", DefaultLimits()), warn),
+	return []budget.Result{
+		k.Check(testCase("gpt2", budget.DefaultLimits()), gpt2),
+		k.Check(testCase("resnet", budget.DefaultLimits()), warn),
 		k.Check(fromFile, fail),
-		k.Failed(testCase("broken", DefaultLimits()), errors.New("broken.pickle: byte 2: FRAME runs past the end <&>")),
+		k.Failed(testCase("broken", budget.DefaultLimits()), errors.New("broken.pickle: byte 2: FRAME runs past the end <&>")),
 	}
 }
 
 func TestWriteJUnit(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteJUnit(&buf, sampleResults()); err != nil {
+	if err := FragcheckFormats.Render(&buf, JUnit, sampleResults(), Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(buf.String(), `<?xml version="1.0" encoding="UTF-8"?>`) {
@@ -95,7 +110,7 @@ func TestWriteJUnit(t *testing.T) {
 
 func TestWriteJSON(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteJSON(&buf, sampleResults()); err != nil {
+	if err := FragcheckFormats.Render(&buf, JSON, sampleResults(), Options{}); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -133,7 +148,7 @@ func TestWriteJSON(t *testing.T) {
 
 func TestWriteTable(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteTable(&buf, sampleResults(), false); err != nil {
+	if err := FragcheckFormats.Render(&buf, Table, sampleResults(), Options{}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -157,14 +172,14 @@ func TestWriteTable(t *testing.T) {
 		t.Errorf("colour escapes without colour:\n%q", out)
 	}
 	buf.Reset()
-	if err := WriteTable(&buf, sampleResults(), true); err != nil || !strings.Contains(buf.String(), "\x1b[") {
+	if err := FragcheckFormats.Render(&buf, Table, sampleResults(), Options{Color: true}); err != nil || !strings.Contains(buf.String(), "\x1b[") {
 		t.Errorf("no colour escapes with colour (%v)", err)
 	}
 }
 
 func TestWriteAnnotations(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteAnnotations(&buf, sampleResults()); err != nil {
+	if err := GitHubAnnotations(&buf, sampleResults()); err != nil {
 		t.Fatal(err)
 	}
 	want := `::warning title=gpumem fragcheck%3A resnet::fragmentation 25.0%25 is above the warning level of 20.0%25 (peaks: 1 − peak allocated / peak reserved)

@@ -1,26 +1,29 @@
-package main
+package pipeline
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
 // buildReport turns a replay's result into the data every renderer reads.
 // plan and snap may be nil (workloads have neither).
-func buildReport(source string, o replay.Options, res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *report.Replay {
-	r := &report.Replay{
+func buildReport(source string, o replay.Options, res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *figures.Replay {
+	r := &figures.Replay{
 		Source:                      source,
 		Settings:                    o.Config.Text,
 		Policy:                      string(o.Config.Policy),
 		DeviceMemory:                o.DeviceTotal,
 		Allowed:                     res.Allowed,
 		Ops:                         res.Done,
-		Stats:                       res.Stats.Map(),
+		Stats:                       res.Stats,
 		PeakOp:                      res.Extra.PeakOp,
 		PeakAllocatedAtPeakReserved: res.Extra.AllocatedAtPeak,
 		LargestFree:                 res.LargestFree,
@@ -34,12 +37,12 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 		}
 		sort.Strings(reasons)
 		for _, k := range reasons {
-			r.Skipped = append(r.Skipped, report.Skip{Reason: k, Count: plan.Skipped[k]})
+			r.Skipped = append(r.Skipped, figures.Skip{Reason: k, Count: plan.Skipped[k]})
 		}
 	}
 	if tl := res.Timeline; tl != nil {
 		for i := range tl.Allocated {
-			r.Timeline = append(r.Timeline, report.Point{Op: i * tl.Stride,
+			r.Timeline = append(r.Timeline, figures.Point{Op: i * tl.Stride,
 				Allocated: tl.Allocated[i], Reserved: tl.Reserved[i], Active: tl.Active[i]})
 		}
 	}
@@ -55,9 +58,9 @@ type hole struct {
 	free uint64
 }
 
-func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *report.OOM {
+func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *figures.OOM {
 	o := res.OOM
-	out := &report.OOM{
+	out := &figures.OOM{
 		OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded, AllocSize: o.AllocSize, Stream: o.Stream,
 		DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree, Allowed: o.Allowed,
 		Allocated: o.Allocated, Reserved: o.Reserved, LargestFree: res.LargestFree,
@@ -133,4 +136,73 @@ func stackLines(snap *trace.Snapshot, idx int32) []string {
 		lines = append(lines, f.Name+" ("+f.Filename+":"+strconv.Itoa(f.Line)+")")
 	}
 	return lines
+}
+
+// segmentMaps converts an allocator snapshot to the report's form.
+func segmentMaps(segs []alloc.Segment) []figures.SegmentMap {
+	out := make([]figures.SegmentMap, 0, len(segs))
+	for _, s := range segs {
+		m := figures.SegmentMap{Address: s.Address, Size: s.TotalSize, Blocks: make([]figures.Block, 0, len(s.Blocks))}
+		for _, b := range s.Blocks {
+			st := figures.Free
+			switch b.State {
+			case alloc.BlockAllocated:
+				st = figures.Allocated
+			case alloc.BlockPendingFree:
+				st = figures.Pending
+			}
+			m.Blocks = append(m.Blocks, figures.Block{Size: b.Size, State: st})
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// peakSites groups the allocations live after the first n operations by
+// their recorded stack, most bytes first; nil when none has a stack.
+func peakSites(plan *replay.Plan, snap *trace.Snapshot, n int) []figures.Site {
+	if snap == nil || len(plan.Stack) < n {
+		return nil
+	}
+	live := map[uint32]int{} // allocation id → the op that made it
+	for i, op := range plan.Ops[:n] {
+		switch op.Kind {
+		case alloc.OpAlloc:
+			live[op.ID] = i
+		case alloc.OpFree, alloc.OpFreeRequest:
+			delete(live, op.ID) // no longer allocated, even if still pending
+		}
+	}
+	type site struct {
+		bytes uint64
+		count int
+	}
+	by := map[int32]*site{}
+	stacked := false
+	for _, i := range live {
+		st := plan.Stack[i]
+		if st >= 0 && int(st) < len(snap.Stacks) {
+			stacked = true
+		} else {
+			st = -1
+		}
+		s := by[st]
+		if s == nil {
+			s = &site{}
+			by[st] = s
+		}
+		s.bytes += plan.Ops[i].Size
+		s.count++
+	}
+	if !stacked {
+		return nil
+	}
+	sites := make([]figures.Site, 0, len(by))
+	for st, s := range by {
+		sites = append(sites, figures.Site{Frames: strings.Join(stackLines(snap, st), "\n"), Bytes: s.bytes, Count: s.count})
+	}
+	slices.SortFunc(sites, func(x, y figures.Site) int {
+		return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Frames, y.Frames))
+	})
+	return sites
 }

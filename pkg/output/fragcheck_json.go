@@ -1,18 +1,20 @@
-package budget
+package output
 
 import (
 	"encoding/json"
 	"io"
 	"math"
+
+	"github.com/gpumem/gpumem/pkg/budget"
 )
 
 // The JSON report. Its keys are part of gpumem's interface: add keys,
 // never rename or drop them. A figure that could not be measured is null;
 // so is a limit that is off.
 type jsonReport struct {
-	Status  Status      `json:"status"`
-	Summary jsonSummary `json:"summary"`
-	Cases   []jsonCase  `json:"cases"`
+	Status  budget.Status `json:"status"`
+	Summary jsonSummary   `json:"summary"`
+	Cases   []jsonCase    `json:"cases"`
 }
 
 type jsonSummary struct {
@@ -24,21 +26,21 @@ type jsonSummary struct {
 }
 
 type jsonCase struct {
-	Name          string             `json:"name"`
-	Source        string             `json:"source"`
-	Status        Status             `json:"status"`
-	Error         *string            `json:"error"`
-	Metric        Metric             `json:"metric"`
-	Definition    string             `json:"metric_definition"`
-	Fragmentation *float64           `json:"fragmentation"`
-	Ratios        map[Metric]float64 `json:"ratios"`
-	PeakReserved  *int64             `json:"peak_reserved"`
-	PeakAllocated *int64             `json:"peak_allocated"`
-	OOM           bool               `json:"oom"`
-	Limits        jsonLimits         `json:"limits"`
-	Crossed       []string           `json:"crossed"`
-	Findings      []jsonFinding      `json:"findings"`
-	Baseline      *Entry             `json:"baseline"`
+	Name          string                    `json:"name"`
+	Source        string                    `json:"source"`
+	Status        budget.Status             `json:"status"`
+	Error         *string                   `json:"error"`
+	Metric        budget.Metric             `json:"metric"`
+	Definition    string                    `json:"metric_definition"`
+	Fragmentation *float64                  `json:"fragmentation"`
+	Ratios        map[budget.Metric]float64 `json:"ratios"`
+	PeakReserved  *int64                    `json:"peak_reserved"`
+	PeakAllocated *int64                    `json:"peak_allocated"`
+	OOM           bool                      `json:"oom"`
+	Limits        jsonLimits                `json:"limits"`
+	Crossed       []string                  `json:"crossed"`
+	Findings      []jsonFinding             `json:"findings"`
+	Baseline      *budget.Entry             `json:"baseline"`
 }
 
 type jsonLimits struct {
@@ -49,15 +51,15 @@ type jsonLimits struct {
 }
 
 type jsonFinding struct {
-	Status  Status `json:"status"`
-	Limit   string `json:"limit"`
-	Message string `json:"message"`
+	Status  budget.Status `json:"status"`
+	Limit   string        `json:"limit"`
+	Message string        `json:"message"`
 }
 
-// WriteJSON writes rs as a JSON document: an overall status, counts by
+// fragcheckJSON writes rs as a JSON document: an overall status, counts by
 // status, and each case with its figures, limits and findings.
-func WriteJSON(w io.Writer, rs []Result) error {
-	s := Summarize(rs)
+func fragcheckJSON(w io.Writer, rs []budget.Result, _ Options) error {
+	s := budget.Summarize(rs)
 	doc := jsonReport{
 		Status:  s.Status(),
 		Summary: jsonSummary{Cases: s.Cases, Pass: s.Pass, Warn: s.Warn, Fail: s.Fail, Error: s.Error},
@@ -84,7 +86,7 @@ func WriteJSON(w io.Writer, rs []Result) error {
 			msg := r.Err.Error()
 			c.Error = &msg
 		} else {
-			e := EntryOf(r)
+			e := budget.EntryOf(r)
 			c.Fragmentation = ratioOrNull(r.Fragmentation())
 			c.Ratios = e.Fragmentation
 			c.PeakReserved, c.PeakAllocated = &e.PeakReserved, &e.PeakAllocated
@@ -114,3 +116,6 @@ func sizeOrNull(n uint64) *uint64 {
 	}
 	return &n
 }
+
+// round4 keeps four decimals, as the baseline file does.
+func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }

@@ -1,10 +1,12 @@
-package budget
+package output
 
 import (
 	"encoding/xml"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/gpumem/gpumem/pkg/budget"
 )
 
 // The JUnit XML schema as CI systems read it (Jenkins, GitLab, the GitHub
@@ -62,11 +64,11 @@ type junitCharData struct {
 // JUnitSuite is the name of the test suite in JUnit reports.
 const JUnitSuite = "gpumem fragcheck"
 
-// WriteJUnit writes rs as a JUnit XML report: failing cases as failures,
+// fragcheckJUnit writes rs as a JUnit XML report: failing cases as failures,
 // cases that could not run as errors, warnings in each case's system-out
 // (JUnit has no warnings; with Checker.Strict they are failures).
-func WriteJUnit(w io.Writer, rs []Result) error {
-	s := Summarize(rs)
+func fragcheckJUnit(w io.Writer, rs []budget.Result, _ Options) error {
+	s := budget.Summarize(rs)
 	suite := junitSuite{Name: JUnitSuite, Tests: s.Cases, Failures: s.Fail, Errors: s.Error}
 	for i := range rs {
 		r := &rs[i]
@@ -79,7 +81,7 @@ func WriteJUnit(w io.Writer, rs []Result) error {
 			c.Properties = &junitProps{Props: figureProps(r)}
 			var fails []string
 			for _, f := range r.Findings {
-				if f.Status == Fail {
+				if f.Status == budget.Fail {
 					fails = append(fails, f.Limit+": "+f.Message)
 				}
 				fmt.Fprintf(&out, "%s: %s: %s\n", f.Status, orDash(f.Limit), f.Message)
@@ -105,16 +107,16 @@ func WriteJUnit(w io.Writer, rs []Result) error {
 }
 
 // figureProps are a result's figures as JUnit properties.
-func figureProps(r *Result) []junitProp {
+func figureProps(r *budget.Result) []junitProp {
 	l := r.Case.Limits
 	p := []junitProp{
 		{"status", r.Status().String()},
 		{"metric", string(l.Metric)},
-		{"fragmentation", FormatRatio(r.Fragmentation())},
+		{"fragmentation", budget.FormatRatio(r.Fragmentation())},
 		{"peak_reserved", fmt.Sprint(r.Figures.PeakReserved)},
 		{"peak_allocated", fmt.Sprint(r.Figures.PeakAllocated)},
-		{"warn_frag", FormatRatio(l.WarnFrag)},
-		{"max_frag", FormatRatio(l.MaxFrag)},
+		{"warn_frag", budget.FormatRatio(l.WarnFrag)},
+		{"max_frag", budget.FormatRatio(l.MaxFrag)},
 	}
 	if l.MaxReserved > 0 {
 		p = append(p, junitProp{"max_reserved", fmt.Sprint(l.MaxReserved)})

@@ -1,0 +1,143 @@
+package figures
+
+import "github.com/gpumem/gpumem/pkg/alloc"
+
+// Replay is everything a report shows about one replay. The pipeline fills
+// it in; the renderers only read it.
+type Replay struct {
+	Source   string // trace file or workload name
+	Settings string // PYTORCH_CUDA_ALLOC_CONF in force; "" means the defaults
+	Policy   string // allocator policy: "pytorch", "nocache", ...
+	Device   int    // device index, as PyTorch's messages print it
+
+	DeviceMemory uint64 // the card's memory in bytes
+	Allowed      uint64 // the cap (per-process memory fraction × card); 0 = none
+
+	Ops       int    // operations replayed
+	Skipped   []Skip // anomalies of the trace stepped over, by reason
+	Truncated bool   // the trace was cut short by its max_entries
+
+	// Stats are the allocator's torch.cuda.memory_stats() at the end of
+	// the replay (or at the OOM); Stats.Map() gives PyTorch's key names.
+	Stats alloc.Stats
+
+	// PeakOp is the index of the operation after which reserved memory
+	// first reached its peak.
+	PeakOp int
+	// PeakAllocatedAtPeakReserved is the allocated bytes at the moment
+	// reserved memory peaked (the most seen while it stayed at the peak).
+	PeakAllocatedAtPeakReserved int64
+	// LargestFree is the size of the largest free cached block at the end.
+	LargestFree uint64
+	// LowerBound is the peak of live bytes, each request rounded up to
+	// 512 B: no allocator with PyTorch's alignment can reserve less.
+	LowerBound uint64
+
+	// Timeline is memory over the replay, already downsampled to at most
+	// a few thousand points, in operation order.
+	Timeline []Point
+
+	// OOM describes the out-of-memory error that ended the replay, or is
+	// nil when it ran to completion.
+	OOM *OOM
+}
+
+// Skip counts trace anomalies of one kind that the replay stepped over.
+type Skip struct {
+	Reason string // e.g. "free of an unknown block"
+	Count  int
+}
+
+// Point is memory in use after operation Op.
+type Point struct {
+	Op                          int
+	Allocated, Reserved, Active int64
+}
+
+// OOM describes an allocation that failed.
+type OOM struct {
+	OpIndex   int    // index of the failing operation
+	Size      uint64 // the request as asked
+	Rounded   uint64 // the request after PyTorch's size rounding
+	AllocSize uint64 // the segment it needed (PyTorch's "Tried to allocate")
+	Stream    uint64
+
+	DeviceTotal, DeviceFree uint64 // the card, as cudaMemGetInfo reported it
+	Allowed                 uint64 // the cap; 0 = none
+
+	// Allocated and Reserved are allocated_bytes.all.current and
+	// reserved_bytes.all.current after the allocator released what it
+	// could, as PyTorch reports them.
+	Allocated, Reserved int64
+	CachedFree          uint64 // bytes of free cached blocks (reserved − active)
+	LargestFree         uint64 // the largest free cached block
+
+	// Segments are the few segments holding the largest holes, worst first.
+	Segments []SegmentMap
+	// Frames is the stack of the failing allocation, innermost first, if known.
+	Frames []string
+	// PinFrames are the stacks of the allocations pinning the largest
+	// holes (keeping their segments from being released), if known.
+	PinFrames [][]string
+}
+
+// SegmentMap is one segment and its blocks in address order.
+type SegmentMap struct {
+	Address, Size uint64
+	Blocks        []Block
+}
+
+// Block is one block of a segment.
+type Block struct {
+	Size  uint64
+	State BlockState
+}
+
+// BlockState says what a block is used for.
+type BlockState string
+
+// The states of a block.
+const (
+	Allocated BlockState = "allocated" // handed out to the program
+	Pending   BlockState = "pending"   // freed, waiting for other streams
+	Free      BlockState = "free"      // cached, ready for reuse
+)
+
+// Detail is what the HTML report shows beyond a Replay.
+type Detail struct {
+	// PeakSegments is the allocator's segments, in address order, just
+	// after the operation at which reserved memory peaked.
+	PeakSegments []SegmentMap
+	// Sites are the allocation sites holding the most bytes at the peak,
+	// most first; nil when the trace recorded no stacks.
+	Sites []Site
+	// Phases mark where named parts of a workload start, in operation
+	// order; nil for traces, which record none.
+	Phases []Phase
+}
+
+// Phase is a named part of a workload that starts at operation Op and
+// lasts until the next one starts.
+type Phase struct {
+	Name string
+	Op   int
+}
+
+// PhaseAt names the phase operation op falls in ("" before the first).
+func PhaseAt(phases []Phase, op int) string {
+	name := ""
+	for _, p := range phases {
+		if p.Op > op {
+			break
+		}
+		name = p.Name
+	}
+	return name
+}
+
+// Site is one allocation site and what it held at the peak.
+type Site struct {
+	Frames string // the stack, innermost frame first, one per line
+	Bytes  uint64 // bytes requested by its allocations live at the peak
+	Count  int    // how many of its allocations were live
+}

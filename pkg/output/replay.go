@@ -1,0 +1,44 @@
+package output
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/htmlreport"
+	"github.com/gpumem/gpumem/pkg/report"
+)
+
+// ReplayFormats are the formats of a replay's report (gpumem replay and run). Each
+// is drawn by package report, one file per format there.
+var ReplayFormats = &Registry[*figures.Replay]{Kind: "The report of `replay` and `run`", Formats: []Format[*figures.Replay]{
+	{Table, "the summary for people, then the timeline chart (report/table.go, report/timeline.go)", RenderFunc[*figures.Replay](replayTable)},
+	{JSON, "the same with stable snake_case keys, `memory_stats` under PyTorch's names (report/json.go)",
+		RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, _ Options) error { return report.JSON(w, r) })},
+	{Markdown, "the summary as Markdown (report/markdown.go)",
+		RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, o Options) error { return report.Markdown(w, r, reportOptions(o)) })},
+	{TorchSummary, "PyTorch's own `torch.cuda.memory_summary()` text, byte for byte (report/torch.go)",
+		RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, _ Options) error {
+			return report.TorchSummary(w, r.Stats.Map(), r.Device, false)
+		})},
+}}
+
+func reportOptions(o Options) report.Options {
+	return report.Options{Color: o.Color, Warn: o.Warn, Alarm: o.Alarm}
+}
+
+func replayTable(w io.Writer, r *figures.Replay, o Options) error {
+	if err := report.Table(w, r, reportOptions(o)); err != nil {
+		return err
+	}
+	if len(r.Timeline) > 1 {
+		fmt.Fprintln(w)
+		return report.Timeline(w, r, reportOptions(o))
+	}
+	return nil
+}
+
+// ReplayHTML writes the self-contained HTML report of a replay.
+func ReplayHTML(w io.Writer, r *figures.Replay, d figures.Detail) error {
+	return htmlreport.Write(w, r, htmlreport.Extra{Detail: d})
+}

@@ -1,0 +1,20 @@
+package output
+
+import (
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/probe"
+)
+
+// Summary is what gpumem summary shows: the GPUs, and the allocator after
+// a workload or trace.
+type Summary struct {
+	System    *probe.System // nil when no GPU could be probed
+	Backend   string        // the allocator's backend: sim or cuda
+	Allocator *figures.Replay
+}
+
+// SummaryFormats are the formats of gpumem summary.
+var SummaryFormats = &Registry[*Summary]{Kind: "The report of `summary` (the GPUs, then the allocator)", Formats: []Format[*Summary]{
+	{Table, "the device table, then the allocator's summary (summary_table.go)", RenderFunc[*Summary](summaryTable)},
+	{JSON, "`devices` and `allocator` (the replay report's JSON) in one document (summary_json.go)", RenderFunc[*Summary](summaryJSON)},
+}}

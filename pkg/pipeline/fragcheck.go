@@ -1,0 +1,123 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/workload"
+)
+
+// Check runs the cases, at most jobs at once, checks each against its
+// budget with k, and returns the results in the cases' order. A case that
+// cannot run fails alone.
+func Check(ctx context.Context, cases []budget.Case, k *budget.Checker, jobs int) []budget.Result {
+	results := make([]budget.Result, len(cases))
+	sem := make(chan struct{}, jobs)
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := ctx.Err(); err != nil {
+				results[i] = k.Failed(c, err)
+				return
+			}
+			f, err := runCase(c)
+			if err != nil {
+				results[i] = k.Failed(c, err)
+				return
+			}
+			results[i] = k.Check(c, f)
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// runCase replays one case and returns its figures.
+func runCase(c budget.Case) (fig budget.Figures, err error) {
+	// One case's crash must not take the others' reports with it.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error replaying %s (please report it): %v", c.Source(), p)
+		}
+	}()
+	if c.Trace != "" {
+		return runTraceCase(c)
+	}
+	return runWorkloadCase(c)
+}
+
+func runTraceCase(c budget.Case) (budget.Figures, error) {
+	path := c.Path(c.Trace)
+	snap, err := openDevice(path, c.Device, nil)
+	if de := (*DeviceError)(nil); errors.As(err, &de) {
+		return budget.Figures{}, fmt.Errorf("%s: no trace for device %d (it has devices 0 to %d)", path, c.Device, de.Count-1)
+	}
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	o := caseOptions(c, RecordedConfig(snap.Settings), 0)
+	plan := replay.FromSnapshot(snap, c.Device)
+	res, err := replay.Run(plan, o)
+	if err != nil {
+		return budget.Figures{}, fmt.Errorf("replaying %s: %w", path, err)
+	}
+	return budget.FiguresOf(buildReport(c.Source(), o, res, plan, snap)), nil
+}
+
+func runWorkloadCase(c budget.Case) (budget.Figures, error) {
+	name := c.Workload
+	if !isBuiltin(name) {
+		name = c.Path(name)
+	}
+	w, err := workload.Lookup(name, c.Params)
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	o := caseOptions(c, nil, w.Limit)
+	res, err := replay.RunOps(w.Ops, nil, o)
+	if err != nil {
+		return budget.Figures{}, fmt.Errorf("running %s: %w", w.Name, err)
+	}
+	return budget.FiguresOf(buildReport(c.Source(), o, res, nil, nil)), nil
+}
+
+// caseOptions are the replay options of c: its settings over the
+// recorded ones (nil: PyTorch's defaults), on its must_fit card, or else
+// the card a workload names (limit; 0 = none), or else an unlimited one.
+func caseOptions(c budget.Case, recorded *alloc.Config, limit uint64) replay.Options {
+	cfg := alloc.DefaultConfig()
+	if recorded != nil {
+		cfg = *recorded
+	}
+	if c.Settings.AllocConf != nil {
+		cfg = *c.Settings.AllocConf
+	}
+	if c.Settings.Policy != "" {
+		cfg.Policy = c.Settings.Policy
+	}
+	o := replay.Options{Config: cfg, MemoryFraction: c.Settings.MemoryFraction}
+	card := c.Limits.MustFit
+	if card == 0 {
+		card = limit
+	}
+	if card > 0 {
+		o.Device, o.DeviceTotal = alloc.Sim(card), card
+	}
+	return o
+}
+
+func isBuiltin(name string) bool {
+	for _, b := range workload.Builtins() {
+		if b.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,116 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/trace"
+	"github.com/gpumem/gpumem/pkg/workload"
+)
+
+// Run is one replay of a source and its report.
+type Run struct {
+	Report *figures.Replay
+	// Notes are facts about the input worth telling on stderr, such as a
+	// trace cut short by its ring buffer.
+	Notes []string
+
+	plan *replay.Plan       // workloads: their ops alone
+	snap *trace.Snapshot    // nil for workloads
+	work *workload.Workload // nil for traces
+	opts replay.Options
+	res  *replay.Result
+}
+
+// Replay replays src under s and builds its report.
+func Replay(src Source, s Settings) (*Run, error) {
+	if src.Trace != "" {
+		return replayTrace(src, s)
+	}
+	lim := workload.DefaultLimits
+	if src.MaxOps > 0 {
+		lim.Ops, lim.OpsHint = src.MaxOps, "raise it with --max-ops"
+	}
+	// Open checks the workload without keeping its operations: Replay
+	// streams them to the allocator, so a long script needs no memory for
+	// them (Detail makes them when the HTML report needs them).
+	w, err := workload.Open(src.Workload, src.Params, lim)
+	if err != nil {
+		return nil, workloadErr(err)
+	}
+	o, err := s.options(nil)
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{plan: &replay.Plan{Ops: w.Ops}, work: w, opts: o}
+	if r.res, err = w.Replay(o); err != nil {
+		return nil, replayErr("running "+w.Name, err)
+	}
+	r.Report = buildReport(w.Name, o, r.res, r.plan, nil)
+	return r, nil
+}
+
+func replayTrace(src Source, s Settings) (*Run, error) {
+	path := src.Trace
+	snap, err := openDevice(path, src.Device, src.Progress)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.options(RecordedConfig(snap.Settings))
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{plan: replay.FromSnapshot(snap, src.Device), snap: snap, opts: o}
+	if r.plan.Truncated {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s starts after the program had allocated (a max_entries ring buffer): "+
+			"%d segments and %d live blocks were rebuilt from its final state; peaks cover the kept events only",
+			path, len(r.plan.Seeds), r.plan.Seeded))
+	}
+	snap.Traces = nil // the plan holds what the replay needs
+	if r.res, err = replay.Run(r.plan, o); err != nil {
+		return nil, replayErr("replaying "+path, err)
+	}
+	r.Report = buildReport(path, o, r.res, r.plan, snap)
+	r.Report.Device = src.Device
+	return r, nil
+}
+
+// Detail is what the HTML report adds to the report: the segments at the
+// peak, which takes a second replay stopped just after the peak operation,
+// the allocation sites live there when the trace recorded stacks, and a
+// workload's phases.
+func (r *Run) Detail() (figures.Detail, error) {
+	var d figures.Detail
+	if r.work != nil {
+		d.Phases = make([]figures.Phase, len(r.work.Phases))
+		for i, p := range r.work.Phases {
+			d.Phases[i] = figures.Phase{Name: p.Name, Op: p.Op}
+		}
+	}
+	if r.work != nil && r.work.Ops == nil {
+		if err := r.work.Materialize(); err != nil {
+			return d, workloadErr(err)
+		}
+		r.plan.Ops = r.work.Ops
+	}
+	n := min(r.res.Extra.PeakOp+1, len(r.plan.Ops))
+	if r.res.Done == 0 || n <= 0 {
+		return d, nil
+	}
+	o := r.opts
+	o.Points, o.Check = 0, false
+	upto := *r.plan // the same plan, seeds included, stopped after the peak
+	upto.Ops = r.plan.Ops[:n]
+	peak, err := replay.Run(&upto, o)
+	if err != nil {
+		doing := "replaying "
+		if r.work != nil {
+			doing = "running "
+		}
+		return d, fmt.Errorf("%s%s to its peak: %w", doing, r.Report.Source, err)
+	}
+	d.PeakSegments = segmentMaps(peak.Segments)
+	d.Sites = peakSites(r.plan, r.snap, n)
+	return d, nil
+}

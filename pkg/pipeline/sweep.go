@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/sweep"
+	"github.com/gpumem/gpumem/pkg/workload"
+)
+
+// SweepInput is what a sweep runs over and how.
+type SweepInput struct {
+	Source          // a trace or a workload; Params also go to Strategies
+	Strategies bool // compare the strategy-* built-in workloads instead
+	// Grid is the settings to replay under; nil is the default grid (with
+	// the trace's recorded settings). The defaults are always added.
+	Grid     []sweep.Setting
+	Cards    []uint64 // card sizes; none = an unlimited device
+	Fraction float64  // memory fraction of every card
+	Workers  int      // replays at once
+}
+
+// Sweep replays the input under every setting on every card.
+func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
+	rep := &sweep.Report{Cards: in.Cards, Fraction: in.Fraction}
+	var cases []sweep.Case
+	var err error
+	switch {
+	case in.Strategies:
+		cases, err = strategyCases(rep, in)
+	case in.Workload != "":
+		cases, err = workloadCases(rep, in)
+	default:
+		cases, err = traceCases(rep, in)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range cases {
+		cases[i].Setting.Fraction = in.Fraction
+	}
+	if rep.Rows, err = sweep.RunCases(ctx, cases, rep.Cards, in.Workers); err != nil {
+		return nil, fmt.Errorf("sweeping %s: %w", rep.Source, err)
+	}
+	if !rep.Compare && len(cases) > 0 && cases[0].Plan != nil {
+		rep.OfflinePeak = replay.OfflinePeak(cases[0].Plan.Ops)
+	}
+	return rep, nil
+}
+
+// withBaseline puts the defaults first when a given grid lacks them.
+func withBaseline(grid []sweep.Setting) []sweep.Setting {
+	if slices.ContainsFunc(grid, func(s sweep.Setting) bool { return s.IsDefault() && s.Settable() }) {
+		return grid
+	}
+	return append([]sweep.Setting{sweep.Defaults()}, grid...)
+}
+
+// onePlan makes a case of plan under each setting of grid.
+func onePlan(plan *replay.Plan, grid []sweep.Setting) []sweep.Case {
+	cases := make([]sweep.Case, 0, len(grid))
+	for _, s := range grid {
+		cases = append(cases, sweep.Case{Label: s.Label, Plan: plan, Setting: s})
+	}
+	return cases
+}
+
+func traceCases(rep *sweep.Report, in SweepInput) ([]sweep.Case, error) {
+	snap, err := openDevice(in.Trace, in.Device, in.Progress)
+	if err != nil {
+		return nil, err
+	}
+	plan := replay.FromSnapshot(snap, in.Device)
+	grid := in.Grid
+	if grid == nil {
+		grid = sweep.DefaultGrid(in.Fraction > 0)
+		// The settings the trace was recorded with, when they are not
+		// already in the grid.
+		if rec := RecordedConfig(snap.Settings); rec != nil && !slices.ContainsFunc(grid, func(s sweep.Setting) bool {
+			return sameConfig(s.Config, *rec)
+		}) {
+			grid = append(grid, sweep.Setting{Label: "recorded: " + rec.Text, Config: *rec})
+		}
+	}
+	rep.Source, rep.Ops, rep.Baseline = in.Trace, len(plan.Ops), sweep.DefaultsLabel
+	return onePlan(plan, withBaseline(grid)), nil
+}
+
+func sameConfig(a, b alloc.Config) bool {
+	a.Text, b.Text = "", ""
+	return a == b
+}
+
+func workloadCases(rep *sweep.Report, in SweepInput) ([]sweep.Case, error) {
+	w, err := LoadWorkload(in.Workload, in.Params)
+	if err != nil {
+		return nil, err
+	}
+	grid := in.Grid
+	if grid == nil {
+		grid = sweep.DefaultGrid(in.Fraction > 0)
+	}
+	if len(rep.Cards) == 0 && w.Limit > 0 {
+		rep.Cards = []uint64{w.Limit}
+		rep.LimitMsg = "the workload's own limit"
+	}
+	rep.Source, rep.Ops, rep.Baseline = w.Name, len(w.Ops), sweep.DefaultsLabel
+	for _, p := range w.Phases {
+		rep.Phases = append(rep.Phases, figures.Phase{Name: p.Name, Op: p.Op})
+	}
+	return onePlan(&replay.Plan{Ops: w.Ops}, withBaseline(grid)), nil
+}
+
+// strategyCases builds every strategy-* builtin, each under every setting
+// of the grid (the defaults when none is given). Params go to the
+// strategies that take them.
+func strategyCases(rep *sweep.Report, in SweepInput) ([]sweep.Case, error) {
+	grid := in.Grid
+	if grid == nil {
+		grid = []sweep.Setting{sweep.Defaults()}
+	}
+	var cases []sweep.Case
+	used := map[string]bool{}
+	for _, b := range workload.Builtins() {
+		if !strings.HasPrefix(b.Name, "strategy-") {
+			continue
+		}
+		mine := map[string]string{}
+		for _, p := range b.Params {
+			if v, ok := in.Params[p.Name]; ok {
+				mine[p.Name] = v
+				used[p.Name] = true
+			}
+		}
+		w, err := b.Build(mine)
+		if err != nil {
+			return nil, &Error{Kind: Usage, Err: err}
+		}
+		plan := &replay.Plan{Ops: w.Ops}
+		for _, s := range grid {
+			label := w.Name
+			if len(grid) > 1 {
+				label += " / " + s.Label
+			}
+			cases = append(cases, sweep.Case{Label: label, Plan: plan, Setting: s})
+		}
+		if rep.Baseline == "" || b.Name == "strategy-default" {
+			rep.Baseline = cases[len(cases)-len(grid)].Label
+		}
+	}
+	for k := range in.Params {
+		if !used[k] {
+			return nil, usage("--param %s: no strategy workload takes it", k)
+		}
+	}
+	if len(cases) == 0 {
+		return nil, errors.New("no strategy-* built-in workloads")
+	}
+	rep.Source, rep.Compare = "the strategy-* workloads", true
+	return cases, nil
+}

@@ -1,0 +1,75 @@
+package pipeline
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// progressFrom is the trace size from which reading it shows a progress
+// bar: smaller ones read in well under a second.
+const progressFrom = 64 << 20
+
+// OpenTrace reads a trace in any format. With progress set, a big one
+// shows a progress bar there, cleared when done. A file that cannot be
+// read is an Input error.
+func OpenTrace(path string, progress io.Writer) (*trace.Snapshot, error) {
+	snap, err := openTrace(path, progress)
+	if err != nil {
+		return nil, &Error{Kind: Input, Err: err}
+	}
+	return snap, nil
+}
+
+func openTrace(path string, progress io.Writer) (*trace.Snapshot, error) {
+	fi, err := os.Stat(path)
+	if err != nil || progress == nil || !fi.Mode().IsRegular() || fi.Size() < progressFrom {
+		return trace.Open(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	bar := progressbar.NewOptions64(fi.Size(),
+		progressbar.OptionSetWriter(progress),
+		progressbar.OptionSetDescription("reading "+path),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+	r := progressbar.NewReader(f, bar)
+	defer bar.Finish()
+	return trace.OpenReader(&r, path, fi.Size())
+}
+
+// DeviceError is a device index the trace has no events for.
+type DeviceError struct {
+	Path          string
+	Device, Count int // the index asked for; how many devices the trace has
+}
+
+func (e *DeviceError) Error() string {
+	return fmt.Sprintf("--device %d: %s has traces for devices 0 to %d", e.Device, e.Path, e.Count-1)
+}
+
+// openDevice opens a trace that must hold events for device: a trace
+// without any is an Input error, a device out of range a *DeviceError.
+func openDevice(path string, device int, progress io.Writer) (*trace.Snapshot, error) {
+	snap, err := OpenTrace(path, progress)
+	if err != nil {
+		return nil, err
+	}
+	if len(snap.Traces) == 0 {
+		return nil, &Error{Kind: Input, Err: fmt.Errorf("%s: the snapshot holds no allocation trace (record it with torch.cuda.memory._record_memory_history)", path)}
+	}
+	if device < 0 || device >= len(snap.Traces) {
+		return nil, &Error{Kind: Usage, Err: &DeviceError{Path: path, Device: device, Count: len(snap.Traces)}}
+	}
+	return snap, nil
+}

@@ -1,0 +1,27 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/gpumem/gpumem/pkg/figures"
+)
+
+// TorchOOMMessage is the message of the torch.OutOfMemoryError PyTorch
+// raises for o on the given device (spec §6.5). The per-process part, which
+// needs NVML, is left out, and gpumem has no private pools.
+func TorchOOMMessage(device int, o *figures.OOM) string {
+	allowed := ""
+	if o.Allowed > 0 {
+		allowed = figures.FormatSizeTorch(o.Allowed) + " allowed; "
+	}
+	unallocated := uint64(0)
+	if o.Reserved > o.Allocated {
+		unallocated = uint64(o.Reserved - o.Allocated)
+	}
+	return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "+
+		"%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. "+
+		"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
+		"See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
+		figures.FormatSizeTorch(o.AllocSize), device, figures.FormatSizeTorch(o.DeviceTotal), figures.FormatSizeTorch(o.DeviceFree),
+		allowed, figures.FormatSizeTorch(uint64(max(o.Allocated, 0))), figures.FormatSizeTorch(unallocated))
+}
