@@ -11,6 +11,7 @@ import (
 )
 
 type convertOpts struct {
+	invocation
 	to     string
 	device int
 }
@@ -36,6 +37,7 @@ segments; it does not carry stack traces or record_function annotations.`,
   gpumem convert snapshot.pickle gpu1.trace --device 1`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.invocation = invoked(cmd)
 			return runConvert(a, o, args[0], args[1])
 		},
 	}
@@ -49,7 +51,12 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 	if o.to != "text" {
 		return usageError{fmt.Errorf("--to: unknown format %q (want text)", o.to)}
 	}
-	snap, err := pipeline.OpenTrace(in, a.progress())
+	if out != "-" {
+		if err := checkOutput(out, in); err != nil {
+			return err
+		}
+	}
+	snap, err := pipeline.OpenTrace(o.ctx, in, a.progress())
 	if err != nil {
 		return err
 	}
@@ -59,7 +66,7 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 	if out == "-" {
 		return trace.WriteText(a.stdout, snap, o.device)
 	}
-	if err := writeFileAtomic(out, func(w io.Writer) error { return trace.WriteText(w, snap, o.device) }); err != nil {
+	if err := writeFile(o.ctx, out, []string{in}, func(w io.Writer) error { return trace.WriteText(w, snap, o.device) }); err != nil {
 		return err
 	}
 	events := 0

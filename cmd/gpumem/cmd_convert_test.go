@@ -88,7 +88,8 @@ func TestConvertErrors(t *testing.T) {
 		{[]string{"convert", bad, out}, exitUsage, "gpumem: error: " + bad + `:2: want "alloc ADDR SIZE"` + "\n"},
 		{[]string{"convert", fixture, out, "--to", "pickle"}, exitUsage, `gpumem: error: --to: unknown format "pickle" (want text)` + "\n"},
 		{[]string{"convert", fixture, out, "--device", "3"}, exitUsage, "gpumem: error: --device 3: " + fixture + " has traces for 1 devices\n"},
-		{[]string{"convert", fixture, filepath.Join(dir, "no", "such", "dir")}, exitFailure, "gpumem: error: open " + filepath.Join(dir, "no", "such")},
+		{[]string{"convert", fixture, filepath.Join(dir, "no", "such", "dir")}, exitFailure, "gpumem: error: writing " + filepath.Join(dir, "no", "such", "dir") + ": no such file or directory\n"},
+		{[]string{"convert", fixture, fixture}, exitUsage, "gpumem: error: " + fixture + " is also an input: refusing to overwrite it\n"},
 		{[]string{"convert", fixture}, exitUsage, "gpumem: error: accepts 2 arg(s), received 1\n"},
 	} {
 		code, _, errs := gpumem(t, c.args...)

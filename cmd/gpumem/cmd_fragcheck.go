@@ -210,6 +210,9 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 		k.Baseline = b
 	}
 
+	if err := checkOutput(o.html, append(caseInputs(cases), baseline)...); err != nil {
+		return err
+	}
 	results := pipeline.Check(o.ctx, cases, k, o.jobs)
 	if err := o.ctx.Err(); err != nil {
 		return err
@@ -217,7 +220,7 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	if o.updateBaseline {
 		b := budget.NewBaseline(results, old)
 		// replaced whole, so that an interrupted run never leaves half of one
-		if err := writeFileAtomic(baseline, func(w io.Writer) error { return budget.WriteBaseline(w, b) }); err != nil {
+		if err := writeFile(o.ctx, baseline, caseInputs(cases), func(w io.Writer) error { return budget.WriteBaseline(w, b) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stderr, "gpumem: wrote the baseline %s\n", baseline)
@@ -227,7 +230,8 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 		return err
 	}
 	if o.html != "" {
-		if err := writeHTML(a, o.html, func(w io.Writer) error { return output.FragcheckHTML(w, results) }); err != nil {
+		inputs := append(caseInputs(cases), baseline)
+		if err := writeHTML(a, o.invocation, o.html, inputs, func(w io.Writer) error { return output.FragcheckHTML(w, results) }); err != nil {
 			return err
 		}
 	}
@@ -415,4 +419,13 @@ func (z *sizeFlag) Set(s string) error {
 	}
 	*z = sizeFlag(n)
 	return nil
+}
+
+// caseInputs lists the files the cases read, which no output may replace.
+func caseInputs(cases []budget.Case) []string {
+	var in []string
+	for _, c := range cases {
+		in = append(in, c.Path(c.Trace), c.Path(c.Workload))
+	}
+	return in
 }

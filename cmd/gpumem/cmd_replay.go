@@ -60,21 +60,25 @@ func runReplay(a *app, o *replayOpts, path string) error {
 	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
 		return err
 	}
+	if err := checkOutput(o.html, path); err != nil {
+		return err
+	}
 	s := o.alloc.settings(o.invocation, o.backend)
 	s.Points, s.Check = 2000, o.check
-	run, err := pipeline.Replay(pipeline.Source{Trace: path, Device: o.device, Progress: a.progress()}, s)
+	run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: path, Device: o.device, Progress: a.progress()}, s)
 	if err != nil {
 		return err
 	}
 	for _, n := range run.Notes {
 		fmt.Fprintf(a.stderr, "gpumem: note: %s\n", n)
 	}
-	return renderReplay(a, o.output, run, output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm}, o.html)
+	return renderReplay(a, o.invocation, o.output, run, output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm}, o.html, path)
 }
 
 // renderReplay writes the report of a replay or run in format, and its
-// HTML report to path when one is given.
-func renderReplay(a *app, format string, run *pipeline.Run, opts output.Options, path string) error {
+// HTML report to path when one is given; input is the trace or script,
+// which path may not be.
+func renderReplay(a *app, in invocation, format string, run *pipeline.Run, opts output.Options, path, input string) error {
 	if err := output.ReplayFormats.Render(a.stdout, format, run.Report, opts); err != nil || path == "" {
 		return err
 	}
@@ -82,5 +86,5 @@ func renderReplay(a *app, format string, run *pipeline.Run, opts output.Options,
 	if err != nil {
 		return err
 	}
-	return writeHTML(a, path, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d) })
+	return writeHTML(a, in, path, []string{input}, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d) })
 }

@@ -62,6 +62,9 @@ func runWorkload(a *app, o *runOpts, name string) error {
 	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
 		return err
 	}
+	if err := checkOutput(o.html, name); err != nil {
+		return err
+	}
 	params, err := parseParams(o.params)
 	if err != nil {
 		return err
@@ -71,9 +74,9 @@ func runWorkload(a *app, o *runOpts, name string) error {
 	}
 	s := o.alloc.settings(o.invocation, o.backend)
 	s.Points = 2000
-	run, err := pipeline.Replay(pipeline.Source{Workload: name, Params: params, MaxOps: o.maxOps}, s)
+	run, err := pipeline.Replay(o.ctx, pipeline.Source{Workload: name, Params: params, MaxOps: o.maxOps}, s)
 	if err != nil {
 		return err
 	}
-	return renderReplay(a, o.output, run, output.Options{Color: a.color}, o.html)
+	return renderReplay(a, o.invocation, o.output, run, output.Options{Color: a.color}, o.html, name)
 }

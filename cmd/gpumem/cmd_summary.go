@@ -100,7 +100,7 @@ func runSummary(a *app, o *summaryOpts) error {
 	if o.traceFile == "" {
 		src = pipeline.Source{Workload: o.workload}
 	}
-	run, err := pipeline.Replay(src, o.alloc.settings(o.invocation, backend))
+	run, err := pipeline.Replay(o.ctx, src, o.alloc.settings(o.invocation, backend))
 	if err != nil {
 		return err
 	}

@@ -148,6 +148,9 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 	if trace {
 		in.Trace = args[0]
 	}
+	if err := checkOutput(o.html, in.Trace, in.Workload); err != nil {
+		return err
+	}
 	start := time.Now()
 	rep, err := pipeline.Sweep(o.ctx, in)
 	if err != nil {
@@ -160,7 +163,7 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 	if err := output.SweepFormats.Render(a.stdout, o.output, rep, output.Options{}); err != nil || o.html == "" {
 		return err
 	}
-	return writeHTML(a, o.html, func(w io.Writer) error { return output.SweepHTML(w, rep) })
+	return writeHTML(a, o.invocation, o.html, []string{in.Trace, in.Workload}, func(w io.Writer) error { return output.SweepHTML(w, rep) })
 }
 
 // parseCards reads --device-memory's comma-separated sizes.

@@ -2,61 +2,56 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+
+	"github.com/gpumem/gpumem/pkg/fileout"
 )
 
 // The files commands write besides stdout: --html reports, converted
 // traces, baselines.
 
-// writeHTML creates path, writes a report into it with write, and says so
-// on stderr.
-func writeHTML(a *app, path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--html: %w", err)
+// writeFile writes path through a temporary file beside it that replaces
+// path only once complete (pkg/fileout): a failed write, a full disk or an
+// interrupt leaves path as it was and nothing else behind. A path that is
+// one of the inputs is refused, so `replay x.pickle --html x.pickle`
+// cannot destroy the trace.
+func writeFile(ctx context.Context, path string, inputs []string, write func(io.Writer) error) error {
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	w := bufio.NewWriter(f)
-	err = write(w)
-	if err == nil {
-		err = w.Flush()
+	err := fileout.Write(path, inputs, func(f io.Writer) error {
+		w := bufio.NewWriterSize(fileout.Writer(ctx, f), 1<<20)
+		if err := write(w); err != nil {
+			return err
+		}
+		return w.Flush()
+	})
+	if errors.Is(err, fileout.ErrIsInput) {
+		return usageError{err}
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	return err
+}
+
+// writeHTML writes an HTML report to path and says so on stderr.
+func writeHTML(a *app, in invocation, path string, inputs []string, write func(io.Writer) error) error {
+	if err := writeFile(in.ctx, path, inputs, write); err != nil {
+		return err
 	}
 	fmt.Fprintf(a.stderr, "gpumem: wrote %s\n", path)
 	return nil
 }
 
-// writeFileAtomic writes path through a temporary file in the same folder,
-// so a failed write never leaves a partial file behind.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
+// checkOutput refuses, before any work, an output path that is one of the
+// inputs ("" = no output).
+func checkOutput(path string, inputs ...string) error {
+	if path == "" {
+		return nil
 	}
-	defer os.Remove(f.Name()) // fails harmlessly once renamed
-	w := bufio.NewWriterSize(f, 1<<20)
-	err = f.Chmod(0o644) // CreateTemp makes it private
-	if err == nil {
-		err = write(w)
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	if err := fileout.NotAnInput(path, inputs...); err != nil {
+		return usageError{err}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"html/template"
 	"os"
@@ -176,8 +177,39 @@ func TestHTMLUnwritable(t *testing.T) {
 		{"fragcheck", "--workload", "frag-demo"},
 	} {
 		_, errs, code := gm(t, append(args, "--html", path)...)
-		if code == 0 || !strings.Contains(errs, "--html: ") {
+		if code != exitFailure || !strings.Contains(errs, "gpumem: error: writing "+path+": no such file or directory") {
 			t.Errorf("gpumem %v --html into a missing directory: exit %d, %s", args, code, errs)
 		}
+	}
+}
+
+// An --html path that is the input itself is refused before anything is
+// written, and the input stays whole.
+func TestHTMLOverInputRefused(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "seed_frag.pickle")
+	orig, err := os.ReadFile(filepath.Join("..", "..", "testdata", "pytorch", "seed_frag.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(trace, orig, 0o644)
+	script := filepath.Join(dir, "w.gpumem")
+	os.WriteFile(script, []byte("alloc a 1MiB\nfree a\n"), 0o644)
+	for _, args := range [][]string{
+		{"replay", trace, "--html", filepath.Join(dir, ".", "seed_frag.pickle")},
+		{"run", script, "--html", script},
+		{"sweep", trace, "--grid", "defaults", "--html", trace},
+		{"fragcheck", trace, "--html", trace},
+	} {
+		_, errs, code := gm(t, args...)
+		if code != exitUsage || !strings.Contains(errs, "is also an input: refusing to overwrite it") {
+			t.Errorf("gpumem %v: exit %d, %s", args, code, errs)
+		}
+	}
+	if now, _ := os.ReadFile(trace); !bytes.Equal(now, orig) {
+		t.Error("the trace changed")
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 2 {
+		t.Errorf("files left: %v", es)
 	}
 }

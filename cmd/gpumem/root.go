@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/mattn/go-isatty"
@@ -26,11 +27,12 @@ import (
 
 // Exit codes, documented in the root command's help and the README.
 const (
-	exitOK        = 0
-	exitFailure   = 1 // a budget exceeded (fragcheck) or a runtime failure
-	exitUsage     = 2 // bad flags, arguments or input files
-	exitNoGPU     = 3 // --require-gpu and no usable GPU
-	exitInterrupt = 130
+	exitOK         = 0
+	exitFailure    = 1   // a budget exceeded (fragcheck) or a runtime failure
+	exitUsage      = 2   // bad flags, arguments or input files
+	exitNoGPU      = 3   // --require-gpu and no usable GPU
+	exitInterrupt  = 130 // SIGINT (Ctrl-C)
+	exitTerminated = 143 // SIGTERM
 )
 
 // app is what every command shares: the streams and the terminal facts.
@@ -97,7 +99,7 @@ EXIT STATUS
   1  runtime failure, or a memory budget exceeded (fragcheck)
   2  usage error or bad input file
   3  --require-gpu given and no usable GPU
-  130 interrupted`,
+  130 interrupted (Ctrl-C); 143 terminated (SIGTERM)`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		DisableAutoGenTag: true,
@@ -133,10 +135,59 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(stderr)
 	defer stop()
 	err := root.ExecuteContext(ctx)
-	return printError(stderr, err)
+	code := printError(stderr, err)
+	if code == exitInterrupt && errors.Is(context.Cause(ctx), errTerminated) {
+		code = exitTerminated
+	}
+	return code
+}
+
+// Interrupts. SIGINT or SIGTERM cancels the context every command runs
+// under: trace decoding, replays (between batches of operations) and file
+// writes check it, remove their temporary files and return, and gpumem
+// exits 130 (143 for SIGTERM). Should a command not return within
+// stopGrace, or a second signal come, the process exits at once.
+var (
+	errInterrupted = errors.New("interrupted")
+	errTerminated  = errors.New("terminated")
+)
+
+const stopGrace = 2 * time.Second
+
+func interruptible(stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+		case <-done:
+			return
+		}
+		cause, code := errInterrupted, exitInterrupt
+		if sig == syscall.SIGTERM {
+			cause, code = errTerminated, exitTerminated
+		}
+		cancel(cause)
+		select {
+		case <-sigs:
+		case <-time.After(stopGrace):
+		case <-done:
+			return
+		}
+		fmt.Fprintln(stderr, "gpumem: interrupted")
+		os.Exit(code)
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
 }
 
 // printError prints err by the rules above and maps it to an exit code.

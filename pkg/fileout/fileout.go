@@ -28,7 +28,7 @@ type File struct {
 // inputs (the same file, by device and inode, however it is spelled), so
 // `replay x.pickle --html x.pickle` cannot destroy the trace.
 func Create(path string, inputs ...string) (*File, error) {
-	if err := notAnInput(path, inputs); err != nil {
+	if err := NotAnInput(path, inputs...); err != nil {
 		return nil, err
 	}
 	dir, base := filepath.Split(path)
@@ -37,7 +37,7 @@ func Create(path string, inputs ...string) (*File, error) {
 	}
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, unwrapPath(err))
+		return nil, fmt.Errorf("writing %s: %w", path, unwrapPath(err))
 	}
 	return &File{File: tmp, path: path}, nil
 }
@@ -66,7 +66,7 @@ func (f *File) Commit() error {
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return fmt.Errorf("%s: %w", f.path, unwrapPath(err))
+		return fmt.Errorf("writing %s: %w", f.path, unwrapPath(err))
 	}
 	return nil
 }
@@ -98,7 +98,9 @@ func Write(path string, inputs []string, write func(io.Writer) error) error {
 // ErrIsInput is returned for an output path that is one of the inputs.
 var ErrIsInput = errors.New("is also an input: refusing to overwrite it")
 
-func notAnInput(path string, inputs []string) error {
+// NotAnInput fails with ErrIsInput when path names one of inputs, for
+// commands that check their output paths before doing any work.
+func NotAnInput(path string, inputs ...string) error {
 	out, err := os.Stat(path)
 	if err != nil {
 		return nil // a new file is no input
@@ -139,4 +141,21 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// Writer returns w, which fails with ctx's error once ctx is done: a long
+// write stops at its next call after an interrupt, and Write then throws
+// the temporary file away.
+func Writer(ctx context.Context, w io.Writer) io.Writer { return ctxWriter{ctx, w} }
+
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }

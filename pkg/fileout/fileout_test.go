@@ -90,3 +90,24 @@ func onlyFiles(t *testing.T, dir string, want ...string) {
 		t.Errorf("files %v, want %v", got, want)
 	}
 }
+
+// An interrupt during a write leaves neither the file nor a temporary.
+func TestWriterStopsAndCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	err := Write(filepath.Join(dir, "big.html"), nil, func(w io.Writer) error {
+		cw := Writer(ctx, w)
+		for i := 0; ; i++ {
+			if i == 3 {
+				cancel()
+			}
+			if _, err := io.WriteString(cw, "chunk"); err != nil {
+				return err
+			}
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	onlyFiles(t, dir)
+}

@@ -27,7 +27,7 @@ func Check(ctx context.Context, cases []budget.Case, k *budget.Checker, jobs int
 				results[i] = k.Failed(c, err)
 				return
 			}
-			f, err := runCase(c)
+			f, err := runCase(ctx, c)
 			if err != nil {
 				results[i] = k.Failed(c, err)
 				return
@@ -40,7 +40,7 @@ func Check(ctx context.Context, cases []budget.Case, k *budget.Checker, jobs int
 }
 
 // runCase replays one case and returns its figures.
-func runCase(c budget.Case) (fig budget.Figures, err error) {
+func runCase(ctx context.Context, c budget.Case) (fig budget.Figures, err error) {
 	// One case's crash must not take the others' reports with it.
 	defer func() {
 		if p := recover(); p != nil {
@@ -48,14 +48,14 @@ func runCase(c budget.Case) (fig budget.Figures, err error) {
 		}
 	}()
 	if c.Trace != "" {
-		return runTraceCase(c)
+		return runTraceCase(ctx, c)
 	}
 	return runWorkloadCase(c)
 }
 
-func runTraceCase(c budget.Case) (budget.Figures, error) {
+func runTraceCase(ctx context.Context, c budget.Case) (budget.Figures, error) {
 	path := c.Path(c.Trace)
-	snap, err := openDevice(path, c.Device, nil)
+	snap, err := openDevice(ctx, path, c.Device, nil)
 	if de := (*DeviceError)(nil); errors.As(err, &de) {
 		return budget.Figures{}, fmt.Errorf("%s: no trace for device %d (it has devices 0 to %d)", path, c.Device, de.Count-1)
 	}

@@ -115,7 +115,7 @@ func TestNoAllocationTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := path + ": the snapshot holds no allocation trace (record it with torch.cuda.memory._record_memory_history)"
-	_, err := Replay(Source{Trace: path}, Settings{Policy: "pytorch"})
+	_, err := Replay(context.Background(), Source{Trace: path}, Settings{Policy: "pytorch"})
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Kind != Input || err.Error() != want {
 		t.Errorf("Replay: %v, want an Input error %q", err, want)

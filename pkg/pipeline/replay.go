@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gpumem/gpumem/pkg/figures"
@@ -23,12 +24,14 @@ type Run struct {
 	res  *replay.Result
 }
 
-// Replay replays src under s and builds its report.
-func Replay(src Source, s Settings) (*Run, error) {
+// Replay replays src under s and builds its report. Once ctx is done it
+// stops, with ctx's error, wherever it is.
+func Replay(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if src.Trace != "" {
-		return replayTrace(src, s)
+		return replayTrace(ctx, src, s)
 	}
 	lim := workload.DefaultLimits
+	lim.Context = ctx
 	if src.MaxOps > 0 {
 		lim.Ops, lim.OpsHint = src.MaxOps, "raise it with --max-ops"
 	}
@@ -43,6 +46,7 @@ func Replay(src Source, s Settings) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.Context = ctx
 	r := &Run{plan: &replay.Plan{Ops: w.Ops}, work: w, opts: o}
 	if r.res, err = w.Replay(o); err != nil {
 		return nil, replayErr("running "+w.Name, err)
@@ -51,9 +55,9 @@ func Replay(src Source, s Settings) (*Run, error) {
 	return r, nil
 }
 
-func replayTrace(src Source, s Settings) (*Run, error) {
+func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	path := src.Trace
-	snap, err := openDevice(path, src.Device, src.Progress)
+	snap, err := openDevice(ctx, path, src.Device, src.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +65,7 @@ func replayTrace(src Source, s Settings) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.Context = ctx
 	r := &Run{plan: replay.FromSnapshot(snap, src.Device), snap: snap, opts: o}
 	if r.plan.Truncated {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s starts after the program had allocated (a max_entries ring buffer): "+

@@ -37,7 +37,7 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	case in.Workload != "":
 		cases, err = workloadCases(rep, in)
 	default:
-		cases, err = traceCases(rep, in)
+		cases, err = traceCases(ctx, rep, in)
 	}
 	if err != nil {
 		return nil, err
@@ -71,8 +71,8 @@ func onePlan(plan *replay.Plan, grid []sweep.Setting) []sweep.Case {
 	return cases
 }
 
-func traceCases(rep *sweep.Report, in SweepInput) ([]sweep.Case, error) {
-	snap, err := openDevice(in.Trace, in.Device, in.Progress)
+func traceCases(ctx context.Context, rep *sweep.Report, in SweepInput) ([]sweep.Case, error) {
+	snap, err := openDevice(ctx, in.Trace, in.Device, in.Progress)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -17,25 +19,34 @@ const progressFrom = 64 << 20
 
 // OpenTrace reads a trace in any format. With progress set, a big one
 // shows a progress bar there, cleared when done. A file that cannot be
-// read is an Input error.
-func OpenTrace(path string, progress io.Writer) (*trace.Snapshot, error) {
-	snap, err := openTrace(path, progress)
+// read is an Input error; once ctx is done, reading stops with ctx's error.
+func OpenTrace(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, error) {
+	snap, err := openTrace(ctx, path, progress)
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, cerr
+	}
 	if err != nil {
 		return nil, &Error{Kind: Input, Err: err}
 	}
 	return snap, nil
 }
 
-func openTrace(path string, progress io.Writer) (*trace.Snapshot, error) {
-	fi, err := os.Stat(path)
-	if err != nil || progress == nil || !fi.Mode().IsRegular() || fi.Size() < progressFrom {
-		return trace.Open(path)
-	}
+func openTrace(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	size := int64(-1)
+	fi, err := f.Stat()
+	if err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	// The decoders stop at their next read after an interrupt.
+	in := fileout.Reader(ctx, f)
+	if progress == nil || size < progressFrom {
+		return trace.OpenReader(in, path, size)
+	}
 	bar := progressbar.NewOptions64(fi.Size(),
 		progressbar.OptionSetWriter(progress),
 		progressbar.OptionSetDescription("reading "+path),
@@ -43,7 +54,7 @@ func openTrace(path string, progress io.Writer) (*trace.Snapshot, error) {
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(),
 	)
-	r := progressbar.NewReader(f, bar)
+	r := progressbar.NewReader(in, bar)
 	defer bar.Finish()
 	return trace.OpenReader(&r, path, fi.Size())
 }
@@ -60,8 +71,8 @@ func (e *DeviceError) Error() string {
 
 // openDevice opens a trace that must hold events for device: a trace
 // without any is an Input error, a device out of range a *DeviceError.
-func openDevice(path string, device int, progress io.Writer) (*trace.Snapshot, error) {
-	snap, err := OpenTrace(path, progress)
+func openDevice(ctx context.Context, path string, device int, progress io.Writer) (*trace.Snapshot, error) {
+	snap, err := OpenTrace(ctx, path, progress)
 	if err != nil {
 		return nil, err
 	}

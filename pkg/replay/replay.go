@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"context"
+
 	"github.com/gpumem/gpumem/pkg/alloc"
 )
 
@@ -17,6 +19,9 @@ type Options struct {
 	Points int
 	// Check runs the invariant checker after every operation.
 	Check bool
+	// Context, when set, stops a replay between batches of operations
+	// once it is done (an interrupt); Run then returns its error.
+	Context context.Context
 }
 
 // Result is what a replay ended with.
@@ -68,7 +73,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options) (*Result, erro
 	if o.Points > 0 && len(ops) > 0 {
 		tl = alloc.NewTimeline(len(ops), o.Points)
 	}
-	res, err := a.Run(ops, 0, tl)
+	res, err := RunBatches(o.Context, a, ops, 0, tl)
 	if err != nil {
 		return nil, err
 	}
@@ -88,4 +93,31 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options) (*Result, erro
 		}
 	}
 	return r, nil
+}
+
+// Batch is how many operations a replay hands the allocator at once when
+// it must stay interruptible: about 5 ms of work, so an interrupt is
+// answered at once while each cgo call still carries plenty.
+const Batch = 1 << 16
+
+// RunBatches runs ops on a from op index base, Batch at a time, checking
+// ctx (nil = never done) between batches; it stops at an out-of-memory as
+// a.Run does.
+func RunBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Timeline) (alloc.Result, error) {
+	if ctx == nil {
+		return a.Run(ops, base, tl)
+	}
+	var total alloc.Result
+	for start := 0; start < len(ops); start += Batch {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		res, err := a.Run(ops[start:min(start+Batch, len(ops))], base+start, tl)
+		total.Done += res.Done
+		total.OOM = res.OOM
+		if err != nil || res.OOM != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 )
@@ -22,6 +23,9 @@ type Limits struct {
 	// OpsHint, when set, is appended to the error for too many operations
 	// or steps: how the user raises Ops ("raise it with --max-ops").
 	OpsHint string
+	// Context, when set, ends the check that Open runs once it is done
+	// (an interrupt), with its error.
+	Context context.Context
 }
 
 // DefaultLimits are generous for real workloads: a transformer training

@@ -54,7 +54,12 @@ func open(name string, r io.Reader, params map[string]string, lim Limits) (*Work
 	if err != nil {
 		return nil, err
 	}
-	b := prog.builder(func([]alloc.Op) error { return nil })
+	b := prog.builder(func([]alloc.Op) error {
+		if lim.Context != nil {
+			return lim.Context.Err()
+		}
+		return nil
+	})
 	if err := prog.run(b); err != nil {
 		return nil, err
 	}

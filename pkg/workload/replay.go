@@ -36,6 +36,10 @@ func (w *Workload) Replay(o replay.Options) (*replay.Result, error) {
 		runErr error // the allocator's, kept apart from the script's
 	)
 	b := w.prog.builder(func(ops []alloc.Op) error {
+		if o.Context != nil && o.Context.Err() != nil {
+			runErr = o.Context.Err()
+			return errStop
+		}
 		res, err := a.Run(ops, done, tl)
 		done += res.Done
 		if err != nil {
