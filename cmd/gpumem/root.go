@@ -117,6 +117,7 @@ EXIT STATUS
 		newSweepCmd(a),
 		newConvertCmd(a),
 		newRecordCmd(a),
+		newExporterCmd(a),
 	)
 	return root
 }
