@@ -9,6 +9,9 @@
 #
 # Installs Debian's prometheus package when /usr/bin/prometheus is missing
 # (needs root and the network); skips, saying so, when it cannot.
+#
+# The pid_NAME variables are set by writer() through printf -v.
+# shellcheck disable=SC2154
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=1
@@ -73,7 +76,7 @@ interval=1
 writer() {
   FAKE_TRUTH=$2 FAKE_DEVICE=$3 RANK=$4 GPUMEM_JOB=$5 GPUMEM_SPOOL=$spool PYTHONPATH="$tmp/fake:scripts" \
     "$py" -c "import gpumem_spool, time; gpumem_spool.start(interval=$interval); time.sleep(600)" &
-  pids+=($!)
+  pids+=("$!")
   printf -v "pid_$1" %s $!
 }
 echo "== six training processes writing the spool"
@@ -87,7 +90,7 @@ writer stopped testdata/pytorch/seed_frag.truth.json 5 "" ""
 port=$(free_port)
 "$tmp/gpumem" exporter --listen "127.0.0.1:$port" --spool "$spool" --textfile "$textfile" --interval ${interval}s \
   2>"$tmp/exporter.log" &
-pids+=($!)
+pids+=("$!")
 
 pport=$(free_port)
 cat >"$tmp/prometheus.yml" <<EOF
@@ -103,7 +106,7 @@ scrape_configs:
 EOF
 /usr/bin/prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
   --web.listen-address="127.0.0.1:$pport" >"$tmp/prometheus.log" 2>&1 &
-pids+=($!)
+pids+=("$!")
 echo "== $(/usr/bin/prometheus --version 2>&1 | head -1), scraping the exporter every second"
 
 api="http://127.0.0.1:$pport/api/v1"
