@@ -83,10 +83,20 @@ def _largest_free_block(torch, device):
     return largest
 
 
+def _pid_namespace():
+    """The inode of our pid namespace: the exporter trusts our pid only when
+    it looks into the same one (not from inside another container)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 def record(torch, device, rank=None, job="", interval=DEFAULT_INTERVAL, largest_free_block=True):
     """One spool record of the current statistics of `device`."""
     rec = {
         "pid": os.getpid(),
+        "pidns": _pid_namespace(),
         "rank": rank,
         "device": device,
         "uuid": _uuid(torch, device),

@@ -33,6 +33,9 @@ type Options struct {
 	// nil means the real ones.
 	Now   func() time.Time
 	Alive func(pid int) bool
+	// PIDNamespace is the inode of the pid namespace Alive looks into;
+	// 0 means this process's, read from /proc/self/ns/pid.
+	PIDNamespace uint64
 	// Warn receives one line per problem worth telling (NVML gone, a bad
 	// spool file), once per occurrence rather than once per scrape.
 	Warn func(string)
@@ -66,13 +69,16 @@ func New(o Options) (*Exporter, error) {
 	if o.Hostname == "" {
 		o.Hostname, _ = os.Hostname()
 	}
+	if o.PIDNamespace == 0 {
+		o.PIDNamespace = ownPIDNamespace()
+	}
 	e := &Exporter{reg: prometheus.NewRegistry(), lib: o.NVML}
 	if e.lib == nil {
 		e.lib = nvml.New()
 	}
 	e.heldNVML = e.lib.Init() == nvml.SUCCESS
 	dev := newDeviceCollector(e.lib, o.ProcName, o.Hostname, o.Warn)
-	sp := newSpoolCollector(&spoolReader{dir: o.Spool, interval: o.Interval, now: o.Now, alive: o.Alive},
+	sp := newSpoolCollector(&spoolReader{dir: o.Spool, interval: o.Interval, now: o.Now, alive: o.Alive, pidns: o.PIDNamespace},
 		e.lib, o.Hostname, o.Warn)
 	if err := e.reg.Register(dev); err != nil {
 		return nil, err
@@ -115,6 +121,15 @@ func (e *Exporter) WriteTextfile(dir string) error {
 func pidAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// ownPIDNamespace is the inode of this process's pid namespace, or 0.
+func ownPIDNamespace() uint64 {
+	var st syscall.Stat_t
+	if syscall.Stat("/proc/self/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // DefaultSpool is the spool folder when none is given: $GPUMEM_SPOOL,

@@ -100,7 +100,7 @@ func newTest(t *testing.T, lib nvml.Interface, alive func(int) bool) (*Exporter,
 	if alive == nil {
 		alive = func(int) bool { return true }
 	}
-	e, err := New(Options{NVML: lib, ProcName: procNames, Spool: dir, Interval: 10 * time.Second,
+	e, err := New(Options{NVML: lib, ProcName: procNames, Spool: dir, Interval: 10 * time.Second, PIDNamespace: 4026531836,
 		Hostname: "node7", Now: func() time.Time { return clock }, Alive: alive,
 		Warn: func(s string) { warnings = append(warnings, s) }})
 	if err != nil {
@@ -257,7 +257,7 @@ func value(t *testing.T, e *Exporter, name string, labels ...string) float64 {
 
 func TestSpool(t *testing.T) {
 	lib, _ := twoGPUs()
-	e, dir, warnings := newTest(t, lib, func(pid int) bool { return pid != 5000 })
+	e, dir, warnings := newTest(t, lib, func(pid int) bool { return pid != 5000 && pid != 5003 })
 
 	r := record(4242, 0, uuid1) // CUDA_VISIBLE_DEVICES=1: device 0 is NVML's gpu 1
 	r["job"] = "llm-7"
@@ -266,6 +266,9 @@ func TestSpool(t *testing.T) {
 	r["rank"], r["largest_free_block"] = nil, 500*mib
 	writeRecord(t, dir, r)
 	writeRecord(t, dir, record(5000, 0, uuid0)) // exited
+	r = record(5003, 0, uuid0)
+	r["pidns"] = 4026532000 // in a container: pid 5003 there is not pid 5003 here
+	writeRecord(t, dir, r)
 	r = record(5001, 0, uuid0)
 	r["time"] = float64(clock.Unix()) - 31 // over three of the exporter's 10 s intervals
 	writeRecord(t, dir, r)
@@ -285,11 +288,13 @@ func TestSpool(t *testing.T) {
 # TYPE gpumem_torch_reserved_bytes gauge
 gpumem_torch_reserved_bytes{UUID="",gpu="0",hostname="node7",hpc_job="",pid="4300",rank=""} 1.930428416e+10
 gpumem_torch_reserved_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5002",rank="3"} 1.930428416e+10
+gpumem_torch_reserved_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5003",rank="3"} 1.930428416e+10
 gpumem_torch_reserved_bytes{UUID="GPU-55555555-6666-7777-8888-999999999999",gpu="1",hostname="node7",hpc_job="llm-7",pid="4242",rank="3"} 1.930428416e+10
 # HELP gpumem_torch_inactive_split_peak_bytes Free memory inside split blocks (unusable for larger requests), peak since start or reset, in bytes.
 # TYPE gpumem_torch_inactive_split_peak_bytes gauge
 gpumem_torch_inactive_split_peak_bytes{UUID="",gpu="0",hostname="node7",hpc_job="",pid="4300",rank=""} 4.54046208e+09
 gpumem_torch_inactive_split_peak_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5002",rank="3"} 4.54046208e+09
+gpumem_torch_inactive_split_peak_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5003",rank="3"} 4.54046208e+09
 gpumem_torch_inactive_split_peak_bytes{UUID="GPU-55555555-6666-7777-8888-999999999999",gpu="1",hostname="node7",hpc_job="llm-7",pid="4242",rank="3"} 4.54046208e+09
 # HELP gpumem_torch_largest_free_block_ratio Largest free block in the cache over all free cached memory (reserved - active); 1 is unfragmented.
 # TYPE gpumem_torch_largest_free_block_ratio gauge
@@ -298,10 +303,11 @@ gpumem_torch_largest_free_block_ratio{UUID="",gpu="0",hostname="node7",hpc_job="
 # TYPE gpumem_torch_device_allocs_total counter
 gpumem_torch_device_allocs_total{UUID="",gpu="0",hostname="node7",hpc_job="",pid="4300",rank=""} 237
 gpumem_torch_device_allocs_total{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5002",rank="3"} 237
+gpumem_torch_device_allocs_total{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5003",rank="3"} 237
 gpumem_torch_device_allocs_total{UUID="GPU-55555555-6666-7777-8888-999999999999",gpu="1",hostname="node7",hpc_job="llm-7",pid="4242",rank="3"} 237
 # HELP gpumem_spool_processes Processes whose allocator metrics are exported.
 # TYPE gpumem_spool_processes gauge
-gpumem_spool_processes 3
+gpumem_spool_processes 4
 # HELP gpumem_spool_removed_files_total Spool files removed: their process exited, or it stopped writing for three intervals.
 # TYPE gpumem_spool_removed_files_total counter
 gpumem_spool_removed_files_total{reason="exited"} 1

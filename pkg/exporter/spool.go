@@ -25,6 +25,10 @@ type Record struct {
 	Job      string  `json:"job"`    // scheduler job id or name, optional
 	Time     float64 `json:"time"`   // Unix seconds of the snapshot
 	Interval float64 `json:"interval"`
+	// PIDNamespace is the inode of the writer's /proc/self/ns/pid; 0 when
+	// not written. A pid from another namespace (a container) means
+	// nothing here, so such a record expires by age alone.
+	PIDNamespace uint64 `json:"pidns"`
 	// LargestFreeBlock is the largest inactive block in the cache, in
 	// bytes; absent when the writer did not look at the segments.
 	LargestFreeBlock *int64             `json:"largest_free_block"`
@@ -71,6 +75,7 @@ type spoolReader struct {
 	interval time.Duration
 	now      func() time.Time
 	alive    func(pid int) bool
+	pidns    uint64 // the exporter's pid namespace; 0 if unknown
 	seenBad  map[fileKey]bool
 }
 
@@ -105,7 +110,7 @@ func (r *spoolReader) read() (spoolResult, error) {
 			continue
 		}
 		switch {
-		case !r.alive(rec.PID):
+		case r.samePIDNamespace(rec) && !r.alive(rec.PID):
 			res.exited++
 			os.Remove(path)
 		case r.stale(rec):
@@ -118,6 +123,11 @@ func (r *spoolReader) read() (spoolResult, error) {
 	r.seenBad = bad // forget files that were fixed or removed
 	slices.SortFunc(res.records, func(a, b Record) int { return a.PID - b.PID })
 	return res, nil
+}
+
+// samePIDNamespace says whether the record's pid can be looked up here.
+func (r *spoolReader) samePIDNamespace(rec Record) bool {
+	return rec.PIDNamespace == 0 || r.pidns == 0 || rec.PIDNamespace == r.pidns
 }
 
 // stale says whether a record is older than three intervals, the

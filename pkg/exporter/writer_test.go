@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,9 +64,8 @@ func TestPythonWriters(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			buf := make([]byte, 6)
-			if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
-				t.Fatalf("writer did not start: %q %v", buf, err)
+			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+				t.Fatalf("writer did not start: %q %v", line, err)
 			}
 			pid := cmd.Process.Pid
 
@@ -98,6 +98,9 @@ func TestPythonWriters(t *testing.T) {
 				if got := value(t, e, w.name, labels...); got != w.want {
 					t.Errorf("%s = %g, want %g", w.name, got, w.want)
 				}
+			}
+			if rec, err := readRecord(path, 0); err != nil || rec.PIDNamespace != ownPIDNamespace() {
+				t.Errorf("the record's pid namespace is %d (%v), this process's %d", rec.PIDNamespace, err, ownPIDNamespace())
 			}
 			if c.largest {
 				// 4 MiB of the 5 MiB free in device 0's cache are one block.

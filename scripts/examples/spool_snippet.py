@@ -6,6 +6,7 @@ def _gpumem_spool(every=15.0, dev=torch.cuda.current_device(), pid=os.getpid()):
     os.makedirs(d, 0o700, exist_ok=True); path = f"{d}/{pid}.json"
     while True:
         rec = {"pid": pid, "rank": int(os.environ.get("RANK", 0)), "device": dev, "time": time.time(), "interval": every,
+               "pidns": os.stat("/proc/self/ns/pid").st_ino,
                "uuid": f"GPU-{torch.cuda.get_device_properties(dev).uuid}", "memory_stats": torch.cuda.memory_stats(dev)}
         with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f: json.dump(rec, f)
         os.replace(path + ".tmp", path); time.sleep(every)
