@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -282,7 +283,7 @@ func (c *spoolCollector) tell(msg string) {
 // the devices inside the process. UUIDs NVML does not know are left out.
 func (c *spoolCollector) gpuIndexes(recs []Record) map[string]string {
 	m := make(map[string]string)
-	if c.lib.Init() != nvml.SUCCESS {
+	if !slices.ContainsFunc(recs, func(r Record) bool { return r.UUID != "" }) || c.lib.Init() != nvml.SUCCESS {
 		return m
 	}
 	defer c.lib.Shutdown()
