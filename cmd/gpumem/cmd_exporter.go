@@ -25,7 +25,7 @@ type exporterOpts struct {
 func newExporterCmd(a *app) *cobra.Command {
 	o := &exporterOpts{}
 	cmd := &cobra.Command{
-		Use:   "exporter [--listen :9400] [--spool DIR] [--textfile DIR] [--interval 15s]",
+		Use:   "exporter",
 		Short: "Serve Prometheus metrics of the GPUs and of opted-in PyTorch processes",
 		Long: `exporter serves Prometheus metrics of this machine's GPUs, with
 dcgm-exporter's names, units and labels (DCGM_FI_DEV_FB_USED and so on, in
