@@ -160,6 +160,7 @@ type spoolCollector struct {
 	malformedDesc, removedDesc     *prometheus.Desc
 	processes, spoolUp             *prometheus.Desc
 	malformed, removedExit, stales float64 // running totals of the counters
+	lastErr                        string  // told once, not every scrape
 }
 
 // statGauge is a gauge copied from one memory_stats key.
@@ -216,11 +217,14 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res, err := c.r.read()
-	up := 1.0
+	up, msg := 1.0, ""
 	if err != nil {
-		up = 0
-		c.tell(fmt.Sprintf("spool: %v", err))
+		up, msg = 0, fmt.Sprintf("spool: %v", err)
 	}
+	if msg != c.lastErr && msg != "" {
+		c.tell(msg)
+	}
+	c.lastErr = msg
 	for _, m := range res.malformed {
 		c.tell("spool: skipping " + m.Error())
 	}

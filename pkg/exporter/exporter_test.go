@@ -437,3 +437,22 @@ func TestDefaultSpool(t *testing.T) {
 		}
 	}
 }
+
+func TestUnreadableSpool(t *testing.T) {
+	lib, _ := twoGPUs()
+	e, dir, warnings := newTest(t, lib, nil)
+	// A file where the folder should be: reading fails the same way every scrape.
+	os.Remove(dir)
+	writeFile(t, dir, "")
+	for range 3 {
+		if up := value(t, e, "gpumem_spool_up"); up != 0 {
+			t.Errorf("gpumem_spool_up = %g, want 0", up)
+		}
+	}
+	if len(*warnings) != 1 || !strings.HasPrefix((*warnings)[0], "spool: ") {
+		t.Errorf("warnings = %q, want one", *warnings)
+	}
+	if up := value(t, e, "gpumem_nvml_up"); up != 1 {
+		t.Errorf("gpumem_nvml_up = %g: the device metrics stop with the spool", up)
+	}
+}
