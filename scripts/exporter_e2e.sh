@@ -19,7 +19,8 @@ export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
 
 if [ ! -x /usr/bin/prometheus ]; then
   echo "== installing prometheus"
-  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } 2>/dev/null ||
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    prometheus prometheus-node-exporter >/dev/null; } 2>/dev/null ||
     [ ! -x /usr/bin/prometheus ]; then
     echo "SKIP: exporter end-to-end test: Debian's prometheus package is not installed and cannot be (needs root and apt)"
     exit 0
@@ -91,6 +92,15 @@ port=$(free_port)
 "$tmp/gpumem" exporter --listen "127.0.0.1:$port" --spool "$spool" --textfile "$textfile" --interval ${interval}s \
   2>"$tmp/exporter.log" &
 pids+=("$!")
+
+# node_exporter reading the exporter's textfile, where Debian has it.
+nport=
+if [ -x /usr/bin/prometheus-node-exporter ]; then
+  nport=$(free_port)
+  /usr/bin/prometheus-node-exporter --web.listen-address="127.0.0.1:$nport" --collector.disable-defaults \
+    --collector.textfile --collector.textfile.directory="$textfile" >"$tmp/node.log" 2>&1 &
+  pids+=("$!")
+fi
 
 pport=$(free_port)
 cat >"$tmp/prometheus.yml" <<EOF
@@ -249,6 +259,16 @@ if grep -q "^gpumem_torch_reserved_bytes{.*pid=\"$pid_gpt2\"" "$prom" && ! grep 
   pass "gpumem.prom holds the live processes and not the killed one ($(grep -vc '^#' "$prom") series)"
 else
   fail "gpumem.prom: $(head -c 300 "$prom")"
+fi
+if [ -n "$nport" ]; then
+  curl -sf "http://127.0.0.1:$nport/metrics" >"$tmp/node.txt" || true
+  if grep -q "^gpumem_torch_reserved_bytes{.*pid=\"$pid_gpt2\"" "$tmp/node.txt" && grep -qx 'node_textfile_scrape_error 0' "$tmp/node.txt"; then
+    pass "node_exporter's textfile collector serves the file without error ($(/usr/bin/prometheus-node-exporter --version 2>&1 | head -1 | cut -d' ' -f1-3))"
+  else
+    fail "node_exporter: $(grep -E 'textfile|gpumem_torch_reserved' "$tmp/node.txt" | head -5) $(tail -3 "$tmp/node.log")"
+  fi
+else
+  echo "skip: no prometheus-node-exporter, the textfile is not read through it"
 fi
 /usr/bin/promtool check metrics <"$prom" >"$tmp/lint" 2>&1 || true
 if grep -v '^DCGM_FI' "$tmp/lint" | grep -q .; then fail "promtool check metrics: $(cat "$tmp/lint")"; else pass "promtool check metrics: no complaint about gpumem's own names"; fi
