@@ -24,3 +24,5 @@ echo "== go mod tidy leaves go.mod and go.sum as they are"
 go mod tidy -diff
 echo "== the HTML report in a headless browser"
 bash scripts/html_check.sh
+echo "== gpumem exporter with a real Prometheus"
+bash scripts/exporter_e2e.sh

@@ -121,6 +121,7 @@ EXIT STATUS
 		newSweepCmd(a),
 		newConvertCmd(a),
 		newRecordCmd(a),
+		newExporterCmd(a),
 	)
 	return root
 }

@@ -1,0 +1,144 @@
+package exporter
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configure an [Exporter]. Only Spool is required.
+type Options struct {
+	// NVML is the library to query; nil means the real one.
+	NVML nvml.Interface
+	// ProcName names a process; nil means /proc/<pid>/comm.
+	ProcName func(pid uint32) string
+	// Spool is the folder of <pid>.json files.
+	Spool string
+	// Interval is how often processes write their file; a file older than
+	// three intervals is stale. Zero means 15 s.
+	Interval time.Duration
+	// Hostname is the hostname label; "" means os.Hostname.
+	Hostname string
+	// Now and Alive replace the clock and the process table in tests;
+	// nil means the real ones.
+	Now   func() time.Time
+	Alive func(pid int) bool
+	// PIDNamespace is the inode of the pid namespace Alive looks into;
+	// 0 means this process's, read from /proc/self/ns/pid.
+	PIDNamespace uint64
+	// Warn receives one line per problem worth telling (NVML gone, a bad
+	// spool file), once per occurrence rather than once per scrape.
+	Warn func(string)
+}
+
+// DefaultInterval is how often training processes write their spool file.
+const DefaultInterval = 15 * time.Second
+
+// Exporter gathers the device and allocator metrics of one machine.
+type Exporter struct {
+	reg      *prometheus.Registry
+	lib      nvml.Interface
+	heldNVML bool
+}
+
+// New returns an exporter with its own registry. It keeps NVML initialized
+// until Close when a driver is present, so scrapes do not pay for loading it.
+func New(o Options) (*Exporter, error) {
+	if o.Spool == "" {
+		return nil, errors.New("no spool folder")
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Alive == nil {
+		o.Alive = pidAlive
+	}
+	if o.Hostname == "" {
+		o.Hostname, _ = os.Hostname()
+	}
+	if o.PIDNamespace == 0 {
+		o.PIDNamespace = ownPIDNamespace()
+	}
+	e := &Exporter{reg: prometheus.NewRegistry(), lib: o.NVML}
+	if e.lib == nil {
+		e.lib = nvml.New()
+	}
+	e.heldNVML = e.lib.Init() == nvml.SUCCESS
+	dev := newDeviceCollector(e.lib, o.ProcName, o.Hostname, o.Warn)
+	sp := newSpoolCollector(&spoolReader{dir: o.Spool, interval: o.Interval, now: o.Now, alive: o.Alive, pidns: o.PIDNamespace},
+		e.lib, o.Hostname, o.Warn)
+	if err := e.reg.Register(dev); err != nil {
+		return nil, err
+	}
+	if err := e.reg.Register(sp); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close releases NVML.
+func (e *Exporter) Close() {
+	if e.heldNVML {
+		e.lib.Shutdown()
+		e.heldNVML = false
+	}
+}
+
+// Gatherer is the exporter's registry.
+func (e *Exporter) Gatherer() prometheus.Gatherer { return e.reg }
+
+// Handler serves /metrics in the text or protobuf format the scraper asks
+// for; a failing collector leaves the others' metrics in the answer.
+func (e *Exporter) Handler() http.Handler {
+	return promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// TextfileName is the file written into node_exporter's textfile folder.
+const TextfileName = "gpumem.prom"
+
+// WriteTextfile writes every metric into dir/gpumem.prom for
+// node_exporter's textfile collector. The file is written under a
+// temporary name and renamed, so the collector never reads half of it.
+func (e *Exporter) WriteTextfile(dir string) error {
+	return prometheus.WriteToTextfile(filepath.Join(dir, TextfileName), e.reg)
+}
+
+// pidAlive says whether a process exists; EPERM means it does, under
+// another user.
+func pidAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// ownPIDNamespace is the inode of this process's pid namespace, or 0.
+func ownPIDNamespace() uint64 {
+	var st syscall.Stat_t
+	if syscall.Stat("/proc/self/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// DefaultSpool is the spool folder when none is given: $GPUMEM_SPOOL,
+// else $XDG_RUNTIME_DIR/gpumem-spool, else /tmp/gpumem-spool-<uid>; the
+// same rule as scripts/gpumem_spool.py.
+func DefaultSpool(getenv func(string) string, uid int) string {
+	if d := getenv("GPUMEM_SPOOL"); d != "" {
+		return d
+	}
+	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "gpumem-spool")
+	}
+	return filepath.Join(os.TempDir(), "gpumem-spool-"+strconv.Itoa(uid))
+}

@@ -1,0 +1,208 @@
+"""Publish this process's CUDA caching-allocator statistics for `gpumem exporter`.
+
+One line in a training script, after it has picked its GPU:
+
+    import gpumem_spool; gpumem_spool.start()
+
+Every `interval` seconds a daemon thread writes SPOOL/<pid>.json with
+torch.cuda.memory_stats() of the current device; `gpumem exporter` serves it
+to Prometheus, and drops it when the process exits or stops writing. The
+file is replaced atomically (written under a temporary name, then renamed)
+and readable by its owner only.
+
+SPOOL is $GPUMEM_SPOOL, else $XDG_RUNTIME_DIR/gpumem-spool, else
+/tmp/gpumem-spool-<uid>: the same rule as the exporter's --spool default.
+The rank comes from $RANK and the job from $GPUMEM_JOB or $SLURM_JOB_ID.
+
+`python3 gpumem_spool.py --once` writes one file for the current device
+and prints its path, to check a setup.
+"""
+
+import atexit
+import json
+import os
+import stat
+import sys
+import tempfile
+import threading
+import time
+
+DEFAULT_INTERVAL = 15.0
+
+
+def spool_dir():
+    """The spool folder, by the exporter's rule."""
+    if os.environ.get("GPUMEM_SPOOL"):
+        return os.environ["GPUMEM_SPOOL"]
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "gpumem-spool")
+    return os.path.join(tempfile.gettempdir(), "gpumem-spool-%d" % os.getuid())
+
+
+def _prepare(directory, explicit):
+    """Creates the folder for its owner only. A default folder in a shared
+    place must be ours and closed to others, or another user could read or
+    plant our files; a folder named explicitly is trusted."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if explicit:
+        return
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise RuntimeError(
+            "gpumem_spool: %s is not a folder of this user closed to others; "
+            "set GPUMEM_SPOOL" % directory
+        )
+
+
+def _uuid(torch, device):
+    """The GPU's UUID as NVML writes it ("GPU-..."), or "" if torch does not
+    know it. The exporter uses it to find NVML's index of the device."""
+    try:
+        u = str(torch.cuda.get_device_properties(device).uuid)
+    except Exception:  # older torch, or a device without one
+        return ""
+    if not u or u.startswith(("GPU-", "MIG-")):
+        return u
+    return "GPU-" + u
+
+
+def _largest_free_block(torch, device):
+    """The largest inactive block cached on the device, from the segments of
+    a memory snapshot; None if the snapshot is not available."""
+    try:
+        segments = torch.cuda.memory_snapshot()
+    except Exception:
+        return None
+    largest = 0
+    for seg in segments:
+        if seg.get("device", device) != device:
+            continue
+        for b in seg.get("blocks", ()):
+            if b.get("state") == "inactive":
+                largest = max(largest, int(b.get("size", 0)))
+    return largest
+
+
+def _pid_namespace():
+    """The inode of our pid namespace: the exporter trusts our pid only when
+    it looks into the same one (not from inside another container)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def record(torch, device, rank=None, job="", interval=DEFAULT_INTERVAL, largest_free_block=True):
+    """One spool record of the current statistics of `device`."""
+    rec = {
+        "pid": os.getpid(),
+        "pidns": _pid_namespace(),
+        "rank": rank,
+        "device": device,
+        "uuid": _uuid(torch, device),
+        "job": job,
+        "time": time.time(),
+        "interval": interval,
+        "memory_stats": {k: v for k, v in torch.cuda.memory_stats(device).items()
+                         if isinstance(v, (int, float))},
+    }
+    if largest_free_block:
+        lfb = _largest_free_block(torch, device)
+        if lfb is not None:
+            rec["largest_free_block"] = lfb
+    return rec
+
+
+def write(directory, rec):
+    """Writes rec as directory/<pid>.json: to a temporary file of mode 0600
+    first, then renamed over the old one, so a reader never sees half."""
+    final = os.path.join(directory, "%d.json" % rec["pid"])
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%d.json." % rec["pid"], suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(rec, f)
+        os.replace(tmp, final)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return final
+
+
+class Publisher:
+    """Writes the spool file every interval from a daemon thread until
+    stop(), which also removes the file. start() makes one."""
+
+    def __init__(self, directory, device, rank, job, interval, largest_free_block):
+        import torch
+
+        self.torch = torch
+        self.directory = directory
+        self.device = device
+        self.rank = rank
+        self.job = job
+        self.interval = interval
+        self.largest = largest_free_block
+        self.path = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpumem-spool", daemon=True)
+
+    def write_once(self):
+        rec = record(self.torch, self.device, self.rank, self.job, self.interval, self.largest)
+        self.path = write(self.directory, rec)
+        return self.path
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self.write_once()
+            except Exception as e:  # a full disk must not kill training
+                print("gpumem_spool: %s" % e, file=sys.stderr)
+            self._stop.wait(self.interval)
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def start(interval=DEFAULT_INTERVAL, device=None, rank=None, job=None, directory=None,
+          largest_free_block=True):
+    """Starts publishing; returns the Publisher. `device` defaults to the
+    current CUDA device at the time of the call, so call it after
+    torch.cuda.set_device()."""
+    p = publisher(interval, device, rank, job, directory, largest_free_block)
+    p.write_once()  # at once, so the process shows up before its first interval
+    p._thread.start()
+    atexit.register(p.stop)
+    return p
+
+
+def publisher(interval=DEFAULT_INTERVAL, device=None, rank=None, job=None, directory=None,
+              largest_free_block=True):
+    """A Publisher with start()'s defaults, not yet started."""
+    import torch
+
+    explicit = directory is not None or bool(os.environ.get("GPUMEM_SPOOL"))
+    directory = directory or spool_dir()
+    _prepare(directory, explicit)
+    if device is None:
+        device = torch.cuda.current_device()
+    if rank is None and os.environ.get("RANK", "").isdigit():
+        rank = int(os.environ["RANK"])
+    if job is None:
+        job = os.environ.get("GPUMEM_JOB") or os.environ.get("SLURM_JOB_ID") or ""
+    return Publisher(directory, device, rank, job, float(interval), largest_free_block)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--once"]:
+        sys.exit("usage: python3 gpumem_spool.py --once")
+    print(publisher().write_once())
