@@ -80,6 +80,9 @@ type Options struct {
 	// MemoryFraction is set_per_process_memory_fraction; 0 takes the
 	// config's per_process_memory_fraction, and 1 means no cap.
 	MemoryFraction float64
+	// Allowed is a cap in bytes, in place of a fraction (0 = none): the cap
+	// a replay infers from its recording.
+	Allowed uint64
 	// Check runs the invariant checker after every operation (slow; tests).
 	Check bool
 }
@@ -162,6 +165,9 @@ func New(o Options) (*Allocator, error) {
 	if frac > 0 && frac < 1 {
 		// PyTorch: allowed_memory_maximum = (size_t)(fraction * total)
 		allowed = max(uint64(frac*float64(total)), 1)
+	}
+	if o.Allowed > 0 {
+		allowed = o.Allowed
 	}
 	cc.allowed_memory_maximum = C.uint64_t(allowed)
 	cc.device_total = C.uint64_t(o.DeviceTotal)
