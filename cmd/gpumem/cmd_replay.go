@@ -150,6 +150,7 @@ func runReplay(cmd *cobra.Command, a *app, o *replayOpts, path string) error {
 	}
 	ro.Points = 2000
 	ro.Check = o.check
+	ro.RecordedCap = true
 	plan := replay.FromSnapshot(snap, o.device)
 	if plan.Truncated {
 		fmt.Fprintf(a.stderr, "gpumem: note: %s starts after the program had allocated (a max_entries ring buffer): "+
@@ -160,6 +161,12 @@ func runReplay(cmd *cobra.Command, a *app, o *replayOpts, path string) error {
 	res, err := replay.Run(plan, ro)
 	if err != nil {
 		return backendErr(fmt.Errorf("replaying %s: %w", path, err))
+	}
+	if res.Cap != nil {
+		fmt.Fprintf(a.stderr, "gpumem: note: %s: %s; override with --device-memory/--memory-fraction\n", path, res.Cap.Describe())
+	}
+	if res.Divergence != nil {
+		fmt.Fprintf(a.stderr, "gpumem: note: %s: %s\n", path, res.Divergence.Describe())
 	}
 	rep := buildReport(path, ro, res, plan, snap)
 	rep.Device = o.device

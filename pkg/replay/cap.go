@@ -1,0 +1,172 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// Cap is a per-process memory cap (set_per_process_memory_fraction)
+// inferred from a recording. The snapshot does not store it, but it shows
+// (shared/docs/pytorch-allocator-pools.md §P5): with a cap C the allocator
+// asks the device for a segment of A bytes only while reserved + A <= C, and
+// otherwise releases its cached segments and retries, or fails. So
+//
+//   - every segment obtained at reserved R gives C >= R + A (Low: the
+//     tightest cap that lets every recorded request through);
+//   - every release run followed by the segment it made room for, whose
+//     first attempt could not have fitted under any cap >= Low
+//     (R_before + A > Low), gives C < R_before + A;
+//   - every out-of-memory the device itself could have met (its recorded
+//     device_free >= A) gives C < R + A, R after the releases.
+//
+// Any cap in [Low, High] reproduces the recording's decisions; a replay
+// uses Low.
+type Cap struct {
+	Low, High uint64
+	// Retries and OOMs count the events that bound the cap from above.
+	Retries, OOMs int
+	// Event is the trace index of the event giving High, Released the
+	// segments its release run gave back (0 for an out-of-memory).
+	Event    int
+	Released int
+}
+
+// From says what the cap was inferred from, for reports.
+func (c *Cap) From() string {
+	var ev []string
+	if c.Retries > 0 {
+		ev = append(ev, fmt.Sprintf("%d retr%s that released cached segments", c.Retries, plural(c.Retries, "y", "ies")))
+	}
+	if c.OOMs > 0 {
+		ev = append(ev, fmt.Sprintf("%d out-of-memory error%s", c.OOMs, plural(c.OOMs, "", "s")))
+	}
+	return fmt.Sprintf("%s that an uncapped run would not have (the tightest at trace event #%d) and a reserved peak of %s",
+		strings.Join(ev, " and "), c.Event, report.FormatBytes(int64(c.Low)))
+}
+
+// Describe is the one-line account of the cap for people.
+func (c *Cap) Describe() string {
+	return fmt.Sprintf("recorded under a cap of about %s (up to %s more), inferred from %s",
+		report.FormatBytes(int64(c.Low)), report.FormatBytes(int64(c.High-c.Low)), c.From())
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// allocationSize is PyTorch's get_allocation_size: the segment a request of
+// `rounded` bytes needs.
+func allocationSize(rounded uint64) uint64 {
+	const small, minLarge, roundLarge = 1 << 20, 10 << 20, 2 << 20
+	switch {
+	case rounded <= small:
+		return 2 << 20
+	case rounded < minLarge:
+		return alloc.DefaultConfig().LargeSegmentSize
+	}
+	return (rounded + roundLarge - 1) / roundLarge * roundLarge
+}
+
+// inferCap reads a cap from one device's events; reserved0 is what the
+// device held before the first event (a truncated trace's seeds). nil when
+// nothing bounds a cap from above: the run shows no sign of one.
+func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
+	cfg := alloc.DefaultConfig()
+	for i, d := range s.RoundupPower2Divisions {
+		cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
+	}
+	// need is the segment the alloc after the device events from k on
+	// asked for; 0 when no alloc follows them
+	need := func(k int) uint64 {
+		for ; k < len(events); k++ {
+			switch events[k].Action {
+			case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+				continue
+			case trace.ActionAlloc:
+				return allocationSize(alloc.RoundSize(cfg, events[k].Size))
+			}
+			return 0
+		}
+		return 0
+	}
+	type bound struct {
+		v           uint64 // the cap is below v
+		event, runs int
+		oom         bool
+	}
+	var bounds []bound
+	reserved, low := reserved0, reserved0
+	for i := 0; i < len(events); i++ {
+		e := &events[i]
+		switch e.Action {
+		case trace.ActionSegmentAlloc:
+			low = max(low, reserved+e.Size)
+			reserved += e.Size
+		case trace.ActionSegmentMap:
+			// the cap check counts the whole request, not the pages mapped
+			if i == 0 || events[i-1].Action != trace.ActionSegmentMap {
+				low = max(low, reserved+max(need(i), e.Size))
+			}
+			reserved += e.Size
+			low = max(low, reserved)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			before := reserved
+			j := i
+			for ; j < len(events) && (events[j].Action == trace.ActionSegmentFree || events[j].Action == trace.ActionSegmentUnmap); j++ {
+				reserved -= min(events[j].Size, reserved)
+			}
+			// garbage collection (a threshold, under a cap) releases without
+			// a failed attempt: its runs bound nothing
+			if s.GCThreshold > 0 || j >= len(events) {
+				i = j - 1
+				continue
+			}
+			next := &events[j]
+			var a uint64
+			switch {
+			case next.Action == trace.ActionSegmentAlloc && j+1 < len(events):
+				// §P3.2: the segment must be the one the next alloc asked for
+				al := &events[j+1]
+				if al.Action == trace.ActionAlloc && al.Addr == next.Addr && al.Stream == next.Stream &&
+					allocationSize(alloc.RoundSize(cfg, al.Size)) == next.Size {
+					a = next.Size
+				}
+			case next.Action == trace.ActionSegmentMap:
+				a = need(j)
+			}
+			if a > 0 {
+				bounds = append(bounds, bound{v: before + a, event: i, runs: j - i})
+			}
+			i = j - 1
+		case trace.ActionOOM:
+			a := allocationSize(e.Size) // the entry's size is already rounded
+			if e.Addr >= a {            // device_free: the device had room, so a cap refused it
+				bounds = append(bounds, bound{v: reserved + a, event: i, oom: true})
+			}
+		}
+	}
+	var c *Cap
+	for _, b := range bounds {
+		if b.v <= low { // a cap admitting every recorded segment would have let it through
+			continue
+		}
+		if c == nil {
+			c = &Cap{Low: low, High: b.v - 1, Event: b.event, Released: b.runs}
+		} else if b.v-1 < c.High {
+			c.High, c.Event, c.Released = b.v-1, b.event, b.runs
+		}
+		if b.oom {
+			c.OOMs++
+		} else {
+			c.Retries++
+		}
+	}
+	return c
+}
