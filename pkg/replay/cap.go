@@ -82,19 +82,42 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 	for i, d := range s.RoundupPower2Divisions {
 		cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
 	}
-	// need is the segment the alloc after the device events from k on
-	// asked for; 0 when no alloc follows them
-	need := func(k int) uint64 {
+	// allocAfter is the index of the alloc the device events from k on
+	// were for, -1 when none follows them
+	allocAfter := func(k int) int {
 		for ; k < len(events); k++ {
 			switch events[k].Action {
 			case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 				continue
 			case trace.ActionAlloc:
-				return allocationSize(alloc.RoundSize(cfg, events[k].Size))
+				return k
 			}
+			return -1
+		}
+		return -1
+	}
+	// need is the segment that alloc asked for (get_allocation_size)
+	need := func(k int) uint64 {
+		if k < 0 {
 			return 0
 		}
-		return 0
+		return allocationSize(alloc.RoundSize(cfg, events[k].Size))
+	}
+	// couldServe says whether a whole free segment would have held the
+	// request of alloc k: best fit finds it before any retry, so a release
+	// run giving it back was an empty_cache
+	couldServe := func(seg *trace.Event, k int) bool {
+		if seg.Action != trace.ActionSegmentFree { // an expandable range's pool does not show
+			return false
+		}
+		al := &events[k]
+		rounded := alloc.RoundSize(cfg, al.Size)
+		small := rounded <= 1<<20
+		if seg.Stream != al.Stream || small != (seg.Size == 2<<20) || seg.Size < rounded {
+			return false
+		}
+		// max_split_size: oversize blocks serve only oversize requests
+		return s.MaxSplitSize <= 0 || seg.Size < uint64(s.MaxSplitSize) || rounded >= uint64(s.MaxSplitSize)
 	}
 	type bound struct {
 		v           uint64 // the cap is below v
@@ -112,7 +135,7 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 		case trace.ActionSegmentMap:
 			// the cap check counts the whole request, not the pages mapped
 			if i == 0 || events[i-1].Action != trace.ActionSegmentMap {
-				low = max(low, reserved+max(need(i), e.Size))
+				low = max(low, reserved+max(need(allocAfter(i)), e.Size))
 			}
 			reserved += e.Size
 			low = max(low, reserved)
@@ -130,16 +153,23 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 			}
 			next := &events[j]
 			var a uint64
+			k := -1
 			switch {
 			case next.Action == trace.ActionSegmentAlloc && j+1 < len(events):
 				// §P3.2: the segment must be the one the next alloc asked for
 				al := &events[j+1]
 				if al.Action == trace.ActionAlloc && al.Addr == next.Addr && al.Stream == next.Stream &&
-					allocationSize(alloc.RoundSize(cfg, al.Size)) == next.Size {
-					a = next.Size
+					need(j+1) == next.Size {
+					a, k = next.Size, j+1
 				}
 			case next.Action == trace.ActionSegmentMap:
-				a = need(j)
+				k = allocAfter(j)
+				a = need(k)
+			}
+			for r := i; a > 0 && r < j; r++ {
+				if couldServe(&events[r], k) {
+					a = 0
+				}
 			}
 			if a > 0 {
 				bounds = append(bounds, bound{v: before + a, event: i, runs: j - i})
