@@ -186,7 +186,9 @@ func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
 	for i, s := range res.Segments {
 		got[i] = SegmentRange{s.Address, s.TotalSize}
 	}
-	byAddr := func(a, b SegmentRange) int { return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Size, b.Size)) }
+	byAddr := func(a, b SegmentRange) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Size, b.Size))
+	}
 	slices.SortFunc(want, byAddr)
 	slices.SortFunc(got, byAddr)
 	if slices.Equal(want, got) {
