@@ -145,11 +145,9 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 			for ; j < len(events) && (events[j].Action == trace.ActionSegmentFree || events[j].Action == trace.ActionSegmentUnmap); j++ {
 				reserved -= min(events[j].Size, reserved)
 			}
-			// garbage collection (a threshold, under a cap) releases without
-			// a failed attempt: its runs bound nothing
-			if s.GCThreshold > 0 || j >= len(events) {
+			if j >= len(events) {
 				i = j - 1
-				continue
+				break
 			}
 			next := &events[j]
 			var a uint64
@@ -172,7 +170,13 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 				}
 			}
 			if a > 0 {
-				bounds = append(bounds, bound{v: before + a, event: i, runs: j - i})
+				v := before + a
+				if s.GCThreshold > 0 {
+					// garbage collection releases before the first attempt,
+					// when reserved > threshold × cap: a bound either way
+					v = max(v, uint64(float64(before)/s.GCThreshold)+1)
+				}
+				bounds = append(bounds, bound{v: v, event: i, runs: j - i})
 			}
 			i = j - 1
 		case trace.ActionOOM:

@@ -103,14 +103,17 @@ func TestInferCapRules(t *testing.T) {
 	}{
 		// 50 + 40 would have been over any cap admitting the peak of 60
 		{"retry", retry, 0, 60 * mib, 90*mib - 1},
-		// with a garbage collection threshold the release may not be a retry
-		{"gc", retry, 0.8, 0, 0},
+		// with a garbage collection threshold the release may be a
+		// collection instead, when 50 > 0.5 × cap
+		{"gc", retry, 0.5, 60 * mib, 100 * mib},
 		// an earlier peak of 100 MiB admits 50 + 40: an empty_cache
 		{"empty_cache", cat(alloc1(c+64*mib, 100*mib), free1(c+64*mib, 100*mib),
 			[]trace.Event{ev(trace.ActionSegmentFree, c+64*mib, 100*mib)}, retry), 0, 0, 0},
 		// the released segment would have held the request: an empty_cache
 		{"cached room", cat(alloc1(c+64*mib, 100*mib), free1(c+64*mib, 100*mib),
 			[]trace.Event{ev(trace.ActionSegmentFree, c+64*mib, 100*mib)}, alloc1(a, 20*mib)), 0, 0, 0},
+		// a release run that ends the trace was an empty_cache
+		{"trailing release", retry[:len(retry)-2], 0, 0, 0},
 		// the segment was not the next allocation's: no retry of it
 		{"other segment", cat(retry[:len(retry)-1], []trace.Event{ev(trace.ActionAlloc, c, 20*mib)}), 0, 0, 0},
 		// an out-of-memory the device had room for: 20 reserved + 64
