@@ -5,6 +5,7 @@ package alloc
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "gm_alloc.h"
+#include "gm_devlog.h"
 
 // Go cannot call C function pointers; these do it for it.
 static int gm_call_mem_info(gm_backend_t *b, uint64_t *f, uint64_t *t) { return b->mem_info(b->ctx, f, t); }
@@ -279,6 +280,7 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 			copy(tl.Active, all[2*n:])
 		}()
 	}
+	C.gm_devlog_at(a.c, C.uint64_t(base)) // device log events carry stream indexes
 	var done C.size_t
 	var oom C.gm_oom_t
 	// Op has no Go pointers and the layout of gm_op_t (checked by a test),

@@ -34,8 +34,9 @@ func (k DeviceCallKind) String() string {
 
 // DeviceCall is one successful call to the device.
 type DeviceCall struct {
-	// Op is the operation it happened in, counted from LogDevice's call
-	// (operations that ran out of memory included).
+	// Op is the operation it happened in: its index in the stream given
+	// to Run (Run's base counts). Single-operation methods continue the
+	// count of the last Run.
 	Op   int
 	Kind DeviceCallKind
 	Addr uint64

@@ -1,11 +1,10 @@
 /* gm_devlog.c — the device-call log (see gm_devlog.h).
  *
  * The decorator takes the allocator's backend's place and forwards every
- * call to it. The operation an event belongs to is read from the
- * allocator's counters: ex.ops counts the operations applied and
- * st.num_ooms the ones that failed, so while operation k runs their sum is
- * k (counted from the log's start), and the release steps of a failing
- * allocation land on that allocation. */
+ * call to it. The op an event belongs to is counted from the last
+ * gm_devlog_at: gm_run stops at the first op that fails, so while it runs
+ * the op in progress is `at` plus the ops applied since (ex.ops), and the
+ * release steps of a failing allocation land on that allocation. */
 #include <stdlib.h>
 
 #include "gm_devlog.h"
@@ -14,14 +13,13 @@
 typedef struct devlog {
   gm_backend_t inner;
   const gm_alloc_t *a;
-  uint64_t base; /* the op count when the log started */
+  uint64_t at;  /* the op index given by the last gm_devlog_at */
+  uint64_t ops0; /* ex.ops then */
   gm_devlog_event_t *ev;
   size_t n, cap;
 } devlog_t;
 
-static uint64_t op_now(const devlog_t *l) {
-  return l->a->ex.ops + (uint64_t)l->a->st.num_ooms - l->base;
-}
+static uint64_t op_now(const devlog_t *l) { return l->at + (l->a->ex.ops - l->ops0); }
 
 /* record drops the event when memory runs out: the log is a diagnosis and
  * must not turn a replay into a failure. */
@@ -97,7 +95,7 @@ int gm_devlog_start(gm_alloc_t *a) {
   if (!l) return GM_ENOMEM;
   l->inner = a->be;
   l->a = a;
-  l->base = a->ex.ops + (uint64_t)a->st.num_ooms;
+  l->ops0 = a->ex.ops;
   a->be = (gm_backend_t){.ctx = l, .malloc = dl_malloc, .free = dl_free,
                          .va_reserve = dl_va_reserve, .va_release = dl_va_release,
                          .map = dl_map, .unmap = dl_unmap, .mem_info = dl_mem_info,
@@ -119,4 +117,11 @@ size_t gm_devlog_events(const gm_alloc_t *a, const gm_devlog_event_t **ev) {
   const devlog_t *l = a->be.ctx;
   *ev = l->ev;
   return l->n;
+}
+
+void gm_devlog_at(gm_alloc_t *a, uint64_t op) {
+  if (a->be.malloc != dl_malloc) return;
+  devlog_t *l = a->be.ctx;
+  l->at = op;
+  l->ops0 = a->ex.ops;
 }

@@ -23,7 +23,7 @@ enum {
 };
 
 typedef struct gm_devlog_event {
-  uint64_t op; /* operations run since the log started, failed ones included */
+  uint64_t op; /* the op it happened in (see gm_devlog_at) */
   uint64_t addr, size;
   uint32_t kind; /* GM_DEV_* */
 } gm_devlog_event_t;
@@ -31,6 +31,12 @@ typedef struct gm_devlog_event {
 /* gm_devlog_start starts logging a's device calls; the log lives until
  * gm_free. Starting it twice is a no-op. Returns GM_ENOMEM. */
 int gm_devlog_start(gm_alloc_t *a);
+
+/* gm_devlog_at says that the next op to run is op number `op` of the
+ * caller's stream: gm_run calls give it their first op's index, so events
+ * carry stream indexes whatever ops ran or failed before. Until it is
+ * called, ops count from the log's start. No-op without a log. */
+void gm_devlog_at(gm_alloc_t *a, uint64_t op);
 
 /* gm_devlog_events points *ev at the events logged so far (valid until the
  * next operation) and returns their number; 0 when no log was started. */
