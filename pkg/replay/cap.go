@@ -2,6 +2,8 @@ package replay
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -126,10 +128,14 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 	}
 	var bounds []bound
 	reserved, low := reserved0, reserved0
+	gc := newGCWatch(s)
 	for i := 0; i < len(events); i++ {
 		e := &events[i]
 		switch e.Action {
 		case trace.ActionSegmentAlloc:
+			if i == 0 || events[i-1].Action != trace.ActionSegmentFree {
+				low = max(low, gc.quiet(reserved))
+			}
 			low = max(low, reserved+e.Size)
 			reserved += e.Size
 		case trace.ActionSegmentMap:
@@ -144,6 +150,9 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 			j := i
 			for ; j < len(events) && (events[j].Action == trace.ActionSegmentFree || events[j].Action == trace.ActionSegmentUnmap); j++ {
 				reserved -= min(events[j].Size, reserved)
+				if j > i {
+					gc.see(&events[j])
+				}
 			}
 			if j >= len(events) {
 				i = j - 1
@@ -185,6 +194,7 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 				bounds = append(bounds, bound{v: reserved + a, event: i, oom: true})
 			}
 		}
+		gc.see(e) // after: a new segment is not yet a cached one
 	}
 	var c *Cap
 	for _, b := range bounds {
@@ -203,4 +213,100 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 		}
 	}
 	return c
+}
+
+// gcWatch follows, under a garbage collection threshold t, the whole free
+// segments of the large pool: when a request found no cached block and got
+// a new segment without releasing any while such a segment was cached,
+// garbage collection did not run, so reserved <= t × cap (§P4.1 step 2,
+// main §10.2). Segments older than the trace are not known, which only
+// weakens the bound. Off (nil) without a threshold or with expandable
+// segments.
+type gcWatch struct {
+	t     float64
+	bases []uint64 // sorted
+	segs  map[uint64]*gcSeg
+	free  int // whole free large segments
+}
+
+type gcSeg struct {
+	size uint64
+	live int
+}
+
+func newGCWatch(s trace.Settings) *gcWatch {
+	if s.GCThreshold <= 0 || s.ExpandableSegments {
+		return nil
+	}
+	return &gcWatch{t: s.GCThreshold, segs: map[uint64]*gcSeg{}}
+}
+
+// of is the segment holding addr, nil if not known.
+func (w *gcWatch) of(addr uint64) *gcSeg {
+	k, _ := slices.BinarySearch(w.bases, addr+1)
+	if k == 0 {
+		return nil
+	}
+	if g := w.segs[w.bases[k-1]]; addr < w.bases[k-1]+g.size {
+		return g
+	}
+	return nil
+}
+
+func (w *gcWatch) large(g *gcSeg) bool { return g.size > 2<<20 }
+
+func (w *gcWatch) see(e *trace.Event) {
+	if w == nil {
+		return
+	}
+	switch e.Action {
+	case trace.ActionSegmentAlloc:
+		if _, ok := w.segs[e.Addr]; ok {
+			return
+		}
+		k, _ := slices.BinarySearch(w.bases, e.Addr)
+		w.bases = slices.Insert(w.bases, k, e.Addr)
+		g := &gcSeg{size: e.Size}
+		w.segs[e.Addr] = g
+		if w.large(g) {
+			w.free++
+		}
+	case trace.ActionSegmentFree:
+		g, ok := w.segs[e.Addr]
+		if !ok {
+			return
+		}
+		if g.live == 0 && w.large(g) {
+			w.free--
+		}
+		k, _ := slices.BinarySearch(w.bases, e.Addr)
+		w.bases = slices.Delete(w.bases, k, k+1)
+		delete(w.segs, e.Addr)
+	case trace.ActionAlloc, trace.ActionFreeCompleted:
+		g := w.of(e.Addr)
+		if g == nil || !w.large(g) {
+			return
+		}
+		was := g.live == 0
+		if e.Action == trace.ActionAlloc {
+			g.live++
+		} else if g.live > 0 {
+			g.live--
+		}
+		switch {
+		case was && g.live > 0:
+			w.free--
+		case !was && g.live == 0:
+			w.free++
+		}
+	}
+}
+
+// quiet is the least cap under which garbage collection stays quiet at
+// this reserved level, when it must have (0 when nothing follows).
+func (w *gcWatch) quiet(reserved uint64) uint64 {
+	if w == nil || w.free == 0 {
+		return 0
+	}
+	return uint64(math.Ceil(float64(reserved) / w.t))
 }

@@ -120,6 +120,10 @@ func TestInferCapRules(t *testing.T) {
 		{"oom under a cap", cat(alloc1(a, 20*mib), []trace.Event{ev(trace.ActionOOM, 1<<30, 64*mib)}), 0, 20 * mib, 84*mib - 1},
 		// one the device itself could not meet bounds nothing
 		{"device oom", cat(alloc1(a, 20*mib), []trace.Event{ev(trace.ActionOOM, 32*mib, 64*mib)}), 0, 0, 0},
+		// garbage collection stayed quiet with a whole free segment
+		// cached: 20 MiB reserved <= 0.25 × cap, so the cap is >= 80 MiB
+		{"quiet collection", cat(alloc1(a, 20*mib), free1(a, 20*mib), alloc1(b, 30*mib),
+			[]trace.Event{ev(trace.ActionOOM, 1<<30, 64*mib)}), 0.25, 80 * mib, 114*mib - 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := inferCap(tc.events, trace.Settings{GCThreshold: tc.gc}, 0)

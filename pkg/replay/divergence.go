@@ -69,13 +69,26 @@ func (p *Plan) noteDevice(i int, e *trace.Event) {
 
 // noteSnapshot keeps what the snapshot says beyond the events: its final
 // segments, its settings and the cap its events show.
-func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Event, reserved0 uint64) {
+func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Event) {
 	p.HasFinal = len(snap.Segments) > 0
+	var final int64
 	for _, s := range snap.Segments {
 		if s.Device == device {
 			p.Final = append(p.Final, SegmentRange{s.Address, s.TotalSize})
+			final += int64(s.TotalSize)
 		}
 	}
+	// what the device held at the first event: the end less what the
+	// events added (a truncated trace, or expandable pages mapped before)
+	for _, e := range events {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			final -= int64(e.Size)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			final += int64(e.Size)
+		}
+	}
+	reserved0 := uint64(max(final, 0))
 	if snap.Settings.Present {
 		st := snap.Settings
 		p.settings = &st

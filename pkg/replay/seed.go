@@ -71,12 +71,8 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 			live[e.Addr] = seedBlock{requested: e.Size, size: b.size}
 		}
 	}
-	var reserved0 uint64 // what the device held at the first kept event
-	for _, s := range segs {
-		reserved0 += s.size
-	}
 	p := newPlan()
-	defer p.noteSnapshot(snap, device, events, reserved0) // once the plan is built
+	defer p.noteSnapshot(snap, device, events) // once the plan is built
 	if len(segs) == 0 && len(live) == 0 {
 		p.build(events)
 		return p
