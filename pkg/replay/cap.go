@@ -150,9 +150,7 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 			j := i
 			for ; j < len(events) && (events[j].Action == trace.ActionSegmentFree || events[j].Action == trace.ActionSegmentUnmap); j++ {
 				reserved -= min(events[j].Size, reserved)
-				if j > i {
-					gc.see(&events[j])
-				}
+				gc.see(&events[j])
 			}
 			if j >= len(events) {
 				i = j - 1
@@ -180,7 +178,15 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 			}
 			if a > 0 {
 				v := before + a
-				if s.GCThreshold > 0 {
+				switch {
+				case gc.left():
+					// whole free segments stayed cached: no retry released
+					// everything, garbage collection ran (reserved >
+					// threshold × cap) and stopped once reserved was back
+					// under it
+					v = uint64(float64(before)/gc.t) + 1
+					low = max(low, gc.quiet(reserved))
+				case s.GCThreshold > 0:
 					// garbage collection releases before the first attempt,
 					// when reserved > threshold × cap: a bound either way
 					v = max(v, uint64(float64(before)/s.GCThreshold)+1)
@@ -194,7 +200,7 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 				bounds = append(bounds, bound{v: reserved + a, event: i, oom: true})
 			}
 		}
-		gc.see(e) // after: a new segment is not yet a cached one
+		gc.see(e) // after: a new segment is not yet a cached one (a release run saw its own)
 	}
 	var c *Cap
 	for _, b := range bounds {
@@ -301,6 +307,9 @@ func (w *gcWatch) see(e *trace.Event) {
 		}
 	}
 }
+
+// left says whether whole free large segments are cached.
+func (w *gcWatch) left() bool { return w != nil && w.free > 0 }
 
 // quiet is the least cap under which garbage collection stays quiet at
 // this reserved level, when it must have (0 when nothing follows).

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,6 +134,58 @@ func TestInferCapRules(t *testing.T) {
 				t.Errorf("inferred %+v, want none", c)
 			case tc.high != 0 && (c == nil || c.Low != tc.low || c.High != tc.high):
 				t.Errorf("inferred %+v, want [%d, %d]", c, tc.low, tc.high)
+			}
+		})
+	}
+}
+
+// Runs recorded under a cap with other settings (see
+// testdata/recorded/README.md): the cap inferred holds PyTorch's, and the
+// replay under it follows the recording and reproduces its figures.
+func TestRecordedUnderACap(t *testing.T) {
+	names, _ := filepath.Glob(filepath.Join("testdata", "recorded", "*.pickle"))
+	if len(names) != 4 {
+		t.Fatalf("%d recordings, want 4", len(names))
+	}
+	for _, name := range names {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			var want struct {
+				AllocConf   string           `json:"alloc_conf"`
+				Allowed     uint64           `json:"allowed_bytes"`
+				Reached     bool             `json:"cap_reached"` // the run hit its cap
+				MemoryStats map[string]int64 `json:"memory_stats"`
+			}
+			b, err := os.ReadFile(strings.TrimSuffix(name, ".pickle") + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatal(err)
+			}
+			snap, err := trace.ReadPickleFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := FromSnapshot(snap, 0)
+			// a cap the run never reached leaves no trace; one it reached must show
+			switch c := p.Cap; {
+			case c == nil && want.Reached:
+				t.Fatal("no cap inferred")
+			case c != nil && (c.Low > want.Allowed || want.Allowed > c.High):
+				t.Errorf("cap [%d, %d] misses PyTorch's %d", c.Low, c.High, want.Allowed)
+			}
+			res, err := Run(p, Options{Config: settingsConfig(snap.Settings), RecordedCap: true, Check: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := res.Divergence; d != nil {
+				t.Errorf("diverged: %s", d.Describe())
+			}
+			got := res.Stats.Map()
+			for k, v := range want.MemoryStats {
+				if got[k] != v {
+					t.Errorf("%s = %d, PyTorch reported %d", k, got[k], v)
+				}
 			}
 		})
 	}

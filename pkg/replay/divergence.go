@@ -71,9 +71,11 @@ func (p *Plan) noteDevice(i int, e *trace.Event) {
 // segments, its settings and the cap its events show.
 func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Event) {
 	p.HasFinal = len(snap.Segments) > 0
+	p.expandable = snap.Settings.ExpandableSegments
 	var final int64
 	for _, s := range snap.Segments {
 		if s.Device == device {
+			p.expandable = p.expandable || s.Expandable
 			p.Final = append(p.Final, SegmentRange{s.Address, s.TotalSize})
 			final += int64(s.TotalSize)
 		}
@@ -167,11 +169,12 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 			if event < 0 {
 				event = int(rec[0].Event)
 			}
-			r = append(r, call{rec[0].Action, rec[0].Addr, rec[0].Size})
+			r = append(r, call{rec[0].Action, pageAddr(rec[0].Action, rec[0].Addr), rec[0].Size})
 			rec = rec[1:]
 		}
 		for len(rep) > 0 && rep[0].Op == op {
-			l = append(l, call{callAction[rep[0].Kind], rep[0].Addr, rep[0].Size})
+			k := callAction[rep[0].Kind]
+			l = append(l, call{k, pageAddr(k, rep[0].Addr), rep[0].Size})
 			rep = rep[1:]
 		}
 		if op == oomOp {
@@ -192,12 +195,30 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 	return p.divergeFinal(res, cfg)
 }
 
+// pageAddr is the address a call is compared at. Expandable segments'
+// pages live in address ranges reserved without a hint, which a replay
+// cannot get where the recording did: their maps are compared by size.
+func pageAddr(k trace.Action, addr uint64) uint64 {
+	if k == trace.ActionSegmentMap || k == trace.ActionSegmentUnmap {
+		return 0
+	}
+	return addr
+}
+
 // divergeFinal compares the replay's segments with the snapshot's.
 func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
 	want := slices.Clone(p.Final)
 	got := make([]SegmentRange, len(res.Segments))
 	for i, s := range res.Segments {
 		got[i] = SegmentRange{s.Address, s.TotalSize}
+	}
+	if p.expandable { // by size only, as their maps (see pageAddr)
+		for i := range want {
+			want[i].Address = 0
+		}
+		for i := range got {
+			got[i].Address = 0
+		}
 	}
 	byAddr := func(a, b SegmentRange) int {
 		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Size, b.Size))

@@ -44,6 +44,8 @@ type Plan struct {
 	// settings are the recorded allocator settings, when the trace has them.
 	settings *trace.Settings
 	finalAt  int // len(Ops) when Final was taken: a cut plan ends elsewhere
+	// expandable says the recording used expandable segments
+	expandable bool
 
 	byAddr  map[uint64]live1
 	freeIDs []uint32
