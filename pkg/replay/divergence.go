@@ -316,17 +316,20 @@ func cause(r, l []call, res *Result) string {
 	case lRel > 0 && rRel == 0:
 		return "the replay released cached segments here and the recording did not: it runs under a tighter cap or a smaller card than the recording"
 	}
-	rGet, lGet := r[:0:0], l[:0:0]
-	for _, c := range r {
-		if slices.Contains(gets, c.kind) {
-			rGet = append(rGet, c)
+	only := func(cs []call, kinds []trace.Action) []call {
+		var out []call
+		for _, c := range cs {
+			if slices.Contains(kinds, c.kind) {
+				out = append(out, c)
+			}
 		}
+		return out
 	}
-	for _, c := range l {
-		if slices.Contains(gets, c.kind) {
-			lGet = append(lGet, c)
-		}
+	if !slices.Equal(only(r, releases), only(l, releases)) {
+		return "both released cached segments here, but not the same ones: the caps differ " +
+			"(garbage collection releases down to its threshold × the cap), or the caches did"
 	}
+	rGet, lGet := only(r, gets), only(l, gets)
 	switch {
 	case len(rGet) > 0 && len(rGet) == len(lGet):
 		sizes := func(cs []call) []uint64 {
@@ -349,7 +352,7 @@ func cause(r, l []call, res *Result) string {
 		return "the replay asked the device for memory where the recording found a cached block: the caches differ " +
 			"(other settings, or an earlier free that completed at another point)"
 	}
-	return "the released segments differ: the caches differ"
+	return "the device calls differ: the caches differ"
 }
 
 // describeCalls says what one side did in an op, e.g. "released 53 cached
