@@ -233,3 +233,27 @@ func TestDivergenceCauses(t *testing.T) {
 		}
 	})
 }
+
+// Under garbage collection the cap decides how much a collection releases:
+// a replay under a lower cap than the recording's releases more.
+func TestDivergenceCollection(t *testing.T) {
+	snap, err := trace.ReadPickleFile(filepath.Join("testdata", "recorded", "conv_gc.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := FromSnapshot(snap, 0)
+	if p.Cap == nil {
+		t.Fatal("no cap inferred")
+	}
+	const card = 1 << 40
+	res, err := Run(p, Options{Config: settingsConfig(snap.Settings), Device: alloc.Sim(card), DeviceTotal: card,
+		MemoryFraction: float64(p.Cap.Low-(40<<20)) / card}) // 40 MiB less: collections, not new ones
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.Divergence
+	if d == nil || !strings.Contains(d.Cause, "not the same ones") || !strings.Contains(d.Cause, "the memory cap differ") ||
+		!strings.HasPrefix(d.Recorded, "released") || !strings.HasPrefix(d.Replayed, "released") {
+		t.Fatalf("%+v", d)
+	}
+}
