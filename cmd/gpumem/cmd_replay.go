@@ -64,7 +64,7 @@ func runReplay(a *app, o *replayOpts, path string) error {
 		return err
 	}
 	s := o.alloc.settings(o.invocation, o.backend)
-	s.Points, s.Check = 2000, o.check
+	s.Points, s.Check, s.RecordedCap = 2000, o.check, true
 	run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: path, Device: o.device, Progress: a.progress()}, s)
 	if err != nil {
 		return err

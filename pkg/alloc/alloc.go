@@ -5,6 +5,7 @@ package alloc
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "gm_alloc.h"
+#include "gm_devlog.h"
 
 // Go cannot call C function pointers; these do it for it.
 static int gm_call_mem_info(gm_backend_t *b, uint64_t *f, uint64_t *t) { return b->mem_info(b->ctx, f, t); }
@@ -80,6 +81,9 @@ type Options struct {
 	// MemoryFraction is set_per_process_memory_fraction; 0 takes the
 	// config's per_process_memory_fraction, and 1 means no cap.
 	MemoryFraction float64
+	// Allowed is a cap in bytes, in place of a fraction (0 = none): the cap
+	// a replay infers from its recording.
+	Allowed uint64
 	// Check runs the invariant checker after every operation (slow; tests).
 	Check bool
 }
@@ -149,6 +153,9 @@ func New(o Options) (*Allocator, error) {
 	if frac > 0 && frac < 1 {
 		// PyTorch: allowed_memory_maximum = (size_t)(fraction * total)
 		allowed = max(uint64(frac*float64(total)), 1)
+	}
+	if o.Allowed > 0 {
+		allowed = o.Allowed
 	}
 	cc.allowed_memory_maximum = C.uint64_t(allowed)
 	cc.device_total = C.uint64_t(o.DeviceTotal)
@@ -260,6 +267,7 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 			copy(tl.Active, all[2*n:])
 		}()
 	}
+	C.gm_devlog_at(a.c, C.uint64_t(base)) // device log events carry stream indexes
 	var done C.size_t
 	var oom C.gm_oom_t
 	// Op has no Go pointers and the layout of gm_op_t (checked by a test),

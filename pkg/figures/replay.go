@@ -1,6 +1,10 @@
 package figures
 
-import "github.com/gpumem/gpumem/pkg/alloc"
+import (
+	"fmt"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+)
 
 // Replay is everything a report shows about one replay. The pipeline fills
 // it in; the renderers only read it.
@@ -40,6 +44,42 @@ type Replay struct {
 	// OOM describes the out-of-memory error that ended the replay, or is
 	// nil when it ran to completion.
 	OOM *OOM
+
+	// InferredCap is the cap the replay ran under because the recording
+	// shows one, nil when none was inferred or the user gave a card or
+	// fraction.
+	InferredCap *InferredCap
+	// Divergence is where the replay first did on the device something
+	// its recording did not, nil when it followed the recording (or the
+	// trace records nothing to compare with).
+	Divergence *Divergence
+}
+
+// InferredCap is a per-process memory cap read from a recording.
+type InferredCap struct {
+	Low, High uint64 // the cap lies in [Low, High]; the replay uses Low
+	From      string // what it was inferred from
+}
+
+// Divergence is the first place a replay left its recording.
+type Divergence struct {
+	Op    int // index of the operation; the op count when only the final segments differ
+	Event int // index of the recorded event in the device's trace, -1 if none
+	// What the recording and the replay did there, and the likely cause.
+	Recorded, Replayed, Cause string
+}
+
+// Text is the divergence in a sentence.
+func (d *Divergence) Text() string {
+	return fmt.Sprintf("the recording %s, the replay %s; %s", d.Recorded, d.Replayed, d.Cause)
+}
+
+// Where says where it happened.
+func (d *Divergence) Where() string {
+	if d.Event < 0 {
+		return fmt.Sprintf("at op %d", d.Op)
+	}
+	return fmt.Sprintf("at op %d (trace event #%d)", d.Op, d.Event)
 }
 
 // Skip counts trace anomalies of one kind that the replay stepped over.

@@ -72,12 +72,16 @@ type Settings struct {
 	Backend        string // "sim" (or "") or "cuda"
 	Points         int    // timeline points to keep; 0 = none
 	Check          bool   // check the allocator's invariants after every op
+	// RecordedCap replays a trace under the memory cap its recording shows
+	// when no card size or fraction is given (replay does; a sweep sets
+	// its own cards).
+	RecordedCap bool
 }
 
 // options resolves s over the recorded settings (nil: PyTorch's
 // defaults) into replay options.
 func (s Settings) options(recorded *alloc.Config) (replay.Options, error) {
-	o := replay.Options{Points: s.Points, Check: s.Check}
+	o := replay.Options{Points: s.Points, Check: s.Check, RecordedCap: s.RecordedCap}
 	cfg := alloc.DefaultConfig()
 	if recorded != nil {
 		cfg = *recorded

@@ -76,6 +76,12 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if r.res, err = replay.Run(r.plan, o); err != nil {
 		return nil, replayErr("replaying "+path, err)
 	}
+	if c := r.res.Cap; c != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s; override with --device-memory/--memory-fraction", path, c.Describe()))
+	}
+	if d := r.res.Divergence; d != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", path, d.Describe()))
+	}
 	r.Report = buildReport(path, o, r.res, r.plan, snap)
 	r.Report.Device = src.Device
 	return r, nil

@@ -49,6 +49,12 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 	if res.OOM != nil {
 		r.OOM = buildOOM(res, plan, snap)
 	}
+	if c := res.Cap; c != nil {
+		r.InferredCap = &figures.InferredCap{Low: c.Low, High: c.High, From: c.From()}
+	}
+	if d := res.Divergence; d != nil {
+		r.Divergence = &figures.Divergence{Op: d.Op, Event: d.Event, Recorded: d.Recorded, Replayed: d.Replayed, Cause: d.Cause}
+	}
 	return r
 }
 

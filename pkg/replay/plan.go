@@ -31,6 +31,21 @@ type Plan struct {
 	// Seeds hold the state it began in, and peaks cover the kept window.
 	Truncated bool
 	Seeds     []*Seed
+	// Recorded are the recording's device events, each at its op: what a
+	// replay under the recorded settings must do again (see Divergence).
+	Recorded []DeviceEvent
+	// Final holds the snapshot's segments of this device at its end, when
+	// the trace lists segments (HasFinal; FromSnapshot only).
+	Final    []SegmentRange
+	HasFinal bool
+	// Cap is the memory cap the recording shows, nil when it shows none
+	// (FromSnapshot only; see Cap).
+	Cap *Cap
+	// settings are the recorded allocator settings, when the trace has them.
+	settings *trace.Settings
+	finalAt  int // len(Ops) when Final was taken: a cut plan ends elsewhere
+	// expandable says the recording used expandable segments
+	expandable bool
 
 	byAddr  map[uint64]live1
 	freeIDs []uint32
@@ -110,6 +125,7 @@ func (p *Plan) build(events []trace.Event) {
 	var hint uint64
 	for i := 0; i < len(events); i++ {
 		e := &events[i]
+		p.noteDevice(i, e)
 		switch e.Action {
 		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 			hint = e.Addr
@@ -164,6 +180,7 @@ func (p *Plan) build(events []trace.Event) {
 			j := i
 			for j+1 < len(events) && (events[j+1].Action == trace.ActionSegmentFree || events[j+1].Action == trace.ActionSegmentUnmap) {
 				j++
+				p.noteDevice(j, &events[j])
 			}
 			caused := j+1 < len(events) && (events[j+1].Action == trace.ActionSegmentAlloc ||
 				events[j+1].Action == trace.ActionSegmentMap || events[j+1].Action == trace.ActionOOM)

@@ -22,6 +22,9 @@ type Options struct {
 	// Context, when set, stops a replay between batches of operations
 	// once it is done (an interrupt); Run then returns its error.
 	Context context.Context
+	// RecordedCap replays under the cap the recording shows (Plan.Cap)
+	// when no card size or memory fraction is given.
+	RecordedCap bool
 }
 
 // Result is what a replay ended with.
@@ -41,31 +44,54 @@ type Result struct {
 	Timeline    *alloc.Timeline
 	Allowed     uint64
 	DeviceTotal uint64
+	// Cap is the inferred cap the replay ran under (Options.RecordedCap),
+	// nil when it ran under none or the one given.
+	Cap *Cap
+	// Divergence is where the replay first did on the device something
+	// its recording did not (see Plan.Recorded); nil when it followed the
+	// recording to its end, or the trace records nothing to compare with.
+	// Under other settings than the recorded ones a divergence is expected.
+	Divergence *Divergence
 }
 
 // Run replays a plan's operations through a new allocator. It stops at the
 // first out-of-memory.
 func Run(p *Plan, o Options) (*Result, error) {
-	return run(p.Ops, p.Event, p.Seeds, o)
+	return run(p.Ops, p.Event, p.Seeds, o, p)
 }
 
 // RunOps replays ops; event maps op indexes to reported OOM indexes (nil =
 // the op index itself).
 func RunOps(ops []alloc.Op, event []int32, o Options) (*Result, error) {
-	return run(ops, event, nil, o)
+	return run(ops, event, nil, o, nil)
 }
 
-func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options) (*Result, error) {
-	a, err := alloc.New(alloc.Options{
+// run replays ops; p, when not nil, is the plan they come from.
+func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Result, error) {
+	var inferred *Cap
+	if o.RecordedCap && p != nil && p.Cap != nil && o.DeviceTotal == 0 && o.MemoryFraction == 0 && o.Config.MemoryFraction == 0 {
+		inferred = p.Cap
+	}
+	ao := alloc.Options{
 		Config: o.Config, Device: o.Device, DeviceTotal: o.DeviceTotal,
 		MemoryFraction: o.MemoryFraction, Check: o.Check,
-	})
+	}
+	if inferred != nil {
+		ao.Allowed = inferred.Low
+	}
+	a, err := alloc.New(ao)
 	if err != nil {
 		return nil, err
 	}
 	defer a.Close()
 	for _, s := range seeds {
 		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
+			return nil, err
+		}
+	}
+	compare := p.comparable()
+	if compare {
+		if err := a.LogDevice(); err != nil {
 			return nil, err
 		}
 	}
@@ -80,7 +106,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options) (*Result, erro
 	r := &Result{
 		Stats: a.Stats(), Extra: a.Extra(), OOM: res.OOM, OOMOp: -1, Done: res.Done,
 		LargestFree: a.LargestFree(), Segments: a.Snapshot(), Timeline: tl,
-		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(),
+		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(), Cap: inferred,
 	}
 	if r.OOM != nil {
 		r.OOMOp = r.OOM.OpIndex
@@ -91,6 +117,9 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options) (*Result, erro
 			k := (r.OOMOp + tl.Stride - 1) / tl.Stride
 			tl.Allocated, tl.Reserved, tl.Active = tl.Allocated[:k], tl.Reserved[:k], tl.Active[:k]
 		}
+	}
+	if compare {
+		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config)
 	}
 	return r, nil
 }

@@ -72,6 +72,7 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 		}
 	}
 	p := newPlan()
+	defer p.noteSnapshot(snap, device, events) // once the plan is built
 	if len(segs) == 0 && len(live) == 0 {
 		p.build(events)
 		return p

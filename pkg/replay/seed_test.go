@@ -36,6 +36,9 @@ func TestTruncatedTraces(t *testing.T) {
 					t.Fatal(err)
 				}
 				compareSegments(t, res.Segments, snap.Segments)
+				if d := res.Divergence; d != nil {
+					t.Errorf("diverged: %s", d.Describe())
+				}
 
 				// the whole run's peaks over the same window
 				a, err := alloc.New(alloc.Options{})

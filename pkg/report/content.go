@@ -41,6 +41,10 @@ func overviewFacts(r *figures.Replay) []fact {
 			capacity += fmt.Sprintf(" (%s of the card)", percent(float64(r.Allowed)/float64(r.DeviceMemory)))
 		}
 	}
+	if c := r.InferredCap; c != nil {
+		capacity += fmt.Sprintf(", inferred from the recording (its cap lies between %s and %s); "+
+			"override with --device-memory/--memory-fraction", ubytes(c.Low), ubytes(c.High))
+	}
 	ops := count(int64(r.Ops)) + " replayed"
 	if r.Truncated {
 		ops += "; the trace was cut short by max_entries"
@@ -64,7 +68,11 @@ func overviewFacts(r *figures.Replay) []fact {
 	if r.OOM != nil {
 		outcome = fmt.Sprintf("out of memory at operation %s", count(int64(r.OOM.OpIndex)))
 	}
-	return append(facts, fact{"outcome", outcome})
+	facts = append(facts, fact{"outcome", outcome})
+	if d := r.Divergence; d != nil {
+		facts = append(facts, fact{"divergence", "left the recording " + d.Where()})
+	}
+	return facts
 }
 
 func memoryGrid(r *figures.Replay) grid {

@@ -34,6 +34,23 @@ type jsonReplay struct {
 
 	Timeline []jsonPoint `json:"timeline"`
 	OOM      *jsonOOM    `json:"oom"`
+
+	InferredCap *jsonCap        `json:"inferred_cap"`
+	Divergence  *jsonDivergence `json:"divergence"`
+}
+
+type jsonCap struct {
+	Low  uint64 `json:"low"`
+	High uint64 `json:"high"`
+	From string `json:"from"`
+}
+
+type jsonDivergence struct {
+	Op       int    `json:"op"`
+	Event    *int   `json:"event"` // null when the recording has no event there
+	Recorded string `json:"recorded"`
+	Replayed string `json:"replayed"`
+	Cause    string `json:"cause"`
 }
 
 type jsonSkip struct {
@@ -124,6 +141,15 @@ func JSON(w io.Writer, r *figures.Replay) error {
 	}
 	for _, p := range r.Timeline {
 		doc.Timeline = append(doc.Timeline, jsonPoint(p))
+	}
+	if c := r.InferredCap; c != nil {
+		doc.InferredCap = &jsonCap{Low: c.Low, High: c.High, From: c.From}
+	}
+	if d := r.Divergence; d != nil {
+		doc.Divergence = &jsonDivergence{Op: d.Op, Recorded: d.Recorded, Replayed: d.Replayed, Cause: d.Cause}
+		if d.Event >= 0 {
+			doc.Divergence.Event = &d.Event
+		}
 	}
 	if o := r.OOM; o != nil {
 		verdict := "shortage"

@@ -20,7 +20,10 @@ func Markdown(w io.Writer, r *figures.Replay, o Options) error {
 	bw := bufio.NewWriter(w)
 
 	fmt.Fprintf(bw, "## Replay of %s\n\n", inlineCode(r.Source))
-	writeBullets(bw, overviewFacts(r))
+	writeBullets(bw, overviewFacts(r)) // the divergence fact comes last: its text continues it
+	if d := r.Divergence; d != nil {
+		fmt.Fprintf(bw, "  %s\n", d.Text())
+	}
 	fmt.Fprintln(bw)
 	fmt.Fprintln(bw, "### Memory")
 	fmt.Fprintln(bw)

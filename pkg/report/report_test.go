@@ -202,6 +202,19 @@ func shortageOOM() *figures.Replay {
 	return r
 }
 
+// diverged is a completed replay under a cap inferred from the recording,
+// which it left at one op.
+func diverged() *figures.Replay {
+	r := completed()
+	r.Allowed = 17899192320
+	r.InferredCap = &figures.InferredCap{Low: 17899192320, High: 19304284159, From: "1 retry that released cached segments"}
+	r.Divergence = &figures.Divergence{Op: 3127, Event: 4448,
+		Recorded: "released 53 cached segments (1.31 GiB), then allocated a 1.54 GiB segment at 0x7f1000000000",
+		Replayed: "allocated a 1.54 GiB segment at 0x7f1000000000",
+		Cause:    "the recording released cached segments here and the replay did not: the program probably ran under a memory cap"}
+	return r
+}
+
 var cases = []struct {
 	name   string
 	replay func() *figures.Replay
@@ -209,6 +222,7 @@ var cases = []struct {
 	{"completed", completed},
 	{"oom_fragmentation", fragmentationOOM},
 	{"oom_shortage", shortageOOM},
+	{"diverged", diverged},
 }
 
 func golden(t *testing.T, name string, got []byte) {

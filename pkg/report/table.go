@@ -26,6 +26,11 @@ func Table(w io.Writer, r *figures.Replay, o Options) error {
 
 	fmt.Fprintln(bw, p.bold.Sprint("Replay"))
 	writeFacts(bw, overviewFacts(r))
+	if d := r.Divergence; d != nil {
+		for _, l := range wrap(d.Text(), o.Width-4) {
+			fmt.Fprintln(bw, "    "+l)
+		}
+	}
 	fmt.Fprintln(bw)
 	if err := writeGrid(bw, memoryGrid(r), false); err != nil {
 		return err

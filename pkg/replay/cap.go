@@ -1,0 +1,321 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// Cap is a per-process memory cap (set_per_process_memory_fraction)
+// inferred from a recording. The snapshot does not store it, but it shows
+// (shared/docs/pytorch-allocator-pools.md §P5): with a cap C the allocator
+// asks the device for a segment of A bytes only while reserved + A <= C, and
+// otherwise releases its cached segments and retries, or fails. So
+//
+//   - every segment obtained at reserved R gives C >= R + A (Low: the
+//     tightest cap that lets every recorded request through);
+//   - every release run followed by the segment it made room for, whose
+//     first attempt could not have fitted under any cap >= Low
+//     (R_before + A > Low), gives C < R_before + A;
+//   - every out-of-memory the device itself could have met (its recorded
+//     device_free >= A) gives C < R + A, R after the releases.
+//
+// Any cap in [Low, High] reproduces the recording's decisions; a replay
+// uses Low.
+type Cap struct {
+	Low, High uint64
+	// Retries and OOMs count the events that bound the cap from above.
+	Retries, OOMs int
+	// Event is the trace index of the event giving High, Released the
+	// segments its release run gave back (0 for an out-of-memory).
+	Event    int
+	Released int
+}
+
+// From says what the cap was inferred from, for reports.
+func (c *Cap) From() string {
+	var ev []string
+	if c.Retries > 0 {
+		ev = append(ev, fmt.Sprintf("%d retr%s that released cached segments", c.Retries, plural(c.Retries, "y", "ies")))
+	}
+	if c.OOMs > 0 {
+		ev = append(ev, fmt.Sprintf("%d out-of-memory error%s", c.OOMs, plural(c.OOMs, "", "s")))
+	}
+	return fmt.Sprintf("%s that an uncapped run would not have (the tightest at trace event #%d) and a reserved peak of %s",
+		strings.Join(ev, " and "), c.Event, figures.FormatBytes(int64(c.Low)))
+}
+
+// Describe is the one-line account of the cap for people.
+func (c *Cap) Describe() string {
+	return fmt.Sprintf("recorded under a cap of about %s (up to %s more), inferred from %s",
+		figures.FormatBytes(int64(c.Low)), figures.FormatBytes(int64(c.High-c.Low)), c.From())
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// allocationSize is PyTorch's get_allocation_size: the segment a request of
+// `rounded` bytes needs.
+func allocationSize(rounded uint64) uint64 {
+	const small, minLarge, roundLarge = 1 << 20, 10 << 20, 2 << 20
+	switch {
+	case rounded <= small:
+		return 2 << 20
+	case rounded < minLarge:
+		return alloc.DefaultConfig().LargeSegmentSize
+	}
+	return (rounded + roundLarge - 1) / roundLarge * roundLarge
+}
+
+// inferCap reads a cap from one device's events; reserved0 is what the
+// device held before the first event (a truncated trace's seeds). nil when
+// nothing bounds a cap from above: the run shows no sign of one.
+func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
+	cfg := alloc.DefaultConfig()
+	for i, d := range s.RoundupPower2Divisions {
+		cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
+	}
+	// allocAfter is the index of the alloc the device events from k on
+	// were for, -1 when none follows them
+	allocAfter := func(k int) int {
+		for ; k < len(events); k++ {
+			switch events[k].Action {
+			case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+				continue
+			case trace.ActionAlloc:
+				return k
+			}
+			return -1
+		}
+		return -1
+	}
+	// need is the segment that alloc asked for (get_allocation_size)
+	need := func(k int) uint64 {
+		if k < 0 {
+			return 0
+		}
+		return allocationSize(alloc.RoundSize(cfg, events[k].Size))
+	}
+	// couldServe says whether a whole free segment would have held the
+	// request of alloc k: best fit finds it before any retry, so a release
+	// run giving it back was an empty_cache
+	couldServe := func(seg *trace.Event, k int) bool {
+		if seg.Action != trace.ActionSegmentFree { // an expandable range's pool does not show
+			return false
+		}
+		al := &events[k]
+		rounded := alloc.RoundSize(cfg, al.Size)
+		small := rounded <= 1<<20
+		if seg.Stream != al.Stream || small != (seg.Size == 2<<20) || seg.Size < rounded {
+			return false
+		}
+		// max_split_size: oversize blocks serve only oversize requests
+		return s.MaxSplitSize <= 0 || seg.Size < uint64(s.MaxSplitSize) || rounded >= uint64(s.MaxSplitSize)
+	}
+	type bound struct {
+		v           uint64 // the cap is below v
+		event, runs int
+		oom         bool
+	}
+	var bounds []bound
+	reserved, low := reserved0, reserved0
+	gc := newGCWatch(s)
+	for i := 0; i < len(events); i++ {
+		e := &events[i]
+		switch e.Action {
+		case trace.ActionSegmentAlloc:
+			if i == 0 || events[i-1].Action != trace.ActionSegmentFree {
+				low = max(low, gc.quiet(reserved))
+			}
+			low = max(low, reserved+e.Size)
+			reserved += e.Size
+		case trace.ActionSegmentMap:
+			// the cap check counts the whole request, not the pages mapped
+			if i == 0 || events[i-1].Action != trace.ActionSegmentMap {
+				low = max(low, reserved+max(need(allocAfter(i)), e.Size))
+			}
+			reserved += e.Size
+			low = max(low, reserved)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			before := reserved
+			j := i
+			for ; j < len(events) && (events[j].Action == trace.ActionSegmentFree || events[j].Action == trace.ActionSegmentUnmap); j++ {
+				reserved -= min(events[j].Size, reserved)
+				gc.see(&events[j])
+			}
+			if j >= len(events) {
+				i = j - 1
+				break
+			}
+			next := &events[j]
+			var a uint64
+			k := -1
+			switch {
+			case next.Action == trace.ActionSegmentAlloc && j+1 < len(events):
+				// §P3.2: the segment must be the one the next alloc asked for
+				al := &events[j+1]
+				if al.Action == trace.ActionAlloc && al.Addr == next.Addr && al.Stream == next.Stream &&
+					need(j+1) == next.Size {
+					a, k = next.Size, j+1
+				}
+			case next.Action == trace.ActionSegmentMap:
+				k = allocAfter(j)
+				a = need(k)
+			}
+			for r := i; a > 0 && r < j; r++ {
+				if couldServe(&events[r], k) {
+					a = 0
+				}
+			}
+			if a > 0 {
+				v := before + a
+				switch {
+				case gc.left():
+					// whole free segments stayed cached: no retry released
+					// everything, garbage collection ran (reserved >
+					// threshold × cap) and stopped once reserved was back
+					// under it
+					v = uint64(float64(before)/gc.t) + 1
+					low = max(low, gc.quiet(reserved))
+				case s.GCThreshold > 0:
+					// garbage collection releases before the first attempt,
+					// when reserved > threshold × cap: a bound either way
+					v = max(v, uint64(float64(before)/s.GCThreshold)+1)
+				}
+				bounds = append(bounds, bound{v: v, event: i, runs: j - i})
+			}
+			i = j - 1
+		case trace.ActionOOM:
+			a := allocationSize(e.Size) // the entry's size is already rounded
+			if e.Addr >= a {            // device_free: the device had room, so a cap refused it
+				bounds = append(bounds, bound{v: reserved + a, event: i, oom: true})
+			}
+		}
+		gc.see(e) // after: a new segment is not yet a cached one (a release run saw its own)
+	}
+	var c *Cap
+	for _, b := range bounds {
+		if b.v <= low { // a cap admitting every recorded segment would have let it through
+			continue
+		}
+		if c == nil {
+			c = &Cap{Low: low, High: b.v - 1, Event: b.event, Released: b.runs}
+		} else if b.v-1 < c.High {
+			c.High, c.Event, c.Released = b.v-1, b.event, b.runs
+		}
+		if b.oom {
+			c.OOMs++
+		} else {
+			c.Retries++
+		}
+	}
+	return c
+}
+
+// gcWatch follows, under a garbage collection threshold t, the whole free
+// segments of the large pool: when a request found no cached block and got
+// a new segment without releasing any while such a segment was cached,
+// garbage collection did not run, so reserved <= t × cap (§P4.1 step 2,
+// main §10.2). Segments older than the trace are not known, which only
+// weakens the bound. Off (nil) without a threshold or with expandable
+// segments.
+type gcWatch struct {
+	t     float64
+	bases []uint64 // sorted
+	segs  map[uint64]*gcSeg
+	free  int // whole free large segments
+}
+
+type gcSeg struct {
+	size uint64
+	live int
+}
+
+func newGCWatch(s trace.Settings) *gcWatch {
+	if s.GCThreshold <= 0 || s.ExpandableSegments {
+		return nil
+	}
+	return &gcWatch{t: s.GCThreshold, segs: map[uint64]*gcSeg{}}
+}
+
+// of is the segment holding addr, nil if not known.
+func (w *gcWatch) of(addr uint64) *gcSeg {
+	k, _ := slices.BinarySearch(w.bases, addr+1)
+	if k == 0 {
+		return nil
+	}
+	if g := w.segs[w.bases[k-1]]; addr < w.bases[k-1]+g.size {
+		return g
+	}
+	return nil
+}
+
+func (w *gcWatch) large(g *gcSeg) bool { return g.size > 2<<20 }
+
+func (w *gcWatch) see(e *trace.Event) {
+	if w == nil {
+		return
+	}
+	switch e.Action {
+	case trace.ActionSegmentAlloc:
+		if _, ok := w.segs[e.Addr]; ok {
+			return
+		}
+		k, _ := slices.BinarySearch(w.bases, e.Addr)
+		w.bases = slices.Insert(w.bases, k, e.Addr)
+		g := &gcSeg{size: e.Size}
+		w.segs[e.Addr] = g
+		if w.large(g) {
+			w.free++
+		}
+	case trace.ActionSegmentFree:
+		g, ok := w.segs[e.Addr]
+		if !ok {
+			return
+		}
+		if g.live == 0 && w.large(g) {
+			w.free--
+		}
+		k, _ := slices.BinarySearch(w.bases, e.Addr)
+		w.bases = slices.Delete(w.bases, k, k+1)
+		delete(w.segs, e.Addr)
+	case trace.ActionAlloc, trace.ActionFreeCompleted:
+		g := w.of(e.Addr)
+		if g == nil || !w.large(g) {
+			return
+		}
+		was := g.live == 0
+		if e.Action == trace.ActionAlloc {
+			g.live++
+		} else if g.live > 0 {
+			g.live--
+		}
+		switch {
+		case was && g.live > 0:
+			w.free--
+		case !was && g.live == 0:
+			w.free++
+		}
+	}
+}
+
+// left says whether whole free large segments are cached.
+func (w *gcWatch) left() bool { return w != nil && w.free > 0 }
+
+// quiet is the least cap under which garbage collection stays quiet at
+// this reserved level, when it must have (0 when nothing follows).
+func (w *gcWatch) quiet(reserved uint64) uint64 {
+	if w == nil || w.free == 0 {
+		return 0
+	}
+	return uint64(math.Ceil(float64(reserved) / w.t))
+}

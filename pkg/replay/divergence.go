@@ -1,0 +1,400 @@
+package replay
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// A replay under the recorded settings must do on the device what the
+// recording did: the same segment allocs, frees, maps and unmaps in the
+// same ops, the same out-of-memory errors, and end with the snapshot's
+// segments. Run compares the two as cheaply as it can (the allocator logs
+// its device calls, a few per thousand ops) and reports the first
+// difference as a Divergence.
+
+// DeviceEvent is one device event of the recording.
+type DeviceEvent struct {
+	// Op is the index in Plan.Ops of the op it happened in: the allocation
+	// that asked for the segment or whose retry released it, the
+	// allocation that failed, or the empty_cache op of a release run.
+	Op     int32
+	Event  int32 // index in the device's trace
+	Action trace.Action
+	// Addr and Size of the segment or range; for an out-of-memory, Size is
+	// the rounded request and Addr is 0.
+	Addr, Size uint64
+}
+
+// SegmentRange is a segment's address and size.
+type SegmentRange struct{ Address, Size uint64 }
+
+// Divergence is where a replay first did something its recording did not.
+type Divergence struct {
+	// Op is the index in Plan.Ops where it happened; len(Plan.Ops) when
+	// every op agreed but the final segments differ.
+	Op int
+	// Event is the index in the device's trace of the first recorded event
+	// there, -1 when the recording has none.
+	Event int
+	// Recorded and Replayed say what each did there; Cause the likely reason.
+	Recorded, Replayed, Cause string
+}
+
+// Describe is the one-line account for people.
+func (d *Divergence) Describe() string {
+	where := fmt.Sprintf("at op %d", d.Op)
+	if d.Event >= 0 {
+		where += fmt.Sprintf(" (trace event #%d)", d.Event)
+	}
+	return fmt.Sprintf("the replay left its recording %s: the recording %s, the replay %s; %s",
+		where, d.Recorded, d.Replayed, d.Cause)
+}
+
+// noteDevice keeps a device event of the recording, at the op the plan
+// emits next: the one it belongs to (see DeviceEvent.Op).
+func (p *Plan) noteDevice(i int, e *trace.Event) {
+	switch e.Action {
+	case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(len(p.Ops)), Event: int32(i), Action: e.Action, Addr: e.Addr, Size: e.Size})
+	case trace.ActionOOM:
+		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(len(p.Ops)), Event: int32(i), Action: e.Action, Size: e.Size})
+	}
+}
+
+// noteSnapshot keeps what the snapshot says beyond the events: its final
+// segments, its settings and the cap its events show.
+func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Event) {
+	p.HasFinal = len(snap.Segments) > 0
+	p.expandable = snap.Settings.ExpandableSegments
+	var final int64
+	for _, s := range snap.Segments {
+		if s.Device == device {
+			p.expandable = p.expandable || s.Expandable
+			p.Final = append(p.Final, SegmentRange{s.Address, s.TotalSize})
+			final += int64(s.TotalSize)
+		}
+	}
+	// what the device held at the first event: the end less what the
+	// events added (a truncated trace, or expandable pages mapped before)
+	for _, e := range events {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			final -= int64(e.Size)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			final += int64(e.Size)
+		}
+	}
+	reserved0 := uint64(max(final, 0))
+	if snap.Settings.Present {
+		st := snap.Settings
+		p.settings = &st
+	}
+	p.finalAt = len(p.Ops)
+	p.Cap = inferCap(events, snap.Settings, reserved0)
+}
+
+// comparable says whether the trace records what a replay can be held to:
+// segment events or final segments. RMM logs and bare text traces do not.
+func (p *Plan) comparable() bool {
+	if p == nil {
+		return false
+	}
+	if p.HasFinal {
+		return true
+	}
+	for _, e := range p.Recorded {
+		if e.Action != trace.ActionOOM {
+			return true
+		}
+	}
+	return false
+}
+
+// call is a device event of either side, in a form both share.
+type call struct {
+	kind       trace.Action
+	addr, size uint64
+}
+
+func cmpCall(a, b call) int {
+	if c := cmp.Compare(a.kind, b.kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.addr, b.addr); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.size, b.size)
+}
+
+var callAction = map[alloc.DeviceCallKind]trace.Action{
+	alloc.DeviceMalloc: trace.ActionSegmentAlloc, alloc.DeviceFree: trace.ActionSegmentFree,
+	alloc.DeviceMap: trace.ActionSegmentMap, alloc.DeviceUnmap: trace.ActionSegmentUnmap,
+}
+
+// diverge compares a replay of p's ops with the recording. log is the
+// allocator's device log; res the replay's result, cfg its settings.
+func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *Divergence {
+	// the ops the replay ran: all, or up to the failing one, whose release
+	// steps ran
+	end := len(p.Ops)
+	if res.OOMOp >= 0 {
+		end = res.OOMOp + 1
+	}
+	rec, rep, oomOp := p.Recorded, log, res.OOMOp
+	var r, l []call
+	for {
+		// the next op either side did something in
+		op := end
+		if len(rec) > 0 {
+			op = min(op, int(rec[0].Op))
+		}
+		if len(rep) > 0 {
+			op = min(op, rep[0].Op)
+		}
+		if oomOp >= 0 {
+			op = min(op, oomOp)
+		}
+		if op >= end {
+			break
+		}
+		r, l = r[:0], l[:0]
+		event := -1
+		for len(rec) > 0 && int(rec[0].Op) == op {
+			if event < 0 {
+				event = int(rec[0].Event)
+			}
+			r = append(r, call{rec[0].Action, pageAddr(rec[0].Action, rec[0].Addr), rec[0].Size})
+			rec = rec[1:]
+		}
+		for len(rep) > 0 && rep[0].Op == op {
+			k := callAction[rep[0].Kind]
+			l = append(l, call{k, pageAddr(k, rep[0].Addr), rep[0].Size})
+			rep = rep[1:]
+		}
+		if op == oomOp {
+			l = append(l, call{trace.ActionOOM, 0, res.OOM.Rounded})
+			oomOp = -1
+		}
+		// within one op the order of releases is not a difference
+		slices.SortFunc(r, cmpCall)
+		slices.SortFunc(l, cmpCall)
+		if !slices.Equal(r, l) {
+			return &Divergence{Op: op, Event: event, Recorded: describeCalls(r), Replayed: describeCalls(l),
+				Cause: p.settingsCause(res, cfg) + cause(r, l, res)}
+		}
+	}
+	if res.OOMOp >= 0 || !p.HasFinal || len(p.Ops) != p.finalAt {
+		return nil // the replay stopped before the end the snapshot shows
+	}
+	return p.divergeFinal(res, cfg)
+}
+
+// pageAddr is the address a call is compared at. Expandable segments'
+// pages live in address ranges reserved without a hint, which a replay
+// cannot get where the recording did: their maps are compared by size.
+func pageAddr(k trace.Action, addr uint64) uint64 {
+	if k == trace.ActionSegmentMap || k == trace.ActionSegmentUnmap {
+		return 0
+	}
+	return addr
+}
+
+// divergeFinal compares the replay's segments with the snapshot's.
+func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
+	want := slices.Clone(p.Final)
+	got := make([]SegmentRange, len(res.Segments))
+	for i, s := range res.Segments {
+		got[i] = SegmentRange{s.Address, s.TotalSize}
+	}
+	if p.expandable { // by size only, as their maps (see pageAddr)
+		for i := range want {
+			want[i].Address = 0
+		}
+		for i := range got {
+			got[i].Address = 0
+		}
+	}
+	byAddr := func(a, b SegmentRange) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Size, b.Size))
+	}
+	slices.SortFunc(want, byAddr)
+	slices.SortFunc(got, byAddr)
+	if slices.Equal(want, got) {
+		return nil
+	}
+	d := &Divergence{Op: len(p.Ops), Event: -1, Recorded: "ended with " + describeSegments(want),
+		Replayed: "with " + describeSegments(got)}
+	first := func(a, b []SegmentRange) string { // the first segment of a missing from b
+		for _, s := range a {
+			if _, ok := slices.BinarySearchFunc(b, s, byAddr); !ok {
+				return fmt.Sprintf("%s at %#x", figures.FormatBytes(int64(s.Size)), s.Address)
+			}
+		}
+		return ""
+	}
+	var diff []string
+	if s := first(want, got); s != "" {
+		diff = append(diff, "the snapshot's segment of "+s+" is not in the replay")
+	}
+	if s := first(got, want); s != "" {
+		diff = append(diff, "the replay's segment of "+s+" is not in the snapshot")
+	}
+	d.Cause = p.settingsCause(res, cfg) + strings.Join(diff, " and ") +
+		": every device call agreed, so the trace misses events the snapshot's segments reflect"
+	if p.Truncated {
+		d.Cause += " (or the state before the trace's first event was not fully rebuilt)"
+	}
+	return d
+}
+
+// settingsCause names the settings that differ from the recording's, as
+// the first part of a cause; "" when they agree or are not known.
+func (p *Plan) settingsCause(res *Result, cfg alloc.Config) string {
+	var diff []string
+	if cfg.Policy != "" && cfg.Policy != alloc.PolicyPyTorch {
+		diff = append(diff, "policy "+string(cfg.Policy))
+	}
+	if s := p.settings; s != nil {
+		if cfg.ExpandableSegments != s.ExpandableSegments {
+			diff = append(diff, "expandable_segments")
+		}
+		if want := uint64(max(s.MaxSplitSize, 0)); cfg.MaxSplitSize != want {
+			diff = append(diff, "max_split_size_mb")
+		}
+		if cfg.GCThreshold != s.GCThreshold {
+			diff = append(diff, "garbage_collection_threshold")
+		}
+		for i, d := range s.RoundupPower2Divisions {
+			if cfg.RoundupPower2Divisions[i] != uint32(max(d, 0)) {
+				diff = append(diff, "roundup_power2_divisions")
+				break
+			}
+		}
+	}
+	if c := p.Cap; (c == nil) != (res.Allowed == 0) || c != nil && (res.Allowed < c.Low || res.Allowed > c.High) {
+		diff = append(diff, "the memory cap")
+	}
+	if len(diff) == 0 {
+		return ""
+	}
+	return "recorded under other settings (" + strings.Join(diff, ", ") + " differ), so expected; "
+}
+
+// cause guesses why one op's device calls differ.
+func cause(r, l []call, res *Result) string {
+	count := func(cs []call, kinds ...trace.Action) int {
+		n := 0
+		for _, c := range cs {
+			if slices.Contains(kinds, c.kind) {
+				n++
+			}
+		}
+		return n
+	}
+	releases := []trace.Action{trace.ActionSegmentFree, trace.ActionSegmentUnmap}
+	gets := []trace.Action{trace.ActionSegmentAlloc, trace.ActionSegmentMap}
+	rRel, lRel := count(r, releases...), count(l, releases...)
+	rOOM, lOOM := count(r, trace.ActionOOM), count(l, trace.ActionOOM)
+	switch {
+	case rOOM > lOOM:
+		return "the recording ran out of memory here and the replay did not: the program probably ran under a memory cap " +
+			"(set_per_process_memory_fraction) or on a fuller card"
+	case lOOM > rOOM:
+		return "the replay ran out of memory here and the recording did not: its card or cap is smaller than the recording's"
+	case rRel > 0 && lRel == 0:
+		if res.Allowed > 0 {
+			return "the recording released cached segments here and the replay did not: the program probably ran under a lower cap than the replay's, or called empty_cache"
+		}
+		return "the recording released cached segments here and the replay did not: the program probably ran under a memory cap " +
+			"(set_per_process_memory_fraction) or called empty_cache"
+	case lRel > 0 && rRel == 0:
+		return "the replay released cached segments here and the recording did not: it runs under a tighter cap or a smaller card than the recording"
+	}
+	only := func(cs []call, kinds []trace.Action) []call {
+		var out []call
+		for _, c := range cs {
+			if slices.Contains(kinds, c.kind) {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	if !slices.Equal(only(r, releases), only(l, releases)) {
+		return "both released cached segments here, but not the same ones: the caps differ " +
+			"(garbage collection releases down to its threshold × the cap), or the caches did"
+	}
+	rGet, lGet := only(r, gets), only(l, gets)
+	switch {
+	case len(rGet) > 0 && len(rGet) == len(lGet):
+		sizes := func(cs []call) []uint64 {
+			out := make([]uint64, len(cs))
+			for i, c := range cs {
+				out[i] = c.size
+			}
+			slices.Sort(out)
+			return out
+		}
+		if slices.Equal(sizes(rGet), sizes(lGet)) {
+			return "the replay's addresses left the recording (an address the recording got was taken or not offered): " +
+				"best fit now breaks ties between equal blocks differently"
+		}
+		return "the segments differ in size: recorded under other rounding or segment-size settings"
+	case len(rGet) > len(lGet):
+		return "the recording asked the device for memory where the replay found a cached block: the caches differ " +
+			"(other settings, or an earlier free that completed at another point)"
+	case len(lGet) > len(rGet):
+		return "the replay asked the device for memory where the recording found a cached block: the caches differ " +
+			"(other settings, or an earlier free that completed at another point)"
+	}
+	return "the device calls differ: the caches differ"
+}
+
+// describeCalls says what one side did in an op, e.g. "released 53 cached
+// segments (1.31 GiB), then allocated a 1.54 GiB segment at 0x7f…".
+func describeCalls(cs []call) string {
+	if len(cs) == 0 {
+		return "did nothing on the device"
+	}
+	var parts []string
+	for _, k := range []trace.Action{trace.ActionSegmentFree, trace.ActionSegmentUnmap} {
+		n, bytes := 0, uint64(0)
+		for _, c := range cs {
+			if c.kind == k {
+				n++
+				bytes += c.size
+			}
+		}
+		verb := "released"
+		if k == trace.ActionSegmentUnmap {
+			verb = "unmapped"
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d cached segment%s (%s)", verb, n, plural(n, "", "s"), figures.FormatBytes(int64(bytes))))
+		}
+	}
+	for _, c := range cs {
+		switch c.kind {
+		case trace.ActionSegmentAlloc:
+			parts = append(parts, fmt.Sprintf("allocated a %s segment at %#x", figures.FormatBytes(int64(c.size)), c.addr))
+		case trace.ActionSegmentMap:
+			parts = append(parts, fmt.Sprintf("mapped %s at %#x", figures.FormatBytes(int64(c.size)), c.addr))
+		case trace.ActionOOM:
+			parts = append(parts, fmt.Sprintf("ran out of memory (a request of %s)", figures.FormatBytes(int64(c.size))))
+		}
+	}
+	return strings.Join(parts, ", then ")
+}
+
+func describeSegments(s []SegmentRange) string {
+	var total uint64
+	for _, x := range s {
+		total += x.Size
+	}
+	return fmt.Sprintf("%d segment%s (%s)", len(s), plural(len(s), "", "s"), figures.FormatBytes(int64(total)))
+}
