@@ -1,6 +1,8 @@
-package trace
+package pickle
 
 import (
+	"github.com/gpumem/gpumem/pkg/trace/model"
+
 	"bytes"
 	"errors"
 	"os"
@@ -9,7 +11,7 @@ import (
 
 func FuzzReadPickle(f *testing.F) {
 	for _, p := range []string{
-		"../../testdata/pytorch/seed_frag.pickle",
+		"../../../testdata/pytorch/seed_frag.pickle",
 		"testdata/seed_frag_p2.pickle",
 		"testdata/seed_frag_segments.pickle",
 	} {
@@ -33,7 +35,7 @@ func FuzzReadPickle(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, size := range []int64{int64(len(data)), -1} {
-			s, err := ReadPickle(bytes.NewReader(data), size)
+			s, err := Read(bytes.NewReader(data), "", size)
 			if err != nil {
 				if _, ok := errors.AsType[*FormatError](err); !ok {
 					t.Fatalf("size %d: %T %v, want *FormatError", size, err, err)
@@ -46,12 +48,12 @@ func FuzzReadPickle(f *testing.F) {
 }
 
 // checkIndexes verifies that every stack index and enum is in range.
-func checkIndexes(t *testing.T, s *Snapshot) {
+func checkIndexes(t *testing.T, s *model.Snapshot) {
 	t.Helper()
 	ok := func(stack int32) bool { return stack == -1 || stack >= 0 && int(stack) < len(s.Stacks) }
 	for d, tr := range s.Traces {
 		for i, ev := range tr {
-			if ev.Action < ActionAlloc || ev.Action > ActionSnapshot || !ok(ev.Stack) {
+			if ev.Action < model.ActionAlloc || ev.Action > model.ActionSnapshot || !ok(ev.Stack) {
 				t.Fatalf("device %d event %d: %+v", d, i, ev)
 			}
 		}
@@ -61,7 +63,7 @@ func checkIndexes(t *testing.T, s *Snapshot) {
 			t.Fatalf("segment %d: stack %d", i, seg.Stack)
 		}
 		for j, b := range seg.Blocks {
-			if !ok(b.Stack) || b.State > BlockPendingFree {
+			if !ok(b.Stack) || b.State > model.BlockPendingFree {
 				t.Fatalf("segment %d block %d: %+v", i, j, b)
 			}
 		}

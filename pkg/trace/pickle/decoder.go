@@ -1,6 +1,9 @@
-package trace
+package pickle
 
 import (
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
+	"github.com/gpumem/gpumem/pkg/trace/model"
+
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -89,15 +92,23 @@ type decoder struct {
 	conts []*cont
 	free  []uint32
 
-	traces  [][]Event
-	tuples  []val
-	frames  []Frame
-	frameID map[frameKey]int32
-	stacks  [][]Frame
-	stackID map[string]int32
-	keyBuf  []byte
-	blocks  []Block
-	segs    []Segment
+	// mem counts the bytes the decoder has allocated for what the input
+	// asked for; limit is what it may (see limits.Memory).
+	mem, limit int64
+	stackCap   int // cap(stack) and cap(tuples) when last charged
+	tuplesCap  int
+
+	traces   [][]model.Event
+	tuples   []val
+	frames   []model.Frame
+	frameID  map[frameKey]int32
+	stacks   [][]model.Frame
+	stackID  map[string]int32
+	keyBuf   []byte
+	stackBuf []int32
+	blocks   []model.Block
+	segs     []model.Segment
+	segOff   []int64 // input offset of each of segs
 }
 
 func newDecoder(r io.Reader, size int64) *decoder {
@@ -117,7 +128,60 @@ func newDecoder(r io.Reader, size int64) *decoder {
 		stack:   make([]val, 0, 64),
 	}
 	d.buf = d.raw[:0]
+	d.limit = limits.Memory(size, 0)
 	return d
+}
+
+// decode reads the whole input into a Snapshot.
+func (d *decoder) decode() (*model.Snapshot, error) {
+	top, err := d.run()
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.snapshot(top)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkMem(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Costs charged to d.mem, in bytes.
+const (
+	valCost   = 16  // a val in a container, on the stack or in a tuple
+	contCost  = 128 // a container: its cont struct and pointer
+	eventCost = 40
+	blockCost = 40
+	segCost   = 128
+	frameCost = 96 // a frame and its map entry
+	strCost   = 48 // a string header and map entry, besides its bytes
+)
+
+// checkMem fails once the decoder holds more than its budget. Containers
+// referenced millions of times through the memo, or nested millions
+// deep, cost memory out of proportion to the bytes that ask for them.
+func (d *decoder) checkMem() error {
+	if d.mem <= d.limit {
+		return nil
+	}
+	if d.size < 0 {
+		d.limit = limits.Memory(-1, d.base+int64(d.pos))
+		if d.mem <= d.limit {
+			return nil
+		}
+	}
+	return d.errorf("decoding needs more than %d MiB of memory, out of proportion to the input (values referenced or nested millions of times?)", d.limit>>20)
+}
+
+// chargeGrowth charges the growth of a slice of vals since it was last
+// charged at capacity *was.
+func (d *decoder) chargeGrowth(now int, was *int) {
+	if now > *was {
+		d.mem += int64(now-*was) * valCost
+		*was = now
+	}
 }
 
 // errorf returns a FormatError at the current opcode.
@@ -131,6 +195,7 @@ func (d *decoder) intern(b []byte) uint32 {
 	}
 	id := uint32(len(d.strs))
 	s := string(b)
+	d.mem += int64(len(s)) + strCost
 	d.strs = append(d.strs, s)
 	d.strID[s] = id
 	return id
@@ -245,6 +310,15 @@ func (d *decoder) run() (val, error) {
 	for {
 		if len(d.stack) > maxStack {
 			return val{}, d.errorf("more than %d values on the stack", maxStack)
+		}
+		if cap(d.stack) != d.stackCap || cap(d.tuples) != d.tuplesCap {
+			d.chargeGrowth(cap(d.stack), &d.stackCap)
+			d.chargeGrowth(cap(d.tuples), &d.tuplesCap)
+		}
+		if d.mem > d.limit {
+			if err := d.checkMem(); err != nil {
+				return val{}, err
+			}
 		}
 		d.op = d.base + int64(d.pos)
 		if d.pos == len(d.buf) {

@@ -1,0 +1,53 @@
+// Package limits holds the bounds every trace reader applies to its
+// input, so that a hostile or corrupt file yields a short error instead
+// of gigabytes of memory or output.
+package limits
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// MaxLine bounds a line of a text trace (gpumem text, RMM CSV).
+const MaxLine = 64 << 10
+
+// MaxQuote is how many bytes of an offending input value an error
+// message quotes.
+const MaxQuote = 64
+
+// Memory returns the bytes a reader may hold for an input of size bytes
+// (-1 if unknown: then read is the number of bytes read so far). Real
+// traces need well under one byte per input byte; the fixed part lets
+// small inputs of unusual shape through.
+func Memory(size, read int64) int64 {
+	if size < 0 {
+		size = read
+	}
+	return 64<<20 + 4*size
+}
+
+// Quote returns b as a Go string literal for an error message: control
+// characters and invalid UTF-8 escaped, and at most MaxQuote bytes of it,
+// with a note of how long it really was.
+func Quote[T string | []byte](b T) string {
+	if len(b) <= MaxQuote {
+		return strconv.Quote(string(b))
+	}
+	n := MaxQuote
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return strconv.Quote(string(b[:n])) + "… (" + strconv.Itoa(len(b)) + " bytes)"
+}
+
+// Truncate cuts s to at most n bytes on a rune boundary, marking the cut
+// with "…".
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
