@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -90,11 +91,15 @@ func FuzzReadRMM(f *testing.F) {
 	f.Add([]byte("Action,Pointer,Size\nallocate,1,2\nfree,1,2\n"))
 	f.Add([]byte("Size,Pointer,Action,Time\n5,0x1,allocate,1.5\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ReadRMM(bytes.NewReader(data), "f", -1)
+		if len(data) > maxFuzzInput {
+			return
+		}
+		s, err := ReadRMM(bytes.NewReader(data), "f", int64(len(data)))
 		if err != nil {
 			if _, ok := errors.AsType[*LineError](err); !ok {
 				t.Fatalf("%T %v, want *LineError", err, err)
 			}
+			checkMessage(t, err.Error())
 			return
 		}
 		if len(s.Traces) != 1 {
@@ -106,4 +111,18 @@ func FuzzReadRMM(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReadRMMLongLine(t *testing.T) {
+	// encoding/csv buffers a whole line: one of 200 MB took 1.3 GB.
+	in := "Action,Pointer,Size\nallocate,0x" + strings.Repeat("0", 1<<20) + ",512\n"
+	var err error
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = ReadRMM(strings.NewReader(in), "r.csv", int64(len(in)))
+	runtime.ReadMemStats(&after)
+	if err == nil || err.Error() != "r.csv:2: line longer than 65536 bytes" || after.TotalAlloc-before.TotalAlloc > 512<<10 {
+		t.Errorf("allocated %d KiB, error %v", (after.TotalAlloc-before.TotalAlloc)>>10, err)
+	}
 }

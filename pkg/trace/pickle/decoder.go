@@ -61,7 +61,7 @@ const (
 	maxSkip      = 1 << 40  // longest bytes object or FRAME
 	maxStack     = 1 << 22  // values on the pickle stack
 	maxMarks     = 1 << 16  // nested MARKs
-	memoPageBits = 14
+	memoPageBits = 10
 	memoPageLen  = 1 << memoPageBits
 )
 
@@ -175,11 +175,13 @@ func (d *decoder) checkMem() error {
 	return d.errorf("decoding needs more than %d MiB of memory, out of proportion to the input (values referenced or nested millions of times?)", d.limit>>20)
 }
 
-// chargeGrowth charges the growth of a slice of vals since it was last
-// charged at capacity *was.
+// chargeGrowth charges a slice of vals that grew from capacity *was to
+// now. The whole new array is charged: the old ones are garbage the
+// runtime holds on to for a while, so a list grown to n items by append
+// costs several times n.
 func (d *decoder) chargeGrowth(now int, was *int) {
 	if now > *was {
-		d.mem += int64(now-*was) * valCost
+		d.mem += int64(now) * valCost
 		*was = now
 	}
 }
@@ -201,6 +203,11 @@ func (d *decoder) intern(b []byte) uint32 {
 	return id
 }
 
+// maxKeptString is how much of a str value is kept: longer ones are cut
+// (with "…") as they are read, so a hostile 60 MB value costs nothing.
+// No key or name a snapshot uses comes close.
+const maxKeptString = 4 << 10
+
 func (d *decoder) readStr(lenBytes int) error {
 	n, err := d.readLen(lenBytes)
 	if err != nil {
@@ -209,6 +216,18 @@ func (d *decoder) readStr(lenBytes int) error {
 	m, err := d.checkLen(n, maxString, "string")
 	if err != nil {
 		return err
+	}
+	if m > maxKeptString {
+		b, err := d.payload(maxKeptString)
+		if err != nil {
+			return err
+		}
+		id := d.intern([]byte(limits.Truncate(string(b), maxKeptString-len("…"))))
+		if err := d.skip(m - maxKeptString); err != nil {
+			return err
+		}
+		d.stack = append(d.stack, val{kStr, uint64(id)})
+		return nil
 	}
 	b, err := d.payload(m)
 	if err != nil {

@@ -2,6 +2,8 @@ package pickle
 
 import (
 	"github.com/gpumem/gpumem/pkg/trace/model"
+	"path/filepath"
+	"strings"
 
 	"bytes"
 	"errors"
@@ -9,17 +11,23 @@ import (
 	"testing"
 )
 
+// maxFuzzInput caps what the fuzzer feeds the decoder: big inputs make
+// every execution (and minimizing them) slow without reaching new code.
+const maxFuzzInput = 8 << 10
+
 func FuzzReadPickle(f *testing.F) {
-	for _, p := range []string{
-		"../../../testdata/pytorch/seed_frag.pickle",
-		"testdata/seed_frag_p2.pickle",
-		"testdata/seed_frag_segments.pickle",
-	} {
+	// Prefixes of real snapshots: the opcodes, memo use and dict shapes
+	// PyTorch writes, cut short (the decoder must say where).
+	paths, _ := filepath.Glob("../../../testdata/pytorch/*.pickle")
+	more, _ := filepath.Glob("testdata/*.pickle")
+	for _, p := range append(paths, more...) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b)
+		for _, n := range []int{512, 2 << 10, maxFuzzInput} {
+			f.Add(b[:min(n, len(b))])
+		}
 	}
 	frame := pdict{{"filename", "a.py"}, {"line", 3}, {"name", "f"}}
 	ev := event("alloc", 4096, 512)
@@ -34,17 +42,64 @@ func FuzzReadPickle(f *testing.F) {
 	f.Add([]byte{opProto, 2, opMark, opNone, opNewTrue, opList, opMark, opDict, opTuple3, opStop})
 
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzInput {
+			return
+		}
 		for _, size := range []int64{int64(len(data)), -1} {
-			s, err := Read(bytes.NewReader(data), "", size)
+			s, err := Read(bytes.NewReader(data), "f", size)
 			if err != nil {
 				if _, ok := errors.AsType[*FormatError](err); !ok {
 					t.Fatalf("size %d: %T %v, want *FormatError", size, err, err)
 				}
+				checkMessage(t, err.Error())
 				continue
 			}
 			checkIndexes(t, s)
+			checkBounded(t, s)
 		}
 	})
+}
+
+// checkMessage verifies that an error is one short line: it quotes at
+// most a prefix of the input, with control characters escaped.
+func checkMessage(t *testing.T, msg string) {
+	t.Helper()
+	if len(msg) > 300 || strings.ContainsFunc(msg, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		t.Fatalf("error of %d bytes, or with control characters: %.400q", len(msg), msg)
+	}
+}
+
+// checkBounded verifies what the decoder promises about the snapshot:
+// stacks and frames of bounded size, segments a replay can rebuild.
+func checkBounded(t *testing.T, s *model.Snapshot) {
+	t.Helper()
+	for i, st := range s.Stacks {
+		if len(st) > maxFrames+1 {
+			t.Fatalf("stack %d has %d frames", i, len(st))
+		}
+		for _, fr := range st {
+			if len(fr.Filename) > maxFrameString+len("…") || len(fr.Name) > maxFrameString+len("…") {
+				t.Fatalf("stack %d: frame of %d+%d bytes", i, len(fr.Filename), len(fr.Name))
+			}
+		}
+	}
+	for i := range s.Segments {
+		if msg := model.CheckSegment(&s.Segments[i]); msg != "" {
+			t.Fatalf("segment %d: %s", i, msg)
+		}
+	}
+	if i, msg := model.CheckOverlap(s.Segments); i >= 0 {
+		t.Fatalf("segment %d: %s", i, msg)
+	}
+	for _, tr := range s.Traces {
+		for i, e := range tr {
+			if e.Action != model.ActionOOM && e.Action != model.ActionSnapshot {
+				if msg := eventProblem(&e); msg != "" {
+					t.Fatalf("event %d: %s", i, msg)
+				}
+			}
+		}
+	}
 }
 
 // checkIndexes verifies that every stack index and enum is in range.

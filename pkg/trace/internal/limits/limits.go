@@ -17,18 +17,19 @@ const MaxQuote = 64
 
 // Memory returns the bytes a reader may hold for an input of size bytes
 // (-1 if unknown: then read is the number of bytes read so far). Real
-// traces need well under one byte per input byte; the fixed part lets
-// small inputs of unusual shape through.
+// snapshots need about 1.1 bytes per input byte, text traces less; the
+// fixed part lets small inputs of unusual shape through. With the Go
+// runtime's overhead, an input under 64 MB stays under 512 MiB.
 func Memory(size, read int64) int64 {
 	if size < 0 {
 		size = read
 	}
-	return 64<<20 + 4*size
+	return 64<<20 + 2*size
 }
 
 // Quote returns b as a Go string literal for an error message: control
 // characters and invalid UTF-8 escaped, and at most MaxQuote bytes of it,
-// with a note of how long it really was.
+// followed by "…" if it was cut.
 func Quote[T string | []byte](b T) string {
 	if len(b) <= MaxQuote {
 		return strconv.Quote(string(b))
@@ -37,7 +38,7 @@ func Quote[T string | []byte](b T) string {
 	for n > 0 && !utf8.RuneStart(b[n]) {
 		n--
 	}
-	return strconv.Quote(string(b[:n])) + "… (" + strconv.Itoa(len(b)) + " bytes)"
+	return strconv.Quote(string(b[:n])) + "…"
 }
 
 // Truncate cuts s to at most n bytes on a rune boundary, marking the cut
