@@ -59,7 +59,7 @@ const (
 	maxString    = 64 << 20 // longest str decoded
 	maxLong      = 1 << 10  // longest LONG4 payload, in bytes
 	maxSkip      = 1 << 40  // longest bytes object or FRAME
-	maxStack     = 1 << 22  // values on the pickle stack
+	maxStack     = 1 << 20  // values on the pickle stack (16 MiB; PyTorch's pickler pushes 1000 at most)
 	maxMarks     = 1 << 16  // nested MARKs
 	memoPageBits = 10
 	memoPageLen  = 1 << memoPageBits
@@ -95,8 +95,7 @@ type decoder struct {
 	// mem counts the bytes the decoder has allocated for what the input
 	// asked for; limit is what it may (see limits.Memory).
 	mem, limit int64
-	stackCap   int // cap(stack) and cap(tuples) when last charged
-	tuplesCap  int
+	tuplesCap  int // cap(tuples) when last charged
 
 	traces   [][]model.Event
 	tuples   []val
@@ -330,10 +329,6 @@ func (d *decoder) run() (val, error) {
 		if len(d.stack) > maxStack {
 			return val{}, d.errorf("more than %d values on the stack", maxStack)
 		}
-		if cap(d.stack) != d.stackCap || cap(d.tuples) != d.tuplesCap {
-			d.chargeGrowth(cap(d.stack), &d.stackCap)
-			d.chargeGrowth(cap(d.tuples), &d.tuplesCap)
-		}
 		if d.mem > d.limit {
 			if err := d.checkMem(); err != nil {
 				return val{}, err
@@ -532,7 +527,8 @@ func (d *decoder) long4() error {
 	return nil
 }
 
-// tuple replaces d.stack[m:] by a tuple of those values.
+// tuple replaces d.stack[m:] by a tuple of those values. Tuples are
+// kept to the end, so their storage is charged.
 func (d *decoder) tuple(m int) error {
 	items := d.stack[m:]
 	start := len(d.tuples)
@@ -543,6 +539,7 @@ func (d *decoder) tuple(m int) error {
 		}
 		d.tuples = append(d.tuples, v)
 	}
+	d.chargeGrowth(cap(d.tuples), &d.tuplesCap)
 	n := len(d.tuples) - start
 	d.stack = append(d.stack[:m], val{kTuple, uint64(start)<<32 | uint64(n)})
 	return nil
