@@ -28,17 +28,24 @@ func Memory(size, read int64) int64 {
 }
 
 // Quote returns b as a Go string literal for an error message: control
-// characters and invalid UTF-8 escaped, and at most MaxQuote bytes of it,
-// followed by "…" if it was cut.
+// characters and invalid UTF-8 escaped, at most MaxQuote bytes of it and
+// at most 2*MaxQuote bytes of literal (an escape takes up to 4), followed
+// by "…" if it was cut.
 func Quote[T string | []byte](b T) string {
-	if len(b) <= MaxQuote {
-		return strconv.Quote(string(b))
+	n := min(len(b), MaxQuote)
+	for {
+		for n > 0 && n < len(b) && !utf8.RuneStart(b[n]) {
+			n--
+		}
+		q := strconv.Quote(string(b[:n]))
+		if len(q) <= 2*MaxQuote || n == 0 {
+			if n < len(b) {
+				q += "…"
+			}
+			return q
+		}
+		n /= 2
 	}
-	n := MaxQuote
-	for n > 0 && !utf8.RuneStart(b[n]) {
-		n--
-	}
-	return strconv.Quote(string(b[:n])) + "…"
 }
 
 // Truncate cuts s to at most n bytes on a rune boundary, marking the cut
