@@ -56,7 +56,7 @@ const (
 const (
 	bufSize      = 256 << 10
 	minBuf       = 4 << 10
-	maxString    = 64 << 20 // longest str decoded
+	maxString    = 64 << 20 // longest str accepted (maxKeptString of it is kept)
 	maxLong      = 1 << 10  // longest LONG4 payload, in bytes
 	maxSkip      = 1 << 40  // longest bytes object or FRAME
 	maxStack     = 1 << 20  // values on the pickle stack (16 MiB; PyTorch's pickler pushes 1000 at most)

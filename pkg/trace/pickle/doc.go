@@ -23,9 +23,11 @@
 // file. Event dicts are turned into Event values as each one closes,
 // strings are interned, and identical stack traces (lists of frames) are
 // stored once in Snapshot.Stacks and referred to by index. Every length
-// read from the input is checked against the bytes left, so a corrupt
-// or hostile file yields a *FormatError, never a panic or a huge
-// allocation.
+// read from the input is checked against the bytes left, and what the
+// decoder builds is charged to a budget proportional to the input
+// (limits.Memory), so a corrupt or hostile file yields a *FormatError,
+// never a panic or a huge allocation. Strings are cut to 4 KiB as they
+// are read; stacks are bounded (see internStack).
 //
 // Terms: a segment's total_size is reserved memory; blocks in state
 // active_allocated are allocated memory; active_pending_free blocks were
