@@ -25,10 +25,9 @@ func newConvertCmd(a *app) *cobra.Command {
 (docs/trace-format.md): one event per line, easy to read, grep, edit and
 write from any language.
 
-IN may be any format gpumem reads: a PyTorch memory snapshot pickle
-(torch.cuda.memory._dump_snapshot), a gpumem text trace, or an RMM
-logging_resource_adaptor CSV log. The format is detected from the file's
-first bytes. OUT "-" is the standard output.
+IN may be any format gpumem reads: ` + trace.FormatList() + `.
+The format is detected from the file's first bytes. OUT "-" is the
+standard output.
 
 The text format carries events, allocator settings and the snapshot's final
 segments; it does not carry stack traces or record_function annotations.`,

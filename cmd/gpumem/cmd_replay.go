@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/trace"
 )
 
 type replayOpts struct {
@@ -29,10 +30,9 @@ func newReplayCmd(a *app) *cobra.Command {
 		Short: "Replay an allocation trace and report peak memory, fragmentation and OOMs",
 		Long: `Replay a recorded allocation trace through the allocator, under its
 recorded settings or any other, on a card of any size, and report what
-happened. TRACE is a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot,
-or gpumem record), an RMM logging_resource_adaptor CSV, or a gpumem text trace
-(docs/trace-format.md); the format is recognised from the content. A snapshot
-whose history was cut short by max_entries is rebuilt from its final state.
+happened. TRACE is ` + trace.FormatList() + `;
+the format is recognised from the content. A snapshot whose history was cut
+short by max_entries is rebuilt from its final state.
 
 The replay stops at the first out-of-memory.`,
 		Example: `  gpumem replay snapshot.pickle

@@ -53,7 +53,7 @@ fragmentation figures. By default the workload is a built-in fragmenting demo
 	o.alloc.register(cmd)
 	outputFlag(cmd, &o.output, output.SummaryFormats)
 	fl := cmd.Flags()
-	fl.StringVar(&o.traceFile, "trace", "", "drive the allocator with this trace (a PyTorch snapshot pickle)")
+	fl.StringVar(&o.traceFile, "trace", "", "drive the allocator with this trace (any format replay reads)")
 	fl.StringVar(&o.workload, "workload", demoWorkload, "drive the allocator with this workload (name or script file)")
 	fl.StringVar(&o.backend, "backend", "", "sim or cuda (default: cuda when a GPU is usable, else sim)")
 	fl.BoolVar(&o.requireGPU, "require-gpu", false, "exit with code 3 when no GPU is usable")

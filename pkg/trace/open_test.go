@@ -2,29 +2,75 @@ package trace
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestDetectFormat(t *testing.T) {
+func TestDetect(t *testing.T) {
 	for _, c := range []struct {
 		head string
-		want Format
+		want string // format name, "" for none
 	}{
-		{"\x80\x04\x95", FormatPickle},
-		{"# gpumem-trace v1\n", FormatText},
-		{"# gpumem-trace v9\n", FormatText}, // ReadText reports the version
-		{"Thread,Time,Action,Pointer,Size,Stream\n1,2", FormatRMM},
-		{utf8BOM + "Size, Action ,Pointer", FormatRMM},
-		{"Thread,Time\nAction", FormatUnknown},
-		{"# gpumem\n", FormatUnknown},
-		{"", FormatUnknown},
+		{"\x80\x04\x95", "pytorch-pickle"},
+		{"# gpumem-trace v1\n", "gpumem-text"},
+		{"# gpumem-trace v9\n", "gpumem-text"}, // ReadText reports the version
+		{utf8BOM + "# gpumem-trace v1\n", "gpumem-text"},
+		{"Thread,Time,Action,Pointer,Size,Stream\n1,2", "rmm-csv"},
+		{utf8BOM + "Size, Action ,Pointer", "rmm-csv"},
+		{"Thread,Time\nAction", ""},
+		{"# gpumem\n", ""},
+		{"", ""},
 	} {
-		if got := DetectFormat([]byte(c.head)); got != c.want {
-			t.Errorf("%q: got %v, want %v", c.head, got, c.want)
+		got := ""
+		if f := Detect([]byte(c.head)); f != nil {
+			got = f.Name
 		}
+		if got != c.want {
+			t.Errorf("%q: got %q, want %q", c.head, got, c.want)
+		}
+	}
+}
+
+// The docs' table of formats is made from Formats: go test -run
+// TestFormatDocs -update rewrites it.
+func TestFormatDocs(t *testing.T) {
+	const path = "../../docs/trace-format.md"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "| format |")
+	end := strings.Index(doc[max(start, 0):], "\n\n")
+	if start < 0 || end < 0 {
+		t.Fatalf("%s: no table of formats", path)
+	}
+	end += start + 1
+	if doc[start:end] == FormatTable() {
+		return
+	}
+	if !*update {
+		t.Fatalf("%s: the table of formats is out of date; run go test ./pkg/trace -run TestFormatDocs -update\ngot:\n%s\nwant:\n%s", path, doc[start:end], FormatTable())
+	}
+	if err := os.WriteFile(path, []byte(doc[:start]+FormatTable()+doc[end:]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the docs' table of formats")
+
+func TestFormatList(t *testing.T) {
+	got := FormatList()
+	for _, f := range Formats {
+		if !strings.Contains(got, f.Desc) {
+			t.Errorf("FormatList() = %q lacks %q", got, f.Desc)
+		}
+	}
+	if n := strings.Count(got, " or "); n != 1 {
+		t.Errorf("FormatList() = %q: want one \"or\"", got)
 	}
 }
 
@@ -53,6 +99,11 @@ func TestOpen(t *testing.T) {
 	if err != nil || len(txt.Traces) != 1 || len(txt.Traces[0]) != 1 {
 		t.Errorf("text: got %+v, %v", txt, err)
 	}
+	// a byte-order mark, as Windows editors write (issue #12 item 10)
+	bom, err := Open(write("bom.trace", utf8BOM+"# gpumem-trace v1\nalloc 0x10 512\n"))
+	if err != nil || len(bom.Traces) != 1 || len(bom.Traces[0]) != 1 {
+		t.Errorf("text with a BOM: got %+v, %v", bom, err)
+	}
 	csv, err := Open(write("a.csv", rmmLog))
 	if err != nil || len(csv.Traces) != 1 || len(csv.Traces[0]) != 5 {
 		t.Errorf("rmm: got %+v, %v", csv, err)
@@ -64,7 +115,7 @@ func TestOpen(t *testing.T) {
 		{"bad.pickle", "\x80\x04K", "bad.pickle: byte "},
 		{"empty", "", "empty: empty file"},
 		{"gz", "\x1f\x8b\x08\x00", "gz: gzip-compressed; decompress it first"},
-		{"junk", "hello\n", "junk: unknown trace format (want a PyTorch snapshot pickle, a gpumem text trace or an RMM log CSV)"},
+		{"junk", "hello\n", "junk: unknown trace format (want " + FormatList() + ")"},
 	} {
 		p := write(c.name, c.body)
 		_, err := Open(p)

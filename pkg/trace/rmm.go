@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
 	"io"
 	"strings"
 )
@@ -34,14 +35,18 @@ const (
 //
 // An RMM log records no segments and no allocator settings, so a replay
 // derives every segment itself, with no address hints.
-func ReadRMM(r io.Reader, name string) (*Snapshot, error) {
-	cr := csv.NewReader(r)
+func ReadRMM(r io.Reader, name string, size int64) (*Snapshot, error) {
+	in := &lineLimit{r: r, name: name}
+	cr := csv.NewReader(in)
 	cr.ReuseRecord = true
 	cr.TrimLeadingSpace = true
 	lineErr := func(line int, format string, args ...any) error {
 		return &LineError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
 	readErr := func(err error) error {
+		if le, ok := errors.AsType[*LineError](err); ok {
+			return le
+		}
 		if pe, ok := errors.AsType[*csv.ParseError](err); ok {
 			return lineErr(pe.Line, "%v", pe.Err)
 		}
@@ -67,12 +72,20 @@ func ReadRMM(r io.Reader, name string) (*Snapshot, error) {
 	}
 	for _, c := range []string{rmmAction, rmmPointer, rmmSize} {
 		if col[c] < 0 {
-			return nil, lineErr(1, "missing column %s (the header has %s)", c, strings.Join(header, ","))
+			return nil, lineErr(1, "missing column %s (the header is %s)", c, limits.Quote(strings.Join(header, ",")))
 		}
 	}
 
 	var events []Event
 	var clock rmmClock
+	mem := memBudget{size: size}
+	add := func(line int, es ...Event) error {
+		if !grow(&mem, &events, len(es), eventCost, in.read) {
+			return lineErr(line, "the log needs more than %d MiB of memory for %d bytes of input (many short lines?)", limits.Memory(size, in.read)>>20, in.read)
+		}
+		events = append(events, es...)
+		return nil
+	}
 	for {
 		rec, err := cr.Read()
 		if err == io.EOF {
@@ -91,19 +104,19 @@ func ReadRMM(r io.Reader, name string) (*Snapshot, error) {
 		e := Event{Stack: -1}
 		ptr, ok := rmmPointerValue(field(rmmPointer))
 		if !ok {
-			return nil, lineErr(line, "bad %s %q", rmmPointer, field(rmmPointer))
+			return nil, lineErr(line, "bad %s %s", rmmPointer, limits.Quote(field(rmmPointer)))
 		}
 		if e.Size, ok = parseUint([]byte(field(rmmSize))); !ok {
-			return nil, lineErr(line, "bad %s %q", rmmSize, field(rmmSize))
+			return nil, lineErr(line, "bad %s %s", rmmSize, limits.Quote(field(rmmSize)))
 		}
 		if s := field(rmmStream); s != "" {
 			if e.Stream, ok = parseHex([]byte(strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X"))); !ok {
-				return nil, lineErr(line, "bad %s %q", rmmStream, s)
+				return nil, lineErr(line, "bad %s %s", rmmStream, limits.Quote(s))
 			}
 		}
 		if t := field(rmmTime); t != "" {
 			if e.TimeUS, ok = clock.parse(t); !ok {
-				return nil, lineErr(line, "bad %s %q (want HH:MM:SS.ffffff or seconds since the epoch)", rmmTime, t)
+				return nil, lineErr(line, "bad %s %s (want HH:MM:SS.ffffff or seconds since the epoch)", rmmTime, limits.Quote(t))
 			}
 		}
 		switch a := field(rmmAction); a {
@@ -115,20 +128,26 @@ func ReadRMM(r io.Reader, name string) (*Snapshot, error) {
 				return nil, lineErr(line, "allocate of %d bytes returned a null pointer", e.Size)
 			}
 			e.Action, e.Addr = ActionAlloc, ptr
-			events = append(events, e)
+			if err := add(line, e); err != nil {
+				return nil, err
+			}
 		case "free", "deallocate":
 			if ptr == 0 {
 				continue
 			}
 			e.Action, e.Addr = ActionFreeRequested, ptr
-			events = append(events, e)
-			e.Action = ActionFreeCompleted
-			events = append(events, e)
+			done := e
+			done.Action = ActionFreeCompleted
+			if err := add(line, e, done); err != nil {
+				return nil, err
+			}
 		case "allocate failure":
 			e.Action = ActionOOM
-			events = append(events, e)
+			if err := add(line, e); err != nil {
+				return nil, err
+			}
 		default:
-			return nil, lineErr(line, "unknown %s %q (want allocate, allocate failure or free)", rmmAction, a)
+			return nil, lineErr(line, "unknown %s %s (want allocate, allocate failure or free)", rmmAction, limits.Quote(a))
 		}
 	}
 	return &Snapshot{Traces: [][]Event{events}}, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -20,7 +21,7 @@ const rmmLog = `Thread,Time,Action,Pointer,Size,Stream
 `
 
 func TestReadRMM(t *testing.T) {
-	s, err := ReadRMM(strings.NewReader(rmmLog), "rmm.csv")
+	s, err := ReadRMM(strings.NewReader(rmmLog), "rmm.csv", -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestReadRMMColumns(t *testing.T) {
 	in := utf8BOM + "Size, Extra ,Pointer,Action,Time\r\n" +
 		"512,x,0x10,allocate,1712345678.25\r\n" +
 		"512,y,16,deallocate,1712345679\r\n"
-	s, err := ReadRMM(strings.NewReader(in), "r.csv")
+	s, err := ReadRMM(strings.NewReader(in), "r.csv", -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +66,8 @@ func TestReadRMMErrors(t *testing.T) {
 	const h = "Thread,Time,Action,Pointer,Size,Stream\n"
 	for _, c := range []struct{ in, want string }{
 		{"", "r.csv: empty file, want a CSV header with columns Action, Pointer and Size"},
-		{"Thread,Time,Action,Size,Stream\n", "r.csv:1: missing column Pointer (the header has Thread,Time,Action,Size,Stream)"},
-		{"Pointer,Size\n", "r.csv:1: missing column Action (the header has Pointer,Size)"},
+		{"Thread,Time,Action,Size,Stream\n", `r.csv:1: missing column Pointer (the header is "Thread,Time,Action,Size,Stream")`},
+		{"Pointer,Size\n", `r.csv:1: missing column Action (the header is "Pointer,Size")`},
 		{h + "1,10:00:00.0,allocate,0x10,12x,0\n", `r.csv:2: bad Size "12x"`},
 		{h + "1,10:00:00.0,allocate,0x10,-5,0\n", `r.csv:2: bad Size "-5"`},
 		{h + "1,10:00:00.0,allocate,0xq,12,0\n", `r.csv:2: bad Pointer "0xq"`},
@@ -78,7 +79,7 @@ func TestReadRMMErrors(t *testing.T) {
 		{h + "1,10:00:00.0,allocate,0x10,12,0\n1,10:00:00.1,free,0x10", `r.csv:3: wrong number of fields`}, // truncated
 		{h + "1,10:00:00.0,\"allocate,0x10,12,0\n", `r.csv:2: extraneous or missing " in quoted-field`},
 	} {
-		_, err := ReadRMM(strings.NewReader(c.in), "r.csv")
+		_, err := ReadRMM(strings.NewReader(c.in), "r.csv", -1)
 		if _, ok := errors.AsType[*LineError](err); !ok || err.Error() != c.want {
 			t.Errorf("%.50q:\n got %T %v\nwant %s", c.in, err, err, c.want)
 		}
@@ -90,11 +91,15 @@ func FuzzReadRMM(f *testing.F) {
 	f.Add([]byte("Action,Pointer,Size\nallocate,1,2\nfree,1,2\n"))
 	f.Add([]byte("Size,Pointer,Action,Time\n5,0x1,allocate,1.5\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ReadRMM(bytes.NewReader(data), "f")
+		if len(data) > maxFuzzInput {
+			return
+		}
+		s, err := ReadRMM(bytes.NewReader(data), "f", int64(len(data)))
 		if err != nil {
 			if _, ok := errors.AsType[*LineError](err); !ok {
 				t.Fatalf("%T %v, want *LineError", err, err)
 			}
+			checkMessage(t, err.Error())
 			return
 		}
 		if len(s.Traces) != 1 {
@@ -106,4 +111,18 @@ func FuzzReadRMM(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReadRMMLongLine(t *testing.T) {
+	// encoding/csv buffers a whole line: one of 200 MB took 1.3 GB.
+	in := "Action,Pointer,Size\nallocate,0x" + strings.Repeat("0", 1<<20) + ",512\n"
+	var err error
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = ReadRMM(strings.NewReader(in), "r.csv", int64(len(in)))
+	runtime.ReadMemStats(&after)
+	if err == nil || err.Error() != "r.csv:2: line longer than 65536 bytes" || after.TotalAlloc-before.TotalAlloc > 512<<10 {
+		t.Errorf("allocated %d KiB, error %v", (after.TotalAlloc-before.TotalAlloc)>>10, err)
+	}
 }

@@ -3,6 +3,8 @@ package trace
 import (
 	"bytes"
 	"errors"
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
+	"github.com/gpumem/gpumem/pkg/trace/model"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +16,7 @@ import (
 
 func readText(t *testing.T, text string) *Snapshot {
 	t.Helper()
-	s, err := ReadText(strings.NewReader(text), "t.trace")
+	s, err := ReadText(strings.NewReader(text), "t.trace", -1)
 	if err != nil {
 		t.Fatalf("ReadText: %v", err)
 	}
@@ -34,13 +36,13 @@ free_completed 0x7f0000000000
 	free   4096	 1024
 segment_alloc 0x7f0000200000 2097152
 segment_free 0x7f0000200000 2097152
-segment_map 0x10 20
-segment_unmap 0x10 20
+segment_map 0x7f0000400000 2097152
+segment_unmap 0x7f0000400000 2097152
 oom 1073741824 device_free=4096 stream=7
 empty_cache
 snapshot
 device 2
-alloc 0x1 2
+alloc 0x200 2
 segment 0x7f0000000000 2097152 stream=0x10 pool=1,2 small expandable
 block 0x7f0000000000 512 active_allocated requested=500
 block 0x7f0000000200 512 active_pending_free
@@ -55,8 +57,8 @@ block 0x7f0000000400 2096128 inactive
 		{Action: ActionFreeCompleted, Stack: -1, Addr: 4096, Size: 1024},
 		{Action: ActionSegmentAlloc, Stack: -1, Addr: 0x7f0000200000, Size: 2 << 20},
 		{Action: ActionSegmentFree, Stack: -1, Addr: 0x7f0000200000, Size: 2 << 20},
-		{Action: ActionSegmentMap, Stack: -1, Addr: 0x10, Size: 20},
-		{Action: ActionSegmentUnmap, Stack: -1, Addr: 0x10, Size: 20},
+		{Action: ActionSegmentMap, Stack: -1, Addr: 0x7f0000400000, Size: 2 << 20},
+		{Action: ActionSegmentUnmap, Stack: -1, Addr: 0x7f0000400000, Size: 2 << 20},
 		{Action: ActionOOM, Stack: -1, Addr: 4096, Size: 1 << 30, Stream: 7},
 		{Action: ActionEmptyCache, Stack: -1},
 		{Action: ActionSnapshot, Stack: -1},
@@ -67,7 +69,7 @@ block 0x7f0000000400 2096128 inactive
 	if !reflect.DeepEqual(s.Traces[0], want0) {
 		t.Errorf("device 0 events:\n got %+v\nwant %+v", s.Traces[0], want0)
 	}
-	if want := []Event{{Action: ActionAlloc, Stack: -1, Addr: 1, Size: 2}}; !reflect.DeepEqual(s.Traces[2], want) {
+	if want := []Event{{Action: ActionAlloc, Stack: -1, Addr: 0x200, Size: 2}}; !reflect.DeepEqual(s.Traces[2], want) {
 		t.Errorf("device 2 events: got %+v, want %+v", s.Traces[2], want)
 	}
 	wantSettings := Settings{Present: true, AllocConf: "expandable_segments:True", MaxSplitSize: -1, ExpandableSegments: true}
@@ -129,12 +131,27 @@ func TestReadTextErrors(t *testing.T) {
 		{h + "segment 0x10\n", `t.trace:2: want "segment ADDR SIZE [ATTR...]"`},
 		{h + "segment 0x10 20 pool=1\n", `t.trace:2: bad pool "1" (want A,B)`},
 		{h + "segment 0x10 20 huge\n", `t.trace:2: segment: unknown attribute "huge"`},
-		{h + "segment 0x10 20\nblock 0x10 20 busy\n", `t.trace:3: bad block state "busy" (want inactive, active_allocated or active_pending_free)`},
-		{h + "segment 0x10 20\nblock 0x10 20 inactive why=1\n", `t.trace:3: block: unknown attribute "why"`},
+		{h + "segment 0x200 512\nblock 0x200 512 busy\n", `t.trace:3: bad block state "busy" (want inactive, active_allocated or active_pending_free)`},
+		{h + "segment 0x200 512\nblock 0x200 512 inactive why=1\n", `t.trace:3: block: unknown attribute "why"`},
+		// what a replay needs to rebuild segments (issue #12 item 8)
+		{h + "segment 0x200 1000\n", `t.trace:2: segment size 1000 is not a positive multiple of 512`},
+		{h + "segment 0x10 512\n", `t.trace:2: segment address 0x10 is not a multiple of 512`},
+		{h + "segment 0x200 0\n", `t.trace:2: segment size 0 is not a positive multiple of 512`},
+		{h + "segment 0xfffffffffffffe00 1024\n", `t.trace:2: segment at 0xfffffffffffffe00 of 1024 bytes runs past the end of the address space`},
+		{h + "segment 0x200 1024\nblock 0x400 1024 inactive\n", `t.trace:3: block at 0x400 of 1024 bytes lies outside its segment 0x200-0x600`},
+		{h + "segment 0x200 1024\nblock 0x200 100 inactive\n", `t.trace:3: block size 100 is not a positive multiple of 512`},
+		{h + "segment 0x200 1024\nblock 0x300 512 inactive\n", `t.trace:3: block address 0x300 is not a multiple of 512`},
+		{h + "segment 0x200 2048\nblock 0x400 512 inactive\nblock 0x200 512 inactive\n", `t.trace:4: block at 0x200 is out of address order or overlaps the previous one`},
+		{h + "segment 0x200 1024\nsegment 0x400 1024\n", `t.trace:3: segment at 0x400 overlaps the segment at 0x200 of 1024 bytes (device 0)`},
+		{h + "segment_free 0x200 1000\n", `t.trace:2: segment_free size 1000 is not a positive multiple of 512`},
+		{h + "alloc 0x10 512\nsegment_alloc 0x200 1024\n", `t.trace:2: block address is not a multiple of 512, which a trace with segments requires`},
+		// long values are quoted in short, control characters escaped
+		{h + "alloc 0x" + strings.Repeat("z", 1000) + " 1\n", `t.trace:2: bad address "0x` + strings.Repeat("z", 62) + `"…`},
+		{h + "alloc 1\x1b[2J 1\n", `t.trace:2: bad address "1\x1b[2J"`},
 		{h + strings.Repeat("x ", 30) + "\n", "t.trace:2: more than 24 fields"},
-		{h + strings.Repeat("x", maxLine+10), "t.trace:2: line longer than 65536 bytes"},
+		{h + strings.Repeat("x", limits.MaxLine+10), "t.trace:2: line longer than 65536 bytes"},
 	} {
-		_, err := ReadText(strings.NewReader(c.in), "t.trace")
+		_, err := ReadText(strings.NewReader(c.in), "t.trace", -1)
 		if _, ok := errors.AsType[*LineError](err); !ok || err.Error() != c.want {
 			t.Errorf("%.40q:\n got %T %v\nwant %s", c.in, err, err, c.want)
 		}
@@ -173,7 +190,7 @@ func withoutStacks(s *Snapshot) *Snapshot {
 // events, segments and settings must come back unchanged.
 func TestTextRoundTrip(t *testing.T) {
 	paths, _ := filepath.Glob("../../testdata/pytorch/*.pickle")
-	more, _ := filepath.Glob("testdata/*.pickle")
+	more, _ := filepath.Glob("pickle/testdata/*.pickle")
 	paths = append(paths, more...)
 	if len(paths) < 5 {
 		t.Fatalf("found only %d fixtures", len(paths))
@@ -188,7 +205,7 @@ func TestTextRoundTrip(t *testing.T) {
 			if err := WriteText(&text, orig, -1); err != nil {
 				t.Fatal(err)
 			}
-			back, err := ReadText(bytes.NewReader(text.Bytes()), p)
+			back, err := ReadText(bytes.NewReader(text.Bytes()), p, -1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,20 +293,27 @@ func FuzzReadText(f *testing.F) {
 		"setting garbage_collection_threshold 0.5\nsetting max_split_size -1\ndevice 1\n" +
 		"segment 0x0 1024 pool=0,1 small\nblock 0x0 512 active_allocated requested=3\nblock 0x200 512 inactive\n"))
 	f.Add([]byte("# gpumem-trace v1\r\nsegment_alloc 1 2\nsegment_free 1 2 # c\n\n"))
+	f.Add([]byte("# gpumem-trace v1\nsegment 0x200 2048\nblock 0x200 512 active_allocated\nblock 0x600 1024 inactive\n" +
+		"segment 0x1000 512 device=1\nalloc 0x800 512\nsegment_free 0x1000 512\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ReadText(bytes.NewReader(data), "f")
+		if len(data) > maxFuzzInput {
+			return
+		}
+		s, err := ReadText(bytes.NewReader(data), "f", int64(len(data)))
 		if err != nil {
 			if _, ok := errors.AsType[*LineError](err); !ok {
 				t.Fatalf("%T %v, want *LineError", err, err)
 			}
+			checkMessage(t, err.Error())
 			return
 		}
+		checkSegments(t, s)
 		// whatever reads must write and read back the same
 		var b bytes.Buffer
 		if err := WriteText(&b, s, -1); err != nil {
 			t.Fatalf("WriteText: %v", err)
 		}
-		back, err := ReadText(&b, "again")
+		back, err := ReadText(&b, "again", -1)
 		if err != nil {
 			t.Fatalf("reading written text: %v", err)
 		}
@@ -313,7 +337,7 @@ func TestPythonWriter(t *testing.T) {
 	}
 	writer := filepath.Join("..", "..", "scripts", "gpumem_trace_writer.py")
 	paths, _ := filepath.Glob("../../testdata/pytorch/*.pickle")
-	paths = append(paths, "testdata/seed_frag_segments.pickle")
+	paths = append(paths, "pickle/testdata/seed_frag_segments.pickle")
 	for _, p := range paths {
 		out := filepath.Join(t.TempDir(), "out.trace")
 		if b, err := exec.Command("python3", writer, p, out).CombinedOutput(); err != nil {
@@ -349,7 +373,7 @@ w.empty_cache()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ReadText(bytes.NewReader(b), "hand.trace")
+	s, err := ReadText(bytes.NewReader(b), "hand.trace", -1)
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, b)
 	}
@@ -371,5 +395,46 @@ func readTextFile(path string) (*Snapshot, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return ReadText(f, path)
+	return ReadText(f, path, -1)
+}
+
+// maxFuzzInput caps what the fuzzers feed the readers, so that each
+// execution is quick.
+const maxFuzzInput = 8 << 10
+
+// checkMessage verifies that an error is one short line: it quotes at
+// most a prefix of the input, with control characters escaped.
+func checkMessage(t *testing.T, msg string) {
+	t.Helper()
+	if len(msg) > 300 || strings.ContainsFunc(msg, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		t.Fatalf("error of %d bytes, or with control characters: %.400q", len(msg), msg)
+	}
+}
+
+// checkSegments verifies that a replay can rebuild the snapshot's
+// segments: the reader must have rejected anything else.
+func checkSegments(t *testing.T, s *Snapshot) {
+	t.Helper()
+	for i := range s.Segments {
+		if msg := model.CheckSegment(&s.Segments[i]); msg != "" {
+			t.Fatalf("segment %d: %s", i, msg)
+		}
+	}
+	if i, msg := model.CheckOverlap(s.Segments); i >= 0 {
+		t.Fatalf("segment %d: %s", i, msg)
+	}
+	segments := len(s.Segments) > 0
+	for _, tr := range s.Traces {
+		for _, e := range tr {
+			segments = segments || model.IsSegmentAction(e.Action)
+		}
+	}
+	for d, tr := range s.Traces {
+		for i, e := range tr {
+			if model.IsSegmentAction(e.Action) && model.CheckSegmentEvent(&e) != "" ||
+				segments && model.IsBlockAction(e.Action) && e.Addr%model.MinBlock != 0 {
+				t.Fatalf("device %d event %d: %+v", d, i, e)
+			}
+		}
+	}
 }

@@ -1,6 +1,8 @@
-package trace
+package pickle
 
 import (
+	"github.com/gpumem/gpumem/pkg/trace/model"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -100,8 +102,8 @@ func snapshotOf(events ...any) pdict {
 	return pdict{{"segments", []any{}}, {"device_traces", []any{events}}}
 }
 
-func decode(b []byte) (*Snapshot, error) {
-	return ReadPickle(bytes.NewReader(b), int64(len(b)))
+func decode(b []byte) (*model.Snapshot, error) {
+	return Read(bytes.NewReader(b), "", int64(len(b)))
 }
 
 func TestCraftedSnapshot(t *testing.T) {
@@ -134,24 +136,24 @@ func TestCraftedSnapshot(t *testing.T) {
 		t.Fatalf("traces: %v", s.Traces)
 	}
 	e := s.Traces[1]
-	want := Event{Action: ActionAlloc, Stack: e[0].Stack, Addr: 4096, Size: 512, TimeUS: 1000}
+	want := model.Event{Action: model.ActionAlloc, Stack: e[0].Stack, Addr: 4096, Size: 512, TimeUS: 1000}
 	if e[0] != want || e[0].Stack < 0 || len(s.Stacks[e[0].Stack]) != 2 {
 		t.Errorf("event 0: %+v", e[0])
 	}
-	if want := (Event{Action: ActionOOM, Stack: -1, Addr: 77, Size: 1 << 20, Stream: math.MaxUint64}); e[1] != want {
+	if want := (model.Event{Action: model.ActionOOM, Stack: -1, Addr: 77, Size: 1 << 20, Stream: math.MaxUint64}); e[1] != want {
 		t.Errorf("oom event: got %+v, want %+v", e[1], want)
 	}
 	seg := s.Segments[0]
 	if seg.Device != 1 || seg.Small || seg.PoolID != [2]int64{1, 5} || !seg.Expandable || seg.Stream != 7 || len(seg.Blocks) != 2 {
 		t.Errorf("segment: %+v", seg)
 	}
-	if b := seg.Blocks[0]; b.State != BlockAllocated || b.RequestedSize != 500 || b.Stack != e[0].Stack {
+	if b := seg.Blocks[0]; b.State != model.BlockAllocated || b.RequestedSize != 500 || b.Stack != e[0].Stack {
 		t.Errorf("block 0: %+v (want the event's stack %d)", b, e[0].Stack)
 	}
-	if b := seg.Blocks[1]; b.State != BlockPendingFree || b.Stack != -1 {
+	if b := seg.Blocks[1]; b.State != model.BlockPendingFree || b.Stack != -1 {
 		t.Errorf("block 1: %+v", b)
 	}
-	if len(s.Stacks) != 2 || s.Stacks[seg.Stack][0] != (Frame{"a.py", 3, "f"}) {
+	if len(s.Stacks) != 2 || s.Stacks[seg.Stack][0] != (model.Frame{Filename: "a.py", Line: 3, Name: "f"}) {
 		t.Errorf("stacks: %v (segment stack %d)", s.Stacks, seg.Stack)
 	}
 	st := s.Settings
@@ -175,14 +177,14 @@ func memoized() []byte {
 	b = encode(b, []any{})
 	b = encode(b, "device_traces")
 	b = append(b, opEmptyList, opEmptyList, opMark, opEmptyDict, opBinPut, 0, opMark)
-	for _, kv := range []pkv{{"action", "alloc"}, {"addr", 1}, {"size", 2}} {
+	for _, kv := range []pkv{{"action", "alloc"}, {"addr", 512}, {"size", 2}} {
 		b = encode(encode(b, kv.k), kv.v)
 	}
 	return append(b, opSetItems, opBinGet, 0, opAppends, opAppend, opSetItems, opStop)
 }
 
 func TestBadInput(t *testing.T) {
-	ok := pickleOf(snapshotOf(event("alloc", 1, 2)))
+	ok := pickleOf(snapshotOf(event("alloc", 512, 2)))
 	if _, err := decode(ok); err != nil {
 		t.Fatalf("baseline: %v", err)
 	}
@@ -210,15 +212,15 @@ func TestBadInput(t *testing.T) {
 		{"no segments", pickleOf(pdict{{"device_traces", []any{}}}), 2, `no "segments" key`, ""},
 		{"segments not list", pickleOf(pdict{{"segments", 3}}), -1, `"segments" is a int`, ""},
 		{"trace not list", pickleOf(pdict{{"segments", []any{}}, {"device_traces", []any{7}}}), -2, "device_traces[0] is a int", ""},
-		{"unknown action", pickleOf(snapshotOf(event("alloc", 1, 2), event("teleport", 1, 2))), -2, `unknown event action "teleport"`, ""},
+		{"unknown action", pickleOf(snapshotOf(event("alloc", 512, 2), event("teleport", 512, 2))), -2, `unknown event action "teleport"`, ""},
 		{"missing size", pickleOf(snapshotOf(pdict{{"action", "alloc"}, {"addr", 1}})), -2, `alloc event dict has no "size" key`, ""},
-		{"negative size", pickleOf(snapshotOf(event("alloc", 1, -2))), -2, `event "size" is negative (-2)`, ""},
+		{"negative size", pickleOf(snapshotOf(event("alloc", 512, -2))), -2, `event "size" is negative (-2)`, ""},
 		{"string addr", pickleOf(snapshotOf(pdict{{"action", "alloc"}, {"addr", "x"}, {"size", 1}})), -2, `event "addr" is a str, want an int`, ""},
 		{"bad state", pickleOf(pdict{{"segments", []any{pdict{{"address", 1}, {"total_size", 1}, {"blocks", []any{
 			pdict{{"address", 1}, {"size", 1}, {"state", "melted"}}}}}}}}), -2, `block "state" has unknown value "melted"`, ""},
 		{"frame without line", pickleOf(snapshotOf(pdict{{"action", "alloc"}, {"addr", 1}, {"size", 1},
 			{"frames", []any{pdict{{"filename", "a"}, {"name", "b"}}}}})), -2, `frame dict has no "line" key`, ""},
-		{"mixed list", pickleOf(snapshotOf(event("alloc", 1, 2), 5)), -2, "mixes event dicts", ""},
+		{"mixed list", pickleOf(snapshotOf(event("alloc", 512, 2), 5)), -2, "mixes event dicts", ""},
 		{"memoized event reused", memoized(), -2, "event dict fetched again", ""},
 		{"huge BINUNICODE8", huge(opBinUnicode8, 8), 2, "runs past the end", "longer than the limit"},
 		{"huge BINUNICODE", huge(opBinUnicode, 4), 2, "runs past the end", "longer than the limit"},
@@ -238,7 +240,7 @@ func TestBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, size := range []int64{int64(len(c.in)), -1} {
-				s, err := ReadPickle(bytes.NewReader(c.in), size)
+				s, err := Read(bytes.NewReader(c.in), "", size)
 				if err == nil {
 					t.Fatalf("size %d: no error, got %+v", size, s)
 				}
@@ -266,7 +268,7 @@ func TestBadInput(t *testing.T) {
 
 // Every proper prefix of a real snapshot must fail cleanly.
 func TestTruncated(t *testing.T) {
-	data, err := os.ReadFile("../../testdata/pytorch/seed_frag.pickle")
+	data, err := os.ReadFile("../../../testdata/pytorch/seed_frag.pickle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +282,7 @@ func TestTruncated(t *testing.T) {
 			sizes = append(sizes, -1) // the unknown-size path, on a sample
 		}
 		for _, size := range sizes {
-			_, err := ReadPickle(bytes.NewReader(data[:n]), size)
+			_, err := Read(bytes.NewReader(data[:n]), "", size)
 			if err == nil {
 				t.Fatalf("prefix of %d bytes (size %d): no error", n, size)
 			}
@@ -294,22 +296,22 @@ func TestTruncated(t *testing.T) {
 // A size larger than the data (a file that shrank) must not confuse
 // the bounds checks.
 func TestSizeLargerThanData(t *testing.T) {
-	data := pickleOf(snapshotOf(event("alloc", 1, 2)))
-	if _, err := ReadPickle(bytes.NewReader(data), int64(len(data))+1000); err != nil {
+	data := pickleOf(snapshotOf(event("alloc", 512, 2)))
+	if _, err := Read(bytes.NewReader(data), "", int64(len(data))+1000); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ReadPickle(bytes.NewReader(data[:len(data)-1]), int64(len(data)))
+	_, err := Read(bytes.NewReader(data[:len(data)-1]), "", int64(len(data)))
 	if fe, ok := errors.AsType[*FormatError](err); !ok || !strings.Contains(fe.Msg, "unexpected end") {
 		t.Fatalf("got %v, want unexpected end of data", err)
 	}
 }
 
 func TestReadPickleFileErrors(t *testing.T) {
-	_, err := ReadPickleFile("testdata/does-not-exist.pickle")
+	_, err := ReadFile("testdata/does-not-exist.pickle")
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
-	_, err = ReadPickleFile("testdata/gen_golden.py")
+	_, err = ReadFile("testdata/gen_golden.py")
 	fe, ok := errors.AsType[*FormatError](err)
 	if !ok || fe.File != "testdata/gen_golden.py" || fe.Offset != 0 ||
 		!strings.HasPrefix(err.Error(), "testdata/gen_golden.py: byte 0: not a pickle") {
@@ -375,7 +377,7 @@ func TestRareOpcodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Event{Action: ActionSegmentMap, Stack: -1, Addr: 4096, Size: 8192, Stream: 3, TimeUS: 1 << 40}
+	want := model.Event{Action: model.ActionSegmentMap, Stack: -1, Addr: 4096, Size: 8192, Stream: 3, TimeUS: 1 << 40}
 	if len(s.Traces) != 1 || len(s.Traces[0]) != 1 || s.Traces[0][0] != want {
 		t.Errorf("traces: %+v, want [[%+v]]", s.Traces, want)
 	}

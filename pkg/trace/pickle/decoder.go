@@ -1,6 +1,9 @@
-package trace
+package pickle
 
 import (
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
+	"github.com/gpumem/gpumem/pkg/trace/model"
+
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -53,12 +56,12 @@ const (
 const (
 	bufSize      = 256 << 10
 	minBuf       = 4 << 10
-	maxString    = 64 << 20 // longest str decoded
+	maxString    = 64 << 20 // longest str accepted (maxKeptString of it is kept)
 	maxLong      = 1 << 10  // longest LONG4 payload, in bytes
 	maxSkip      = 1 << 40  // longest bytes object or FRAME
-	maxStack     = 1 << 22  // values on the pickle stack
+	maxStack     = 1 << 20  // values on the pickle stack (16 MiB; PyTorch's pickler pushes 1000 at most)
 	maxMarks     = 1 << 16  // nested MARKs
-	memoPageBits = 14
+	memoPageBits = 10
 	memoPageLen  = 1 << memoPageBits
 )
 
@@ -89,15 +92,22 @@ type decoder struct {
 	conts []*cont
 	free  []uint32
 
-	traces  [][]Event
-	tuples  []val
-	frames  []Frame
-	frameID map[frameKey]int32
-	stacks  [][]Frame
-	stackID map[string]int32
-	keyBuf  []byte
-	blocks  []Block
-	segs    []Segment
+	// mem counts the bytes the decoder has allocated for what the input
+	// asked for; limit is what it may (see limits.Memory).
+	mem, limit int64
+	tuplesCap  int // cap(tuples) when last charged
+
+	traces   [][]model.Event
+	tuples   []val
+	frames   []model.Frame
+	frameID  map[frameKey]int32
+	stacks   [][]model.Frame
+	stackID  map[string]int32
+	keyBuf   []byte
+	stackBuf []int32
+	blocks   []model.Block
+	segs     []model.Segment
+	segOff   []int64 // input offset of each of segs
 }
 
 func newDecoder(r io.Reader, size int64) *decoder {
@@ -117,7 +127,62 @@ func newDecoder(r io.Reader, size int64) *decoder {
 		stack:   make([]val, 0, 64),
 	}
 	d.buf = d.raw[:0]
+	d.limit = limits.Memory(size, 0)
 	return d
+}
+
+// decode reads the whole input into a Snapshot.
+func (d *decoder) decode() (*model.Snapshot, error) {
+	top, err := d.run()
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.snapshot(top)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkMem(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Costs charged to d.mem, in bytes.
+const (
+	valCost   = 16  // a val in a container, on the stack or in a tuple
+	contCost  = 128 // a container: its cont struct and pointer
+	eventCost = 40
+	blockCost = 40
+	segCost   = 128
+	frameCost = 96 // a frame and its map entry
+	strCost   = 48 // a string header and map entry, besides its bytes
+)
+
+// checkMem fails once the decoder holds more than its budget. Containers
+// referenced millions of times through the memo, or nested millions
+// deep, cost memory out of proportion to the bytes that ask for them.
+func (d *decoder) checkMem() error {
+	if d.mem <= d.limit {
+		return nil
+	}
+	if d.size < 0 {
+		d.limit = limits.Memory(-1, d.base+int64(d.pos))
+		if d.mem <= d.limit {
+			return nil
+		}
+	}
+	return d.errorf("decoding needs more than %d MiB of memory, out of proportion to the input (values referenced or nested millions of times?)", d.limit>>20)
+}
+
+// chargeGrowth charges a slice of vals that grew from capacity *was to
+// now. The whole new array is charged: the old ones are garbage the
+// runtime holds on to for a while, so a list grown to n items by append
+// costs several times n.
+func (d *decoder) chargeGrowth(now int, was *int) {
+	if now > *was {
+		d.mem += int64(now) * valCost
+		*was = now
+	}
 }
 
 // errorf returns a FormatError at the current opcode.
@@ -131,10 +196,16 @@ func (d *decoder) intern(b []byte) uint32 {
 	}
 	id := uint32(len(d.strs))
 	s := string(b)
+	d.mem += int64(len(s)) + strCost
 	d.strs = append(d.strs, s)
 	d.strID[s] = id
 	return id
 }
+
+// maxKeptString is how much of a str value is kept: longer ones are cut
+// (with "…") as they are read, so a hostile 60 MB value costs nothing.
+// No key or name a snapshot uses comes close.
+const maxKeptString = 4 << 10
 
 func (d *decoder) readStr(lenBytes int) error {
 	n, err := d.readLen(lenBytes)
@@ -144,6 +215,18 @@ func (d *decoder) readStr(lenBytes int) error {
 	m, err := d.checkLen(n, maxString, "string")
 	if err != nil {
 		return err
+	}
+	if m > maxKeptString {
+		b, err := d.payload(maxKeptString)
+		if err != nil {
+			return err
+		}
+		id := d.intern([]byte(limits.Truncate(string(b), maxKeptString-len("…"))))
+		if err := d.skip(m - maxKeptString); err != nil {
+			return err
+		}
+		d.stack = append(d.stack, val{kStr, uint64(id)})
+		return nil
 	}
 	b, err := d.payload(m)
 	if err != nil {
@@ -245,6 +328,11 @@ func (d *decoder) run() (val, error) {
 	for {
 		if len(d.stack) > maxStack {
 			return val{}, d.errorf("more than %d values on the stack", maxStack)
+		}
+		if d.mem > d.limit {
+			if err := d.checkMem(); err != nil {
+				return val{}, err
+			}
 		}
 		d.op = d.base + int64(d.pos)
 		if d.pos == len(d.buf) {
@@ -439,7 +527,8 @@ func (d *decoder) long4() error {
 	return nil
 }
 
-// tuple replaces d.stack[m:] by a tuple of those values.
+// tuple replaces d.stack[m:] by a tuple of those values. Tuples are
+// kept to the end, so their storage is charged.
 func (d *decoder) tuple(m int) error {
 	items := d.stack[m:]
 	start := len(d.tuples)
@@ -450,6 +539,7 @@ func (d *decoder) tuple(m int) error {
 		}
 		d.tuples = append(d.tuples, v)
 	}
+	d.chargeGrowth(cap(d.tuples), &d.tuplesCap)
 	n := len(d.tuples) - start
 	d.stack = append(d.stack[:m], val{kTuple, uint64(start)<<32 | uint64(n)})
 	return nil

@@ -1,6 +1,9 @@
-package trace
+package pickle
 
 import (
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
+	"github.com/gpumem/gpumem/pkg/trace/model"
+
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -10,9 +13,9 @@ import (
 // memo is a val of 16 bytes (8 in the memo). Scalars are stored inline,
 // strings as interned ids. Dicts and lists are conts while they are being
 // filled; once complete they become compact results: an event dict is
-// decoded into its list's []Event as the list takes it (its memo slot
+// decoded into its list's []model.Event as the list takes it (its memo slot
 // keeps only a kGone placeholder), a list of event dicts becomes one
-// []Event, a list of frame dicts becomes an interned
+// []model.Event, a list of frame dicts becomes an interned
 // stack id, blocks and segments become structs. Only dicts and lists of
 // no known shape (the top level, settings, annotations) keep their items.
 
@@ -77,7 +80,7 @@ type cont struct {
 	off       int64
 	res       val
 	items     []val // list items, or flattened dict key/value pairs
-	events    []Event
+	events    []model.Event
 }
 
 type frameKey struct {
@@ -93,6 +96,7 @@ func (d *decoder) newCont(list bool) uint32 {
 	} else {
 		id = uint32(len(d.conts))
 		d.conts = append(d.conts, &cont{})
+		d.mem += contCost
 	}
 	c := d.conts[id]
 	c.list, c.open, c.memo, c.off = list, true, -1, d.op
@@ -112,6 +116,7 @@ func (d *decoder) pack(v val) uint64 {
 		return uint64(v.k)<<56 | v.n
 	}
 	d.side = append(d.side, v)
+	d.mem += valCost
 	return uint64(kSide)<<56 | uint64(len(d.side)-1)
 }
 
@@ -135,6 +140,11 @@ func (d *decoder) put(i uint64, v val) error {
 	}
 	idx := int(i)
 	for idx >= d.memoLen {
+		// A sparse memo index may ask for many pages at once.
+		d.mem += memoPageLen * 8
+		if err := d.checkMem(); err != nil {
+			return err
+		}
 		d.memo = append(d.memo, make([]uint64, memoPageLen))
 		d.memoLen += memoPageLen
 	}
@@ -216,7 +226,7 @@ func (d *decoder) take(v val) (val, error) {
 	case len(c.events) > 0:
 		ev := c.events
 		if cap(ev)-len(ev) > len(ev)/4 {
-			ev = append([]Event(nil), ev...)
+			ev = append([]model.Event(nil), ev...)
 		}
 		c.events = nil
 		d.traces = append(d.traces, ev)
@@ -273,6 +283,8 @@ func (d *decoder) closeDict(id uint32, c *cont) (val, error) {
 			return val{}, err
 		}
 		d.segs = append(d.segs, s)
+		d.segOff = append(d.segOff, c.off)
+		d.mem += segCost
 		res = val{kSegment, uint64(len(d.segs) - 1)}
 	case mask&blockKeys != 0:
 		b, err := d.toBlock(p, c.off)
@@ -280,6 +292,7 @@ func (d *decoder) closeDict(id uint32, c *cont) (val, error) {
 			return val{}, err
 		}
 		d.blocks = append(d.blocks, b)
+		d.mem += blockCost
 		res = val{kBlock, uint64(len(d.blocks) - 1)}
 	default:
 		res = val{kDict, uint64(id)}
@@ -297,31 +310,79 @@ func allFrames(items []val) bool {
 	return true
 }
 
+// Stacks are bounded as they are read, so that no report built from
+// them can grow out of proportion: a run of more than maxRepeat copies of
+// one frame becomes the frame and a marker, and frames past maxFrames
+// become one marker.
+// (A 1 MiB frame referenced 2,000 times through the memo would otherwise
+// print 2 GB per allocation.)
+const (
+	maxFrames      = 64
+	maxRepeat      = 3   // short runs are real recursion, kept as they are
+	maxFrameString = 256 // bytes of a frame's filename or name kept
+)
+
 func (d *decoder) internStack(items []val) int32 {
+	ids := d.stackBuf[:0]
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].n == items[i].n {
+			j++
+		}
+		if len(ids) >= maxFrames {
+			ids = append(ids, d.marker(fmt.Sprintf("… %d more frames", len(items)-i)))
+			break
+		}
+		if j-i > maxRepeat {
+			ids = append(ids, int32(items[i].n), d.marker(fmt.Sprintf("… previous frame repeated %d more times", j-i-1)))
+			i = j
+			continue
+		}
+		ids = append(ids, int32(items[i].n))
+		i++
+	}
+	d.stackBuf = ids
 	d.keyBuf = d.keyBuf[:0]
-	for _, v := range items {
-		d.keyBuf = binary.LittleEndian.AppendUint32(d.keyBuf, uint32(v.n))
+	for _, id := range ids {
+		d.keyBuf = binary.LittleEndian.AppendUint32(d.keyBuf, uint32(id))
 	}
 	if id, ok := d.stackID[string(d.keyBuf)]; ok {
 		return id
 	}
-	fr := make([]Frame, len(items))
-	for i, v := range items {
-		fr[i] = d.frames[v.n]
+	fr := make([]model.Frame, len(ids))
+	for i, id := range ids {
+		fr[i] = d.frames[id]
 	}
 	id := int32(len(d.stacks))
 	d.stacks = append(d.stacks, fr)
 	d.stackID[string(d.keyBuf)] = id
+	d.mem += int64(len(ids))*(eventCost+4) + strCost
 	return id
 }
 
-func (d *decoder) internFrame(f Frame, file, name uint32) int32 {
+// marker returns the id of a frame that stands for frames left out.
+func (d *decoder) marker(text string) int32 {
+	name := d.intern([]byte(text))
+	file := d.intern([]byte("…"))
+	return d.internFrame(model.Frame{Filename: d.strs[file], Name: d.strs[name]}, file, name)
+}
+
+// frameString returns the id of string id cut to maxFrameString bytes.
+func (d *decoder) frameString(id uint32) uint32 {
+	if s := d.strs[id]; len(s) > maxFrameString {
+		return d.intern([]byte(limits.Truncate(s, maxFrameString)))
+	}
+	return id
+}
+
+func (d *decoder) internFrame(f model.Frame, file, name uint32) int32 {
 	k := frameKey{file, name, f.Line}
 	if id, ok := d.frameID[k]; ok {
 		return id
 	}
 	id := int32(len(d.frames))
 	d.frames = append(d.frames, f)
+	d.mem += frameCost
 	d.frameID[k] = id
 	return id
 }
@@ -370,6 +431,12 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 		if len(c.events) > 0 {
 			return d.errorf("list mixes event dicts with other values (%s)", v.k)
 		}
+		if len(c.items) == cap(c.items) {
+			was := cap(c.items)
+			c.items = append(c.items, v)
+			d.chargeGrowth(cap(c.items), &was)
+			continue
+		}
 		c.items = append(c.items, v)
 	}
 	return nil
@@ -398,7 +465,8 @@ func (d *decoder) growEvents(c *cont, more int) {
 	if newCap == 0 {
 		newCap = max(want, n+n/4, 256)
 	}
-	ev := make([]Event, n, newCap)
+	d.mem += int64(newCap-cap(c.events)) * eventCost
+	ev := make([]model.Event, n, newCap)
 	copy(ev, c.events)
 	c.events = ev
 }
@@ -432,7 +500,9 @@ func (d *decoder) addPairs(c *cont, pairs []val) error {
 			pairs[i] = v
 		}
 	}
+	was := cap(c.items)
 	c.items = append(c.items, pairs...)
+	d.chargeGrowth(cap(c.items), &was)
 	return nil
 }
 

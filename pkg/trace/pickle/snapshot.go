@@ -1,13 +1,16 @@
-package trace
+package pickle
 
 import (
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
+	"github.com/gpumem/gpumem/pkg/trace/model"
+
 	"fmt"
 	"math/bits"
 	"strconv"
 )
 
 // Strings the decoder interns first, so their ids are these constants.
-// Action names come first, in Action order.
+// model.Action names come first, in model.Action order.
 const (
 	sAlloc = iota
 	sFreeRequested
@@ -89,7 +92,7 @@ type field struct {
 }
 
 func (f field) errorf(format string, args ...any) error {
-	return &FormatError{Offset: f.off, Msg: fmt.Sprintf("%s %q ", f.what, f.d.strs[f.key]) + fmt.Sprintf(format, args...)}
+	return &FormatError{Offset: f.off, Msg: fmt.Sprintf("%s %s ", f.what, limits.Quote(f.d.strs[f.key])) + fmt.Sprintf(format, args...)}
 }
 
 func (f field) uint(v val) (uint64, error) {
@@ -148,8 +151,8 @@ func missing(what string, off int64, key int) error {
 // toEvent converts the key/value pairs of a device_traces entry. It runs
 // once per event, so the common cases are tested inline and the field
 // helpers only produce the errors.
-func (d *decoder) toEvent(p []val, off int64) (Event, error) {
-	ev := Event{Stack: -1}
+func (d *decoder) toEvent(p []val, off int64) (model.Event, error) {
+	ev := model.Event{Stack: -1}
 	var haveAddr, haveFree, haveSize bool
 	var devFree uint64
 	for i := 0; i+1 < len(p); i += 2 {
@@ -163,7 +166,7 @@ func (d *decoder) toEvent(p []val, off int64) (Event, error) {
 			if v.k != kStr || v.n > sSnapshot {
 				return ev, d.badAction(v, off)
 			}
-			ev.Action = Action(v.n + 1)
+			ev.Action = model.Action(v.n + 1)
 			continue
 		case sAddr:
 			ev.Addr, haveAddr = v.n, true
@@ -199,30 +202,47 @@ func (d *decoder) toEvent(p []val, off int64) (Event, error) {
 			return ev, err
 		}
 	}
-	if ev.Action == ActionOOM && haveFree {
+	if ev.Action == model.ActionOOM && haveFree {
 		ev.Addr, haveAddr = devFree, true
 	}
 	switch {
-	case !haveAddr && ev.Action == ActionOOM:
+	case !haveAddr && ev.Action == model.ActionOOM:
 		return ev, missing("oom event", off, sDeviceFree)
 	case !haveAddr:
 		return ev, missing(ev.Action.String()+" event", off, sAddr)
 	case !haveSize:
 		return ev, missing(ev.Action.String()+" event", off, sSize)
 	}
+	if ev.Action != model.ActionOOM && ev.Action != model.ActionSnapshot {
+		if msg := eventProblem(&ev); msg != "" {
+			return ev, &FormatError{Offset: off, Msg: msg}
+		}
+	}
 	return ev, nil
+}
+
+// eventProblem reports an address or size a replay cannot use. PyTorch's
+// blocks and segments are aligned to model.MinBlock.
+func eventProblem(e *model.Event) string {
+	if model.IsSegmentAction(e.Action) {
+		return model.CheckSegmentEvent(e)
+	}
+	if e.Addr%model.MinBlock != 0 {
+		return fmt.Sprintf("%s address %#x is not a multiple of %d", e.Action, e.Addr, model.MinBlock)
+	}
+	return ""
 }
 
 func (d *decoder) badAction(v val, off int64) error {
 	if v.k != kStr {
 		return field{d, "event", off, sAction}.errorf("is a %s, want a str", v.k)
 	}
-	return &FormatError{Offset: off, Msg: fmt.Sprintf("unknown event action %q", d.strs[v.n])}
+	return &FormatError{Offset: off, Msg: fmt.Sprintf("unknown event action %s", limits.Quote(d.strs[v.n]))}
 }
 
 // toFrame converts a frame dict and returns its interned id.
 func (d *decoder) toFrame(p []val, off int64) (int32, error) {
-	var fr Frame
+	var fr model.Frame
 	var file, name uint32
 	var have int
 	f := field{d: d, what: "frame", off: off}
@@ -237,10 +257,11 @@ func (d *decoder) toFrame(p []val, off int64) (int32, error) {
 			if v.k != kStr {
 				return 0, f.errorf("is a %s, want a str", v.k)
 			}
+			id := d.frameString(uint32(v.n))
 			if k.n == sFilename {
-				fr.Filename, file = d.strs[v.n], uint32(v.n)
+				fr.Filename, file = d.strs[id], id
 			} else {
-				fr.Name, name = d.strs[v.n], uint32(v.n)
+				fr.Name, name = d.strs[id], id
 			}
 			have |= 1 << k.n
 		case sLine:
@@ -261,8 +282,8 @@ func (d *decoder) toFrame(p []val, off int64) (int32, error) {
 }
 
 // toBlock converts a block dict of a segment.
-func (d *decoder) toBlock(p []val, off int64) (Block, error) {
-	b := Block{Stack: -1}
+func (d *decoder) toBlock(p []val, off int64) (model.Block, error) {
+	b := model.Block{Stack: -1}
 	f := field{d: d, what: "block", off: off}
 	var have uint64
 	var err error
@@ -289,13 +310,13 @@ func (d *decoder) toBlock(p []val, off int64) (Block, error) {
 			}
 			switch v.n {
 			case sInactive:
-				b.State = BlockInactive
+				b.State = model.BlockInactive
 			case sActiveAllocated:
-				b.State = BlockAllocated
+				b.State = model.BlockAllocated
 			case sActivePendingFree, sActiveAwaitingFree:
-				b.State = BlockPendingFree
+				b.State = model.BlockPendingFree
 			default:
-				return b, f.errorf("has unknown value %q", s)
+				return b, f.errorf("has unknown value %s", limits.Quote(s))
 			}
 		}
 		if err != nil {
@@ -311,8 +332,8 @@ func (d *decoder) toBlock(p []val, off int64) (Block, error) {
 }
 
 // toSegment converts a segment dict, blocks included.
-func (d *decoder) toSegment(p []val, off int64) (Segment, error) {
-	s := Segment{Stack: -1}
+func (d *decoder) toSegment(p []val, off int64) (model.Segment, error) {
+	s := model.Segment{Stack: -1}
 	f := field{d: d, what: "segment", off: off}
 	var have uint64
 	var err error
@@ -362,6 +383,9 @@ func (d *decoder) toSegment(p []val, off int64) (Segment, error) {
 			return s, missing("segment", off, key)
 		}
 	}
+	if msg := model.CheckSegment(&s); msg != "" {
+		return s, &FormatError{Offset: off, Msg: msg}
+	}
 	return s, nil
 }
 
@@ -381,13 +405,18 @@ func (d *decoder) poolID(f field, v val) ([2]int64, error) {
 	return id, nil
 }
 
-func (d *decoder) blockList(f field, v val) ([]Block, error) {
+func (d *decoder) blockList(f field, v val) ([]model.Block, error) {
 	switch v.k {
 	case kEmpty:
 		return nil, nil
 	case kList:
 		items := d.conts[v.n].items
-		out := make([]Block, len(items))
+		// A block dict fetched from the memo is copied each time.
+		d.mem += int64(len(items)) * blockCost
+		if err := d.checkMem(); err != nil {
+			return nil, err
+		}
+		out := make([]model.Block, len(items))
 		for i, it := range items {
 			if it.k != kBlock {
 				return nil, f.errorf("holds a %s, want block dicts", it.k)
@@ -418,9 +447,9 @@ func (d *decoder) offOf(v val) int64 {
 	return -1
 }
 
-// snapshot maps the top-level value to a Snapshot.
-func (d *decoder) snapshot(top val) (*Snapshot, error) {
-	s := &Snapshot{Settings: Settings{MaxSplitSize: -1}}
+// snapshot maps the top-level value to a model.Snapshot.
+func (d *decoder) snapshot(top val) (*model.Snapshot, error) {
+	s := &model.Snapshot{Settings: model.Settings{MaxSplitSize: -1}}
 	var err error
 	switch top.k {
 	case kList, kEmpty:
@@ -462,33 +491,40 @@ func (d *decoder) snapshot(top val) (*Snapshot, error) {
 	return s, nil
 }
 
-func (d *decoder) segments(v val) ([]Segment, error) {
+func (d *decoder) segments(v val) ([]model.Segment, error) {
 	items, err := d.items(v, sSegments)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Segment, len(items))
+	d.mem += int64(len(items)) * segCost
+	if err := d.checkMem(); err != nil {
+		return nil, err
+	}
+	out := make([]model.Segment, len(items))
 	for i, it := range items {
 		if it.k != kSegment {
 			return nil, &FormatError{Offset: d.offOf(v), Msg: fmt.Sprintf("segments[%d] is a %s, want a segment dict", i, it.k)}
 		}
 		out[i] = d.segs[it.n]
 	}
+	if i, msg := model.CheckOverlap(out); i >= 0 {
+		return nil, &FormatError{Offset: d.segOff[items[i].n], Msg: msg}
+	}
 	return out, nil
 }
 
-func (d *decoder) traceLists(v val) ([][]Event, error) {
+func (d *decoder) traceLists(v val) ([][]model.Event, error) {
 	items, err := d.items(v, sDeviceTraces)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]Event, len(items))
+	out := make([][]model.Event, len(items))
 	for i, it := range items {
 		switch it.k {
 		case kEvents:
 			out[i] = d.traces[it.n]
 		case kEmpty:
-			out[i] = []Event{}
+			out[i] = []model.Event{}
 		default:
 			return nil, &FormatError{Offset: d.offOf(v), Msg: fmt.Sprintf("device_traces[%d] is a %s, want a list of event dicts", i, it.k)}
 		}
@@ -496,8 +532,8 @@ func (d *decoder) traceLists(v val) ([][]Event, error) {
 	return out, nil
 }
 
-func (d *decoder) settings(v val) (Settings, error) {
-	st := Settings{Present: true, MaxSplitSize: -1}
+func (d *decoder) settings(v val) (model.Settings, error) {
+	st := model.Settings{Present: true, MaxSplitSize: -1}
 	if v.k != kDict {
 		return st, &FormatError{Offset: -1, Msg: fmt.Sprintf("allocator_settings is a %s, want a dict", v.k)}
 	}
@@ -553,7 +589,7 @@ func (d *decoder) roundup(f field, v val, out *[16]int) error {
 		}
 		mib, perr := strconv.ParseUint(ks, 10, 64)
 		if perr != nil || mib == 0 || mib&(mib-1) != 0 || mib > 32768 {
-			return f.errorf("has key %q, want a power of two from 1 to 32768", ks)
+			return f.errorf("has key %s, want a power of two from 1 to 32768", limits.Quote(ks))
 		}
 		n, err := f.int(p[i+1])
 		if err != nil {
@@ -564,17 +600,17 @@ func (d *decoder) roundup(f field, v val, out *[16]int) error {
 	return nil
 }
 
-func (d *decoder) annotations(v val) ([]Annotation, error) {
+func (d *decoder) annotations(v val) ([]model.Annotation, error) {
 	items, err := d.items(v, sExternalAnnotations)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Annotation, 0, len(items))
+	out := make([]model.Annotation, 0, len(items))
 	for i, it := range items {
 		if it.k != kDict {
 			return nil, &FormatError{Offset: d.offOf(v), Msg: fmt.Sprintf("external_annotations[%d] is a %s, want a dict", i, it.k)}
 		}
-		a := Annotation{Fields: make(map[string]string)}
+		a := model.Annotation{Fields: make(map[string]string)}
 		f := field{d: d, what: "annotation", off: d.offOf(it)}
 		p := d.conts[it.n].items
 		for j := 0; j < len(p); j += 2 {

@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
+	"github.com/gpumem/gpumem/pkg/trace/model"
 	"io"
 	"math"
 	"strconv"
 	"strings"
 )
-
-// ActionEmptyCache is a torch.cuda.empty_cache call. Only gpumem's text
-// trace records it as such: PyTorch's own traces show empty_cache as the
-// run of segment_free events it caused.
-const ActionEmptyCache Action = 100
 
 // textMagic starts the header line of every version of the text format.
 const textMagic = "# gpumem-trace"
@@ -35,6 +32,22 @@ type textParser struct {
 	device int
 	seg    *Segment // segment the next "block" line belongs to
 	fields [][]byte
+
+	mem       memBudget
+	segLines  []int // line of each segment
+	unaligned int   // line of the first block event off model.MinBlock, 0 if none
+	segEvents bool  // the trace has segment events
+}
+
+// Costs of what a text trace builds, for memBudget.
+const (
+	eventCost = 40
+	segCost   = 128
+	blockCost = 40
+)
+
+func (p *textParser) tooBig() error {
+	return p.in.errorf("the trace needs more than %d MiB of memory for %d bytes of input (many short lines?)", limits.Memory(p.mem.size, p.in.read)>>20, p.in.read)
 }
 
 // ReadText reads a gpumem text trace (docs/trace-format.md). name is used
@@ -43,11 +56,12 @@ type textParser struct {
 // A text trace holds events, allocator settings and, optionally, the
 // segments present when it ended; it holds no stack traces or
 // annotations, so events and blocks read from it have Stack -1.
-func ReadText(r io.Reader, name string) (*Snapshot, error) {
+func ReadText(r io.Reader, name string, size int64) (*Snapshot, error) {
 	p := &textParser{
 		in:     newLines(r, name),
 		snap:   &Snapshot{Settings: Settings{MaxSplitSize: -1}},
 		fields: make([][]byte, 0, maxFields),
+		mem:    memBudget{size: size},
 	}
 	line, err := p.in.next()
 	if err == io.EOF {
@@ -61,7 +75,7 @@ func ReadText(r io.Reader, name string) (*Snapshot, error) {
 		return nil, p.in.errorf("missing header, want %q", TextHeader)
 	}
 	if v := string(bytes.TrimSpace(line[len(textMagic):])); v != "v1" {
-		return nil, p.in.errorf("unsupported version %q, want v1", v)
+		return nil, p.in.errorf("unsupported version %s, want v1", limits.Quote(v))
 	}
 	for {
 		line, err := p.in.next()
@@ -76,6 +90,15 @@ func ReadText(r io.Reader, name string) (*Snapshot, error) {
 		}
 	}
 	p.finishSegment()
+	if i, msg := model.CheckOverlap(p.snap.Segments); i >= 0 {
+		return nil, &LineError{File: name, Line: p.segLines[i], Msg: msg}
+	}
+	if p.unaligned > 0 && (len(p.snap.Segments) > 0 || p.segEvents) {
+		// Replaying a trace with segments places blocks at offsets in
+		// them, which must be multiples of model.MinBlock.
+		return nil, &LineError{File: name, Line: p.unaligned,
+			Msg: fmt.Sprintf("block address is not a multiple of %d, which a trace with segments requires", model.MinBlock)}
+	}
 	return p.snap, nil
 }
 
@@ -137,7 +160,7 @@ func (p *textParser) line(line []byte) error {
 		}
 		d, ok := parseUint(pos[0])
 		if !ok || d > maxTextDevice {
-			return p.in.errorf("bad device %q (want 0 to %d)", pos[0], maxTextDevice)
+			return p.in.errorf("bad device %s (want 0 to %d)", limits.Quote(pos[0]), maxTextDevice)
 		}
 		p.device = int(d)
 		p.finishSegment()
@@ -150,7 +173,7 @@ func (p *textParser) line(line []byte) error {
 	case "block":
 		return p.block()
 	}
-	return p.in.errorf("unknown keyword %q", p.fields[0])
+	return p.in.errorf("unknown keyword %s", limits.Quote(p.fields[0]))
 }
 
 // trace returns the current device's event list, creating it.
@@ -216,21 +239,37 @@ func (p *textParser) event(a Action) error {
 		case string(k) == "t":
 			t, ok := parseInt(v)
 			if !ok {
-				return p.in.errorf("bad time %q", v)
+				return p.in.errorf("bad time %s", limits.Quote(v))
 			}
 			e.TimeUS = t
 		case string(k) == "device_free" && a == ActionOOM:
 			e.Addr, err = p.uint(v, "device_free")
 		default:
-			return p.in.errorf("%s: unknown attribute %q", kw, k)
+			return p.in.errorf("%s: unknown attribute %s", kw, limits.Quote(k))
 		}
 		if err != nil {
 			return err
 		}
 	}
+	switch {
+	case model.IsSegmentAction(a):
+		if msg := model.CheckSegmentEvent(&e); msg != "" {
+			return p.in.errorf("%s", msg)
+		}
+		p.segEvents = true
+	case model.IsBlockAction(a) && e.Addr%model.MinBlock != 0 && p.unaligned == 0:
+		p.unaligned = p.in.n
+	}
 	tr := p.trace()
-	*tr = append(*tr, e)
+	n := 1
 	if string(kw) == "free" {
+		n = 2
+	}
+	if !grow(&p.mem, tr, n, eventCost, p.in.read) {
+		return p.tooBig()
+	}
+	*tr = append(*tr, e)
+	if n == 2 {
 		e.Action = ActionFreeCompleted
 		*tr = append(*tr, e)
 	}
@@ -240,7 +279,7 @@ func (p *textParser) event(a Action) error {
 func (p *textParser) uint(b []byte, what string) (uint64, error) {
 	n, ok := parseUint(b)
 	if !ok {
-		return 0, p.in.errorf("bad %s %q", what, b)
+		return 0, p.in.errorf("bad %s %s", what, limits.Quote(b))
 	}
 	return n, nil
 }
@@ -276,7 +315,7 @@ func (p *textParser) setting() error {
 		}
 		n, ok := parseInt(v)
 		if !ok {
-			return p.in.errorf("setting max_split_size: bad number %q", v)
+			return p.in.errorf("setting max_split_size: bad number %s", limits.Quote(v))
 		}
 		st.MaxSplitSize = n
 	case "garbage_collection_threshold":
@@ -286,7 +325,7 @@ func (p *textParser) setting() error {
 		}
 		f, err := strconv.ParseFloat(string(v), 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return p.in.errorf("setting garbage_collection_threshold: bad number %q", v)
+			return p.in.errorf("setting garbage_collection_threshold: bad number %s", limits.Quote(v))
 		}
 		st.GCThreshold = f
 	case "expandable_segments":
@@ -300,7 +339,7 @@ func (p *textParser) setting() error {
 		case "false":
 			st.ExpandableSegments = false
 		default:
-			return p.in.errorf("setting expandable_segments: want true or false, not %q", v)
+			return p.in.errorf("setting expandable_segments: want true or false, not %s", limits.Quote(v))
 		}
 	case "roundup_power2_divisions":
 		if len(vals) != len(st.RoundupPower2Divisions) {
@@ -309,12 +348,12 @@ func (p *textParser) setting() error {
 		for i, v := range vals {
 			n, ok := parseInt(v)
 			if !ok || n < math.MinInt32 || n > math.MaxInt32 {
-				return p.in.errorf("setting roundup_power2_divisions: bad number %q", v)
+				return p.in.errorf("setting roundup_power2_divisions: bad number %s", limits.Quote(v))
 			}
 			st.RoundupPower2Divisions[i] = int(n)
 		}
 	default:
-		return p.in.errorf("unknown setting %q", name)
+		return p.in.errorf("unknown setting %s", limits.Quote(name))
 	}
 	return nil
 }
@@ -346,7 +385,7 @@ func (p *textParser) segment() error {
 		case string(k) == "device":
 			d, ok := parseUint(v)
 			if !ok || d > maxTextDevice {
-				return p.in.errorf("bad device %q (want 0 to %d)", v, maxTextDevice)
+				return p.in.errorf("bad device %s (want 0 to %d)", limits.Quote(v), maxTextDevice)
 			}
 			s.Device = int(d)
 		case string(k) == "pool":
@@ -354,17 +393,24 @@ func (p *textParser) segment() error {
 			x, ok1 := parseInt(a)
 			y, ok2 := parseInt(b)
 			if !ok || !ok1 || !ok2 {
-				return p.in.errorf("bad pool %q (want A,B)", v)
+				return p.in.errorf("bad pool %s (want A,B)", limits.Quote(v))
 			}
 			s.PoolID = [2]int64{x, y}
 		default:
-			return p.in.errorf("segment: unknown attribute %q", at)
+			return p.in.errorf("segment: unknown attribute %s", limits.Quote(at))
 		}
 		if err != nil {
 			return err
 		}
 	}
+	if msg := model.CheckSegment(&s); msg != "" {
+		return p.in.errorf("%s", msg)
+	}
+	if !grow(&p.mem, &p.snap.Segments, 1, segCost, p.in.read) {
+		return p.tooBig()
+	}
 	p.snap.Segments = append(p.snap.Segments, s)
+	p.segLines = append(p.segLines, p.in.n)
 	p.seg = &p.snap.Segments[len(p.snap.Segments)-1]
 	return nil
 }
@@ -393,16 +439,22 @@ func (p *textParser) block() error {
 	case "active_pending_free":
 		b.State = BlockPendingFree
 	default:
-		return p.in.errorf("bad block state %q (want inactive, active_allocated or active_pending_free)", pos[2])
+		return p.in.errorf("bad block state %s (want inactive, active_allocated or active_pending_free)", limits.Quote(pos[2]))
 	}
 	for _, at := range attrs {
 		k, v, _ := bytes.Cut(at, []byte("="))
 		if string(k) != "requested" {
-			return p.in.errorf("block: unknown attribute %q", k)
+			return p.in.errorf("block: unknown attribute %s", limits.Quote(k))
 		}
 		if b.RequestedSize, err = p.uint(v, "requested size"); err != nil {
 			return err
 		}
+	}
+	if msg := model.CheckNextBlock(p.seg, &b); msg != "" {
+		return p.in.errorf("%s", msg)
+	}
+	if !grow(&p.mem, &p.seg.Blocks, 1, blockCost, p.in.read) {
+		return p.tooBig()
 	}
 	p.seg.Blocks = append(p.seg.Blocks, b)
 	return nil

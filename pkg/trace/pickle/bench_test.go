@@ -1,6 +1,8 @@
-package trace
+package pickle
 
 import (
+	"github.com/gpumem/gpumem/pkg/trace/model"
+
 	"bytes"
 	"os"
 	"runtime"
@@ -13,7 +15,7 @@ import (
 //	python3 /work/shared/tools/gen_trace.py /tmp/big.pickle
 //
 // (1,000,000 events, about 51 MB). It reports the live heap the
-// Snapshot keeps, as a multiple of the file size.
+// model.Snapshot keeps, as a multiple of the file size.
 func BenchmarkReadPickle(b *testing.B) {
 	path := os.Getenv("GPUMEM_BIG_TRACE")
 	if path == "" {
@@ -24,9 +26,9 @@ func BenchmarkReadPickle(b *testing.B) {
 		b.Skipf("GPUMEM_BIG_TRACE: %v", err)
 	}
 	b.SetBytes(int64(len(data)))
-	var s *Snapshot
+	var s *model.Snapshot
 	for b.Loop() {
-		s, err = ReadPickle(bytes.NewReader(data), int64(len(data)))
+		s, err = Read(bytes.NewReader(data), "", int64(len(data)))
 		if err != nil {
 			b.Fatal(err)
 		}

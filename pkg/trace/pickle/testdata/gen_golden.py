@@ -3,7 +3,7 @@
 pickle, for trace_test.go to compare the Go decoder against.
 
 usage (from the repository root):
-    python3 pkg/trace/testdata/gen_golden.py testdata/pytorch/*.pickle
+    python3 pkg/trace/pickle/testdata/gen_golden.py testdata/pytorch/*.pickle
 """
 import json, os, pickle, sys
 

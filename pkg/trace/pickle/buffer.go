@@ -1,4 +1,4 @@
-package trace
+package pickle
 
 import (
 	"encoding/binary"
@@ -78,31 +78,15 @@ func (d *decoder) readLen(n int) (uint64, error) {
 	return binary.LittleEndian.Uint64(b), nil
 }
 
-// payload returns the next n bytes. The slice is only valid until the
-// next read.
+// payload returns the next n bytes, n at most bufSize. The slice is
+// only valid until the next read.
 func (d *decoder) payload(n int) ([]byte, error) {
-	if n <= bufSize {
-		if err := d.need(n); err != nil {
-			return nil, err
-		}
-		b := d.buf[d.pos : d.pos+n]
-		d.pos += n
-		return b, nil
+	if err := d.need(n); err != nil {
+		return nil, err
 	}
-	// Longer than the buffer: grow the result as data arrives, so a
-	// false length with an unknown input size cannot allocate it all.
-	out := make([]byte, 0, bufSize)
-	for len(out) < n {
-		if d.pos == len(d.buf) {
-			if err := d.fill(1); err != nil {
-				return nil, err
-			}
-		}
-		k := min(n-len(out), len(d.buf)-d.pos)
-		out = append(out, d.buf[d.pos:d.pos+k]...)
-		d.pos += k
-	}
-	return out, nil
+	b := d.buf[d.pos : d.pos+n]
+	d.pos += n
+	return b, nil
 }
 
 // skip discards n bytes.

@@ -1,0 +1,68 @@
+package pickle
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/trace/model"
+)
+
+// FormatError reports input that is not a snapshot pickle this package
+// can read, at a byte offset.
+type FormatError struct {
+	File   string // "" if not known
+	Offset int64  // byte offset in the input, -1 if not known
+	Msg    string
+}
+
+func (e *FormatError) Error() string {
+	parts := make([]string, 0, 3)
+	if e.File != "" {
+		parts = append(parts, e.File)
+	}
+	if e.Offset >= 0 {
+		parts = append(parts, "byte "+strconv.FormatInt(e.Offset, 10))
+	}
+	if e.Msg != "" {
+		parts = append(parts, e.Msg)
+	}
+	return strings.Join(parts, ": ")
+}
+
+// Read decodes a snapshot pickle from r. name is used in errors; size
+// is the number of bytes r holds, used to reject impossible lengths early
+// and to set the memory budget, or -1 if unknown. Malformed input gives
+// a *FormatError naming the file.
+func Read(r io.Reader, name string, size int64) (*model.Snapshot, error) {
+	d := newDecoder(r, size)
+	s, err := d.decode()
+	if err != nil {
+		if fe, ok := errors.AsType[*FormatError](err); ok {
+			fe.File = name
+			return nil, fe
+		}
+		if name != "" {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// ReadFile decodes the snapshot pickle in the named file.
+func ReadFile(path string) (*model.Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	return Read(f, path, size)
+}
