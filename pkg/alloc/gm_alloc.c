@@ -130,10 +130,12 @@ static gm_seg_t *seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t s
   s->next_seg = a->segs;
   if (a->segs) a->segs->prev_seg = s;
   a->segs = s;
+  gm_pool_seg_added(s); /* pools: cudaMalloc_count */
   return s;
 }
 
 static void seg_delete(gm_alloc_t *a, gm_seg_t *s) {
+  gm_pool_seg_removed(a, s); /* pools: cudaMalloc_count */
   if (s->prev_seg) s->prev_seg->next_seg = s->next_seg;
   else a->segs = s->next_seg;
   if (s->next_seg) s->next_seg->prev_seg = s->prev_seg;
@@ -501,8 +503,13 @@ static int release_cached_blocks(gm_alloc_t *a) {
   synchronize_and_free_events(a);
   release_blocks(a, &a->large);
   release_blocks(a, &a->small);
+  gm_pools_release_freeable(a); /* pools: released private pools, after the default ones */
   return 1;
 }
+
+/* pools: what gm_pools.c needs of the above */
+void gm_sync_all_streams(gm_alloc_t *a) { synchronize_and_free_events(a); }
+void gm_release_pool_blocks(gm_alloc_t *a, gm_pool_t *pool) { release_blocks(a, pool); }
 
 /* release_available_cached_blocks: free oversize blocks only. */
 static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
@@ -678,8 +685,17 @@ static int do_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hin
   }
   if (a->pol) return a->pol->malloc(a, orig, stream, hint, out, oom);
   p.size = gm_round_size(&a->cfg, orig);
-  p.pool = p.size <= GM_SMALL_SIZE ? &a->small : &a->large;
+  /* pools: the op routes the request to the default or a private pool */
+  p.pool = gm_pool_for(a, a->route, p.size <= GM_SMALL_SIZE);
+  if (!p.pool) return GM_EINVAL;
   p.alloc_size = allocation_size(a, p.size);
+  /* pools: a checkpoint restore claims a block by address, not by best fit */
+  if (a->claim && (p.block = gm_pool_claim(a, p.pool->owner, hint, p.size, stream))) {
+    p.pool = p.block->pool;
+    int rc = alloc_found_block(a, &p, orig);
+    *out = p.block;
+    return rc;
+  }
   if (a->cfg.policy == GM_POLICY_NOCACHE) {
     p.size = (orig + GM_MIN_BLOCK - 1) / GM_MIN_BLOCK * GM_MIN_BLOCK;
     int rc = malloc_nocache(a, &p, orig, oom);
@@ -868,6 +884,7 @@ void gm_free(gm_alloc_t *a) {
     a->spare = n;
   }
   free(a->ids);
+  gm_pools_destroy(a);
   if (a->be.destroy) a->be.destroy(a->be.ctx);
   free(a);
 }
@@ -915,7 +932,22 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
       return GM_OK;
     }
     b = NULL;
-    rc = do_malloc(a, op->size, op->stream, op->hint, &b, oom);
+    /* pools: routing and claims apply to the pytorch policy only */
+    if (a->cfg.policy == GM_POLICY_PYTORCH) {
+      a->route = op->pool;
+      a->claim = (op->flags & GM_OPF_CLAIM) != 0;
+    }
+    gm_oom_t o = {0};
+    rc = do_malloc(a, op->size, op->stream, op->hint, &b, &o);
+    a->route = 0;
+    a->claim = 0;
+    if (rc == GM_ENOMEM && (op->flags & GM_OPF_RECORDED_OOM)) {
+      /* the program caught it and went on: nothing is held */
+      gm_oom_event_add(a, &o);
+      a->ids[op->id] = &zero_block;
+      return GM_OK;
+    }
+    if (rc == GM_ENOMEM && oom) *oom = o;
     if (rc != GM_OK) return rc;
     b->id = op->id;
     a->ids[op->id] = b;
@@ -950,6 +982,10 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
     else if (a->pol) a->pol->empty_cache(a);
     else a->st.num_sync_all_streams++;
     return GM_OK;
+  case GM_OP_POOL_RELEASE:
+    return a->cfg.policy == GM_POLICY_PYTORCH ? gm_pool_release(a, op->pool) : GM_OK;
+  case GM_OP_POOL_EMPTY:
+    return a->cfg.policy == GM_POLICY_PYTORCH ? gm_pool_empty(a, op->pool) : GM_OK;
   }
   return GM_EINVAL;
 }
