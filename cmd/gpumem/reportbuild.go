@@ -46,6 +46,18 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 	if res.OOM != nil {
 		r.OOM = buildOOM(res, plan, snap)
 	}
+	for _, o := range res.OOMs {
+		if o == res.OOM {
+			r.OOMs = append(r.OOMs, r.OOM)
+			continue
+		}
+		r.OOMs = append(r.OOMs, &report.OOM{OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded,
+			AllocSize: o.AllocSize, Stream: o.Stream, DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree,
+			Allowed: o.Allowed, Allocated: o.Allocated, Reserved: o.Reserved, Recorded: o.Recorded})
+	}
+	for _, p := range res.Pools {
+		r.Pools = append(r.Pools, p.String())
+	}
 	return r
 }
 

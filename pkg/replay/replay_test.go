@@ -119,6 +119,7 @@ func ev(a trace.Action, addr, size uint64) trace.Event {
 
 func TestBuild(t *testing.T) {
 	events := []trace.Event{
+		onStream(ev(trace.ActionSegmentAlloc, 0x2000000, 2<<20), 9), // released by the empty_cache below
 		ev(trace.ActionSegmentAlloc, 0x1000000, 2<<20),
 		ev(trace.ActionAlloc, 0x1000000, 100), // 0
 		ev(trace.ActionAlloc, 0x1000200, 100), // 1
@@ -131,8 +132,8 @@ func TestBuild(t *testing.T) {
 		ev(trace.ActionFreeCompleted, 0x9999, 1),      // 5
 		ev(trace.ActionSegmentFree, 0x2000000, 2<<20), // followed by an alloc: empty_cache
 		ev(trace.ActionAlloc, 0x3000000, 100),         // 6
-		ev(trace.ActionSegmentFree, 0x1000000, 2<<20), // followed by segment_alloc: part of a malloc
-		ev(trace.ActionSegmentAlloc, 0x1000000, 2<<20),
+		ev(trace.ActionSegmentFree, 0x1000000, 2<<20), // followed by a segment_alloc past the peak: part of a malloc
+		ev(trace.ActionSegmentAlloc, 0x4000000, 20<<20),
 		ev(trace.ActionAlloc, 0x4000000, 8<<20), // 7
 		ev(trace.ActionOOM, 0, 1<<40),
 	}
@@ -165,13 +166,19 @@ func TestBuild(t *testing.T) {
 	if res.Stats.NumSyncAllStreams != 1 {
 		t.Errorf("num_sync_all_streams %d, want 1 (one empty_cache)", res.Stats.NumSyncAllStreams)
 	}
-	// a 1 TiB request does not fit a 24 GiB card: reported at event 8
+	// a 1 TiB request does not fit a 24 GiB card: the recording failed
+	// there too and went on, so the replay counts it at event 8 and goes on
 	res, err = Run(p, Options{Device: alloc.Sim(24 << 30), Check: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OOM == nil || res.OOM.OpIndex != 8 || res.OOM.Size != 1<<40 {
-		t.Fatalf("oom %+v, want at event 8 for 1 TiB", res.OOM)
+	if res.OOM != nil || len(res.OOMs) != 1 || res.OOMs[0].OpIndex != 8 || res.OOMs[0].Size != 1<<40 ||
+		!res.OOMs[0].Recorded || res.Done != len(p.Ops) {
+		t.Fatalf("stopping oom %+v, ooms %+v, done %d of %d: want one recorded OOM at event 8, gone past",
+			res.OOM, res.OOMs, res.Done, len(p.Ops))
+	}
+	if res.Stats.NumOOMs != 1 {
+		t.Errorf("num_ooms %d, want 1", res.Stats.NumOOMs)
 	}
 }
 

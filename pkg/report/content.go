@@ -75,9 +75,26 @@ func overviewFacts(r *Replay) []fact {
 		}
 		facts = append(facts, fact{key, fmt.Sprintf("%s × %s", count(int64(s.Count)), s.Reason)})
 	}
+	for i, p := range r.Pools {
+		key := ""
+		if i == 0 {
+			key = "pools"
+		}
+		facts = append(facts, fact{key, p})
+	}
 	outcome := "completed"
 	if r.OOM != nil {
 		outcome = fmt.Sprintf("out of memory at operation %s", count(int64(r.OOM.OpIndex)))
+	}
+	if n := len(r.OOMs); n > 0 && r.OOMs[0].Recorded {
+		k := 0
+		for _, o := range r.OOMs {
+			if o.Recorded {
+				k++
+			}
+		}
+		outcome += fmt.Sprintf("; went past %s out-of-memory errors the recording had and survived (first at operation %s)",
+			count(int64(k)), count(int64(r.OOMs[0].OpIndex)))
 	}
 	return append(facts, fact{"outcome", outcome})
 }

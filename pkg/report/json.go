@@ -31,7 +31,17 @@ type jsonReplay struct {
 	Fragmentation               jsonFragmentation `json:"fragmentation"`
 
 	Timeline []jsonPoint `json:"timeline"`
-	OOM      *jsonOOM    `json:"oom"`
+	// OOM is the out-of-memory that ended the replay or, when none did,
+	// the first one the recording had too ("recorded": true).
+	OOM   *jsonOOM      `json:"oom"`
+	OOMs  []jsonOOMItem `json:"ooms"`
+	Pools []string      `json:"pools"`
+}
+
+type jsonOOMItem struct {
+	OpIndex  int    `json:"op_index"`
+	Size     uint64 `json:"size"`
+	Recorded bool   `json:"recorded"`
 }
 
 type jsonSkip struct {
@@ -72,6 +82,7 @@ type jsonOOM struct {
 	Frames       []string      `json:"frames"`
 	PinFrames    [][]string    `json:"pin_frames"`
 	TorchMessage string        `json:"torch_message"`
+	Recorded     bool          `json:"recorded"`
 }
 
 type jsonSegment struct {
@@ -116,6 +127,11 @@ func JSON(w io.Writer, r *Replay) error {
 			End: number(f.End), AtPeak: number(f.AtPeak), Peaks: number(f.Peaks), Holes: number(f.Holes),
 		},
 		Timeline: make([]jsonPoint, 0, len(r.Timeline)),
+		OOMs:     []jsonOOMItem{},
+		Pools:    append([]string{}, r.Pools...),
+	}
+	for _, o := range r.OOMs {
+		doc.OOMs = append(doc.OOMs, jsonOOMItem{o.OpIndex, o.Size, o.Recorded})
 	}
 	if doc.MemoryStats == nil {
 		doc.MemoryStats = map[string]int64{}
@@ -126,7 +142,11 @@ func JSON(w io.Writer, r *Replay) error {
 	for _, p := range r.Timeline {
 		doc.Timeline = append(doc.Timeline, jsonPoint(p))
 	}
-	if o := r.OOM; o != nil {
+	o := r.OOM
+	if o == nil && len(r.OOMs) > 0 {
+		o = r.OOMs[0]
+	}
+	if o != nil {
 		verdict := "shortage"
 		if o.Fragmented() {
 			verdict = "fragmentation"
@@ -140,6 +160,7 @@ func JSON(w io.Writer, r *Replay) error {
 			Frames:       append([]string{}, o.Frames...),
 			PinFrames:    [][]string{},
 			TorchMessage: TorchOOMMessage(r.Device, o),
+			Recorded:     o.Recorded,
 		}
 		for _, s := range o.Segments {
 			js := jsonSegment{Address: s.Address, Size: s.Size, Blocks: []jsonBlock{}}

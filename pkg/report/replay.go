@@ -43,6 +43,13 @@ type Replay struct {
 	// OOM describes the out-of-memory error that ended the replay, or is
 	// nil when it ran to completion.
 	OOM *OOM
+	// OOMs lists every out-of-memory in order: those the recording had too
+	// (Recorded: counted, and the replay went on; their figures are those
+	// of the moment, without the diagnosis), then OOM, if any.
+	OOMs []*OOM
+	// Pools describe the private memory pools the trace used (CUDA graphs,
+	// torch.cuda.MemPool), one line each, as the replay inferred them.
+	Pools []string
 }
 
 // Skip counts trace anomalies of one kind that the replay stepped over.
@@ -82,6 +89,8 @@ type OOM struct {
 	// PinFrames are the stacks of the allocations pinning the largest
 	// holes (keeping their segments from being released), if known.
 	PinFrames [][]string
+	// Recorded: the recording ran out of memory here too and went on.
+	Recorded bool
 }
 
 // SegmentMap is one segment and its blocks in address order.
