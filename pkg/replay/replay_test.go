@@ -55,7 +55,7 @@ func replayTruth(t testing.TB, tr truth, check bool) *Result {
 		o.DeviceTotal = tr.RecordedWith.DeviceTotal
 		o.MemoryFraction = tr.Fraction
 	}
-	res, err := Run(Build(snap.Traces[0]), o)
+	res, err := Run(FromSnapshot(snap, 0), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,15 +89,23 @@ func TestFixturesMatchPyTorch(t *testing.T) {
 			if len(got) != len(tr.MemoryStats) {
 				t.Errorf("%d keys, PyTorch has %d", len(got), len(tr.MemoryStats))
 			}
+			// Graph capture and ~MemPool call empty_cache, which leaves no
+			// event when it releases nothing: with private pools the
+			// replay's sync count is a lower bound (addendum §P3.4).
+			const syncs = "num_sync_all_streams"
+			silent := len(res.Pools) > 0
+			if silent && got[syncs] > tr.MemoryStats[syncs] {
+				t.Errorf("%s = %d, more than PyTorch's %d", syncs, got[syncs], tr.MemoryStats[syncs])
+			}
 			for _, k := range exact {
-				if got[k] != tr.MemoryStats[k] {
+				if got[k] != tr.MemoryStats[k] && !(silent && k == syncs) {
 					t.Errorf("%s = %d, PyTorch reported %d", k, got[k], tr.MemoryStats[k])
 				}
 			}
 			// a run replayed from its own recording matches every key
 			if strings.TrimSuffix(tr.Replay, ".pickle") == name {
 				for k, want := range tr.MemoryStats {
-					if got[k] != want {
+					if got[k] != want && !(silent && k == syncs) {
 						t.Errorf("%s = %d, PyTorch reported %d", k, got[k], want)
 					}
 				}
@@ -203,10 +211,13 @@ func BenchmarkReplay(b *testing.B) {
 // Without recorded addresses (other trace formats, synthetic replays) the
 // simulated device falls back to its address model from the first
 // segment. How far that drifts from PyTorch: the peaks and counts the
-// fidelity check compares stay exact on every fixture; what moves is which
-// equal-size block best fit picks, so the non-releasable (inactive split)
-// counters: at most 2.2% (gpt2_varlen's inactive_split.large_pool.peak),
-// 0.06% for the runs under other settings, nothing on the others.
+// fidelity check compares stay exact on every fixture without private
+// pools or recorded OOMs; what moves is which equal-size block best fit
+// picks, so the non-releasable (inactive split) counters: at most 2.2%
+// (gpt2_varlen's inactive_split.large_pool.peak), 0.06% for the runs under
+// other settings, nothing on the others. The pool and OOM fixtures drift
+// more (logged: graph_convnet's reserved peak +2.3%, oom_survive_resnet's
+// retries 46 of 49) and need their addresses.
 func TestAddressModelDrift(t *testing.T) {
 	names, _ := filepath.Glob(filepath.Join(fixtures, "*.truth.json"))
 	for _, path := range names {
@@ -216,9 +227,11 @@ func TestAddressModelDrift(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := Build(snap.Traces[0])
+		p := FromSnapshot(snap, 0)
 		for i := range p.Ops {
-			p.Ops[i].Hint = 0
+			if p.Ops[i].Flags&alloc.FlagClaim == 0 { // a claim's hint is the block it restores
+				p.Ops[i].Hint = 0
+			}
 		}
 		cfg, _ := alloc.ParseConfig(tr.AllocConf)
 		o := Options{Config: cfg}
@@ -243,12 +256,19 @@ func TestAddressModelDrift(t *testing.T) {
 				worst, worstKey = d, k
 			}
 		}
+		t.Logf("%s without recorded addresses: largest drift %.4f%% (%s)", name, 100*worst, worstKey)
+		if len(p.Pools) > 0 || p.RecordedOOMs > 0 {
+			// where private pools and checkpoint restores are, and where a
+			// cap makes the program fail and retry, which block best fit
+			// takes among equals decides what is released later: these
+			// traces need their recorded addresses (drift logged above)
+			continue
+		}
 		for _, k := range []string{"reserved_bytes.all.peak", "allocated_bytes.all.peak", "segment.all.peak", "num_device_alloc", "num_alloc_retries"} {
 			if got[k] != tr.MemoryStats[k] {
 				t.Errorf("%s without addresses: %s = %d, PyTorch %d", name, k, got[k], tr.MemoryStats[k])
 			}
 		}
-		t.Logf("%s without recorded addresses: largest drift %.4f%% (%s)", name, 100*worst, worstKey)
 		if worst > 0.025 && name != "gpt2_varlen_stacks" { // _stacks' truth is another run of the workload
 			t.Errorf("%s: %s drifts %.4f%%", name, worstKey, 100*worst)
 		}
