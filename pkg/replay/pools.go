@@ -495,7 +495,11 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 				if s.label != unknown {
 					continue
 				}
-				set(si, f.nearest(si), howContinuity)
+				l := f.nearest(si)
+				if f.rngPair(si) {
+					l = dflt
+				}
+				set(si, l, howContinuity)
 				changed = true
 				break
 			}
@@ -548,6 +552,16 @@ func (f *inferer) nearest(si int) int {
 	return dflt
 }
 
+// rngPair: segment si was made for the CUDA generator's seed and offset
+// (two 8-byte tensors allocated back to back on the capture stream before
+// capture_begin): default pool, although private allocations follow it.
+func (f *inferer) rngPair(si int) bool {
+	i := f.insts[si].firstAlloc
+	ev := f.events
+	return i >= 0 && i+1 < len(ev) && ev[i].Size == 8 && ev[i+1].Action == trace.ActionAlloc &&
+		ev[i+1].Size == 8 && ev[i+1].Stream == ev[i].Stream && int(f.ofAl[i+1]) == si
+}
+
 // nearestPool is the pool of the nearest allocation on si's stream that
 // landed in a segment of a known private pool, 0 when none.
 func (f *inferer) nearestPool(si int) int {
@@ -591,8 +605,16 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		}
 	}
 	// a pool is released before the first run that frees one of its
-	// segments; a run that frees only private segments while a default
-	// whole-free segment survives is ~MemPool's own emptyCache
+	// segments (and after its last allocation: labels that say otherwise
+	// are wrong somewhere, and the pool is released at a later run); a run
+	// that frees only private segments while a default whole-free segment
+	// survives is ~MemPool's own emptyCache
+	last := map[int]int{}
+	for i, o := range f.ofAl {
+		if o >= 0 && f.insts[o].label > 0 {
+			last[f.insts[o].label] = i
+		}
+	}
 	released := map[int]bool{}
 	for r, run := range f.runs {
 		var ri runInfo
@@ -603,7 +625,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 				onlyPrivate = false
 				continue
 			}
-			if !released[l] {
+			if !released[l] && last[l] < f.runAt[r] {
 				released[l] = true
 				ri.release = append(ri.release, uint16(l))
 			}

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -167,6 +168,35 @@ func TestPoolInference(t *testing.T) {
 	for _, op := range Build(events[:4]).Ops {
 		if op.Pool != 0 {
 			t.Errorf("op %+v routed to a private pool without evidence", op)
+		}
+	}
+}
+
+// Without the final snapshot's pool ids (a program that freed everything,
+// or one dumped without segments), the pool fixtures still replay to every
+// key PyTorch reported: release order, exclusion, checkpoint restores and
+// continuity find the same pools.
+func TestPoolsWithoutSnapshotLabels(t *testing.T) {
+	for _, name := range []string{"graph_convnet", "compile_reduce_overhead", "mempool_single"} {
+		tr := loadTruth(t, name)
+		snap, err := trace.ReadPickleFile(filepath.Join(fixtures, tr.Replay))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap.Segments = nil
+		p := FromSnapshot(snap, 0)
+		if len(p.Pools) != 1 || slices.Contains(p.Pools[0].How, howSnapshot) {
+			t.Errorf("%s: pools %v, want one found without the snapshot", name, p.Pools)
+		}
+		res, err := Run(p, Options{Check: !testing.Short()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Stats.Map()
+		for k, want := range tr.MemoryStats {
+			if got[k] != want && k != "num_sync_all_streams" { // a lower bound, see TestFixturesMatchPyTorch
+				t.Errorf("%s: %s = %d, PyTorch reported %d", name, k, got[k], want)
+			}
 		}
 	}
 }
