@@ -1,4 +1,5 @@
-/* gm_pools.c — private memory pools (CUDA graphs, torch.cuda.MemPool).
+/* gm_pools.c — private memory pools (CUDA graphs, torch.cuda.MemPool);
+ * docs/pytorch-allocator.md §19.
  *
  * PyTorch's PrivatePool (CUDACachingAllocator.cpp): a pool has its own
  * small and large free sets, and the segments created for allocations routed

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Private pools (gm_pools.c; docs/pytorch-allocator.md, "Private pools"),
+// Private pools (gm_pools.c; docs/pytorch-allocator.md §19),
 // each rule under the invariant checker.
 
 func allocIn(id uint32, size uint64, pool uint16) Op {

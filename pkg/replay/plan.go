@@ -69,7 +69,7 @@ func (p *Plan) newID() uint32 {
 
 // Build turns one device's events into operations.
 //
-// Rules (shared/docs/pytorch-allocator.md §7.3, §13.2, §15):
+// Rules (docs/pytorch-allocator.md §7.3, §13.2, §15, §19):
 //   - alloc → OpAlloc; the address of a segment_alloc/segment_map just
 //     before it becomes its Hint, so the simulated device reuses it.
 //   - free_requested immediately followed by free_completed of the same

@@ -12,8 +12,8 @@ import (
 
 // Pool is a private memory pool (a CUDA graph's, a torch.cuda.MemPool's)
 // that a trace used, as the plan inferred it. Events carry no pool id, so
-// membership comes from where allocations landed (docs/pytorch-allocator.md,
-// "Private pools").
+// membership comes from where allocations landed (docs/pytorch-allocator.md
+// §19.4).
 type Pool struct {
 	Pool uint16   // the ops' alloc.Op.Pool
 	ID   [2]int64 // PyTorch's MempoolId_t when the final snapshot names it, else zero
