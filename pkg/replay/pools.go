@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -659,5 +660,6 @@ func (p Pool) String() string {
 	if p.Released >= 0 {
 		rel = fmt.Sprintf("released before event %d", p.Released)
 	}
-	return fmt.Sprintf("private pool %d (%s): %d segments, %d allocations, %s; from %v", p.Pool, id, p.Segments, p.Allocs, rel, p.How)
+	return fmt.Sprintf("private pool %d (%s): %d segments, %d allocations, %s; inferred from %s",
+		p.Pool, id, p.Segments, p.Allocs, rel, strings.Join(p.How, ", "))
 }

@@ -93,7 +93,7 @@ func overviewFacts(r *Replay) []fact {
 				k++
 			}
 		}
-		outcome += fmt.Sprintf("; went past %s out-of-memory errors the recording had and survived (first at operation %s)",
+		outcome += fmt.Sprintf("; went past the %s out-of-memory errors the program survived (first at operation %s)",
 			count(int64(k)), count(int64(r.OOMs[0].OpIndex)))
 	}
 	return append(facts, fact{"outcome", outcome})
