@@ -254,8 +254,9 @@ func NewTimeline(n, buckets int) *Timeline {
 
 // Run applies ops in order, in one crossing into C, and stops at the first
 // out-of-memory (reported in Result.OOM, with a nil error) or invalid op
-// (an *OpError). base is the index of ops[0] in the whole stream, used by
-// tl; tl may be nil.
+// (an *OpError); an allocation flagged FlagRecordedOOM that fails is listed
+// in Result.Survived instead, and Run goes on. base is the index of ops[0]
+// in the whole stream, used by tl and the OOMs' OpIndex; tl may be nil.
 func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

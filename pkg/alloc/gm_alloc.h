@@ -225,7 +225,8 @@ typedef struct gm_timeline {
 /* gm_run applies ops[0..n) in order and stops at the first error.
  * *done = the number of ops applied. On GM_ENOMEM ops[*done] is the failing
  * allocation and *oom describes it (oom may be NULL); the allocator stays
- * usable. GM_EINVAL: an op named an unknown or already-live id. tl may be NULL.
+ * usable. An allocation flagged GM_OPF_RECORDED_OOM that fails is no error:
+ * it is counted, listed (gm_oom_events) and gm_run goes on. GM_EINVAL: an op named an unknown or already-live id. tl may be NULL.
  * addr, if non-NULL, receives the address of the last allocation made. */
 int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done,
            gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr);

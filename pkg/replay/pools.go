@@ -534,7 +534,8 @@ func (f *inferer) nearest(si int) int {
 	}
 	for d := 1; d < len(f.events); d++ {
 		for _, j := range []int{at - d, at + d} {
-			if j < 0 || j >= len(f.events) || f.events[j].Action != trace.ActionAlloc || f.events[j].Stream != s.stream {
+			if j < 0 || j >= len(f.events) || f.events[j].Action != trace.ActionAlloc || f.events[j].Stream != s.stream ||
+				f.rngAlloc(j) {
 				continue
 			}
 			if o := f.ofAl[j]; o >= 0 && int(o) != si {
@@ -558,9 +559,18 @@ func (f *inferer) nearest(si int) int {
 // capture_begin): default pool, although private allocations follow it.
 func (f *inferer) rngPair(si int) bool {
 	i := f.insts[si].firstAlloc
+	return i >= 0 && i+1 < len(f.events) && f.rngAlloc(i) && int(f.ofAl[i+1]) == si
+}
+
+// rngAlloc: alloc event j is one of such a pair. It says nothing of the
+// pool the allocations around it were routed to.
+func (f *inferer) rngAlloc(j int) bool {
 	ev := f.events
-	return i >= 0 && i+1 < len(ev) && ev[i].Size == 8 && ev[i+1].Action == trace.ActionAlloc &&
-		ev[i+1].Size == 8 && ev[i+1].Stream == ev[i].Stream && int(f.ofAl[i+1]) == si
+	pair := func(a, b int) bool {
+		return a >= 0 && b < len(ev) && ev[a].Action == trace.ActionAlloc && ev[b].Action == trace.ActionAlloc &&
+			ev[a].Size == 8 && ev[b].Size == 8 && ev[a].Stream == ev[b].Stream
+	}
+	return pair(j, j+1) || pair(j-1, j)
 }
 
 // nearestPool is the pool of the nearest allocation on si's stream that
