@@ -199,6 +199,7 @@ typedef struct params {
    * pred is the member before it. link is NULL otherwise. */
   gm_block_t **link, *pred;
   int err; /* GM_OK, GM_ENOMEM or GM_EBACKEND from the last attempt */
+  int exact; /* pools: a claim, split to exactly size whatever is left */
 } params_t;
 
 static uint64_t device_total(gm_alloc_t *a) {
@@ -588,7 +589,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
   gm_pool_t *pool = p->pool;
   int already_split = is_split(b);
   int exp = b->seg->expandable;
-  int split = should_split(a, b, p->size);
+  int split = p->exact ? b->size > p->size : should_split(a, b, p->size); /* pools: claims */
   if (p->link) {
     /* b is still in the free set. Split, b becomes the remainder (higher
      * address, smaller size): if that key still ranks after b's
@@ -689,9 +690,13 @@ static int do_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hin
   p.pool = gm_pool_for(a, a->route, p.size <= GM_SMALL_SIZE);
   if (!p.pool) return GM_EINVAL;
   p.alloc_size = allocation_size(a, p.size);
-  /* pools: a checkpoint restore claims a block by address, not by best fit */
-  if (a->claim && (p.block = gm_pool_claim(a, p.pool->owner, hint, p.size, stream))) {
+  /* pools: a checkpoint restore claims a block by address, not by best fit,
+   * at its recorded size, split off exactly (setSegmentStateToCheckpoint) */
+  uint64_t exact = (orig + GM_MIN_BLOCK - 1) / GM_MIN_BLOCK * GM_MIN_BLOCK;
+  if (a->claim && (p.block = gm_pool_claim(a, p.pool->owner, hint, exact, stream))) {
     p.pool = p.block->pool;
+    p.size = exact;
+    p.exact = 1;
     int rc = alloc_found_block(a, &p, orig);
     *out = p.block;
     return rc;

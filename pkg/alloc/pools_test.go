@@ -182,6 +182,15 @@ func TestPoolClaim(t *testing.T) {
 		t.Errorf("claim of a busy block succeeded")
 	}
 	expectStats(t, a, map[string]int64{"allocated_bytes.large_pool.current": 4 * mib, "segment.all.current": 2})
+	// a claim splits its block to exactly its size, even where best fit
+	// would leave a remainder of 1 MiB or less in the block
+	large := addrOf(t, a, 4) + 4*mib
+	mustRun(t, a, Op{Kind: OpAlloc, ID: 5, Size: 7*mib + 512*1024, Pool: 1, Flags: FlagClaim, Hint: large})
+	if got := addrOf(t, a, 5); got != large {
+		t.Fatalf("claim at %#x, want %#x", got, large)
+	}
+	expectStats(t, a, map[string]int64{"allocated_bytes.large_pool.current": 11*mib + 512*1024,
+		"inactive_split_bytes.large_pool.current": 512 * 1024})
 }
 
 // An out-of-memory the recording had is counted as PyTorch counts it (one

@@ -311,9 +311,12 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	if e.Addr > b.addr {
 		out = append(out, fblock{b.addr, e.Addr - b.addr, true})
 	}
+	if restore { // claimed at its block size, split off exactly
+		r = (e.Size + 511) / 512 * 512
+	}
 	rest := b.addr + b.size - (e.Addr + r)
 	split := rest >= 512
-	if !s.small {
+	if !s.small && !restore {
 		split = rest > 1<<20 && (f.cfg.MaxSplitSize == 0 || r < f.cfg.MaxSplitSize)
 	}
 	if split {
