@@ -77,6 +77,8 @@ type inst struct {
 	blocks             []fblock // address order
 	broken             bool     // the events did not fit the block model: no evidence from it
 	firstAlloc         int
+	lastAlloc          int    // the event of the latest allocation in it, -1 if none
+	lastAddr           uint64 // and its address
 }
 
 type freeKey struct {
@@ -183,7 +185,7 @@ func (f *inferer) walk() {
 		switch e.Action {
 		case trace.ActionSegmentAlloc:
 			s := &inst{addr: e.Addr, size: e.Size, stream: e.Stream, born: i, died: len(ev), label: unknown,
-				blocks: []fblock{{e.Addr, e.Size, true}}, firstAlloc: -1}
+				blocks: []fblock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1}
 			if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
 				s.small = alloc.RoundSize(f.cfg, ev[i+1].Size) <= 1<<20
 			} else {
@@ -264,15 +266,32 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	}
 	k := slices.IndexFunc(s.blocks, func(b fblock) bool { return e.Addr >= b.addr && e.Addr < b.addr+b.size })
 	r := alloc.RoundSize(f.cfg, e.Size)
+	chained := false
+	if k >= 0 && !s.blocks[k].free && s.lastAlloc >= 0 && s.blocks[k].addr == s.lastAddr && e.Addr > s.lastAddr {
+		// inside the block just allocated here: that allocation was a
+		// checkpoint restore's claim, split off exactly where best fit
+		// would have kept a remainder of 1 MiB or less, and so is this one
+		old := s.blocks[k]
+		back := fblock{e.Addr, old.addr + old.size - e.Addr, true}
+		s.blocks = slices.Replace(s.blocks, k, k+1, fblock{old.addr, e.Addr - old.addr, false}, back)
+		f.addFree(si, back)
+		f.claim[s.lastAlloc] = true
+		k++
+		chained = true
+	}
+	if chained || (k >= 0 && s.blocks[k].free && s.blocks[k].addr == e.Addr && (r <= 1<<20) != s.small) {
+		r = (e.Size + 511) / 512 * 512 // a claim takes its recorded size
+	}
 	if k < 0 || !s.blocks[k].free || s.blocks[k].addr+s.blocks[k].size < e.Addr+r {
 		s.broken = true
 		return
 	}
+	s.lastAlloc, s.lastAddr = i, e.Addr
 	b := s.blocks[k]
-	small := r <= 1<<20
+	small := alloc.RoundSize(f.cfg, e.Size) <= 1<<20
 	// a block that best fit would not hand out here: a claim by address
 	// (CUDA graph trees restoring a checkpoint), which marks a private pool
-	restore := small != s.small || b.addr != e.Addr
+	restore := chained || small != s.small || b.addr != e.Addr
 	if !restore && !isNew {
 		// a better block in the same segment means best fit was not used
 		v := f.free[f.key(s)]
@@ -311,7 +330,7 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	if e.Addr > b.addr {
 		out = append(out, fblock{b.addr, e.Addr - b.addr, true})
 	}
-	if restore { // claimed at its block size, split off exactly
+	if restore { // claimed at its recorded size, split off exactly
 		r = (e.Size + 511) / 512 * 512
 	}
 	rest := b.addr + b.size - (e.Addr + r)

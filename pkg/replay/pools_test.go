@@ -200,3 +200,45 @@ func TestPoolsWithoutSnapshotLabels(t *testing.T) {
 		}
 	}
 }
+
+// A graph tree's checkpoint restore claims blocks by address and splits each
+// off exactly: a claim that leaves 512 KiB in a large block (best fit would
+// not split) is seen from the claim that follows inside it.
+func TestCheckpointRestoreClaims(t *testing.T) {
+	const p, s = 0x30000000, 7
+	events := evs(
+		onStream(ev(trace.ActionSegmentAlloc, p, 20*mib), s),
+		onStream(ev(trace.ActionAlloc, p, 20*mib), s),
+		onStream(ev(trace.ActionFreeRequested, p, 20*mib), s),
+		onStream(ev(trace.ActionFreeCompleted, p, 20*mib), s),
+		onStream(ev(trace.ActionAlloc, p, 19*mib+512*1024), s), // restore: two blocks
+		onStream(ev(trace.ActionAlloc, p+19*mib+512*1024, 512*1024), s),
+		onStream(ev(trace.ActionFreeRequested, p+19*mib+512*1024, 512*1024), s),
+		onStream(ev(trace.ActionFreeCompleted, p+19*mib+512*1024, 512*1024), s),
+	)
+	snap := &trace.Snapshot{Traces: [][]trace.Event{events}, Segments: []trace.Segment{{
+		Address: p, TotalSize: 20 * mib, AllocatedSize: 19*mib + 512*1024, Stream: s, PoolID: [2]int64{0, 1}, Stack: -1,
+		Blocks: []trace.Block{{Address: p, Size: 19*mib + 512*1024, RequestedSize: 19*mib + 512*1024, State: trace.BlockAllocated},
+			{Address: p + 19*mib + 512*1024, Size: 512 * 1024, State: trace.BlockInactive}},
+	}}}
+	plan := FromSnapshot(snap, 0)
+	var claims []bool
+	for _, op := range plan.Ops {
+		if op.Kind == alloc.OpAlloc {
+			claims = append(claims, op.Flags&alloc.FlagClaim != 0)
+		}
+	}
+	if !slices.Equal(claims, []bool{false, true, true}) {
+		t.Fatalf("claims %v, want the two restored blocks claimed", claims)
+	}
+	res, err := Run(plan, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.Stats
+	if st.Segment[alloc.All].Peak != 1 || st.AllocatedBytes[alloc.All].Current != 19*mib+512*1024 ||
+		st.InactiveSplitBytes[alloc.All].Current != 512*1024 {
+		t.Errorf("segments %d, allocated %d, inactive split %d: want the restore inside the one segment",
+			st.Segment[alloc.All].Peak, st.AllocatedBytes[alloc.All].Current, st.InactiveSplitBytes[alloc.All].Current)
+	}
+}
