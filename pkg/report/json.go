@@ -100,7 +100,10 @@ type jsonBlock struct {
 // the replay's figures, "memory_stats" (every key given), the
 // fragmentation ratios, the timeline and "oom" (null, or an object with
 // "op_index", "size", the diagnosis and "verdict": "fragmentation" or
-// "shortage"). Lists are [] rather than null when empty.
+// "shortage"; when no OOM stopped the replay but the program survived
+// some, the first of those, with "recorded": true), "ooms" (every OOM:
+// "op_index", "size", "recorded") and "pools" (one line per private pool).
+// Lists are [] rather than null when empty.
 func JSON(w io.Writer, r *Replay) error {
 	if r == nil {
 		return errors.New("report: no replay")
