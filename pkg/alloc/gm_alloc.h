@@ -36,11 +36,11 @@
  *      value equals what the blocks add up to (allocated, active, requested,
  *      reserved, segments, inactive split), for all/large/small.
  *   I5 a live allocation id maps to exactly one allocated or pending block.
- *   I6 every block and segment belongs to the pool of its segment, and each
- *      private pool's free sets hold only its own blocks; a private pool's
- *      segment count (cudaMalloc_count) equals the segments that point at
- *      it; its use count is never negative; a released pool with no
- *      segment left exists only until the next release (it is erased there).
+ *   I6 every block belongs to the pool of its segment, and each private
+ *      pool's free sets hold only its own blocks (with I3: all the pools'
+ *      sets together hold every free block); a private pool's segment count
+ *      (cudaMalloc_count) equals the segments that point at it, its use
+ *      count is never negative, and no segment points at an erased pool.
  *
  * Threading: a gm_alloc_t is not thread-safe; the Go wrapper serialises calls.
  * Errors: every function returning int returns GM_OK (0) or a GM_E* code.
