@@ -260,7 +260,7 @@ func (p *Plan) build(events []trace.Event, final []trace.Segment, cfg alloc.Conf
 			}
 			switch {
 			case caused:
-			case ri.poolOnly:
+			case ri.poolOnly && len(ri.release) > 0:
 				for _, pool := range ri.release {
 					emit(alloc.Op{Kind: alloc.OpPoolEmpty, Pool: pool}, -1)
 				}
