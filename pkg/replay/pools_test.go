@@ -242,3 +242,36 @@ func TestCheckpointRestoreClaims(t *testing.T) {
 			st.Segment[alloc.All].Peak, st.AllocatedBytes[alloc.All].Current, st.InactiveSplitBytes[alloc.All].Current)
 	}
 }
+
+// Deleting a MemPool empties that pool alone (~MemPool's emptyCache(id)):
+// a run that frees only its segments while a default segment stays whole
+// free is replayed as that, not as empty_cache.
+func TestMemPoolDeletion(t *testing.T) {
+	const d, p = 0x10000000, 0x20000000
+	events := evs(
+		ev(trace.ActionSegmentAlloc, d, 20*mib),
+		ev(trace.ActionAlloc, d, 3*mib),
+		ev(trace.ActionFreeRequested, d, 3*mib),
+		ev(trace.ActionFreeCompleted, d, 3*mib),
+		ev(trace.ActionSegmentAlloc, p, 20*mib),
+		ev(trace.ActionAlloc, p, 3*mib),
+		ev(trace.ActionFreeRequested, p, 3*mib),
+		ev(trace.ActionFreeCompleted, p, 3*mib),
+		ev(trace.ActionSegmentFree, p, 20*mib),
+	)
+	snap := &trace.Snapshot{Traces: [][]trace.Event{events}, Segments: []trace.Segment{{
+		Address: d, TotalSize: 20 * mib, Stack: -1, Blocks: []trace.Block{{Address: d, Size: 20 * mib, State: trace.BlockInactive}},
+	}}}
+	plan := FromSnapshot(snap, 0)
+	if got, want := kinds(plan), "alloc free alloc free pool_release pool_empty"; got != want {
+		t.Fatalf("ops %q, want %q", got, want)
+	}
+	res, err := Run(plan, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.Stats; st.ReservedBytes[alloc.All].Current != 20*mib || st.NumDeviceFree != 1 || st.NumSyncAllStreams != 1 {
+		t.Errorf("reserved %d, device frees %d, syncs %d: want the default segment kept, one free, one sync",
+			st.ReservedBytes[alloc.All].Current, st.NumDeviceFree, st.NumSyncAllStreams)
+	}
+}
