@@ -99,19 +99,20 @@ func cmpEnt(a, b freeEnt) int {
 }
 
 type inferer struct {
-	cfg    alloc.Config
-	events []trace.Event
-	insts  []*inst
-	live   map[uint64]int // segment base → inst
-	bases  []uint64       // live bases, sorted
-	free   map[freeKey][]freeEnt
-	ne     map[[2]int]bool // inst pairs known to be in different pools
-	runs   [][]int         // per run: the insts it freed, in order
-	runAt  []int           // per run: its first event index
-	surv   [][]int         // per run: whole-free insts it left
-	ofAl   []int32         // per event: the inst an alloc landed in, -1
-	claim  []bool
-	orderOK bool // no GC or max_split_size: releases free every whole segment in order
+	cfg       alloc.Config
+	events    []trace.Event
+	insts     []*inst
+	live      map[uint64]int // segment base → inst
+	bases     []uint64       // live bases, sorted
+	free      map[freeKey][]freeEnt
+	ne        map[[2]int]bool // inst pairs known to be in different pools
+	runs      [][]int         // per run: the insts it freed, in order
+	runAt     []int           // per run: its first event index
+	surv      [][]int         // per run: whole-free insts it left
+	ofAl      []int32         // per event: the inst an alloc landed in, -1
+	claim     []bool
+	orderOK   bool // no GC or max_split_size: releases free every whole segment in order
+	divisions bool // roundup_power2_divisions set
 }
 
 // inferPools labels every segment of the trace with its pool. final holds the
@@ -124,7 +125,8 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 	}
 	f := &inferer{cfg: cfg, events: events, live: map[uint64]int{}, free: map[freeKey][]freeEnt{},
 		ne: map[[2]int]bool{}, ofAl: make([]int32, len(events)), claim: make([]bool, len(events)),
-		orderOK: cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0}
+		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
+		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
 	f.walk()
 	ids := f.label(final)
 	if ids == nil {
@@ -143,6 +145,15 @@ func (f *inferer) at(addr uint64) int {
 		return -1
 	}
 	return f.live[f.bases[k]]
+}
+
+// round is round_size; without roundup_power2_divisions it is 512-byte
+// rounding, done here rather than through cgo for every event.
+func (f *inferer) round(size uint64) uint64 {
+	if f.divisions {
+		return alloc.RoundSize(f.cfg, size)
+	}
+	return max((size+511)/512*512, 512)
 }
 
 func (f *inferer) key(s *inst) freeKey { return freeKey{s.stream, s.small} }
@@ -187,7 +198,7 @@ func (f *inferer) walk() {
 			s := &inst{addr: e.Addr, size: e.Size, stream: e.Stream, born: i, died: len(ev), label: unknown,
 				blocks: []fblock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1}
 			if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
-				s.small = alloc.RoundSize(f.cfg, ev[i+1].Size) <= 1<<20
+				s.small = f.round(ev[i+1].Size) <= 1<<20
 			} else {
 				s.small = e.Size == 2<<20
 			}
@@ -265,7 +276,7 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 		return
 	}
 	k := slices.IndexFunc(s.blocks, func(b fblock) bool { return e.Addr >= b.addr && e.Addr < b.addr+b.size })
-	r := alloc.RoundSize(f.cfg, e.Size)
+	r := f.round(e.Size)
 	chained := false
 	if k >= 0 && !s.blocks[k].free && s.lastAlloc >= 0 && s.blocks[k].addr == s.lastAddr && e.Addr > s.lastAddr {
 		// inside the block just allocated here: that allocation was a
@@ -288,7 +299,7 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	}
 	s.lastAlloc, s.lastAddr = i, e.Addr
 	b := s.blocks[k]
-	small := alloc.RoundSize(f.cfg, e.Size) <= 1<<20
+	small := f.round(e.Size) <= 1<<20
 	// a block that best fit would not hand out here: a claim by address
 	// (CUDA graph trees restoring a checkpoint), which marks a private pool
 	restore := chained || small != s.small || b.addr != e.Addr
