@@ -53,7 +53,8 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 		}
 		r.OOMs = append(r.OOMs, &report.OOM{OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded,
 			AllocSize: o.AllocSize, Stream: o.Stream, DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree,
-			Allowed: o.Allowed, Allocated: o.Allocated, Reserved: o.Reserved, Recorded: o.Recorded})
+			Allowed: o.Allowed, Allocated: o.Allocated, Reserved: o.Reserved, Recorded: o.Recorded,
+			PrivatePools: o.PrivatePools})
 	}
 	for _, p := range res.Pools {
 		r.Pools = append(r.Pools, p.String())
@@ -72,7 +73,7 @@ func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *repo
 	out := &report.OOM{
 		OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded, AllocSize: o.AllocSize, Stream: o.Stream,
 		DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree, Allowed: o.Allowed,
-		Allocated: o.Allocated, Reserved: o.Reserved, LargestFree: res.LargestFree,
+		Allocated: o.Allocated, Reserved: o.Reserved, LargestFree: res.LargestFree, PrivatePools: o.PrivatePools,
 	}
 	active := res.Stats.ActiveBytes[alloc.All].Current
 	if d := o.Reserved - active; d > 0 {

@@ -218,6 +218,9 @@ type OOM struct {
 	// The device and the allocator when it failed, after the release steps.
 	DeviceFree, DeviceTotal, Allowed uint64
 	Allocated, Reserved              int64
+	// PrivatePools is the free cached bytes in private pools, which
+	// PyTorch's message counts as "allocated in private pools".
+	PrivatePools uint64
 	// Recorded: the op had FlagRecordedOOM (the recording ran out of memory
 	// there too) and Run went on.
 	Recorded bool
@@ -226,7 +229,8 @@ type OOM struct {
 func oomOf(o *C.gm_oom_t) *OOM {
 	return &OOM{Size: uint64(o.size), Rounded: uint64(o.rounded), AllocSize: uint64(o.alloc_size),
 		Stream: uint64(o.stream), DeviceFree: uint64(o.device_free), DeviceTotal: uint64(o.device_total),
-		Allowed: uint64(o.allowed), Allocated: int64(o.allocated), Reserved: int64(o.reserved)}
+		Allowed: uint64(o.allowed), Allocated: int64(o.allocated), Reserved: int64(o.reserved),
+		PrivatePools: uint64(o.private_free)}
 }
 
 // Result is what Run did.

@@ -657,6 +657,7 @@ static void record_oom(gm_alloc_t *a, params_t *p, uint64_t orig, gm_oom_t *oom)
   oom->allowed = a->cfg.allowed_memory_maximum;
   oom->allocated = a->st.allocated_bytes[GM_STAT_ALL].current;
   oom->reserved = a->st.reserved_bytes[GM_STAT_ALL].current;
+  oom->private_free = gm_pools_free_bytes(a); /* pools */
 }
 
 /* The nocache policy: every request is its own device allocation. */

@@ -213,6 +213,8 @@ typedef struct gm_oom {
   uint64_t stream;
   uint64_t device_free, device_total, allowed;
   int64_t allocated, reserved; /* after the release steps, as PyTorch reports */
+  uint64_t private_free;        /* free cached bytes in private pools
+                                   ("allocated in private pools") */
 } gm_oom_t;
 
 /* Timeline sampling for gm_run: op i lands in bucket (base + i) / stride;

@@ -142,6 +142,8 @@ gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint6
 size_t gm_pools_list(const gm_alloc_t *a, const gm_pool_t **out, size_t n);
 int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len);
 void gm_pools_destroy(gm_alloc_t *a);
+/* Free cached bytes in private pools, for the OOM message. */
+uint64_t gm_pools_free_bytes(const gm_alloc_t *a);
 void gm_oom_event_add(gm_alloc_t *a, const gm_oom_t *o);
 
 #endif

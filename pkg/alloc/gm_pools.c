@@ -164,6 +164,15 @@ int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len) {
   return GM_OK;
 }
 
+uint64_t gm_pools_free_bytes(const gm_alloc_t *a) {
+  uint64_t n = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg)
+    if (s->pool->owner)
+      for (const gm_block_t *b = s->head; b; b = b->next)
+        if (b->in_set == GM_SET_FREE) n += b->size;
+  return n;
+}
+
 void gm_pools_destroy(gm_alloc_t *a) {
   for (uint32_t i = 0; i < a->nppools; i++) free(a->ppools[i]);
   free(a->ppools);

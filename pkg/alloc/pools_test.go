@@ -218,3 +218,18 @@ func TestRecordedOOMSurvives(t *testing.T) {
 	expectStats(t, a, map[string]int64{"num_ooms": 2, "num_alloc_retries": 2, "num_sync_all_streams": 2,
 		"allocated_bytes.all.current": 90 * mib})
 }
+
+// An out-of-memory reports the free cached bytes of private pools, which
+// the retry cannot release while the pool lives and PyTorch's message
+// counts as "allocated in private pools".
+func TestPoolOOMPrivateBytes(t *testing.T) {
+	a := newChecked(t, Options{Device: Sim(100 * mib)})
+	mustRun(t, a, allocIn(1, 30*mib, 1), Op{Kind: OpFree, ID: 1})
+	res, err := a.Run([]Op{allocIn(2, 80*mib, 0)}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OOM == nil || res.OOM.PrivatePools != 30*mib {
+		t.Fatalf("oom %+v, want 30 MiB free in private pools", res.OOM)
+	}
+}

@@ -63,3 +63,15 @@ func TestPoolsAndSurvivedOOMs(t *testing.T) {
 		t.Errorf("pools %q", doc.Pools)
 	}
 }
+
+// PyTorch's message counts free blocks of private pools as allocated in
+// them (docs/pytorch-allocator.md §6).
+func TestTorchOOMMessagePrivatePools(t *testing.T) {
+	o := &OOM{AllocSize: 80 * MiB, DeviceTotal: 100 * MiB, DeviceFree: 10 * MiB, Allocated: 40 * MiB,
+		Reserved: 90 * MiB, PrivatePools: 30 * MiB}
+	want := "Of the allocated memory 70.00 MiB is allocated by PyTorch, with 30.00 MiB allocated in private pools " +
+		"(e.g., CUDA Graphs), and 20.00 MiB is reserved by PyTorch but unallocated."
+	if got := TorchOOMMessage(0, o); !strings.Contains(got, want) {
+		t.Errorf("message %q lacks %q", got, want)
+	}
+}

@@ -91,6 +91,9 @@ type OOM struct {
 	PinFrames [][]string
 	// Recorded: the recording ran out of memory here too and went on.
 	Recorded bool
+	// PrivatePools is the free cached bytes in private pools (CUDA graphs),
+	// which PyTorch's message counts as allocated in private pools.
+	PrivatePools uint64
 }
 
 // SegmentMap is one segment and its blocks in address order.
@@ -206,14 +209,19 @@ func TorchOOMMessage(device int, o *OOM) string {
 	if o.Allowed > 0 {
 		allowed = FormatSizeTorch(o.Allowed) + " allowed; "
 	}
+	priv := int64(o.PrivatePools)
+	privMsg := ""
+	if priv > 0 {
+		privMsg = "with " + FormatSizeTorch(uint64(priv)) + " allocated in private pools (e.g., CUDA Graphs), "
+	}
 	unallocated := uint64(0)
-	if o.Reserved > o.Allocated {
-		unallocated = uint64(o.Reserved - o.Allocated)
+	if o.Reserved > o.Allocated+priv {
+		unallocated = uint64(o.Reserved - o.Allocated - priv)
 	}
 	return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "+
-		"%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. "+
+		"%sOf the allocated memory %s is allocated by PyTorch, %sand %s is reserved by PyTorch but unallocated. "+
 		"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
 		"See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
 		FormatSizeTorch(o.AllocSize), device, FormatSizeTorch(o.DeviceTotal), FormatSizeTorch(o.DeviceFree),
-		allowed, FormatSizeTorch(uint64(max(o.Allocated, 0))), FormatSizeTorch(unallocated))
+		allowed, FormatSizeTorch(uint64(max(o.Allocated+priv, 0))), privMsg, FormatSizeTorch(unallocated))
 }
