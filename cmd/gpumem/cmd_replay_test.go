@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -13,6 +14,10 @@ import (
 type replayTruth struct {
 	MemoryStats   map[string]int64 `json:"memory_stats"`
 	MemorySummary string           `json:"memory_summary"`
+	Fraction      float64          `json:"per_process_memory_fraction"`
+	RecordedWith  struct {
+		DeviceTotal uint64 `json:"device_total_bytes"`
+	} `json:"recorded_with"`
 }
 
 func truthOf(t *testing.T, name string) replayTruth {
@@ -56,13 +61,23 @@ func TestReplayJSONContract(t *testing.T) {
 	}
 }
 
+// torch-summary is PyTorch's memory_summary byte for byte, on plain
+// training, CUDA graphs, graph trees, a MemPool and a run that survived OOMs.
 func TestReplayTorchSummary(t *testing.T) {
-	out, _, code := gm(t, "replay", sweepFixture("resnet50_fp32.pickle"), "-o", "torch-summary")
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	if want := truthOf(t, "resnet50_fp32").MemorySummary; out != want {
-		t.Errorf("torch-summary differs from PyTorch's memory_summary:\n%s\nwant:\n%s", out, want)
+	for _, name := range []string{"resnet50_fp32", "graph_convnet", "compile_reduce_overhead", "mempool_single", "oom_survive_resnet"} {
+		tr := truthOf(t, name)
+		args := []string{"replay", sweepFixture(name + ".pickle"), "-o", "torch-summary"}
+		if tr.Fraction > 0 {
+			args = append(args, "--device-memory", strconv.FormatUint(tr.RecordedWith.DeviceTotal, 10),
+				"--memory-fraction", strconv.FormatFloat(tr.Fraction, 'g', -1, 64))
+		}
+		out, errs, code := gm(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errs)
+		}
+		if out != tr.MemorySummary {
+			t.Errorf("%s: torch-summary differs from PyTorch's memory_summary:\n%s\nwant:\n%s", name, out, tr.MemorySummary)
+		}
 	}
 }
 

@@ -212,12 +212,28 @@ type OOM struct {
 	// The device and the allocator when it failed, after the release steps.
 	DeviceFree, DeviceTotal, Allowed uint64
 	Allocated, Reserved              int64
+	// PrivatePools is the free cached bytes in private pools, which
+	// PyTorch's message counts as "allocated in private pools".
+	PrivatePools uint64
+	// Recorded: the op had FlagRecordedOOM (the recording ran out of memory
+	// there too) and Run went on.
+	Recorded bool
+}
+
+func oomOf(o *C.gm_oom_t) *OOM {
+	return &OOM{Size: uint64(o.size), Rounded: uint64(o.rounded), AllocSize: uint64(o.alloc_size),
+		Stream: uint64(o.stream), DeviceFree: uint64(o.device_free), DeviceTotal: uint64(o.device_total),
+		Allowed: uint64(o.allowed), Allocated: int64(o.allocated), Reserved: int64(o.reserved),
+		PrivatePools: uint64(o.private_free)}
 }
 
 // Result is what Run did.
 type Result struct {
 	Done int  // operations applied
 	OOM  *OOM // non-nil when Run stopped at an out-of-memory
+	// Survived are the out-of-memory errors of FlagRecordedOOM allocations
+	// that Run went past, in order.
+	Survived []*OOM
 }
 
 // Timeline collects, per bucket of Stride operations, the highest
@@ -236,8 +252,9 @@ func NewTimeline(n, buckets int) *Timeline {
 
 // Run applies ops in order, in one crossing into C, and stops at the first
 // out-of-memory (reported in Result.OOM, with a nil error) or invalid op
-// (an *OpError). base is the index of ops[0] in the whole stream, used by
-// tl; tl may be nil.
+// (an *OpError); an allocation flagged FlagRecordedOOM that fails is listed
+// in Result.Survived instead, and Run goes on. base is the index of ops[0]
+// in the whole stream, used by tl and the OOMs' OpIndex; tl may be nil.
 func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -270,20 +287,29 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 	C.gm_devlog_at(a.c, C.uint64_t(base)) // device log events carry stream indexes
 	var done C.size_t
 	var oom C.gm_oom_t
+	var ex C.gm_extra_t
+	C.gm_get_extra(a.c, &ex)
+	before := C.gm_oom_events(a.c, 0, nil, 0)
 	// Op has no Go pointers and the layout of gm_op_t (checked by a test),
 	// so C may read the slice in place.
 	rc := C.gm_run(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), &done, &oom, ctl, nil)
 	res := Result{Done: int(done)}
+	if n := C.gm_oom_events(a.c, 0, nil, 0) - before; n > 0 {
+		evs := make([]C.gm_oom_event_t, n)
+		C.gm_oom_events(a.c, before, &evs[0], n)
+		for _, e := range evs {
+			o := oomOf(&e.oom)
+			o.OpIndex = base + int(e.op-ex.ops)
+			o.Recorded = true
+			res.Survived = append(res.Survived, o)
+		}
+	}
 	switch rc {
 	case C.GM_OK:
 		return res, nil
 	case C.GM_ENOMEM:
-		res.OOM = &OOM{
-			OpIndex: base + int(done), Size: uint64(oom.size), Rounded: uint64(oom.rounded),
-			AllocSize: uint64(oom.alloc_size), Stream: uint64(oom.stream),
-			DeviceFree: uint64(oom.device_free), DeviceTotal: uint64(oom.device_total),
-			Allowed: uint64(oom.allowed), Allocated: int64(oom.allocated), Reserved: int64(oom.reserved),
-		}
+		res.OOM = oomOf(&oom)
+		res.OOM.OpIndex = base + int(done)
 		return res, nil
 	}
 	err := statusErr(rc)
@@ -306,6 +332,8 @@ func (a *Allocator) one1(op Op) (uint64, *OOM, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.one.kind = C.uint8_t(op.Kind)
+	a.one.flags = C.uint8_t(op.Flags)
+	a.one.pool = C.uint16_t(op.Pool)
 	a.one.id = C.uint32_t(op.ID)
 	a.one.stream = C.uint64_t(op.Stream)
 	a.one.size = C.uint64_t(op.Size)
@@ -315,9 +343,7 @@ func (a *Allocator) one1(op Op) (uint64, *OOM, error) {
 	var addr C.uint64_t
 	rc := C.gm_run(a.c, a.one, 1, &done, &oom, nil, &addr)
 	if rc == C.GM_ENOMEM {
-		return 0, &OOM{Size: uint64(oom.size), Rounded: uint64(oom.rounded), AllocSize: uint64(oom.alloc_size),
-			Stream: uint64(oom.stream), DeviceFree: uint64(oom.device_free), DeviceTotal: uint64(oom.device_total),
-			Allowed: uint64(oom.allowed), Allocated: int64(oom.allocated), Reserved: int64(oom.reserved)}, ErrOutOfMemory
+		return 0, oomOf(&oom), ErrOutOfMemory
 	}
 	if err := statusErr(rc); err != nil {
 		if msg := C.GoString(C.gm_backend_error(a.c)); rc == C.GM_EBACKEND && msg != "" {
@@ -354,6 +380,22 @@ func (a *Allocator) RecordStream(id uint32, stream uint64) error {
 func (a *Allocator) EmptyCache() error {
 	_, _, err := a.one1(Op{Kind: OpEmptyCache})
 	return err
+}
+
+// PoolInfo describes a private pool as PyTorch's PrivatePool keeps it.
+type PoolInfo struct {
+	Exists   bool  // created and not yet erased
+	UseCount int64 // 0 = released: its whole free segments go at the next empty_cache
+	Segments int   // segments it owns (cudaMalloc_count)
+}
+
+// Pool describes private pool id (Op.Pool).
+func (a *Allocator) Pool(id uint16) PoolInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var p C.gm_pool_info_t
+	C.gm_pool_get(a.c, C.uint16_t(id), &p)
+	return PoolInfo{Exists: p.exists != 0, UseCount: int64(p.use_count), Segments: int(p.segments)}
 }
 
 // Check runs the invariant checker; nil when every invariant holds.

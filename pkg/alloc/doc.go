@@ -13,6 +13,10 @@
 //   - Pool: requests of at most 1 MiB are served from the small pool (2 MiB
 //     segments), larger ones from the large pool. Free blocks are reused
 //     only by requests on the stream they were allocated on.
+//   - Private pool: a pool of its own (a CUDA graph's, a torch.cuda.MemPool's)
+//     that an [Op] routes allocations to with Op.Pool. It owns its segments:
+//     only its requests use them, and empty_cache leaves them alone until
+//     OpPoolRelease says the graph or MemPool holding it is gone.
 //   - Allocated: bytes of allocated blocks (rounded sizes, including slack
 //     a block was not split for). Requested: the bytes asked for.
 //   - Active: allocated plus pending blocks.

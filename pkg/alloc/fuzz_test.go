@@ -191,9 +191,63 @@ func FuzzAllocatorSeeded(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { runFuzzAllocator(t, data, true) })
 }
 
+// FuzzAllocatorPools adds private pools to the operations: allocations
+// routed to two private pools, pools released and emptied (~MemPool),
+// claims of free blocks by address, and allocations the recording saw fail.
+func FuzzAllocatorPools(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 1, 12, 3, 0x01, 0, 2, 12, 3, 0x02, 3, 1, 0, 0x0d, 7, 0, 0})
+	f.Add([]byte{0x40, 0, 0, 0, 0, 1, 18, 255, 0x11, 0, 2, 18, 255, 0x12, 3, 1, 0, 0x4c, 7, 0, 0x0c})
+	f.Add([]byte{0, 0, 0, 0, 0, 1, 10, 3, 0x01, 3, 1, 0, 0x20, 0, 2, 10, 3, 0x21, 0, 3, 18, 0, 0x61, 7, 0, 0x4c})
+	f.Fuzz(func(t *testing.T, data []byte) { runFuzz(t, data, false, true, "") })
+}
+
 // fuzzAllocator runs the operations data decodes to, checking everything
 // after each one.
 func fuzzAllocator(t *testing.T, data []byte) { runFuzzAllocator(t, data, false) }
+
+// fuzzPools decorates op with a pool, flags and a hint from one more byte,
+// and may first release or empty a pool.
+type fuzzPools struct {
+	created, released [3]bool
+}
+
+func (fp *fuzzPools) decorate(c byte, op *Op, a *Allocator) (pre *Op) {
+	if c&0x0c == 0x0c {
+		p := uint16(1 + (c>>6)%2)
+		switch {
+		case fp.created[p] && !fp.released[p] && c&0x01 == 0:
+			fp.released[p] = true
+			pre = &Op{Kind: OpPoolRelease, Pool: p}
+		case c&0x02 != 0:
+			pre = &Op{Kind: OpPoolEmpty, Pool: p}
+		}
+	}
+	if op.Kind != OpAlloc {
+		return pre
+	}
+	if p := uint16(c % 3); !fp.released[p] {
+		op.Pool = p
+		fp.created[p] = fp.created[p] || op.Size > 0 // no block, no pool
+	}
+	if c&0x10 != 0 {
+		op.Flags |= FlagRecordedOOM
+	}
+	if c&0x20 != 0 {
+		var free []uint64
+		for _, s := range a.Snapshot() {
+			for _, b := range s.Blocks {
+				if b.State == BlockInactive {
+					free = append(free, b.Address)
+				}
+			}
+		}
+		if len(free) > 0 {
+			op.Flags |= FlagClaim
+			op.Hint = free[int(c>>6)%len(free)]
+		}
+	}
+	return pre
+}
 
 // fuzzSeed decodes up to three seeded segments (the start state of a
 // truncated trace) over ids 12..15 and seeds them, checking the allocator
@@ -260,10 +314,17 @@ func fuzzSeed(t *testing.T, a *Allocator, b *fuzzBytes, ids *[16]fuzzID) {
 	}
 }
 
-func runFuzzAllocator(t *testing.T, data []byte, seeded bool) { runFuzzPolicy(t, data, seeded, "") }
+func runFuzzAllocator(t *testing.T, data []byte, seeded bool) { runFuzz(t, data, seeded, false, "") }
 
 // runFuzzPolicy is runFuzzAllocator under policy pol ("" = as decoded).
 func runFuzzPolicy(t *testing.T, data []byte, seeded bool, pol Policy) {
+	runFuzz(t, data, seeded, false, pol)
+}
+
+// runFuzz runs the operations data decodes to, from a seeded start when
+// seeded, with private pools when pools, under policy pol ("" = as
+// decoded), checking everything after each one.
+func runFuzz(t *testing.T, data []byte, seeded, pools bool, pol Policy) {
 	if len(data) > 4096 {
 		return
 	}
@@ -297,6 +358,13 @@ func runFuzzPolicy(t *testing.T, data []byte, seeded bool, pol Policy) {
 		if err != nil {
 			fail("%v", err)
 		}
+		if len(res.Survived) > 0 {
+			if op.Flags&FlagRecordedOOM == 0 || len(res.Survived) != 1 || res.Survived[0].Size != op.Size {
+				fail("survived %+v", res.Survived)
+			}
+			history[len(history)-1] += " -> recorded OOM"
+			op.Size = 0 // it holds nothing; its free is still due
+		}
 		if res.OOM != nil {
 			if op.Kind != OpAlloc || res.OOM.Size != op.Size || res.OOM.Rounded < op.Size {
 				fail("OOM %+v", *res.OOM)
@@ -309,8 +377,15 @@ func runFuzzPolicy(t *testing.T, data []byte, seeded bool, pol Policy) {
 			fail("%v", err)
 		}
 	}
+	var fp fuzzPools
 	for len(b) > 0 && len(history) < 400 {
-		step(fuzzOp(&b, &ids))
+		op := fuzzOp(&b, &ids)
+		if pools {
+			if pre := fp.decorate(b.next(), &op, a); pre != nil {
+				step(*pre)
+			}
+		}
+		step(op)
 	}
 	// Give everything back: then nothing may stay reserved.
 	for id := range ids {
@@ -322,6 +397,11 @@ func runFuzzPolicy(t *testing.T, data []byte, seeded bool, pol Policy) {
 			}
 		case idPending:
 			step(Op{Kind: OpFreeComplete, ID: uint32(id)})
+		}
+	}
+	for p := uint16(1); p < 3; p++ {
+		if fp.created[p] && !fp.released[p] {
+			step(Op{Kind: OpPoolRelease, Pool: p})
 		}
 	}
 	step(Op{Kind: OpEmptyCache})

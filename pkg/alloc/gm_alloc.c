@@ -104,10 +104,12 @@ gm_seg_t *gm_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t strea
   s->next_seg = a->segs;
   if (a->segs) a->segs->prev_seg = s;
   a->segs = s;
+  gm_pool_seg_added(s); /* a private pool's cudaMalloc_count */
   return s;
 }
 
 void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s) {
+  gm_pool_seg_removed(a, s);
   if (s->prev_seg) s->prev_seg->next_seg = s->next_seg;
   else a->segs = s->next_seg;
   if (s->next_seg) s->next_seg->prev_seg = s->prev_seg;
@@ -209,6 +211,7 @@ void gm_oom_record(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t allo
   oom->allowed = a->cfg.allowed_memory_maximum;
   oom->allocated = a->st.allocated_bytes[GM_STAT_ALL].current;
   oom->reserved = a->st.reserved_bytes[GM_STAT_ALL].current;
+  oom->private_free = gm_pools_free_bytes(a);
 }
 
 int gm_oom(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size, uint64_t stream,
@@ -356,6 +359,7 @@ void gm_free(gm_alloc_t *a) {
     a->spare = n;
   }
   free(a->ids);
+  gm_pools_destroy(a);
   if (a->be.destroy) a->be.destroy(a->be.ctx);
   free(a);
 }
@@ -403,7 +407,21 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
       return GM_OK;
     }
     b = NULL;
-    rc = do_malloc(a, op->size, op->stream, op->hint, &b, oom);
+    /* The op's private pool and claim, for a policy that has pools
+     * (pytorch); the others never read them. */
+    a->route = op->pool;
+    a->claim = (op->flags & GM_OPF_CLAIM) != 0;
+    gm_oom_t o = {0};
+    rc = do_malloc(a, op->size, op->stream, op->hint, &b, &o);
+    a->route = 0;
+    a->claim = 0;
+    if (rc == GM_ENOMEM && (op->flags & GM_OPF_RECORDED_OOM)) {
+      /* the program caught it and went on: nothing is held */
+      gm_oom_event_add(a, &o);
+      a->ids[op->id] = &zero_block;
+      return GM_OK;
+    }
+    if (rc == GM_ENOMEM && oom) *oom = o;
     if (rc != GM_OK) return rc;
     b->id = op->id;
     a->ids[op->id] = b;
@@ -436,6 +454,10 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
   case GM_OP_EMPTY_CACHE:
     a->pol->empty_cache(a);
     return GM_OK;
+  case GM_OP_POOL_RELEASE:
+    return a->pol->pool_release ? a->pol->pool_release(a, op->pool) : GM_OK;
+  case GM_OP_POOL_EMPTY:
+    return a->pol->pool_empty ? a->pol->pool_empty(a, op->pool) : GM_OK;
   }
   return GM_EINVAL;
 }

@@ -15,6 +15,14 @@
  *            by another stream), free, or (expandable only) unmapped.
  *   pool     the small pool (blocks <= 1 MiB, 2 MiB segments) or the large
  *            pool; each keeps its free blocks ordered by (stream, size, addr).
+ *            Besides the default pair, private pools (CUDA graphs,
+ *            torch.cuda.MemPool; gm_pools.c) each own a small/large pair and
+ *            their segments: an allocation routed to a private pool is
+ *            served only from its segments, and the default pool never sees
+ *            them. A private pool lives while its use count is positive;
+ *            once released its whole free segments go back at the next
+ *            empty_cache (or OOM retry), and it disappears with its last
+ *            segment.
  *
  * Invariants, checked by gm_check() and by every test after every operation:
  *   I1 the blocks of a segment tile it: in address order, each starts where
@@ -29,6 +37,11 @@
  *      value equals what the blocks add up to (allocated, active, requested,
  *      reserved, segments, inactive split), for all/large/small.
  *   I5 a live allocation id maps to exactly one allocated or pending block.
+ *   I6 every block belongs to the pool of its segment, and each private
+ *      pool's free sets hold only its own blocks (with I3: all the pools'
+ *      sets together hold every free block); a private pool's segment count
+ *      (cudaMalloc_count) equals the segments that point at it, its use
+ *      count is never negative, and no segment points at an erased pool.
  *
  * Threading: a gm_alloc_t is not thread-safe; the Go wrapper serialises calls.
  * Errors: every function returning int returns GM_OK (0) or a GM_E* code.
@@ -189,11 +202,28 @@ enum {
   GM_OP_FREE_REQUEST = 3, /* free id, memory still in use: stays pending */
   GM_OP_FREE_COMPLETE = 4,/* the pending free of id completes */
   GM_OP_RECORD_STREAM = 5,/* stream uses id */
-  GM_OP_EMPTY_CACHE = 6   /* empty_cache() */
+  GM_OP_EMPTY_CACHE = 6,  /* empty_cache(): default pools, then released private ones */
+  GM_OP_POOL_RELEASE = 7, /* releasePool(pool): its use count drops by one */
+  GM_OP_POOL_EMPTY = 8    /* ~MemPool's emptyCache(pool): sync, then that pool only */
 };
 
+/* gm_op_t.flags */
+enum {
+  GM_OPF_RECORDED_OOM = 1, /* alloc: the recording ran out of memory here and
+                              went on; a failure is counted, holds nothing and
+                              does not stop gm_run */
+  GM_OPF_CLAIM = 2         /* alloc: take the free block starting at hint in
+                              the routed pool, whatever its size class
+                              (a CUDA-graph-tree checkpoint restore); an
+                              ordinary malloc when there is no such block */
+};
+
+/* pool: 0 = the default pools; k > 0 = private pool k, created on the first
+ * allocation routed to it with a use count of 1. */
 typedef struct gm_op {
   uint8_t kind;
+  uint8_t flags;  /* GM_OPF_* */
+  uint16_t pool;  /* alloc: the pool it is routed to; POOL_*: the pool */
   uint32_t id;
   uint64_t stream;
   uint64_t size;
@@ -208,6 +238,8 @@ typedef struct gm_oom {
   uint64_t stream;
   uint64_t device_free, device_total, allowed;
   int64_t allocated, reserved; /* after the release steps, as PyTorch reports */
+  uint64_t private_free;        /* free cached bytes in private pools
+                                   ("allocated in private pools") */
 } gm_oom_t;
 
 /* Timeline sampling for gm_run: op i lands in bucket (base + i) / stride;
@@ -220,10 +252,33 @@ typedef struct gm_timeline {
 /* gm_run applies ops[0..n) in order and stops at the first error.
  * *done = the number of ops applied. On GM_ENOMEM ops[*done] is the failing
  * allocation and *oom describes it (oom may be NULL); the allocator stays
- * usable. GM_EINVAL: an op named an unknown or already-live id. tl may be NULL.
+ * usable. An allocation flagged GM_OPF_RECORDED_OOM that fails is no error:
+ * it is counted, listed (gm_oom_events) and gm_run goes on. GM_EINVAL: an op named an unknown or already-live id. tl may be NULL.
  * addr, if non-NULL, receives the address of the last allocation made. */
 int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done,
            gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr);
+
+/* An out-of-memory the recording had, survived by gm_run: the op's index
+ * (counted over every op applied by this allocator, from 0) and what it
+ * looked like. */
+typedef struct gm_oom_event {
+  uint64_t op;
+  gm_oom_t oom;
+} gm_oom_event_t;
+
+/* gm_oom_events copies the survived out-of-memory events from index `from`
+ * on into out (at most n) and returns how many there are in all. */
+size_t gm_oom_events(const gm_alloc_t *a, size_t from, gm_oom_event_t *out, size_t n);
+
+/* A private pool as PyTorch's PrivatePool keeps it. */
+typedef struct gm_pool_info {
+  int exists;          /* created and not yet erased */
+  int64_t use_count;   /* 0 = released: freeable */
+  uint64_t segments;   /* cudaMalloc_count: segments it owns */
+} gm_pool_info_t;
+
+/* gm_pool_get describes private pool id (id > 0). */
+void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out);
 
 /* gm_backend_error is the backend's message for its last failure, or "". */
 const char *gm_backend_error(const gm_alloc_t *a);
@@ -262,6 +317,7 @@ typedef struct gm_segment_info {
   uint64_t address, total_size, allocated_size, active_size, requested_size;
   uint64_t stream;
   int is_small, is_expandable;
+  uint32_t pool;                 /* 0 = default, else the private pool's id */
   uint32_t first_block, nblocks; /* index range into the block array */
 } gm_segment_info_t;
 
@@ -295,7 +351,7 @@ typedef struct gm_extra {
 
 void gm_get_extra(const gm_alloc_t *a, gm_extra_t *e);
 
-/* gm_check verifies invariants I1-I5; on failure it returns GM_ECORRUPT and
+/* gm_check verifies invariants I1-I6; on failure it returns GM_ECORRUPT and
  * writes a one-line reason to msg (NUL terminated, at most len bytes). */
 int gm_check(const gm_alloc_t *a, char *msg, size_t len);
 

@@ -127,15 +127,28 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
   free(ranges);
   if (rc != GM_OK) return rc;
 
-  const gm_pool_t *pools[2] = {&a->large, &a->small};
-  for (int i = 0; i < 2; i++) {
-    const totals_t *t = &tot[pools[i]->is_small ? GM_STAT_SMALL : GM_STAT_LARGE];
-    size_t nf = 0, nu = 0;
-    if ((rc = check_set(pools[i]->free, NULL, NULL, NULL, gm_cmp_size, GM_SET_FREE, pools[i], &nf, msg, len)) != GM_OK) return rc;
-    if ((rc = check_set(pools[i]->unmapped, NULL, NULL, NULL, gm_cmp_addr, GM_SET_UNMAPPED, pools[i], &nu, msg, len)) != GM_OK) return rc;
-    if (nf != t->free_blocks) return fail(msg, len, "I3: free set has %zu blocks, the segments %zu", nf, t->free_blocks);
-    if (nu != t->unmapped_blocks) return fail(msg, len, "I3: unmapped set has %zu blocks, the segments %zu", nu, t->unmapped_blocks);
+  /* the default pools and every private one (I3, I6): each set holds only
+   * its own pool's blocks, and together they hold every free block */
+  size_t npools = 2 + gm_pools_list(a, NULL, 0);
+  const gm_pool_t **pools = malloc(npools * sizeof *pools);
+  if (!pools) return fail(msg, len, "out of memory while checking");
+  pools[0] = &a->large;
+  pools[1] = &a->small;
+  gm_pools_list(a, pools + 2, npools - 2);
+  size_t nf[3] = {0}, nu[3] = {0};
+  for (size_t i = 0; i < npools && rc == GM_OK; i++) {
+    int c = pools[i]->is_small ? GM_STAT_SMALL : GM_STAT_LARGE;
+    rc = check_set(pools[i]->free, NULL, NULL, NULL, gm_cmp_size, GM_SET_FREE, pools[i], &nf[c], msg, len);
+    if (rc == GM_OK)
+      rc = check_set(pools[i]->unmapped, NULL, NULL, NULL, gm_cmp_addr, GM_SET_UNMAPPED, pools[i], &nu[c], msg, len);
   }
+  free(pools);
+  if (rc != GM_OK) return rc;
+  for (int c = GM_STAT_LARGE; c <= GM_STAT_SMALL; c++) {
+    if (nf[c] != tot[c].free_blocks) return fail(msg, len, "I3: free sets hold %zu blocks, the segments %zu", nf[c], tot[c].free_blocks);
+    if (nu[c] != tot[c].unmapped_blocks) return fail(msg, len, "I3: unmapped sets hold %zu blocks, the segments %zu", nu[c], tot[c].unmapped_blocks);
+  }
+  if ((rc = gm_pools_check(a, msg, len)) != GM_OK) return rc;
   for (int i = 1; i < 3; i++) {
     tot[0].allocation += tot[i].allocation;
     tot[0].allocated += tot[i].allocated;
@@ -192,6 +205,7 @@ void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
       si.address = b->ptr;
       si.stream = s->stream;
       si.is_small = s->pool->is_small;
+      si.pool = s->pool->owner ? s->pool->owner->id : 0;
       si.is_expandable = s->expandable;
       si.first_block = (uint32_t)nb;
       for (; b && b->mapped; b = b->next) {

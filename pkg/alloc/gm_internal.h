@@ -14,6 +14,7 @@
 
 typedef struct gm_pool gm_pool_t;
 typedef struct gm_seg gm_seg_t;
+typedef struct gm_ppool gm_ppool_t;
 
 /* A block. Free mapped idle blocks live in their pool's `free` treap keyed
  * (stream, size, ptr); unmapped blocks in its `unmapped` treap keyed
@@ -45,6 +46,16 @@ struct gm_pool {
   gm_block_t *unmapped;   /* unmapped expandable ranges */
   int is_small;
   int64_t clock;          /* get_free_blocks_call_count: the GC clock */
+  gm_ppool_t *owner;      /* the private pool it belongs to; NULL = default */
+};
+
+/* A private pool (PyTorch's PrivatePool; gm_pools.c): its own small and
+ * large pools, and the segments that point at them. */
+struct gm_ppool {
+  uint16_t id;
+  int64_t use_count;      /* 0 = released (graph_pools_freeable) */
+  uint64_t nsegs;         /* cudaMalloc_count */
+  gm_pool_t small, large;
 };
 
 /* A segment: one cudaMalloc, or one expandable virtual range. */
@@ -79,6 +90,40 @@ struct gm_alloc {
   gm_stats_t st;
   gm_extra_t ex;
   int64_t peak_seen;       /* reserved peak already recorded in ex */
+  /* private pools (gm_pools.c), indexed by id; NULL = none */
+  gm_ppool_t **ppools;
+  uint32_t nppools;
+  uint16_t route;          /* the current alloc's pool (op.pool) */
+  uint8_t claim;           /* the current alloc claims the block at its hint */
+  gm_oom_event_t *oomev;   /* out-of-memory events gm_run went past */
+  size_t noomev, capoomev;
 };
+
+/* gm_pools.c: private pools, for the pytorch policy and the engine. */
+/* The pool an allocation of this class goes to under op.pool `id`: the
+ * default pools for 0, else private pool id's (created on first use).
+ * NULL when the pool was released: it takes no new allocations. */
+gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small);
+/* A segment was created in / removed from s->pool (counts cudaMalloc_count). */
+void gm_pool_seg_added(gm_seg_t *s);
+void gm_pool_seg_removed(gm_alloc_t *a, gm_seg_t *s);
+/* release_cached_blocks' tail: every released pool's small then large
+ * whole free segments; pools left without segments are erased. */
+void gm_pools_release_freeable(gm_alloc_t *a);
+int gm_pool_release(gm_alloc_t *a, uint16_t id);
+int gm_pool_empty(gm_alloc_t *a, uint16_t id);
+/* gm_policy_pytorch.c's release_blocks, which private pools share. */
+void gm_release_pool_blocks(gm_alloc_t *a, gm_pool_t *pool);
+/* The free block of pool owner (NULL = default) starting at addr with at
+ * least size bytes, taken out of its free set; NULL when there is none. */
+gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint64_t size,
+                          uint64_t stream);
+/* Every private small/large pool, for the checker; returns how many. */
+size_t gm_pools_list(const gm_alloc_t *a, const gm_pool_t **out, size_t n);
+int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len);
+void gm_pools_destroy(gm_alloc_t *a);
+/* Free cached bytes in private pools, for the OOM message. */
+uint64_t gm_pools_free_bytes(const gm_alloc_t *a);
+void gm_oom_event_add(gm_alloc_t *a, const gm_oom_t *o);
 
 #endif

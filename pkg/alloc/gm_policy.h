@@ -63,6 +63,18 @@ struct gm_policy {
   int (*seed)(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
               const gm_seed_block_t *blocks, size_t n);
 
+  /* pool_release, pool_empty (optional): private pools (PyTorch's graph
+   * pools and MemPool; gm_pools.c). While an op of another kind runs,
+   * a->route names the private pool its allocation goes to (0 = the
+   * default pools) and a->claim says it claims the block at its hint; a
+   * policy without pools ignores both and leaves these hooks NULL, and
+   * the engine then treats the two ops as no-ops. pool_release is
+   * releasePool (the pool's last user went: its free segments go back
+   * at the next release, its live blocks keep it); pool_empty is
+   * ~MemPool's emptyCache of the pool alone. */
+  int (*pool_release)(gm_alloc_t *a, uint16_t id);
+  int (*pool_empty)(gm_alloc_t *a, uint16_t id);
+
   /* destroy (optional): free a->pol_state and leave segments gm_free can
    * return whole (gm_free frees each segment, unmapping mapped blocks of
    * expandable ones). */

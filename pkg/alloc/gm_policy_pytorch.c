@@ -45,6 +45,7 @@ typedef struct params {
    * pred is the member before it. link is NULL otherwise. */
   gm_block_t **link, *pred;
   int err; /* GM_OK, GM_ENOMEM or GM_EBACKEND from the last attempt */
+  int exact; /* a checkpoint-restore claim: split to exactly size */
 } params_t;
 
 static uint64_t device_total(gm_alloc_t *a) {
@@ -314,8 +315,11 @@ static int release_cached_blocks(gm_alloc_t *a) {
   gm_synchronize_and_free_events(a);
   release_blocks(a, &a->large);
   release_blocks(a, &a->small);
+  gm_pools_release_freeable(a); /* released private pools, after the default ones */
   return 1;
 }
+
+void gm_release_pool_blocks(gm_alloc_t *a, gm_pool_t *pool) { release_blocks(a, pool); }
 
 /* release_available_cached_blocks: free oversize blocks only. */
 static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
@@ -394,7 +398,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
   gm_pool_t *pool = p->pool;
   int already_split = is_split(b);
   int exp = b->seg->expandable;
-  int split = should_split(a, b, p->size);
+  int split = p->exact ? b->size > p->size : should_split(a, b, p->size);
   if (p->link) {
     /* b is still in the free set. Split, b becomes the remainder (higher
      * address, smaller size): if that key still ranks after b's
@@ -452,8 +456,21 @@ static int pytorch_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_
   p.hint = hint;
   p.err = GM_ENOMEM;
   p.size = gm_round_size(&a->cfg, orig);
-  p.pool = p.size <= GM_SMALL_SIZE ? &a->small : &a->large;
+  /* the op routes the request to the default or a private pool (get_pool) */
+  p.pool = gm_pool_for(a, a->route, p.size <= GM_SMALL_SIZE);
+  if (!p.pool) return GM_EINVAL;
   p.alloc_size = allocation_size(a, p.size);
+  /* a checkpoint restore claims a block by address, not by best fit, at
+   * its recorded size, split off exactly (setSegmentStateToCheckpoint) */
+  uint64_t exact = gm_up(orig, GM_MIN_BLOCK);
+  if (a->claim && (p.block = gm_pool_claim(a, p.pool->owner, hint, exact, stream))) {
+    p.pool = p.block->pool;
+    p.size = exact;
+    p.exact = 1;
+    int rc = alloc_found_block(a, &p, orig);
+    *out = p.block;
+    return rc;
+  }
   int found = get_free_block(a, &p);
   if (!found) {
     if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
@@ -610,4 +627,6 @@ const gm_policy_t gm_policy_pytorch = {
     .free = free_block,
     .empty_cache = pytorch_empty_cache,
     .seed = pytorch_seed,
+    .pool_release = gm_pool_release,
+    .pool_empty = gm_pool_empty,
 };

@@ -19,8 +19,32 @@ const (
 	OpFreeComplete
 	// OpRecordStream records that Stream uses allocation ID (record_stream).
 	OpRecordStream
-	// OpEmptyCache returns every whole free segment to the device (empty_cache).
+	// OpEmptyCache returns every whole free segment of the default pools,
+	// then of the released private pools, to the device (empty_cache).
 	OpEmptyCache
+	// OpPoolRelease drops private pool Pool's use count by one
+	// (releasePool: the CUDA graph or MemPool holding it is gone). At zero
+	// the pool takes no new allocations, and the next OpEmptyCache or OOM
+	// retry returns its whole free segments.
+	OpPoolRelease
+	// OpPoolEmpty is ~MemPool's emptyCache(Pool): if the pool is released,
+	// sync and return its whole free segments, leaving the default pools
+	// alone; otherwise nothing.
+	OpPoolEmpty
+)
+
+// Op flags.
+const (
+	// FlagRecordedOOM on an OpAlloc: the recorded program ran out of memory
+	// here and went on (it caught the error). If the allocation fails it is
+	// counted as PyTorch counts it, holds nothing, and Run goes on; it is
+	// listed in Result.Survived.
+	FlagRecordedOOM uint8 = 1
+	// FlagClaim on an OpAlloc: take the free block starting at Hint in the
+	// routed pool by address, whatever its size class, as a CUDA graph
+	// tree's checkpoint restore does; an ordinary allocation when no free
+	// block starts there.
+	FlagClaim uint8 = 2
 )
 
 // Op is one operation of a stream handed to [Allocator.Run].
@@ -29,9 +53,13 @@ const (
 // once its allocation has been freed. Hint, on an OpAlloc, is the device
 // address the recorded program got for the segment this allocation created,
 // or 0; the simulated device uses it so that replays see the real addresses
-// (best fit breaks ties by address).
+// (best fit breaks ties by address). Pool routes an OpAlloc to private pool
+// Pool (created on its first allocation, with a use count of 1) instead of
+// the default pools (0); the pytorch policy alone has private pools.
 type Op struct {
 	Kind   OpKind
+	Flags  uint8
+	Pool   uint16
 	ID     uint32
 	Stream uint64
 	Size   uint64
@@ -52,6 +80,10 @@ func (k OpKind) String() string {
 		return "record_stream"
 	case OpEmptyCache:
 		return "empty_cache"
+	case OpPoolRelease:
+		return "pool_release"
+	case OpPoolEmpty:
+		return "pool_empty"
 	}
 	return "unknown"
 }

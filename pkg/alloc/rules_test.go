@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Table tests of the rules in shared/docs/pytorch-allocator.md, §2–§11,
+// Table tests of the rules in docs/pytorch-allocator.md, §2–§11,
 // with the numbers measured on torch 2.11 in §16.
 
 func TestRoundSize(t *testing.T) {

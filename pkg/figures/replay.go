@@ -45,6 +45,14 @@ type Replay struct {
 	// nil when it ran to completion.
 	OOM *OOM
 
+	// OOMs lists every out-of-memory in order: those the recording had too
+	// (Recorded: counted, and the replay went on; their figures are those
+	// of the moment, without the diagnosis), then OOM, if any.
+	OOMs []*OOM
+	// Pools describe the private memory pools the trace used (CUDA graphs,
+	// torch.cuda.MemPool), one line each, as the replay inferred them.
+	Pools []string
+
 	// InferredCap is the cap the replay ran under because the recording
 	// shows one, nil when none was inferred or the user gave a card or
 	// fraction.
@@ -119,6 +127,11 @@ type OOM struct {
 	// PinFrames are the stacks of the allocations pinning the largest
 	// holes (keeping their segments from being released), if known.
 	PinFrames [][]string
+	// Recorded: the recording ran out of memory here too and went on.
+	Recorded bool
+	// PrivatePools is the free cached bytes in private pools (CUDA graphs),
+	// which PyTorch's message counts as allocated in private pools.
+	PrivatePools uint64
 }
 
 // SegmentMap is one segment and its blocks in address order.

@@ -55,6 +55,19 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 	if d := res.Divergence; d != nil {
 		r.Divergence = &figures.Divergence{Op: d.Op, Event: d.Event, Recorded: d.Recorded, Replayed: d.Replayed, Cause: d.Cause}
 	}
+	for _, o := range res.OOMs {
+		if o == res.OOM {
+			r.OOMs = append(r.OOMs, r.OOM)
+			continue
+		}
+		r.OOMs = append(r.OOMs, &figures.OOM{OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded,
+			AllocSize: o.AllocSize, Stream: o.Stream, DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree,
+			Allowed: o.Allowed, Allocated: o.Allocated, Reserved: o.Reserved, Recorded: o.Recorded,
+			PrivatePools: o.PrivatePools})
+	}
+	for _, p := range res.Pools {
+		r.Pools = append(r.Pools, p.String())
+	}
 	return r
 }
 
@@ -69,7 +82,7 @@ func buildOOM(res *replay.Result, plan *replay.Plan, snap *trace.Snapshot) *figu
 	out := &figures.OOM{
 		OpIndex: o.OpIndex, Size: o.Size, Rounded: o.Rounded, AllocSize: o.AllocSize, Stream: o.Stream,
 		DeviceTotal: o.DeviceTotal, DeviceFree: o.DeviceFree, Allowed: o.Allowed,
-		Allocated: o.Allocated, Reserved: o.Reserved, LargestFree: res.LargestFree,
+		Allocated: o.Allocated, Reserved: o.Reserved, LargestFree: res.LargestFree, PrivatePools: o.PrivatePools,
 	}
 	active := res.Stats.ActiveBytes[alloc.All].Current
 	if d := o.Reserved - active; d > 0 {

@@ -62,16 +62,25 @@ func TestInferredCap(t *testing.T) {
 	}
 }
 
-// No other fixture shows a cap: they ran without one.
+// A fixture recorded under a cap (its truth gives a memory fraction for
+// the run it was recorded in) shows one that holds PyTorch's; no other
+// shows any.
 func TestNoCapInferred(t *testing.T) {
 	names, _ := filepath.Glob(filepath.Join(fixtures, "*.pickle"))
 	for _, name := range names {
 		base := filepath.Base(name)
-		if base == "gpt2_varlen_capped95.pickle" {
-			continue
+		c := FromSnapshot(readFixture(t, base), 0).Cap
+		var want uint64
+		if _, err := os.Stat(strings.TrimSuffix(name, ".pickle") + ".truth.json"); err == nil {
+			if tr := loadTruth(t, strings.TrimSuffix(base, ".pickle")); tr.Fraction > 0 {
+				want = uint64(tr.Fraction * float64(tr.RecordedWith.DeviceTotal))
+			}
 		}
-		if c := FromSnapshot(readFixture(t, base), 0).Cap; c != nil {
+		switch {
+		case want == 0 && c != nil:
 			t.Errorf("%s: %s", base, c.Describe())
+		case want > 0 && (c == nil || c.Low > want || c.High < want):
+			t.Errorf("%s: recorded under a cap of %d, inferred %+v", base, want, c)
 		}
 	}
 }

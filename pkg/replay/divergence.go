@@ -146,7 +146,9 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 	if res.OOMOp >= 0 {
 		end = res.OOMOp + 1
 	}
-	rec, rep, oomOp := p.Recorded, log, res.OOMOp
+	rec, rep, oomOp := p.attachedPastPoolReleases(), log, res.OOMOp
+	// OOMs the replay went past (recorded ones, counted and survived)
+	survived, sOOM := res.survivedOps, 0
 	var r, l []call
 	for {
 		// the next op either side did something in
@@ -159,6 +161,9 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 		}
 		if oomOp >= 0 {
 			op = min(op, oomOp)
+		}
+		if len(survived) > 0 {
+			op = min(op, survived[0])
 		}
 		if op >= end {
 			break
@@ -180,6 +185,10 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 		if op == oomOp {
 			l = append(l, call{trace.ActionOOM, 0, res.OOM.Rounded})
 			oomOp = -1
+		}
+		for len(survived) > 0 && survived[0] == op {
+			l = append(l, call{trace.ActionOOM, 0, res.OOMs[sOOM].Rounded})
+			survived, sOOM = survived[1:], sOOM+1
 		}
 		// within one op the order of releases is not a difference
 		slices.SortFunc(r, cmpCall)
@@ -397,4 +406,25 @@ func describeSegments(s []SegmentRange) string {
 		total += x.Size
 	}
 	return fmt.Sprintf("%d segment%s (%s)", len(s), plural(len(s), "", "s"), figures.FormatBytes(int64(total)))
+}
+
+// attachedPastPoolReleases is p.Recorded with each event moved past the
+// OpPoolRelease ops at its op: releasing a pool does nothing on the device
+// (its segments go at the empty_cache or emptyCache op that follows,
+// where the replay's device log has them).
+func (p *Plan) attachedPastPoolReleases() []DeviceEvent {
+	out := p.Recorded
+	for i, e := range p.Recorded {
+		op := int(e.Op)
+		for op < len(p.Ops) && p.Ops[op].Kind == alloc.OpPoolRelease {
+			op++
+		}
+		if op != int(e.Op) {
+			if &out[0] == &p.Recorded[0] {
+				out = slices.Clone(p.Recorded)
+			}
+			out[i].Op = int32(op)
+		}
+	}
+	return out
 }

@@ -11,19 +11,6 @@ import (
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-// settingsConfig is the allocator configuration a snapshot records.
-func settingsConfig(s trace.Settings) alloc.Config {
-	c := alloc.DefaultConfig()
-	if s.MaxSplitSize > 0 {
-		c.MaxSplitSize = uint64(s.MaxSplitSize)
-	}
-	c.GCThreshold = s.GCThreshold
-	c.ExpandableSegments = s.ExpandableSegments
-	for i, d := range s.RoundupPower2Divisions {
-		c.RoundupPower2Divisions[i] = uint32(max(d, 0))
-	}
-	return c
-}
 
 func readFixture(t testing.TB, name string) *trace.Snapshot {
 	t.Helper()
@@ -202,13 +189,14 @@ func TestDivergenceCauses(t *testing.T) {
 			!strings.Contains(d.Cause, "the recording ran out of memory here and the replay did not") {
 			t.Fatalf("%+v", d)
 		}
-		// under a cap that refuses it, the replay stops where the recording failed
+		// under a cap that refuses it, the replay runs out of memory where
+		// the recording did, and goes on past it as the program did
 		res, err = Run(p, Options{Device: alloc.Sim(64 * mib), DeviceTotal: 64 * mib, MemoryFraction: 0.5})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.OOMOp != 1 || res.Divergence != nil {
-			t.Fatalf("capped: oom at op %d, divergence %+v", res.OOMOp, res.Divergence)
+		if res.OOMOp != -1 || len(res.OOMs) != 1 || !res.OOMs[0].Recorded || res.Divergence != nil {
+			t.Fatalf("capped: oom at op %d, ooms %+v, divergence %+v", res.OOMOp, res.OOMs, res.Divergence)
 		}
 	})
 	t.Run("final segments", func(t *testing.T) {

@@ -46,6 +46,10 @@ type Plan struct {
 	finalAt  int // len(Ops) when Final was taken: a cut plan ends elsewhere
 	// expandable says the recording used expandable segments
 	expandable bool
+	// Pools are the private pools the trace used, as inferred from where
+	// its allocations landed; empty when it used none (or the trace cannot
+	// tell: expandable segments).
+	Pools []Pool
 
 	byAddr  map[uint64]live1
 	freeIDs []uint32
@@ -80,26 +84,84 @@ func (p *Plan) newID() uint32 {
 
 // Build turns one device's events into operations.
 //
-// Rules (shared/docs/pytorch-allocator.md §7.3, §13.2, §15):
+// Rules (docs/pytorch-allocator.md §7.3, §13.2, §15, §19):
 //   - alloc → OpAlloc; the address of a segment_alloc/segment_map just
 //     before it becomes its Hint, so the simulated device reuses it.
 //   - free_requested immediately followed by free_completed of the same
 //     address → OpFree; a free_requested left waiting (another stream used
 //     the block) → OpFreeRequest, and its later free_completed →
 //     OpFreeComplete.
-//   - a run of segment_free/segment_unmap that is not followed by a
-//     segment_alloc, segment_map or oom (which would make it the release
-//     steps of a failing malloc) is an empty_cache call → OpEmptyCache.
-//   - oom → an OpAlloc of the size the program asked for, followed by an
-//     OpFree: under other settings or another card it may fit, and the
-//     program went on without it.
+//   - a run of segment_free/segment_unmap is the release steps of a
+//     failing malloc (no op: the replayed malloc does them) when an oom
+//     follows, or a segment_map, or a segment_alloc that the reserved bytes
+//     before the run plus its size would push past the trace's peak (the
+//     first attempt must have failed; a fixed cap admits every level the
+//     trace reached); otherwise it is an empty_cache call → OpEmptyCache
+//     (graph capture starts with one, and its first allocation follows at
+//     once). Under garbage collection every run followed by a segment_alloc
+//     is taken as the malloc's own.
+//   - oom → an OpAlloc of the size the program asked for, flagged
+//     alloc.FlagRecordedOOM, followed by an OpFree: replayed as recorded it
+//     fails, is counted, and the replay goes on as the program did; under
+//     other settings or another card it may fit.
+//   - private pools (pools.go): each alloc is routed to the pool of the
+//     segment it landed in; a pool is released (OpPoolRelease) before the
+//     first release run that frees one of its segments.
 func Build(events []trace.Event) *Plan {
 	p := newPlan()
-	p.build(events)
+	p.build(events, nil, alloc.DefaultConfig())
 	return p
 }
 
-func (p *Plan) build(events []trace.Event) {
+// settingsConfig is the allocator configuration a snapshot records.
+func settingsConfig(st trace.Settings) alloc.Config {
+	c := alloc.DefaultConfig()
+	if !st.Present {
+		return c
+	}
+	if st.MaxSplitSize > 0 {
+		c.MaxSplitSize = uint64(st.MaxSplitSize)
+	}
+	c.GCThreshold = st.GCThreshold
+	c.ExpandableSegments = st.ExpandableSegments
+	for i, d := range st.RoundupPower2Divisions {
+		if i < len(c.RoundupPower2Divisions) {
+			c.RoundupPower2Divisions[i] = uint32(max(d, 0))
+		}
+	}
+	return c
+}
+
+// reservedPeak is the most reserved bytes the trace's segment events reach
+// from start bytes.
+func reservedPeak(events []trace.Event, start uint64) uint64 {
+	r, peak := start, start
+	for i := range events {
+		switch events[i].Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			r += events[i].Size
+			peak = max(peak, r)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			r -= min(r, events[i].Size)
+		}
+	}
+	return peak
+}
+
+func (p *Plan) build(events []trace.Event, final []trace.Segment, cfg alloc.Config) {
+	var start uint64
+	for _, s := range p.Seeds {
+		start += s.Size
+	}
+	reserved, peak := start, reservedPeak(events, start)
+	pp := inferPools(events, final, cfg)
+	poolIdx := map[uint16]int{}
+	if pp != nil {
+		p.Pools = pp.pools
+		for i, pl := range p.Pools {
+			poolIdx[pl.Pool] = i
+		}
+	}
 	// size the op lists once: replays of big traces must stay within a
 	// small multiple of the file's size
 	n := 0
@@ -129,6 +191,7 @@ func (p *Plan) build(events []trace.Event) {
 		switch e.Action {
 		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 			hint = e.Addr
+			reserved += e.Size
 		case trace.ActionAlloc:
 			if _, ok := byAddr[e.Addr]; ok {
 				p.Skipped[SkipDoubleAlloc]++
@@ -137,7 +200,14 @@ func (p *Plan) build(events []trace.Event) {
 			}
 			id := newID()
 			byAddr[e.Addr] = live1{id: id}
-			emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: hint}, e.Stack)
+			op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: hint}
+			if pp != nil {
+				op.Pool = pp.allocPool[i]
+				if pp.claim[i] {
+					op.Flags, op.Hint = alloc.FlagClaim, e.Addr
+				}
+			}
+			emit(op, e.Stack)
 			hint = 0
 			counted++
 		case trace.ActionFreeRequested:
@@ -182,9 +252,36 @@ func (p *Plan) build(events []trace.Event) {
 				j++
 				p.noteDevice(j, &events[j])
 			}
-			caused := j+1 < len(events) && (events[j+1].Action == trace.ActionSegmentAlloc ||
-				events[j+1].Action == trace.ActionSegmentMap || events[j+1].Action == trace.ActionOOM)
-			if !caused {
+			before := reserved
+			for k := i; k <= j; k++ {
+				reserved -= min(reserved, events[k].Size)
+			}
+			caused := false
+			if j+1 < len(events) {
+				switch next := &events[j+1]; next.Action {
+				case trace.ActionOOM, trace.ActionSegmentMap:
+					caused = true
+				case trace.ActionSegmentAlloc:
+					caused = cfg.GCThreshold > 0 || before+next.Size > peak
+				}
+			}
+			var ri runInfo
+			if pp != nil {
+				ri = pp.runs[i]
+			}
+			for _, pool := range ri.release {
+				emit(alloc.Op{Kind: alloc.OpPoolRelease, Pool: pool}, -1)
+				if k, ok := poolIdx[pool]; ok {
+					p.Pools[k].Released = int(counted)
+				}
+			}
+			switch {
+			case caused:
+			case ri.poolOnly && len(ri.release) > 0:
+				for _, pool := range ri.release {
+					emit(alloc.Op{Kind: alloc.OpPoolEmpty, Pool: pool}, -1)
+				}
+			default:
 				emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
 			}
 			i = j
@@ -193,7 +290,7 @@ func (p *Plan) build(events []trace.Event) {
 		case trace.ActionOOM:
 			p.RecordedOOMs++
 			id := newID()
-			emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream}, e.Stack)
+			emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Flags: alloc.FlagRecordedOOM}, e.Stack)
 			emit(alloc.Op{Kind: alloc.OpFree, ID: id}, e.Stack)
 			p.freeIDs = append(p.freeIDs, id)
 			hint = 0

@@ -35,7 +35,13 @@ type Result struct {
 	// failing op's Plan.Event (the index among alloc/free_completed events).
 	OOM *alloc.OOM
 	// OOMOp is the failing op's index in Plan.Ops, -1 if none.
-	OOMOp       int
+	OOMOp int
+	// OOMs lists every out-of-memory in order (OpIndex as OOM's): those
+	// the recording had too, which the replay counted and went past
+	// (Recorded), then the one that stopped it, if any (OOM itself).
+	OOMs []*alloc.OOM
+	// Pools are the private pools the plan inferred (Plan.Pools).
+	Pools       []Pool
 	Done        int // ops applied
 	LargestFree uint64
 	// Segments is the allocator's state at the end (after an OOM's release
@@ -52,12 +58,19 @@ type Result struct {
 	// recording to its end, or the trace records nothing to compare with.
 	// Under other settings than the recorded ones a divergence is expected.
 	Divergence *Divergence
+	// survivedOps are the op indexes of the OOMs the replay went past.
+	survivedOps []int
 }
 
 // Run replays a plan's operations through a new allocator. It stops at the
-// first out-of-memory.
+// first out-of-memory the recording did not have; those it had are counted
+// as PyTorch counted them and the replay goes on.
 func Run(p *Plan, o Options) (*Result, error) {
-	return run(p.Ops, p.Event, p.Seeds, o, p)
+	r, err := run(p.Ops, p.Event, p.Seeds, o, p)
+	if r != nil {
+		r.Pools = p.Pools
+	}
+	return r, err
 }
 
 // RunOps replays ops; event maps op indexes to reported OOM indexes (nil =
@@ -108,11 +121,19 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 		LargestFree: a.LargestFree(), Segments: a.Snapshot(), Timeline: tl,
 		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(), Cap: inferred,
 	}
+	for _, s := range res.Survived {
+		r.survivedOps = append(r.survivedOps, s.OpIndex)
+		if event != nil {
+			s.OpIndex = int(event[s.OpIndex])
+		}
+		r.OOMs = append(r.OOMs, s)
+	}
 	if r.OOM != nil {
 		r.OOMOp = r.OOM.OpIndex
 		if event != nil {
 			r.OOM.OpIndex = int(event[r.OOMOp])
 		}
+		r.OOMs = append(r.OOMs, r.OOM)
 		if tl != nil { // the timeline ends at the OOM
 			k := (r.OOMOp + tl.Stride - 1) / tl.Stride
 			tl.Allocated, tl.Reserved, tl.Active = tl.Allocated[:k], tl.Reserved[:k], tl.Active[:k]
@@ -144,6 +165,7 @@ func RunBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base in
 		res, err := a.Run(ops[start:min(start+Batch, len(ops))], base+start, tl)
 		total.Done += res.Done
 		total.OOM = res.OOM
+		total.Survived = append(total.Survived, res.Survived...)
 		if err != nil || res.OOM != nil {
 			return total, err
 		}

@@ -73,8 +73,15 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 	}
 	p := newPlan()
 	defer p.noteSnapshot(snap, device, events) // once the plan is built
+	var final []trace.Segment
+	for _, s := range snap.Segments {
+		if s.Device == device {
+			final = append(final, s)
+		}
+	}
+	cfg := settingsConfig(snap.Settings)
 	if len(segs) == 0 && len(live) == 0 {
-		p.build(events)
+		p.build(events, final, cfg)
 		return p
 	}
 	// place the live blocks in their segments, both in address order
@@ -117,6 +124,6 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 		p.Seeded++
 	}
 	p.Truncated = true
-	p.build(events)
+	p.build(events, final, cfg)
 	return p
 }

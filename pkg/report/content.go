@@ -64,9 +64,26 @@ func overviewFacts(r *figures.Replay) []fact {
 		}
 		facts = append(facts, fact{key, fmt.Sprintf("%s × %s", count(int64(s.Count)), s.Reason)})
 	}
+	for i, p := range r.Pools {
+		key := ""
+		if i == 0 {
+			key = "pools"
+		}
+		facts = append(facts, fact{key, p})
+	}
 	outcome := "completed"
 	if r.OOM != nil {
 		outcome = fmt.Sprintf("out of memory at operation %s", count(int64(r.OOM.OpIndex)))
+	}
+	if n := len(r.OOMs); n > 0 && r.OOMs[0].Recorded {
+		k := 0
+		for _, o := range r.OOMs {
+			if o.Recorded {
+				k++
+			}
+		}
+		outcome += fmt.Sprintf("; went past the %s out-of-memory errors the program survived (first at operation %s)",
+			count(int64(k)), count(int64(r.OOMs[0].OpIndex)))
 	}
 	facts = append(facts, fact{"outcome", outcome})
 	if d := r.Divergence; d != nil {

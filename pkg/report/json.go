@@ -33,10 +33,20 @@ type jsonReplay struct {
 	Fragmentation               jsonFragmentation `json:"fragmentation"`
 
 	Timeline []jsonPoint `json:"timeline"`
-	OOM      *jsonOOM    `json:"oom"`
+	// OOM is the out-of-memory that ended the replay or, when none did,
+	// the first one the recording had too ("recorded": true).
+	OOM   *jsonOOM      `json:"oom"`
+	OOMs  []jsonOOMItem `json:"ooms"`
+	Pools []string      `json:"pools"`
 
 	InferredCap *jsonCap        `json:"inferred_cap"`
 	Divergence  *jsonDivergence `json:"divergence"`
+}
+
+type jsonOOMItem struct {
+	OpIndex  int    `json:"op_index"`
+	Size     uint64 `json:"size"`
+	Recorded bool   `json:"recorded"`
 }
 
 type jsonCap struct {
@@ -91,6 +101,7 @@ type jsonOOM struct {
 	Frames       []string      `json:"frames"`
 	PinFrames    [][]string    `json:"pin_frames"`
 	TorchMessage string        `json:"torch_message"`
+	Recorded     bool          `json:"recorded"`
 }
 
 type jsonSegment struct {
@@ -108,7 +119,10 @@ type jsonBlock struct {
 // the replay's figures, "memory_stats" (every key given), the
 // fragmentation ratios, the timeline and "oom" (null, or an object with
 // "op_index", "size", the diagnosis and "verdict": "fragmentation" or
-// "shortage"). Lists are [] rather than null when empty.
+// "shortage"; when no OOM stopped the replay but the program survived
+// some, the first of those, with "recorded": true), "ooms" (every OOM:
+// "op_index", "size", "recorded") and "pools" (one line per private pool).
+// Lists are [] rather than null when empty.
 func JSON(w io.Writer, r *figures.Replay) error {
 	if r == nil {
 		return errors.New("report: no replay")
@@ -135,6 +149,11 @@ func JSON(w io.Writer, r *figures.Replay) error {
 			End: number(f.End), AtPeak: number(f.AtPeak), Peaks: number(f.Peaks), Holes: number(f.Holes),
 		},
 		Timeline: make([]jsonPoint, 0, len(r.Timeline)),
+		OOMs:     []jsonOOMItem{},
+		Pools:    append([]string{}, r.Pools...),
+	}
+	for _, o := range r.OOMs {
+		doc.OOMs = append(doc.OOMs, jsonOOMItem{o.OpIndex, o.Size, o.Recorded})
 	}
 	for _, s := range r.Skipped {
 		doc.Skipped = append(doc.Skipped, jsonSkip(s))
@@ -151,7 +170,11 @@ func JSON(w io.Writer, r *figures.Replay) error {
 			doc.Divergence.Event = &d.Event
 		}
 	}
-	if o := r.OOM; o != nil {
+	o := r.OOM
+	if o == nil && len(r.OOMs) > 0 {
+		o = r.OOMs[0]
+	}
+	if o != nil {
 		verdict := "shortage"
 		if o.Fragmented() {
 			verdict = "fragmentation"
@@ -165,6 +188,7 @@ func JSON(w io.Writer, r *figures.Replay) error {
 			Frames:       append([]string{}, o.Frames...),
 			PinFrames:    [][]string{},
 			TorchMessage: TorchOOMMessage(r.Device, o),
+			Recorded:     o.Recorded,
 		}
 		for _, s := range o.Segments {
 			js := jsonSegment{Address: s.Address, Size: s.Size, Blocks: []jsonBlock{}}

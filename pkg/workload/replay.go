@@ -65,6 +65,7 @@ func (w *Workload) Replay(o replay.Options) (*replay.Result, error) {
 		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(),
 	}
 	if oom != nil {
+		r.OOMs = []*alloc.OOM{oom}
 		r.OOMOp = oom.OpIndex
 		if tl != nil { // the timeline ends at the OOM
 			k := (r.OOMOp + tl.Stride - 1) / tl.Stride

@@ -1,0 +1,708 @@
+package replay
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// Pool is a private memory pool (a CUDA graph's, a torch.cuda.MemPool's)
+// that a trace used, as the plan inferred it. Events carry no pool id, so
+// membership comes from where allocations landed (docs/pytorch-allocator.md
+// §19.4).
+type Pool struct {
+	Pool uint16   // the ops' alloc.Op.Pool
+	ID   [2]int64 // PyTorch's MempoolId_t when the final snapshot names it, else zero
+	// Segments and Allocs count the segments created in it and the
+	// allocations it served.
+	Segments, Allocs int
+	// Released is the index of the event (among alloc and free_completed,
+	// as OOM indexes count) before which the pool was released (its graph
+	// or MemPool deleted), -1 when the trace never shows it.
+	Released int
+	// How names the evidence: "snapshot" (segment_pool_id of the final
+	// segments), "release order" (empty_cache runs), "exclusion" (requests
+	// that passed over its free blocks), "continuity" (neighbouring
+	// allocations on the stream).
+	How []string
+}
+
+// Pool-inference evidence names.
+const (
+	howSnapshot   = "snapshot"
+	howOrder      = "release order"
+	howExclusion  = "exclusion"
+	howContinuity = "continuity"
+	howRestore    = "checkpoint restore"
+)
+
+// runInfo says what a release run (a maximal run of segment_free events)
+// needs before it: the pools released, and whether it was ~MemPool's
+// pool-only emptyCache rather than a global one.
+type runInfo struct {
+	release  []uint16
+	poolOnly bool
+}
+
+// poolPlan is what inference hands the plan builder.
+type poolPlan struct {
+	allocPool []uint16 // per event index: the pool of an alloc event
+	claim     []bool   // per event index: an alloc that claims its block by address
+	runs      map[int]runInfo
+	pools     []Pool
+}
+
+const (
+	unknown = -1
+	dflt    = 0
+	private = -2 // private, pool not known yet
+)
+
+type fblock struct {
+	addr, size uint64
+	free       bool
+}
+
+type inst struct {
+	addr, size, stream uint64
+	small              bool
+	born, died         int // event indexes; died = len(events) when alive at the end
+	label              int // unknown, dflt, private or a pool > 0
+	how                string
+	blocks             []fblock // address order
+	broken             bool     // the events did not fit the block model: no evidence from it
+	firstAlloc         int
+	lastAlloc          int    // the event of the latest allocation in it, -1 if none
+	lastAddr           uint64 // and its address
+}
+
+type freeKey struct {
+	stream uint64
+	small  bool
+}
+
+type freeEnt struct {
+	size, addr uint64
+	seg        int32
+}
+
+func cmpEnt(a, b freeEnt) int {
+	if c := cmp.Compare(a.size, b.size); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.addr, b.addr)
+}
+
+type inferer struct {
+	cfg       alloc.Config
+	events    []trace.Event
+	insts     []*inst
+	live      map[uint64]int // segment base → inst
+	bases     []uint64       // live bases, sorted
+	free      map[freeKey][]freeEnt
+	ne        map[[2]int]bool // inst pairs known to be in different pools
+	runs      [][]int         // per run: the insts it freed, in order
+	runAt     []int           // per run: its first event index
+	surv      [][]int         // per run: whole-free insts it left
+	ofAl      []int32         // per event: the inst an alloc landed in, -1
+	claim     []bool
+	orderOK   bool // no GC or max_split_size: releases free every whole segment in order
+	divisions bool // roundup_power2_divisions set
+}
+
+// inferPools labels every segment of the trace with its pool. final holds the
+// snapshot's final segments of this device (nil when unknown).
+func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *poolPlan {
+	for i := range events {
+		if events[i].Action == trace.ActionSegmentMap || events[i].Action == trace.ActionSegmentUnmap {
+			return nil // expandable segments: pools are not modelled there
+		}
+	}
+	f := &inferer{cfg: cfg, events: events, live: map[uint64]int{}, free: map[freeKey][]freeEnt{},
+		ne: map[[2]int]bool{}, ofAl: make([]int32, len(events)), claim: make([]bool, len(events)),
+		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
+		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
+	f.walk()
+	ids := f.label(final)
+	if ids == nil {
+		return nil
+	}
+	return f.plan(ids)
+}
+
+func (f *inferer) at(addr uint64) int {
+	k := sort.Search(len(f.bases), func(i int) bool { return f.bases[i] > addr }) - 1
+	if k < 0 {
+		return -1
+	}
+	s := f.insts[f.live[f.bases[k]]]
+	if addr >= s.addr+s.size {
+		return -1
+	}
+	return f.live[f.bases[k]]
+}
+
+// round is round_size; without roundup_power2_divisions it is 512-byte
+// rounding, done here rather than through cgo for every event.
+func (f *inferer) round(size uint64) uint64 {
+	if f.divisions {
+		return alloc.RoundSize(f.cfg, size)
+	}
+	return max((size+511)/512*512, 512)
+}
+
+func (f *inferer) key(s *inst) freeKey { return freeKey{s.stream, s.small} }
+
+func (f *inferer) addFree(si int, b fblock) {
+	k := f.key(f.insts[si])
+	e := freeEnt{b.size, b.addr, int32(si)}
+	v := f.free[k]
+	i, _ := slices.BinarySearchFunc(v, e, cmpEnt)
+	f.free[k] = slices.Insert(v, i, e)
+}
+
+func (f *inferer) delFree(si int, b fblock) {
+	k := f.key(f.insts[si])
+	v := f.free[k]
+	if i, ok := slices.BinarySearchFunc(v, freeEnt{b.size, b.addr, 0}, cmpEnt); ok {
+		f.free[k] = slices.Delete(v, i, i+1)
+	}
+}
+
+func (f *inferer) differ(x, y int) {
+	if x == y {
+		return
+	}
+	f.ne[[2]int{min(x, y), max(x, y)}] = true
+}
+
+// walk replays the events over a block model of each segment (splits and
+// merges as PyTorch makes them) and collects the evidence: exclusions
+// (requests that passed over a free block that best fit would have taken,
+// had it been in their pool), release runs with their survivors, and
+// allocations best fit cannot explain (checkpoint restores).
+func (f *inferer) walk() {
+	ev := f.events
+	for i := range ev {
+		f.ofAl[i] = -1
+	}
+	for i := 0; i < len(ev); i++ {
+		e := &ev[i]
+		switch e.Action {
+		case trace.ActionSegmentAlloc:
+			s := &inst{addr: e.Addr, size: e.Size, stream: e.Stream, born: i, died: len(ev), label: unknown,
+				blocks: []fblock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1}
+			if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
+				s.small = f.round(ev[i+1].Size) <= 1<<20
+			} else {
+				s.small = e.Size == 2<<20
+			}
+			f.insts = append(f.insts, s)
+			si := len(f.insts) - 1
+			if old, ok := f.live[e.Addr]; ok { // a segment we missed the free of
+				f.insts[old].died = i
+			} else {
+				k, _ := slices.BinarySearch(f.bases, e.Addr)
+				f.bases = slices.Insert(f.bases, k, e.Addr)
+			}
+			f.live[e.Addr] = si
+			f.addFree(si, s.blocks[0])
+		case trace.ActionSegmentFree:
+			j := i
+			for j+1 < len(ev) && ev[j+1].Action == trace.ActionSegmentFree {
+				j++
+			}
+			f.release(i, j)
+			i = j
+		case trace.ActionAlloc:
+			f.alloc(i, e, i > 0 && ev[i-1].Action == trace.ActionSegmentAlloc && ev[i-1].Addr == e.Addr)
+		case trace.ActionFreeCompleted:
+			f.freeAt(e.Addr)
+		}
+	}
+}
+
+func (f *inferer) release(from, to int) {
+	var freed []int
+	gone := map[int]bool{}
+	for k := from; k <= to; k++ {
+		si, ok := f.live[f.events[k].Addr]
+		if !ok {
+			continue
+		}
+		freed = append(freed, si)
+		gone[si] = true
+		s := f.insts[si]
+		s.died = k
+		for _, b := range s.blocks {
+			if b.free {
+				f.delFree(si, b)
+			}
+		}
+		delete(f.live, s.addr)
+		if x, ok := slices.BinarySearch(f.bases, s.addr); ok {
+			f.bases = slices.Delete(f.bases, x, x+1)
+		}
+	}
+	var surv []int
+	for _, si := range f.live {
+		s := f.insts[si]
+		if !gone[si] && !s.broken && len(s.blocks) == 1 && s.blocks[0].free {
+			surv = append(surv, si)
+		}
+	}
+	slices.Sort(surv)
+	f.runs = append(f.runs, freed)
+	f.runAt = append(f.runAt, from)
+	f.surv = append(f.surv, surv)
+}
+
+func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
+	si := f.at(e.Addr)
+	if si < 0 {
+		return
+	}
+	f.ofAl[i] = int32(si)
+	s := f.insts[si]
+	if s.firstAlloc < 0 {
+		s.firstAlloc = i
+	}
+	if s.broken {
+		return
+	}
+	k := slices.IndexFunc(s.blocks, func(b fblock) bool { return e.Addr >= b.addr && e.Addr < b.addr+b.size })
+	r := f.round(e.Size)
+	chained := false
+	if k >= 0 && !s.blocks[k].free && s.lastAlloc >= 0 && s.blocks[k].addr == s.lastAddr && e.Addr > s.lastAddr {
+		// inside the block just allocated here: that allocation was a
+		// checkpoint restore's claim, split off exactly where best fit
+		// would have kept a remainder of 1 MiB or less, and so is this one
+		old := s.blocks[k]
+		back := fblock{e.Addr, old.addr + old.size - e.Addr, true}
+		s.blocks = slices.Replace(s.blocks, k, k+1, fblock{old.addr, e.Addr - old.addr, false}, back)
+		f.addFree(si, back)
+		f.claim[s.lastAlloc] = true
+		k++
+		chained = true
+	}
+	if chained || (k >= 0 && s.blocks[k].free && s.blocks[k].addr == e.Addr && (r <= 1<<20) != s.small) {
+		r = (e.Size + 511) / 512 * 512 // a claim takes its recorded size
+	}
+	if k < 0 || !s.blocks[k].free || s.blocks[k].addr+s.blocks[k].size < e.Addr+r {
+		s.broken = true
+		return
+	}
+	s.lastAlloc, s.lastAddr = i, e.Addr
+	b := s.blocks[k]
+	small := f.round(e.Size) <= 1<<20
+	// a block that best fit would not hand out here: a claim by address
+	// (CUDA graph trees restoring a checkpoint), which marks a private pool
+	restore := chained || small != s.small || b.addr != e.Addr
+	if !restore && !isNew {
+		// a better block in the same segment means best fit was not used
+		v := f.free[f.key(s)]
+		lo, _ := slices.BinarySearchFunc(v, freeEnt{r, 0, 0}, cmpEnt)
+		for _, c := range v[lo:] {
+			if cmpEnt(c, freeEnt{b.size, b.addr, 0}) >= 0 {
+				break
+			}
+			if int(c.seg) == si && f.usable(r, c.size) {
+				restore = true
+				break
+			}
+		}
+	}
+	if restore {
+		f.claim[i] = true
+		if s.label == unknown || s.label == dflt {
+			s.label, s.how = private, howRestore
+		}
+	} else {
+		// exclusion: every block best fit preferred lies in another pool
+		v := f.free[f.key(s)]
+		lo, _ := slices.BinarySearchFunc(v, freeEnt{r, 0, 0}, cmpEnt)
+		for _, c := range v[lo:] {
+			if !isNew && cmpEnt(c, freeEnt{b.size, b.addr, 0}) >= 0 {
+				break
+			}
+			if f.usable(r, c.size) && int(c.seg) != si {
+				f.differ(si, int(c.seg))
+			}
+		}
+	}
+	// take the block, splitting as PyTorch does
+	f.delFree(si, b)
+	var out []fblock
+	if e.Addr > b.addr {
+		out = append(out, fblock{b.addr, e.Addr - b.addr, true})
+	}
+	if restore { // claimed at its recorded size, split off exactly
+		r = (e.Size + 511) / 512 * 512
+	}
+	rest := b.addr + b.size - (e.Addr + r)
+	split := rest >= 512
+	if !s.small && !restore {
+		split = rest > 1<<20 && (f.cfg.MaxSplitSize == 0 || r < f.cfg.MaxSplitSize)
+	}
+	if split {
+		out = append(out, fblock{e.Addr, r, false}, fblock{e.Addr + r, rest, true})
+	} else {
+		out = append(out, fblock{e.Addr, b.size - (e.Addr - b.addr), false})
+	}
+	for _, x := range out {
+		if x.free {
+			f.addFree(si, x)
+		}
+	}
+	s.blocks = slices.Replace(s.blocks, k, k+1, out...)
+}
+
+// usable: best fit may hand a cached block of size to a request of r
+// (max_split_size keeps oversize blocks for oversize requests).
+func (f *inferer) usable(r, size uint64) bool {
+	ms := f.cfg.MaxSplitSize
+	if ms == 0 {
+		return true
+	}
+	if r < ms && size >= ms {
+		return false
+	}
+	return !(r >= ms && size >= r+f.cfg.MaxNonSplitRounding)
+}
+
+func (f *inferer) freeAt(addr uint64) {
+	si := f.at(addr)
+	if si < 0 {
+		return
+	}
+	s := f.insts[si]
+	if s.broken {
+		return
+	}
+	k := slices.IndexFunc(s.blocks, func(b fblock) bool { return b.addr == addr })
+	if k < 0 || s.blocks[k].free {
+		s.broken = true
+		return
+	}
+	b := fblock{addr, s.blocks[k].size, true}
+	lo, hi := k, k+1
+	if k > 0 && s.blocks[k-1].free {
+		f.delFree(si, s.blocks[k-1])
+		b.addr, b.size = s.blocks[k-1].addr, b.size+s.blocks[k-1].size
+		lo = k - 1
+	}
+	if k+1 < len(s.blocks) && s.blocks[k+1].free {
+		f.delFree(si, s.blocks[k+1])
+		b.size += s.blocks[k+1].size
+		hi = k + 2
+	}
+	s.blocks = slices.Replace(s.blocks, lo, hi, b)
+	f.addFree(si, b)
+}
+
+// classKey orders segments as release_cached_blocks frees them within one
+// pool: large before small, then by (stream, size, address).
+func (f *inferer) classKey(si int) [4]uint64 {
+	s := f.insts[si]
+	c := uint64(0)
+	if s.small {
+		c = 1
+	}
+	return [4]uint64{c, s.stream, s.size, s.addr}
+}
+
+func lessKey(a, b [4]uint64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// label assigns every segment a pool. It returns the PyTorch ids of the
+// pools (index = label), or nil when the trace shows no private pool.
+func (f *inferer) label(final []trace.Segment) [][2]int64 {
+	ids := [][2]int64{{0, 0}}
+	idOf := map[[2]int64]int{{0, 0}: 0}
+	set := func(si, l int, how string) bool {
+		s := f.insts[si]
+		if s.label == l || (l == private && s.label > 0) {
+			return false
+		}
+		if s.label == unknown || (s.label == private && l > 0) {
+			s.label, s.how = l, how
+			return true
+		}
+		return false
+	}
+	// E1: the final segments name their pools
+	for _, fs := range final {
+		si, ok := f.live[fs.Address]
+		if !ok {
+			continue
+		}
+		l, ok := idOf[fs.PoolID]
+		if !ok {
+			l = len(ids)
+			ids = append(ids, fs.PoolID)
+			idOf[fs.PoolID] = l
+		}
+		f.insts[si].label, f.insts[si].how = l, howSnapshot
+	}
+	// E4: a global release frees default large, default small, then the
+	// released pools' small and large segments; where that order breaks,
+	// private segments begin
+	if f.orderOK {
+		for _, run := range f.runs {
+			for k := 1; k < len(run); k++ {
+				if lessKey(f.classKey(run[k]), f.classKey(run[k-1])) {
+					for _, si := range run[k:] {
+						set(si, private, howOrder)
+					}
+					break
+				}
+			}
+		}
+	}
+	// any private label or exclusion: a trace of the default pool alone
+	// shows none
+	evidence := len(ids) > 1 || len(f.ne) > 0
+	for _, s := range f.insts {
+		evidence = evidence || s.label == private
+	}
+	if !evidence {
+		return nil
+	}
+	// propagate: order within runs, exclusions, survivors of global runs
+	for changed := true; changed; {
+		changed = false
+		for _, run := range f.runs {
+			lastD, firstP := -1, len(run)
+			for k, si := range run {
+				if f.insts[si].label == dflt {
+					lastD = k
+				}
+				if l := f.insts[si].label; (l == private || l > 0) && k < firstP {
+					firstP = k
+				}
+			}
+			for k := 0; k < lastD; k++ {
+				changed = set(run[k], dflt, howOrder) || changed
+			}
+			for k := firstP + 1; k < len(run); k++ {
+				changed = set(run[k], private, howOrder) || changed
+			}
+		}
+		for p := range f.ne {
+			x, y := f.insts[p[0]], f.insts[p[1]]
+			if x.label == dflt {
+				changed = set(p[1], private, howExclusion) || changed
+			} else if x.label == private || x.label > 0 {
+				changed = set(p[1], dflt, howExclusion) || changed
+			}
+			if y.label == dflt {
+				changed = set(p[0], private, howExclusion) || changed
+			} else if y.label == private || y.label > 0 {
+				changed = set(p[0], dflt, howExclusion) || changed
+			}
+		}
+		if f.orderOK {
+			for r, run := range f.runs {
+				global := slices.ContainsFunc(run, func(si int) bool { return f.insts[si].label == dflt })
+				if global {
+					for _, si := range f.surv[r] {
+						changed = set(si, private, howOrder) || changed
+					}
+				}
+			}
+		}
+		if !changed {
+			// continuity: the first unlabeled segment takes the label of
+			// the nearest labeled allocation on its stream
+			for si, s := range f.insts {
+				if s.label != unknown {
+					continue
+				}
+				l := f.nearest(si)
+				if f.rngPair(si) {
+					l = dflt
+				}
+				set(si, l, howContinuity)
+				changed = true
+				break
+			}
+		}
+	}
+	// private segments of unknown pool: the pool of the nearest private
+	// allocation on the stream, or one inferred pool
+	for si, s := range f.insts {
+		if s.label != private {
+			continue
+		}
+		if l := f.nearestPool(si); l > 0 {
+			s.label = l
+			continue
+		}
+		if len(ids) == 1 {
+			ids = append(ids, [2]int64{})
+		}
+		s.label = len(ids) - 1
+	}
+	return ids
+}
+
+// nearest is the label of the labeled allocation closest in event order to
+// segment si's first allocation on its stream; default when there is none.
+func (f *inferer) nearest(si int) int {
+	s := f.insts[si]
+	at := s.firstAlloc
+	if at < 0 {
+		at = s.born
+	}
+	for d := 1; d < len(f.events); d++ {
+		for _, j := range []int{at - d, at + d} {
+			if j < 0 || j >= len(f.events) || f.events[j].Action != trace.ActionAlloc || f.events[j].Stream != s.stream ||
+				f.rngAlloc(j) {
+				continue
+			}
+			if o := f.ofAl[j]; o >= 0 && int(o) != si {
+				if l := f.insts[o].label; l != unknown {
+					if l > 0 {
+						return private
+					}
+					return l
+				}
+			}
+		}
+		if at-d < 0 && at+d >= len(f.events) {
+			break
+		}
+	}
+	return dflt
+}
+
+// rngPair: segment si was made for the CUDA generator's seed and offset
+// (two 8-byte tensors allocated back to back on the capture stream before
+// capture_begin): default pool, although private allocations follow it.
+func (f *inferer) rngPair(si int) bool {
+	i := f.insts[si].firstAlloc
+	return i >= 0 && i+1 < len(f.events) && f.rngAlloc(i) && int(f.ofAl[i+1]) == si
+}
+
+// rngAlloc: alloc event j is one of such a pair. It says nothing of the
+// pool the allocations around it were routed to.
+func (f *inferer) rngAlloc(j int) bool {
+	ev := f.events
+	pair := func(a, b int) bool {
+		return a >= 0 && b < len(ev) && ev[a].Action == trace.ActionAlloc && ev[b].Action == trace.ActionAlloc &&
+			ev[a].Size == 8 && ev[b].Size == 8 && ev[a].Stream == ev[b].Stream
+	}
+	return pair(j, j+1) || pair(j-1, j)
+}
+
+// nearestPool is the pool of the nearest allocation on si's stream that
+// landed in a segment of a known private pool, 0 when none.
+func (f *inferer) nearestPool(si int) int {
+	s := f.insts[si]
+	at := max(s.firstAlloc, s.born)
+	for d := 1; d < len(f.events); d++ {
+		for _, j := range []int{at - d, at + d} {
+			if j < 0 || j >= len(f.events) || f.events[j].Action != trace.ActionAlloc {
+				continue
+			}
+			if o := f.ofAl[j]; o >= 0 && f.insts[o].label > 0 && f.insts[o].stream == s.stream {
+				return f.insts[o].label
+			}
+		}
+		if at-d < 0 && at+d >= len(f.events) {
+			break
+		}
+	}
+	return 0
+}
+
+// plan turns the labels into what the plan builder needs.
+func (f *inferer) plan(ids [][2]int64) *poolPlan {
+	pp := &poolPlan{allocPool: make([]uint16, len(f.events)), claim: f.claim, runs: map[int]runInfo{}}
+	pools := make([]Pool, len(ids))
+	hows := make([]map[string]bool, len(ids))
+	for l := range pools {
+		pools[l] = Pool{Pool: uint16(l), ID: ids[l], Released: -1}
+		hows[l] = map[string]bool{}
+	}
+	for _, s := range f.insts {
+		if s.label > 0 {
+			pools[s.label].Segments++
+			hows[s.label][s.how] = true
+		}
+	}
+	for i, o := range f.ofAl {
+		if o >= 0 && f.insts[o].label > 0 {
+			pp.allocPool[i] = uint16(f.insts[o].label)
+			pools[f.insts[o].label].Allocs++
+		}
+	}
+	// a pool is released before the first run that frees one of its
+	// segments (and after its last allocation: labels that say otherwise
+	// are wrong somewhere, and the pool is released at a later run); a run
+	// that frees only private segments while a default whole-free segment
+	// survives is ~MemPool's own emptyCache
+	last := map[int]int{}
+	for i, o := range f.ofAl {
+		if o >= 0 && f.insts[o].label > 0 {
+			last[f.insts[o].label] = i
+		}
+	}
+	released := map[int]bool{}
+	for r, run := range f.runs {
+		var ri runInfo
+		onlyPrivate := len(run) > 0
+		for _, si := range run {
+			l := f.insts[si].label
+			if l <= 0 {
+				onlyPrivate = false
+				continue
+			}
+			if !released[l] && last[l] < f.runAt[r] {
+				released[l] = true
+				ri.release = append(ri.release, uint16(l))
+			}
+		}
+		if onlyPrivate {
+			ri.poolOnly = slices.ContainsFunc(f.surv[r], func(si int) bool { return f.insts[si].label == dflt })
+		}
+		if len(ri.release) > 0 || ri.poolOnly {
+			pp.runs[f.runAt[r]] = ri
+		}
+	}
+	for l := 1; l < len(pools); l++ {
+		for h := range hows[l] {
+			pools[l].How = append(pools[l].How, h)
+		}
+		sort.Strings(pools[l].How)
+		if pools[l].Segments > 0 {
+			pp.pools = append(pp.pools, pools[l])
+		}
+	}
+	return pp
+}
+
+// String describes a pool in one line, for reports.
+func (p Pool) String() string {
+	id := "id unknown"
+	if p.ID != [2]int64{} {
+		id = fmt.Sprintf("id (%d,%d)", p.ID[0], p.ID[1])
+	}
+	rel := "alive at the end"
+	if p.Released >= 0 {
+		rel = fmt.Sprintf("released before event %d", p.Released)
+	}
+	return fmt.Sprintf("private pool %d (%s): %d segments, %d allocations, %s; inferred from %s",
+		p.Pool, id, p.Segments, p.Allocs, rel, strings.Join(p.How, ", "))
+}

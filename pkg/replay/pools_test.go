@@ -1,0 +1,277 @@
+package replay
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+func evs(s ...trace.Event) []trace.Event { return s }
+
+func onStream(e trace.Event, stream uint64) trace.Event {
+	e.Stream = stream
+	return e
+}
+
+func kinds(p *Plan) string {
+	var k []string
+	for _, op := range p.Ops {
+		k = append(k, op.Kind.String())
+	}
+	return strings.Join(k, " ")
+}
+
+// A release run followed by a new segment is an OOM retry only if the
+// first attempt must have failed: reserved bytes before the run plus the
+// new segment pass the trace's peak. Otherwise it is an empty_cache call,
+// as at the start of a CUDA graph capture, whose first allocation follows
+// at once (graph_convnet #509–519).
+func TestEmptyCacheVersusRetry(t *testing.T) {
+	events := evs(
+		ev(trace.ActionSegmentAlloc, 0x10000000, 20*mib),
+		ev(trace.ActionAlloc, 0x10000000, 12*mib),
+		ev(trace.ActionFreeRequested, 0x10000000, 12*mib),
+		ev(trace.ActionFreeCompleted, 0x10000000, 12*mib),
+		// empty_cache at capture start: 20 MiB − 20 MiB + 2 MiB stays under the peak
+		ev(trace.ActionSegmentFree, 0x10000000, 20*mib),
+		onStream(ev(trace.ActionSegmentAlloc, 0x20000000, 2*mib), 5),
+		onStream(ev(trace.ActionAlloc, 0x20000000, 8), 5),
+		ev(trace.ActionSegmentAlloc, 0x30000000, 100*mib),
+		ev(trace.ActionAlloc, 0x30000000, 100*mib),
+		ev(trace.ActionSegmentAlloc, 0x40000000, 20*mib), // the peak: 122 MiB
+		ev(trace.ActionAlloc, 0x40000000, 12*mib),
+		ev(trace.ActionFreeRequested, 0x30000000, 100*mib),
+		ev(trace.ActionFreeCompleted, 0x30000000, 100*mib),
+		// retry: 122 MiB reserved + 120 MiB would pass the peak the cap allowed
+		ev(trace.ActionSegmentFree, 0x30000000, 100*mib),
+		ev(trace.ActionSegmentAlloc, 0x30000000, 120*mib),
+		ev(trace.ActionAlloc, 0x30000000, 120*mib),
+	)
+	p := Build(events)
+	if got, want := kinds(p), "alloc free empty_cache alloc alloc alloc free alloc"; got != want {
+		t.Fatalf("ops %q, want %q", got, want)
+	}
+	// replayed under a cap between the peak and what the retry needed
+	res, err := Run(p, Options{Check: true, Device: alloc.Sim(1 << 30), DeviceTotal: 1 << 30,
+		MemoryFraction: float64(150*mib) / float64(1<<30)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OOM != nil || res.Stats.NumAllocRetries != 1 || res.Stats.NumSyncAllStreams != 2 ||
+		res.Stats.NumDeviceFree != 2 {
+		t.Errorf("oom %+v, retries %d, syncs %d, device frees %d: want no OOM, 1 retry, 2 syncs (empty_cache, retry), 2 frees",
+			res.OOM, res.Stats.NumAllocRetries, res.Stats.NumSyncAllStreams, res.Stats.NumDeviceFree)
+	}
+}
+
+// A program that caught an out-of-memory and went on: the replay counts it
+// as PyTorch did (one OOM and one retry each) and replays what followed. An
+// out-of-memory the recording did not have still ends the replay.
+func TestRecordedOOMGoesOn(t *testing.T) {
+	events := evs(
+		ev(trace.ActionSegmentAlloc, 0x10000000, 60*mib),
+		ev(trace.ActionAlloc, 0x10000000, 60*mib), // 0
+		trace.Event{Action: trace.ActionOOM, Addr: 1 << 30, Size: 60 * mib, Stack: -1},
+		trace.Event{Action: trace.ActionOOM, Addr: 1 << 30, Size: 50 * mib, Stack: -1},
+		ev(trace.ActionFreeRequested, 0x10000000, 60*mib),
+		ev(trace.ActionFreeCompleted, 0x10000000, 60*mib), // 1
+		ev(trace.ActionAlloc, 0x10000000, 30*mib),         // 2
+		ev(trace.ActionSegmentAlloc, 0x20000000, 40*mib),
+		ev(trace.ActionAlloc, 0x20000000, 40*mib), // 3
+	)
+	p := Build(events)
+	res, err := Run(p, Options{Check: true, Device: alloc.Sim(100 * mib)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OOM != nil || res.Done != len(p.Ops) || len(res.OOMs) != 2 {
+		t.Fatalf("oom %+v, %d of %d ops, ooms %d: want both recorded OOMs gone past", res.OOM, res.Done, len(p.Ops), len(res.OOMs))
+	}
+	for i, o := range res.OOMs {
+		if !o.Recorded || o.OpIndex != 1 {
+			t.Errorf("oom %d: %+v, want recorded, at event 1", i, o)
+		}
+	}
+	st := res.Stats
+	if st.NumOOMs != 2 || st.NumAllocRetries != 2 || st.AllocatedBytes[alloc.All].Current != 70*mib ||
+		st.ReservedBytes[alloc.All].Peak != 100*mib {
+		t.Errorf("ooms %d retries %d allocated %d reserved peak %d", st.NumOOMs, st.NumAllocRetries,
+			st.AllocatedBytes[alloc.All].Current, st.ReservedBytes[alloc.All].Peak)
+	}
+	// on a 70 MiB card the last allocation, which the recording made, fails
+	res, err = Run(p, Options{Check: true, Device: alloc.Sim(70 * mib)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OOM == nil || res.OOM.Recorded || res.OOM.OpIndex != 3 || len(res.OOMs) != 3 || res.OOMs[2] != res.OOM {
+		t.Fatalf("oom %+v, ooms %d: want the replay stopped at event 3 after two recorded OOMs", res.OOM, len(res.OOMs))
+	}
+}
+
+// Pools from a trace: a request that made a new segment while another
+// segment of its stream had a free block that fits was routed to another
+// pool (exclusion); the final snapshot names the default one; the private
+// pool is released before the run that frees its segment.
+func TestPoolInference(t *testing.T) {
+	const d, p = 0x10000000, 0x20000000
+	events := evs(
+		ev(trace.ActionSegmentAlloc, d, 20*mib),
+		ev(trace.ActionAlloc, d, 3*mib),
+		ev(trace.ActionFreeRequested, d, 3*mib),
+		ev(trace.ActionFreeCompleted, d, 3*mib),
+		ev(trace.ActionSegmentAlloc, p, 20*mib), // a MemPool window: the free 20 MiB is not its
+		ev(trace.ActionAlloc, p, 3*mib),
+		ev(trace.ActionAlloc, d, 3*mib), // back outside: best fit would take the pool's 17 MiB
+		ev(trace.ActionFreeRequested, p, 3*mib),
+		ev(trace.ActionFreeCompleted, p, 3*mib),
+		ev(trace.ActionSegmentFree, p, 20*mib), // the MemPool deleted, then empty_cache
+	)
+	snap := &trace.Snapshot{Traces: [][]trace.Event{events}, Segments: []trace.Segment{{
+		Address: d, TotalSize: 20 * mib, AllocatedSize: 3 * mib, Stack: -1,
+		Blocks: []trace.Block{{Address: d, Size: 3 * mib, RequestedSize: 3 * mib, State: trace.BlockAllocated},
+			{Address: d + 3*mib, Size: 17 * mib, State: trace.BlockInactive}},
+	}}}
+	plan := FromSnapshot(snap, 0)
+	if plan.Truncated {
+		t.Fatal("plan seeded: the trace holds every segment")
+	}
+	if got, want := kinds(plan), "alloc free alloc alloc free pool_release empty_cache"; got != want {
+		t.Fatalf("ops %q, want %q", got, want)
+	}
+	var pools []uint16
+	for _, op := range plan.Ops {
+		if op.Kind == alloc.OpAlloc {
+			pools = append(pools, op.Pool)
+		}
+	}
+	if !slices.Equal(pools, []uint16{0, 1, 0}) {
+		t.Errorf("allocations routed to pools %v, want [0 1 0]", pools)
+	}
+	if len(plan.Pools) != 1 || plan.Pools[0].Segments != 1 || plan.Pools[0].Released != 5 ||
+		!slices.Contains(plan.Pools[0].How, howExclusion) {
+		t.Errorf("pools %+v, want one of 1 segment, released before event 5, found by exclusion", plan.Pools)
+	}
+	res, err := Run(plan, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.Stats
+	if st.ReservedBytes[alloc.All].Peak != 40*mib || st.ReservedBytes[alloc.All].Current != 20*mib || st.NumDeviceFree != 1 {
+		t.Errorf("reserved peak %d current %d, device frees %d: want 40 MiB, 20 MiB, 1",
+			st.ReservedBytes[alloc.All].Peak, st.ReservedBytes[alloc.All].Current, st.NumDeviceFree)
+	}
+	// with no evidence of a private pool every allocation stays in the default pool
+	for _, op := range Build(events[:4]).Ops {
+		if op.Pool != 0 {
+			t.Errorf("op %+v routed to a private pool without evidence", op)
+		}
+	}
+}
+
+// Without the final snapshot's pool ids (a program that freed everything,
+// or one dumped without segments), the pool fixtures still replay to every
+// key PyTorch reported: release order, exclusion, checkpoint restores and
+// continuity find the same pools.
+func TestPoolsWithoutSnapshotLabels(t *testing.T) {
+	for _, name := range []string{"graph_convnet", "compile_reduce_overhead", "mempool_single"} {
+		tr := loadTruth(t, name)
+		snap, err := trace.ReadPickleFile(filepath.Join(fixtures, tr.Replay))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap.Segments = nil
+		p := FromSnapshot(snap, 0)
+		if len(p.Pools) != 1 || slices.Contains(p.Pools[0].How, howSnapshot) {
+			t.Errorf("%s: pools %v, want one found without the snapshot", name, p.Pools)
+		}
+		res, err := Run(p, Options{Check: !testing.Short()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Stats.Map()
+		for k, want := range tr.MemoryStats {
+			if got[k] != want && k != "num_sync_all_streams" { // a lower bound, see TestFixturesMatchPyTorch
+				t.Errorf("%s: %s = %d, PyTorch reported %d", name, k, got[k], want)
+			}
+		}
+	}
+}
+
+// A graph tree's checkpoint restore claims blocks by address and splits each
+// off exactly: a claim that leaves 512 KiB in a large block (best fit would
+// not split) is seen from the claim that follows inside it.
+func TestCheckpointRestoreClaims(t *testing.T) {
+	const p, s = 0x30000000, 7
+	events := evs(
+		onStream(ev(trace.ActionSegmentAlloc, p, 20*mib), s),
+		onStream(ev(trace.ActionAlloc, p, 20*mib), s),
+		onStream(ev(trace.ActionFreeRequested, p, 20*mib), s),
+		onStream(ev(trace.ActionFreeCompleted, p, 20*mib), s),
+		onStream(ev(trace.ActionAlloc, p, 19*mib+512*1024), s), // restore: two blocks
+		onStream(ev(trace.ActionAlloc, p+19*mib+512*1024, 512*1024), s),
+		onStream(ev(trace.ActionFreeRequested, p+19*mib+512*1024, 512*1024), s),
+		onStream(ev(trace.ActionFreeCompleted, p+19*mib+512*1024, 512*1024), s),
+	)
+	snap := &trace.Snapshot{Traces: [][]trace.Event{events}, Segments: []trace.Segment{{
+		Address: p, TotalSize: 20 * mib, AllocatedSize: 19*mib + 512*1024, Stream: s, PoolID: [2]int64{0, 1}, Stack: -1,
+		Blocks: []trace.Block{{Address: p, Size: 19*mib + 512*1024, RequestedSize: 19*mib + 512*1024, State: trace.BlockAllocated},
+			{Address: p + 19*mib + 512*1024, Size: 512 * 1024, State: trace.BlockInactive}},
+	}}}
+	plan := FromSnapshot(snap, 0)
+	var claims []bool
+	for _, op := range plan.Ops {
+		if op.Kind == alloc.OpAlloc {
+			claims = append(claims, op.Flags&alloc.FlagClaim != 0)
+		}
+	}
+	if !slices.Equal(claims, []bool{false, true, true}) {
+		t.Fatalf("claims %v, want the two restored blocks claimed", claims)
+	}
+	res, err := Run(plan, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.Stats
+	if st.Segment[alloc.All].Peak != 1 || st.AllocatedBytes[alloc.All].Current != 19*mib+512*1024 ||
+		st.InactiveSplitBytes[alloc.All].Current != 512*1024 {
+		t.Errorf("segments %d, allocated %d, inactive split %d: want the restore inside the one segment",
+			st.Segment[alloc.All].Peak, st.AllocatedBytes[alloc.All].Current, st.InactiveSplitBytes[alloc.All].Current)
+	}
+}
+
+// Deleting a MemPool empties that pool alone (~MemPool's emptyCache(id)):
+// a run that frees only its segments while a default segment stays whole
+// free is replayed as that, not as empty_cache.
+func TestMemPoolDeletion(t *testing.T) {
+	const d, p = 0x10000000, 0x20000000
+	events := evs(
+		ev(trace.ActionSegmentAlloc, d, 20*mib),
+		ev(trace.ActionAlloc, d, 3*mib),
+		ev(trace.ActionFreeRequested, d, 3*mib),
+		ev(trace.ActionFreeCompleted, d, 3*mib),
+		ev(trace.ActionSegmentAlloc, p, 20*mib),
+		ev(trace.ActionAlloc, p, 3*mib),
+		ev(trace.ActionFreeRequested, p, 3*mib),
+		ev(trace.ActionFreeCompleted, p, 3*mib),
+		ev(trace.ActionSegmentFree, p, 20*mib),
+	)
+	snap := &trace.Snapshot{Traces: [][]trace.Event{events}, Segments: []trace.Segment{{
+		Address: d, TotalSize: 20 * mib, Stack: -1, Blocks: []trace.Block{{Address: d, Size: 20 * mib, State: trace.BlockInactive}},
+	}}}
+	plan := FromSnapshot(snap, 0)
+	if got, want := kinds(plan), "alloc free alloc free pool_release pool_empty"; got != want {
+		t.Fatalf("ops %q, want %q", got, want)
+	}
+	res, err := Run(plan, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.Stats; st.ReservedBytes[alloc.All].Current != 20*mib || st.NumDeviceFree != 1 || st.NumSyncAllStreams != 1 {
+		t.Errorf("reserved %d, device frees %d, syncs %d: want the default segment kept, one free, one sync",
+			st.ReservedBytes[alloc.All].Current, st.NumDeviceFree, st.NumSyncAllStreams)
+	}
+}
