@@ -21,6 +21,7 @@ type replayOpts struct {
 	check   bool
 	backend string
 	html    string
+	noAddrs bool
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -50,6 +51,7 @@ The replay stops at the first out-of-memory.`,
 	fl.IntVar(&o.device, "device", 0, "which device's trace to replay")
 	fl.Float64Var(&o.warn, "warn", 0.20, "fragmentation ratio shown as a warning")
 	fl.Float64Var(&o.alarm, "alarm", 0.30, "fragmentation ratio shown as an alarm")
+	fl.BoolVar(&o.noAddrs, "ignore-addresses", false, "use only the first segment's recorded address; model the driver's placement of the others")
 	fl.BoolVar(&o.check, "check", false, "check the allocator's invariants after every operation (slow)")
 	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
 	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim (simulated card) or cuda (the first GPU)")
@@ -64,7 +66,7 @@ func runReplay(a *app, o *replayOpts, path string) error {
 		return err
 	}
 	s := o.alloc.settings(o.invocation, o.backend)
-	s.Points, s.Check, s.RecordedCap = 2000, o.check, true
+	s.Points, s.Check, s.RecordedCap, s.IgnoreAddresses = 2000, o.check, true, o.noAddrs
 	run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: path, Device: o.device, Progress: a.progress()}, s)
 	if err != nil {
 		return err

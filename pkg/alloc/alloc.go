@@ -61,13 +61,24 @@ type Device interface {
 	open(b *C.gm_backend_t) error
 }
 
-type simDevice struct{ capacity uint64 }
+type simDevice struct {
+	capacity uint64
+	ignore   bool
+}
 
 // Sim returns a simulated device of capacity bytes (0 = unlimited).
-func Sim(capacity uint64) Device { return simDevice{capacity} }
+func Sim(capacity uint64) Device { return simDevice{capacity: capacity} }
+
+// SimModelled is Sim that uses only the first segment's recorded address
+// (an op's Hint) and models every later one, as for a run never recorded.
+func SimModelled(capacity uint64) Device { return simDevice{capacity: capacity, ignore: true} }
 
 func (d simDevice) open(b *C.gm_backend_t) error {
-	return statusErr(C.gm_sim_backend(C.uint64_t(d.capacity), b))
+	ignore := C.int(0)
+	if d.ignore {
+		ignore = 1
+	}
+	return statusErr(C.gm_sim_backend_opts(C.uint64_t(d.capacity), ignore, b))
 }
 
 // Options configure a new Allocator.
@@ -447,6 +458,33 @@ func (a *Allocator) Extra() Extra {
 	C.gm_get_extra(a.c, &e)
 	return Extra{Ops: int(e.ops), PeakOp: int(e.peak_op), AllocatedAtPeak: int64(e.allocated_at_peak),
 		LiveBytes: int64(e.live_bytes), LiveBytesPeak: int64(e.live_bytes_peak)}
+}
+
+// Addressing says how the simulated device chose segment addresses.
+type Addressing struct {
+	Mallocs int // device allocations served
+	Hinted  int // of them, those that came with a recorded address
+	Matched int // of those, the ones placed at exactly that address
+	// Predicted counts the recorded addresses followed, the first one
+	// aside, that the model would have chosen itself from the layout so far.
+	Predicted int
+	// ModelledFrom is the index of the first device allocation whose
+	// address the driver model chose (the replay had left its recording,
+	// or recorded addresses were ignored); -1 = every one was recorded.
+	ModelledFrom int
+}
+
+// Addressing reports how addresses were chosen; false when the device is
+// not the simulated one.
+func (a *Allocator) Addressing() (Addressing, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var st C.gm_sim_addressing_t
+	if C.gm_sim_addressing(a.c, &st) != C.GM_OK {
+		return Addressing{}, false
+	}
+	return Addressing{Mallocs: int(st.mallocs), Hinted: int(st.hinted), Matched: int(st.matched),
+		Predicted: int(st.predicted), ModelledFrom: int(st.modelled_from)}, true
 }
 
 // RoundSize is PyTorch's round_size under c.

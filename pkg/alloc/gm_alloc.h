@@ -133,11 +133,24 @@ typedef struct gm_backend {
 
 /* gm_sim_backend fills `b` with the simulated device: deterministic, pure C.
  * capacity: the card's memory in bytes (0 = unlimited; mem_info then reports
- * 1 TiB, which also sizes expandable segments' address ranges). Hints are honoured until the first malloc without a usable one
- * (the replay has left its recording); addresses then come top down,
- * 2 MiB-aligned (see gm_sim.c for why).
- * Returns GM_ENOMEM if the simulator itself cannot be allocated. */
+ * 1 TiB, which also sizes expandable segments' address ranges). Hints are
+ * honoured until the first malloc without a usable one (the replay has left
+ * its recording); addresses then come from a model of the CUDA driver (see
+ * gm_sim.c). gm_sim_backend_opts with ignore_hints set honours only the first
+ * malloc's hint. Returns GM_ENOMEM if the simulator itself cannot be
+ * allocated. */
 int gm_sim_backend(uint64_t capacity, gm_backend_t *b);
+int gm_sim_backend_opts(uint64_t capacity, int ignore_hints, gm_backend_t *b);
+
+/* How the simulated device chose its cudaMalloc addresses. */
+typedef struct gm_sim_addressing {
+  uint64_t mallocs;      /* cudaMallocs served */
+  uint64_t hinted;       /* of them, those that came with a recorded address */
+  uint64_t matched;      /* of those, the ones placed at that address */
+  uint64_t predicted;    /* recorded addresses followed (not the first) that
+                            the model would have chosen itself */
+  int64_t modelled_from; /* index of the first malloc the model placed; -1 = none */
+} gm_sim_addressing_t;
 
 /* gm_cuda_backend fills `b` with the CUDA driver backend for `device`, loading
  * libcuda.so.1 at run time. Returns GM_EBACKEND with a message in err (NUL
@@ -279,6 +292,10 @@ typedef struct gm_pool_info {
 
 /* gm_pool_get describes private pool id (id > 0). */
 void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out);
+
+/* gm_sim_addressing reads how the simulated device chose its addresses;
+ * GM_EINVAL when a's backend is not the simulator. */
+int gm_sim_addressing(const gm_alloc_t *a, gm_sim_addressing_t *out);
 
 /* gm_backend_error is the backend's message for its last failure, or "". */
 const char *gm_backend_error(const gm_alloc_t *a);

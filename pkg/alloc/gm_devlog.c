@@ -125,3 +125,8 @@ void gm_devlog_at(gm_alloc_t *a, uint64_t op) {
   l->at = op;
   l->ops0 = a->ex.ops;
 }
+
+const gm_backend_t *gm_devlog_inner(const gm_alloc_t *a) {
+  if (a->be.malloc != dl_malloc) return &a->be;
+  return &((const devlog_t *)a->be.ctx)->inner;
+}

@@ -45,4 +45,8 @@ size_t gm_devlog_events(const gm_alloc_t *a, const gm_devlog_event_t **ev);
 #ifdef __cplusplus
 }
 #endif
+/* gm_devlog_inner is the backend the log decorates, or a's own backend
+ * when no log is on: for code that must know which device it runs on. */
+const gm_backend_t *gm_devlog_inner(const gm_alloc_t *a);
+
 #endif /* GM_DEVLOG_H */

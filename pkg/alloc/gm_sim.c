@@ -2,38 +2,71 @@
  *
  * It counts the bytes in use against an optional capacity and hands out
  * addresses. Addresses matter because best fit breaks ties between
- * equal-size free blocks by address, so the simulator models them:
+ * equal-size free blocks by address, so the simulator models where the CUDA
+ * driver (CUDA 13, driver 580, H200) puts each cudaMalloc; the model and its
+ * evidence are in docs/pytorch-allocator.md, "Where the driver places
+ * segments". In short:
  *
- *   - while a replay follows its recording, every cudaMalloc comes with a
- *     hint (the address the recording got at that point) and the hint is
- *     used: the replay sees the real addresses;
- *   - once a cudaMalloc comes without a hint, or with one that is taken, the
- *     replay has left the recording and hints are ignored from then on;
- *   - otherwise addresses come top down, the highest free 2 MiB-aligned
- *     range below SIM_TOP, as the CUDA driver's allocations tend to. This
- *     model reproduced PyTorch's peaks on every shared fixture replayed
- *     under settings other than the recorded ones, where a bottom-up model
- *     did not. */
+ *   - the driver hands out address space in chunks of the request rounded up
+ *     to 32 MiB, carved top down, one below the other;
+ *   - a request first goes to the lowest free 2 MiB-aligned gap that fits
+ *     inside a chunk still in use (the tail a smaller request left), at the
+ *     gap's start;
+ *   - a chunk whose last allocation is freed is given back; its range can be
+ *     carved again only once the chunks below it are gone too (the frontier
+ *     moves up over it);
+ *   - the first segment tells where the driver's own start-up mappings sit:
+ *     a permanent 24 MiB region 488 MiB above the top of the first chunk,
+ *     and a permanent 2 MiB hole 74 MiB below that region;
+ *   - reservations for expandable segments (cuMemAddressReserve) grow bottom
+ *     up from a low base, 32 MiB-aligned.
+ *
+ * While a replay follows its recording, every cudaMalloc comes with a hint
+ * (the address the recording got at that point) and the hint is used, so the
+ * replay sees the real addresses and the model learns the real layout. Once a
+ * cudaMalloc comes without a hint, or with one that is taken, the replay has
+ * left the recording and the model places every later segment. With
+ * ignore_hints, only the first segment's hint is used. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "gm_devlog.h"
 #include "gm_internal.h"
 
 #define SIM_TOP 0x7fff00000000ull
 #define SIM_FLOOR 0x100000000ull /* the address space is [SIM_FLOOR, SIM_TOP) */
-#define SIM_ALIGN 2097152ull
+#define SIM_LOW 0x302000000ull   /* where the driver's first reservation went */
+#define MIB 1048576ull
+#define SIM_ALIGN (2 * MIB)
+#define SIM_CHUNK (32 * MIB)
+#define SIM_REGION (24 * MIB)   /* the start-up region's free room */
+#define SIM_REGION_UP (488 * MIB) /* from the top of the first chunk to it */
+#define SIM_HOLE_DOWN (74 * MIB)  /* from it down to the 2 MiB hole */
 #define SIM_UNLIMITED (1ull << 40) /* what an unlimited device reports: 1 TiB */
 
 typedef struct range {
   uint64_t addr, size;
 } range_t;
 
+typedef struct chunk {
+  uint64_t addr, size;
+  uint32_t live;      /* allocations inside */
+  uint8_t permanent;  /* the driver's own start-up room: never given back */
+  uint8_t released;   /* given back, waiting for the frontier */
+} chunk_t;
+
 typedef struct sim {
   uint64_t capacity, used;
   range_t *r; /* live address ranges, sorted by address */
   size_t n, cap;
-  int diverged; /* hints no longer describe this run */
+  chunk_t *c; /* chunks, sorted by address */
+  size_t nc, capc;
+  uint64_t frontier; /* the lowest chunk's start: the next chunk goes below */
+  int started, diverged, ignore;
+  gm_sim_addressing_t st;
 } sim_t;
+
+static uint64_t up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 /* index of the first range whose end is above addr */
 static size_t find(const sim_t *s, uint64_t addr) {
@@ -51,14 +84,18 @@ static int overlaps(const sim_t *s, uint64_t addr, uint64_t size) {
   return i < s->n && s->r[i].addr < addr + size;
 }
 
+static int grow(void **p, size_t *cap, size_t n, size_t elem) {
+  if (n < *cap) return GM_OK;
+  size_t c = *cap ? *cap * 2 : 64;
+  void *q = realloc(*p, c * elem);
+  if (!q) return GM_ENOMEM;
+  *p = q;
+  *cap = c;
+  return GM_OK;
+}
+
 static int insert(sim_t *s, uint64_t addr, uint64_t size) {
-  if (s->n == s->cap) {
-    size_t c = s->cap ? s->cap * 2 : 64;
-    range_t *r = realloc(s->r, c * sizeof *r);
-    if (!r) return GM_ENOMEM;
-    s->r = r;
-    s->cap = c;
-  }
+  if (grow((void **)&s->r, &s->cap, s->n, sizeof *s->r) != GM_OK) return GM_ENOMEM;
   size_t i = find(s, addr);
   memmove(s->r + i + 1, s->r + i, (s->n - i) * sizeof *s->r);
   s->r[i].addr = addr;
@@ -75,8 +112,84 @@ static int erase(sim_t *s, uint64_t addr) {
   return GM_OK;
 }
 
-/* the highest aligned gap of `size` bytes below SIM_TOP, or 0 when the
- * address space has none */
+/* the chunk holding addr, or NULL */
+static chunk_t *chunk_at(sim_t *s, uint64_t addr) {
+  for (size_t i = 0; i < s->nc; i++)
+    if (s->c[i].addr <= addr && addr < s->c[i].addr + s->c[i].size) return &s->c[i];
+  return NULL;
+}
+
+static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent) {
+  if (grow((void **)&s->c, &s->capc, s->nc, sizeof *s->c) != GM_OK) return NULL;
+  size_t i = 0;
+  while (i < s->nc && s->c[i].addr < addr) i++;
+  memmove(s->c + i + 1, s->c + i, (s->nc - i) * sizeof *s->c);
+  s->c[i] = (chunk_t){addr, size, 0, (uint8_t)permanent, 0};
+  s->nc++;
+  if (!permanent && addr < s->frontier) s->frontier = addr;
+  return &s->c[i];
+}
+
+static void drop_chunk(sim_t *s, chunk_t *c) {
+  size_t i = (size_t)(c - s->c);
+  memmove(s->c + i, s->c + i + 1, (s->nc - i - 1) * sizeof *s->c);
+  s->nc--;
+}
+
+/* The driver's start-up layout, read from the first segment (at `at`,
+ * `size` bytes): see the file comment. */
+static int start(sim_t *s, uint64_t at, uint64_t size) {
+  uint64_t region;
+  s->started = 1;
+  s->frontier = SIM_TOP;
+  if (size <= SIM_ALIGN) region = at + SIM_HOLE_DOWN;
+  else if (size <= SIM_REGION) region = at;
+  else region = at + up(size, SIM_CHUNK) + SIM_REGION_UP;
+  if (region < SIM_FLOOR + SIM_REGION_UP + SIM_CHUNK || region + SIM_REGION > SIM_TOP) {
+    return GM_OK; /* a made-up address: no layout to read, chunks go below it */
+  }
+  if (!add_chunk(s, region - SIM_HOLE_DOWN, SIM_ALIGN, 1) || !add_chunk(s, region, SIM_REGION, 1)) {
+    return GM_ENOMEM;
+  }
+  s->frontier = region - SIM_REGION_UP;
+  return GM_OK;
+}
+
+/* Record an allocation at [at, at+size) in the chunk layout. */
+static int note(sim_t *s, uint64_t at, uint64_t size) {
+  chunk_t *c = chunk_at(s, at);
+  if (c && c->released) c->released = 0; /* the recording reused it */
+  if (!c) {
+    uint64_t end = at + up(size, SIM_CHUNK);
+    for (size_t i = 0; i < s->nc; i++)
+      if (s->c[i].addr > at && s->c[i].addr < end) end = s->c[i].addr;
+    if (end < at + size) end = at + size;
+    c = add_chunk(s, at, end - at, 0);
+    if (!c) return GM_ENOMEM;
+  } else if (at + size > c->addr + c->size) {
+    c->size = at + size - c->addr;
+  }
+  c->live++;
+  return GM_OK;
+}
+
+/* The lowest 2 MiB-aligned gap of n bytes inside a chunk in use, or 0. */
+static uint64_t gap_fit(const sim_t *s, uint64_t n) {
+  for (size_t k = 0; k < s->nc; k++) {
+    const chunk_t *c = &s->c[k];
+    if (c->released || c->size < n) continue;
+    uint64_t at = c->addr, end = c->addr + c->size;
+    for (size_t i = find(s, at); i < s->n && s->r[i].addr < end; i++) {
+      if (s->r[i].addr >= at + n) break;
+      at = up(s->r[i].addr + s->r[i].size, SIM_ALIGN);
+    }
+    if (at + n <= end) return at;
+  }
+  return 0;
+}
+
+/* The highest aligned gap of `size` bytes below SIM_TOP, or 0: the last
+ * resort when the frontier runs into something. */
 static uint64_t top_fit(const sim_t *s, uint64_t size, uint64_t align) {
   if (size > SIM_TOP - SIM_FLOOR) return 0;
   uint64_t at = (SIM_TOP - size) / align * align;
@@ -90,35 +203,86 @@ static uint64_t top_fit(const sim_t *s, uint64_t size, uint64_t align) {
   return at >= SIM_FLOOR ? at : 0;
 }
 
-static int place(sim_t *s, uint64_t size, uint64_t hint, uint64_t align, uint64_t *addr) {
-  if (!hint || hint % 512 || overlaps(s, hint, size)) s->diverged = 1;
-  uint64_t at = s->diverged ? top_fit(s, size, align) : hint;
-  if (!at) return GM_ENOMEM; /* no address space left */
-  int rc = insert(s, at, size);
-  if (rc == GM_OK) *addr = at;
-  return rc;
+/* Where the driver puts a cudaMalloc of size bytes. */
+static uint64_t model(sim_t *s, uint64_t size) {
+  uint64_t n = up(size, SIM_ALIGN);
+  uint64_t at = gap_fit(s, n);
+  if (at) return at;
+  uint64_t cs = up(n, SIM_CHUNK);
+  if (s->frontier >= SIM_FLOOR + cs && !overlaps(s, s->frontier - cs, cs)) return s->frontier - cs;
+  return top_fit(s, cs, SIM_CHUNK);
 }
 
 static int sim_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
   sim_t *s = ctx;
   if (s->capacity && s->used + size > s->capacity) return GM_ENOMEM;
-  int rc = place(s, size, hint, SIM_ALIGN, addr);
-  if (rc == GM_OK) s->used += size;
-  return rc;
+  int usable = hint && hint % 512 == 0 && !overlaps(s, hint, size);
+  if (!s->started) {
+    int rc = start(s, usable ? hint : SIM_TOP - 64 * SIM_CHUNK, size);
+    if (rc != GM_OK) return rc;
+  } else if (!usable || s->ignore) {
+    s->diverged = 1;
+  }
+  if (!usable) s->diverged = 1;
+  uint64_t at;
+  if (s->diverged) {
+    at = model(s, size);
+  } else {
+    at = hint;
+    /* where the model would have put it, given the layout so far */
+    uint64_t want = s->st.mallocs > 0 ? model(s, size) : hint;
+    if (s->st.mallocs > 0 && want == hint) s->st.predicted++;
+    /* a gap the recording passed over is taken in this process (by
+     * mappings the trace does not show): the chunk ends there */
+    chunk_t *c = want != hint ? chunk_at(s, want) : NULL;
+    if (c && !(hint >= c->addr && hint < c->addr + c->size)) {
+      size_t i = find(s, want);
+      if (i >= s->n || s->r[i].addr >= c->addr + c->size) { /* nothing live above */
+        if (want == c->addr) drop_chunk(s, c);
+        else c->size = want - c->addr;
+      }
+    }
+  }
+  if (!at) return GM_ENOMEM; /* no address space left */
+  int rc = insert(s, at, size);
+  if (rc == GM_OK) rc = note(s, at, size);
+  if (rc != GM_OK) return rc;
+  *addr = at;
+  s->used += size;
+  if (s->diverged && s->st.modelled_from < 0) s->st.modelled_from = (int64_t)s->st.mallocs;
+  s->st.mallocs++;
+  if (hint) {
+    s->st.hinted++;
+    if (at == hint) s->st.matched++;
+  }
+  return GM_OK;
 }
 
 static int sim_free(void *ctx, uint64_t addr, uint64_t size) {
   sim_t *s = ctx;
   int rc = erase(s, addr);
-  if (rc == GM_OK) s->used -= size;
-  return rc;
+  if (rc != GM_OK) return rc;
+  s->used -= size;
+  chunk_t *c = chunk_at(s, addr);
+  if (c && c->live > 0 && --c->live == 0 && !c->permanent) {
+    c->released = 1;
+    /* the frontier moves up over given-back chunks at its edge */
+    for (chunk_t *b = chunk_at(s, s->frontier); b && b->released && b->addr == s->frontier;
+         b = chunk_at(s, s->frontier)) {
+      s->frontier = b->addr + b->size;
+      drop_chunk(s, b);
+    }
+  }
+  return GM_OK;
 }
 
 static int sim_va_reserve(void *ctx, uint64_t size, uint64_t page, uint64_t *addr) {
   sim_t *s = ctx;
-  uint64_t align = page > SIM_ALIGN ? page : SIM_ALIGN;
-  uint64_t at = top_fit(s, size, align);
-  if (!at) return GM_ENOMEM;
+  uint64_t align = page > SIM_CHUNK ? up(page, SIM_CHUNK) : SIM_CHUNK;
+  uint64_t at = up(SIM_LOW, align);
+  for (size_t i = find(s, at); i < s->n && s->r[i].addr < at + size; i = find(s, at))
+    at = up(s->r[i].addr + s->r[i].size, align);
+  if (at + size > SIM_TOP || overlaps(s, at, size)) return GM_ENOMEM;
   int rc = insert(s, at, size);
   if (rc == GM_OK) *addr = at;
   return rc;
@@ -157,13 +321,16 @@ static int sim_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total) {
 static void sim_destroy(void *ctx) {
   sim_t *s = ctx;
   free(s->r);
+  free(s->c);
   free(s);
 }
 
-int gm_sim_backend(uint64_t capacity, gm_backend_t *b) {
+int gm_sim_backend_opts(uint64_t capacity, int ignore_hints, gm_backend_t *b) {
   sim_t *s = calloc(1, sizeof *s);
   if (!s) return GM_ENOMEM;
   s->capacity = capacity;
+  s->ignore = ignore_hints != 0;
+  s->st.modelled_from = -1;
   b->ctx = s;
   b->malloc = sim_malloc;
   b->free = sim_free;
@@ -174,5 +341,14 @@ int gm_sim_backend(uint64_t capacity, gm_backend_t *b) {
   b->mem_info = sim_mem_info;
   b->destroy = sim_destroy;
   b->error = NULL;
+  return GM_OK;
+}
+
+int gm_sim_backend(uint64_t capacity, gm_backend_t *b) { return gm_sim_backend_opts(capacity, 0, b); }
+
+int gm_sim_addressing(const gm_alloc_t *a, gm_sim_addressing_t *out) {
+  const gm_backend_t *be = gm_devlog_inner(a); /* the simulator under a device log */
+  if (be->malloc != sim_malloc) return GM_EINVAL;
+  *out = ((const sim_t *)be->ctx)->st;
   return GM_OK;
 }

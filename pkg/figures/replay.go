@@ -53,6 +53,10 @@ type Replay struct {
 	// torch.cuda.MemPool), one line each, as the replay inferred them.
 	Pools []string
 
+	// Addresses says how segment addresses were chosen; nil = not known
+	// (a real device).
+	Addresses *Addresses
+
 	// InferredCap is the cap the replay ran under because the recording
 	// shows one, nil when none was inferred or the user gave a card or
 	// fraction.
@@ -61,6 +65,22 @@ type Replay struct {
 	// its recording did not, nil when it followed the recording (or the
 	// trace records nothing to compare with).
 	Divergence *Divergence
+}
+
+// Addresses says how the simulated device placed segments: at the
+// recorded addresses, then, from the point where the replay left its
+// recording (or everywhere after the first segment, when recorded
+// addresses were ignored), by the model of the CUDA driver.
+type Addresses struct {
+	Segments int // device allocations
+	// ModelledFrom is the index of the first segment the model placed;
+	// -1 = every one was at its recorded address.
+	ModelledFrom int
+	Recorded     int // segments that came with a recorded address
+	Matched      int // of those, the ones placed at exactly that address
+	// Predicted counts the recorded addresses followed (the first aside)
+	// that the model would have chosen itself from the layout so far.
+	Predicted int
 }
 
 // InferredCap is a per-process memory cap read from a recording.

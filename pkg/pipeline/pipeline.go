@@ -76,6 +76,9 @@ type Settings struct {
 	// when no card size or fraction is given (replay does; a sweep sets
 	// its own cards).
 	RecordedCap bool
+	// IgnoreAddresses keeps only the first segment's recorded address and
+	// places the others by the model of the CUDA driver (a what-if check).
+	IgnoreAddresses bool
 }
 
 // options resolves s over the recorded settings (nil: PyTorch's
@@ -108,12 +111,13 @@ func (s Settings) options(recorded *alloc.Config) (replay.Options, error) {
 		o.Device = alloc.Sim(n)
 	}
 	if f := s.MemoryFraction; f != 0 {
-		if f < 0 || f > 1 {
-			return o, usage("--memory-fraction: %v is not in [0, 1]", f)
+		if !(f > 0 && f <= 1) { // NaN too
+			return o, usage("--memory-fraction: %v is not in (0, 1]", f)
 		}
-		if s.DeviceMemory == "" {
+		// a fraction of the simulated card, or of the real one (cuda)
+		if s.DeviceMemory == "" && s.Backend != "cuda" {
 			return o, hint(Usage, errors.New("--memory-fraction needs --device-memory"),
-				"give the card's size, e.g. --device-memory 80GiB")
+				"give the card's size, e.g. --device-memory 80GiB, or use --backend cuda for a fraction of the real GPU")
 		}
 		o.MemoryFraction = f
 	}
@@ -124,9 +128,15 @@ func (s Settings) options(recorded *alloc.Config) (replay.Options, error) {
 		if s.DeviceMemory != "" {
 			return o, usage("--device-memory is for the simulated device; --backend cuda uses the real card")
 		}
+		if s.IgnoreAddresses {
+			return o, usage("--ignore-addresses is for the simulated device; the real card places segments itself")
+		}
 		o.Device = alloc.CUDA(0)
 	default:
 		return o, usage("--backend: unknown backend %q (want sim or cuda)", s.Backend)
+	}
+	if s.IgnoreAddresses {
+		o.Device = alloc.SimModelled(o.DeviceTotal)
 	}
 	return o, nil
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,7 +139,10 @@ func TestSettingsErrors(t *testing.T) {
 		{Settings{Policy: "pytorch", AllocConf: "bogus:1", AllocConfGiven: true}, "--alloc-conf: "},
 		{Settings{Policy: "pytorch", DeviceMemory: "lots"}, `--device-memory: invalid size "lots"`},
 		{Settings{Policy: "pytorch", MemoryFraction: 0.5}, "--memory-fraction needs --device-memory"},
-		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", MemoryFraction: 2}, "--memory-fraction: 2 is not in [0, 1]"},
+		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", MemoryFraction: 2}, "--memory-fraction: 2 is not in (0, 1]"},
+		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", MemoryFraction: math.NaN()}, "--memory-fraction: NaN is not in (0, 1]"},
+		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", MemoryFraction: math.Inf(1)}, "--memory-fraction: +Inf is not in (0, 1]"},
+		{Settings{Policy: "pytorch", Backend: "cuda", IgnoreAddresses: true}, "--ignore-addresses is for the simulated device"},
 		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", Backend: "cuda"}, "--device-memory is for the simulated device"},
 		{Settings{Policy: "pytorch", Backend: "tpu"}, `--backend: unknown backend "tpu"`},
 	} {

@@ -68,6 +68,10 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 	for _, p := range res.Pools {
 		r.Pools = append(r.Pools, p.String())
 	}
+	if a := res.Addressing; a != nil { // a recorded trace: say where its addresses came from
+		r.Addresses = &figures.Addresses{Segments: a.Mallocs, ModelledFrom: a.ModelledFrom,
+			Recorded: a.Hinted, Matched: a.Matched, Predicted: a.Predicted}
+	}
 	return r
 }
 

@@ -60,6 +60,9 @@ type Result struct {
 	Divergence *Divergence
 	// survivedOps are the op indexes of the OOMs the replay went past.
 	survivedOps []int
+	// Addressing says how the simulated device chose segment addresses;
+	// nil on a real device.
+	Addressing *alloc.Addressing
 }
 
 // Run replays a plan's operations through a new allocator. It stops at the
@@ -127,6 +130,9 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 			s.OpIndex = int(event[s.OpIndex])
 		}
 		r.OOMs = append(r.OOMs, s)
+	}
+	if ad, ok := a.Addressing(); ok {
+		r.Addressing = &ad
 	}
 	if r.OOM != nil {
 		r.OOMOp = r.OOM.OpIndex

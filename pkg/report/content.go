@@ -57,6 +57,9 @@ func overviewFacts(r *figures.Replay) []fact {
 		{"cap", capacity},
 		{"operations", ops},
 	}
+	if a := r.Addresses; a != nil {
+		facts = append(facts, fact{"addresses", addressesText(a)})
+	}
 	for i, s := range r.Skipped {
 		key := ""
 		if i == 0 {
@@ -361,4 +364,26 @@ func deviceText(r *figures.Replay) string {
 		return fmt.Sprintf("%d, no memory limit", r.Device)
 	}
 	return fmt.Sprintf("%d, %s", r.Device, ubytes(r.DeviceMemory))
+}
+
+// addressesText says how segment addresses were chosen.
+func addressesText(a *figures.Addresses) string {
+	var s string
+	switch {
+	case a.ModelledFrom < 0:
+		s = fmt.Sprintf("recorded (all %d segments)", a.Segments)
+	case a.ModelledFrom == 0:
+		s = fmt.Sprintf("modelled (all %d segments)", a.Segments)
+	case a.ModelledFrom == 1:
+		s = fmt.Sprintf("the first segment's recorded, the other %d modelled", a.Segments-1)
+	default:
+		s = fmt.Sprintf("recorded for the first %d segments, modelled from segment %d of %d", a.ModelledFrom, a.ModelledFrom+1, a.Segments)
+	}
+	if a.Recorded > 0 {
+		s += fmt.Sprintf("; %d of %d at their recorded address", a.Matched, a.Recorded)
+	}
+	if a.Predicted > 0 {
+		s += fmt.Sprintf(", %d of them where the model would have put them", a.Predicted)
+	}
+	return s
 }

@@ -22,6 +22,7 @@ type jsonReplay struct {
 	Ops          int              `json:"ops"`
 	Skipped      []jsonSkip       `json:"skipped"`
 	Truncated    bool             `json:"truncated"`
+	Addresses    *jsonAddresses   `json:"addresses,omitempty"`
 	MemoryStats  map[string]int64 `json:"memory_stats"`
 
 	PeakOp                      int               `json:"peak_op"`
@@ -61,6 +62,18 @@ type jsonDivergence struct {
 	Recorded string `json:"recorded"`
 	Replayed string `json:"replayed"`
 	Cause    string `json:"cause"`
+}
+
+// jsonAddresses: "chosen" is "recorded" (every segment at its recorded
+// address) or "modelled" (from segment modelled_from on, by the driver
+// model).
+type jsonAddresses struct {
+	Chosen       string `json:"chosen"`
+	ModelledFrom *int   `json:"modelled_from"`
+	Segments     int    `json:"segments"`
+	Recorded     int    `json:"recorded"`
+	Matched      int    `json:"at_recorded_address"`
+	Predicted    int    `json:"predicted"`
 }
 
 type jsonSkip struct {
@@ -138,6 +151,7 @@ func JSON(w io.Writer, r *figures.Replay) error {
 		Ops:                         r.Ops,
 		Skipped:                     []jsonSkip{},
 		Truncated:                   r.Truncated,
+		Addresses:                   addressesJSON(r.Addresses),
 		MemoryStats:                 r.Stats.Map(),
 		PeakOp:                      r.PeakOp,
 		PeakAllocatedAtPeakReserved: r.PeakAllocatedAtPeakReserved,
@@ -214,4 +228,17 @@ func number(r float64) *float64 {
 		return nil
 	}
 	return &r
+}
+
+func addressesJSON(a *figures.Addresses) *jsonAddresses {
+	if a == nil {
+		return nil
+	}
+	j := &jsonAddresses{Chosen: "recorded", Segments: a.Segments, Recorded: a.Recorded, Matched: a.Matched,
+		Predicted: a.Predicted}
+	if a.ModelledFrom >= 0 {
+		from := a.ModelledFrom
+		j.Chosen, j.ModelledFrom = "modelled", &from
+	}
+	return j
 }

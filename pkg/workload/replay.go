@@ -64,6 +64,9 @@ func (w *Workload) Replay(o replay.Options) (*replay.Result, error) {
 		LargestFree: a.LargestFree(), Segments: a.Snapshot(), Timeline: tl,
 		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(),
 	}
+	if ad, ok := a.Addressing(); ok {
+		r.Addressing = &ad
+	}
 	if oom != nil {
 		r.OOMs = []*alloc.OOM{oom}
 		r.OOMOp = oom.OpIndex

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// What-if replays: gpt2_varlen's trace under the settings of the runs
+// recorded with them gives the memory_summary PyTorch printed for those runs.
+// Their inactive-split and non-releasable rows depend on where the driver
+// placed the segments the recording never had.
+func TestReplayWhatIfSummaries(t *testing.T) {
+	for _, name := range []string{"gpt2_varlen_pow2div4", "gpt2_varlen_capped95"} {
+		b, err := os.ReadFile(sweepFixture(name + ".truth.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tr struct {
+			Replay       string  `json:"replay"`
+			AllocConf    string  `json:"alloc_conf"`
+			Fraction     float64 `json:"per_process_memory_fraction"`
+			RecordedWith struct {
+				DeviceTotal uint64 `json:"device_total_bytes"`
+			} `json:"recorded_with"`
+			Summary string `json:"memory_summary"`
+		}
+		if err := json.Unmarshal(b, &tr); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"replay", sweepFixture(tr.Replay), "--alloc-conf", tr.AllocConf, "-o", "torch-summary"}
+		if tr.Fraction != 0 {
+			args = append(args, "--device-memory", strconv.FormatUint(tr.RecordedWith.DeviceTotal, 10),
+				"--memory-fraction", strconv.FormatFloat(tr.Fraction, 'g', -1, 64))
+		}
+		out, errs, code := gm(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errs)
+		}
+		if out != tr.Summary {
+			t.Errorf("%s: memory_summary differs from PyTorch's:\n%s\nwant:\n%s", name, out, tr.Summary)
+		}
+	}
+}
+
+// --ignore-addresses keeps the first segment's recorded address and models
+// the others; the report says so. seed_frag's segments are where the model
+// puts them, so its statistics stay PyTorch's.
+func TestReplayIgnoreAddresses(t *testing.T) {
+	type addrs struct {
+		Chosen       string `json:"chosen"`
+		ModelledFrom *int   `json:"modelled_from"`
+		Segments     int    `json:"segments"`
+		Recorded     int    `json:"recorded"`
+		Matched      int    `json:"at_recorded_address"`
+	}
+	replay := func(extra ...string) (addrs, map[string]int64) {
+		t.Helper()
+		out, errs, code := gm(t, append([]string{"replay", sweepFixture("seed_frag.pickle"), "-o", "json"}, extra...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, errs)
+		}
+		var doc struct {
+			Addresses   *addrs           `json:"addresses"`
+			MemoryStats map[string]int64 `json:"memory_stats"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Addresses == nil {
+			t.Fatalf("%v: no addresses in the JSON report", extra)
+		}
+		return *doc.Addresses, doc.MemoryStats
+	}
+	rec, _ := replay()
+	if rec.Chosen != "recorded" || rec.ModelledFrom != nil || rec.Segments != 13 || rec.Matched != rec.Recorded {
+		t.Errorf("following the recording: %+v", rec)
+	}
+	mod, stats := replay("--ignore-addresses")
+	if mod.Chosen != "modelled" || mod.ModelledFrom == nil || *mod.ModelledFrom != 1 || mod.Segments != 13 {
+		t.Errorf("--ignore-addresses: %+v", mod)
+	}
+	if mod.Matched != mod.Recorded {
+		t.Errorf("--ignore-addresses: %d of %d segments at their recorded address, want all", mod.Matched, mod.Recorded)
+	}
+	for k, v := range truthOf(t, "seed_frag").MemoryStats {
+		if stats[k] != v {
+			t.Errorf("--ignore-addresses: %s = %d, PyTorch reported %d", k, stats[k], v)
+		}
+	}
+	table, _, _ := gm(t, "replay", sweepFixture("seed_frag.pickle"), "--ignore-addresses")
+	if !strings.Contains(table, "addresses") || !strings.Contains(table, "the other 12 modelled") {
+		t.Errorf("the table does not say how addresses were chosen:\n%s", table)
+	}
+	_, errs, code := gm(t, "replay", sweepFixture("seed_frag.pickle"), "--ignore-addresses", "--backend", "cuda")
+	if code != exitUsage || !strings.Contains(errs, "--ignore-addresses") {
+		t.Errorf("--backend cuda --ignore-addresses: exit %d, %q", code, errs)
+	}
+}
