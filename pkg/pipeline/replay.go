@@ -57,22 +57,28 @@ func replayTrace(src Source, s Settings) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	plan := replay.FromSnapshot(snap, src.Device)
+	snap.Traces = nil // the plan holds what the replay needs
+	return replayPlanned(path, src.Device, snap, plan, s)
+}
+
+// replayPlanned replays one device's plan of snap, read from path.
+func replayPlanned(path string, device int, snap *trace.Snapshot, plan *replay.Plan, s Settings) (*Run, error) {
 	o, err := s.options(RecordedConfig(snap.Settings))
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{plan: replay.FromSnapshot(snap, src.Device), snap: snap, opts: o}
+	r := &Run{plan: plan, snap: snap, opts: o}
 	if r.plan.Truncated {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s starts after the program had allocated (a max_entries ring buffer): "+
 			"%d segments and %d live blocks were rebuilt from its final state; peaks cover the kept events only",
 			path, len(r.plan.Seeds), r.plan.Seeded))
 	}
-	snap.Traces = nil // the plan holds what the replay needs
 	if r.res, err = replay.Run(r.plan, o); err != nil {
 		return nil, replayErr("replaying "+path, err)
 	}
 	r.Report = buildReport(path, o, r.res, r.plan, snap)
-	r.Report.Device = src.Device
+	r.Report.Device = device
 	return r, nil
 }
 

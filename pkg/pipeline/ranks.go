@@ -1,0 +1,216 @@
+package pipeline
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// A distributed job writes one trace per rank (NAME.rank0.pickle, ...), or
+// one snapshot holding several devices' traces. A Set is such a job: one
+// run per rank, replayed in parallel, each on its own allocator.
+
+// Set is the replays of the ranks of one job.
+type Set struct {
+	Runs  []*Run
+	Ranks []int // each run's rank: from its file name (rank3), else its device; -1 when neither tells
+	// Worst indexes the worst run: one that ran out of memory, else the
+	// one with the highest peak reserved memory (the first on a tie).
+	Worst int
+}
+
+// Reports lists the runs' reports, in rank order.
+func (s *Set) Reports() []*figures.Replay {
+	out := make([]*figures.Replay, len(s.Runs))
+	for i, r := range s.Runs {
+		out[i] = r.Report
+	}
+	return out
+}
+
+// Figures is the set as the renderers read it.
+func (s *Set) Figures() *figures.Ranks {
+	return &figures.Ranks{Replays: s.Reports(), Ranks: s.Ranks, Worst: s.Worst}
+}
+
+// ExpandTraces turns trace arguments into files: a glob is expanded (a
+// pattern matching nothing is an Input error), a folder gives the traces
+// in it (*.pickle, *.csv, *.gmtrace, *.txt), a file stays itself. The
+// order is the arguments', a glob's and a folder's files sorted by name
+// with rank numbers compared as numbers; a file given twice counts once.
+func ExpandTraces(args []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(paths []string) {
+		slices.SortStableFunc(paths, byRank)
+		for _, p := range paths {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	for _, a := range args {
+		if fi, err := os.Stat(a); err == nil {
+			if !fi.IsDir() {
+				add([]string{a})
+				continue
+			}
+			var files []string
+			ents, err := os.ReadDir(a)
+			if err != nil {
+				return nil, &Error{Kind: Input, Err: err}
+			}
+			for _, e := range ents {
+				switch filepath.Ext(e.Name()) {
+				case ".pickle", ".pkl", ".csv", ".gmtrace", ".txt":
+					if !e.IsDir() {
+						files = append(files, filepath.Join(a, e.Name()))
+					}
+				}
+			}
+			if len(files) == 0 {
+				return nil, &Error{Kind: Input, Err: fmt.Errorf("%s: the folder holds no trace (*.pickle, *.csv, *.gmtrace)", a)}
+			}
+			add(files)
+			continue
+		}
+		if !strings.ContainsAny(a, "*?[") {
+			add([]string{a}) // opening it says what is wrong
+			continue
+		}
+		m, err := filepath.Glob(a)
+		if err != nil {
+			return nil, usage("%s: %w", a, err)
+		}
+		if len(m) == 0 {
+			return nil, &Error{Kind: Input, Err: fmt.Errorf("%s: no file matches", a)}
+		}
+		add(m)
+	}
+	return out, nil
+}
+
+var rankNumber = regexp.MustCompile(`rank[-_]?(\d+)`)
+
+// RankOf reads the rank from a file name such as train.rank3.pickle; -1
+// when it names none.
+func RankOf(path string) int {
+	m := rankNumber.FindAllStringSubmatch(filepath.Base(path), -1)
+	if m == nil {
+		return -1
+	}
+	n, err := strconv.Atoi(m[len(m)-1][1])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// byRank orders rank2 before rank10.
+func byRank(a, b string) int {
+	ra, rb := RankOf(a), RankOf(b)
+	if ra >= 0 && rb >= 0 && rankless(a) == rankless(b) {
+		return cmp.Compare(ra, rb)
+	}
+	return strings.Compare(a, b)
+}
+
+// rankless is path with its rank number taken out.
+func rankless(path string) string {
+	return filepath.Join(filepath.Dir(path), rankNumber.ReplaceAllString(filepath.Base(path), "rank"))
+}
+
+// SetSource is what a set replays.
+type SetSource struct {
+	Paths       []string // from ExpandTraces
+	Device      int
+	DeviceGiven bool      // --device picks one device of each file
+	Progress    io.Writer // see Source
+}
+
+// rankPlan is one rank ready to replay.
+type rankPlan struct {
+	path   string
+	device int
+	rank   int
+	snap   *trace.Snapshot
+	plan   *replay.Plan
+}
+
+// devicesWithEvents lists the devices whose trace holds events.
+func devicesWithEvents(snap *trace.Snapshot) []int {
+	var ds []int
+	for d, tr := range snap.Traces {
+		if len(tr) > 0 {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
+
+// ReplaySet replays every rank of src under s, in parallel.
+func ReplaySet(src SetSource, s Settings) (*Set, error) {
+	if len(src.Paths) == 0 {
+		return nil, usage("no trace given")
+	}
+	var ranks []rankPlan
+	for _, p := range src.Paths {
+		devs := []int{src.Device}
+		snap, err := OpenTrace(p, src.Progress)
+		if err != nil {
+			return nil, err
+		}
+		if !src.DeviceGiven {
+			if ds := devicesWithEvents(snap); len(ds) > 0 {
+				devs = ds
+			}
+		}
+		if err := checkDevice(p, snap, devs[0]); err != nil {
+			return nil, err
+		}
+		rank := RankOf(p)
+		for _, d := range devs {
+			r := rank
+			if r < 0 || len(devs) > 1 {
+				r = d
+			}
+			ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap, plan: replay.FromSnapshot(snap, d)})
+		}
+		snap.Traces = nil // the plans hold what the replays need
+	}
+	set := &Set{Runs: make([]*Run, len(ranks)), Ranks: make([]int, len(ranks))}
+	errs := make([]error, len(ranks))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, rp := range ranks {
+		set.Ranks[i] = rp.rank
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			set.Runs[i], errs[i] = replayPlanned(rp.path, rp.device, rp.snap, rp.plan, s)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	set.Worst = figures.Worst(set.Reports())
+	return set, nil
+}
