@@ -113,6 +113,7 @@ EXIT STATUS
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.AddCommand(
 		newReplayCmd(a),
+		newDiffCmd(a),
 		newFragcheckCmd(a),
 		newRunCmd(a),
 		newSummaryCmd(a),
