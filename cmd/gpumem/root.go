@@ -114,6 +114,7 @@ EXIT STATUS
 	root.AddCommand(
 		newReplayCmd(a),
 		newDiffCmd(a),
+		newHooksCmd(a),
 		newFragcheckCmd(a),
 		newRunCmd(a),
 		newSummaryCmd(a),
