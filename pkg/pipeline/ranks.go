@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/sweep"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -161,8 +162,9 @@ func devicesWithEvents(snap *trace.Snapshot) []int {
 	return ds
 }
 
-// ReplaySet replays every rank of src under s, in parallel.
-func ReplaySet(src SetSource, s Settings) (*Set, error) {
+// openRanks opens every file of src and plans each rank: every device
+// with events (or --device's), each its own rank.
+func openRanks(src SetSource) ([]rankPlan, error) {
 	if len(src.Paths) == 0 {
 		return nil, usage("no trace given")
 	}
@@ -191,6 +193,15 @@ func ReplaySet(src SetSource, s Settings) (*Set, error) {
 		}
 		snap.Traces = nil // the plans hold what the replays need
 	}
+	return ranks, nil
+}
+
+// ReplaySet replays every rank of src under s, in parallel.
+func ReplaySet(src SetSource, s Settings) (*Set, error) {
+	ranks, err := openRanks(src)
+	if err != nil {
+		return nil, err
+	}
 	set := &Set{Runs: make([]*Run, len(ranks)), Ranks: make([]int, len(ranks))}
 	errs := make([]error, len(ranks))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -213,4 +224,69 @@ func ReplaySet(src SetSource, s Settings) (*Set, error) {
 	}
 	set.Worst = figures.Worst(set.Reports())
 	return set, nil
+}
+
+// rankSweepCases makes a case of every rank under every setting; merge
+// folds the rows back into one per setting, each the worst of its ranks.
+func rankSweepCases(rep *sweep.Report, in SweepInput) (cases []sweep.Case, merge func([]sweep.Row) []sweep.Row, err error) {
+	ranks, err := openRanks(SetSource{Paths: in.Traces, Device: in.Device, DeviceGiven: in.DeviceGiven, Progress: in.Progress})
+	if err != nil {
+		return nil, nil, err
+	}
+	grid := in.Grid
+	if grid == nil {
+		grid = defaultTraceGrid(in, RecordedConfig(ranks[0].snap.Settings))
+	}
+	grid = withBaseline(grid)
+	if len(ranks) == 1 {
+		rp := ranks[0]
+		rep.Source, rep.Ops, rep.Baseline = rp.path, len(rp.plan.Ops), sweep.DefaultsLabel
+		return onePlan(rp.plan, grid), nil, nil
+	}
+	rep.Source = fmt.Sprintf("%d ranks (%s, ...)", len(ranks), ranks[0].path)
+	rep.Baseline = sweep.DefaultsLabel
+	for _, rp := range ranks {
+		rep.Ops = max(rep.Ops, len(rp.plan.Ops))
+		for _, s := range grid {
+			// the rank in the label keeps the cases apart until merge
+			cases = append(cases, sweep.Case{Label: s.Label + "\x00" + strconv.Itoa(rp.rank), Plan: rp.plan, Setting: s})
+		}
+	}
+	merge = func(rows []sweep.Row) []sweep.Row {
+		by := map[string]int{}
+		var out []sweep.Row
+		for _, r := range rows {
+			label, _, _ := strings.Cut(r.Label, "\x00")
+			r.Label = label
+			i, ok := by[label]
+			if !ok {
+				by[label] = len(out)
+				out = append(out, r)
+				continue
+			}
+			w := &out[i]
+			w.Outcome = worseOutcome(w.Outcome, r.Outcome)
+			for k := range w.Cards {
+				w.Cards[k] = worseOutcome(w.Cards[k], r.Cards[k])
+			}
+		}
+		sweep.Sort(out)
+		return out
+	}
+	return cases, merge, nil
+}
+
+// worseOutcome is the worse of two ranks' replays: one that ran out of
+// memory, else the higher peak reserved memory.
+func worseOutcome(a, b sweep.Outcome) sweep.Outcome {
+	if a.Fits() != b.Fits() {
+		if !a.Fits() {
+			return a
+		}
+		return b
+	}
+	if b.PeakReserved() > a.PeakReserved() {
+		return b
+	}
+	return a
 }

@@ -1,12 +1,15 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/sweep"
 )
 
 // TestReplaySetTruth replays the two ranks of a DDP job, given as a glob,
@@ -86,5 +89,40 @@ func TestExpandTraces(t *testing.T) {
 	}
 	if r := RankOf("snapshot.pickle"); r != -1 {
 		t.Errorf("RankOf = %d, want -1", r)
+	}
+}
+
+// A sweep over a set has one row per setting, the worst of its ranks:
+// here two unlike traces, so the worst differs by setting.
+func TestSweepSet(t *testing.T) {
+	grid, err := sweep.ParseGrid("defaults;expandable_segments:True;max_split_size_mb:64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{pytorchFixture("ddp/ddp_gpt2.rank0.pickle"), pytorchFixture("gpt2_varlen.pickle")}
+	sweepOf := func(traces ...string) map[string]sweep.Row {
+		rep, err := Sweep(context.Background(), SweepInput{Traces: traces, Grid: grid, Cards: []uint64{8 << 30}, Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := map[string]sweep.Row{}
+		for _, r := range rep.Rows {
+			rows[r.Label] = r
+		}
+		if len(rows) != len(grid) {
+			t.Fatalf("%d rows for %d settings: %v", len(rep.Rows), len(grid), rep.Rows)
+		}
+		return rows
+	}
+	set, a, b := sweepOf(files...), sweepOf(files[0]), sweepOf(files[1])
+	for label, r := range set {
+		ra, rb := a[label], b[label]
+		if want := max(ra.PeakReserved(), rb.PeakReserved()); r.PeakReserved() != want {
+			t.Errorf("%s: peak reserved %d, want the worst rank's %d", label, r.PeakReserved(), want)
+		}
+		// gpt2_varlen does not fit 8 GiB: neither does the set
+		if r.Cards[0].Fits() != (ra.Cards[0].Fits() && rb.Cards[0].Fits()) {
+			t.Errorf("%s: fits %v, want every rank to fit", label, r.Cards[0].Fits())
+		}
 	}
 }
