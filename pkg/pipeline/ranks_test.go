@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/sweep"
 )
 
@@ -124,5 +126,41 @@ func TestSweepSet(t *testing.T) {
 		if r.Cards[0].Fits() != (ra.Cards[0].Fits() && rb.Cards[0].Fits()) {
 			t.Errorf("%s: fits %v, want every rank to fit", label, r.Cards[0].Fits())
 		}
+	}
+}
+
+// A fragcheck case naming a set (a traces list, or a glob) is budgeted on
+// its worst rank.
+func TestCheckSet(t *testing.T) {
+	f, err := budget.Parse("fragcheck.yaml", []byte(`version: 1
+cases:
+  - name: ddp
+    trace: ddp/ddp_gpt2.rank*.pickle
+    max_reserved: 5GiB
+  - traces: [ddp/ddp_gpt2.rank0.pickle, gpt2_varlen.pickle]
+    max_reserved: 5GiB
+  - traces: [ddp/missing.rank*.pickle]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range f.Cases {
+		f.Cases[i].Dir = pytorchFixture("")
+	}
+	if f.Cases[1].Name != "ddp_gpt2.rank0" {
+		t.Errorf("a traces case is named %q, want it after its first trace", f.Cases[1].Name)
+	}
+	res := Check(context.Background(), f.Cases, &budget.Checker{}, 2)
+	want := []budget.Status{budget.Pass, budget.Fail, budget.Error}
+	for i, r := range res {
+		if r.Status() != want[i] {
+			t.Errorf("case %d (%s): %v, want %v: %+v", i, f.Cases[i].Source(), r.Status(), want[i], r.Findings)
+		}
+	}
+	if got := res[0].Figures.PeakReserved; got != 4311744512 {
+		t.Errorf("the ddp set's peak reserved %d, want its worst rank's 4311744512", got)
+	}
+	if _, err := budget.Parse("f.yaml", []byte("version: 1\ncases:\n  - traces: a.pickle\n")); err == nil || !strings.Contains(err.Error(), "want a list") {
+		t.Errorf("traces as a string: %v", err)
 	}
 }
