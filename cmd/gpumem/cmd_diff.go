@@ -46,7 +46,13 @@ memory is more than 5% above A's.`,
   gpumem diff snapshot.pickle --alloc-conf-b expandable_segments:True
   gpumem diff 'main/run.rank*.pickle' 'pr/run.rank*.pickle' --fail-if-grows 5%
   gpumem diff before.pickle after.pickle -o json`,
-		Args: usageArgs(cobra.RangeArgs(1, 2)),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 2 {
+				return withHint(usageError{fmt.Errorf("diff compares two runs, not %d", len(args))},
+					"quote a glob to give a set of ranks: gpumem diff 'a/run.rank*.pickle' 'b/run.rank*.pickle'")
+			}
+			return usageArgs(cobra.MinimumNArgs(1))(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.invocation = invoked(cmd)
 			return runDiff(a, o, args)

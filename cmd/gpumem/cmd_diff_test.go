@@ -43,6 +43,7 @@ func TestDiff(t *testing.T) {
 		want string
 	}{
 		{[]string{"diff", fix}, "diff needs two runs"},
+		{[]string{"diff", fix, fix, fix}, "diff compares two runs, not 3\ngpumem: hint: quote a glob"},
 		{[]string{"diff", fix, "--alloc-conf-b", "frobnicate:1"}, "--alloc-conf-b:"},
 		{[]string{"diff", fix, fix, "--fail-if-grows", "lots"}, "--fail-if-grows: want a percentage"},
 		{[]string{"diff", fix, "missing*.pickle"}, "missing*.pickle: no file matches"},
