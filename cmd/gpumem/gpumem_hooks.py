@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 
-_state = {"path": "snapshot.pickle", "pid": None, "oom_dumped": False, "timer": None, "on": False}
+_state = {"path": "snapshot.pickle", "pid": None, "oom_dumped": False, "timer": None, "on": False, "hooked": False}
 
 
 _serial = itertools.count()
@@ -81,21 +81,24 @@ def start(path="snapshot.pickle", max_entries=1_000_000, stacks="python", every=
     # the snapshot goes where it was asked even if the program changes folder
     _state.update(path=os.path.abspath(path), pid=os.getpid(), oom_dumped=False, on=True)
 
-    def on_oom(device, alloc, device_alloc, device_free):
-        if not _state["oom_dumped"]:
-            _state["oom_dumped"] = True
-            dump(why=f"out of memory on cuda:{device} asking for {alloc} bytes")
+    if not _state["hooked"]:  # once per process, however often recording starts
+        _state["hooked"] = True
 
-    try:
-        torch._C._cuda_attach_out_of_memory_observer(on_oom)
-    except (AttributeError, RuntimeError):
-        pass  # older PyTorch: recording() and the callbacks still catch it
-    atexit.register(dump, why="at exit")
-    if on_signal and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGUSR1, lambda sig, frame: dump(why="on SIGUSR1"))
-        # launchers stop ranks with SIGTERM, which would skip atexit
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
+        def on_oom(device, alloc, device_alloc, device_free):
+            if _state["on"] and not _state["oom_dumped"]:
+                _state["oom_dumped"] = True
+                dump(why=f"out of memory on cuda:{device} asking for {alloc} bytes")
+
+        try:
+            torch._C._cuda_attach_out_of_memory_observer(on_oom)
+        except (AttributeError, RuntimeError):
+            pass  # older PyTorch: recording() and the callbacks still catch it
+        atexit.register(_at_exit)
+        if on_signal and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGUSR1, lambda sig, frame: dump(why="on SIGUSR1"))
+            # launchers stop ranks with SIGTERM, which would skip atexit
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
     if every:
         def tick():
             dump(why=f"every {every:g}s")
@@ -109,6 +112,11 @@ def start(path="snapshot.pickle", max_entries=1_000_000, stacks="python", every=
 
         _arm()
     return True
+
+
+def _at_exit():
+    if _state["on"]:
+        dump(why="at exit")
 
 
 def stop():
@@ -159,7 +167,6 @@ def recording(path="snapshot.pickle", max_entries=1_000_000, stacks="python", ev
     finally:
         if on:
             dump(why="end of recording")
-            atexit.unregister(dump)
             stop()
 
 
