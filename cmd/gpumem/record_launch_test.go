@@ -59,12 +59,14 @@ import os, subprocess, sys
 procs = [subprocess.Popen([sys.executable] + sys.argv[1:], env=dict(os.environ, RANK=str(r))) for r in range(2)]
 sys.exit(max(p.wait() for p in procs))
 `,
-		"train.py": `import os, subprocess, sys, time, torch
+		"train.py": `import os, signal, subprocess, sys, time, torch
 print("rank", os.environ["RANK"], "recording pid", os.environ.get("GPUMEM_RECORDING_PID") == str(os.getpid()))
 child = subprocess.run([sys.executable, "-c", "import gpumem_hooks; print('child', gpumem_hooks._state['on'])"], capture_output=True, text=True)
 print(child.stdout.strip())
 if os.environ["RANK"] == "1":
     torch.fake_oom(caught=True)
+else:
+    os.kill(os.getpid(), signal.SIGUSR1)
 time.sleep(0.3)
 `,
 		"fake/sitecustomize.py": "import sys\nprint('user sitecustomize', file=sys.stderr)\n",
@@ -88,6 +90,7 @@ time.sleep(0.3)
 		"user sitecustomize",
 		"job.rank1.pickle (out of memory on cuda:0",
 		"job.rank0.pickle (every 0.1s)",
+		"job.rank0.pickle (on SIGUSR1)",
 		"job.rank0.pickle (at exit)",
 		"gpumem: wrote 2 rank snapshots (job.rank0.pickle, job.rank1.pickle); replay them with: gpumem replay 'job.rank*.pickle'",
 	} {
