@@ -9,7 +9,8 @@ import (
 func TestDiff(t *testing.T) {
 	fix := sweepFixture("gpt2_varlen_stacks.pickle")
 	out, errs, code := gm(t, "diff", fix, "--alloc-conf-b", "expandable_segments:True")
-	for _, want := range []string{"settings expandable_segments:True", "peak reserved  │ 17.98 GiB │ 16.30 GiB │  -1.68 GiB │  -9.3%", "Allocation sites at each run's peak"} {
+	for _, want := range []string{"settings expandable_segments:True", "peak reserved  │ 17.98 GiB │ 16.30 GiB │  -1.68 GiB │  -9.3%",
+		"│ Optimizer.step#AdamW.step           │     8 │    4.51 GiB │    4.48 GiB │", "Allocation sites at each run's peak"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("table lacks %q (exit %d, %s):\n%s", want, code, errs, out)
 		}

@@ -12,6 +12,9 @@ type Diff struct {
 	Sites []SiteDelta
 	// Depth is how many user frames make a site.
 	Depth int
+	// Phases are the annotated phases both runs recorded, the largest
+	// change of peak allocated memory first; nil when either has none.
+	Phases []PhaseDelta
 	// StacksA and StacksB say whether each run recorded stacks; sites
 	// are compared only when both did.
 	StacksA, StacksB bool
@@ -35,4 +38,14 @@ func (d *Diff) Growth() float64 {
 		return math.NaN()
 	}
 	return float64(PeakReserved(d.B.Stats))/float64(a) - 1
+}
+
+// PhaseDelta is one annotated phase (a record_function name, such as
+// "Optimizer.step#AdamW.step") and the most memory each run held while in
+// it, over all its occurrences.
+type PhaseDelta struct {
+	Name                           string
+	Count                          int // occurrences in A
+	PeakAllocatedA, PeakAllocatedB int64
+	PeakReservedA, PeakReservedB   int64
 }

@@ -54,6 +54,20 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 	if err := diffTable(bw, []string{"", "a", "b", "b − a", "change"}, right, rows, md); err != nil {
 		return err
 	}
+	if len(d.Phases) > 0 {
+		fmt.Fprintln(bw, "\nAnnotated phases (record_function, optimizer steps), largest change of peak allocated first:")
+		fmt.Fprintln(bw)
+		rows = rows[:0]
+		for _, p := range d.Phases {
+			rows = append(rows, []string{textsafe.Line(p.Name), fmt.Sprint(p.Count),
+				figures.FormatBytes(p.PeakAllocatedA), figures.FormatBytes(p.PeakAllocatedB), signed(p.PeakAllocatedB-p.PeakAllocatedA, true),
+				figures.FormatBytes(p.PeakReservedA), figures.FormatBytes(p.PeakReservedB)})
+		}
+		if err := diffTable(bw, []string{"phase", "times", "allocated a", "allocated b", "b − a", "reserved a", "reserved b"},
+			[]tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}, rows, md); err != nil {
+			return err
+		}
+	}
 	if d.Sites == nil {
 		var none []string
 		for _, x := range []struct {

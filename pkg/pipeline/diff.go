@@ -32,7 +32,7 @@ func Diff(a, b DiffSide, depth int) (*figures.Diff, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DiffRuns(ra, rb, depth), nil
+	return DiffRuns(ra, rb, depth)
 }
 
 func worstRun(s DiffSide) (*Run, error) {
@@ -44,16 +44,20 @@ func worstRun(s DiffSide) (*Run, error) {
 }
 
 // DiffRuns compares two replays; the sites come from what each held when
-// its reserved memory peaked.
-func DiffRuns(a, b *Run, depth int) *figures.Diff {
+// its reserved memory peaked, the phases from their annotations.
+func DiffRuns(a, b *Run, depth int) (*figures.Diff, error) {
 	if depth <= 0 {
 		depth = DefaultSiteDepth
 	}
 	d := &figures.Diff{A: a.Report, B: b.Report, Depth: depth}
+	var err error
+	if d.Phases, err = diffPhases(a, b); err != nil {
+		return nil, err
+	}
 	sa, sb := a.PeakSites(depth), b.PeakSites(depth)
 	d.StacksA, d.StacksB = sa != nil, sb != nil
 	if sa == nil || sb == nil {
-		return d // a site missing from one side says nothing
+		return d, nil // a site missing from one side says nothing
 	}
 	by := map[string]*figures.SiteDelta{}
 	get := func(frames string) *figures.SiteDelta {
@@ -80,7 +84,7 @@ func DiffRuns(a, b *Run, depth int) *figures.Diff {
 		return cmp.Or(cmp.Compare(abs(y.Change()), abs(x.Change())), cmp.Compare(y.Change(), x.Change()),
 			cmp.Compare(y.BytesB, x.BytesB), strings.Compare(x.Frames, y.Frames))
 	})
-	return d
+	return d, nil
 }
 
 // PeakSites groups the allocations live when reserved memory peaked by

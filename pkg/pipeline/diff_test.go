@@ -11,7 +11,7 @@ import (
 func replaySnap(t *testing.T, name string, snap *trace.Snapshot) *Run {
 	t.Helper()
 	plan := replay.FromSnapshot(snap, 0)
-	r, err := replayPlanned(name, 0, snap, plan, Settings{Policy: "pytorch"})
+	r, err := replayPlanned(name, 0, snap, plan, eventTimes(snap, 0), Settings{Policy: "pytorch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,10 @@ func TestDiffRanksGrownSites(t *testing.T) {
 		}
 	}
 	b := replaySnap(t, "grown", snap)
-	d := DiffRuns(a, b, 0)
+	d, err := DiffRuns(a, b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(d.Sites) < 2 {
 		t.Fatalf("%d sites", len(d.Sites))
 	}
@@ -71,13 +74,21 @@ func TestDiffRanksGrownSites(t *testing.T) {
 			t.Errorf("grown site %q ranked below an unchanged one", s.Frames)
 		}
 	}
+	if len(d.Phases) == 0 || d.Phases[0].Count == 0 || d.Phases[0].PeakAllocatedA == 0 {
+		t.Errorf("phases %+v, want the trace's annotated phases (optimizer steps)", d.Phases)
+	}
 	if d.Growth() <= 0 {
 		t.Errorf("peak reserved grew by %v, want more", d.Growth())
 	}
 
 	// the same trace against itself: nothing changes, every site even
-	same := DiffRuns(a, replaySnap(t, path, open()), 0)
-	if same.Growth() != 0 || same.Sites[0].Change() != 0 {
+	same, err := DiffRuns(a, replaySnap(t, path, open()), 0)
+	if err != nil || same.Growth() != 0 || same.Sites[0].Change() != 0 {
 		t.Errorf("a trace against itself: growth %v, top change %d", same.Growth(), same.Sites[0].Change())
+	}
+	for _, p := range same.Phases {
+		if p.PeakAllocatedA != p.PeakAllocatedB || p.PeakReservedA != p.PeakReservedB {
+			t.Errorf("a trace against itself: phase %+v differs", p)
+		}
 	}
 }

@@ -149,6 +149,7 @@ type rankPlan struct {
 	rank   int
 	snap   *trace.Snapshot
 	plan   *replay.Plan
+	times  []int64 // eventTimes
 }
 
 // devicesWithEvents lists the devices whose trace holds events.
@@ -189,7 +190,8 @@ func openRanks(src SetSource) ([]rankPlan, error) {
 			if r < 0 || len(devs) > 1 {
 				r = d
 			}
-			ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap, plan: replay.FromSnapshot(snap, d)})
+			ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
+				plan: replay.FromSnapshot(snap, d), times: eventTimes(snap, d)})
 		}
 		snap.Traces = nil // the plans hold what the replays need
 	}
@@ -213,7 +215,7 @@ func ReplaySet(src SetSource, s Settings) (*Set, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			set.Runs[i], errs[i] = replayPlanned(rp.path, rp.device, rp.snap, rp.plan, s)
+			set.Runs[i], errs[i] = replayPlanned(rp.path, rp.device, rp.snap, rp.plan, rp.times, s)
 		}()
 	}
 	wg.Wait()
