@@ -120,13 +120,10 @@ func RankOf(path string) int {
 	return n
 }
 
-// byRank orders rank2 before rank10.
+// byRank orders rank2 before rank10: by name without the rank, then by
+// rank number.
 func byRank(a, b string) int {
-	ra, rb := RankOf(a), RankOf(b)
-	if ra >= 0 && rb >= 0 && rankless(a) == rankless(b) {
-		return cmp.Compare(ra, rb)
-	}
-	return strings.Compare(a, b)
+	return cmp.Or(strings.Compare(rankless(a), rankless(b)), cmp.Compare(RankOf(a), RankOf(b)), strings.Compare(a, b))
 }
 
 // rankless is path with its rank number taken out.
@@ -163,39 +160,68 @@ func devicesWithEvents(snap *trace.Snapshot) []int {
 	return ds
 }
 
-// openRanks opens every file of src and plans each rank: every device
-// with events (or --device's), each its own rank.
+// openRanks opens every file of src, several at once, and plans each
+// rank: every device with events (or --device's), each its own rank.
 func openRanks(src SetSource) ([]rankPlan, error) {
 	if len(src.Paths) == 0 {
 		return nil, usage("no trace given")
 	}
+	if len(src.Paths) > 1 {
+		src.Progress = nil // bars of files read at once would draw over each other
+	}
+	perFile := make([][]rankPlan, len(src.Paths))
+	errs := make([]error, len(src.Paths))
+	parallel(len(src.Paths), func(i int) { perFile[i], errs[i] = openRank(src, src.Paths[i]) })
 	var ranks []rankPlan
-	for _, p := range src.Paths {
-		devs := []int{src.Device}
-		snap, err := OpenTrace(p, src.Progress)
-		if err != nil {
-			return nil, err
+	for i := range src.Paths {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		if !src.DeviceGiven {
-			if ds := devicesWithEvents(snap); len(ds) > 0 {
-				devs = ds
-			}
-		}
-		if err := checkDevice(p, snap, devs[0]); err != nil {
-			return nil, err
-		}
-		rank := RankOf(p)
-		for _, d := range devs {
-			r := rank
-			if r < 0 || len(devs) > 1 {
-				r = d
-			}
-			ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
-				plan: replay.FromSnapshot(snap, d), times: eventTimes(snap, d)})
-		}
-		snap.Traces = nil // the plans hold what the replays need
+		ranks = append(ranks, perFile[i]...)
 	}
 	return ranks, nil
+}
+
+// openRank opens one file of a set and plans its ranks.
+func openRank(src SetSource, p string) ([]rankPlan, error) {
+	snap, err := OpenTrace(p, src.Progress)
+	if err != nil {
+		return nil, err
+	}
+	devs := []int{src.Device}
+	if !src.DeviceGiven {
+		if ds := devicesWithEvents(snap); len(ds) > 0 {
+			devs = ds
+		}
+	}
+	if err := checkDevice(p, snap, devs[0]); err != nil {
+		return nil, err
+	}
+	var ranks []rankPlan
+	for _, d := range devs {
+		r := RankOf(p)
+		if r < 0 || len(devs) > 1 {
+			r = d
+		}
+		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
+			plan: replay.FromSnapshot(snap, d), times: eventTimes(snap, d)})
+	}
+	snap.Traces = nil // the plans hold what the replays need
+	return ranks, nil
+}
+
+// parallel calls f(0) to f(n-1), as many at once as there are CPUs.
+func parallel(n int, f func(i int)) {
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
 }
 
 // ReplaySet replays every rank of src under s, in parallel.
@@ -206,19 +232,11 @@ func ReplaySet(src SetSource, s Settings) (*Set, error) {
 	}
 	set := &Set{Runs: make([]*Run, len(ranks)), Ranks: make([]int, len(ranks))}
 	errs := make([]error, len(ranks))
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	for i, rp := range ranks {
+	parallel(len(ranks), func(i int) {
+		rp := ranks[i]
 		set.Ranks[i] = rp.rank
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			set.Runs[i], errs[i] = replayPlanned(rp.path, rp.device, rp.snap, rp.plan, rp.times, s)
-		}()
-	}
-	wg.Wait()
+		set.Runs[i], errs[i] = replayPlanned(rp.path, rp.device, rp.snap, rp.plan, rp.times, s)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
