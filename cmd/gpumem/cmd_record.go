@@ -29,12 +29,13 @@ type recordOpts struct {
 	output     string // deprecated spelling of snapshot
 	maxEntries int
 	stacks     string
+	every      time.Duration // launchers: dump every rank this often
 }
 
 func newRecordCmd(a *app) *cobra.Command {
 	o := &recordOpts{}
 	cmd := &cobra.Command{
-		Use:                   "record [--snapshot FILE] [--max-entries N] -- python3 SCRIPT [ARGS...]",
+		Use:                   "record [--snapshot FILE] [--max-entries N] [--every D] -- python3 SCRIPT [ARGS...] | LAUNCHER ...",
 		DisableFlagsInUseLine: true,
 		Short:                 "Run a PyTorch script and record a memory snapshot of it",
 		Long: `Run an unmodified PyTorch training script with the CUDA caching allocator's
@@ -47,10 +48,19 @@ arguments; a bare script.py runs under python3. Interpreter options before
 the script (-u, -X ..., -W ...) are kept. The exit status is the script's.
 
 It is scripts/record.py, built into gpumem: 'python3 scripts/record.py -o
-FILE -- train.py ARGS' does the same.`,
+FILE -- train.py ARGS' does the same.
+
+Under a launcher (torchrun, python -m torch.distributed.run, accelerate
+launch, deepspeed) every Python process it starts with a RANK records
+itself, through a sitecustomize on PYTHONPATH, and writes
+NAME.rank{R}.pickle (FILE without .pickle, then the rank): at exit, at its
+first out-of-memory error, on SIGUSR1 to that rank, and with --every,
+periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 		Example: `  gpumem record -- python3 train.py --epochs 1
   gpumem record --snapshot oom.pickle --max-entries 200000 -- python3 -m mypkg.train
-  gpumem replay oom.pickle --device-memory 24GiB`,
+  gpumem replay oom.pickle --device-memory 24GiB
+  gpumem record --snapshot ddp.pickle -- torchrun --nproc_per_node 8 train.py
+  gpumem replay 'ddp.rank*.pickle'`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := useDeprecated(a, invoked(cmd), "output", o.output, "snapshot", "--snapshot", &o.snapshot); err != nil {
@@ -66,6 +76,7 @@ FILE -- train.py ARGS' does the same.`,
 	deprecatedFlag(cmd, &o.output, "output", "o", "snapshot")
 	fl.IntVar(&o.maxEntries, "max-entries", 1_000_000, "keep at most the last `N` allocator events")
 	fl.StringVar(&o.stacks, "stacks", "python", "stack traces to record: python, or all (also C++; slower)")
+	fl.DurationVar(&o.every, "every", 0, "under a launcher, also dump every rank this often (e.g. 10m)")
 	return cmd
 }
 
@@ -130,16 +141,27 @@ func runRecord(a *app, o *recordOpts, user []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	script := filepath.Join(dir, "record.py")
-	if err := os.WriteFile(script, recordPy, 0o600); err != nil {
-		return err
+	launched := isLauncher(user)
+	if o.every < 0 || (o.every > 0 && !launched) {
+		return usageError{errors.New("--every is for launchers (torchrun, accelerate, deepspeed); one script is dumped at exit and at its first OOM")}
 	}
-	argv, err := recordArgv(user, script, o)
-	if err != nil {
-		return err
+	argv, env := user, os.Environ()
+	if launched {
+		if env, err = launcherEnv(dir, o, env); err != nil {
+			return err
+		}
+	} else {
+		script := filepath.Join(dir, "record.py")
+		if err := os.WriteFile(script, recordPy, 0o600); err != nil {
+			return err
+		}
+		if argv, err = recordArgv(user, script, o); err != nil {
+			return err
+		}
 	}
 
 	c := exec.Command(argv[0], argv[1:]...)
+	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = a.stdin, a.stdout, a.stderr
 	start := time.Now()
 	if err := c.Start(); err != nil {
@@ -163,7 +185,14 @@ wait:
 		}
 	}
 
-	if fi, err := os.Stat(o.snapshot); err == nil && !fi.ModTime().Before(start.Add(-time.Second)) {
+	if launched {
+		if ranks, glob := rankSnapshots(o.snapshot, start); len(ranks) > 0 {
+			fmt.Fprintf(a.stderr, "gpumem: wrote %d rank snapshots (%s); replay them with: gpumem replay '%s'\n",
+				len(ranks), strings.Join(ranks, ", "), glob)
+		} else {
+			fmt.Fprintf(a.stderr, "gpumem: warning: no rank wrote %s (ranks are the Python processes with RANK set)\n", glob)
+		}
+	} else if fi, err := os.Stat(o.snapshot); err == nil && !fi.ModTime().Before(start.Add(-time.Second)) {
 		fmt.Fprintf(a.stderr, "gpumem: wrote %s; replay it with: gpumem replay %s\n", o.snapshot, o.snapshot)
 	} else {
 		fmt.Fprintf(a.stderr, "gpumem: warning: no snapshot was written to %s\n", o.snapshot)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +28,7 @@ type replayOpts struct {
 func newReplayCmd(a *app) *cobra.Command {
 	o := &replayOpts{}
 	cmd := &cobra.Command{
-		Use:   "replay TRACE",
+		Use:   "replay TRACE...",
 		Short: "Replay an allocation trace and report peak memory, fragmentation and OOMs",
 		Long: `Replay a recorded allocation trace through the allocator, under its
 recorded settings or any other, on a card of any size, and report what
@@ -35,14 +36,26 @@ happened. TRACE is ` + trace.FormatList() + `;
 the format is recognised from the content. A snapshot whose history was cut
 short by max_entries is rebuilt from its final state.
 
-The replay stops at the first out-of-memory.`,
+The replay stops at the first out-of-memory the recording did not have (a
+what-if on a smaller card or other settings); those the program survived
+are counted, as PyTorch counted them, and gone past. Under the recorded
+settings the replay checks itself against the recording and says where it
+first left it; a cap the recording shows is inferred and used unless
+--device-memory or --memory-fraction is given.
+
+Several traces (files, globs, a folder) or a snapshot holding several
+devices' traces are the ranks of one distributed job: each rank replays in
+parallel on its own allocator, and the report has a row per rank, the
+worst rank, the spread of their peaks, and the worst rank's full report.
+--device picks one device of each snapshot.`,
 		Example: `  gpumem replay snapshot.pickle
   gpumem replay snapshot.pickle --alloc-conf expandable_segments:True
-  gpumem replay snapshot.pickle --device-memory 24GiB --output json`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+  gpumem replay snapshot.pickle --device-memory 24GiB --output json
+  gpumem replay train.rank*.pickle`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.invocation = invoked(cmd)
-			return runReplay(a, o, args[0])
+			return runReplay(a, o, args...)
 		},
 	}
 	o.alloc.register(cmd)
@@ -58,35 +71,76 @@ The replay stops at the first out-of-memory.`,
 	return cmd
 }
 
-func runReplay(a *app, o *replayOpts, path string) error {
+func runReplay(a *app, o *replayOpts, args ...string) error {
 	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
 		return err
 	}
-	if err := checkOutput(o.html, path); err != nil {
+	paths, err := pipeline.ExpandTraces(args)
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(o.html, paths...); err != nil {
 		return err
 	}
 	s := o.alloc.settings(o.invocation, o.backend)
 	s.Points, s.Check, s.RecordedCap, s.IgnoreAddresses = 2000, o.check, true, o.noAddrs
-	run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: path, Device: o.device, Progress: a.progress()}, s)
+	opts := output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm}
+	deviceGiven := o.changed != nil && o.changed("device")
+	if len(paths) == 1 && deviceGiven {
+		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Device: o.device, Progress: a.progress()}, s)
+		if err != nil {
+			return err
+		}
+		printNotes(a, run)
+		return renderReplay(a, o.invocation, o.output, run, opts, o.html, paths)
+	}
+	// without --device a snapshot gives every device with events: a set
+	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress()}, s)
 	if err != nil {
 		return err
 	}
-	for _, n := range run.Notes {
-		fmt.Fprintf(a.stderr, "gpumem: note: %s\n", n)
+	printNotes(a, set.Runs...)
+	if len(set.Runs) == 1 {
+		return renderReplay(a, o.invocation, o.output, set.Runs[0], opts, o.html, paths)
 	}
-	return renderReplay(a, o.invocation, o.output, run, output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm}, o.html, path)
+	return renderRanks(a, o.invocation, o.output, set, opts, o.html, paths)
+}
+
+func printNotes(a *app, runs ...*pipeline.Run) {
+	for _, r := range runs {
+		for _, n := range r.Notes {
+			fmt.Fprintf(a.stderr, "gpumem: note: %s\n", n)
+		}
+	}
+}
+
+// renderRanks writes the report of a set of ranks in format; its HTML
+// report is the worst rank's page.
+func renderRanks(a *app, in invocation, format string, set *pipeline.Set, opts output.Options, path string, inputs []string) error {
+	if _, err := output.RanksFormats.Lookup(format); err != nil {
+		return usageError{fmt.Errorf("--output: %s is for one rank; a set of ranks prints %s (or pick a rank with --device or one file)",
+			format, strings.Join(output.RanksFormats.Names(), ", "))}
+	}
+	if err := output.RanksFormats.Render(a.stdout, format, set.Figures(), opts); err != nil || path == "" {
+		return err
+	}
+	worst := set.Runs[set.Worst]
+	fmt.Fprintf(a.stderr, "gpumem: note: --html shows the worst rank, %s device %d\n", worst.Report.Source, worst.Report.Device)
+	return renderReplay(a, in, "", worst, opts, path, inputs)
 }
 
 // renderReplay writes the report of a replay or run in format, and its
-// HTML report to path when one is given; input is the trace or script,
+// HTML report to path when one is given; inputs are the traces or script,
 // which path may not be.
-func renderReplay(a *app, in invocation, format string, run *pipeline.Run, opts output.Options, path, input string) error {
-	if err := output.ReplayFormats.Render(a.stdout, format, run.Report, opts); err != nil || path == "" {
-		return err
+func renderReplay(a *app, in invocation, format string, run *pipeline.Run, opts output.Options, path string, inputs []string) error {
+	if format != "" {
+		if err := output.ReplayFormats.Render(a.stdout, format, run.Report, opts); err != nil || path == "" {
+			return err
+		}
 	}
 	d, err := run.Detail()
 	if err != nil {
 		return err
 	}
-	return writeHTML(a, in, path, []string{input}, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d) })
+	return writeHTML(a, in, path, inputs, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d) })
 }

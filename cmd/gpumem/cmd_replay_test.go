@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -160,7 +161,7 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay", fix, "-o", "yaml"}, exitUsage, `unknown format "yaml"`, ""},
 		{[]string{"replay", fix, "--device", "3"}, exitUsage, "--device 3", ""},
 		{[]string{"replay", fix, "--policy", "magic"}, exitUsage, `unknown policy "magic"`, ""},
-		{[]string{"replay"}, exitUsage, "accepts 1 arg", ""},
+		{[]string{"replay"}, exitUsage, "requires at least 1 arg", ""},
 		{[]string{"replay", fix, "--frobnicate"}, exitUsage, "unknown flag: --frobnicate", ""},
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`, "gpumem --help"},
 	} {
@@ -232,5 +233,45 @@ func TestRunReplayWithoutCobra(t *testing.T) {
 	o.output = "yaml"
 	if err := runReplay(a, o, sweepFixture("seed_frag.pickle")); err == nil || printError(&errs, err) != exitUsage {
 		t.Errorf("-o yaml: %v, want a usage error", err)
+	}
+}
+
+// The ranks of a DDP job, as a glob: one row per rank, the worst rank, and
+// in JSON each rank's single-replay object.
+func TestReplayRanks(t *testing.T) {
+	glob := sweepFixture("ddp/ddp_gpt2.rank*.pickle")
+	out, errs, code := gm(t, "replay", glob, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc struct {
+		Runs []struct {
+			Source      string           `json:"source"`
+			Device      int              `json:"device"`
+			MemoryStats map[string]int64 `json:"memory_stats"`
+		} `json:"runs"`
+		Worst *int `json:"worst"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Runs) != 2 || doc.Worst == nil {
+		t.Fatalf("%v: %s", err, out[:min(len(out), 300)])
+	}
+	for i, r := range doc.Runs {
+		if r.Device != i || !strings.HasSuffix(r.Source, fmt.Sprintf("rank%d.pickle", i)) || r.MemoryStats["reserved_bytes.all.peak"] != 4311744512 {
+			t.Errorf("run %d: %s device %d peak %d", i, r.Source, r.Device, r.MemoryStats["reserved_bytes.all.peak"])
+		}
+	}
+	out, _, code = gm(t, "replay", sweepFixture("ddp/ddp_gpt2.rank0.pickle"), sweepFixture("ddp/ddp_gpt2.rank1.pickle"))
+	for _, want := range []string{"2 ranks", "worst rank  0", "max/min peak reserved 1.000×", "operations  6,966 replayed"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("table lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	if _, errs, code := gm(t, "replay", glob, "-o", "torch-summary"); code != exitUsage || !strings.Contains(errs, "is for one rank") {
+		t.Errorf("torch-summary of a set: exit %d, %s", code, errs)
+	}
+	// --device picks one rank's file; a single file replays as before
+	out, _, code = gm(t, "replay", sweepFixture("ddp/ddp_gpt2.rank1.pickle"), "-o", "json")
+	if code != 0 || !strings.Contains(out, `"device": 1`) || strings.Contains(out, `"runs"`) {
+		t.Errorf("one rank's file: exit %d, %s", code, out[:min(len(out), 200)])
 	}
 }

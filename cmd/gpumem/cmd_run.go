@@ -78,5 +78,5 @@ func runWorkload(a *app, o *runOpts, name string) error {
 	if err != nil {
 		return err
 	}
-	return renderReplay(a, o.invocation, o.output, run, output.Options{Color: a.color}, o.html, name)
+	return renderReplay(a, o.invocation, o.output, run, output.Options{Color: a.color}, o.html, []string{name})
 }

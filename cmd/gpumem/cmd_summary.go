@@ -21,7 +21,7 @@ const demoWorkload = "frag-demo"
 type summaryOpts struct {
 	invocation
 	alloc      allocFlags
-	traceFile  string
+	traceFile  []string
 	workload   string
 	backend    string
 	output     string
@@ -42,6 +42,7 @@ fragmentation figures. By default the workload is a built-in fragmenting demo
 --watch refreshes the device table until interrupted.`,
 		Example: `  gpumem summary
   gpumem summary --trace snapshot.pickle
+  gpumem summary --trace 'ddp.rank*.pickle'
   gpumem summary --workload transformer --backend sim
   gpumem summary --watch=2s`,
 		Args: usageArgs(cobra.NoArgs),
@@ -53,7 +54,7 @@ fragmentation figures. By default the workload is a built-in fragmenting demo
 	o.alloc.register(cmd)
 	outputFlag(cmd, &o.output, output.SummaryFormats)
 	fl := cmd.Flags()
-	fl.StringVar(&o.traceFile, "trace", "", "drive the allocator with this trace (any format replay reads)")
+	fl.StringArrayVar(&o.traceFile, "trace", nil, "drive the allocator with this trace (any format replay reads); several, a glob or a folder: the ranks of one job")
 	fl.StringVar(&o.workload, "workload", demoWorkload, "drive the allocator with this workload (name or script file)")
 	fl.StringVar(&o.backend, "backend", "", "sim or cuda (default: cuda when a GPU is usable, else sim)")
 	fl.BoolVar(&o.requireGPU, "require-gpu", false, "exit with code 3 when no GPU is usable")
@@ -96,16 +97,51 @@ func runSummary(a *app, o *summaryOpts) error {
 			backend = "cuda"
 		}
 	}
-	src := pipeline.Source{Trace: o.traceFile, Progress: a.progress()}
-	if o.traceFile == "" {
-		src = pipeline.Source{Workload: o.workload}
+	sum := &output.Summary{System: sys, Backend: backend}
+	if len(o.traceFile) > 0 {
+		if err := summaryTraces(a, o, sum); err != nil {
+			return err
+		}
+	} else {
+		run, err := pipeline.Replay(o.ctx, pipeline.Source{Workload: o.workload}, o.alloc.settings(o.invocation, backend))
+		if err != nil {
+			return err
+		}
+		sum.Allocator = run.Report
 	}
-	run, err := pipeline.Replay(o.ctx, src, o.alloc.settings(o.invocation, backend))
+	return output.SummaryFormats.Render(a.stdout, o.output, sum, output.Options{Color: a.color})
+}
+
+// summaryTraces replays --trace: one trace, or the ranks of a job, each
+// on its own simulated device; the allocator shown is the worst rank's.
+func summaryTraces(a *app, o *summaryOpts, sum *output.Summary) error {
+	paths, err := pipeline.ExpandTraces(o.traceFile)
 	if err != nil {
 		return err
 	}
-	return output.SummaryFormats.Render(a.stdout, o.output,
-		&output.Summary{System: sys, Backend: backend, Allocator: run.Report}, output.Options{Color: a.color})
+	if len(paths) == 1 && sum.Backend == "cuda" {
+		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Progress: a.progress()}, o.alloc.settings(o.invocation, "cuda"))
+		if err == nil {
+			sum.Allocator = run.Report
+		}
+		return err
+	}
+	if sum.Backend == "cuda" {
+		if o.changed("backend") {
+			return usageError{errors.New("--backend cuda replays one trace; a set of ranks replays on the simulated device")}
+		}
+		sum.Backend = "sim" // ranks replay side by side: not on one real card
+	}
+	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Progress: a.progress()}, o.alloc.settings(o.invocation, sum.Backend))
+	if err != nil {
+		return err
+	}
+	printNotes(a, set.Runs...)
+	sum.Allocator = set.Runs[set.Worst].Report
+	if len(set.Runs) > 1 {
+		sum.Ranks = set.Figures()
+	}
+	return nil
 }
 
 // watchDevices redraws the device table every interval, like nvtop, until

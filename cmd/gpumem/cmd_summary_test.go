@@ -143,3 +143,32 @@ func TestSummaryWatch(t *testing.T) {
 		t.Error("escape codes written to a buffer that is not a terminal")
 	}
 }
+
+// summary --trace over the ranks of a job: the rank table, the worst
+// rank's allocator, and in JSON "ranks" beside it; never the real card.
+func TestSummaryRanks(t *testing.T) {
+	glob := sweepFixture("ddp/ddp_gpt2.rank*.pickle")
+	out, errs, code := summaryWith(t, oneH200(), "--trace", glob)
+	for _, want := range []string{"Allocator (sim backend) after 2 ranks", "worst rank  0", "operations  6,966 replayed"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q (exit %d, %s):\n%s", want, code, errs, out)
+		}
+	}
+	out, _, code = summaryWith(t, oneH200(), "--trace", glob, "-o", "json")
+	var doc struct {
+		Allocator struct {
+			Source string `json:"source"`
+		} `json:"allocator"`
+		Ranks struct {
+			Runs  []json.RawMessage `json:"runs"`
+			Worst int               `json:"worst"`
+		} `json:"ranks"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(doc.Ranks.Runs) != 2 ||
+		!strings.HasSuffix(doc.Allocator.Source, "rank0.pickle") {
+		t.Errorf("exit %d, %v: %+v", code, err, doc)
+	}
+	if _, errs, code := summaryWith(t, oneH200(), "--trace", glob, "--backend", "cuda"); code != exitUsage || !strings.Contains(errs, "a set of ranks replays on the simulated device") {
+		t.Errorf("--backend cuda over ranks: exit %d, %s", code, errs)
+	}
+}

@@ -33,7 +33,7 @@ type sweepOpts struct {
 func newSweepCmd(a *app) *cobra.Command {
 	o := &sweepOpts{}
 	cmd := &cobra.Command{
-		Use:   "sweep TRACE | --workload W | --strategies",
+		Use:   "sweep TRACE... | --workload W | --strategies",
 		Short: "Replay under a grid of allocator settings and recommend the one that reserves least",
 		Long: `Replay a trace (or a workload) under many allocator settings at once, in
 parallel on every core, one allocator per replay, and print one table sorted
@@ -59,6 +59,11 @@ against the defaults. Policies PyTorch cannot be switched to through
 PYTORCH_CUDA_ALLOC_CONF are never recommended; a line above says when one
 would reserve less.
 
+Several traces (files, globs, a folder) or a snapshot with several
+devices' traces are the ranks of one job: each setting's row is its worst
+rank on each card, so the recommendation is the setting whose worst rank
+reserves least and that fits every rank on every card.
+
 --strategies compares the strategy-* built-in workloads (the same toy training
 loop written five ways) in one table, one row per strategy, under the defaults
 or each --grid setting; --param sets their shared parameters.`,
@@ -78,8 +83,8 @@ or each --grid setting; --param sets their shared parameters.`,
 				}
 				return nil
 			}
-			if len(args) != 1 {
-				return errors.New("want one TRACE, or --workload W, or --strategies")
+			if len(args) == 0 {
+				return errors.New("want a TRACE (or several: the ranks of one job), or --workload W, or --strategies")
 			}
 			return nil
 		}),
@@ -146,9 +151,13 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 		Strategies: o.strategies, Grid: grid, Cards: cards, Fraction: o.fraction, Workers: o.workers,
 	}
 	if trace {
-		in.Trace = args[0]
+		if in.Traces, err = pipeline.ExpandTraces(args); err != nil {
+			return err
+		}
+		in.DeviceGiven = o.changed != nil && o.changed("device")
 	}
-	if err := checkOutput(o.html, in.Trace, in.Workload); err != nil {
+	inputs := append([]string{in.Trace, in.Workload}, in.Traces...)
+	if err := checkOutput(o.html, inputs...); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -163,7 +172,7 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 	if err := output.SweepFormats.Render(a.stdout, o.output, rep, output.Options{}); err != nil || o.html == "" {
 		return err
 	}
-	return writeHTML(a, o.invocation, o.html, []string{in.Trace, in.Workload}, func(w io.Writer) error { return output.SweepHTML(w, rep) })
+	return writeHTML(a, o.invocation, o.html, inputs, func(w io.Writer) error { return output.SweepHTML(w, rep) })
 }
 
 // parseCards reads --device-memory's comma-separated sizes.

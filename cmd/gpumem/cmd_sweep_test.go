@@ -289,7 +289,7 @@ func TestSweepUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"sweep"}, 2, "want one TRACE"},
+		{[]string{"sweep"}, 2, "want a TRACE"},
 		{[]string{"sweep", trace, "--workload", "frag-demo"}, 2, "not several"},
 		{[]string{"sweep", "--workload", "frag-demo", "--strategies"}, 2, "exclude each other"},
 		{[]string{"sweep", trace, "--memory-fraction", "0.9"}, 2, "--memory-fraction needs --device-memory"},

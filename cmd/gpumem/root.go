@@ -115,6 +115,8 @@ EXIT STATUS
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.AddCommand(
 		newReplayCmd(a),
+		newDiffCmd(a),
+		newHooksCmd(a),
 		newFragcheckCmd(a),
 		newRunCmd(a),
 		newSummaryCmd(a),

@@ -132,6 +132,7 @@ type Case struct {
 	// command line); Workload is a builtin workload's name or a script
 	// file. Exactly one is set.
 	Trace    string
+	Traces   []string // the ranks of one job (files or globs); Trace may also be a glob or a folder
 	Workload string
 	Params   map[string]string // workload parameters
 	Device   int               // which device's trace to replay
@@ -152,6 +153,9 @@ type Case struct {
 func (c *Case) Source() string {
 	if c.Trace != "" {
 		return c.Trace
+	}
+	if len(c.Traces) > 0 {
+		return strings.Join(c.Traces, " ")
 	}
 	return "workload " + c.Workload
 }

@@ -402,7 +402,7 @@ func (s settingKeys) apply(c *Case) {
 	given(&c.Settings.MemoryFraction, s.memoryFraction)
 }
 
-var caseNames = append([]string{"name", "trace", "workload", "params", "device"}, settingNames...)
+var caseNames = append([]string{"name", "trace", "traces", "workload", "params", "device"}, settingNames...)
 
 func (p *parser) parseCase(n *yaml.Node, defaults settingKeys) (Case, error) {
 	c := Case{Dir: filepath.Dir(p.file), File: name(p.file), Line: n.Line}
@@ -434,6 +434,20 @@ func (p *parser) parseCase(n *yaml.Node, defaults settingKeys) (Case, error) {
 				c.Trace = s
 			case "workload":
 				c.Workload = s
+			}
+		case "traces":
+			if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+				return p.errorf(v, "%s: traces: want a list of trace files or globs", where)
+			}
+			for _, item := range v.Content {
+				s, err := p.scalar(where+": traces", item)
+				if err != nil {
+					return err
+				}
+				if strings.TrimSpace(s) == "" {
+					return p.errorf(item, "%s: traces: an empty name", where)
+				}
+				c.Traces = append(c.Traces, s)
 			}
 		case "device":
 			s, err := p.scalar(where+": "+key, v)
@@ -471,17 +485,25 @@ func (p *parser) parseCase(n *yaml.Node, defaults settingKeys) (Case, error) {
 		return c, err
 	}
 	switch {
-	case c.Trace == "" && c.Workload == "":
+	case c.Trace != "" && c.Traces != nil:
+		return c, p.errorf(n, "%s: give trace or traces, not both", where)
+	case c.Traces != nil && c.Workload != "":
+		return c, p.errorf(n, "%s: give traces or a workload, not both", where)
+	case c.Trace == "" && c.Traces == nil && c.Workload == "":
 		return c, p.errorf(n, "%s: give a trace or a workload", where)
 	case c.Trace != "" && c.Workload != "":
 		return c, p.errorf(n, "%s: give a trace or a workload, not both", where)
-	case paramsNode != nil && c.Trace != "":
+	case paramsNode != nil && (c.Trace != "" || c.Traces != nil):
 		return c, p.errorf(paramsNode, "%s: params are for workloads; a trace takes none", where)
 	case deviceNode != nil && c.Workload != "":
 		return c, p.errorf(deviceNode, "%s: device is for traces; a workload has one device", where)
 	}
 	if c.Name == "" {
-		c.Name = DefaultName(c.Trace + c.Workload)
+		first := c.Trace + c.Workload
+		if c.Traces != nil {
+			first = c.Traces[0]
+		}
+		c.Name = DefaultName(first)
 		where = fmt.Sprintf("case %q", c.Name)
 	} else if strings.ContainsAny(c.Name, "\n\r") {
 		return c, p.errorf(nameNode, "%s: the name must be one line", where)

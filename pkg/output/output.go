@@ -112,5 +112,5 @@ func orList(names []string) string {
 // Doc lists every kind of result and its formats, as docs/architecture.md
 // shows them.
 func Doc() string {
-	return strings.Join([]string{ReplayFormats.Doc(), SweepFormats.Doc(), FragcheckFormats.Doc(), SummaryFormats.Doc()}, "\n")
+	return strings.Join([]string{ReplayFormats.Doc(), RanksFormats.Doc(), DiffFormats.Doc(), SweepFormats.Doc(), FragcheckFormats.Doc(), SummaryFormats.Doc()}, "\n")
 }

@@ -11,10 +11,13 @@ type Summary struct {
 	System    *probe.System // nil when no GPU could be probed
 	Backend   string        // the allocator's backend: sim or cuda
 	Allocator *figures.Replay
+	// Ranks are the ranks of a job (summary --trace over several), nil
+	// for one trace or a workload; Allocator is then the worst rank.
+	Ranks *figures.Ranks
 }
 
 // SummaryFormats are the formats of gpumem summary.
 var SummaryFormats = &Registry[*Summary]{Kind: "The report of `summary` (the GPUs, then the allocator)", Formats: []Format[*Summary]{
-	{Table, "the device table, then the allocator's summary (summary_table.go)", RenderFunc[*Summary](summaryTable)},
-	{JSON, "`devices` and `allocator` (the replay report's JSON) in one document (summary_json.go)", RenderFunc[*Summary](summaryJSON)},
+	{Table, "the device table, then the allocator's summary (for ranks, the rank table and the worst rank's) (summary_table.go)", RenderFunc[*Summary](summaryTable)},
+	{JSON, "`devices` and `allocator` (the replay report's JSON; for ranks, the worst, and `ranks` as replay prints them) in one document (summary_json.go)", RenderFunc[*Summary](summaryJSON)},
 }}

@@ -24,9 +24,15 @@ func summaryJSON(w io.Writer, s *Summary, _ Options) error {
 	if err := report.JSON(&allocator, s.Allocator); err != nil {
 		return err
 	}
-	out, err := json.MarshalIndent(map[string]json.RawMessage{
-		"devices": devices.Bytes(), "allocator": allocator.Bytes(),
-	}, "", "  ")
+	doc := map[string]json.RawMessage{"devices": devices.Bytes(), "allocator": allocator.Bytes()}
+	if s.Ranks != nil {
+		var ranks bytes.Buffer
+		if err := ranksJSON(&ranks, s.Ranks, Options{}); err != nil {
+			return err
+		}
+		doc["ranks"] = ranks.Bytes()
+	}
+	out, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}

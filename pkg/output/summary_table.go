@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/probe"
 	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // summaryTable writes the device table, then the allocator's summary.
@@ -16,7 +17,11 @@ func summaryTable(w io.Writer, s *Summary, o Options) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "Allocator (%s backend) after %s\n\n", s.Backend, s.Allocator.Source)
+	if s.Ranks != nil {
+		fmt.Fprintf(w, "Allocator (%s backend) after ", s.Backend)
+		return ranksText(w, s.Ranks, Options{Color: o.Color}, false)
+	}
+	fmt.Fprintf(w, "Allocator (%s backend) after %s\n\n", s.Backend, textsafe.Line(s.Allocator.Source))
 	return report.Table(w, s.Allocator, report.Options{Color: o.Color})
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
@@ -47,10 +50,56 @@ func runCase(ctx context.Context, c budget.Case) (fig budget.Figures, err error)
 			err = fmt.Errorf("internal error replaying %s (please report it): %v", c.Source(), p)
 		}
 	}()
+	if c.Traces != nil || (c.Trace != "" && isSetArg(c.Path(c.Trace))) {
+		return runSetCase(ctx, c)
+	}
 	if c.Trace != "" {
 		return runTraceCase(ctx, c)
 	}
 	return runWorkloadCase(c)
+}
+
+// isSetArg reports whether a case's trace names several: a glob or a
+// folder.
+func isSetArg(path string) bool {
+	if fi, err := os.Stat(path); err == nil {
+		return fi.IsDir()
+	}
+	return strings.ContainsAny(path, "*?[")
+}
+
+// runSetCase replays every rank of a case naming a set; its budget
+// applies to the worst rank.
+func runSetCase(ctx context.Context, c budget.Case) (budget.Figures, error) {
+	args := c.Traces
+	if args == nil {
+		args = []string{c.Trace}
+	}
+	var paths []string
+	for _, a := range args {
+		paths = append(paths, c.Path(a))
+	}
+	files, err := ExpandTraces(paths)
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	ranks, err := openRanks(ctx, SetSource{Paths: files, Device: c.Device, DeviceGiven: c.Device != 0})
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	reports := make([]*figures.Replay, len(ranks))
+	for i, rp := range ranks {
+		o := caseOptions(c, RecordedConfig(rp.snap.Settings), 0)
+		o.Context = ctx
+		res, err := replay.Run(rp.plan, o)
+		if err != nil {
+			return budget.Figures{}, fmt.Errorf("replaying %s: %w", rp.path, err)
+		}
+		reports[i] = buildReport(rp.path, o, res, rp.plan, rp.snap)
+		reports[i].Device = rp.device
+	}
+	worst := reports[figures.Worst(reports)]
+	return budget.FiguresOf(worst), nil
 }
 
 func runTraceCase(ctx context.Context, c budget.Case) (budget.Figures, error) {

@@ -17,11 +17,12 @@ type Run struct {
 	// trace cut short by its ring buffer.
 	Notes []string
 
-	plan *replay.Plan       // workloads: their ops alone
-	snap *trace.Snapshot    // nil for workloads
-	work *workload.Workload // nil for traces
-	opts replay.Options
-	res  *replay.Result
+	plan  *replay.Plan       // workloads: their ops alone
+	snap  *trace.Snapshot    // nil for workloads
+	work  *workload.Workload // nil for traces
+	opts  replay.Options
+	res   *replay.Result
+	times []int64 // eventTimes, for the phases of a diff
 }
 
 // Replay replays src under s and builds its report. Once ctx is done it
@@ -61,18 +62,24 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	plan, times := replay.FromSnapshot(snap, src.Device), eventTimes(snap, src.Device)
+	snap.Traces = nil // the plan holds what the replay needs
+	return replayPlanned(ctx, path, src.Device, snap, plan, times, s)
+}
+
+// replayPlanned replays one device's plan of snap, read from path.
+func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64, s Settings) (*Run, error) {
 	o, err := s.options(RecordedConfig(snap.Settings))
 	if err != nil {
 		return nil, err
 	}
 	o.Context = ctx
-	r := &Run{plan: replay.FromSnapshot(snap, src.Device), snap: snap, opts: o}
+	r := &Run{plan: plan, snap: snap, opts: o, times: times}
 	if r.plan.Truncated {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s starts after the program had allocated (a max_entries ring buffer): "+
 			"%d segments and %d live blocks were rebuilt from its final state; peaks cover the kept events only",
 			path, len(r.plan.Seeds), r.plan.Seeded))
 	}
-	snap.Traces = nil // the plan holds what the replay needs
 	if r.res, err = replay.Run(r.plan, o); err != nil {
 		return nil, replayErr("replaying "+path, err)
 	}
@@ -83,7 +90,7 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", path, d.Describe()))
 	}
 	r.Report = buildReport(path, o, r.res, r.plan, snap)
-	r.Report.Device = src.Device
+	r.Report.Device = device
 	return r, nil
 }
 

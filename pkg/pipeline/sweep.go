@@ -24,18 +24,26 @@ type SweepInput struct {
 	Cards    []uint64 // card sizes; none = an unlimited device
 	Fraction float64  // memory fraction of every card
 	Workers  int      // replays at once
+	// Traces are the trace files (ExpandTraces) when there are several,
+	// or one snapshot whose devices are ranks: a set, swept rank by rank,
+	// each setting's row the worst of its ranks.
+	Traces      []string
+	DeviceGiven bool // --device picks one device of each file
 }
 
 // Sweep replays the input under every setting on every card.
 func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	rep := &sweep.Report{Cards: in.Cards, Fraction: in.Fraction}
 	var cases []sweep.Case
+	var merge func([]sweep.Row) []sweep.Row
 	var err error
 	switch {
 	case in.Strategies:
 		cases, err = strategyCases(rep, in)
 	case in.Workload != "":
 		cases, err = workloadCases(rep, in)
+	case len(in.Traces) > 0:
+		cases, merge, err = rankSweepCases(ctx, rep, in)
 	default:
 		cases, err = traceCases(ctx, rep, in)
 	}
@@ -48,8 +56,17 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	if rep.Rows, err = sweep.RunCases(ctx, cases, rep.Cards, in.Workers); err != nil {
 		return nil, fmt.Errorf("sweeping %s: %w", rep.Source, err)
 	}
-	if !rep.Compare && len(cases) > 0 && cases[0].Plan != nil {
-		rep.OfflinePeak = replay.OfflinePeak(cases[0].Plan.Ops)
+	if merge != nil {
+		rep.Rows = merge(rep.Rows)
+	}
+	if !rep.Compare { // one plan, or a set's: the highest of its ranks
+		done := map[*replay.Plan]bool{}
+		for _, c := range cases {
+			if c.Plan != nil && !done[c.Plan] {
+				done[c.Plan] = true
+				rep.OfflinePeak = max(rep.OfflinePeak, replay.OfflinePeak(c.Plan.Ops))
+			}
+		}
 	}
 	return rep, nil
 }
@@ -79,17 +96,20 @@ func traceCases(ctx context.Context, rep *sweep.Report, in SweepInput) ([]sweep.
 	plan := replay.FromSnapshot(snap, in.Device)
 	grid := in.Grid
 	if grid == nil {
-		grid = sweep.DefaultGrid(in.Fraction > 0)
-		// The settings the trace was recorded with, when they are not
-		// already in the grid.
-		if rec := RecordedConfig(snap.Settings); rec != nil && !slices.ContainsFunc(grid, func(s sweep.Setting) bool {
-			return sameConfig(s.Config, *rec)
-		}) {
-			grid = append(grid, sweep.Setting{Label: "recorded: " + rec.Text, Config: *rec})
-		}
+		grid = defaultTraceGrid(in, RecordedConfig(snap.Settings))
 	}
 	rep.Source, rep.Ops, rep.Baseline = in.Trace, len(plan.Ops), sweep.DefaultsLabel
 	return onePlan(plan, withBaseline(grid)), nil
+}
+
+// defaultTraceGrid is the default grid, plus the settings the trace was
+// recorded with when they are not already in it.
+func defaultTraceGrid(in SweepInput, rec *alloc.Config) []sweep.Setting {
+	grid := sweep.DefaultGrid(in.Fraction > 0)
+	if rec != nil && !slices.ContainsFunc(grid, func(s sweep.Setting) bool { return sameConfig(s.Config, *rec) }) {
+		grid = append(grid, sweep.Setting{Label: "recorded: " + rec.Text, Config: *rec})
+	}
+	return grid
 }
 
 func sameConfig(a, b alloc.Config) bool {

@@ -76,11 +76,24 @@ func openDevice(ctx context.Context, path string, device int, progress io.Writer
 	if err != nil {
 		return nil, err
 	}
-	if len(snap.Traces) == 0 {
-		return nil, &Error{Kind: Input, Err: fmt.Errorf("%s: the snapshot holds no allocation trace (record it with torch.cuda.memory._record_memory_history)", path)}
-	}
-	if device < 0 || device >= len(snap.Traces) {
-		return nil, &Error{Kind: Usage, Err: &DeviceError{Path: path, Device: device, Count: len(snap.Traces)}}
+	if err := checkDevice(path, snap, device); err != nil {
+		return nil, err
 	}
 	return snap, nil
+}
+
+// checkDevice checks that snap, read from path, holds events and a trace
+// for device.
+func checkDevice(path string, snap *trace.Snapshot, device int) error {
+	if len(snap.Traces) == 0 {
+		return noTrace(path)
+	}
+	if device < 0 || device >= len(snap.Traces) {
+		return &Error{Kind: Usage, Err: &DeviceError{Path: path, Device: device, Count: len(snap.Traces)}}
+	}
+	return nil
+}
+
+func noTrace(path string) error {
+	return &Error{Kind: Input, Err: fmt.Errorf("%s: the snapshot holds no allocation trace (record it with torch.cuda.memory._record_memory_history)", path)}
 }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/output"
+	"github.com/gpumem/gpumem/pkg/pipeline"
+)
+
+type diffOpts struct {
+	invocation
+	alloc       allocFlags
+	confB       string // --alloc-conf-b: B's settings
+	output      string
+	device      int
+	depth       int
+	failIfGrows string
+}
+
+func newDiffCmd(a *app) *cobra.Command {
+	o := &diffOpts{}
+	cmd := &cobra.Command{
+		Use:   "diff A [B]",
+		Short: "Compare two runs: peaks, fragmentation, OOMs and the allocation sites that changed",
+		Long: `Replay two runs and put them side by side: peak reserved and allocated
+memory, the lower bound, fragmentation, device allocations, OOMs, and their
+differences; where stacks were recorded, the allocation sites (the top user
+frames of a stack, --depth of them) ranked by how much more or less they
+hold at each run's peak reserved memory.
+
+A and B are traces, or sets of ranks (a quoted glob or a folder: the worst
+rank of each stands for it). With --alloc-conf-b, B may be left out: the
+same trace is compared under two settings.
+
+--fail-if-grows 5% makes it a CI check: exit 1 when B's peak reserved
+memory is more than 5% above A's.`,
+		Example: `  gpumem diff before.pickle after.pickle
+  gpumem diff snapshot.pickle --alloc-conf-b expandable_segments:True
+  gpumem diff 'main/run.rank*.pickle' 'pr/run.rank*.pickle' --fail-if-grows 5%
+  gpumem diff before.pickle after.pickle -o json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 2 {
+				return withHint(usageError{fmt.Errorf("diff compares two runs, not %d", len(args))},
+					"quote a glob to give a set of ranks: gpumem diff 'a/run.rank*.pickle' 'b/run.rank*.pickle'")
+			}
+			return usageArgs(cobra.MinimumNArgs(1))(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.invocation = invoked(cmd)
+			return runDiff(a, o, args)
+		},
+	}
+	o.alloc.register(cmd)
+	outputFlag(cmd, &o.output, output.DiffFormats)
+	fl := cmd.Flags()
+	fl.StringVar(&o.confB, "alloc-conf-b", "", "B's allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: as A)")
+	fl.IntVar(&o.device, "device", 0, "which device's trace of each snapshot (default: every device with events)")
+	fl.IntVar(&o.depth, "depth", pipeline.DefaultSiteDepth, "user stack frames that make an allocation site")
+	fl.StringVar(&o.failIfGrows, "fail-if-grows", "", "exit 1 when B's peak reserved exceeds A's by more than `PERCENT` (e.g. 5%)")
+	return cmd
+}
+
+func runDiff(a *app, o *diffOpts, args []string) error {
+	if err := checkFormat(output.DiffFormats, "output", o.output); err != nil {
+		return err
+	}
+	confB := o.changed != nil && o.changed("alloc-conf-b")
+	if len(args) == 1 && !confB {
+		return withHint(usageError{errors.New("diff needs two runs: A and B")},
+			"or compare one trace under two settings: gpumem diff A --alloc-conf-b expandable_segments:True")
+	}
+	if len(args) == 1 {
+		args = append(args, args[0])
+	}
+	if o.depth <= 0 {
+		return usageError{fmt.Errorf("--depth: want a positive number, not %d", o.depth)}
+	}
+	limit := math.Inf(1)
+	if o.failIfGrows != "" {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(o.failIfGrows), "%"), 64)
+		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return usageError{fmt.Errorf("--fail-if-grows: want a percentage such as 5%%, not %q", o.failIfGrows)}
+		}
+		limit = v / 100
+	}
+	deviceGiven := o.changed != nil && o.changed("device")
+	side := func(arg string, s pipeline.Settings) (pipeline.DiffSide, error) {
+		paths, err := pipeline.ExpandTraces([]string{arg})
+		return pipeline.DiffSide{Source: pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress()}, Settings: s}, err
+	}
+	sa := o.alloc.settings(o.invocation, "sim")
+	sb := sa
+	if _, err := alloc.ParseConfig(o.confB); confB && err != nil {
+		return usageError{fmt.Errorf("--alloc-conf-b: %w", err)}
+	}
+	if confB {
+		sb.AllocConf, sb.AllocConfGiven = o.confB, true
+	}
+	A, err := side(args[0], sa)
+	if err != nil {
+		return err
+	}
+	B, err := side(args[1], sb)
+	if err != nil {
+		return err
+	}
+	d, err := pipeline.Diff(o.ctx, A, B, o.depth)
+	if err != nil {
+		return err
+	}
+	if err := output.DiffFormats.Render(a.stdout, o.output, d, output.Options{Color: a.color}); err != nil {
+		return err
+	}
+	if g := d.Growth(); g > limit {
+		return &exitError{code: 1, msg: fmt.Sprintf("peak reserved grew %.1f%% (%s to %s), more than --fail-if-grows %s",
+			100*g, figures.FormatBytes(figures.PeakReserved(d.A.Stats)), figures.FormatBytes(figures.PeakReserved(d.B.Stats)), o.failIfGrows)}
+	}
+	return nil
+}

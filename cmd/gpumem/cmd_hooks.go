@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumem/gpumem/pkg/fileout"
+)
+
+func newHooksCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "hooks [FILE]",
+		Short: "Write the Python module that records snapshots from inside a trainer",
+		Long: `Write gpumem_hooks.py (to FILE, default ./gpumem_hooks.py; '-' for stdout),
+the one-file Python module (no dependency beyond torch) that records
+memory snapshots from inside a training program:
+
+  with gpumem_hooks.recording("snapshot.pickle"): ...   dumps on OOM and at exit
+  gpumem_hooks.dump("after_warmup")                      a snapshot now
+  gpumem_hooks.lightning_callback(steps=[10, 100])       PyTorch Lightning
+  gpumem_hooks.hf_callback(steps=[10, 100])              Hugging Face Trainer
+
+Under a launcher each rank writes NAME.rank{RANK}[.TAG].pickle; replay them
+together with 'gpumem replay 'NAME.rank*.pickle''.`,
+		Example: `  gpumem hooks
+  gpumem hooks src/gpumem_hooks.py`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "gpumem_hooks.py"
+			if len(args) == 1 {
+				path = args[0]
+			}
+			if path == "-" {
+				_, err := a.stdout.Write(hooksPy)
+				return err
+			}
+			if err := fileout.Write(path, nil, func(w io.Writer) error { _, err := w.Write(hooksPy); return err }); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "gpumem: wrote %s; use it with: import gpumem_hooks\n", path)
+			return nil
+		},
+	}
+}

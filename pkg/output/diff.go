@@ -1,0 +1,56 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/gpumem/gpumem/pkg/figures"
+)
+
+// DiffFormats are the formats of gpumem diff: two runs side by side.
+var DiffFormats = &Registry[*figures.Diff]{Kind: "The report of `diff`", Formats: []Format[*figures.Diff]{
+	{Table, "the two runs' figures and their changes, then the allocation sites that changed most (diff_table.go)",
+		RenderFunc[*figures.Diff](func(w io.Writer, d *figures.Diff, o Options) error { return diffText(w, d, false) })},
+	{JSON, "`a` and `b` (each the object a single replay prints), `delta` and `sites` (diff_json.go)", RenderFunc[*figures.Diff](diffJSON)},
+	{Markdown, "the table output as Markdown (diff_table.go)",
+		RenderFunc[*figures.Diff](func(w io.Writer, d *figures.Diff, o Options) error { return diffText(w, d, true) })},
+}}
+
+// diffFigure is one compared figure of the two runs.
+type diffFigure struct {
+	name  string
+	a, b  int64
+	bytes bool
+}
+
+func diffFigures(d *figures.Diff) []diffFigure {
+	return []diffFigure{
+		{"peak reserved", figures.PeakReserved(d.A.Stats), figures.PeakReserved(d.B.Stats), true},
+		{"peak allocated", figures.PeakAllocated(d.A.Stats), figures.PeakAllocated(d.B.Stats), true},
+		{"lower bound", int64(min(d.A.LowerBound, math.MaxInt64)), int64(min(d.B.LowerBound, math.MaxInt64)), true},
+		{"device allocs", d.A.Stats.NumDeviceAlloc, d.B.Stats.NumDeviceAlloc, false},
+		{"alloc retries", d.A.Stats.NumAllocRetries, d.B.Stats.NumAllocRetries, false},
+		{"OOMs", d.A.Stats.NumOOMs, d.B.Stats.NumOOMs, false},
+	}
+}
+
+// signed shows a change with its sign.
+func signed(n int64, bytes bool) string {
+	s := fmt.Sprint(n)
+	if bytes {
+		s = figures.FormatBytes(n)
+	}
+	if n > 0 {
+		s = "+" + s
+	}
+	return s
+}
+
+// percent is b against a, or "-" when a is zero.
+func percent(a, b int64) string {
+	if a == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(float64(b)/float64(a)-1))
+}

@@ -1,0 +1,145 @@
+package output
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/textsafe"
+)
+
+// diffSitesShown is how many sites the table lists; JSON has them all.
+const diffSitesShown = 10
+
+// diffText writes the two runs' figures side by side, then the sites that
+// changed most, as a table for people or in Markdown.
+func diffText(w io.Writer, d *figures.Diff, md bool) error {
+	bw := bufio.NewWriter(w)
+	side := func(r *figures.Replay) string {
+		s := fmt.Sprintf("%s (device %d, settings %s)", textsafe.Line(r.Source), r.Device, settingsName(r.Settings))
+		if md {
+			s = "`" + s + "`"
+		}
+		return s
+	}
+	if md {
+		fmt.Fprintf(bw, "## Diff\n\n- a: %s\n- b: %s\n\n", side(d.A), side(d.B))
+	} else {
+		fmt.Fprintf(bw, "Diff\n  a  %s\n  b  %s\n\n", side(d.A), side(d.B))
+	}
+	rows := [][]string{}
+	for _, f := range diffFigures(d) {
+		show := func(n int64) string {
+			if f.bytes {
+				return figures.FormatBytes(n)
+			}
+			return fmt.Sprint(n)
+		}
+		rows = append(rows, []string{f.name, show(f.a), show(f.b), signed(f.b-f.a, f.bytes), percent(f.a, f.b)})
+	}
+	fa, fb := d.A.Fragmentation().AtPeak, d.B.Fragmentation().AtPeak
+	change := "-"
+	if fa == fa && fb == fb { // neither NaN
+		change = fmt.Sprintf("%+.1f pt", 100*(fb-fa))
+	}
+	rows = append(rows, []string{"frag at peak", ratio(fa), ratio(fb), change, ""})
+	rows = append(rows, []string{"outcome", oomWord(d.A), oomWord(d.B), "", ""})
+	right := []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}
+	if err := diffTable(bw, []string{"", "a", "b", "b − a", "change"}, right, rows, md); err != nil {
+		return err
+	}
+	if len(d.Phases) > 0 {
+		fmt.Fprintln(bw, "\nAnnotated phases (record_function, optimizer steps), largest change of peak allocated first:")
+		fmt.Fprintln(bw)
+		rows = rows[:0]
+		for _, p := range d.Phases {
+			rows = append(rows, []string{textsafe.Line(p.Name), fmt.Sprint(p.Count),
+				figures.FormatBytes(p.PeakAllocatedA), figures.FormatBytes(p.PeakAllocatedB), signed(p.PeakAllocatedB-p.PeakAllocatedA, true),
+				figures.FormatBytes(p.PeakReservedA), figures.FormatBytes(p.PeakReservedB)})
+		}
+		if err := diffTable(bw, []string{"phase", "times", "allocated a", "allocated b", "b − a", "reserved a", "reserved b"},
+			[]tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}, rows, md); err != nil {
+			return err
+		}
+	}
+	if d.Sites == nil {
+		var none []string
+		for _, x := range []struct {
+			name   string
+			stacks bool
+		}{{"a", d.StacksA}, {"b", d.StacksB}} {
+			if !x.stacks {
+				none = append(none, x.name)
+			}
+		}
+		fmt.Fprintf(bw, "\nno allocation sites to compare: %s recorded no stacks (gpumem record records them)\n", strings.Join(none, " and "))
+		return bw.Flush()
+	}
+	fmt.Fprintf(bw, "\nAllocation sites at each run's peak, largest change first (top %d user frames, innermost first):\n\n", d.Depth)
+	rows = rows[:0]
+	for i, s := range d.Sites[:min(len(d.Sites), diffSitesShown)] {
+		rows = append(rows, []string{fmt.Sprint(i + 1), signed(s.Change(), true),
+			figures.FormatUBytes(s.BytesA), figures.FormatUBytes(s.BytesB), shortSite(s.Frames)})
+	}
+	if err := diffTable(bw, []string{"#", "b − a", "a", "b", "site"},
+		[]tw.Align{tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft}, rows, md); err != nil {
+		return err
+	}
+	if n := len(d.Sites) - diffSitesShown; n > 0 {
+		fmt.Fprintf(bw, "(%d more sites in -o json)\n", n)
+	}
+	return bw.Flush()
+}
+
+// shortSite shows a site's frames on one line with file names without
+// their folders; JSON has them whole.
+func shortSite(frames string) string {
+	var parts []string
+	for _, f := range strings.Split(frames, "\n") {
+		if i := strings.LastIndex(f, " ("); i >= 0 {
+			if j := strings.LastIndex(f[i:], "/"); j >= 0 {
+				f = f[:i+2] + f[i+j+1:]
+			}
+		}
+		parts = append(parts, f)
+	}
+	return textsafe.Clip(textsafe.Line(strings.Join(parts, " ← ")), 160)
+}
+
+func oomWord(r *figures.Replay) string {
+	if r.OOM == nil {
+		return "completed"
+	}
+	return fmt.Sprintf("OOM at op %d", r.OOM.OpIndex)
+}
+
+func settingsName(s string) string {
+	if s == "" {
+		return "defaults"
+	}
+	return textsafe.Line(s)
+}
+
+func diffTable(w io.Writer, header []string, align []tw.Align, rows [][]string, md bool) error {
+	opts := []tablewriter.Option{
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+	}
+	if md {
+		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
+	}
+	t := tablewriter.NewTable(w, opts...)
+	t.Header(header)
+	if err := t.Bulk(rows); err != nil {
+		return err
+	}
+	return t.Render()
+}

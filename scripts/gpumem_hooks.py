@@ -1,0 +1,1 @@
+../cmd/gpumem/gpumem_hooks.py
