@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -74,7 +75,7 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 			events += len(tr)
 		}
 	}
-	fmt.Fprintf(a.stderr, "gpumem: wrote %s (%d events)\n", out, events)
+	fmt.Fprintf(a.stderr, "gpumem: wrote %s (%d events)\n", textsafe.Line(out), events)
 	if len(snap.Stacks) > 0 || len(snap.Annotations) > 0 {
 		fmt.Fprintln(a.stderr, "gpumem: note: stack traces and annotations are not carried by the text format")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"io/fs"
 	"math"
@@ -198,7 +199,7 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 		// Keep the entries of cases that cannot run now.
 		b, err := budget.ReadBaseline(baseline)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(a.stderr, "gpumem: warning: rewriting the unreadable baseline %s: %v\n", baseline, err)
+			fmt.Fprintf(a.stderr, "gpumem: warning: rewriting the unreadable baseline %s: %s\n", textsafe.Line(baseline), textsafe.Line(err.Error()))
 		}
 		old = b
 	case baseline != "":
@@ -223,7 +224,7 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 		if err := writeFile(o.ctx, baseline, caseInputs(cases), func(w io.Writer) error { return budget.WriteBaseline(w, b) }); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stderr, "gpumem: wrote the baseline %s\n", baseline)
+		fmt.Fprintf(a.stderr, "gpumem: wrote the baseline %s\n", textsafe.Line(baseline))
 	}
 
 	if err := output.FragcheckFormats.Render(a.stdout, o.output, results, output.Options{Color: a.color}); err != nil {
@@ -249,7 +250,7 @@ func fragcheckOutcome(a *app, results []budget.Result) error {
 	s := budget.Summarize(results)
 	for i := range results {
 		if r := &results[i]; r.Err != nil {
-			fmt.Fprintf(a.stderr, "gpumem: error: case %s: %v\n", r.Case.Name, r.Err)
+			fmt.Fprintf(a.stderr, "gpumem: error: case %s: %s\n", textsafe.Line(r.Case.Name), textsafe.Line(r.Err.Error()))
 		}
 	}
 	switch {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
@@ -109,7 +110,7 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 func printNotes(a *app, runs ...*pipeline.Run) {
 	for _, r := range runs {
 		for _, n := range r.Notes {
-			fmt.Fprintf(a.stderr, "gpumem: note: %s\n", n)
+			fmt.Fprintf(a.stderr, "gpumem: note: %s\n", textsafe.Line(n))
 		}
 	}
 }
@@ -125,7 +126,7 @@ func renderRanks(a *app, in invocation, format string, set *pipeline.Set, opts o
 		return err
 	}
 	worst := set.Runs[set.Worst]
-	fmt.Fprintf(a.stderr, "gpumem: note: --html shows the worst rank, %s device %d\n", worst.Report.Source, worst.Report.Device)
+	fmt.Fprintf(a.stderr, "gpumem: note: --html shows the worst rank, %s device %d\n", textsafe.Line(worst.Report.Source), worst.Report.Device)
 	return renderReplay(a, in, "", worst, opts, path, inputs)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 
 	"github.com/gpumem/gpumem/pkg/fileout"
@@ -40,7 +41,7 @@ func writeHTML(a *app, in invocation, path string, inputs []string, write func(i
 	if err := writeFile(in.ctx, path, inputs, write); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "gpumem: wrote %s\n", path)
+	fmt.Fprintf(a.stderr, "gpumem: wrote %s\n", textsafe.Line(path))
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"os"
 	"os/signal"
@@ -201,7 +202,7 @@ func printError(stderr io.Writer, err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintf(stderr, "gpumem: error: %s\n", ee.msg)
+			fmt.Fprintf(stderr, "gpumem: error: %s\n", textsafe.Line(ee.msg))
 		}
 		return ee.code
 	}
@@ -231,9 +232,10 @@ func printError(stderr io.Writer, err error) int {
 		}
 		hints = append(hints, pe.Hints...)
 	}
-	fmt.Fprintf(stderr, "gpumem: error: %s\n", firstLine(msg))
+	// one line, whatever the input files put in names and values
+	fmt.Fprintf(stderr, "gpumem: error: %s\n", textsafe.Line(firstLine(msg)))
 	for _, h := range hints {
-		fmt.Fprintf(stderr, "gpumem: hint: %s\n", h)
+		fmt.Fprintf(stderr, "gpumem: hint: %s\n", textsafe.Line(h))
 	}
 	if code == exitUsage && strings.HasPrefix(msg, "unknown command ") {
 		fmt.Fprintln(stderr, "gpumem: hint: run 'gpumem --help' for the list of commands")

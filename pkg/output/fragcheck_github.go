@@ -3,6 +3,7 @@ package output
 import (
 	"bufio"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
@@ -45,10 +46,9 @@ func GitHubAnnotations(w io.Writer, rs []budget.Result) error {
 
 // escapeData and escapeProperty escape as the Actions runner unescapes
 // workflow commands (actions/toolkit, command.ts).
-func escapeData(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
-}
+// escapeData and escapeProperty escape workflow-command text as GitHub
+// documents it, and every other control or bidi character too: a file or
+// case name cannot end the command, start another or hide text.
+func escapeData(s string) string { return textsafe.GitHubData(s) }
 
-func escapeProperty(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
-}
+func escapeProperty(s string) string { return textsafe.GitHubProperty(s) }

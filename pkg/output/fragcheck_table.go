@@ -3,6 +3,7 @@ package output
 import (
 	"bufio"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
@@ -50,7 +51,7 @@ func fragcheckTable(w io.Writer, rs []budget.Result, o Options) error {
 	for i := range rs {
 		r := &rs[i]
 		st := r.Status()
-		row := []string{r.Case.Name, paint[st].Sprint(st), "-", "-", "-", crossedCell(r)}
+		row := []string{textsafe.Line(r.Case.Name), paint[st].Sprint(st), "-", "-", "-", crossedCell(r)}
 		if r.Err == nil {
 			row[2] = budget.FormatRatio(r.Fragmentation())
 			if len(metrics) > 1 {
@@ -70,14 +71,14 @@ func fragcheckTable(w io.Writer, rs []budget.Result, o Options) error {
 	for i := range rs {
 		r := &rs[i]
 		if r.Err != nil {
-			lines = append(lines, fmt.Sprintf("%s: %s: %v", r.Case.Name, paint[budget.Error].Sprint(budget.Error), r.Err))
+			lines = append(lines, fmt.Sprintf("%s: %s: %s", textsafe.Line(r.Case.Name), paint[budget.Error].Sprint(budget.Error), textsafe.Line(r.Err.Error())))
 		}
 		for _, f := range r.Findings {
 			label := "note"
 			if f.Status != budget.Pass {
 				label = paint[f.Status].Sprint(f.Status)
 			}
-			lines = append(lines, fmt.Sprintf("%s: %s: %s", r.Case.Name, label, f.Message))
+			lines = append(lines, fmt.Sprintf("%s: %s: %s", textsafe.Line(r.Case.Name), label, textsafe.Line(f.Message)))
 		}
 	}
 	if len(lines) > 0 {

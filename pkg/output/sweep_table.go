@@ -3,6 +3,7 @@ package output
 import (
 	"bufio"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 
 	"github.com/olekukonko/tablewriter"
@@ -17,13 +18,13 @@ import (
 func sweepText(w io.Writer, sw *sweep.Report, md bool) error {
 	bw := bufio.NewWriter(w)
 	if md {
-		fmt.Fprintf(bw, "## Sweep of `%s`\n\n", sw.Source)
+		fmt.Fprintf(bw, "## Sweep of `%s`\n\n", textsafe.Line(sw.Source))
 		for _, l := range sweepFacts(sw) {
 			fmt.Fprintf(bw, "- %s\n", l)
 		}
 		fmt.Fprintln(bw)
 	} else {
-		fmt.Fprintf(bw, "Sweep of %s\n", sw.Source)
+		fmt.Fprintf(bw, "Sweep of %s\n", textsafe.Line(sw.Source))
 		for _, l := range sweepFacts(sw) {
 			fmt.Fprintf(bw, "  %s\n", l)
 		}

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strconv"
 
@@ -48,7 +49,7 @@ func WriteTable(w io.Writer, s *System, useColor bool) error {
 		if g.MemoryReserved > 0 {
 			reserved = inGiB(g.MemoryReserved)
 		}
-		err := gpus.Append(g.Index, g.Name, gibPair(g.MemoryUsed, g.MemoryTotal),
+		err := gpus.Append(g.Index, textsafe.Line(g.Name), gibPair(g.MemoryUsed, g.MemoryTotal),
 			fill(g.MemoryUsed, g.MemoryTotal, useColor), reserved, bar1,
 			percent(g.UtilGPU), percent(g.UtilMemory), len(g.Processes))
 		if err != nil {
@@ -70,7 +71,7 @@ func WriteTable(w io.Writer, s *System, useColor bool) error {
 	procs.Header("GPU", "PID", "Name", "Used")
 	for _, g := range s.GPUs {
 		for _, p := range g.Processes {
-			if err := procs.Append(g.Index, p.PID, orDash(p.Name), human(p.UsedMemory)); err != nil {
+			if err := procs.Append(g.Index, p.PID, orDash(textsafe.Line(p.Name)), human(p.UsedMemory)); err != nil {
 				return err
 			}
 		}

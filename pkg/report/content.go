@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"math"
 	"strings"
 
@@ -50,7 +51,7 @@ func overviewFacts(r *figures.Replay) []fact {
 		ops += "; the trace was cut short by max_entries"
 	}
 	facts := []fact{
-		{"source", r.Source},
+		{"source", textsafe.Line(r.Source)},
 		{"policy", r.Policy},
 		{"settings", settings},
 		{"device", deviceText(r)},

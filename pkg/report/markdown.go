@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
@@ -91,7 +92,7 @@ func writeCodeStack(w io.Writer, title string, frames []string) {
 	}
 	fmt.Fprintf(w, "\n%s\n\n```\n", title)
 	for _, f := range frames {
-		fmt.Fprintln(w, f)
+		fmt.Fprintln(w, textsafe.Line(f))
 	}
 	fmt.Fprintln(w, "```")
 }
@@ -99,6 +100,7 @@ func writeCodeStack(w io.Writer, title string, frames []string) {
 // inlineCode puts s in a code span long enough not to be closed by the
 // backticks inside it.
 func inlineCode(s string) string {
+	s = textsafe.Line(s)
 	fence := "`"
 	for strings.Contains(s, fence) {
 		fence += "`"

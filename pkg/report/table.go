@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"fmt"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
@@ -101,7 +102,7 @@ func writeStack(w io.Writer, title string, frames []string) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, title)
 	for _, f := range frames {
-		fmt.Fprintln(w, "  "+f)
+		fmt.Fprintln(w, "  "+textsafe.Line(f))
 	}
 }
 
