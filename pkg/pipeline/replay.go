@@ -83,6 +83,10 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 	if r.res, err = replay.Run(r.plan, o); err != nil {
 		return nil, replayErr("replaying "+path, err)
 	}
+	if r.res.SeedOOM {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: the state the trace starts in (%d segments rebuilt from its final state) "+
+			"does not fit the card: out of memory before its first event", path, len(plan.Seeds)))
+	}
 	if c := r.res.Cap; c != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s; override with --device-memory/--memory-fraction", path, c.Describe()))
 	}

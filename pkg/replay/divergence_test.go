@@ -11,7 +11,6 @@ import (
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-
 func readFixture(t testing.TB, name string) *trace.Snapshot {
 	t.Helper()
 	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, name))

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 )
@@ -63,6 +64,9 @@ type Result struct {
 	// Addressing says how the simulated device chose segment addresses;
 	// nil on a real device.
 	Addressing *alloc.Addressing
+	// SeedOOM: the OOM happened before the first op, while the state a
+	// truncated trace starts in was rebuilt (it does not fit the card).
+	SeedOOM bool
 }
 
 // Run replays a plan's operations through a new allocator. It stops at the
@@ -102,6 +106,11 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 	defer a.Close()
 	for _, s := range seeds {
 		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
+			if errors.Is(err, alloc.ErrOutOfMemory) {
+				// the state a truncated trace starts in does not fit this
+				// card: an out-of-memory before the first op, not a failure
+				return seedOOM(a, s), nil
+			}
 			return nil, err
 		}
 	}
@@ -177,4 +186,18 @@ func RunBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base in
 		}
 	}
 	return total, nil
+}
+
+// seedOOM is the result of a replay whose seeded start state ran out of
+// memory while seed s was placed: the OOM is at op 0, asking for the
+// segment, with the allocator as it stood.
+func seedOOM(a *alloc.Allocator, s *Seed) *Result {
+	st := a.Stats()
+	free, total, _ := a.MemInfo()
+	oom := &alloc.OOM{Size: s.Size, Rounded: s.Size, AllocSize: s.Size, Stream: s.Stream,
+		DeviceFree: free, DeviceTotal: total, Allowed: a.Allowed(),
+		Allocated: st.AllocatedBytes[alloc.All].Current, Reserved: st.ReservedBytes[alloc.All].Current}
+	return &Result{Stats: st, Extra: a.Extra(), OOM: oom, OOMs: []*alloc.OOM{oom}, OOMOp: 0,
+		LargestFree: a.LargestFree(), Segments: a.Snapshot(),
+		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(), SeedOOM: true}
 }

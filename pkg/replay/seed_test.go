@@ -158,3 +158,29 @@ func TestTruncatedTracesEveryPolicy(t *testing.T) {
 		})
 	}
 }
+
+// A truncated trace whose rebuilt start state does not fit the card ends
+// in an out-of-memory before its first op, under every policy: a report,
+// not a failure (a sweep over small cards and fragcheck --must-fit rely on
+// it).
+func TestTruncatedStartDoesNotFit(t *testing.T) {
+	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := snap.Traces[0]
+	cut := *snap
+	cut.Traces = [][]trace.Event{all[len(all)/2:]}
+	p := FromSnapshot(&cut, 0)
+	for _, pol := range alloc.Policies() {
+		conf := alloc.DefaultConfig()
+		conf.Policy = pol
+		res, err := Run(p, Options{Config: conf, Device: alloc.Sim(1 << 30), DeviceTotal: 1 << 30, Check: true})
+		if err != nil {
+			t.Fatalf("%s: %v", pol, err)
+		}
+		if !res.SeedOOM || res.OOM == nil || res.OOMOp != 0 || res.Done != 0 {
+			t.Errorf("%s: seed oom %v, oom %+v at op %d, %d ops done", pol, res.SeedOOM, res.OOM, res.OOMOp, res.Done)
+		}
+	}
+}
