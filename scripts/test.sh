@@ -20,6 +20,8 @@ if [ -f ../shared/tools/fidelity.py ] && command -v python3 >/dev/null; then
 fi
 echo "== go test ./..."
 go test -count=1 ./...
+echo "== every fuzz target, briefly, from its kept corpus"
+FUZZTIME=${FUZZTIME:-2s} bash scripts/fuzz.sh
 echo "== go mod tidy leaves go.mod and go.sum as they are"
 go mod tidy -diff
 echo "== the HTML report in a headless browser"
