@@ -20,6 +20,8 @@ type replayOpts struct {
 	check   bool
 	backend string
 	html    string
+	bands   int
+	stopAt  int
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -53,6 +55,9 @@ The replay stops at the first out-of-memory.`,
 	fl.BoolVar(&o.check, "check", false, "check the allocator's invariants after every operation (slow)")
 	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
 	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim (simulated card) or cuda (the first GPU)")
+	fl.IntVar(&o.bands, "html-max-bands", 0, "the most allocations the HTML explorer draws as bands of their own, the largest; the rest as one aggregate (0 = 2,000,000)")
+	fl.IntVar(&o.stopAt, "stop-at", 0, "replay only the first `N` operations (for checks of the HTML explorer's segment map)")
+	_ = fl.MarkHidden("stop-at")
 	return cmd
 }
 
@@ -62,19 +67,19 @@ func runReplay(a *app, o *replayOpts, path string) error {
 	}
 	s := o.alloc.settings(o.invocation, o.backend)
 	s.Points, s.Check = 2000, o.check
-	run, err := pipeline.Replay(pipeline.Source{Trace: path, Device: o.device, Progress: a.progress()}, s)
+	run, err := pipeline.Replay(pipeline.Source{Trace: path, Device: o.device, StopAt: o.stopAt, Progress: a.progress()}, s)
 	if err != nil {
 		return err
 	}
 	for _, n := range run.Notes {
 		fmt.Fprintf(a.stderr, "gpumem: note: %s\n", n)
 	}
-	return renderReplay(a, o.output, run, output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm}, o.html)
+	return renderReplay(a, o.output, run, output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm}, o.html, o.bands)
 }
 
 // renderReplay writes the report of a replay or run in format, and its
 // HTML report to path when one is given.
-func renderReplay(a *app, format string, run *pipeline.Run, opts output.Options, path string) error {
+func renderReplay(a *app, format string, run *pipeline.Run, opts output.Options, path string, maxBands int) error {
 	if err := output.ReplayFormats.Render(a.stdout, format, run.Report, opts); err != nil || path == "" {
 		return err
 	}
@@ -82,5 +87,5 @@ func renderReplay(a *app, format string, run *pipeline.Run, opts output.Options,
 	if err != nil {
 		return err
 	}
-	return writeHTML(a, path, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d) })
+	return writeHTML(a, path, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d, maxBands) })
 }

@@ -75,5 +75,5 @@ func runWorkload(a *app, o *runOpts, name string) error {
 	if err != nil {
 		return err
 	}
-	return renderReplay(a, o.output, run, output.Options{Color: a.color}, o.html)
+	return renderReplay(a, o.output, run, output.Options{Color: a.color}, o.html, 0)
 }

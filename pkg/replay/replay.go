@@ -89,3 +89,33 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options) (*Result, erro
 	}
 	return r, nil
 }
+
+// Step replays a plan one operation at a time, calling after(i, a) once
+// op i has been applied, with a the allocator, to look at its state. It
+// stops at the first out-of-memory (the failing op's after call sees the
+// state after the release steps) or when after returns false.
+func Step(p *Plan, o Options, after func(i int, a *alloc.Allocator) bool) error {
+	a, err := alloc.New(alloc.Options{
+		Config: o.Config, Device: o.Device, DeviceTotal: o.DeviceTotal,
+		MemoryFraction: o.MemoryFraction, Check: o.Check,
+	})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	for _, s := range p.Seeds {
+		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
+			return err
+		}
+	}
+	for i := range p.Ops {
+		res, err := a.Run(p.Ops[i:i+1], i, nil)
+		if err != nil {
+			return err
+		}
+		if !after(i, a) || res.OOM != nil {
+			return nil
+		}
+	}
+	return nil
+}

@@ -337,3 +337,6 @@ func deviceText(r *figures.Replay) string {
 	}
 	return fmt.Sprintf("%d, %s", r.Device, ubytes(r.DeviceMemory))
 }
+
+// Hints are the out-of-memory hints the table prints, for other renderers.
+func Hints(r *figures.Replay) []string { return hints(r) }
