@@ -144,8 +144,8 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 }
 
 func fragOf(pt figures.Point) float64 {
-	if pt.Reserved <= 0 {
-		return math.NaN()
+	if pt.Reserved <= 0 || pt.Allocated <= 0 {
+		return math.NaN() // nothing to fragment: drawn as a gap (and shaded when reserved)
 	}
 	return 1 - float64(pt.Allocated)/float64(pt.Reserved)
 }
