@@ -17,9 +17,12 @@ type Explorer struct {
 	User   []bool
 	// Changes[i] is what op i did to the allocator's blocks.
 	Changes []Change
-	Spans   []Span
-	PeakOp  int // the op after which reserved memory peaked
-	OOMOp   int // the failing op, -1 when none
+	// Keys are the whole block list after some ops, so that the page
+	// rebuilds any op's list from the last key before it.
+	Keys   []Keyframe
+	Spans  []Span
+	PeakOp int // the op after which reserved memory peaked
+	OOMOp  int // the failing op, -1 when none
 	// OOMSize is the failing request's size, OOMRounded after rounding.
 	OOMSize, OOMRounded uint64
 	Verdict             string // the OOM verdict, "" when none
@@ -41,6 +44,12 @@ type Lifetime struct {
 type Change struct {
 	Pos, Del int32
 	Ins      []BlockRec
+}
+
+// Keyframe is the block list after the first Op ops.
+type Keyframe struct {
+	Op     int
+	Blocks []BlockRec
 }
 
 // BlockRec is one block of the explorer's block list.

@@ -60,6 +60,8 @@ type exDevice struct {
 	Spans      [][3]any  `json:"spans"` // start, end, name
 	Inserted   int       `json:"inserted"`
 	Firsts     int       `json:"firsts"`
+	Keys       []int     `json:"keys"`    // the ops after which the key lists hold
+	KeyLens    []int     `json:"keyLens"` // their lengths
 }
 
 type exCols struct {
@@ -70,6 +72,8 @@ type exCols struct {
 	// per op: the block list's change; then the inserted blocks
 	Pos, Del, Ins                      string
 	BSize, BAddr, BState, BSeg, BAlloc string
+	// the key lists' blocks, one list after the other
+	KSize, KAddr, KState, KSeg, KAlloc string
 }
 
 // explorerData packs the explorers for the page; "null" when none.
@@ -111,7 +115,10 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 			keep[i] = 0
 		}
 	}
-	var c struct{ start, len, rel, size, addr, stream, stack, agg, time, pos, del, ins, bsize, baddr, bstate, bseg, balloc column }
+	var c struct {
+		start, len, rel, size, addr, stream, stack, agg, time, pos, del, ins   column
+		bsize, baddr, bstate, bseg, balloc, ksize, kaddr, kstate, kseg, kalloc column
+	}
 	var aggDelta []int64
 	if len(e.Allocs) > maxBands {
 		aggDelta = make([]int64, e.Ops+1)
@@ -139,34 +146,45 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 	for _, t := range e.TimeUS {
 		c.time.add(t, true)
 	}
-	var next uint64 // where the last inserted block ended
-	for _, ch := range e.Changes {
-		c.pos.add(int64(ch.Pos), true)
-		c.del.add(int64(ch.Del), false)
-		c.ins.add(int64(len(ch.Ins)), false)
-		for _, b := range ch.Ins {
-			c.bsize.add(int64(b.Size), false)
-			c.baddr.add(int64(b.Address-next), false)
+	var next uint64 // where the last block written ended
+	blocks := func(bs []figures.BlockRec, size, addr, state, seg, alloc *column) {
+		for _, b := range bs {
+			size.add(int64(b.Size), false)
+			addr.add(int64(b.Address-next), false)
 			next = b.Address + b.Size
 			st := int64(b.State)
 			if b.First {
 				st |= 4
-				c.bseg.add(int64(b.SegSize), false)
-				d.Firsts++
+				seg.add(int64(b.SegSize), false)
 			}
-			c.bstate.add(st, false)
+			state.add(st, false)
 			k := int64(-1)
 			if b.Alloc >= 0 {
 				k = int64(keep[b.Alloc])
 			}
-			c.balloc.add(k, true)
-			d.Inserted++
+			alloc.add(k, true)
 		}
+	}
+	for _, ch := range e.Changes {
+		c.pos.add(int64(ch.Pos), true)
+		c.del.add(int64(ch.Del), false)
+		c.ins.add(int64(len(ch.Ins)), false)
+		blocks(ch.Ins, &c.bsize, &c.baddr, &c.bstate, &c.bseg, &c.balloc)
+		d.Inserted += len(ch.Ins)
+	}
+	d.Firsts = c.bseg.n
+	next = 0
+	d.Keys, d.KeyLens = []int{}, []int{}
+	for _, k := range e.Keys {
+		d.Keys = append(d.Keys, k.Op)
+		d.KeyLens = append(d.KeyLens, len(k.Blocks))
+		blocks(k.Blocks, &c.ksize, &c.kaddr, &c.kstate, &c.kseg, &c.kalloc)
 	}
 	d.Cols = exCols{Start: c.start.String(), Len: c.len.String(), Rel: c.rel.String(), Size: c.size.String(),
 		Addr: c.addr.String(), Stream: c.stream.String(), Stack: c.stack.String(), Agg: c.agg.String(),
 		Time: c.time.String(), Pos: c.pos.String(), Del: c.del.String(), Ins: c.ins.String(),
-		BSize: c.bsize.String(), BAddr: c.baddr.String(), BState: c.bstate.String(), BSeg: c.bseg.String(), BAlloc: c.balloc.String()}
+		BSize: c.bsize.String(), BAddr: c.baddr.String(), BState: c.bstate.String(), BSeg: c.bseg.String(), BAlloc: c.balloc.String(),
+		KSize: c.ksize.String(), KAddr: c.kaddr.String(), KState: c.kstate.String(), KSeg: c.kseg.String(), KAlloc: c.kalloc.String()}
 	for _, s := range e.Spans {
 		d.Spans = append(d.Spans, [3]any{s.Start, s.End, s.Name})
 	}

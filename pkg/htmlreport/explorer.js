@@ -1,6 +1,6 @@
 (function () {
   "use strict";
-  var ALL = EXPLORER;
+  var started = performance.now(), ALL = EXPLORER;
   if (!ALL) return;
   var $ = function (id) { return document.getElementById(id); };
   var tip = $("tip"), units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -59,31 +59,46 @@
     for (i = 1; i < cnt.length; i++) cnt[i] += cnt[i - 1];
     d.byEnd = new Int32Array(n);
     for (i = 0; i < n; i++) d.byEnd[cnt[d.end[i]]++] = i;
-    // the block list's changes
-    d.pos = dec(c.Pos, d.ops, true); d.del = dec(c.Del, d.ops); d.ins = dec(c.Ins, d.ops);
-    d.bsize = dec(c.BSize, d.inserted); d.baddr = dec(c.BAddr, d.inserted); d.bstate = dec(c.BState, d.inserted);
-    d.bseg = dec(c.BSeg, d.firsts); d.balloc = dec(c.BAlloc, d.inserted, true);
-    d.insAt = new Float64Array(d.ops + 1);
-    for (i = 0; i < d.ops; i++) d.insAt[i + 1] = d.insAt[i] + d.ins[i];
-    var next = 0, f = 0;
-    for (i = 0; i < d.inserted; i++) { d.baddr[i] += next; next = d.baddr[i] + d.bsize[i]; }
-    d.segAt = new Float64Array(d.inserted);
-    for (i = 0; i < d.inserted; i++) if (d.bstate[i] & 4) d.segAt[i] = d.bseg[f++];
-    d.keys = [[]]; // keys[j]: the blocks after KEY*j ops
     d.sites = null;
     d.decodeMs = performance.now() - t0;
     return d;
   }
-  var KEY = 2048;
-  // blocks after the first k ops: [address, size, state, first, segment size, band]
+  // blockList decodes n blocks: [address, size, state, first, segment size, band]
+  function blockList(c, n, firsts, size, addr, state, seg, band) {
+    var sz = dec(size, n), ad = dec(addr, n), st = dec(state, n), sg = dec(seg, firsts), bd = dec(band, n, true);
+    var out = new Array(n), next = 0, f = 0;
+    for (var i = 0; i < n; i++) {
+      var a = ad[i] + next, first = (st[i] & 4) !== 0;
+      next = a + sz[i];
+      out[i] = [a, sz[i], st[i] & 3, first, first ? sg[f++] : 0, bd[i]];
+    }
+    return out;
+  }
+  // the block list's changes and keys, decoded when the map is first drawn
+  function decodeBlocks(d) {
+    if (d.pos) return;
+    var c = d.cols, t0 = performance.now(), i;
+    d.pos = dec(c.Pos, d.ops, true); d.del = dec(c.Del, d.ops); d.ins = dec(c.Ins, d.ops);
+    d.insAt = new Float64Array(d.ops + 1);
+    for (i = 0; i < d.ops; i++) d.insAt[i + 1] = d.insAt[i] + d.ins[i];
+    d.inserts = blockList(c, d.inserted, d.firsts, c.BSize, c.BAddr, c.BState, c.BSeg, c.BAlloc);
+    var total = 0, kf = 0;
+    for (i = 0; i < d.keyLens.length; i++) total += d.keyLens[i];
+    var kb = atob(c.KState); for (i = 0; i < kb.length; i++) if (kb.charCodeAt(i) & 4) kf++;
+    var all = blockList(c, total, kf, c.KSize, c.KAddr, c.KState, c.KSeg, c.KAlloc);
+    d.keyLists = [];
+    for (i = 0, total = 0; i < d.keyLens.length; i++) { d.keyLists.push(all.slice(total, total + d.keyLens[i])); total += d.keyLens[i]; }
+    d.blocksMs = performance.now() - t0;
+  }
+  // the blocks after the first k ops: the last key at or before k, and the changes since
   function stateAt(d, k) {
-    var j = Math.min(Math.floor(k / KEY), d.keys.length - 1);
-    var st = d.keys[j].slice(), op = j * KEY;
+    decodeBlocks(d);
+    var j = -1, lo = 0, hi = d.keys.length - 1;
+    while (lo <= hi) { var m = (lo + hi) >> 1; if (d.keys[m] <= k) { j = m; lo = m + 1; } else hi = m - 1; }
+    var st = j >= 0 ? d.keyLists[j].slice() : [], op = j >= 0 ? d.keys[j] : 0;
     for (; op < k; op++) {
-      var a = d.insAt[op], b = d.insAt[op + 1], ins = [];
-      for (var i = a; i < b; i++) ins.push([d.baddr[i], d.bsize[i], d.bstate[i] & 3, (d.bstate[i] & 4) !== 0, d.segAt[i], d.balloc[i]]);
-      st.splice.apply(st, [d.pos[op], d.del[op]].concat(ins));
-      if ((op + 1) % KEY === 0 && d.keys.length === (op + 1) / KEY) d.keys.push(st.slice());
+      var a = d.insAt[op], b = d.insAt[op + 1];
+      st.splice.apply(st, [d.pos[op], d.del[op]].concat(d.inserts.slice(a, b)));
     }
     return st;
   }
@@ -429,13 +444,18 @@
   $("depth").addEventListener("change", function () { depth = +this.value; buildSites(D, depth); selSite = -1; drawSites(); render(); });
 
   var range = $("scrub");
-  function setScrub(k) {
+  function setScrub(k, later) {
     scrub = Math.min(Math.max(1, Math.round(k)), D.ops);
     range.value = scrub;
     $("scrub-label").textContent = "after op " + commas(scrub - 1) + (D.time ? " · " + ((D.time[scrub - 1] - D.time[0]) / 1000).toFixed(3) + " ms" : "");
-    drawMap(scrub); drawSites();
+    drawSites();
     if (offView) quick();
+    // on opening, the map waits for the next frame so that the bands show first
+    cancelAnimationFrame(mapFrame);
+    if (later) mapFrame = requestAnimationFrame(function () { drawMap(scrub); });
+    else drawMap(scrub);
   }
+  var mapFrame = 0;
   range.addEventListener("input", function () { setScrub(+range.value); });
   document.querySelectorAll("#explorer [data-scrub-to]").forEach(function (b) {
     b.addEventListener("click", function () { setScrub(b.dataset.scrubTo === "oom" ? D.oom + 1 : D.peak + 1); });
@@ -455,7 +475,7 @@
     if ((mode === "time" && !D.time) || (mode === "steps" && !(D.spans && D.spans.length))) { mode = "op"; modeSel.value = "op"; }
     range.max = D.ops; pinned = -1; selSite = -1; $("pinned").innerHTML = "";
     fit(); view.x0 = 0; view.x1 = D.ops; offView = null;
-    setScrub(D.oom >= 0 ? D.oom + 1 : D.peak + 1);
+    setScrub(D.oom >= 0 ? D.oom + 1 : D.peak + 1, true);
     render();
     $("explorer").dataset.decodeMs = Math.round(D.decodeMs);
   }
@@ -471,4 +491,5 @@
   window.gpumemExplorer = { device: useDevice, scrub: setScrub, view: setView, pin: pin, render: render,
     state: function (k) { return stateAt(D, k); }, data: function () { return D; } };
   $("explorer").dataset.ready = "true";
+  $("explorer").dataset.scriptMs = Math.round(performance.now() - started);
 })();

@@ -47,6 +47,7 @@ func explorer(device int, plan *replay.Plan, o replay.Options, res *replay.Resul
 	var prev, cur []alloc.FlatBlock
 	var buf alloc.SnapshotBuffer
 	defer buf.Free()
+	sinceKey, lastKey := 0, 0
 	err := replay.Step(plan, o, func(i int, a *alloc.Allocator) bool {
 		if i >= n {
 			return false
@@ -79,6 +80,14 @@ func explorer(device int, plan *replay.Plan, o replay.Options, res *replay.Resul
 			}
 		}
 		e.Changes = append(e.Changes, c)
+		// a key once the changes since the last one hold as many blocks as
+		// the list: keys at most double the data, and the page applies at
+		// most that many blocks' worth of changes to reach any op
+		sinceKey += len(c.Ins) + 1
+		if sinceKey >= len(cur) && i+1-lastKey >= minKeyGap {
+			e.Keys = append(e.Keys, figures.Keyframe{Op: i + 1, Blocks: diff(nil, cur, live).Ins})
+			sinceKey, lastKey = 0, i+1
+		}
 		prev, cur = cur, prev
 		return true
 	})
@@ -93,6 +102,9 @@ func explorer(device int, plan *replay.Plan, o replay.Options, res *replay.Resul
 	}
 	return e, nil
 }
+
+// minKeyGap is the fewest ops between two keyframes of the block list.
+const minKeyGap = 1024
 
 // diff is the one replacement that turns prev into cur: the blocks between
 // their common head and tail. An allocation id names one allocation from

@@ -46,9 +46,16 @@ func TestExplorerChanges(t *testing.T) {
 				checks[k] = true
 			}
 			var blocks []figures.BlockRec
+			keys := e.Keys
 			for k := 1; k <= e.Ops; k++ {
 				c := e.Changes[k-1]
 				blocks = append(blocks[:c.Pos], append(append([]figures.BlockRec(nil), c.Ins...), blocks[int(c.Pos+c.Del):]...)...)
+				if len(keys) > 0 && keys[0].Op == k {
+					if got, want := describe(keys[0].Blocks, e), describe(blocks, e); got != want {
+						t.Fatalf("key after %d ops:\n got %.400s\nwant %.400s", k, got, want)
+					}
+					keys = keys[1:]
+				}
 				if !checks[k] {
 					continue
 				}
@@ -61,6 +68,9 @@ func TestExplorerChanges(t *testing.T) {
 				if got, want := describe(blocks, e), describeSegs(res.Segments); got != want {
 					t.Fatalf("after %d ops:\n got %.400s\nwant %.400s", k, got, want)
 				}
+			}
+			if len(keys) > 0 || (len(e.Keys) == 0 && e.Ops >= 2*minKeyGap) {
+				t.Errorf("%d keys, %d left unchecked", len(e.Keys), len(keys))
 			}
 			if tc.name == "gpt2_varlen_stacks.pickle" && (len(e.Spans) == 0 || len(e.Frames) == 0 || e.TimeUS == nil) {
 				t.Errorf("spans %d, frames %d, times %v: the fixture records all three", len(e.Spans), len(e.Frames), e.TimeUS != nil)
