@@ -35,6 +35,10 @@ size=$(wc -c <"$tmp/report.html")
 cat >"$tmp/probe.html" <<'JS'
 <script>
 (function () {
+  var ex = document.getElementById("explorer");
+  function when(f) { if (ex.dataset.ready || ex.dataset.error) f(); else setTimeout(function () { when(f); }, 5); }
+  when(function () {
+  if (ex.dataset.error) { console.log("BENCH error " + ex.dataset.error); return; }
   var opened = performance.now(), X = window.gpumemExplorer, D = X.data();
   var t = performance.now(); X.render(); var full = performance.now() - t;
   t = performance.now(); X.view(D.ops * 0.4, D.ops * 0.41); X.render(); var zoomed = performance.now() - t;
@@ -42,6 +46,7 @@ cat >"$tmp/probe.html" <<'JS'
   t = performance.now();
   cv.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: r.left + r.width / 2, clientY: r.bottom - 20 }));
   var hover = performance.now() - t;
+  t = performance.now(); X.scrub(Math.floor(D.ops * 0.77)); var mapMs = performance.now() - t;
   X.view(0, D.ops);
   requestAnimationFrame(function (first) {
     var painted = performance.now(), frames = [], last = performance.now(), i = 0, a = 0, b = D.ops;
@@ -59,9 +64,11 @@ cat >"$tmp/probe.html" <<'JS'
       var nav = performance.getEntriesByType("navigation")[0] || {};
       console.log("BENCH script " + document.getElementById("explorer").dataset.scriptMs + " response " + Math.round(nav.responseEnd || 0) + " opened " + Math.round(opened) + " painted " + Math.round(painted) + " decode " + document.getElementById("explorer").dataset.decodeMs +
         " fps " + (1000 * frames.length / sum).toFixed(1) + " p95 " + frames[Math.floor(frames.length * 0.95)].toFixed(1) +
-        " full-render " + Math.round(full) + " zoomed-render " + Math.round(zoomed) + " hover " + Math.round(hover) + " bands " + D.bands + " aggregated " + D.aggregated);
+        " full-render " + Math.round(full) + " zoomed-render " + Math.round(zoomed) + " hover " + Math.round(hover) + " bands " + D.bands + " aggregated " + D.aggregated +
+        " map " + Math.round(mapMs));
     }
     requestAnimationFrame(step);
+  });
   });
 })();
 </script>
@@ -82,9 +89,9 @@ pid=
 get() { echo "$line" | grep -o "$1 [0-9.]*" | cut -d' ' -f2; }
 echo "snapshot        $snap"
 echo "report          $size bytes, written in ${gen%???????} s ($(grep -c . "$tmp/stderr") stderr lines)"
-echo "opened          $(get opened) ms (scripts run), first frame at $(get painted) ms; file read by $(get response) ms; the explorer's script $(get script) ms, of which decoding $(get decode) ms"
+echo "opened          $(get opened) ms (data inflated, decoded, bands drawn), first frame at $(get painted) ms; file read by $(get response) ms; the explorer's start $(get script) ms, of which decoding $(get decode) ms"
 echo "pan and zoom    $(get fps) frames/s, 95th percentile frame $(get p95) ms"
-echo "exact render    $(get full-render) ms for the whole trace, $(get zoomed-render) ms zoomed to 1%; hover $(get hover) ms"
+echo "exact render    $(get full-render) ms for the whole trace, $(get zoomed-render) ms zoomed to 1%; hover $(get hover) ms; scrubbing to 77% $(get map) ms"
 echo "bands           $(get bands) drawn on their own, $(get aggregated) aggregated"
 fails=0
 [ "$size" -le $((40 * 1000 * 1000)) ] || { echo "FAIL: report over 40 MB"; fails=1; }

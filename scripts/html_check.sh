@@ -3,7 +3,12 @@
 # fixture with `gpumem replay --html`, opens it in headless Chromium, reads
 # the rendered DOM for the figures it must show, drives hover and zoom
 # through the page's own script, times a million-point report, and takes
-# the README screenshot (docs/report.png). Then does the same for the
+# the README screenshot (docs/report.png). The explorer is checked on the
+# trace with stacks: hover shows a band's recorded frames, a click pins it,
+# the scrubber's segment map equals `gpumem replay --stop-at N`, the sites
+# table, the annotated spans and the axes, the OOM panel against the
+# terminal's hints, and a two-device trace's switcher. (Its speed on a
+# million-event snapshot: scripts/bench_html.sh, not run here.) Then does the same for the
 # reports of `run`, `sweep` and `fragcheck`: figures read from the rendered
 # DOM and checked against the commands' table and JSON output, and bars'
 # drawn geometry against their figures. With SHOTS=DIR it leaves
@@ -190,9 +195,12 @@ page_probe() {
     echo '<script>(function () { var b = document.body;'
     echo 'function put(k, v) { b.setAttribute("data-probe-" + k, String(v)); }'
     echo 'function box(e) { return e.getBoundingClientRect(); }'
-    echo 'try {'
+    echo 'function go() { try {'
     cat "$1"
-    echo '} catch (e) { put("error", e); } })();</script>'
+    echo '} catch (e) { put("error", e); } }'
+    # the explorer inflates its data asynchronously: wait until it is ready
+    echo 'var ex = document.getElementById("explorer");'
+    echo '(function when() { if (!ex || ex.dataset.ready || ex.dataset.error) go(); else setTimeout(when, 10); })(); })();</script>'
   } >"$2"
 }
 # inject FILE PROBE OUT: FILE with PROBE before </body>.
@@ -248,9 +256,10 @@ sed -i "s/STOPS/\"$stops\"/" "$tmp/explorer-probe.js"
 "$tmp/gpumem" replay "$stacks" --html "$tmp/explorer.html" >/dev/null 2>&1
 page_probe "$tmp/explorer-probe.js" "$tmp/explorer-probe.html"
 inject "$tmp/explorer.html" "$tmp/explorer-probe.html" "$tmp/explorer-probed.html"
-chrome --window-size=1400,1000 --dump-dom "file://$tmp/explorer-probed.html" | tr '\n' ' ' >"$tmp/explorer-dom.html"
+chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/explorer-probed.html" | tr '\n' ' ' >"$tmp/explorer-dom.html"
 xd=$tmp/explorer-dom.html
 [ -z "$(attr error "$xd")" ] || fail "explorer probe error: $(attr error "$xd")"
+grep -q 'id="explorer"[^>]*data-error' "$xd" && fail "explorer: $(grep -o 'data-error="[^"]*"' "$xd")"
 [ "$(attr ready "$xd")" = true ] && pass "explorer ready, $(attr ops "$xd") operations" || fail "explorer not ready"
 [ "$(attr hover-frames "$xd")" = match ] &&
   pass "hovering a band of the top site shows its recorded frames: $(attr hover-tip "$xd")" ||
@@ -286,7 +295,7 @@ put("comment", (document.querySelector("#oom .comment") || { textContent: "" }).
 JS
 page_probe "$tmp/oomx-probe.js" "$tmp/oomx-probe.html"
 inject "$tmp/oom.html" "$tmp/oomx-probe.html" "$tmp/oomx-probed.html"
-chrome --window-size=1400,1000 --dump-dom "file://$tmp/oomx-probed.html" | tr '\n' ' ' >"$tmp/oomx-dom.html"
+chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/oomx-probed.html" | tr '\n' ' ' >"$tmp/oomx-dom.html"
 od=$tmp/oomx-dom.html
 # the terminal's hints, one a line (it wraps them: continuation lines are indented, unbulleted)
 term=$("$tmp/gpumem" replay "$fixture" --device-memory 16GiB 2>/dev/null | sed -n '/^Hints:/,/^$/p' | tail -n +2 |
@@ -316,7 +325,7 @@ put("dev1", document.getElementById("explorer").dataset.device + " " + window.gp
 JS
 page_probe "$tmp/two-probe.js" "$tmp/two-probe.html"
 inject "$tmp/two.html" "$tmp/two-probe.html" "$tmp/two-probed.html"
-chrome --window-size=1400,1000 --dump-dom "file://$tmp/two-probed.html" | tr '\n' ' ' >"$tmp/two-dom.html"
+chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/two-probed.html" | tr '\n' ' ' >"$tmp/two-dom.html"
 td=$tmp/two-dom.html
 [ -z "$(attr error "$td")" ] || fail "two-device probe error: $(attr error "$td")"
 d1=$(attr dev1 "$td")

@@ -1,7 +1,9 @@
 package htmlreport
 
 import (
+	"bytes"
 	"cmp"
+	"compress/flate"
 	"encoding/base64"
 	"encoding/json"
 	"html/template"
@@ -41,8 +43,6 @@ func (c *column) add(v int64, delta bool) {
 	c.n++
 }
 
-func (c *column) String() string { return base64.StdEncoding.EncodeToString(c.b) }
-
 type exDevice struct {
 	Device     int       `json:"device"`
 	Ops        int       `json:"ops"`
@@ -53,27 +53,16 @@ type exDevice struct {
 	Verdict    string    `json:"verdict"`
 	Bands      int       `json:"bands"`      // allocations drawn as bands
 	Aggregated int       `json:"aggregated"` // allocations drawn as the aggregate
-	Cols       exCols    `json:"cols"`
 	Stacks     [][]int32 `json:"stacks"`
 	Frames     []string  `json:"frames"`
 	User       []bool    `json:"user"`
 	Spans      [][3]any  `json:"spans"` // start, end, name
-	Inserted   int       `json:"inserted"`
-	Firsts     int       `json:"firsts"`
-	Keys       []int     `json:"keys"`    // the ops after which the key lists hold
-	KeyLens    []int     `json:"keyLens"` // their lengths
-}
-
-type exCols struct {
-	// bands, in allocation order
-	Start, Len, Rel, Size, Addr, Stream, Stack string
-	// per op: the aggregate's change in bytes, the recorded time
-	Agg, Time string
-	// per op: the block list's change; then the inserted blocks
-	Pos, Del, Ins                      string
-	BSize, BAddr, BState, BSeg, BAlloc string
-	// the key lists' blocks, one list after the other
-	KSize, KAddr, KState, KSeg, KAlloc string
+	Keys       []int     `json:"keys"`  // the ops after which the key lists hold
+	Unit       uint64    `json:"unit"`  // block and segment sizes are in these units
+	// Cols places each column in Bin: its offset, length in bytes and
+	// number of values.
+	Cols map[string][3]int `json:"cols"`
+	Bin  string            `json:"bin"` // the columns, deflated, in base64
 }
 
 // explorerData packs the explorers for the page; "null" when none.
@@ -116,8 +105,9 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 		}
 	}
 	var c struct {
-		start, len, rel, size, addr, stream, stack, agg, time, pos, del, ins   column
-		bsize, baddr, bstate, bseg, balloc, ksize, kaddr, kstate, kseg, kalloc column
+		start, len, rel, size, addr, stream, stack, agg, time column
+		pos, del, ins, bsize, bstate, bband, bseg             column
+		klen, ksize, kstate, kband, kseg                      column
 	}
 	var aggDelta []int64
 	if len(e.Allocs) > maxBands {
@@ -146,45 +136,91 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 	for _, t := range e.TimeUS {
 		c.time.add(t, true)
 	}
-	var next uint64 // where the last block written ended
-	blocks := func(bs []figures.BlockRec, size, addr, state, seg, alloc *column) {
+	// Block sizes are written in units of 512 bytes when they all allow
+	// it (PyTorch rounds every block so); a block's address only on the
+	// first block of its segment, the page adds up the sizes for the rest.
+	d.Unit = 512
+	each := func(f func(b figures.BlockRec)) {
+		for _, ch := range e.Changes {
+			for _, b := range ch.Ins {
+				f(b)
+			}
+		}
+		for _, k := range e.Keys {
+			for _, b := range k.Blocks {
+				f(b)
+			}
+		}
+	}
+	each(func(b figures.BlockRec) {
+		if b.Size%d.Unit != 0 || b.SegSize%d.Unit != 0 {
+			d.Unit = 1
+		}
+	})
+	// a used block's band counts back from the newest band made so far:
+	// most changes are the op's own allocation
+	made, startOf := 0, func(i int) int32 { return e.Allocs[i].Start }
+	kept := make([]int, 0, d.Bands) // allocation index of each band
+	for i := range e.Allocs {
+		if keep[i] >= 0 {
+			kept = append(kept, i)
+		}
+	}
+	upto := func(op int) { // bands made by ops before op
+		for made < len(kept) && int(startOf(kept[made])) < op {
+			made++
+		}
+	}
+	blocks := func(bs []figures.BlockRec, size, state, band, seg *column) {
 		for _, b := range bs {
-			size.add(int64(b.Size), false)
-			addr.add(int64(b.Address-next), false)
-			next = b.Address + b.Size
+			size.add(int64(b.Size/d.Unit), false)
 			st := int64(b.State)
 			if b.First {
 				st |= 4
-				seg.add(int64(b.SegSize), false)
+				seg.add(int64(b.Address), true)
+				seg.add(int64(b.SegSize/d.Unit), false)
 			}
 			state.add(st, false)
-			k := int64(-1)
-			if b.Alloc >= 0 {
-				k = int64(keep[b.Alloc])
+			k := int64(0)
+			if b.Alloc >= 0 && keep[b.Alloc] >= 0 {
+				k = int64(made) - int64(keep[b.Alloc])
 			}
-			alloc.add(k, true)
+			band.add(k, false)
 		}
 	}
-	for _, ch := range e.Changes {
+	for i, ch := range e.Changes {
+		upto(i + 1)
 		c.pos.add(int64(ch.Pos), true)
 		c.del.add(int64(ch.Del), false)
 		c.ins.add(int64(len(ch.Ins)), false)
-		blocks(ch.Ins, &c.bsize, &c.baddr, &c.bstate, &c.bseg, &c.balloc)
-		d.Inserted += len(ch.Ins)
+		blocks(ch.Ins, &c.bsize, &c.bstate, &c.bband, &c.bseg)
 	}
-	d.Firsts = c.bseg.n
-	next = 0
-	d.Keys, d.KeyLens = []int{}, []int{}
+	made = 0
+	d.Keys = []int{}
 	for _, k := range e.Keys {
+		upto(k.Op)
 		d.Keys = append(d.Keys, k.Op)
-		d.KeyLens = append(d.KeyLens, len(k.Blocks))
-		blocks(k.Blocks, &c.ksize, &c.kaddr, &c.kstate, &c.kseg, &c.kalloc)
+		c.klen.add(int64(len(k.Blocks)), false)
+		blocks(k.Blocks, &c.ksize, &c.kstate, &c.kband, &c.kseg)
 	}
-	d.Cols = exCols{Start: c.start.String(), Len: c.len.String(), Rel: c.rel.String(), Size: c.size.String(),
-		Addr: c.addr.String(), Stream: c.stream.String(), Stack: c.stack.String(), Agg: c.agg.String(),
-		Time: c.time.String(), Pos: c.pos.String(), Del: c.del.String(), Ins: c.ins.String(),
-		BSize: c.bsize.String(), BAddr: c.baddr.String(), BState: c.bstate.String(), BSeg: c.bseg.String(), BAlloc: c.balloc.String(),
-		KSize: c.ksize.String(), KAddr: c.kaddr.String(), KState: c.kstate.String(), KSeg: c.kseg.String(), KAlloc: c.kalloc.String()}
+	var bin bytes.Buffer
+	d.Cols = map[string][3]int{}
+	for _, col := range []struct {
+		name string
+		c    *column
+	}{{"start", &c.start}, {"len", &c.len}, {"rel", &c.rel}, {"size", &c.size}, {"addr", &c.addr},
+		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time},
+		{"pos", &c.pos}, {"del", &c.del}, {"ins", &c.ins}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
+		{"bband", &c.bband}, {"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize},
+		{"kstate", &c.kstate}, {"kband", &c.kband}, {"kseg", &c.kseg}} {
+		d.Cols[col.name] = [3]int{bin.Len(), len(col.c.b), col.c.n}
+		bin.Write(col.c.b)
+	}
+	var z bytes.Buffer
+	w, _ := flate.NewWriter(&z, flate.DefaultCompression) // the level is valid
+	w.Write(bin.Bytes())
+	w.Close()
+	d.Bin = base64.StdEncoding.EncodeToString(z.Bytes())
 	for _, s := range e.Spans {
 		d.Spans = append(d.Spans, [3]any{s.Start, s.End, s.Name})
 	}

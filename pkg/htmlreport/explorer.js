@@ -1,6 +1,6 @@
 (function () {
   "use strict";
-  var started = performance.now(), ALL = EXPLORER;
+  var started = performance.now(), ALL = JSON.parse(document.getElementById("explorer-data").textContent);
   if (!ALL) return;
   var $ = function (id) { return document.getElementById(id); };
   var tip = $("tip"), units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -21,13 +21,21 @@
   }
   function hide() { tip.style.display = "none"; }
 
-  // dec decodes a packed column (zigzag LEB128 varints in base64) of n values.
-  function dec(s, n, delta) {
-    var b = atob(s), out = new Float64Array(n), k = 0, u = 0, m = 1, prev = 0;
-    for (var i = 0; i < b.length; i++) {
-      var c = b.charCodeAt(i);
-      u += (c & 127) * m;
-      if (c & 128) { m *= 128; continue; }
+  // inflate turns a device's base64 deflated columns into bytes (the
+  // browser's own DecompressionStream: no library, no network).
+  function inflate(b64) {
+    var bin = atob(b64), u8 = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
+    return new Response(new Blob([u8]).stream().pipeThrough(new DecompressionStream("deflate-raw"))).arrayBuffer()
+      .then(function (buf) { return new Uint8Array(buf); });
+  }
+  // col decodes column name of d: zigzag LEB128 varints, deltas when delta.
+  function col(d, name, delta) {
+    var c = d.cols[name], b = d.bytes, out = new Float64Array(c[2]), k = 0, u = 0, m = 1, prev = 0;
+    for (var i = c[0], end = c[0] + c[1]; i < end; i++) {
+      var x = b[i];
+      u += (x & 127) * m;
+      if (x & 128) { m *= 128; continue; }
       var v = u % 2 ? -(u + 1) / 2 : u / 2;
       if (delta) { prev += v; v = prev; }
       out[k++] = v; u = 0; m = 1;
@@ -36,18 +44,17 @@
   }
   function decode(d) {
     if (d.start) return d;
-    var c = d.cols, n = d.bands, t0 = performance.now();
-    d.start = dec(c.Start, n, true);
-    var len = dec(c.Len, n), rel = dec(c.Rel, n);
+    var n = d.bands, t0 = performance.now(), i;
+    d.start = col(d, "start", true);
+    var len = col(d, "len"), rel = col(d, "rel");
     d.end = new Float64Array(n); d.rel = new Float64Array(n);
-    for (var i = 0; i < n; i++) { d.end[i] = d.start[i] + len[i]; d.rel[i] = d.end[i] + rel[i]; }
-    d.size = dec(c.Size, n); d.addr = dec(c.Addr, n, true); d.stream = dec(c.Stream, n, true); d.stack = dec(c.Stack, n, true);
-    d.time = c.Time ? dec(c.Time, d.ops, true) : null;
+    for (i = 0; i < n; i++) { d.end[i] = d.start[i] + len[i]; d.rel[i] = d.end[i] + rel[i]; }
+    d.size = col(d, "size"); d.addr = col(d, "addr", true); d.stream = col(d, "stream", true); d.stack = col(d, "stack", true);
+    d.time = d.cols.time[2] ? col(d, "time", true) : null;
     // live bytes after each op: bands plus the aggregate
-    var tot = new Float64Array(d.ops + 1);
-    if (d.aggregated) { var ag = dec(c.Agg, d.ops); for (i = 0; i < d.ops; i++) tot[i] += ag[i]; }
+    var tot = new Float64Array(d.ops + 1), acc = 0;
+    if (d.aggregated) { var ag = col(d, "agg"); for (i = 0; i < d.ops; i++) tot[i] += ag[i]; }
     d.agg = new Float64Array(d.ops);
-    var acc = 0;
     for (i = 0; i < d.ops; i++) { acc += tot[i]; d.agg[i] = acc; }
     tot.fill(0);
     for (i = 0; i < n; i++) { tot[d.start[i]] += d.size[i]; tot[d.end[i]] -= d.size[i]; }
@@ -63,31 +70,42 @@
     d.decodeMs = performance.now() - t0;
     return d;
   }
-  // blockList decodes n blocks: [address, size, state, first, segment size, band]
-  function blockList(c, n, firsts, size, addr, state, seg, band) {
-    var sz = dec(size, n), ad = dec(addr, n), st = dec(state, n), sg = dec(seg, firsts), bd = dec(band, n, true);
-    var out = new Array(n), next = 0, f = 0;
-    for (var i = 0; i < n; i++) {
-      var a = ad[i] + next, first = (st[i] & 4) !== 0;
-      next = a + sz[i];
-      out[i] = [a, sz[i], st[i] & 3, first, first ? sg[f++] : 0, bd[i]];
-    }
-    return out;
+  // blocks decodes n blocks, [address, size, state, first, segment size,
+  // band]; a block's address comes from its segment record (first blocks)
+  // or the block before it, which prevOf(i, list) gives.
+  function blockCols(d, p, made) {
+    var sz = col(d, p + "size"), st = col(d, p + "state"), bd = col(d, p + "band"), sg = col(d, p + "seg");
+    var n = sz.length, segAt = new Int32Array(n), f = 0;
+    for (var i = 0; i < n; i++) { segAt[i] = f; if (st[i] & 4) f += 2; }
+    for (i = 1; i < sg.length; i += 2) sg[i] *= d.unit;
+    // the segment addresses are deltas among themselves
+    for (i = 2, f = sg[0]; i < sg.length; i += 2) { f += sg[i]; sg[i] = f; }
+    return { size: sz, state: st, band: bd, seg: sg, segAt: segAt };
+  }
+  function block(d, c, i, prev, made) {
+    var s = c.state[i], first = (s & 4) !== 0, size = c.size[i] * d.unit;
+    var addr = first ? c.seg[c.segAt[i]] : prev ? prev[0] + prev[1] : 0;
+    return [addr, size, s & 3, first, first ? c.seg[c.segAt[i] + 1] : 0, c.band[i] ? made - c.band[i] : -1];
   }
   // the block list's changes and keys, decoded when the map is first drawn
   function decodeBlocks(d) {
     if (d.pos) return;
-    var c = d.cols, t0 = performance.now(), i;
-    d.pos = dec(c.Pos, d.ops, true); d.del = dec(c.Del, d.ops); d.ins = dec(c.Ins, d.ops);
+    var t0 = performance.now(), i, j;
+    d.pos = col(d, "pos", true); d.del = col(d, "del"); d.ins = col(d, "ins");
     d.insAt = new Float64Array(d.ops + 1);
     for (i = 0; i < d.ops; i++) d.insAt[i + 1] = d.insAt[i] + d.ins[i];
-    d.inserts = blockList(c, d.inserted, d.firsts, c.BSize, c.BAddr, c.BState, c.BSeg, c.BAlloc);
-    var total = 0, kf = 0;
-    for (i = 0; i < d.keyLens.length; i++) total += d.keyLens[i];
-    var kb = atob(c.KState); for (i = 0; i < kb.length; i++) if (kb.charCodeAt(i) & 4) kf++;
-    var all = blockList(c, total, kf, c.KSize, c.KAddr, c.KState, c.KSeg, c.KAlloc);
+    d.bc = blockCols(d, "b");
+    // bands made by the first k ops
+    d.madeBy = new Int32Array(d.ops + 1);
+    for (i = 0, j = 0; i <= d.ops; i++) { while (j < d.bands && d.start[j] < i) j++; d.madeBy[i] = j; }
+    var kc = blockCols(d, "k"), kl = col(d, "klen"), at = 0;
     d.keyLists = [];
-    for (i = 0, total = 0; i < d.keyLens.length; i++) { d.keyLists.push(all.slice(total, total + d.keyLens[i])); total += d.keyLens[i]; }
+    for (i = 0; i < kl.length; i++) {
+      var list = [], made = d.madeBy[d.keys[i]];
+      for (j = 0; j < kl[i]; j++) list.push(block(d, kc, at + j, list[j - 1], made));
+      at += kl[i];
+      d.keyLists.push(list);
+    }
     d.blocksMs = performance.now() - t0;
   }
   // the blocks after the first k ops: the last key at or before k, and the changes since
@@ -97,8 +115,9 @@
     while (lo <= hi) { var m = (lo + hi) >> 1; if (d.keys[m] <= k) { j = m; lo = m + 1; } else hi = m - 1; }
     var st = j >= 0 ? d.keyLists[j].slice() : [], op = j >= 0 ? d.keys[j] : 0;
     for (; op < k; op++) {
-      var a = d.insAt[op], b = d.insAt[op + 1];
-      st.splice.apply(st, [d.pos[op], d.del[op]].concat(d.inserts.slice(a, b)));
+      var a = d.insAt[op], b = d.insAt[op + 1], pos = d.pos[op], made = d.madeBy[op + 1], ins = [];
+      for (var i = a; i < b; i++) ins.push(block(d, d.bc, i, ins.length ? ins[ins.length - 1] : st[pos - 1], made));
+      st.splice.apply(st, [pos, d.del[op]].concat(ins));
     }
     return st;
   }
@@ -486,10 +505,13 @@
     devSel.addEventListener("change", function () { useDevice(+devSel.value); });
   }
   window.addEventListener("resize", function () { if (D) { fit(); render(); drawMap(scrub); } });
-  useDevice(0);
+  // the columns inflate asynchronously; the page draws once the first device's are in
+  Promise.all(ALL.map(function (d) { return inflate(d.bin).then(function (b) { d.bytes = b; d.bin = null; }); })).then(function () {
+    useDevice(0);
+    $("explorer").dataset.ready = "true";
+    $("explorer").dataset.scriptMs = Math.round(performance.now() - started);
+  }).catch(function (e) { $("explorer").dataset.error = String(e); });
   // for checks and scripting: the state after k ops, and the view
   window.gpumemExplorer = { device: useDevice, scrub: setScrub, view: setView, pin: pin, render: render,
     state: function (k) { return stateAt(D, k); }, data: function () { return D; } };
-  $("explorer").dataset.ready = "true";
-  $("explorer").dataset.scriptMs = Math.round(performance.now() - started);
 })();
