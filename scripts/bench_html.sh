@@ -62,7 +62,7 @@ cat >"$tmp/probe.html" <<'JS'
       frames.sort(function (x, y) { return x - y; });
       var sum = frames.reduce(function (s, x) { return s + x; }, 0);
       var nav = performance.getEntriesByType("navigation")[0] || {};
-      console.log("BENCH script " + document.getElementById("explorer").dataset.scriptMs + " response " + Math.round(nav.responseEnd || 0) + " opened " + Math.round(opened) + " painted " + Math.round(painted) + " decode " + document.getElementById("explorer").dataset.decodeMs +
+      console.log("BENCH timing [" + ex.dataset.timing + "] started " + ex.dataset.startedAt + " script " + document.getElementById("explorer").dataset.scriptMs + " response " + Math.round(nav.responseEnd || 0) + " opened " + Math.round(opened) + " painted " + Math.round(painted) + " decode " + document.getElementById("explorer").dataset.decodeMs +
         " fps " + (1000 * frames.length / sum).toFixed(1) + " p95 " + frames[Math.floor(frames.length * 0.95)].toFixed(1) +
         " full-render " + Math.round(full) + " zoomed-render " + Math.round(zoomed) + " hover " + Math.round(hover) + " bands " + D.bands + " aggregated " + D.aggregated +
         " map " + Math.round(mapMs));
@@ -86,10 +86,11 @@ line=$(grep -ao 'BENCH [^"]*' "$tmp/chromium.log" | head -1)
 kill "$pid" 2>/dev/null || true
 pid=
 [ -n "$line" ] || { echo "bench_html: the page reported nothing"; tail -5 "$tmp/chromium.log"; exit 1; }
-get() { echo "$line" | grep -o "$1 [0-9.]*" | cut -d' ' -f2; }
+get() { echo "$line" | grep -o " $1 [0-9.]*" | head -1 | cut -d" " -f3; }
 echo "snapshot        $snap"
 echo "report          $size bytes, written in ${gen%???????} s ($(grep -c . "$tmp/stderr") stderr lines)"
-echo "opened          $(get opened) ms (data inflated, decoded, bands drawn), first frame at $(get painted) ms; file read by $(get response) ms; the explorer's start $(get script) ms, of which decoding $(get decode) ms"
+echo "opened          $(get opened) ms (data inflated, decoded, bands drawn), first frame at $(get painted) ms; file read by $(get response) ms; the explorer's script starts at $(get started) ms and takes $(get script) ms, of which decoding $(get decode) ms"
+echo "steps           $(echo "$line" | sed 's/.*timing \[//; s/\].*//')"
 echo "pan and zoom    $(get fps) frames/s, 95th percentile frame $(get p95) ms"
 echo "exact render    $(get full-render) ms for the whole trace, $(get zoomed-render) ms zoomed to 1%; hover $(get hover) ms; scrubbing to 77% $(get map) ms"
 echo "bands           $(get bands) drawn on their own, $(get aggregated) aggregated"

@@ -98,22 +98,28 @@
     // bands made by the first k ops
     d.madeBy = new Int32Array(d.ops + 1);
     for (i = 0, j = 0; i <= d.ops; i++) { while (j < d.bands && d.start[j] < i) j++; d.madeBy[i] = j; }
-    var kc = blockCols(d, "k"), kl = col(d, "klen"), at = 0;
+    d.kc = blockCols(d, "k");
+    var kl = col(d, "klen");
+    d.keyAt = new Float64Array(kl.length + 1);
+    for (i = 0; i < kl.length; i++) d.keyAt[i + 1] = d.keyAt[i] + kl[i];
     d.keyLists = [];
-    for (i = 0; i < kl.length; i++) {
-      var list = [], made = d.madeBy[d.keys[i]];
-      for (j = 0; j < kl[i]; j++) list.push(block(d, kc, at + j, list[j - 1], made));
-      at += kl[i];
-      d.keyLists.push(list);
-    }
     d.blocksMs = performance.now() - t0;
+  }
+  // keyList builds key j's block list the first time it is needed
+  function keyList(d, j) {
+    if (!d.keyLists[j]) {
+      var list = [], made = d.madeBy[d.keys[j]];
+      for (var i = d.keyAt[j]; i < d.keyAt[j + 1]; i++) list.push(block(d, d.kc, i, list[list.length - 1], made));
+      d.keyLists[j] = list;
+    }
+    return d.keyLists[j];
   }
   // the blocks after the first k ops: the last key at or before k, and the changes since
   function stateAt(d, k) {
     decodeBlocks(d);
     var j = -1, lo = 0, hi = d.keys.length - 1;
     while (lo <= hi) { var m = (lo + hi) >> 1; if (d.keys[m] <= k) { j = m; lo = m + 1; } else hi = m - 1; }
-    var st = j >= 0 ? d.keyLists[j].slice() : [], op = j >= 0 ? d.keys[j] : 0;
+    var st = j >= 0 ? keyList(d, j).slice() : [], op = j >= 0 ? d.keys[j] : 0;
     for (; op < k; op++) {
       var a = d.insAt[op], b = d.insAt[op + 1], pos = d.pos[op], made = d.madeBy[op + 1], ins = [];
       for (var i = a; i < b; i++) ins.push(block(d, d.bc, i, ins.length ? ins[ins.length - 1] : st[pos - 1], made));
@@ -506,10 +512,15 @@
   }
   window.addEventListener("resize", function () { if (D) { fit(); render(); drawMap(scrub); } });
   // the columns inflate asynchronously; the page draws once the first device's are in
+  var parsed = performance.now();
   Promise.all(ALL.map(function (d) { return inflate(d.bin).then(function (b) { d.bytes = b; d.bin = null; }); })).then(function () {
+    var inflated = performance.now();
     useDevice(0);
+    $("explorer").dataset.timing = "parse " + Math.round(parsed - started) + " inflate " + Math.round(inflated - parsed) +
+      " decode " + Math.round(D.decodeMs) + " show " + Math.round(performance.now() - inflated - D.decodeMs);
     $("explorer").dataset.ready = "true";
     $("explorer").dataset.scriptMs = Math.round(performance.now() - started);
+    $("explorer").dataset.startedAt = Math.round(started);
   }).catch(function (e) { $("explorer").dataset.error = String(e); });
   // for checks and scripting: the state after k ops, and the view
   window.gpumemExplorer = { device: useDevice, scrub: setScrub, view: setView, pin: pin, render: render,
