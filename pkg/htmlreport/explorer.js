@@ -150,7 +150,7 @@
     d.colors = new Uint32Array(list.length);
     for (var i = 0; i < list.length; i++) {
       var h = 0; for (var j = 0; j < list[i].key.length; j++) h = (h * 31 + list[i].key.charCodeAt(j)) >>> 0;
-      list[i].color = list[i].key === "(no stack recorded)" ? "hsl(210,25%,62%)" : "hsl(" + (h % 360) + ",62%," + (44 + (h >> 9) % 18) + "%)";
+      list[i].color = list[i].key === "(no stack recorded)" ? "hsl(40,22%,74%)" : "hsl(" + (h % 360) + ",62%," + (44 + (h >> 9) % 18) + "%)";
       d.colors[i] = rgba(list[i].color);
     }
   }
@@ -160,7 +160,7 @@
     var p = probeCtx.getImageData(0, 0, 1, 1).data;
     return (255 << 24 | p[2] << 16 | p[1] << 8 | p[0]) >>> 0;
   }
-  var GREY = rgba("#9aa4ae"), HI = rgba("#d62728"), DIM = rgba("#e9edf1");
+  var GREY = rgba("#8a949e"), HI = rgba("#111111"), DIM = rgba("#e9edf1");
 
   var D = null, view = { x0: 0, x1: 1 }, mode = "op", scrub = 0, pinned = -1, selSite = -1, depth = 2;
   var cv = $("bands"), ctx = cv.getContext("2d"), off = document.createElement("canvas"), offView = null;
