@@ -3,7 +3,12 @@
 # fixture with `gpumem replay --html`, opens it in headless Chromium, reads
 # the rendered DOM for the figures it must show, drives hover and zoom
 # through the page's own script, times a million-point report, and takes
-# the README screenshot (docs/report.png). Then does the same for the
+# the README screenshot (docs/report.png). The explorer is checked on the
+# trace with stacks: hover shows a band's recorded frames, a click pins it,
+# the scrubber's segment map equals `gpumem replay --stop-at N`, the sites
+# table, the annotated spans and the axes, the OOM panel against the
+# terminal's hints, and a two-device trace's switcher. (Its speed on a
+# million-event snapshot: scripts/bench_html.sh, not run here.) Then does the same for the
 # reports of `run`, `sweep` and `fragcheck`: figures read from the rendered
 # DOM and checked against the commands' table and JSON output, and bars'
 # drawn geometry against their figures. With SHOTS=DIR it leaves
@@ -190,13 +195,143 @@ page_probe() {
     echo '<script>(function () { var b = document.body;'
     echo 'function put(k, v) { b.setAttribute("data-probe-" + k, String(v)); }'
     echo 'function box(e) { return e.getBoundingClientRect(); }'
-    echo 'try {'
+    echo 'function go() { try {'
     cat "$1"
-    echo '} catch (e) { put("error", e); } })();</script>'
+    echo '} catch (e) { put("error", e); } }'
+    # the explorer inflates its data asynchronously: wait until it is ready
+    echo 'var ex = document.getElementById("explorer");'
+    echo '(function when() { if (!ex || ex.dataset.ready || ex.dataset.error) go(); else setTimeout(when, 10); })(); })();</script>'
   } >"$2"
 }
 # inject FILE PROBE OUT: FILE with PROBE before </body>.
 inject() { awk -v f="$2" '/<\/body>/{while((getline l<f)>0)print l}{print}' "$1" >"$3"; }
+
+echo "== the explorer (gpt2_varlen_stacks)"
+stacks=${fixture%.pickle}_stacks.pickle
+# the ops at which the scrubber's map is compared with replay --stop-at
+stops="1 2999 3042 9000 17923"
+cat >"$tmp/explorer-probe.js" <<'JS'
+put("ready", document.getElementById("explorer").dataset.ready);
+var X = window.gpumemExplorer, D = X.data(), cv = document.getElementById("bands"), r = box(cv);
+put("ops", D.ops);
+// hover up the column of the peak until a band of the top site at the
+// peak (the static table below, from the Go side) is under the pointer
+var want = document.querySelector("#sites tr.site pre").textContent, x = r.left + (D.peak + 0.5) / D.ops * r.width, hit = null;
+for (var y = r.bottom - 1; y > r.top && !hit; y -= 2) {
+  cv.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: x, clientY: y }));
+  var pre = document.querySelector("#tip pre.frames");
+  if (pre && pre.textContent === want) hit = y;
+}
+put("hover-frames", hit ? "match" : "none");
+put("hover-tip", document.getElementById("tip").textContent.split("allocated at")[0]);
+if (hit) {
+  var band = cv.dataset.hover;
+  cv.dispatchEvent(new MouseEvent("mousedown", { bubbles: true, clientX: x, clientY: hit }));
+  window.dispatchEvent(new MouseEvent("mouseup", { bubbles: true, clientX: x, clientY: hit }));
+  var p = document.getElementById("pinned");
+  put("pin", p.dataset.band === band && p.textContent.indexOf("pinned") === 0 ? "pinned " + band : "not pinned: " + p.dataset.band + " vs " + band);
+  put("pin-scrub", document.getElementById("scrub").value);
+}
+// the scrubber's map at each op of STOPS
+var range = document.getElementById("scrub"), m = document.getElementById("segmap-live");
+STOPS.split(" ").forEach(function (k) {
+  range.value = k; range.dispatchEvent(new Event("input"));
+  var d = m.dataset;
+  put("map-" + k, [d.op, d.segments, d.reserved, d.allocated, d.active, d.split, d.splitBytes, d.largestFree].join(" "));
+});
+put("sites-rows", document.querySelectorAll("#xsites tr.xsite").length);
+var row = document.querySelector("#xsites tr.xsite");
+row.click();
+put("site-sel", document.querySelectorAll("#xsites tr.xsite.sel").length);
+document.getElementById("depth").value = "1"; document.getElementById("depth").dispatchEvent(new Event("change"));
+put("sites-depth1", document.getElementById("xsites").dataset.sites);
+put("spans", document.getElementById("spans").dataset.spans);
+var mode = document.getElementById("xmode");
+mode.value = "steps"; mode.dispatchEvent(new Event("change"));
+put("step-ticks", document.getElementById("axis").dataset.ticks);
+mode.value = "time"; mode.dispatchEvent(new Event("change"));
+put("time-ticks", document.getElementById("axis").dataset.ticks);
+JS
+sed -i "s/STOPS/\"$stops\"/" "$tmp/explorer-probe.js"
+"$tmp/gpumem" replay "$stacks" --html "$tmp/explorer.html" >/dev/null 2>&1
+page_probe "$tmp/explorer-probe.js" "$tmp/explorer-probe.html"
+inject "$tmp/explorer.html" "$tmp/explorer-probe.html" "$tmp/explorer-probed.html"
+chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/explorer-probed.html" | tr '\n' ' ' >"$tmp/explorer-dom.html"
+xd=$tmp/explorer-dom.html
+[ -z "$(attr error "$xd")" ] || fail "explorer probe error: $(attr error "$xd")"
+grep -q 'id="explorer"[^>]*data-error' "$xd" && fail "explorer: $(grep -o 'data-error="[^"]*"' "$xd")"
+[ "$(attr ready "$xd")" = true ] && pass "explorer ready, $(attr ops "$xd") operations" || fail "explorer not ready"
+[ "$(attr hover-frames "$xd")" = match ] &&
+  pass "hovering a band of the top site shows its recorded frames: $(attr hover-tip "$xd")" ||
+  fail "no band at the peak showed the top site's frames (tip '$(attr hover-tip "$xd")')"
+case "$(attr pin "$xd")" in
+  pinned*) pass "click pins band $(attr pin "$xd" | cut -d' ' -f2) and moves the scrubber to op $(attr pin-scrub "$xd")" ;;
+  *) fail "click: $(attr pin "$xd")" ;;
+esac
+for k in $stops; do
+  json=$("$tmp/gpumem" replay "$stacks" --stop-at "$k" -o json)
+  stat() { echo "$json" | grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'; }
+  want="$k $(stat segment.all.current) $(stat reserved_bytes.all.current) $(stat allocated_bytes.all.current) $(stat active_bytes.all.current) $(stat inactive_split.all.current) $(stat inactive_split_bytes.all.current) $(stat largest_free)"
+  [ "$(attr "map-$k" "$xd")" = "$want" ] &&
+    pass "scrubber at op $k: segments, reserved, allocated, active, inactive split, largest hole as replay --stop-at $k ($want)" ||
+    fail "scrubber at op $k: page '$(attr "map-$k" "$xd")', replay --stop-at '$want'"
+done
+[ "$(attr sites-rows "$xd")" -gt 5 ] && [ "$(attr site-sel "$xd")" = 1 ] && [ "$(attr sites-depth1 "$xd")" -gt 0 ] &&
+  pass "sites table: $(attr sites-rows "$xd") rows, a click selects one, depth 1 groups into $(attr sites-depth1 "$xd") sites" ||
+  fail "sites table: rows $(attr sites-rows "$xd"), selected $(attr site-sel "$xd"), depth 1 $(attr sites-depth1 "$xd")"
+starts=$(python3 -c "import pickle,sys; a=pickle.load(open(sys.argv[1],'rb')).get('external_annotations',[]); print(sum(1 for x in a if x.get('stage')=='START' and x.get('device',0)==0))" "$stacks")
+[ "$(attr spans "$xd")" = "$starts" ] && [ "$(attr step-ticks "$xd")" -gt 0 ] && [ "$(attr time-ticks "$xd")" -gt 0 ] &&
+  pass "annotations: $starts record_function spans drawn; steps axis $(attr step-ticks "$xd") ticks, time axis $(attr time-ticks "$xd")" ||
+  fail "annotations: $(attr spans "$xd") spans drawn, the trace has $starts; ticks $(attr step-ticks "$xd")/$(attr time-ticks "$xd")"
+
+echo "== the explorer at an out-of-memory, and two devices"
+cat >"$tmp/oomx-probe.js" <<'JS'
+var m = document.getElementById("segmap-live"), range = document.getElementById("scrub");
+put("oom-op", range.value + " " + window.gpumemExplorer.data().oom);
+window.gpumemExplorer.scrub(+range.value); // the page draws the map a frame after opening
+put("oom-legend", document.getElementById("segmap-legend").textContent);
+put("hints", document.querySelector("#oom .hints").textContent);
+put("comment", (document.querySelector("#oom .comment") || { textContent: "" }).textContent);
+JS
+page_probe "$tmp/oomx-probe.js" "$tmp/oomx-probe.html"
+inject "$tmp/oom.html" "$tmp/oomx-probe.html" "$tmp/oomx-probed.html"
+chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/oomx-probed.html" | tr '\n' ' ' >"$tmp/oomx-dom.html"
+od=$tmp/oomx-dom.html
+# the terminal's hints, one a line (it wraps them: continuation lines are indented, unbulleted)
+term=$("$tmp/gpumem" replay "$fixture" --device-memory 16GiB 2>/dev/null | sed -n '/^Hints:/,/^$/p' | tail -n +2 |
+  awk '/^ *- /{if (h != "") print h; sub(/^ *- /, ""); h = $0; next} NF{sub(/^ */, ""); h = h " " $0} END{if (h != "") print h}')
+oo=$(attr oom-op "$od")
+[ "${oo% *}" = $(( ${oo#* } + 1 )) ] && case "$(attr oom-legend "$od")" in *"request that failed"*) true ;; *) false ;; esac &&
+  pass "the explorer opens at the OOM ($oo) with the failing request marked" || fail "explorer at the OOM: '$oo', legend '$(attr oom-legend "$od")'"
+hints_ok=true
+while IFS= read -r h; do
+  [ -z "$h" ] && continue
+  case "$(attr hints "$od")" in *"$h"*) ;; *) hints_ok=false; echo "  missing hint: $h" ;; esac
+done <<<"$term"
+$hints_ok && [ -n "$term" ] && pass "OOM panel shows the terminal's hints" || fail "OOM panel hints '$(attr hints "$od")', terminal '$term'"
+case "$(attr comment "$od")" in *expandable_segments*) pass "real shortage: PyTorch's expandable_segments advice commented" ;; *) fail "no comment on PyTorch's advice" ;; esac
+
+"$tmp/gpumem" convert "$fixture" - >"$tmp/two.trace"
+{ echo "device 1"; "$tmp/gpumem" convert testdata/pytorch/multistream.pickle - | grep -vE '^(#|segment |block |setting |device )'; } >>"$tmp/two.trace"
+"$tmp/gpumem" replay "$tmp/two.trace" --html "$tmp/two.html" >/dev/null 2>&1
+dev1=$("$tmp/gpumem" replay "$tmp/two.trace" --device 1 -o json | grep -o '"reserved_bytes.all.peak": *[0-9]*' | grep -o '[0-9]*$')
+cat >"$tmp/two-probe.js" <<'JS'
+var sel = document.getElementById("device"), m = document.getElementById("segmap-live"), range = document.getElementById("scrub");
+put("options", sel.options.length + " " + (sel.parentNode.style.display !== "none"));
+put("dev0", document.getElementById("explorer").dataset.device + " " + window.gpumemExplorer.data().ops);
+sel.value = "1"; sel.dispatchEvent(new Event("change"));
+document.querySelector('#explorer [data-scrub-to="peak"]').click();
+put("dev1", document.getElementById("explorer").dataset.device + " " + window.gpumemExplorer.data().ops + " " + m.dataset.reserved);
+JS
+page_probe "$tmp/two-probe.js" "$tmp/two-probe.html"
+inject "$tmp/two.html" "$tmp/two-probe.html" "$tmp/two-probed.html"
+chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/two-probed.html" | tr '\n' ' ' >"$tmp/two-dom.html"
+td=$tmp/two-dom.html
+[ -z "$(attr error "$td")" ] || fail "two-device probe error: $(attr error "$td")"
+d1=$(attr dev1 "$td")
+[ "$(attr options "$td")" = "2 true" ] && [ "${d1%% *}" = 1 ] && [ "${d1##* }" = "$dev1" ] &&
+  pass "two devices: the switcher shows device 1 ($d1: its segment map at its peak reserves replay --device 1's peak)" ||
+  fail "device switch: options '$(attr options "$td")', device 0 '$(attr dev0 "$td")', device 1 '$d1' (replay --device 1 peaks at $dev1)"
 
 echo "== sweep --html"
 cards=16GiB,24GiB

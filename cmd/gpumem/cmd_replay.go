@@ -24,6 +24,8 @@ type replayOpts struct {
 	backend string
 	html    string
 	noAddrs bool
+	bands   int
+	stopAt  int
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -69,6 +71,9 @@ worst rank, the spread of their peaks, and the worst rank's full report.
 	fl.BoolVar(&o.check, "check", false, "check the allocator's invariants after every operation (slow)")
 	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
 	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim (simulated card) or cuda (the first GPU)")
+	fl.IntVar(&o.bands, "html-max-bands", 0, "the most allocations the HTML explorer draws as bands of their own, the largest; the rest as one aggregate (0 = 2,000,000)")
+	fl.IntVar(&o.stopAt, "stop-at", 0, "replay only the first `N` operations (for checks of the HTML explorer's segment map)")
+	_ = fl.MarkHidden("stop-at")
 	return cmd
 }
 
@@ -85,10 +90,10 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 	}
 	s := o.alloc.settings(o.invocation, o.backend)
 	s.Points, s.Check, s.RecordedCap, s.IgnoreAddresses = 2000, o.check, true, o.noAddrs
-	opts := output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm}
+	opts := output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm, MaxBands: o.bands}
 	deviceGiven := o.changed != nil && o.changed("device")
 	if len(paths) == 1 && deviceGiven {
-		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Device: o.device, Progress: a.progress()}, s)
+		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Device: o.device, StopAt: o.stopAt, Progress: a.progress()}, s)
 		if err != nil {
 			return err
 		}
@@ -143,5 +148,5 @@ func renderReplay(a *app, in invocation, format string, run *pipeline.Run, opts 
 	if err != nil {
 		return err
 	}
-	return writeHTML(a, in, path, inputs, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d) })
+	return writeHTML(a, in, path, inputs, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d, opts.MaxBands) })
 }

@@ -79,3 +79,63 @@ func (a *Allocator) Snapshot() []Segment {
 	}
 	return out
 }
+
+// FlatBlock is one block of AppendBlocks' flat snapshot.
+type FlatBlock struct {
+	Address, Size uint64
+	SegSize       uint64 // the segment's size on its first block, 0 on the others
+	SegBlocks     uint32 // how many blocks its segment has
+	ID            uint32 // allocation id; meaningful unless inactive
+	State         BlockState
+}
+
+// SnapshotBuffer is C memory that AppendBlocks reuses from call to call,
+// for callers that look at the blocks after every operation. Free it
+// when done.
+type SnapshotBuffer struct {
+	segs       *C.gm_segment_info_t
+	blks       *C.gm_block_info_t
+	nseg, nblk C.size_t
+}
+
+// Free releases the buffer's memory.
+func (b *SnapshotBuffer) Free() {
+	C.free(unsafe.Pointer(b.segs))
+	C.free(unsafe.Pointer(b.blks))
+	*b = SnapshotBuffer{}
+}
+
+// AppendBlocks appends every block, in address order, to dst: Snapshot's
+// blocks without a Go allocation per segment.
+func (a *Allocator) AppendBlocks(dst []FlatBlock, buf *SnapshotBuffer) []FlatBlock {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ns, nb C.size_t
+	for {
+		C.gm_snapshot(a.c, buf.segs, buf.nseg, buf.blks, buf.nblk, &ns, &nb)
+		if ns <= buf.nseg && nb <= buf.nblk {
+			break
+		}
+		buf.Free()
+		buf.nseg, buf.nblk = 2*ns+16, 2*nb+16
+		buf.segs = (*C.gm_segment_info_t)(C.malloc(buf.nseg * C.sizeof_gm_segment_info_t))
+		buf.blks = (*C.gm_block_info_t)(C.malloc(buf.nblk * C.sizeof_gm_block_info_t))
+	}
+	if ns == 0 {
+		return dst
+	}
+	cs := unsafe.Slice(buf.segs, int(ns))
+	cb := unsafe.Slice(buf.blks, int(nb))
+	for _, s := range cs {
+		for j := range int(s.nblocks) {
+			b := cb[int(s.first_block)+j]
+			f := FlatBlock{Address: uint64(b.address), Size: uint64(b.size), SegBlocks: uint32(s.nblocks),
+				ID: uint32(b.id), State: BlockState(b.state)}
+			if j == 0 {
+				f.SegSize = uint64(s.total_size)
+			}
+			dst = append(dst, f)
+		}
+	}
+	return dst
+}

@@ -178,6 +178,9 @@ const (
 
 // Detail is what the HTML report shows beyond a Replay.
 type Detail struct {
+	// Explorers hold the explorer's data, one per device of the trace, the
+	// replayed device first.
+	Explorers []*Explorer
 	// PeakSegments is the allocator's segments, in address order, just
 	// after the operation at which reserved memory peaked.
 	PeakSegments []SegmentMap

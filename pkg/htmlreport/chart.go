@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"math"
 	"strconv"
@@ -203,6 +204,31 @@ func fragChart(r *figures.Replay, pts []figures.Point, frag []float64) *chart {
 	}
 	c.Lines = []series{{Name: "fragmentation", Class: "frag", D: b.String()}}
 	c.Legend = c.Lines
+	// stretches where memory is reserved and nothing allocated have no
+	// fragmentation to speak of: shade them instead of drawing 100%
+	var idle strings.Builder
+	stretches := 0
+	for i := 0; i < len(pts); i++ {
+		if !idleAt(pts[i]) {
+			continue
+		}
+		j := i
+		for j+1 < len(pts) && idleAt(pts[j+1]) {
+			j++
+		}
+		end := pts[j].Op + 1
+		if j+1 < len(pts) {
+			end = pts[j+1].Op
+		}
+		fmt.Fprintf(&idle, "M%d 0H%dV%dH%dZ", pts[i].Op, end, plotUnits, pts[i].Op)
+		stretches++
+		i = j
+	}
+	if stretches > 0 {
+		c.Areas = append(c.Areas, series{Name: "nothing allocated", Class: "idle", D: idle.String()})
+		c.Legend = append(c.Legend, series{Name: "nothing allocated", Class: "idle"})
+	}
+	c.Attrs = append(c.Attrs, attr("data-idle-stretches", strconv.Itoa(stretches)))
 	c.Marks = []mark{c.mark(r.PeakOp, "peak", "peak")}
 	if r.OOM != nil {
 		c.Marks = append(c.Marks, c.oomMark(r.Ops, "OOM"))
@@ -210,6 +236,9 @@ func fragChart(r *figures.Replay, pts []figures.Point, frag []float64) *chart {
 	c.Attrs = append(c.Attrs, attr("data-frag-at-peak", num4(r.Fragmentation().AtPeak)))
 	return c
 }
+
+// idleAt says memory is reserved at pt and none of it allocated.
+func idleAt(pt figures.Point) bool { return pt.Reserved > 0 && pt.Allocated <= 0 }
 
 func newChart(id string, h int, pts []figures.Point, r *figures.Replay) *chart {
 	c := &chart{ID: id, H: h, PlotY: 26, PlotX: plotX, PlotW: plotW}

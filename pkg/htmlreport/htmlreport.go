@@ -21,10 +21,16 @@ type Extra struct {
 	// the replay's Timeline, NaN where nothing is reserved; nil computes it
 	// from the Timeline.
 	Frag []float64
+	// MaxBands is the most allocations the explorer draws as bands of
+	// their own (the largest); 0 means DefaultMaxBands.
+	MaxBands int
 }
 
 //go:embed report.html.tmpl
 var pageText string
+
+//go:embed explorer.js
+var explorerJS string
 
 var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	// for piping: {{.Y | plus 5}}
@@ -51,6 +57,8 @@ type page struct {
 	Sites    []siteRow
 	OOM      *oomView
 	Data     template.JS // the timeline's figures, for hover and zoom
+	Explorer template.JS // the explorer's packed data, "null" when none
+	Script   template.JS // the explorer's script
 }
 
 type fact struct {
@@ -73,6 +81,8 @@ type siteRow struct {
 }
 
 type oomView struct {
+	Hints   []string
+	Comment string // on PyTorch's own advice, when it does not fit the verdict
 	Verdict string
 	Message string
 	Facts   []fact
@@ -123,12 +133,19 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 		}
 	}
 	p.Sites = siteRows(extra.Sites)
+	var err error
+	if p.Explorer, err = explorerData(extra.Explorers, extra.MaxBands); err != nil {
+		return nil, err
+	}
+	if len(extra.Explorers) > 0 {
+		p.Script = template.JS(explorerJS)
+	}
 	return p, nil
 }
 
 func fragOf(pt figures.Point) float64 {
-	if pt.Reserved <= 0 {
-		return math.NaN()
+	if pt.Reserved <= 0 || pt.Allocated <= 0 {
+		return math.NaN() // nothing to fragment: drawn as a gap (and shaded when reserved)
 	}
 	return 1 - float64(pt.Allocated)/float64(pt.Reserved)
 }
@@ -186,7 +203,12 @@ func outcomeNote(r *figures.Replay) string {
 
 func newOOMView(r *figures.Replay) *oomView {
 	o := r.OOM
-	return &oomView{
+	v := &oomView{Hints: report.Hints(r)}
+	if !o.Fragmented() && !strings.Contains(r.Settings, "expandable_segments:True") {
+		v.Comment = "PyTorch's message below suggests expandable_segments:True against fragmentation; " +
+			"here the cached free memory could not have met the request, so it would not avoid this out-of-memory."
+	}
+	*v = oomView{Hints: v.Hints, Comment: v.Comment,
 		Verdict: o.Verdict(),
 		Message: report.TorchOOMMessage(r.Device, o),
 		Frames:  strings.Join(o.Frames, "\n"),
@@ -198,6 +220,7 @@ func newOOMView(r *figures.Replay) *oomView {
 			{Label: "largest free block", Value: figures.FormatUBytes(o.LargestFree), Key: "oom-largest-free", Raw: strconv.FormatUint(o.LargestFree, 10)},
 		},
 	}
+	return v
 }
 
 // maxSites is how many allocation sites the report lists.

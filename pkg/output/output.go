@@ -30,6 +30,9 @@ type Options struct {
 	// Warn and Alarm are the fragmentation ratios shown as high and very
 	// high; zero means 0.20 and 0.30.
 	Warn, Alarm float64
+	// MaxBands is the most allocations the HTML explorer draws as bands of
+	// their own; 0 = its default.
+	MaxBands int
 }
 
 // A Renderer writes a result of kind T in one format.

@@ -66,14 +66,19 @@ func (r *Run) phasePeaks() (map[string]phasePeak, error) {
 // the events plan.Event counts; nil when the snapshot has no annotations
 // to place in time.
 func eventTimes(snap *trace.Snapshot, device int) []int64 {
-	if len(snap.Annotations) == 0 || device >= len(snap.Traces) {
+	if device >= len(snap.Traces) {
 		return nil
 	}
 	var times []int64
+	recorded := false
 	for _, e := range snap.Traces[device] {
 		if e.Action == trace.ActionAlloc || e.Action == trace.ActionFreeCompleted {
 			times = append(times, e.TimeUS)
+			recorded = recorded || e.TimeUS != 0
 		}
+	}
+	if !recorded {
+		return nil
 	}
 	return times
 }

@@ -17,12 +17,14 @@ type Run struct {
 	// trace cut short by its ring buffer.
 	Notes []string
 
-	plan  *replay.Plan       // workloads: their ops alone
-	snap  *trace.Snapshot    // nil for workloads
-	work  *workload.Workload // nil for traces
-	opts  replay.Options
-	res   *replay.Result
-	times []int64 // eventTimes, for the phases of a diff
+	plan *replay.Plan       // workloads: their ops alone
+	snap *trace.Snapshot    // nil for workloads
+	work *workload.Workload // nil for traces
+	opts replay.Options
+	res  *replay.Result
+
+	device int
+	times  []int64 // the recorded time of each alloc/free_completed event; nil when none
 }
 
 // Replay replays src under s and builds its report. Once ctx is done it
@@ -63,7 +65,12 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 		return nil, err
 	}
 	plan, times := replay.FromSnapshot(snap, src.Device), eventTimes(snap, src.Device)
-	snap.Traces = nil // the plan holds what the replay needs
+	if src.StopAt > 0 && src.StopAt < len(plan.Ops) {
+		plan.Ops, plan.Event, plan.Stack = plan.Ops[:src.StopAt], plan.Event[:src.StopAt], plan.Stack[:src.StopAt]
+	}
+	if len(snap.Traces) == 1 {
+		snap.Traces = nil // the plan holds what the replay needs; Detail replays the other devices
+	}
 	return replayPlanned(ctx, path, src.Device, snap, plan, times, s)
 }
 
@@ -80,6 +87,7 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 			"%d segments and %d live blocks were rebuilt from its final state; peaks cover the kept events only",
 			path, len(r.plan.Seeds), r.plan.Seeded))
 	}
+	r.device = device
 	if r.res, err = replay.Run(r.plan, o); err != nil {
 		return nil, replayErr("replaying "+path, err)
 	}
@@ -100,8 +108,9 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 
 // Detail is what the HTML report adds to the report: the segments at the
 // peak, which takes a second replay stopped just after the peak operation,
-// the allocation sites live there when the trace recorded stacks, and a
-// workload's phases.
+// the allocation sites live there when the trace recorded stacks, a
+// workload's phases, and the explorer's data for each device of the trace
+// (a third replay, stepped one op at a time; the other devices' replays).
 func (r *Run) Detail() (figures.Detail, error) {
 	var d figures.Detail
 	if r.work != nil {
@@ -134,5 +143,39 @@ func (r *Run) Detail() (figures.Detail, error) {
 	}
 	d.PeakSegments = segmentMaps(peak.Segments)
 	d.Sites = peakSites(r.plan, r.snap, n)
+	ex, err := explorer(r.device, r.plan, r.opts, r.res, r.snap, opTimes(r.times, r.plan))
+	if err != nil {
+		return d, fmt.Errorf("stepping through %s: %w", r.Report.Source, err)
+	}
+	if r.Report.OOM != nil {
+		ex.Verdict = r.Report.OOM.Verdict()
+	}
+	if r.work != nil {
+		for i, p := range d.Phases {
+			end := ex.Ops
+			if i+1 < len(d.Phases) {
+				end = d.Phases[i+1].Op
+			}
+			ex.Spans = append(ex.Spans, figures.Span{Name: p.Name, Start: p.Op, End: end})
+		}
+	}
+	d.Explorers = append(d.Explorers, ex)
+	if r.snap != nil {
+		for dev, events := range r.snap.Traces {
+			if dev == r.device || len(events) == 0 {
+				continue
+			}
+			plan := replay.FromSnapshot(r.snap, dev)
+			res, err := replay.Run(plan, o)
+			if err != nil {
+				return d, fmt.Errorf("replaying device %d of %s: %w", dev, r.Report.Source, err)
+			}
+			ex, err := explorer(dev, plan, o, res, r.snap, opTimes(eventTimes(r.snap, dev), plan))
+			if err != nil {
+				return d, fmt.Errorf("stepping through device %d of %s: %w", dev, r.Report.Source, err)
+			}
+			d.Explorers = append(d.Explorers, ex)
+		}
+	}
 	return d, nil
 }

@@ -86,8 +86,9 @@ func RunOps(ops []alloc.Op, event []int32, o Options) (*Result, error) {
 	return run(ops, event, nil, o, nil)
 }
 
-// run replays ops; p, when not nil, is the plan they come from.
-func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Result, error) {
+// newAllocator makes the allocator a replay of p (nil: bare ops) runs on
+// under o, and returns the cap it inferred from the recording, if any.
+func newAllocator(o Options, p *Plan) (*alloc.Allocator, *Cap, error) {
 	var inferred *Cap
 	if o.RecordedCap && p != nil && p.Cap != nil && o.DeviceTotal == 0 && o.MemoryFraction == 0 && o.Config.MemoryFraction == 0 {
 		inferred = p.Cap
@@ -100,6 +101,12 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 		ao.Allowed = inferred.Low
 	}
 	a, err := alloc.New(ao)
+	return a, inferred, err
+}
+
+// run replays ops; p, when not nil, is the plan they come from.
+func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Result, error) {
+	a, inferred, err := newAllocator(o, p)
 	if err != nil {
 		return nil, err
 	}
@@ -200,4 +207,31 @@ func seedOOM(a *alloc.Allocator, s *Seed) *Result {
 	return &Result{Stats: st, Extra: a.Extra(), OOM: oom, OOMs: []*alloc.OOM{oom}, OOMOp: 0,
 		LargestFree: a.LargestFree(), Segments: a.Snapshot(),
 		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(), SeedOOM: true}
+}
+
+// Step replays a plan one operation at a time, calling after(i, a) once
+// op i has been applied, with a the allocator, to look at its state. It
+// stops at the first out-of-memory (the failing op's after call sees the
+// state after the release steps) or when after returns false.
+func Step(p *Plan, o Options, after func(i int, a *alloc.Allocator) bool) error {
+	a, _, err := newAllocator(o, p) // the same allocator, and cap, as Run
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	for _, s := range p.Seeds {
+		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
+			return err
+		}
+	}
+	for i := range p.Ops {
+		res, err := a.Run(p.Ops[i:i+1], i, nil)
+		if err != nil {
+			return err
+		}
+		if !after(i, a) || res.OOM != nil {
+			return nil
+		}
+	}
+	return nil
 }

@@ -388,3 +388,6 @@ func addressesText(a *figures.Addresses) string {
 	}
 	return s
 }
+
+// Hints are the out-of-memory hints the table prints, for other renderers.
+func Hints(r *figures.Replay) []string { return hints(r) }

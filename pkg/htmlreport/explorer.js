@@ -1,0 +1,528 @@
+(function () {
+  "use strict";
+  var started = performance.now(), ALL = JSON.parse(document.getElementById("explorer-data").textContent);
+  if (!ALL) return;
+  var $ = function (id) { return document.getElementById(id); };
+  var tip = $("tip"), units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  function bytes(n) {
+    var v = Math.abs(n), u = 0;
+    if (v < 1024) return n + " B";
+    while (v >= 1024 - 0.005 && u < units.length - 1) { v /= 1024; u++; }
+    return (n < 0 ? "-" : "") + v.toFixed(2) + " " + units[u];
+  }
+  function esc(s) { return String(s).replace(/[&<>"]/g, function (c) { return "&#" + c.charCodeAt(0) + ";"; }); }
+  function commas(n) { return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+  function show(html, e) {
+    tip.innerHTML = html; tip.style.display = "block";
+    var x = e.clientX + 14, y = e.clientY + 14;
+    if (x + tip.offsetWidth > window.innerWidth) x = Math.max(0, e.clientX - tip.offsetWidth - 14);
+    if (y + tip.offsetHeight > window.innerHeight) y = Math.max(0, e.clientY - tip.offsetHeight - 14);
+    tip.style.left = x + "px"; tip.style.top = y + "px";
+  }
+  function hide() { tip.style.display = "none"; }
+
+  // inflate turns a device's base64 deflated columns into bytes (the
+  // browser's own DecompressionStream: no library, no network).
+  function inflate(b64) {
+    var bin = atob(b64), u8 = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
+    return new Response(new Blob([u8]).stream().pipeThrough(new DecompressionStream("deflate-raw"))).arrayBuffer()
+      .then(function (buf) { return new Uint8Array(buf); });
+  }
+  // col decodes column name of d: zigzag LEB128 varints, deltas when delta.
+  function col(d, name, delta) {
+    var c = d.cols[name], b = d.bytes, out = new Float64Array(c[2]), k = 0, u = 0, m = 1, prev = 0;
+    for (var i = c[0], end = c[0] + c[1]; i < end; i++) {
+      var x = b[i];
+      u += (x & 127) * m;
+      if (x & 128) { m *= 128; continue; }
+      var v = u % 2 ? -(u + 1) / 2 : u / 2;
+      if (delta) { prev += v; v = prev; }
+      out[k++] = v; u = 0; m = 1;
+    }
+    return out;
+  }
+  function decode(d) {
+    if (d.start) return d;
+    var n = d.bands, t0 = performance.now(), i;
+    d.start = col(d, "start", true);
+    var len = col(d, "len"), rel = col(d, "rel");
+    d.end = new Float64Array(n); d.rel = new Float64Array(n);
+    for (i = 0; i < n; i++) { d.end[i] = d.start[i] + len[i]; d.rel[i] = d.end[i] + rel[i]; }
+    d.size = col(d, "size"); d.addr = col(d, "addr", true); d.stream = col(d, "stream", true); d.stack = col(d, "stack", true);
+    d.time = d.cols.time[2] ? col(d, "time", true) : null;
+    // live bytes after each op: bands plus the aggregate
+    var tot = new Float64Array(d.ops + 1), acc = 0;
+    if (d.aggregated) { var ag = col(d, "agg"); for (i = 0; i < d.ops; i++) tot[i] += ag[i]; }
+    d.agg = new Float64Array(d.ops);
+    for (i = 0; i < d.ops; i++) { acc += tot[i]; d.agg[i] = acc; }
+    tot.fill(0);
+    for (i = 0; i < n; i++) { tot[d.start[i]] += d.size[i]; tot[d.end[i]] -= d.size[i]; }
+    d.total = new Float64Array(d.ops); acc = 0; d.ymax = 1;
+    for (i = 0; i < d.ops; i++) { acc += tot[i]; d.total[i] = acc + d.agg[i]; if (d.total[i] > d.ymax) d.ymax = d.total[i]; }
+    // bands in order of their end, by counting sort
+    var cnt = new Int32Array(d.ops + 2);
+    for (i = 0; i < n; i++) cnt[d.end[i] + 1]++;
+    for (i = 1; i < cnt.length; i++) cnt[i] += cnt[i - 1];
+    d.byEnd = new Int32Array(n);
+    for (i = 0; i < n; i++) d.byEnd[cnt[d.end[i]]++] = i;
+    d.sites = null;
+    d.decodeMs = performance.now() - t0;
+    return d;
+  }
+  // blocks decodes n blocks, [address, size, state, first, segment size,
+  // band]; a block's address comes from its segment record (first blocks)
+  // or the block before it, which prevOf(i, list) gives.
+  function blockCols(d, p, made) {
+    var sz = col(d, p + "size"), st = col(d, p + "state"), bd = col(d, p + "band"), sg = col(d, p + "seg");
+    var n = sz.length, segAt = new Int32Array(n), f = 0;
+    for (var i = 0; i < n; i++) { segAt[i] = f; if (st[i] & 4) f += 2; }
+    for (i = 1; i < sg.length; i += 2) sg[i] *= d.unit;
+    // the segment addresses are deltas among themselves
+    for (i = 2, f = sg[0]; i < sg.length; i += 2) { f += sg[i]; sg[i] = f; }
+    return { size: sz, state: st, band: bd, seg: sg, segAt: segAt };
+  }
+  function block(d, c, i, prev, made) {
+    var s = c.state[i], first = (s & 4) !== 0, size = c.size[i] * d.unit;
+    var addr = first ? c.seg[c.segAt[i]] : prev ? prev[0] + prev[1] : 0;
+    return [addr, size, s & 3, first, first ? c.seg[c.segAt[i] + 1] : 0, c.band[i] ? made - c.band[i] : -1];
+  }
+  // the block list's changes and keys, decoded when the map is first drawn
+  function decodeBlocks(d) {
+    if (d.pos) return;
+    var t0 = performance.now(), i, j;
+    d.pos = col(d, "pos", true); d.del = col(d, "del"); d.ins = col(d, "ins");
+    d.insAt = new Float64Array(d.ops + 1);
+    for (i = 0; i < d.ops; i++) d.insAt[i + 1] = d.insAt[i] + d.ins[i];
+    d.bc = blockCols(d, "b");
+    // bands made by the first k ops
+    d.madeBy = new Int32Array(d.ops + 1);
+    for (i = 0, j = 0; i <= d.ops; i++) { while (j < d.bands && d.start[j] < i) j++; d.madeBy[i] = j; }
+    d.kc = blockCols(d, "k");
+    var kl = col(d, "klen");
+    d.keyAt = new Float64Array(kl.length + 1);
+    for (i = 0; i < kl.length; i++) d.keyAt[i + 1] = d.keyAt[i] + kl[i];
+    d.keyLists = [];
+    d.blocksMs = performance.now() - t0;
+  }
+  // keyList builds key j's block list the first time it is needed
+  function keyList(d, j) {
+    if (!d.keyLists[j]) {
+      var list = [], made = d.madeBy[d.keys[j]];
+      for (var i = d.keyAt[j]; i < d.keyAt[j + 1]; i++) list.push(block(d, d.kc, i, list[list.length - 1], made));
+      d.keyLists[j] = list;
+    }
+    return d.keyLists[j];
+  }
+  // the blocks after the first k ops: the last key at or before k, and the changes since
+  function stateAt(d, k) {
+    decodeBlocks(d);
+    var j = -1, lo = 0, hi = d.keys.length - 1;
+    while (lo <= hi) { var m = (lo + hi) >> 1; if (d.keys[m] <= k) { j = m; lo = m + 1; } else hi = m - 1; }
+    var st = j >= 0 ? keyList(d, j).slice() : [], op = j >= 0 ? d.keys[j] : 0;
+    for (; op < k; op++) {
+      var a = d.insAt[op], b = d.insAt[op + 1], pos = d.pos[op], made = d.madeBy[op + 1], ins = [];
+      for (var i = a; i < b; i++) ins.push(block(d, d.bc, i, ins.length ? ins[ins.length - 1] : st[pos - 1], made));
+      st.splice.apply(st, [pos, d.del[op]].concat(ins));
+    }
+    return st;
+  }
+  var STATES = ["free", "inactive split", "allocated", "pending free"];
+  var SCOL = ["#c9d1db", "#f2c6a0", "#3a6ea5", "#e8871e"];
+
+  // sites: the first `depth` user frames of a stack (all frames when none is the user's)
+  function siteKey(d, st, depth) {
+    if (st < 0) return "(no stack recorded)";
+    var fr = d.stacks[st], out = [];
+    for (var i = 0; i < fr.length && out.length < depth; i++) if (d.user[fr[i]]) out.push(d.frames[fr[i]]);
+    for (i = 0; i < fr.length && out.length < depth; i++) if (!d.user[fr[i]]) out.push(d.frames[fr[i]]);
+    return out.join("\n");
+  }
+  function buildSites(d, depth) {
+    var byKey = {}, list = [];
+    d.siteOf = new Int32Array(d.stacks ? d.stacks.length + 1 : 1);
+    for (var s = -1; s < (d.stacks ? d.stacks.length : 0); s++) {
+      var k = siteKey(d, s, depth);
+      if (!(k in byKey)) { byKey[k] = list.length; list.push({ key: k }); }
+      d.siteOf[s + 1] = byKey[k];
+    }
+    d.sites = list;
+    d.colors = new Uint32Array(list.length);
+    for (var i = 0; i < list.length; i++) {
+      var h = 0; for (var j = 0; j < list[i].key.length; j++) h = (h * 31 + list[i].key.charCodeAt(j)) >>> 0;
+      list[i].color = list[i].key === "(no stack recorded)" ? "hsl(40,22%,74%)" : "hsl(" + (h % 360) + ",62%," + (44 + (h >> 9) % 18) + "%)";
+      d.colors[i] = rgba(list[i].color);
+    }
+  }
+  var probeCtx = document.createElement("canvas").getContext("2d");
+  function rgba(css) {
+    probeCtx.fillStyle = css; probeCtx.fillRect(0, 0, 1, 1);
+    var p = probeCtx.getImageData(0, 0, 1, 1).data;
+    return (255 << 24 | p[2] << 16 | p[1] << 8 | p[0]) >>> 0;
+  }
+  var GREY = rgba("#8a949e"), HI = rgba("#111111"), DIM = rgba("#e9edf1");
+
+  var D = null, view = { x0: 0, x1: 1 }, mode = "op", scrub = 0, pinned = -1, selSite = -1, depth = 2;
+  var cv = $("bands"), ctx = cv.getContext("2d"), off = document.createElement("canvas"), offView = null;
+  var samples = null; // the op drawn in each column of the last exact render
+  var W = 0, H = 0;
+
+  function fit() {
+    W = Math.max(200, Math.floor(cv.clientWidth)); H = +cv.getAttribute("height");
+    cv.width = W; off.width = W; off.height = H;
+  }
+  // op at fraction f of the view, by the chosen axis
+  function opAt(f) {
+    if (mode === "time" && D.time) {
+      var t = D.time[Math.floor(view.x0)] + f * (D.time[Math.min(Math.ceil(view.x1), D.ops) - 1] - D.time[Math.floor(view.x0)]);
+      var lo = Math.floor(view.x0), hi = Math.min(Math.ceil(view.x1), D.ops) - 1;
+      while (lo < hi) { var m = (lo + hi) >> 1; if (D.time[m] < t) lo = m + 1; else hi = m; }
+      return lo;
+    }
+    return view.x0 + f * (view.x1 - view.x0);
+  }
+  function xOf(op) {
+    if (mode === "time" && D.time) {
+      var a = D.time[Math.floor(view.x0)], b = D.time[Math.min(Math.ceil(view.x1), D.ops) - 1];
+      return b > a ? (D.time[Math.min(Math.max(Math.round(op), 0), D.ops - 1)] - a) / (b - a) * W : 0;
+    }
+    return (op - view.x0) / (view.x1 - view.x0) * W;
+  }
+
+  // render draws the bands of the view exactly: each pixel column shows the
+  // live allocations, stacked in allocation order, after the op of the
+  // column where the most bytes were live; bands under a pixel tall share
+  // grey pixels so that the column's height stays the exact total.
+  function render() {
+    var n = D.bands, img = ctx.createImageData(W, H), px = new Uint32Array(img.data.buffer);
+    var fen = new Float64Array(n + 1), LOG = 1;
+    while (LOG * 2 <= n) LOG *= 2;
+    function add(i, v) { for (i++; i <= n; i += i & -i) fen[i] += v; }
+    function find(v) { // the first band whose prefix sum exceeds v
+      var p = 0;
+      for (var s = LOG; s > 0; s >>= 1) if (p + s <= n && fen[p + s] <= v) { p += s; v -= fen[p]; }
+      return p;
+    }
+    function prefix(i) { var s = 0; for (i++; i > 0; i -= i & -i) s += fen[i]; return s; }
+    samples = new Int32Array(W);
+    var lo = 0;
+    for (var c = 0; c < W; c++) {
+      var a = Math.max(0, Math.floor(opAt(c / W))), b = Math.min(D.ops, Math.max(a + 1, Math.floor(opAt((c + 1) / W))));
+      if (c === W - 1) b = Math.min(D.ops, Math.max(a + 1, Math.ceil(view.x1)));
+      var best = Math.min(a, D.ops - 1);
+      for (var o = a; o < b; o++) if (D.total[o] > D.total[best]) best = o;
+      samples[c] = best;
+    }
+    // the live set at the first sample
+    var s0 = samples[0], pa = 0, pe = 0, i;
+    for (i = 0; i < n; i++) if (D.start[i] <= s0 && D.end[i] > s0) fen[i + 1] += D.size[i];
+    for (i = 1; i <= n; i++) { var j = i + (i & -i); if (j <= n) fen[j] += fen[i]; }
+    while (pa < n && D.start[pa] <= s0) pa++;
+    while (pe < n && D.end[D.byEnd[pe]] <= s0) pe++;
+    var prev = s0, k2b = H / D.ymax;
+    for (c = 0; c < W; c++) {
+      var s = samples[c];
+      if (s !== prev) {
+        for (; pa < n && D.start[pa] <= s; pa++) if (D.end[pa] > s) add(pa, D.size[pa]);
+        for (; pe < n && D.end[D.byEnd[pe]] <= s; pe++) { var k = D.byEnd[pe]; if (D.start[k] <= prev) add(k, -D.size[k]); }
+        prev = s;
+      }
+      var base = D.agg[s], y = H;
+      if (base > 0) { var top = H - base * k2b; for (var r = Math.max(0, Math.round(top)); r < y; r++) px[r * W + c] = GREY; y = Math.round(top); }
+      var total = fen.length > 1 ? prefix(n - 1) : 0, pos = 0;
+      while (pos < total) {
+        var bi = find(pos), hiB = prefix(bi), loB = hiB - D.size[bi];
+        var yTop = H - (base + hiB) * k2b, yBot = H - (base + loB) * k2b, col;
+        if (yBot - yTop >= 1) {
+          col = bi === pinned ? HI : selSite >= 0 ? (D.siteOf[D.stack[bi] + 1] === selSite ? HI : DIM) : D.colors[D.siteOf[D.stack[bi] + 1]];
+          for (r = Math.max(0, Math.round(yTop)); r < Math.round(yBot); r++) px[r * W + c] = col;
+          pos = hiB;
+        } else { // a pixel of bands too small to see
+          var row = Math.floor(yBot - 1e-9), rowLo = (H - row - 1) / k2b - base;
+          if (row >= 0 && row < H) px[row * W + c] = bi === pinned ? HI : GREY;
+          pos = Math.max(hiB, rowLo + 1 / k2b);
+        }
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    off.getContext("2d").clearRect(0, 0, W, H);
+    off.getContext("2d").drawImage(cv, 0, 0);
+    offView = { x0: view.x0, x1: view.x1, mode: mode };
+    overlay();
+    cv.dataset.rendered = String(+cv.dataset.rendered + 1 || 1);
+  }
+  // quick draws the last exact render moved and stretched to the view: what
+  // a frame of panning or zooming shows until the exact render catches up.
+  var timer = 0;
+  function quick() {
+    if (offView && offView.mode === mode && mode !== "time") {
+      var sx = (view.x0 - offView.x0) / (offView.x1 - offView.x0) * W, sw = (view.x1 - view.x0) / (offView.x1 - offView.x0) * W;
+      ctx.clearRect(0, 0, W, H);
+      ctx.drawImage(off, sx, 0, sw, H, 0, 0, W, H);
+      overlay();
+      clearTimeout(timer);
+      timer = setTimeout(render, 150);
+    } else render();
+  }
+  // overlay: the scrubber, the peak and OOM, the annotated spans, the axis
+  var axis = $("axis"), spansEl = $("spans");
+  function overlay() {
+    ctx.fillStyle = "#7b4fa0"; ctx.fillRect(Math.round(xOf(D.peak)), 0, 1, H);
+    if (D.oom >= 0) { ctx.fillStyle = "#d62728"; ctx.fillRect(Math.round(xOf(D.oom)), 0, 2, H); }
+    ctx.fillStyle = "#111"; ctx.fillRect(Math.round(xOf(scrub - 1)), 0, 1, H);
+    // axis ticks
+    var ax = axis.getContext("2d"); axis.width = W; ax.clearRect(0, 0, W, 40); ax.fillStyle = "#66707a"; ax.font = "11px system-ui,sans-serif";
+    var ticks = [];
+    if (mode === "steps" && D.spans && D.spans.length) {
+      D.spans.forEach(function (s, i) { ticks.push([xOf(s[0]), s[2]]); });
+    } else if (mode === "time" && D.time) {
+      var t0 = D.time[Math.floor(view.x0)], t1 = D.time[Math.min(Math.ceil(view.x1), D.ops) - 1];
+      for (var q = 0; q <= 8; q++) ticks.push([q / 8 * W, ((t0 + q / 8 * (t1 - t0) - D.time[0]) / 1000).toFixed(1) + " ms"]);
+    } else {
+      for (q = 0; q <= 8; q++) ticks.push([q / 8 * W, commas(view.x0 + q / 8 * (view.x1 - view.x0))]);
+    }
+    var lastX = -1e9, drawn = 0;
+    ticks.forEach(function (t) {
+      if (t[0] < 0 || t[0] > W || t[0] - lastX < 60) return;
+      ax.fillRect(Math.round(t[0]), 0, 1, 5); ax.fillText(t[1], Math.min(t[0] + 2, W - 60), 16); lastX = t[0]; drawn++;
+    });
+    axis.dataset.ticks = drawn;
+    // annotated spans as labelled bars
+    var sp = spansEl.getContext("2d"); spansEl.width = W; sp.clearRect(0, 0, W, 18); sp.font = "11px system-ui,sans-serif";
+    var shown = 0;
+    (D.spans || []).forEach(function (s, i) {
+      var x0 = xOf(s[0]), x1 = Math.max(xOf(s[1]), x0 + 2);
+      if (x1 < 0 || x0 > W) return;
+      sp.fillStyle = i % 2 ? "#b9c7d8" : "#cfd9e6"; sp.fillRect(x0, 2, x1 - x0, 14);
+      if (x1 - x0 > 30) { sp.fillStyle = "#1d2329"; sp.fillText(s[2], Math.max(x0, 0) + 3, 13, x1 - x0 - 4); }
+      shown++;
+    });
+    spansEl.dataset.spans = shown;
+  }
+
+  // band under a point: the live set after op s, stacked in allocation order
+  function bandAt(s, bytesUp) {
+    var cum = D.agg[s];
+    if (bytesUp < cum) return -1;
+    for (var i = 0; i < D.bands && D.start[i] <= s; i++) {
+      if (D.end[i] <= s) continue;
+      cum += D.size[i];
+      if (cum > bytesUp) return i;
+    }
+    return -1;
+  }
+  function hex(a) { return "0x" + a.toString(16); }
+  function when(op) { return "op " + commas(op) + (D.time ? " (" + ((D.time[Math.min(op, D.ops - 1)] - D.time[0]) / 1000).toFixed(3) + " ms)" : ""); }
+  function bandText(i) {
+    var st = D.stack[i], fr = st >= 0 ? D.stacks[st].map(function (f) { return D.frames[f]; }) : [];
+    var end = D.end[i] >= D.ops ? "still live at the end" : "freed at " + when(D.end[i]);
+    var rel = D.rel[i] > D.end[i] && D.rel[i] < D.ops ? "<br>block held for another stream until op " + commas(D.rel[i]) : "";
+    return "<b>" + bytes(D.size[i]) + "</b> at " + hex(D.addr[i]) + " &middot; stream " + D.stream[i] +
+      "<br>allocated at " + when(D.start[i]) + ", " + end + " (" + commas(D.end[i] - D.start[i]) + " ops)" + rel +
+      (fr.length ? "<pre class=\"frames\">" + esc(fr.join("\n")) + "</pre>" : "<br>no stack recorded");
+  }
+  function bandUnder(e) {
+    var r = cv.getBoundingClientRect(), c = Math.min(W - 1, Math.max(0, Math.floor((e.clientX - r.left) / r.width * W)));
+    var y = (e.clientY - r.top) / r.height * H, s = samples ? samples[c] : Math.floor(opAt(c / W));
+    return { op: s, band: bandAt(s, (H - y) / H * D.ymax) };
+  }
+  cv.addEventListener("mousemove", function (e) {
+    if (drag) return;
+    var h = bandUnder(e);
+    if (h.band < 0) { show("op " + commas(h.op) + "<br>live " + bytes(D.total[h.op]) + (D.agg[h.op] ? " (" + bytes(D.agg[h.op]) + " aggregated)" : ""), e); cv.dataset.hover = ""; return; }
+    cv.dataset.hover = h.band;
+    show(bandText(h.band), e);
+  });
+  cv.addEventListener("mouseleave", hide);
+  var drag = null;
+  cv.addEventListener("mousedown", function (e) { drag = { x: e.clientX, x0: view.x0, x1: view.x1, moved: false }; e.preventDefault(); });
+  window.addEventListener("mousemove", function (e) {
+    if (!drag) return;
+    var dx = (e.clientX - drag.x) / cv.getBoundingClientRect().width * (drag.x1 - drag.x0);
+    if (Math.abs(e.clientX - drag.x) > 3) drag.moved = true;
+    if (drag.moved) { setView(drag.x0 - dx, drag.x1 - dx); hide(); }
+  });
+  window.addEventListener("mouseup", function (e) {
+    if (!drag) return;
+    var d = drag; drag = null;
+    if (d.moved) return;
+    var h = bandUnder(e); // a click pins the band and moves the scrubber there
+    pin(h.band);
+    setScrub(h.op + 1);
+  });
+  cv.addEventListener("wheel", function (e) {
+    e.preventDefault();
+    var r = cv.getBoundingClientRect(), f = (e.clientX - r.left) / r.width, at = view.x0 + f * (view.x1 - view.x0);
+    var k = Math.exp(e.deltaY * 0.002);
+    setView(at - (at - view.x0) * k, at + (view.x1 - at) * k);
+  }, { passive: false });
+  cv.addEventListener("dblclick", function () { setView(0, D.ops); });
+  function setView(a, b) {
+    var w = Math.min(Math.max(b - a, 8), D.ops);
+    a = Math.min(Math.max(a, 0), D.ops - w);
+    view.x0 = a; view.x1 = a + w;
+    cv.dataset.view = Math.round(view.x0) + " " + Math.round(view.x1);
+    quick();
+  }
+  function pin(i) {
+    pinned = i;
+    var p = $("pinned");
+    p.innerHTML = i >= 0 ? "<b>pinned</b> " + bandText(i) : "";
+    p.dataset.band = i;
+    render();
+  }
+
+  // the segment map after the first k ops
+  var sm = $("segmap-live"), smx = sm.getContext("2d");
+  function drawMap(k) {
+    var st = stateAt(D, k), segs = [], cur = null, i;
+    for (i = 0; i < st.length; i++) {
+      if (st[i][3]) { cur = { addr: st[i][0], size: st[i][4], blocks: [] }; segs.push(cur); }
+      cur.blocks.push(st[i]);
+    }
+    var MW = Math.max(200, Math.floor(sm.clientWidth)), total = 0, maxSeg = 1, largest = null, sums = [0, 0, 0, 0], counts = [0, 0, 0, 0];
+    segs.forEach(function (s) { total += s.size; maxSeg = Math.max(maxSeg, s.size); });
+    st.forEach(function (b) { sums[b[2]] += b[1]; counts[b[2]]++; if (b[2] < 2 && (!largest || b[1] > largest[1])) largest = b; });
+    var oomHere = D.oom >= 0 && k === D.oom + 1;
+    var need = oomHere ? D.oomRounded : 0;
+    var scale = Math.max(maxSeg / MW, (total + need) / (MW * 12), 1), x = 0, y = 0, rects = [];
+    segs.forEach(function (s) {
+      var w = Math.max(s.size / scale, 3);
+      if (x > 0 && x + w > MW) { x = 0; y += 26; }
+      s.x = x; s.y = y; s.w = w; x += w + 3;
+    });
+    var oomX = x, oomY = y;
+    if (oomHere) { var ow = Math.max(need / scale, 3); if (oomX > 0 && oomX + ow > MW) { oomX = 0; oomY += 26; } }
+    sm.width = MW; sm.height = (oomHere ? oomY : y) + 30;
+    smx.clearRect(0, 0, MW, sm.height);
+    segs.forEach(function (s) {
+      var off = 0;
+      s.blocks.forEach(function (b) {
+        var bx = s.x + off / s.size * s.w, bw = Math.max(b[1] / s.size * s.w, 0.5);
+        smx.fillStyle = SCOL[b[2]]; smx.fillRect(bx, s.y + 4, bw, 18);
+        rects.push([bx, s.y + 4, bw, b]);
+        off += b[1];
+      });
+      smx.strokeStyle = "#9aa4ae"; smx.lineWidth = 0.6; smx.strokeRect(s.x + 0.5, s.y + 4.5, s.w - 1, 17);
+    });
+    if (largest) {
+      rects.forEach(function (r) { if (r[3] === largest) { smx.strokeStyle = "#d62728"; smx.lineWidth = 2.5; smx.strokeRect(r[0] - 1.5, r[1] - 2, Math.max(r[2], 2) + 3, 22); } });
+    }
+    if (oomHere) {
+      smx.setLineDash([4, 3]); smx.strokeStyle = "#d62728"; smx.lineWidth = 2; smx.strokeRect(oomX + 1, oomY + 5, Math.max(need / scale, 3) - 2, 16); smx.setLineDash([]);
+    }
+    sm.rects = rects;
+    var ds = sm.dataset;
+    ds.op = k; ds.segments = segs.length; ds.blocks = st.length; ds.reserved = total;
+    ds.allocated = sums[2]; ds.active = sums[2] + sums[3]; ds.splitBytes = sums[1]; ds.split = counts[1];
+    ds.largestFree = largest ? largest[1] : 0;
+    ds.digest = segs.map(function (s) { return hex(s.addr) + ":" + s.size + "[" + s.blocks.map(function (b) { return b[1] + STATES[b[2]][0]; }).join(",") + "]"; }).join(" ");
+    $("segmap-legend").innerHTML = [0, 1, 2, 3].map(function (q) {
+      return "<span><i class=\"sq\" style=\"background:" + SCOL[q] + "\"></i>" + STATES[q] + " " + bytes(sums[q]) + " in " + counts[q] + " blocks</span>";
+    }).join("") + (largest ? "<span><i class=\"sq largest\"></i>largest hole " + bytes(largest[1]) + "</span>" : "") +
+      (oomHere ? "<span><i class=\"sq oomreq\"></i>the request that failed: " + bytes(D.oomSize) + " (rounded " + bytes(D.oomRounded) + ")</span>" : "");
+    $("segmap-title").textContent = "Segments after " + commas(k) + " of " + commas(D.ops) + " operations" +
+      (k === D.peak + 1 ? " (the peak)" : "") + (oomHere ? " (the out-of-memory, after its release steps)" : "");
+  }
+  sm.addEventListener("mousemove", function (e) {
+    if (!sm.rects) return;
+    var r = sm.getBoundingClientRect(), x = (e.clientX - r.left) * sm.width / r.width, y = (e.clientY - r.top) * sm.height / r.height;
+    for (var i = 0; i < sm.rects.length; i++) {
+      var q = sm.rects[i];
+      if (x >= q[0] && x < q[0] + Math.max(q[2], 1) && y >= q[1] && y < q[1] + 18) {
+        var b = q[3];
+        show("<b>" + STATES[b[2]] + "</b> " + bytes(b[1]) + " at " + hex(b[0]) + (b[5] >= 0 ? "<br>" + bandText(b[5]) : ""), e);
+        return;
+      }
+    }
+    hide();
+  });
+  sm.addEventListener("mouseleave", hide);
+
+  // sites: bytes live after the peak, the OOM and the scrubber's op
+  function liveBySite(op) {
+    var out = new Float64Array(D.sites.length);
+    if (op < 0) return out;
+    for (var i = 0; i < D.bands && D.start[i] <= op; i++) if (D.end[i] > op) out[D.siteOf[D.stack[i] + 1]] += D.size[i];
+    return out;
+  }
+  function drawSites() {
+    var atPeak = liveBySite(D.peak), atOOM = D.oom >= 0 ? liveBySite(D.oom - 1) : null, atScrub = liveBySite(scrub - 1);
+    var idx = D.sites.map(function (_, i) { return i; }).filter(function (i) { return atPeak[i] || atScrub[i] || (atOOM && atOOM[i]); });
+    idx.sort(function (a, b) { return atScrub[b] - atScrub[a] || atPeak[b] - atPeak[a]; });
+    $("sites-oom-head").style.display = atOOM ? "" : "none";
+    var rows = idx.slice(0, 40).map(function (i) {
+      var s = D.sites[i];
+      return "<tr class=\"xsite" + (i === selSite ? " sel" : "") + "\" data-site=\"" + i + "\" data-peak=\"" + atPeak[i] + "\" data-scrub=\"" + atScrub[i] + "\">" +
+        "<td><i class=\"sq\" style=\"background:" + s.color + "\"></i></td><td class=\"n\">" + bytes(atPeak[i]) + "</td>" +
+        (atOOM ? "<td class=\"n\">" + bytes(atOOM[i]) + "</td>" : "") + "<td class=\"n\">" + bytes(atScrub[i]) + "</td><td><pre>" + esc(s.key) + "</pre></td></tr>";
+    });
+    $("xsites-body").innerHTML = rows.join("");
+    $("xsites").dataset.sites = idx.length;
+  }
+  $("xsites-body").addEventListener("click", function (e) {
+    var tr = e.target.closest("tr.xsite");
+    if (!tr) return;
+    selSite = +tr.dataset.site === selSite ? -1 : +tr.dataset.site;
+    drawSites(); render();
+  });
+  $("depth").addEventListener("change", function () { depth = +this.value; buildSites(D, depth); selSite = -1; drawSites(); render(); });
+
+  var range = $("scrub");
+  function setScrub(k, later) {
+    scrub = Math.min(Math.max(1, Math.round(k)), D.ops);
+    range.value = scrub;
+    $("scrub-label").textContent = "after op " + commas(scrub - 1) + (D.time ? " · " + ((D.time[scrub - 1] - D.time[0]) / 1000).toFixed(3) + " ms" : "");
+    drawSites();
+    if (offView) quick();
+    // on opening, the map waits for the next frame so that the bands show first
+    cancelAnimationFrame(mapFrame);
+    if (later) mapFrame = requestAnimationFrame(function () { drawMap(scrub); });
+    else drawMap(scrub);
+  }
+  var mapFrame = 0;
+  range.addEventListener("input", function () { setScrub(+range.value); });
+  document.querySelectorAll("#explorer [data-scrub-to]").forEach(function (b) {
+    b.addEventListener("click", function () { setScrub(b.dataset.scrubTo === "oom" ? D.oom + 1 : D.peak + 1); });
+  });
+  var modeSel = $("xmode");
+  modeSel.addEventListener("change", function () { mode = modeSel.value; render(); });
+
+  function useDevice(k) {
+    D = decode(ALL[k]);
+    if (!D.sites) buildSites(D, depth);
+    $("explorer").dataset.device = D.device;
+    $("agg-note").textContent = D.aggregated ? "The " + commas(D.bands) + " largest allocations are drawn as bands; " + commas(D.aggregated) +
+      " smaller ones are drawn together as the grey area at the bottom (the size limit, --html-max-bands)." : "";
+    $("oom-btn").style.display = D.oom >= 0 ? "" : "none";
+    modeSel.querySelector('[value="time"]').disabled = !D.time;
+    modeSel.querySelector('[value="steps"]').disabled = !(D.spans && D.spans.length);
+    if ((mode === "time" && !D.time) || (mode === "steps" && !(D.spans && D.spans.length))) { mode = "op"; modeSel.value = "op"; }
+    range.max = D.ops; pinned = -1; selSite = -1; $("pinned").innerHTML = "";
+    fit(); view.x0 = 0; view.x1 = D.ops; offView = null;
+    setScrub(D.oom >= 0 ? D.oom + 1 : D.peak + 1, true);
+    render();
+    $("explorer").dataset.decodeMs = Math.round(D.decodeMs);
+  }
+  var devSel = $("device");
+  if (ALL.length > 1) {
+    devSel.innerHTML = ALL.map(function (d, i) { return "<option value=\"" + i + "\">device " + d.device + "</option>"; }).join("");
+    devSel.parentNode.style.display = "";
+    devSel.addEventListener("change", function () { useDevice(+devSel.value); });
+  }
+  window.addEventListener("resize", function () { if (D) { fit(); render(); drawMap(scrub); } });
+  // the columns inflate asynchronously; the page draws once the first device's are in
+  var parsed = performance.now();
+  Promise.all(ALL.map(function (d) { return inflate(d.bin).then(function (b) { d.bytes = b; d.bin = null; }); })).then(function () {
+    var inflated = performance.now();
+    useDevice(0);
+    $("explorer").dataset.timing = "parse " + Math.round(parsed - started) + " inflate " + Math.round(inflated - parsed) +
+      " decode " + Math.round(D.decodeMs) + " show " + Math.round(performance.now() - inflated - D.decodeMs);
+    $("explorer").dataset.ready = "true";
+    $("explorer").dataset.scriptMs = Math.round(performance.now() - started);
+    $("explorer").dataset.startedAt = Math.round(started);
+  }).catch(function (e) { $("explorer").dataset.error = String(e); });
+  // for checks and scripting: the state after k ops, and the view
+  window.gpumemExplorer = { device: useDevice, scrub: setScrub, view: setView, pin: pin, render: render,
+    state: function (k) { return stateAt(D, k); }, data: function () { return D; } };
+})();
