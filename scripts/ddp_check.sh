@@ -61,7 +61,8 @@ grep "on SIGUSR1" "$out/record.err" || { echo "no dump on SIGUSR1"; status=1; }
 $gm hooks "$out/gpumem_hooks.py"
 for fw in lightning hf; do
   echo "== $fw callback (gpumem_hooks.py)"
-  PYTHONPATH="$out" python3 scripts/examples/callbacks_train.py "$out" $fw 2>"$out/$fw.err" | tee "$out/$fw.log"
+  # one GPU: with two visible, the HF Trainer would run DataParallel over both
+  CUDA_VISIBLE_DEVICES=0 PYTHONPATH="$out" python3 scripts/examples/callbacks_train.py "$out" $fw 2>"$out/$fw.err" | tee "$out/$fw.log"
   tail -3 "$out/$fw.err"
   grep -q "not installed" "$out/$fw.log" && continue
   p=${fw/lightning/pl}

@@ -92,7 +92,7 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 	s.Points, s.Check, s.RecordedCap, s.IgnoreAddresses = 2000, o.check, true, o.noAddrs
 	opts := output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm, MaxBands: o.bands}
 	deviceGiven := o.changed != nil && o.changed("device")
-	if len(paths) == 1 && deviceGiven {
+	if len(paths) == 1 && (deviceGiven || o.stopAt > 0) {
 		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Device: o.device, StopAt: o.stopAt, Progress: a.progress()}, s)
 		if err != nil {
 			return err

@@ -97,9 +97,11 @@ func (p *cudaProbe) state() (gran uint64, segs, resv, pages int, err string) {
 func (p *cudaProbe) lastErr() string { _, _, _, _, e := p.state(); return e }
 
 // touch writes v over [addr, addr+n) on the device and reads back the ends
-// of every stride: 1 all good, 0 not, -1 the driver lacks the calls.
+// of every stride: 1 all good, 0 not, -1 the driver lacks the calls. addr
+// is an address the backend handed out: the device's is found behind it.
 func (p *cudaProbe) touch(addr, n, stride uint64, v byte) int {
-	return int(C.gm_cuda_probe_touch(C.uint64_t(addr), C.uint64_t(n), C.uint64_t(stride), C.uchar(v)))
+	dev := C.gm_cuda_probe_device_addr(p.b.ctx, C.uint64_t(addr))
+	return int(C.gm_cuda_probe_touch(dev, C.uint64_t(n), C.uint64_t(stride), C.uchar(v)))
 }
 
 // otherThread mallocs and frees size bytes from a new OS thread.

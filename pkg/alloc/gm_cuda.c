@@ -729,6 +729,17 @@ void gm_cuda_probe(const void *ctx, gm_cuda_probe_t *out) {
   *out = (gm_cuda_probe_t){c->gran, c->segs.n, c->resv.n, c->pages.n, c->err};
 }
 
+uint64_t gm_cuda_probe_device_addr(const void *ctx, uint64_t addr) {
+  const gm__cuda_t *c = ctx;
+  const gm__cu_ent_t *e = gm__cu_find(&c->segs, addr);
+  if (e != NULL) return e->a;
+  for (size_t i = 0; i < c->resv.cap; i++) {
+    const gm__cu_ent_t *r = &c->resv.e[i];
+    if (r->key != 0 && addr >= r->key && addr - r->key < r->a) return r->b + (addr - r->key);
+  }
+  return addr;
+}
+
 int gm_cuda_probe_touch(uint64_t p, uint64_t n, uint64_t stride, unsigned char v) {
   gm__CUresult (*memset8)(gm__CUdeviceptr, unsigned char, size_t);
   gm__CUresult (*dtoh)(void *, gm__CUdeviceptr, size_t);

@@ -14,6 +14,11 @@ typedef struct gm_cuda_probe {
 
 void gm_cuda_probe(const void *ctx, gm_cuda_probe_t *out);
 
+/* The device address behind addr, an address the backend handed out (the
+ * simulated device's model; see gm_cuda.c, Placement); addr itself if it is
+ * none of them. */
+uint64_t gm_cuda_probe_device_addr(const void *ctx, uint64_t addr);
+
 /* Fill [p, p+n) with v on the device and read back the first and last byte
  * of every `stride` bytes: 1 if all read v, 0 if not, -1 if the driver
  * lacks cuMemsetD8_v2/cuMemcpyDtoH_v2/cuCtxSynchronize. */

@@ -207,7 +207,9 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
 			plan: replay.FromSnapshot(snap, d), times: eventTimes(snap, d)})
 	}
-	snap.Traces = nil // the plans hold what the replays need
+	if len(devs) == 1 {
+		snap.Traces = nil // the plans hold what the replays need; with several devices the HTML explorer replays them all
+	}
 	return ranks, nil
 }
 
