@@ -33,7 +33,7 @@ int gm_policy_info(int p, gm_policy_info_t *out) {
 }
 
 /* ------------------------------------------------------------------ */
-/* configuration and sizes (§2, §3 of shared/docs/pytorch-allocator.md) */
+/* configuration and sizes (§2, §3 of docs/pytorch-allocator.md) */
 
 void gm_config_default(gm_config_t *c) {
   memset(c, 0, sizeof *c);

@@ -3,7 +3,7 @@
  *
  * Function names follow PyTorch's (get_free_block, alloc_block,
  * release_cached_blocks, ...) so that the two can be read side by side;
- * section numbers (§n) refer to shared/docs/pytorch-allocator.md. */
+ * section numbers (§n) refer to docs/pytorch-allocator.md. */
 #include <stdlib.h>
 #include <string.h>
 
