@@ -9,26 +9,6 @@ import (
 	"testing"
 )
 
-func TestIsLauncher(t *testing.T) {
-	for _, c := range []struct {
-		argv []string
-		want bool
-	}{
-		{[]string{"torchrun", "--nproc_per_node", "2", "train.py"}, true},
-		{[]string{"/opt/bin/accelerate", "launch", "train.py"}, true},
-		{[]string{"deepspeed", "train.py"}, true},
-		{[]string{"python3", "-u", "-m", "torch.distributed.run", "train.py"}, true},
-		{[]string{"python", "-mtorch.distributed.launch", "train.py"}, true},
-		{[]string{"python3", "-m", "pkg.train"}, false},
-		{[]string{"python3", "train.py", "-m", "torch.distributed.run"}, false},
-		{[]string{"train.py"}, false},
-	} {
-		if got := isLauncher(c.argv); got != c.want {
-			t.Errorf("isLauncher(%q) = %v, want %v", c.argv, got, c.want)
-		}
-	}
-}
-
 // python3Dir makes a folder with fake torch (and what else files says) on
 // PYTHONPATH; it skips the test without python3.
 func python3Dir(t *testing.T, files map[string]string) string {
