@@ -142,7 +142,7 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 	if trace && len(o.params) > 0 {
 		return usageError{errors.New("--param is for --workload and --strategies")}
 	}
-	params, err := parseParams(o.params)
+	params, err := pipeline.ParseParams(o.params)
 	if err != nil {
 		return err
 	}
