@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
@@ -100,7 +101,7 @@ EXIT STATUS
 	fl.Var((*sizeFlag)(&c.MaxReserved), "max-reserved", "fail above this peak reserved memory, e.g. 20GiB")
 	fl.Var((*sizeFlag)(&c.MustFit), "must-fit", "replay on a card of this size, e.g. 24GiB; an out-of-memory error fails")
 	fl.StringVar(&c.AllocConf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
-	fl.StringVar(&c.Policy, "policy", "", "allocation policy: pytorch or nocache (default pytorch)")
+	fl.StringVar(&c.Policy, "policy", "", "allocation policy: "+alloc.PolicyNames()+" (default pytorch)")
 	fl.Float64Var(&c.MemoryFraction, "memory-fraction", 0, "set_per_process_memory_fraction of the --must-fit card")
 	outputFlag(cmd, &o.output, output.FragcheckFormats)
 	deprecatedFlag(cmd, &o.format, "format", "", "output")
