@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 big=${1:-/tmp/gpumem_big.pickle}
-[ -f "$big" ] || python3 ../shared/tools/gen_trace.py "$big"
+[ -f "$big" ] || python3 scripts/gen_trace.py "$big"
 go build -o bin/gpumem ./cmd/gpumem
 size=$(stat -c %s "$big")
 best_go=999; best_rss=0

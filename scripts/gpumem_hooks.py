@@ -1,1 +1,1 @@
-../cmd/gpumem/gpumem_hooks.py
+../pkg/record/gpumem_hooks.py

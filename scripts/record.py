@@ -1,1 +1,1 @@
-../cmd/gpumem/record.py
+../pkg/record/record.py

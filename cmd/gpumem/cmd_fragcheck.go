@@ -3,15 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,22 +13,13 @@ import (
 	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 type fragcheckOpts struct {
 	invocation
-	config    string
-	workloads []string
-	params    []string
-	device    int
-
-	metric            string
-	warnFrag, maxFrag ratioFlag
-	maxReserved       sizeFlag
-	mustFit           sizeFlag
-	allocConf         string
-	policy            string
-	fraction          float64
+	config string
+	cases  pipeline.CaseFlags
 
 	output         string
 	format         string // deprecated spelling of output
@@ -46,17 +31,10 @@ type fragcheckOpts struct {
 	html           string
 }
 
-// caseFlags set the limits and settings of cases given on the command
-// line; a budget file sets its own.
-var caseFlags = []string{"workload", "param", "device", "metric", "warn-frag", "max-frag",
-	"max-reserved", "must-fit", "alloc-conf", "policy", "memory-fraction"}
-
 func newFragcheckCmd(a *app) *cobra.Command {
-	o := &fragcheckOpts{
-		warnFrag:  ratioFlag(budget.DefaultWarnFrag),
-		maxFrag:   ratioFlag(budget.DefaultMaxFrag),
-		tolerance: ratioFlag(budget.DefaultTolerance),
-	}
+	o := &fragcheckOpts{tolerance: ratioFlag(budget.DefaultTolerance)}
+	c := &o.cases
+	c.WarnFrag, c.MaxFrag = budget.DefaultWarnFrag, budget.DefaultMaxFrag
 	cmd := &cobra.Command{
 		Use:   "fragcheck [TRACE...] [--workload W]",
 		Short: "Check traces and workloads against memory budgets (for CI)",
@@ -115,17 +93,17 @@ EXIT STATUS
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.config, "config", "", "budget file (default: gpumem.yaml or .gpumem.yaml here or above)")
-	fl.StringArrayVar(&o.workloads, "workload", nil, "a workload case: builtin name or script file (repeatable)")
-	fl.StringArrayVarP(&o.params, "param", "p", nil, "workload parameter name=value (repeatable)")
-	fl.IntVar(&o.device, "device", 0, "which device's trace to replay")
-	fl.StringVar(&o.metric, "metric", string(budget.Peaks), "fragmentation ratio the limits use: peaks, at_peak, end or holes")
-	fl.Var(&o.warnFrag, "warn-frag", "warn above this fragmentation: 0.2, 20% or none")
-	fl.Var(&o.maxFrag, "max-frag", "fail above this fragmentation: 0.3, 30% or none")
-	fl.Var(&o.maxReserved, "max-reserved", "fail above this peak reserved memory, e.g. 20GiB")
-	fl.Var(&o.mustFit, "must-fit", "replay on a card of this size, e.g. 24GiB; an out-of-memory error fails")
-	fl.StringVar(&o.allocConf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
-	fl.StringVar(&o.policy, "policy", "", "allocation policy: pytorch or nocache (default pytorch)")
-	fl.Float64Var(&o.fraction, "memory-fraction", 0, "set_per_process_memory_fraction of the --must-fit card")
+	fl.StringArrayVar(&c.Workloads, "workload", nil, "a workload case: builtin name or script file (repeatable)")
+	fl.StringArrayVarP(&c.Params, "param", "p", nil, "workload parameter name=value (repeatable)")
+	fl.IntVar(&c.Device, "device", 0, "which device's trace to replay")
+	fl.StringVar(&c.Metric, "metric", string(budget.Peaks), "fragmentation ratio the limits use: peaks, at_peak, end or holes")
+	fl.Var((*ratioFlag)(&c.WarnFrag), "warn-frag", "warn above this fragmentation: 0.2, 20% or none")
+	fl.Var((*ratioFlag)(&c.MaxFrag), "max-frag", "fail above this fragmentation: 0.3, 30% or none")
+	fl.Var((*sizeFlag)(&c.MaxReserved), "max-reserved", "fail above this peak reserved memory, e.g. 20GiB")
+	fl.Var((*sizeFlag)(&c.MustFit), "must-fit", "replay on a card of this size, e.g. 24GiB; an out-of-memory error fails")
+	fl.StringVar(&c.AllocConf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
+	fl.StringVar(&c.Policy, "policy", "", "allocation policy: "+alloc.PolicyNames()+" (default pytorch)")
+	fl.Float64Var(&c.MemoryFraction, "memory-fraction", 0, "set_per_process_memory_fraction of the --must-fit card")
 	outputFlag(cmd, &o.output, output.FragcheckFormats)
 	deprecatedFlag(cmd, &o.format, "format", "", "output")
 	fl.StringVar(&o.baseline, "baseline", "", "compare with the figures in this baseline file")
@@ -157,71 +135,32 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	if o.jobs == 0 {
 		o.jobs = runtime.GOMAXPROCS(0)
 	}
-	var cases []budget.Case
-	var file *budget.File
-	if len(args) > 0 || len(o.workloads) > 0 {
-		if o.config != "" {
-			return usageError{errors.New("--config and cases on the command line exclude each other")}
-		}
-		var err error
-		if cases, err = flagCases(o, args); err != nil {
-			return err
-		}
-	} else {
-		var err error
-		if file, err = loadBudget(o.config); err != nil {
-			return err
-		}
-		for _, name := range caseFlags {
-			if o.changed(name) {
-				return withHint(usageError{fmt.Errorf("--%s is for cases on the command line, and the cases come from %s", name, file.Path)},
-					"set limits and settings per case in the budget file")
-			}
-		}
-		cases = file.Cases
+	req := pipeline.BudgetRequest{Config: o.config, Given: o.changed, Strict: o.strict,
+		Tolerance: float64(o.tolerance), Baseline: o.baseline, UpdateBaseline: o.updateBaseline}
+	if len(args) > 0 || len(o.cases.Workloads) > 0 {
+		o.cases.Traces, o.cases.WarnFragGiven = args, o.changed("warn-frag")
+		req.Flags = &o.cases
 	}
-
-	k := &budget.Checker{Strict: o.strict, Tolerance: float64(o.tolerance)}
-	baseline := o.baseline
-	if file != nil {
-		if !o.changed("tolerance") {
-			k.Tolerance = file.Tolerance
-		}
-		if baseline == "" {
-			baseline = file.BaselinePath()
-		}
-	}
-	var old *budget.Baseline
-	switch {
-	case o.updateBaseline && baseline == "":
-		return usageError{errors.New("--update-baseline needs a baseline file: --baseline FILE, or baseline: in the budget file")}
-	case o.updateBaseline:
-		// Keep the entries of cases that cannot run now.
-		b, err := budget.ReadBaseline(baseline)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(a.stderr, "gpumem: warning: rewriting the unreadable baseline %s: %s\n", textsafe.Line(baseline), textsafe.Line(err.Error()))
-		}
-		old = b
-	case baseline != "":
-		b, err := budget.ReadBaseline(baseline)
-		if err != nil {
-			return withHint(inputError{fmt.Errorf("reading the baseline: %w", err)},
-				"write it with --update-baseline")
-		}
-		k.Baseline = b
-	}
-
-	if err := checkOutput(o.html, append(caseInputs(cases), baseline)...); err != nil {
+	b, err := pipeline.PlanBudget(req)
+	if err != nil {
 		return err
 	}
-	results := pipeline.Check(o.ctx, cases, k, o.jobs)
+	if b.KeepErr != nil {
+		fmt.Fprintf(a.stderr, "gpumem: warning: rewriting the unreadable baseline %s: %s\n", textsafe.Line(b.Baseline), textsafe.Line(b.KeepErr.Error()))
+	}
+	baseline := b.Baseline
+
+	if err := checkOutput(o.html, append(b.Inputs(), baseline)...); err != nil {
+		return err
+	}
+	results := pipeline.Check(o.ctx, b.Cases, b.Checker, o.jobs)
 	if err := o.ctx.Err(); err != nil {
 		return err
 	}
 	if o.updateBaseline {
-		b := budget.NewBaseline(results, old)
+		nb := budget.NewBaseline(results, b.Keep)
 		// replaced whole, so that an interrupted run never leaves half of one
-		if err := writeFile(o.ctx, baseline, caseInputs(cases), func(w io.Writer) error { return budget.WriteBaseline(w, b) }); err != nil {
+		if err := writeFile(o.ctx, baseline, b.Inputs(), func(w io.Writer) error { return budget.WriteBaseline(w, nb) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stderr, "gpumem: wrote the baseline %s\n", textsafe.Line(baseline))
@@ -231,13 +170,13 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 		return err
 	}
 	if o.html != "" {
-		inputs := append(caseInputs(cases), baseline)
+		inputs := append(b.Inputs(), baseline)
 		if err := writeHTML(a, o.invocation, o.html, inputs, func(w io.Writer) error { return output.FragcheckHTML(w, results) }); err != nil {
 			return err
 		}
 	}
 	if a.getenv("GITHUB_ACTIONS") == "true" {
-		if err := output.GitHubAnnotations(a.stderr, inWorkspace(a, results)); err != nil {
+		if err := output.GitHubAnnotations(a.stderr, pipeline.InWorkspace(results, a.getenv("GITHUB_WORKSPACE"))); err != nil {
 			return err
 		}
 	}
@@ -260,130 +199,6 @@ func fragcheckOutcome(a *app, results []budget.Result) error {
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("%d of %d cases over budget", s.Fail, s.Cases)}
 	}
 	return nil
-}
-
-// inWorkspace makes the budget file paths of rs relative to the GitHub
-// workspace, as annotations need them.
-func inWorkspace(a *app, rs []budget.Result) []budget.Result {
-	ws := a.getenv("GITHUB_WORKSPACE")
-	if ws == "" {
-		return rs
-	}
-	out := slices.Clone(rs)
-	for i := range out {
-		if f := out[i].Case.File; f != "" {
-			abs, err := filepath.Abs(f)
-			if err != nil {
-				continue
-			}
-			if rel, err := filepath.Rel(ws, abs); err == nil && !strings.HasPrefix(rel, "..") {
-				out[i].Case.File = filepath.ToSlash(rel)
-			}
-		}
-	}
-	return out
-}
-
-// flagCases makes a case of each trace argument and --workload.
-func flagCases(o *fragcheckOpts, traces []string) ([]budget.Case, error) {
-	l := budget.Limits{
-		WarnFrag: float64(o.warnFrag), MaxFrag: float64(o.maxFrag),
-		MaxReserved: uint64(o.maxReserved), MustFit: uint64(o.mustFit),
-	}
-	m, err := budget.ParseMetric(o.metric)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--metric: %w", err)}
-	}
-	l.Metric = m
-	if !o.changed("warn-frag") && l.WarnFrag > l.MaxFrag {
-		l.WarnFrag = l.MaxFrag // --max-frag alone below the default warning: fail above it
-	}
-	if l.WarnFrag > l.MaxFrag {
-		return nil, usageError{fmt.Errorf("--warn-frag %s is above --max-frag %s", budget.FormatRatio(l.WarnFrag), budget.FormatRatio(l.MaxFrag))}
-	}
-	var s budget.Settings
-	if o.allocConf != "" {
-		c, err := alloc.ParseConfig(o.allocConf)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--alloc-conf: %w", err)}
-		}
-		s.AllocConf = &c
-	}
-	if o.policy != "" {
-		p, err := alloc.ParsePolicy(o.policy)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--policy: %w", err)}
-		}
-		s.Policy = p
-	}
-	if o.fraction != 0 {
-		if o.fraction < 0 || o.fraction > 1 {
-			return nil, usageError{fmt.Errorf("--memory-fraction: %v is not in (0, 1]", o.fraction)}
-		}
-		if o.mustFit == 0 {
-			return nil, withHint(usageError{errors.New("--memory-fraction needs --must-fit")},
-				"give the card's size, e.g. --must-fit 24GiB")
-		}
-		s.MemoryFraction = o.fraction
-	}
-	if o.device < 0 {
-		return nil, usageError{fmt.Errorf("--device: %d is not a device index", o.device)}
-	}
-	if len(o.params) > 0 && len(o.workloads) == 0 {
-		return nil, usageError{errors.New("--param sets workload parameters; give --workload")}
-	}
-	params, err := parseParams(o.params)
-	if err != nil {
-		return nil, err
-	}
-	var cases []budget.Case
-	for _, t := range traces {
-		cases = append(cases, budget.Case{Name: budget.DefaultName(t), Trace: t, Device: o.device, Settings: s, Limits: l})
-	}
-	for _, w := range o.workloads {
-		cases = append(cases, budget.Case{Name: budget.DefaultName(w), Workload: w, Params: params, Settings: s, Limits: l})
-	}
-	// Two traces of one base name from different directories keep
-	// their paths as names.
-	count := map[string]int{}
-	for _, c := range cases {
-		count[c.Name]++
-	}
-	for i := range cases {
-		if count[cases[i].Name] > 1 {
-			cases[i].Name = cases[i].Trace + cases[i].Workload
-		}
-	}
-	return cases, nil
-}
-
-// loadBudget reads the budget file given, or the one found from the
-// working directory upward. Its path is shown relative to the working
-// directory, so that output holds no machine paths.
-func loadBudget(path string) (*budget.File, error) {
-	if path == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, err
-		}
-		found, err := budget.Find(wd)
-		if errors.Is(err, budget.ErrNotFound) {
-			return nil, withHint(usageError{errors.New("no cases: give traces, --workload, or a budget file")},
-				"write a gpumem.yaml (see 'gpumem fragcheck --help'), or pass --config FILE")
-		}
-		if err != nil {
-			return nil, inputError{err}
-		}
-		path = found
-		if rel, err := filepath.Rel(wd, found); err == nil {
-			path = rel
-		}
-	}
-	f, err := budget.ReadFile(path)
-	if err != nil {
-		return nil, inputError{err}
-	}
-	return f, nil
 }
 
 // ratioFlag is a fragmentation ratio flag: 0.3, 30% or none.
@@ -420,13 +235,4 @@ func (z *sizeFlag) Set(s string) error {
 	}
 	*z = sizeFlag(n)
 	return nil
-}
-
-// caseInputs lists the files the cases read, which no output may replace.
-func caseInputs(cases []budget.Case) []string {
-	var in []string
-	for _, c := range cases {
-		in = append(in, c.Path(c.Trace), c.Path(c.Workload))
-	}
-	return in
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/fileout"
+	"github.com/gpumem/gpumem/pkg/record"
 )
 
 func newHooksCmd(a *app) *cobra.Command {
@@ -33,10 +34,10 @@ together with 'gpumem replay 'NAME.rank*.pickle''.`,
 				path = args[0]
 			}
 			if path == "-" {
-				_, err := a.stdout.Write(hooksPy)
+				_, err := a.stdout.Write(record.HooksPy)
 				return err
 			}
-			if err := fileout.Write(path, nil, func(w io.Writer) error { _, err := w.Write(hooksPy); return err }); err != nil {
+			if err := fileout.Write(path, nil, func(w io.Writer) error { _, err := w.Write(record.HooksPy); return err }); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stderr, "gpumem: wrote %s; use it with: import gpumem_hooks\n", path)

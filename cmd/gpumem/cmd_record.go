@@ -1,39 +1,22 @@
 package main
 
 import (
-	_ "embed"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpumem/gpumem/pkg/record"
 )
 
-// recordPy is the recording wrapper, built in so that an installed binary
-// can record; scripts/record.py is a link to the same file for use without
-// gpumem.
-//
-//go:embed record.py
-var recordPy []byte
-
-type recordOpts struct {
-	snapshot   string
-	output     string // deprecated spelling of snapshot
-	maxEntries int
-	stacks     string
-	every      time.Duration // launchers: dump every rank this often
-}
-
 func newRecordCmd(a *app) *cobra.Command {
-	o := &recordOpts{}
+	var o record.Options
+	var output string // deprecated spelling of --snapshot
 	cmd := &cobra.Command{
 		Use:                   "record [--snapshot FILE] [--max-entries N] [--every D] -- python3 SCRIPT [ARGS...] | LAUNCHER ...",
 		DisableFlagsInUseLine: true,
@@ -63,7 +46,7 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
   gpumem replay 'ddp.rank*.pickle'`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := useDeprecated(a, invoked(cmd), "output", o.output, "snapshot", "--snapshot", &o.snapshot); err != nil {
+			if err := useDeprecated(a, invoked(cmd), "output", output, "snapshot", "--snapshot", &o.Snapshot); err != nil {
 				return err
 			}
 			return runRecord(a, o, args)
@@ -71,142 +54,70 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // the script's own flags are not ours
-	fl.StringVar(&o.snapshot, "snapshot", "snapshot.pickle", "write the snapshot to `FILE`")
+	fl.StringVar(&o.Snapshot, "snapshot", "snapshot.pickle", "write the snapshot to `FILE`")
 	// -o/--output is a format in every other command
-	deprecatedFlag(cmd, &o.output, "output", "o", "snapshot")
-	fl.IntVar(&o.maxEntries, "max-entries", 1_000_000, "keep at most the last `N` allocator events")
-	fl.StringVar(&o.stacks, "stacks", "python", "stack traces to record: python, or all (also C++; slower)")
-	fl.DurationVar(&o.every, "every", 0, "under a launcher, also dump every rank this often (e.g. 10m)")
+	deprecatedFlag(cmd, &output, "output", "o", "snapshot")
+	fl.IntVar(&o.MaxEntries, "max-entries", 1_000_000, "keep at most the last `N` allocator events")
+	fl.StringVar(&o.Stacks, "stacks", "python", "stack traces to record: python, or all (also C++; slower)")
+	fl.DurationVar(&o.Every, "every", 0, "under a launcher, also dump every rank this often (e.g. 10m)")
 	return cmd
 }
 
-// pythonName matches interpreter names: python, python3, python3.12.
-var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
-
-// recordArgv turns the user's command into one that runs script (the
-// record.py on disk) in front of it.
-func recordArgv(user []string, script string, o *recordOpts) ([]string, error) {
-	py, rest := user[0], user[1:]
-	if strings.HasSuffix(py, ".py") {
-		py, rest = "python3", user
-	} else if !pythonName.MatchString(filepath.Base(py)) {
-		return nil, withHint(usageError{fmt.Errorf("%s is not a Python interpreter", py)},
-			"give the interpreter and the script: gpumem record -- python3 train.py ARGS")
-	}
-	argv := []string{py}
-	// interpreter options go before record.py, the rest after it
-	i := 0
-	for ; i < len(rest); i++ {
-		a := rest[i]
-		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" || a == "-m" || strings.HasPrefix(a, "-m") {
-			break
+func runRecord(a *app, o record.Options, user []string) error {
+	res, err := record.Run(o, user, os.Environ(), func(argv, env []string) error { return runForwarding(a, argv, env) })
+	var ue *record.UsageError
+	if errors.As(err, &ue) {
+		if ue.Hint != "" {
+			return withHint(usageError{ue}, ue.Hint)
 		}
-		if a == "-c" || strings.HasPrefix(a, "-c") {
-			return nil, usageError{errors.New("python -c is not supported; record a script or a module (-m)")}
-		}
-		argv = append(argv, a)
-		if (a == "-X" || a == "-W") && i+1 < len(rest) {
-			i++
-			argv = append(argv, rest[i])
-		}
-	}
-	argv = append(argv, script, "-o", o.snapshot, "--max-entries", strconv.Itoa(o.maxEntries), "--stacks", o.stacks)
-	switch {
-	case i < len(rest) && rest[i] == "-m":
-		if i+1 >= len(rest) {
-			return nil, usageError{errors.New("-m needs a module name")}
-		}
-		return append(append(argv, "-m", rest[i+1]), rest[i+2:]...), nil
-	case i < len(rest) && strings.HasPrefix(rest[i], "-m"):
-		return append(append(argv, "-m", rest[i][2:]), rest[i+1:]...), nil
-	case i < len(rest) && rest[i] == "--":
-		i++
-	}
-	if i >= len(rest) {
-		return nil, usageError{errors.New("no script to run: gpumem record -- python3 train.py ARGS")}
-	}
-	return append(append(argv, "--"), rest[i:]...), nil
-}
-
-func runRecord(a *app, o *recordOpts, user []string) error {
-	if o.maxEntries <= 0 {
-		return usageError{fmt.Errorf("--max-entries: want a positive number, not %d", o.maxEntries)}
-	}
-	if o.stacks != "python" && o.stacks != "all" {
-		return usageError{fmt.Errorf("--stacks: want python or all, not %q", o.stacks)}
-	}
-	// a private folder, so nothing else on sys.path[0] shadows a module
-	dir, err := os.MkdirTemp("", "gpumem-record-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	launched := isLauncher(user)
-	if o.every < 0 || (o.every > 0 && !launched) {
-		return usageError{errors.New("--every is for launchers (torchrun, accelerate, deepspeed); one script is dumped at exit and at its first OOM")}
-	}
-	argv, env := user, os.Environ()
-	if launched {
-		if env, err = launcherEnv(dir, o, env); err != nil {
-			return err
-		}
-	} else {
-		script := filepath.Join(dir, "record.py")
-		if err := os.WriteFile(script, recordPy, 0o600); err != nil {
-			return err
-		}
-		if argv, err = recordArgv(user, script, o); err != nil {
-			return err
-		}
-	}
-
-	c := exec.Command(argv[0], argv[1:]...)
-	c.Env = env
-	c.Stdin, c.Stdout, c.Stderr = a.stdin, a.stdout, a.stderr
-	start := time.Now()
-	if err := c.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", argv[0], err)
-	}
-	// Ctrl-C reaches the child from the terminal; a SIGTERM sent to gpumem
-	// alone is passed on, so the script still writes its snapshot.
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	defer signal.Stop(term)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	var waitErr error
-wait:
-	for {
-		select {
-		case s := <-term:
-			c.Process.Signal(s)
-		case waitErr = <-done:
-			break wait
-		}
-	}
-
-	if launched {
-		if ranks, glob := rankSnapshots(o.snapshot, start); len(ranks) > 0 {
-			fmt.Fprintf(a.stderr, "gpumem: wrote %d rank snapshots (%s); replay them with: gpumem replay '%s'\n",
-				len(ranks), strings.Join(ranks, ", "), glob)
-		} else {
-			fmt.Fprintf(a.stderr, "gpumem: warning: no rank wrote %s (ranks are the Python processes with RANK set)\n", glob)
-		}
-	} else if fi, err := os.Stat(o.snapshot); err == nil && !fi.ModTime().Before(start.Add(-time.Second)) {
-		fmt.Fprintf(a.stderr, "gpumem: wrote %s; replay it with: gpumem replay %s\n", o.snapshot, o.snapshot)
-	} else {
-		fmt.Fprintf(a.stderr, "gpumem: warning: no snapshot was written to %s\n", o.snapshot)
-	}
-	if waitErr == nil {
-		return nil
+		return usageError{ue}
 	}
 	var ee *exec.ExitError
-	if !errors.As(waitErr, &ee) {
-		return waitErr
+	if err != nil && !errors.As(err, &ee) {
+		return err // the command did not start
+	}
+	switch {
+	case res.Launched && len(res.Written) > 0:
+		fmt.Fprintf(a.stderr, "gpumem: wrote %d rank snapshots (%s); replay them with: gpumem replay '%s'\n",
+			len(res.Written), strings.Join(res.Written, ", "), res.Glob)
+	case res.Launched:
+		fmt.Fprintf(a.stderr, "gpumem: warning: no rank wrote %s (ranks are the Python processes with RANK set)\n", res.Glob)
+	case len(res.Written) > 0:
+		fmt.Fprintf(a.stderr, "gpumem: wrote %s; replay it with: gpumem replay %s\n", o.Snapshot, o.Snapshot)
+	default:
+		fmt.Fprintf(a.stderr, "gpumem: warning: no snapshot was written to %s\n", o.Snapshot)
+	}
+	if ee == nil {
+		return nil
 	}
 	code := ee.ExitCode()
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int(ws.Signal())
 	}
 	return &exitError{code: code}
+}
+
+// runForwarding runs argv on gpumem's own stdio. Ctrl-C reaches the child
+// from the terminal; a SIGTERM sent to gpumem alone is passed on, so the
+// script still writes its snapshot.
+func runForwarding(a *app, argv, env []string) error {
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Env = env
+	c.Stdin, c.Stdout, c.Stderr = a.stdin, a.stdout, a.stderr
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	defer signal.Stop(term)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	for {
+		select {
+		case s := <-term:
+			c.Process.Signal(s)
+		case err := <-done:
+			return err
+		}
+	}
 }

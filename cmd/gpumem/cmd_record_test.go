@@ -5,57 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
-
-func TestRecordScriptInSync(t *testing.T) {
-	src, err := os.ReadFile("../../scripts/record.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(src, recordPy) {
-		t.Fatal("scripts/record.py no longer shows the built-in cmd/gpumem/record.py")
-	}
-}
-
-func TestRecordArgv(t *testing.T) {
-	o := &recordOpts{snapshot: "s.pickle", maxEntries: 10, stacks: "python"}
-	ours := []string{"R", "-o", "s.pickle", "--max-entries", "10", "--stacks", "python"}
-	for _, c := range []struct {
-		user []string
-		want []string // after the interpreter and its options: ours, then this
-		pre  []string // interpreter and its options
-	}{
-		{[]string{"python3", "train.py", "--lr", "1"}, []string{"--", "train.py", "--lr", "1"}, []string{"python3"}},
-		{[]string{"train.py", "-o", "x"}, []string{"--", "train.py", "-o", "x"}, []string{"python3"}},
-		{[]string{"/usr/bin/python3.12", "-u", "-X", "dev", "-Wignore", "t.py"}, []string{"--", "t.py"}, []string{"/usr/bin/python3.12", "-u", "-X", "dev", "-Wignore"}},
-		{[]string{"python", "-m", "pkg.train", "-v"}, []string{"-m", "pkg.train", "-v"}, []string{"python"}},
-		{[]string{"python", "-mpkg", "a"}, []string{"-m", "pkg", "a"}, []string{"python"}},
-		{[]string{"python3", "--", "-weird.py"}, []string{"--", "-weird.py"}, []string{"python3"}},
-	} {
-		got, err := recordArgv(c.user, "R", o)
-		want := slices.Concat(c.pre, ours, c.want)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("%q:\n got %q, %v\nwant %q", c.user, got, err, want)
-		}
-	}
-	for _, c := range []struct {
-		user []string
-		want string
-	}{
-		{[]string{"bash", "train.sh"}, "bash is not a Python interpreter"},
-		{[]string{"python3"}, "no script to run: gpumem record -- python3 train.py ARGS"},
-		{[]string{"python3", "-u"}, "no script to run: gpumem record -- python3 train.py ARGS"},
-		{[]string{"python3", "-m"}, "-m needs a module name"},
-		{[]string{"python3", "-c", "print(1)"}, "python -c is not supported; record a script or a module (-m)"},
-	} {
-		if _, err := recordArgv(c.user, "R", o); err == nil || err.Error() != c.want {
-			t.Errorf("%q: got %v, want %s", c.user, err, c.want)
-		}
-	}
-}
 
 // fakeTorch is just enough of torch for record.py: it writes what it was
 // asked to record into the "snapshot".

@@ -65,7 +65,7 @@ func runWorkload(a *app, o *runOpts, name string) error {
 	if err := checkOutput(o.html, name); err != nil {
 		return err
 	}
-	params, err := parseParams(o.params)
+	params, err := pipeline.ParseParams(o.params)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
-	"github.com/gpumem/gpumem/pkg/sweep"
 )
 
 type sweepOpts struct {
@@ -127,22 +126,15 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 				"give the card's size, e.g. --device-memory 80GiB")
 		}
 	}
-	var grid []sweep.Setting
-	for _, g := range o.grid {
-		s, err := sweep.ParseGrid(g)
-		if err != nil {
-			return usageError{fmt.Errorf("--grid: %w", err)}
-		}
-		grid = append(grid, s...)
-	}
-	if err := checkLabels(grid); err != nil {
+	grid, err := pipeline.ParseGrids(o.grid)
+	if err != nil {
 		return err
 	}
 	trace := o.workload == "" && !o.strategies
 	if trace && len(o.params) > 0 {
 		return usageError{errors.New("--param is for --workload and --strategies")}
 	}
-	params, err := parseParams(o.params)
+	params, err := pipeline.ParseParams(o.params)
 	if err != nil {
 		return err
 	}
@@ -189,16 +181,4 @@ func parseCards(s string) ([]uint64, error) {
 		cards = append(cards, n)
 	}
 	return cards, nil
-}
-
-// checkLabels refuses a setting given twice across --grid flags.
-func checkLabels(grid []sweep.Setting) error {
-	seen := map[string]bool{}
-	for _, s := range grid {
-		if seen[s.Label] {
-			return usageError{fmt.Errorf("--grid: setting %q given twice", s.Label)}
-		}
-		seen[s.Label] = true
-	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -86,18 +85,6 @@ func useDeprecated(a *app, in invocation, old, value, replacement, name string, 
 	fmt.Fprintf(a.stderr, "gpumem: note: --%s is deprecated; use %s\n", old, name)
 	*to = value
 	return nil
-}
-
-func parseParams(list []string) (map[string]string, error) {
-	m := map[string]string{}
-	for _, p := range list {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, usageError{fmt.Errorf("--param %q: want name=value", p)}
-		}
-		m[k] = v
-	}
-	return m, nil
 }
 
 // progress is where the pipeline may draw a progress bar: stderr, on a

@@ -33,7 +33,7 @@ int gm_policy_info(int p, gm_policy_info_t *out) {
 }
 
 /* ------------------------------------------------------------------ */
-/* configuration and sizes (§2, §3 of shared/docs/pytorch-allocator.md) */
+/* configuration and sizes (§2, §3 of docs/pytorch-allocator.md) */
 
 void gm_config_default(gm_config_t *c) {
   memset(c, 0, sizeof *c);
@@ -108,6 +108,24 @@ gm_seg_t *gm_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t strea
   return s;
 }
 
+gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
+                             gm_pool_t *pool, int expandable, uint64_t page) {
+  gm_seg_t *s = gm_seg_new(a, base, size, stream, pool, expandable, page);
+  gm_block_t *b = s ? gm_block_new(a) : NULL;
+  if (!b) {
+    if (s) gm_seg_delete(a, s);
+    return NULL;
+  }
+  b->ptr = base;
+  b->size = size;
+  b->stream = stream;
+  b->pool = pool;
+  b->seg = s;
+  b->mapped = !expandable; /* an expandable segment's pages are mapped later */
+  s->head = b;
+  return b;
+}
+
 void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s) {
   gm_pool_seg_removed(a, s);
   if (s->prev_seg) s->prev_seg->next_seg = s->next_seg;
@@ -140,20 +158,13 @@ int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream,
   uint64_t ptr = 0;
   int rc = a->be.malloc(a->be.ctx, size, hint, &ptr);
   if (rc != GM_OK) return rc;
-  gm_seg_t *s = gm_seg_new(a, ptr, size, stream, pool, 0, 0);
-  gm_block_t *b = s ? gm_block_new(a) : NULL;
+  gm_block_t *b = gm_seg_new_whole(a, ptr, size, stream, pool, 0, 0);
   if (!b) {
-    if (s) gm_seg_delete(a, s);
     a->be.free(a->be.ctx, ptr, size);
     return GM_EBACKEND;
   }
+  gm_seg_t *s = b->seg;
   a->total_allocated += size;
-  b->ptr = ptr;
-  b->size = size;
-  b->stream = stream;
-  b->pool = pool;
-  b->seg = s;
-  s->head = b;
   s->nblocks = s->nfree = 1;
   s->free_bytes = size;
   GM_INC(a, segment, pool, 1);

@@ -167,6 +167,11 @@ void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src);
 gm_seg_t *gm_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
                      gm_pool_t *pool, int expandable, uint64_t page);
 void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s);
+/* A new segment [base, base+size) and one block covering it, its head:
+ * mapped unless the segment is expandable. The block is in no set and
+ * counted nowhere yet; NULL, with nothing kept, when host memory runs out. */
+gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
+                             gm_pool_t *pool, int expandable, uint64_t page);
 
 /* gm_seg_alloc obtains `size` bytes from the device (cudaMalloc) as a new
  * segment of `pool` holding one free block keyed `stream`, in no set; GM_ENOMEM

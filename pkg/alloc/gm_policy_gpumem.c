@@ -213,21 +213,12 @@ static gm_block_t *new_range(gm_alloc_t *a, uint64_t stream, uint64_t n, int *rc
   gpm_t *s = a->pol_state;
   uint64_t va = s->va > gm_up(n, GM_PAGE) ? s->va : gm_up(n, GM_PAGE), base = 0;
   if ((*rc = a->be.va_reserve(a->be.ctx, va, GM_PAGE, &base)) != GM_OK) return NULL;
-  gm_seg_t *seg = gm_seg_new(a, base, va, stream, &a->large, 1, GM_PAGE);
-  gm_block_t *u = seg ? gm_block_new(a) : NULL;
+  gm_block_t *u = gm_seg_new_whole(a, base, va, stream, &a->large, 1, GM_PAGE);
   if (!u) {
-    if (seg) gm_seg_delete(a, seg);
     a->be.va_release(a->be.ctx, base, va);
     *rc = GM_EBACKEND;
     return NULL;
   }
-  u->ptr = base;
-  u->size = va;
-  u->stream = stream;
-  u->pool = &a->large;
-  u->seg = seg;
-  u->mapped = 0;
-  seg->head = u;
   gm_unmapped_insert(u);
   return u;
 }

@@ -3,7 +3,7 @@
  *
  * Function names follow PyTorch's (get_free_block, alloc_block,
  * release_cached_blocks, ...) so that the two can be read side by side;
- * section numbers (§n) refer to shared/docs/pytorch-allocator.md. */
+ * section numbers (§n) refer to docs/pytorch-allocator.md. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,19 +176,12 @@ static gm_block_t *find_expandable_block(gm_alloc_t *a, params_t *p) {
     p->err = rc;
     return NULL;
   }
-  gm_seg_t *s = gm_seg_new(a, base, va, p->stream, pool, 1, page);
-  gm_block_t *b = gm_block_new(a);
-  if (!s || !b) {
+  gm_block_t *b = gm_seg_new_whole(a, base, va, p->stream, pool, 1, page);
+  if (!b) {
+    a->be.va_release(a->be.ctx, base, va);
     p->err = GM_EBACKEND;
     return NULL;
   }
-  b->ptr = base;
-  b->size = va;
-  b->stream = p->stream;
-  b->pool = pool;
-  b->seg = s;
-  b->mapped = 0;
-  s->head = b;
   gm_unmapped_insert(b);
   return b;
 }

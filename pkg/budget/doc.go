@@ -36,7 +36,8 @@
 //   - trace or workload (exactly one); params (workload parameters);
 //     device (which device's trace, default 0).
 //   - alloc_conf (PYTORCH_CUDA_ALLOC_CONF syntax; default: the settings
-//     the trace was recorded with), policy (pytorch or nocache),
+//     the trace was recorded with), policy (any name of alloc.Policies,
+//     `gpumem replay --help` lists them; default pytorch),
 //     memory_fraction (of the must_fit card).
 //   - metric, warn_frag, max_frag: fragmentation limits, ratios written
 //     as 0.3 or 30%, or none.
@@ -47,7 +48,7 @@
 //
 // # Fragmentation metrics
 //
-// Each limit names the ratio it applies to (see package report):
+// Each limit names the ratio it applies to (computed in package figures):
 //
 //   - peaks (the default): 1 − peak allocated / peak reserved
 //   - at_peak: 1 − allocated / reserved, when reserved memory peaked

@@ -6,8 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/figures"
@@ -51,7 +49,7 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 	rows = append(rows, []string{"frag at peak", ratio(fa), ratio(fb), change, ""})
 	rows = append(rows, []string{"outcome", oomWord(d.A), oomWord(d.B), "", ""})
 	right := []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}
-	if err := diffTable(bw, []string{"", "a", "b", "b − a", "change"}, right, rows, md); err != nil {
+	if err := writeTable(bw, []string{"", "a", "b", "b − a", "change"}, right, rows, md); err != nil {
 		return err
 	}
 	if len(d.Phases) > 0 {
@@ -63,7 +61,7 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 				figures.FormatBytes(p.PeakAllocatedA), figures.FormatBytes(p.PeakAllocatedB), signed(p.PeakAllocatedB-p.PeakAllocatedA, true),
 				figures.FormatBytes(p.PeakReservedA), figures.FormatBytes(p.PeakReservedB)})
 		}
-		if err := diffTable(bw, []string{"phase", "times", "allocated a", "allocated b", "b − a", "reserved a", "reserved b"},
+		if err := writeTable(bw, []string{"phase", "times", "allocated a", "allocated b", "b − a", "reserved a", "reserved b"},
 			[]tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}, rows, md); err != nil {
 			return err
 		}
@@ -87,7 +85,7 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 		rows = append(rows, []string{fmt.Sprint(i + 1), signed(s.Change(), true),
 			figures.FormatUBytes(s.BytesA), figures.FormatUBytes(s.BytesB), shortSite(s.Frames)})
 	}
-	if err := diffTable(bw, []string{"#", "b − a", "a", "b", "site"},
+	if err := writeTable(bw, []string{"#", "b − a", "a", "b", "site"},
 		[]tw.Align{tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft}, rows, md); err != nil {
 		return err
 	}
@@ -124,22 +122,4 @@ func settingsName(s string) string {
 		return "defaults"
 	}
 	return textsafe.Line(s)
-}
-
-func diffTable(w io.Writer, header []string, align []tw.Align, rows [][]string, md bool) error {
-	opts := []tablewriter.Option{
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-		tablewriter.WithRowAutoWrap(tw.WrapNone),
-	}
-	if md {
-		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
-	}
-	t := tablewriter.NewTable(w, opts...)
-	t.Header(header)
-	if err := t.Bulk(rows); err != nil {
-		return err
-	}
-	return t.Render()
 }

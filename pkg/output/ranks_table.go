@@ -6,8 +6,6 @@ import (
 	"io"
 	"math"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/figures"
@@ -48,21 +46,7 @@ func ranksText(w io.Writer, r *figures.Ranks, o Options, md bool) error {
 			oom,
 		})
 	}
-	opts := []tablewriter.Option{
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-		tablewriter.WithRowAutoWrap(tw.WrapNone),
-	}
-	if md {
-		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
-	}
-	t := tablewriter.NewTable(bw, opts...)
-	t.Header(header)
-	if err := t.Bulk(cells); err != nil {
-		return err
-	}
-	if err := t.Render(); err != nil {
+	if err := writeTable(bw, header, align, cells, md); err != nil {
 		return err
 	}
 	worst := r.Replays[r.Worst]

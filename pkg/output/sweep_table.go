@@ -6,8 +6,6 @@ import (
 	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/figures"
@@ -96,19 +94,5 @@ func sweepTable(w io.Writer, sw *sweep.Report, md bool) error {
 		}
 		cells = append(cells, row)
 	}
-	opts := []tablewriter.Option{
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-		tablewriter.WithRowAutoWrap(tw.WrapNone),
-	}
-	if md {
-		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
-	}
-	t := tablewriter.NewTable(w, opts...)
-	t.Header(header)
-	if err := t.Bulk(cells); err != nil {
-		return err
-	}
-	return t.Render()
+	return writeTable(w, header, align, cells, md)
 }

@@ -31,6 +31,27 @@ type SweepInput struct {
 	DeviceGiven bool // --device picks one device of each file
 }
 
+// ParseGrids parses --grid values, each settings separated by ';', and
+// refuses a setting given twice across them.
+func ParseGrids(list []string) ([]sweep.Setting, error) {
+	var grid []sweep.Setting
+	for _, g := range list {
+		settings, err := sweep.ParseGrid(g)
+		if err != nil {
+			return nil, usage("--grid: %w", err)
+		}
+		grid = append(grid, settings...)
+	}
+	seen := map[string]bool{}
+	for _, st := range grid {
+		if seen[st.Label] {
+			return nil, usage("--grid: setting %q given twice", st.Label)
+		}
+		seen[st.Label] = true
+	}
+	return grid, nil
+}
+
 // Sweep replays the input under every setting on every card.
 func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	rep := &sweep.Report{Cards: in.Cards, Fraction: in.Fraction}

@@ -13,7 +13,7 @@ import (
 
 // Cap is a per-process memory cap (set_per_process_memory_fraction)
 // inferred from a recording. The snapshot does not store it, but it shows
-// (shared/docs/pytorch-allocator-pools.md §P5): with a cap C the allocator
+// (docs/pytorch-allocator.md §10.1, §19.5): with a cap C the allocator
 // asks the device for a segment of A bytes only while reserved + A <= C, and
 // otherwise releases its cached segments and retries, or fails. So
 //
@@ -161,7 +161,7 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 			k := -1
 			switch {
 			case next.Action == trace.ActionSegmentAlloc && j+1 < len(events):
-				// §P3.2: the segment must be the one the next alloc asked for
+				// §19.5: the segment must be the one the next alloc asked for
 				al := &events[j+1]
 				if al.Action == trace.ActionAlloc && al.Addr == next.Addr && al.Stream == next.Stream &&
 					need(j+1) == next.Size {
@@ -224,8 +224,8 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 // gcWatch follows, under a garbage collection threshold t, the whole free
 // segments of the large pool: when a request found no cached block and got
 // a new segment without releasing any while such a segment was cached,
-// garbage collection did not run, so reserved <= t × cap (§P4.1 step 2,
-// main §10.2). Segments older than the trace are not known, which only
+// garbage collection did not run, so reserved <= t × cap (§6.1, §6.2,
+// §10.2). Segments older than the trace are not known, which only
 // weakens the bound. Off (nil) without a threshold or with expandable
 // segments.
 type gcWatch struct {

@@ -85,7 +85,7 @@ func TestNoCapInferred(t *testing.T) {
 	}
 }
 
-// The rules of §P5 on hand-made traces.
+// The cap rules (docs/pytorch-allocator.md §10.1, §19.5) on hand-made traces.
 func TestInferCapRules(t *testing.T) {
 	const mib = 1 << 20
 	const a, b, c = 0x7f0000000000, 0x7f0002000000, 0x7f0004000000

@@ -91,7 +91,7 @@ func TestFixturesMatchPyTorch(t *testing.T) {
 			}
 			// Graph capture and ~MemPool call empty_cache, which leaves no
 			// event when it releases nothing: with private pools the
-			// replay's sync count is a lower bound (addendum §P3.4).
+			// replay's sync count is a lower bound (docs/pytorch-allocator.md §19.3, §19.5).
 			const syncs = "num_sync_all_streams"
 			silent := len(res.Pools) > 0
 			if silent && got[syncs] > tr.MemoryStats[syncs] {

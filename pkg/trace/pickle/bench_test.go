@@ -12,14 +12,14 @@ import (
 // BenchmarkReadPickle decodes the snapshot named by GPUMEM_BIG_TRACE,
 // for instance one made by
 //
-//	python3 /work/shared/tools/gen_trace.py /tmp/big.pickle
+//	python3 scripts/gen_trace.py /tmp/big.pickle
 //
 // (1,000,000 events, about 51 MB). It reports the live heap the
 // model.Snapshot keeps, as a multiple of the file size.
 func BenchmarkReadPickle(b *testing.B) {
 	path := os.Getenv("GPUMEM_BIG_TRACE")
 	if path == "" {
-		b.Skip("set GPUMEM_BIG_TRACE to a snapshot pickle (see /work/shared/tools/gen_trace.py)")
+		b.Skip("set GPUMEM_BIG_TRACE to a snapshot pickle (make one with scripts/gen_trace.py)")
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

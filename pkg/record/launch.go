@@ -1,4 +1,4 @@
-package main
+package record
 
 import (
 	_ "embed"
@@ -15,13 +15,13 @@ import (
 // record_site.py, put on PYTHONPATH as sitecustomize.py, runs in every
 // Python process; those with a RANK call gpumem_hooks._launcher_start,
 // which writes NAME.rank{R}.pickle at exit, at the first OOM, on SIGUSR1
-// and every --every.
+// and every Options.Every.
 
-// hooksPy is the trainer hooks module (gpumem hooks writes it out);
+// HooksPy is the trainer hooks module (gpumem hooks writes it out);
 // scripts/gpumem_hooks.py is a link to it.
 //
 //go:embed gpumem_hooks.py
-var hooksPy []byte
+var HooksPy []byte
 
 //go:embed record_site.py
 var recordSitePy []byte
@@ -29,9 +29,12 @@ var recordSitePy []byte
 // launcherModules are the python -m names of launchers.
 var launcherModules = []string{"torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch", "deepspeed.launcher.runner"}
 
-// isLauncher reports whether argv starts a distributed launcher rather
+// IsLauncher reports whether argv starts a distributed launcher rather
 // than one Python script.
-func isLauncher(argv []string) bool {
+func IsLauncher(argv []string) bool {
+	if len(argv) == 0 {
+		return false
+	}
 	switch filepath.Base(argv[0]) {
 	case "torchrun", "accelerate", "deepspeed":
 		return true
@@ -54,14 +57,14 @@ func isLauncher(argv []string) bool {
 
 // launcherEnv writes the hooks and the sitecustomize into dir and returns
 // the environment that makes every rank record itself.
-func launcherEnv(dir string, o *recordOpts, env []string) ([]string, error) {
-	if err := os.WriteFile(filepath.Join(dir, "gpumem_hooks.py"), hooksPy, 0o600); err != nil {
+func launcherEnv(dir string, o Options, env []string) ([]string, error) {
+	if err := os.WriteFile(filepath.Join(dir, "gpumem_hooks.py"), HooksPy, 0o600); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "sitecustomize.py"), recordSitePy, 0o600); err != nil {
 		return nil, err
 	}
-	snapshot, err := filepath.Abs(o.snapshot)
+	snapshot, err := filepath.Abs(o.Snapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -81,9 +84,9 @@ func launcherEnv(dir string, o *recordOpts, env []string) ([]string, error) {
 	}
 	return append(out, "PYTHONPATH="+path,
 		"GPUMEM_RECORD_SNAPSHOT="+snapshot,
-		"GPUMEM_RECORD_MAX_ENTRIES="+strconv.Itoa(o.maxEntries),
-		"GPUMEM_RECORD_STACKS="+o.stacks,
-		"GPUMEM_RECORD_EVERY="+strconv.FormatFloat(o.every.Seconds(), 'g', -1, 64),
+		"GPUMEM_RECORD_MAX_ENTRIES="+strconv.Itoa(o.MaxEntries),
+		"GPUMEM_RECORD_STACKS="+o.Stacks,
+		"GPUMEM_RECORD_EVERY="+strconv.FormatFloat(o.Every.Seconds(), 'g', -1, 64),
 	), nil
 }
 
@@ -93,22 +96,22 @@ func rankSnapshots(snapshot string, start time.Time) ([]string, string) {
 	base := strings.TrimSuffix(snapshot, ".pickle")
 	glob := base + ".rank*.pickle"
 	m, _ := filepath.Glob(glob)
+	rank := func(p string) (int, error) {
+		return strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p, base+".rank"), ".pickle"))
+	}
 	var out []string
 	for _, p := range m {
-		rest := strings.TrimSuffix(strings.TrimPrefix(p, base+".rank"), ".pickle")
-		if _, err := strconv.Atoi(rest); err != nil {
+		if _, err := rank(p); err != nil {
 			continue // NAME.rank0.step10.pickle from a callback
 		}
-		if fi, err := os.Stat(p); err == nil && !fi.ModTime().Before(start.Add(-time.Second)) {
+		if writtenSince(p, start) {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return rankCmp(a, b, base) })
+	slices.SortFunc(out, func(a, b string) int {
+		ra, _ := rank(a)
+		rb, _ := rank(b)
+		return ra - rb
+	})
 	return out, glob
-}
-
-func rankCmp(a, b, base string) int {
-	ra, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(a, base+".rank"), ".pickle"))
-	rb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(b, base+".rank"), ".pickle"))
-	return ra - rb
 }

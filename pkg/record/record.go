@@ -1,0 +1,166 @@
+// Package record runs a PyTorch program with the CUDA caching allocator's
+// history recording on, so that it writes memory snapshots gpumem can
+// replay. One script runs under record.py (built in here); under a launcher
+// (torchrun, accelerate, deepspeed) every rank records itself through a
+// sitecustomize on PYTHONPATH.
+//
+// The package prepares the command and its environment and reads back what
+// was written; running the process is the caller's [Runner], so that the
+// command line can forward signals and tests can fake it.
+package record
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RecordPy is the recording wrapper for one script; scripts/record.py is a
+// link to the same file for use without gpumem.
+//
+//go:embed record.py
+var RecordPy []byte
+
+// Options say what to record.
+type Options struct {
+	Snapshot   string        // the snapshot file (NAME.rank{R}.pickle under a launcher)
+	MaxEntries int           // keep at most the last N allocator events
+	Stacks     string        // python, or all (also C++)
+	Every      time.Duration // launchers: dump every rank this often; 0: never
+}
+
+// UsageError is a mistake in the options or the command to record.
+type UsageError struct {
+	Msg  string
+	Hint string // a line that says what to do instead; may be empty
+}
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usage(msg string) error { return &UsageError{Msg: msg} }
+
+// Runner runs argv with the environment env to its end and returns what
+// exec.Cmd.Wait would (nil, an *exec.ExitError, or why it did not start).
+type Runner func(argv, env []string) error
+
+// Result says what a recording wrote.
+type Result struct {
+	Launched bool
+	// Written are the snapshots written during the run: the one snapshot,
+	// or the ranks' in rank order.
+	Written []string
+	// Glob replays all the ranks' snapshots (launchers only).
+	Glob string
+}
+
+// Check validates o against the command it will record.
+func (o Options) Check(user []string) error {
+	if o.MaxEntries <= 0 {
+		return usage(fmt.Sprintf("--max-entries: want a positive number, not %d", o.MaxEntries))
+	}
+	if o.Stacks != "python" && o.Stacks != "all" {
+		return usage(fmt.Sprintf("--stacks: want python or all, not %q", o.Stacks))
+	}
+	if o.Every < 0 || (o.Every > 0 && !IsLauncher(user)) {
+		return usage("--every is for launchers (torchrun, accelerate, deepspeed); one script is dumped at exit and at its first OOM")
+	}
+	return nil
+}
+
+// Run records the user's command: it writes the Python side into a private
+// temporary folder (so nothing else on sys.path[0] shadows a module), runs
+// the command through run with env extended, and reports the snapshots
+// written. The error is run's, which carries the program's exit status.
+func Run(o Options, user, env []string, run Runner) (Result, error) {
+	if err := o.Check(user); err != nil {
+		return Result{}, err
+	}
+	dir, err := os.MkdirTemp("", "gpumem-record-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	res := Result{Launched: IsLauncher(user)}
+	argv := user
+	if res.Launched {
+		if env, err = launcherEnv(dir, o, env); err != nil {
+			return res, err
+		}
+	} else {
+		script := filepath.Join(dir, "record.py")
+		if err := os.WriteFile(script, RecordPy, 0o600); err != nil {
+			return res, err
+		}
+		if argv, err = Argv(user, script, o); err != nil {
+			return res, err
+		}
+	}
+	start := time.Now()
+	runErr := run(argv, env)
+	if res.Launched {
+		res.Written, res.Glob = rankSnapshots(o.Snapshot, start)
+	} else if writtenSince(o.Snapshot, start) {
+		res.Written = []string{o.Snapshot}
+	}
+	return res, runErr
+}
+
+// writtenSince reports whether path was written during a run that began at
+// start (a second's slack for coarse file times).
+func writtenSince(path string, start time.Time) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.ModTime().Before(start.Add(-time.Second))
+}
+
+// pythonName matches interpreter names: python, python3, python3.12.
+var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
+
+// Argv turns the user's command into one that runs script (record.py on
+// disk) in front of it.
+func Argv(user []string, script string, o Options) ([]string, error) {
+	py, rest := user[0], user[1:]
+	if strings.HasSuffix(py, ".py") {
+		py, rest = "python3", user
+	} else if !pythonName.MatchString(filepath.Base(py)) {
+		return nil, &UsageError{Msg: py + " is not a Python interpreter",
+			Hint: "give the interpreter and the script: gpumem record -- python3 train.py ARGS"}
+	}
+	argv := []string{py}
+	// interpreter options go before record.py, the rest after it
+	i := 0
+	for ; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" || a == "-m" || strings.HasPrefix(a, "-m") {
+			break
+		}
+		if a == "-c" || strings.HasPrefix(a, "-c") {
+			return nil, usage("python -c is not supported; record a script or a module (-m)")
+		}
+		argv = append(argv, a)
+		if (a == "-X" || a == "-W") && i+1 < len(rest) {
+			i++
+			argv = append(argv, rest[i])
+		}
+	}
+	argv = append(argv, script, "-o", o.Snapshot, "--max-entries", strconv.Itoa(o.MaxEntries), "--stacks", o.Stacks)
+	switch {
+	case i < len(rest) && rest[i] == "-m":
+		if i+1 >= len(rest) {
+			return nil, usage("-m needs a module name")
+		}
+		return append(append(argv, "-m", rest[i+1]), rest[i+2:]...), nil
+	case i < len(rest) && strings.HasPrefix(rest[i], "-m"):
+		return append(append(argv, "-m", rest[i][2:]), rest[i+1:]...), nil
+	case i < len(rest) && rest[i] == "--":
+		i++
+	}
+	if i >= len(rest) {
+		return nil, usage("no script to run: gpumem record -- python3 train.py ARGS")
+	}
+	return append(append(argv, "--"), rest[i:]...), nil
+}
