@@ -51,11 +51,21 @@ func lifetimes(ops []alloc.Op) []lifetime {
 // Allocations live before the stream starts (a truncated trace's seeds) are
 // not counted.
 func OfflinePeak(ops []alloc.Op) uint64 {
-	lt := lifetimes(ops)
+	_, peak := offlinePlace(lifetimes(ops), len(ops))
+	return peak
+}
+
+// span is the address range [lo, hi) a placed allocation occupies.
+type span struct{ lo, hi uint64 }
+
+// offlinePlace places lt greedy by size and returns each allocation's offset
+// and the peak. An allocation conflicts with the placed ones live at its
+// start (found in the stabbing tree, whose lists are kept in address order)
+// and with the placed ones starting inside its lifetime (found in a second
+// tree keyed by start); firstFit walks these sorted lists together, so
+// nothing is sorted per allocation.
+func offlinePlace(lt []lifetime, nOps int) ([]uint64, uint64) {
 	n := len(lt)
-	if n == 0 {
-		return 0
-	}
 	order := make([]int32, n)
 	for i := range order {
 		order[i] = int32(i)
@@ -70,52 +80,59 @@ func OfflinePeak(ops []alloc.Op) uint64 {
 		}
 		return cmp.Compare(x, y)
 	})
-	// byStart lists allocations by start; an allocation overlapping [s, e)
-	// either covers s (found by the stabbing tree) or starts inside (s, e).
-	byStart := make([]int32, n)
-	for i := range byStart {
-		byStart[i] = int32(i) // lifetimes are already in start order
-	}
-	T := len(ops) + 1
-	tree := newStabTree(T)
+	tree := newStabTree(nOps + 1)   // placed allocations by lifetime
+	starts := newStabTree(nOps + 1) // placed allocations by start
 	placed := make([]bool, n)
 	offset := make([]uint64, n)
 	var peak uint64
-	var conf []int32
+	var lists [][]span
+	var pos []int
 	for _, i := range order {
 		l := &lt[i]
-		conf = tree.stab(int(l.start), conf[:0])
-		lo, _ := slices.BinarySearchFunc(byStart, l.start+1, func(j int32, s int32) int { return cmp.Compare(lt[j].start, s) })
-		for _, j := range byStart[lo:] {
-			if lt[j].start >= l.end {
-				break
-			}
-			if placed[j] {
-				conf = append(conf, j)
-			}
-		}
-		slices.SortFunc(conf, func(x, y int32) int { return cmp.Compare(offset[x], offset[y]) })
-		var at uint64
-		for _, j := range conf {
-			if offset[j] >= at+l.size {
-				break
-			}
-			at = max(at, offset[j]+lt[j].size)
-		}
+		lists = tree.stab(int(l.start), lists[:0])
+		lists = starts.within(int(l.start)+1, int(l.end), lists)
+		pos = slices.Grow(pos[:0], len(lists))[:len(lists)]
+		clear(pos)
+		at := firstFit(lists, pos, l.size)
 		offset[i] = at
 		placed[i] = true
 		peak = max(peak, at+l.size)
-		tree.add(int(l.start), int(l.end), i)
+		tree.add(int(l.start), int(l.end), span{at, at + l.size})
+		starts.addPoint(int(l.start), span{at, at + l.size})
 	}
-	return peak
+	return offset, peak
 }
 
-// stabTree is a segment tree over op indexes: each node keeps the
-// allocations whose lifetime covers its whole range, so the allocations live
-// at one index are those on the path from the root to its leaf.
+// firstFit is the lowest address at which size bytes overlap none of the
+// spans of lists, each sorted by lo (pos is a zeroed cursor per list). Every
+// address below at is taken (a consumed span starts below at+size and ends
+// at or below at), so at only rises; when no list has a span starting below
+// at+size left, [at, at+size) is free. Each span is consumed once.
+func firstFit(lists [][]span, pos []int, size uint64) uint64 {
+	var at uint64
+	for moved := true; moved; {
+		moved = false
+		for k, s := range lists {
+			p := pos[k]
+			for p < len(s) && s[p].lo < at+size {
+				at = max(at, s[p].hi)
+				p++
+			}
+			if p != pos[k] {
+				pos[k], moved = p, true
+			}
+		}
+	}
+	return at
+}
+
+// stabTree is a segment tree over op indexes: each node keeps the placed
+// allocations whose lifetime covers its whole range, sorted by address, so
+// the allocations live at one index are those on the path from the root to
+// its leaf.
 type stabTree struct {
 	size  int
-	nodes [][]int32
+	nodes [][]span
 }
 
 func newStabTree(n int) *stabTree {
@@ -123,27 +140,62 @@ func newStabTree(n int) *stabTree {
 	for size < n {
 		size *= 2
 	}
-	return &stabTree{size: size, nodes: make([][]int32, 2*size)}
+	return &stabTree{size: size, nodes: make([][]span, 2*size)}
 }
 
-// add records allocation id over [lo, hi).
-func (t *stabTree) add(lo, hi int, id int32) {
+// add records the placed span s over [lo, hi).
+func (t *stabTree) add(lo, hi int, s span) {
 	for lo, hi = lo+t.size, hi+t.size; lo < hi; lo, hi = lo/2, hi/2 {
 		if lo&1 == 1 {
-			t.nodes[lo] = append(t.nodes[lo], id)
+			t.insert(lo, s)
 			lo++
 		}
 		if hi&1 == 1 {
 			hi--
-			t.nodes[hi] = append(t.nodes[hi], id)
+			t.insert(hi, s)
 		}
 	}
 }
 
-// stab appends the allocations covering index i to out.
-func (t *stabTree) stab(i int, out []int32) []int32 {
+func (t *stabTree) insert(node int, s span) {
+	at, _ := slices.BinarySearchFunc(t.nodes[node], s.lo, func(e span, lo uint64) int { return cmp.Compare(e.lo, lo) })
+	t.nodes[node] = slices.Insert(t.nodes[node], at, s)
+}
+
+// stab appends the non-empty lists of the nodes covering index i to out.
+func (t *stabTree) stab(i int, out [][]span) [][]span {
 	for k := i + t.size; k >= 1; k /= 2 {
-		out = append(out, t.nodes[k]...)
+		if len(t.nodes[k]) > 0 {
+			out = append(out, t.nodes[k])
+		}
+	}
+	return out
+}
+
+// addPoint records the placed span s at index i, in every node above its
+// leaf but the root (a range query starting after 0 never takes the root).
+func (t *stabTree) addPoint(i int, s span) {
+	for k := i + t.size; k > 1; k /= 2 {
+		t.insert(k, s)
+	}
+}
+
+// within appends the non-empty lists of the nodes that make up [lo, hi) to
+// out: together they hold each span added at an index in [lo, hi) once.
+func (t *stabTree) within(lo, hi int, out [][]span) [][]span {
+	for lo, hi = lo+t.size, hi+t.size; lo < hi; lo, hi = lo/2, hi/2 {
+		if lo&1 == 1 {
+			if len(t.nodes[lo]) > 0 {
+				out = append(out, t.nodes[lo])
+			}
+			lo++
+		}
+		if hi&1 == 1 {
+			hi--
+			if len(t.nodes[hi]) > 0 {
+				out = append(out, t.nodes[hi])
+			}
+		}
 	}
 	return out
 }
