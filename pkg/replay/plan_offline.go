@@ -82,6 +82,7 @@ func offlinePlace(lt []lifetime, nOps int) ([]uint64, uint64) {
 	})
 	tree := newStabTree(nOps + 1)   // placed allocations by lifetime
 	starts := newStabTree(nOps + 1) // placed allocations by start
+	levels := startLevels(starts.size)
 	placed := make([]bool, n)
 	offset := make([]uint64, n)
 	var peak uint64
@@ -90,7 +91,7 @@ func offlinePlace(lt []lifetime, nOps int) ([]uint64, uint64) {
 	for _, i := range order {
 		l := &lt[i]
 		lists = tree.stab(int(l.start), lists[:0])
-		lists = starts.within(int(l.start)+1, int(l.end), lists)
+		lists = starts.within(int(l.start)+1, int(l.end), levels, lists)
 		pos = slices.Grow(pos[:0], len(lists))[:len(lists)]
 		clear(pos)
 		at := firstFit(lists, pos, l.size)
@@ -98,7 +99,7 @@ func offlinePlace(lt []lifetime, nOps int) ([]uint64, uint64) {
 		placed[i] = true
 		peak = max(peak, at+l.size)
 		tree.add(int(l.start), int(l.end), span{at, at + l.size})
-		starts.addPoint(int(l.start), span{at, at + l.size})
+		starts.addPoint(int(l.start), levels, span{at, at + l.size})
 	}
 	return offset, peak
 }
@@ -172,18 +173,39 @@ func (t *stabTree) stab(i int, out [][]span) [][]span {
 	return out
 }
 
-// addPoint records the placed span s at index i, in every node above its
-// leaf but the root (a range query starting after 0 never takes the root).
-func (t *stabTree) addPoint(i int, s span) {
-	for k := i + t.size; k > 1; k /= 2 {
+// startLevels is how many levels of a tree keyed by start hold lists: the
+// widest nodes kept split the ops into at most 64 ranges. Wider nodes would
+// hold most of the placed spans, each insertion moving them all.
+func startLevels(size int) int {
+	h := 0
+	for size>>h > 64 {
+		h++
+	}
+	return h
+}
+
+// addPoint records the placed span s at index i, in its leaf and the nodes
+// above it up to the level `levels`.
+func (t *stabTree) addPoint(i, levels int, s span) {
+	for k, h := i+t.size, 0; h <= levels; k, h = k/2, h+1 {
 		t.insert(k, s)
 	}
 }
 
-// within appends the non-empty lists of the nodes that make up [lo, hi) to
-// out: together they hold each span added at an index in [lo, hi) once.
-func (t *stabTree) within(lo, hi int, out [][]span) [][]span {
-	for lo, hi = lo+t.size, hi+t.size; lo < hi; lo, hi = lo/2, hi/2 {
+// within appends the non-empty lists of the nodes that make up [lo, hi),
+// none above the level `levels`, to out: together they hold each span added
+// at an index in [lo, hi) once.
+func (t *stabTree) within(lo, hi, levels int, out [][]span) [][]span {
+	lo, hi = lo+t.size, hi+t.size
+	for h := 0; lo < hi; lo, hi, h = lo/2, hi/2, h+1 {
+		if h == levels { // the widest kept: take every node left
+			for k := lo; k < hi; k++ {
+				if len(t.nodes[k]) > 0 {
+					out = append(out, t.nodes[k])
+				}
+			}
+			break
+		}
 		if lo&1 == 1 {
 			if len(t.nodes[lo]) > 0 {
 				out = append(out, t.nodes[lo])
