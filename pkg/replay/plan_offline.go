@@ -2,6 +2,7 @@ package replay
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -51,7 +52,7 @@ func lifetimes(ops []alloc.Op) []lifetime {
 // Allocations live before the stream starts (a truncated trace's seeds) are
 // not counted.
 func OfflinePeak(ops []alloc.Op) uint64 {
-	_, peak := offlinePlace(lifetimes(ops), len(ops))
+	_, peak := offlinePlace(lifetimes(ops))
 	return peak
 }
 
@@ -59,12 +60,14 @@ func OfflinePeak(ops []alloc.Op) uint64 {
 type span struct{ lo, hi uint64 }
 
 // offlinePlace places lt greedy by size and returns each allocation's offset
-// and the peak. An allocation conflicts with the placed ones live at its
-// start (found in the stabbing tree, whose lists are kept in address order)
-// and with the placed ones starting inside its lifetime (found in a second
-// tree keyed by start); firstFit walks these sorted lists together, so
-// nothing is sorted per allocation.
-func offlinePlace(lt []lifetime, nOps int) ([]uint64, uint64) {
+// and the peak. Time is counted in allocation starts: lifetimes are in start
+// order and no two start at the same op, so allocation j is live at i's
+// start when j <= i < endRank[j], and starts inside i's lifetime when
+// i < j < endRank[i]. An allocation conflicts with the placed ones live at
+// its start (a stabbing tree) and those starting inside its lifetime (a
+// tree keyed by start); both keep their lists in address order, and
+// merger.firstFit merges them, so nothing is sorted per allocation.
+func offlinePlace(lt []lifetime) ([]uint64, uint64) {
 	n := len(lt)
 	order := make([]int32, n)
 	for i := range order {
@@ -80,54 +83,123 @@ func offlinePlace(lt []lifetime, nOps int) ([]uint64, uint64) {
 		}
 		return cmp.Compare(x, y)
 	})
-	tree := newStabTree(nOps + 1)   // placed allocations by lifetime
-	starts := newStabTree(nOps + 1) // placed allocations by start
-	levels := startLevels(starts.size)
+	endRank := make([]int32, n) // allocations starting before j's end
+	for j := range lt {
+		k, _ := slices.BinarySearchFunc(lt[j+1:], lt[j].end, func(l lifetime, end int32) int { return cmp.Compare(l.start, end) })
+		endRank[j] = int32(j + 1 + k)
+	}
+	// The start tree's leaves are buckets of startBucket allocations and
+	// its widest nodes 16 buckets: an insertion then moves at most a few
+	// thousand spans, and a query scans at most two part buckets itself.
+	const startBucket = 64
+	live := newStabTree(n)                                     // placed allocations over their lifetimes
+	starts := newStabTree((n + startBucket - 1) / startBucket) // placed allocations at their starts
+	top := min(4, bits.Len(uint(starts.size))-1)
 	placed := make([]bool, n)
 	offset := make([]uint64, n)
 	var peak uint64
 	var lists [][]span
-	var pos []int
+	var edge []span
+	var m merger
+	scan := func(lo, hi int) { // the placed allocations in [lo, hi)
+		for j := lo; j < hi; j++ {
+			if placed[j] {
+				edge = append(edge, span{offset[j], offset[j] + lt[j].size})
+			}
+		}
+	}
 	for _, i := range order {
-		l := &lt[i]
-		lists = tree.stab(int(l.start), lists[:0])
-		lists = starts.within(int(l.start)+1, int(l.end), levels, lists)
-		pos = slices.Grow(pos[:0], len(lists))[:len(lists)]
-		clear(pos)
-		at := firstFit(lists, pos, l.size)
+		size := lt[i].size
+		lists = live.stab(int(i), lists[:0])
+		lo, hi := int(i)+1, int(endRank[i])
+		bLo, bHi := (lo+startBucket-1)/startBucket, hi/startBucket
+		edge = edge[:0]
+		if bLo >= bHi {
+			scan(lo, hi)
+		} else {
+			scan(lo, bLo*startBucket)
+			scan(bHi*startBucket, hi)
+			lists = starts.within(bLo, bHi, top, lists)
+		}
+		if len(edge) > 0 {
+			slices.SortFunc(edge, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+			lists = append(lists, edge)
+		}
+		at := m.firstFit(lists, size)
 		offset[i] = at
 		placed[i] = true
-		peak = max(peak, at+l.size)
-		tree.add(int(l.start), int(l.end), span{at, at + l.size})
-		starts.addPoint(int(l.start), levels, span{at, at + l.size})
+		peak = max(peak, at+size)
+		live.add(int(i), int(endRank[i]), span{at, at + size})
+		starts.addPoint(int(i)/startBucket, top, span{at, at + size})
 	}
 	return offset, peak
 }
 
+// merger walks several address-ordered span lists as one.
+type merger struct {
+	heap []cursor // min-heap on lo
+	pos  []int    // next span of each list
+}
+
+// cursor is list k's next span's lo, kept in the heap so that ordering it
+// reads no list.
+type cursor struct {
+	lo uint64
+	k  int
+}
+
 // firstFit is the lowest address at which size bytes overlap none of the
-// spans of lists, each sorted by lo (pos is a zeroed cursor per list). Every
-// address below at is taken (a consumed span starts below at+size and ends
-// at or below at), so at only rises; when no list has a span starting below
-// at+size left, [at, at+size) is free. Each span is consumed once.
-func firstFit(lists [][]span, pos []int, size uint64) uint64 {
-	var at uint64
-	for moved := true; moved; {
-		moved = false
-		for k, s := range lists {
-			p := pos[k]
-			for p < len(s) && s[p].lo < at+size {
-				at = max(at, s[p].hi)
-				p++
-			}
-			if p != pos[k] {
-				pos[k], moved = p, true
-			}
+// spans of lists, each sorted by lo. It walks all spans in address order:
+// every address below at is taken, since a span met starts below at+size
+// and at rises to its end; the first span starting at or above at+size
+// leaves [at, at+size) free.
+func (m *merger) firstFit(lists [][]span, size uint64) uint64 {
+	m.heap, m.pos = m.heap[:0], m.pos[:0]
+	for k, l := range lists {
+		m.pos = append(m.pos, 0)
+		if len(l) > 0 {
+			m.heap = append(m.heap, cursor{l[0].lo, k})
 		}
+	}
+	h := m.heap
+	for k := len(h)/2 - 1; k >= 0; k-- {
+		siftDown(h, k)
+	}
+	var at uint64
+	for len(h) > 0 && h[0].lo < at+size {
+		k := h[0].k
+		l, p := lists[k], m.pos[k]
+		at = max(at, l[p].hi)
+		if p++; p < len(l) {
+			m.pos[k], h[0].lo = p, l[p].lo
+		} else {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		siftDown(h, 0)
 	}
 	return at
 }
 
-// stabTree is a segment tree over op indexes: each node keeps the placed
+// siftDown restores the heap order of h below k.
+func siftDown(h []cursor, k int) {
+	for {
+		c := 2*k + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1].lo < h[c].lo {
+			c++
+		}
+		if h[k].lo <= h[c].lo {
+			return
+		}
+		h[k], h[c] = h[c], h[k]
+		k = c
+	}
+}
+
+// stabTree is a segment tree over allocation starts: each node keeps the placed
 // allocations whose lifetime covers its whole range, sorted by address, so
 // the allocations live at one index are those on the path from the root to
 // its leaf.
@@ -171,17 +243,6 @@ func (t *stabTree) stab(i int, out [][]span) [][]span {
 		}
 	}
 	return out
-}
-
-// startLevels is how many levels of a tree keyed by start hold lists: the
-// widest nodes kept split the ops into at most 64 ranges. Wider nodes would
-// hold most of the placed spans, each insertion moving them all.
-func startLevels(size int) int {
-	h := 0
-	for size>>h > 64 {
-		h++
-	}
-	return h
 }
 
 // addPoint records the placed span s at index i, in its leaf and the nodes

@@ -116,7 +116,7 @@ func (t *refStabTree) stab(i int, out []int32) []int32 {
 func sameAsReference(t *testing.T, name string, ops []alloc.Op) {
 	t.Helper()
 	wantOff, wantPeak := offlinePeakReference(ops)
-	gotOff, gotPeak := offlinePlace(lifetimes(ops), len(ops))
+	gotOff, gotPeak := offlinePlace(lifetimes(ops))
 	if gotPeak != wantPeak || OfflinePeak(ops) != wantPeak {
 		t.Fatalf("%s: offline peak %d, reference %d", name, gotPeak, wantPeak)
 	}
