@@ -74,22 +74,40 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	for i := range cases {
 		cases[i].Setting.Fraction = in.Fraction
 	}
+	// The offline planner runs beside the replays when more than one may
+	// run at once: it is one long serial job, the grid many short ones.
+	offline := make(chan uint64, 1)
+	if in.Workers > 1 {
+		go func() { offline <- offlinePeak(rep, cases) }()
+	}
 	if rep.Rows, err = sweep.RunCases(ctx, cases, rep.Cards, in.Workers); err != nil {
 		return nil, fmt.Errorf("sweeping %s: %w", rep.Source, err)
 	}
+	if in.Workers <= 1 {
+		offline <- offlinePeak(rep, cases)
+	}
+	rep.OfflinePeak = <-offline
 	if merge != nil {
 		rep.Rows = merge(rep.Rows)
 	}
-	if !rep.Compare { // one plan, or a set's: the highest of its ranks
-		done := map[*replay.Plan]bool{}
-		for _, c := range cases {
-			if c.Plan != nil && !done[c.Plan] {
-				done[c.Plan] = true
-				rep.OfflinePeak = max(rep.OfflinePeak, replay.OfflinePeak(c.Plan.Ops))
-			}
+	return rep, nil
+}
+
+// offlinePeak is the offline planner's peak for one plan, or the highest
+// over a set's ranks; none when the report compares workloads.
+func offlinePeak(rep *sweep.Report, cases []sweep.Case) uint64 {
+	if rep.Compare {
+		return 0
+	}
+	var peak uint64
+	done := map[*replay.Plan]bool{}
+	for _, c := range cases {
+		if c.Plan != nil && !done[c.Plan] {
+			done[c.Plan] = true
+			peak = max(peak, replay.OfflinePeak(c.Plan.Ops))
 		}
 	}
-	return rep, nil
+	return peak
 }
 
 // withBaseline puts the defaults first when a given grid lacks them.

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -51,11 +52,23 @@ func lifetimes(ops []alloc.Op) []lifetime {
 // Allocations live before the stream starts (a truncated trace's seeds) are
 // not counted.
 func OfflinePeak(ops []alloc.Op) uint64 {
-	lt := lifetimes(ops)
+	_, peak := offlinePlace(lifetimes(ops))
+	return peak
+}
+
+// span is the address range [lo, hi) a placed allocation occupies.
+type span struct{ lo, hi uint64 }
+
+// offlinePlace places lt greedy by size and returns each allocation's offset
+// and the peak. Time is counted in allocation starts: lifetimes are in start
+// order and no two start at the same op, so allocation j is live at i's
+// start when j <= i < endRank[j], and starts inside i's lifetime when
+// i < j < endRank[i]. An allocation conflicts with the placed ones live at
+// its start (a stabbing tree) and those starting inside its lifetime (a
+// tree keyed by start); both keep their lists in address order, and
+// merger.firstFit merges them, so nothing is sorted per allocation.
+func offlinePlace(lt []lifetime) ([]uint64, uint64) {
 	n := len(lt)
-	if n == 0 {
-		return 0
-	}
 	order := make([]int32, n)
 	for i := range order {
 		order[i] = int32(i)
@@ -70,52 +83,129 @@ func OfflinePeak(ops []alloc.Op) uint64 {
 		}
 		return cmp.Compare(x, y)
 	})
-	// byStart lists allocations by start; an allocation overlapping [s, e)
-	// either covers s (found by the stabbing tree) or starts inside (s, e).
-	byStart := make([]int32, n)
-	for i := range byStart {
-		byStart[i] = int32(i) // lifetimes are already in start order
+	endRank := make([]int32, n) // allocations starting before j's end
+	for j := range lt {
+		k, _ := slices.BinarySearchFunc(lt[j+1:], lt[j].end, func(l lifetime, end int32) int { return cmp.Compare(l.start, end) })
+		endRank[j] = int32(j + 1 + k)
 	}
-	T := len(ops) + 1
-	tree := newStabTree(T)
+	// The start tree's leaves are buckets of startBucket allocations and
+	// its widest nodes 16 buckets: an insertion then moves at most a few
+	// thousand spans, and a query scans at most two part buckets itself.
+	const startBucket = 64
+	live := newStabTree(n)                                     // placed allocations over their lifetimes
+	starts := newStabTree((n + startBucket - 1) / startBucket) // placed allocations at their starts
+	top := min(4, bits.Len(uint(starts.size))-1)
 	placed := make([]bool, n)
 	offset := make([]uint64, n)
 	var peak uint64
-	var conf []int32
-	for _, i := range order {
-		l := &lt[i]
-		conf = tree.stab(int(l.start), conf[:0])
-		lo, _ := slices.BinarySearchFunc(byStart, l.start+1, func(j int32, s int32) int { return cmp.Compare(lt[j].start, s) })
-		for _, j := range byStart[lo:] {
-			if lt[j].start >= l.end {
-				break
-			}
+	var lists [][]span
+	var edge []span
+	var m merger
+	scan := func(lo, hi int) { // the placed allocations in [lo, hi)
+		for j := lo; j < hi; j++ {
 			if placed[j] {
-				conf = append(conf, j)
+				edge = append(edge, span{offset[j], offset[j] + lt[j].size})
 			}
 		}
-		slices.SortFunc(conf, func(x, y int32) int { return cmp.Compare(offset[x], offset[y]) })
-		var at uint64
-		for _, j := range conf {
-			if offset[j] >= at+l.size {
-				break
-			}
-			at = max(at, offset[j]+lt[j].size)
+	}
+	for _, i := range order {
+		size := lt[i].size
+		lists = live.stab(int(i), lists[:0])
+		lo, hi := int(i)+1, int(endRank[i])
+		bLo, bHi := (lo+startBucket-1)/startBucket, hi/startBucket
+		edge = edge[:0]
+		if bLo >= bHi {
+			scan(lo, hi)
+		} else {
+			scan(lo, bLo*startBucket)
+			scan(bHi*startBucket, hi)
+			lists = starts.within(bLo, bHi, top, lists)
 		}
+		if len(edge) > 0 {
+			slices.SortFunc(edge, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+			lists = append(lists, edge)
+		}
+		at := m.firstFit(lists, size)
 		offset[i] = at
 		placed[i] = true
-		peak = max(peak, at+l.size)
-		tree.add(int(l.start), int(l.end), i)
+		peak = max(peak, at+size)
+		live.add(int(i), int(endRank[i]), span{at, at + size})
+		starts.addPoint(int(i)/startBucket, top, span{at, at + size})
 	}
-	return peak
+	return offset, peak
 }
 
-// stabTree is a segment tree over op indexes: each node keeps the
-// allocations whose lifetime covers its whole range, so the allocations live
-// at one index are those on the path from the root to its leaf.
+// merger walks several address-ordered span lists as one.
+type merger struct {
+	heap []cursor // min-heap on lo
+	pos  []int    // next span of each list
+}
+
+// cursor is list k's next span's lo, kept in the heap so that ordering it
+// reads no list.
+type cursor struct {
+	lo uint64
+	k  int
+}
+
+// firstFit is the lowest address at which size bytes overlap none of the
+// spans of lists, each sorted by lo. It walks all spans in address order:
+// every address below at is taken, since a span met starts below at+size
+// and at rises to its end; the first span starting at or above at+size
+// leaves [at, at+size) free.
+func (m *merger) firstFit(lists [][]span, size uint64) uint64 {
+	m.heap, m.pos = m.heap[:0], m.pos[:0]
+	for k, l := range lists {
+		m.pos = append(m.pos, 0)
+		if len(l) > 0 {
+			m.heap = append(m.heap, cursor{l[0].lo, k})
+		}
+	}
+	h := m.heap
+	for k := len(h)/2 - 1; k >= 0; k-- {
+		siftDown(h, k)
+	}
+	var at uint64
+	for len(h) > 0 && h[0].lo < at+size {
+		k := h[0].k
+		l, p := lists[k], m.pos[k]
+		at = max(at, l[p].hi)
+		if p++; p < len(l) {
+			m.pos[k], h[0].lo = p, l[p].lo
+		} else {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		siftDown(h, 0)
+	}
+	return at
+}
+
+// siftDown restores the heap order of h below k.
+func siftDown(h []cursor, k int) {
+	for {
+		c := 2*k + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1].lo < h[c].lo {
+			c++
+		}
+		if h[k].lo <= h[c].lo {
+			return
+		}
+		h[k], h[c] = h[c], h[k]
+		k = c
+	}
+}
+
+// stabTree is a segment tree over allocation starts: each node keeps the placed
+// allocations whose lifetime covers its whole range, sorted by address, so
+// the allocations live at one index are those on the path from the root to
+// its leaf.
 type stabTree struct {
 	size  int
-	nodes [][]int32
+	nodes [][]span
 }
 
 func newStabTree(n int) *stabTree {
@@ -123,27 +213,72 @@ func newStabTree(n int) *stabTree {
 	for size < n {
 		size *= 2
 	}
-	return &stabTree{size: size, nodes: make([][]int32, 2*size)}
+	return &stabTree{size: size, nodes: make([][]span, 2*size)}
 }
 
-// add records allocation id over [lo, hi).
-func (t *stabTree) add(lo, hi int, id int32) {
+// add records the placed span s over [lo, hi).
+func (t *stabTree) add(lo, hi int, s span) {
 	for lo, hi = lo+t.size, hi+t.size; lo < hi; lo, hi = lo/2, hi/2 {
 		if lo&1 == 1 {
-			t.nodes[lo] = append(t.nodes[lo], id)
+			t.insert(lo, s)
 			lo++
 		}
 		if hi&1 == 1 {
 			hi--
-			t.nodes[hi] = append(t.nodes[hi], id)
+			t.insert(hi, s)
 		}
 	}
 }
 
-// stab appends the allocations covering index i to out.
-func (t *stabTree) stab(i int, out []int32) []int32 {
+func (t *stabTree) insert(node int, s span) {
+	at, _ := slices.BinarySearchFunc(t.nodes[node], s.lo, func(e span, lo uint64) int { return cmp.Compare(e.lo, lo) })
+	t.nodes[node] = slices.Insert(t.nodes[node], at, s)
+}
+
+// stab appends the non-empty lists of the nodes covering index i to out.
+func (t *stabTree) stab(i int, out [][]span) [][]span {
 	for k := i + t.size; k >= 1; k /= 2 {
-		out = append(out, t.nodes[k]...)
+		if len(t.nodes[k]) > 0 {
+			out = append(out, t.nodes[k])
+		}
+	}
+	return out
+}
+
+// addPoint records the placed span s at index i, in its leaf and the nodes
+// above it up to the level `levels`.
+func (t *stabTree) addPoint(i, levels int, s span) {
+	for k, h := i+t.size, 0; h <= levels; k, h = k/2, h+1 {
+		t.insert(k, s)
+	}
+}
+
+// within appends the non-empty lists of the nodes that make up [lo, hi),
+// none above the level `levels`, to out: together they hold each span added
+// at an index in [lo, hi) once.
+func (t *stabTree) within(lo, hi, levels int, out [][]span) [][]span {
+	lo, hi = lo+t.size, hi+t.size
+	for h := 0; lo < hi; lo, hi, h = lo/2, hi/2, h+1 {
+		if h == levels { // the widest kept: take every node left
+			for k := lo; k < hi; k++ {
+				if len(t.nodes[k]) > 0 {
+					out = append(out, t.nodes[k])
+				}
+			}
+			break
+		}
+		if lo&1 == 1 {
+			if len(t.nodes[lo]) > 0 {
+				out = append(out, t.nodes[lo])
+			}
+			lo++
+		}
+		if hi&1 == 1 {
+			hi--
+			if len(t.nodes[hi]) > 0 {
+				out = append(out, t.nodes[hi])
+			}
+		}
 	}
 	return out
 }
