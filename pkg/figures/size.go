@@ -2,7 +2,6 @@ package figures
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 )
 
@@ -12,18 +11,18 @@ var binaryUnits = [...]string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 // ("512 B"), otherwise with two decimals in the largest binary unit that
 // keeps the number below 1024 ("19.27 GiB"). Negative values keep their sign.
 func FormatBytes(n int64) string {
-	neg := n < 0
-	// Work on the magnitude as uint64 so that math.MinInt64 does not overflow.
-	u := uint64(n)
-	if neg {
-		u = -u
+	if n < 0 {
+		// the magnitude as uint64, so that math.MinInt64 does not overflow
+		return "-" + FormatUBytes(-uint64(n))
 	}
-	sign := ""
-	if neg {
-		sign = "-"
-	}
+	return FormatUBytes(uint64(n))
+}
+
+// FormatUBytes is FormatBytes for an unsigned count: every uint64, up to
+// 16.00 EiB.
+func FormatUBytes(u uint64) string {
 	if u < 1024 {
-		return sign + strconv.FormatUint(u, 10) + " B"
+		return strconv.FormatUint(u, 10) + " B"
 	}
 	v := float64(u)
 	unit := 0
@@ -33,7 +32,7 @@ func FormatBytes(n int64) string {
 		v /= 1024
 		unit++
 	}
-	return fmt.Sprintf("%s%.2f %s", sign, v, binaryUnits[unit])
+	return fmt.Sprintf("%.2f %s", v, binaryUnits[unit])
 }
 
 // FormatSizeTorch formats n bytes the way PyTorch's C++ format_size does in
@@ -53,10 +52,6 @@ func FormatSizeTorch(n uint64) string {
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 	}
 }
-
-// FormatUBytes is FormatBytes for an unsigned count (beyond MaxInt64 it
-// shows MaxInt64).
-func FormatUBytes(n uint64) string { return FormatBytes(int64(min(n, math.MaxInt64))) }
 
 // IsByteUnit reports whether s is one of the units FormatBytes writes.
 func IsByteUnit(s string) bool {

@@ -59,3 +59,20 @@ func TestFormatSizeTorch(t *testing.T) {
 		}
 	}
 }
+
+// Sizes of 2^63 bytes and more print as what they are, not clamped.
+func TestFormatUBytesFullRange(t *testing.T) {
+	for n, want := range map[uint64]string{
+		1 << 63:     "8.00 EiB",
+		1<<64 - 1:   "16.00 EiB",
+		3 << 61:     "6.00 EiB",
+		1<<63 + 512: "8.00 EiB",
+	} {
+		if got := FormatUBytes(n); got != want {
+			t.Errorf("FormatUBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := FormatBytes(-1 << 63); got != "-8.00 EiB" {
+		t.Errorf("FormatBytes(MinInt64) = %q", got)
+	}
+}

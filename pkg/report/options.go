@@ -117,4 +117,4 @@ func count(n int64) string {
 }
 
 // ubytes formats an unsigned byte count.
-func ubytes(n uint64) string { return figures.FormatBytes(int64(min(n, math.MaxInt64))) }
+func ubytes(n uint64) string { return figures.FormatUBytes(n) }
