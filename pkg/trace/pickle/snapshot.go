@@ -281,12 +281,12 @@ func (d *decoder) toFrame(p []val, off int64) (int32, error) {
 	return d.internFrame(fr, file, name), nil
 }
 
-// toBlock converts a block dict of a segment.
-func (d *decoder) toBlock(p []val, off int64) (model.Block, error) {
-	b := model.Block{Stack: -1}
-	f := field{d: d, what: "block", off: off}
+// eachField calls set for each well-known key of dict p (what, at off),
+// with f naming that key for errors, then checks that the required keys
+// were there. Unknown keys are skipped: newer PyTorch versions add some.
+func (d *decoder) eachField(p []val, what string, off int64, required []int, set func(f *field, key int, v val) error) error {
+	f := field{d: d, what: what, off: off}
 	var have uint64
-	var err error
 	for i := 0; i < len(p); i += 2 {
 		k, v := p[i], p[i+1]
 		if k.k != kStr || k.n >= numKnown {
@@ -294,7 +294,23 @@ func (d *decoder) toBlock(p []val, off int64) (model.Block, error) {
 		}
 		f.key = uint32(k.n)
 		have |= 1 << k.n
-		switch k.n {
+		if err := set(&f, int(k.n), v); err != nil {
+			return err
+		}
+	}
+	for _, key := range required {
+		if have&(1<<key) == 0 {
+			return missing(what, off, key)
+		}
+	}
+	return nil
+}
+
+// toBlock converts a block dict of a segment.
+func (d *decoder) toBlock(p []val, off int64) (model.Block, error) {
+	b := model.Block{Stack: -1}
+	err := d.eachField(p, "block", off, []int{sAddress, sSize}, func(f *field, key int, v val) (err error) {
+		switch key {
 		case sAddress:
 			b.Address, err = f.uint(v)
 		case sSize:
@@ -306,7 +322,7 @@ func (d *decoder) toBlock(p []val, off int64) (model.Block, error) {
 		case sState:
 			var s string
 			if s, err = f.str(v); err != nil {
-				return b, err
+				return err
 			}
 			switch v.n {
 			case sInactive:
@@ -316,35 +332,19 @@ func (d *decoder) toBlock(p []val, off int64) (model.Block, error) {
 			case sActivePendingFree, sActiveAwaitingFree:
 				b.State = model.BlockPendingFree
 			default:
-				return b, f.errorf("has unknown value %s", limits.Quote(s))
+				return f.errorf("has unknown value %s", limits.Quote(s))
 			}
 		}
-		if err != nil {
-			return b, err
-		}
-	}
-	for _, key := range []int{sAddress, sSize} {
-		if have&(1<<key) == 0 {
-			return b, missing("block", off, key)
-		}
-	}
-	return b, nil
+		return err
+	})
+	return b, err
 }
 
 // toSegment converts a segment dict, blocks included.
 func (d *decoder) toSegment(p []val, off int64) (model.Segment, error) {
 	s := model.Segment{Stack: -1}
-	f := field{d: d, what: "segment", off: off}
-	var have uint64
-	var err error
-	for i := 0; i < len(p); i += 2 {
-		k, v := p[i], p[i+1]
-		if k.k != kStr || k.n >= numKnown {
-			continue
-		}
-		f.key = uint32(k.n)
-		have |= 1 << k.n
-		switch k.n {
+	err := d.eachField(p, "segment", off, []int{sAddress, sTotalSize, sBlocks}, func(f *field, key int, v val) (err error) {
+		switch key {
 		case sDevice:
 			var n int64
 			n, err = f.int(v)
@@ -366,22 +366,18 @@ func (d *decoder) toSegment(p []val, off int64) (model.Segment, error) {
 			t, err = f.str(v)
 			s.Small = t == "small"
 		case sSegmentPoolID:
-			s.PoolID, err = d.poolID(f, v)
+			s.PoolID, err = d.poolID(*f, v)
 		case sIsExpandable:
 			s.Expandable, err = f.bool(v)
 		case sFrames:
 			s.Stack, err = f.stack(v)
 		case sBlocks:
-			s.Blocks, err = d.blockList(f, v)
+			s.Blocks, err = d.blockList(*f, v)
 		}
-		if err != nil {
-			return s, err
-		}
-	}
-	for _, key := range []int{sAddress, sTotalSize, sBlocks} {
-		if have&(1<<key) == 0 {
-			return s, missing("segment", off, key)
-		}
+		return err
+	})
+	if err != nil {
+		return s, err
 	}
 	if msg := model.CheckSegment(&s); msg != "" {
 		return s, &FormatError{Offset: off, Msg: msg}
