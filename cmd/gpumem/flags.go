@@ -55,6 +55,7 @@ func (f *allocFlags) settings(in invocation, backend string) pipeline.Settings {
 // outputFlag registers -o/--output, the format of a command's result.
 func outputFlag[T any](cmd *cobra.Command, p *string, formats *output.Registry[T]) {
 	cmd.Flags().StringVarP(p, "output", "o", formats.Default(), formats.Help())
+	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats.Names(), cobra.ShellCompDirectiveNoFileComp))
 }
 
 // checkFormat refuses a format the registry lacks; flag is the flag's
