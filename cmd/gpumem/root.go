@@ -109,6 +109,7 @@ EXIT STATUS
 			if noColor || a.getenv("NO_COLOR") != "" || a.getenv("TERM") == "dumb" {
 				a.color, a.errColor = false, false
 			}
+			sizeNotes(a, cmd)
 			return nil
 		},
 	}
