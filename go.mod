@@ -6,6 +6,7 @@ require (
 	github.com/NVIDIA/go-nvml v0.12.9-0
 	github.com/fatih/color v1.19.0
 	github.com/guptarohit/asciigraph v0.10.0
+	github.com/klauspost/compress v1.20.1
 	github.com/mattn/go-isatty v0.0.22
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/prometheus/client_golang v1.25.0

@@ -145,6 +145,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	ctx, stop := interruptible(stderr)
 	defer stop()
+	ctx = pipeline.WithStdin(ctx, stdin) // the trace path "-"
 	err := root.ExecuteContext(ctx)
 	code := printError(stderr, err)
 	if code == exitInterrupt && errors.Is(context.Cause(ctx), errTerminated) {
