@@ -23,6 +23,7 @@ type replayOpts struct {
 	backend string
 	html    string
 	noAddrs bool
+	failOOM bool
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -68,6 +69,7 @@ worst rank, the spread of their peaks, and the worst rank's full report.
 	fl.BoolVar(&o.check, "check", false, "check the allocator's invariants after every operation (slow)")
 	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")
 	fl.StringVar(&o.backend, "backend", "sim", "where memory comes from: sim (simulated card) or cuda (the first GPU)")
+	fl.BoolVar(&o.failOOM, "fail-on-oom", false, "exit 1 when the replay runs out of memory where the recording did not")
 	return cmd
 }
 
@@ -92,7 +94,10 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 			return err
 		}
 		printNotes(a, run)
-		return renderReplay(a, o.invocation, o.output, run, opts, o.html, paths)
+		if err := renderReplay(a, o.invocation, o.output, run, opts, o.html, paths); err != nil {
+			return err
+		}
+		return o.oomStatus(run)
 	}
 	// without --device a snapshot gives every device with events: a set
 	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress()}, s)
@@ -101,9 +106,28 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 	}
 	printNotes(a, set.Runs...)
 	if len(set.Runs) == 1 {
-		return renderReplay(a, o.invocation, o.output, set.Runs[0], opts, o.html, paths)
+		err = renderReplay(a, o.invocation, o.output, set.Runs[0], opts, o.html, paths)
+	} else {
+		err = renderRanks(a, o.invocation, o.output, set, opts, o.html, paths)
 	}
-	return renderRanks(a, o.invocation, o.output, set, opts, o.html, paths)
+	if err != nil {
+		return err
+	}
+	return o.oomStatus(set.Runs...)
+}
+
+// oomStatus is, with --fail-on-oom, exit status 1 for a replay that ran
+// out of memory where the recording did not; the report is already out.
+func (o *replayOpts) oomStatus(runs ...*pipeline.Run) error {
+	if !o.failOOM {
+		return nil
+	}
+	for _, r := range runs {
+		if oom := r.Report.OOM; oom != nil && !oom.Recorded {
+			return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: out of memory at operation %d (--fail-on-oom)", r.Report.Source, oom.OpIndex)}
+		}
+	}
+	return nil
 }
 
 func printNotes(a *app, runs ...*pipeline.Run) {
