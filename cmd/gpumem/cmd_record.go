@@ -25,8 +25,9 @@ import (
 var recordPy []byte
 
 type recordOpts struct {
-	snapshot   string
-	output     string // deprecated spelling of snapshot
+	snapshot   string // --file/-f
+	oldFile    string // --snapshot, the former name of --file
+	output     string // -o/--output, an older one
 	maxEntries int
 	stacks     string
 	every      time.Duration // launchers: dump every rank this often
@@ -35,7 +36,7 @@ type recordOpts struct {
 func newRecordCmd(a *app) *cobra.Command {
 	o := &recordOpts{}
 	cmd := &cobra.Command{
-		Use:                   "record [--snapshot FILE] [--max-entries N] [--every D] -- python3 SCRIPT [ARGS...] | LAUNCHER ...",
+		Use:                   "record [-f FILE] [--max-entries N] [--every D] -- python3 SCRIPT [ARGS...] | LAUNCHER ...",
 		DisableFlagsInUseLine: true,
 		Short:                 "Run a PyTorch script and record a memory snapshot of it",
 		Long: `Run an unmodified PyTorch training script with the CUDA caching allocator's
@@ -43,8 +44,8 @@ history recording on (torch.cuda.memory._record_memory_history) and write a
 memory snapshot (torch.cuda.memory._dump_snapshot) at the first
 out-of-memory error and at exit. Replay the snapshot with 'gpumem replay'.
 
-The command is a Python interpreter with a script, or '-m module', and its
-arguments; a bare script.py runs under python3. Interpreter options before
+The command is a Python interpreter with a script, '-m module' or '-c CODE',
+and its arguments; a bare script.py runs under python3. Interpreter options before
 the script (-u, -X ..., -W ...) are kept. The exit status is the script's.
 
 It is scripts/record.py, built into gpumem: 'python3 scripts/record.py -o
@@ -57,13 +58,17 @@ NAME.rank{R}.pickle (FILE without .pickle, then the rank): at exit, at its
 first out-of-memory error, on SIGUSR1 to that rank, and with --every,
 periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 		Example: `  gpumem record -- python3 train.py --epochs 1
-  gpumem record --snapshot oom.pickle --max-entries 200000 -- python3 -m mypkg.train
+  gpumem record -f oom.pickle --max-entries 200000 -- python3 -m mypkg.train
   gpumem replay oom.pickle --device-memory 24GiB
-  gpumem record --snapshot ddp.pickle -- torchrun --nproc_per_node 8 train.py
+  gpumem record -f ddp.pickle -- torchrun --nproc_per_node 8 train.py
   gpumem replay 'ddp.rank*.pickle'`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := useDeprecated(a, invoked(cmd), "output", o.output, "snapshot", "--snapshot", &o.snapshot); err != nil {
+			in := invoked(cmd)
+			if err := useDeprecated(a, in, "output", o.output, "file", "-f/--file", &o.snapshot); err != nil {
+				return err
+			}
+			if err := useDeprecated(a, in, "snapshot", o.oldFile, "file", "-f/--file", &o.snapshot); err != nil {
 				return err
 			}
 			return runRecord(a, o, args)
@@ -71,9 +76,11 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // the script's own flags are not ours
-	fl.StringVar(&o.snapshot, "snapshot", "snapshot.pickle", "write the snapshot to `FILE`")
-	// -o/--output is a format in every other command
-	deprecatedFlag(cmd, &o.output, "output", "o", "snapshot")
+	fl.StringVarP(&o.snapshot, "file", "f", "snapshot.pickle", "write the snapshot to `FILE`")
+	// -o/--output is a format in every other command; recorded command
+	// lines may still use it, and --snapshot
+	deprecatedFlag(cmd, &o.output, "output", "o", "file")
+	deprecatedFlag(cmd, &o.oldFile, "snapshot", "", "file")
 	fl.IntVar(&o.maxEntries, "max-entries", 1_000_000, "keep at most the last `N` allocator events")
 	fl.StringVar(&o.stacks, "stacks", "python", "stack traces to record: python, or all (also C++; slower)")
 	fl.DurationVar(&o.every, "every", 0, "under a launcher, also dump every rank this often (e.g. 10m)")
@@ -102,7 +109,7 @@ func recordArgv(user []string, script string, o *recordOpts) ([]string, error) {
 			break
 		}
 		if a == "-c" || strings.HasPrefix(a, "-c") {
-			return nil, usageError{errors.New("python -c is not supported; record a script or a module (-m)")}
+			break
 		}
 		argv = append(argv, a)
 		if (a == "-X" || a == "-W") && i+1 < len(rest) {
@@ -119,6 +126,13 @@ func recordArgv(user []string, script string, o *recordOpts) ([]string, error) {
 		return append(append(argv, "-m", rest[i+1]), rest[i+2:]...), nil
 	case i < len(rest) && strings.HasPrefix(rest[i], "-m"):
 		return append(append(argv, "-m", rest[i][2:]), rest[i+1:]...), nil
+	case i < len(rest) && rest[i] == "-c":
+		if i+1 >= len(rest) {
+			return nil, usageError{errors.New("-c needs the code to run")}
+		}
+		return append(append(argv, "-c", rest[i+1]), rest[i+2:]...), nil
+	case i < len(rest) && strings.HasPrefix(rest[i], "-c"):
+		return append(append(argv, "-c", rest[i][2:]), rest[i+1:]...), nil
 	case i < len(rest) && rest[i] == "--":
 		i++
 	}
@@ -128,12 +142,40 @@ func recordArgv(user []string, script string, o *recordOpts) ([]string, error) {
 	return append(append(argv, "--"), rest[i:]...), nil
 }
 
+// checkWritable refuses a snapshot path whose folder cannot take a new
+// file, or that is a folder. Under a launcher the ranks write beside it.
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usageError{fmt.Errorf("-f/--file: %s is a folder", path)}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".gpumem-record-*")
+	if err != nil {
+		return usageError{fmt.Errorf("-f/--file: cannot write %s: %w", path, unwrapPath(err))}
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// unwrapPath drops the temporary file's name from a *PathError.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 func runRecord(a *app, o *recordOpts, user []string) error {
 	if o.maxEntries <= 0 {
 		return usageError{fmt.Errorf("--max-entries: want a positive number, not %d", o.maxEntries)}
 	}
 	if o.stacks != "python" && o.stacks != "all" {
 		return usageError{fmt.Errorf("--stacks: want python or all, not %q", o.stacks)}
+	}
+	// a snapshot that cannot be written fails now, not after the run
+	if err := checkWritable(o.snapshot); err != nil {
+		return err
 	}
 	// a private folder, so nothing else on sys.path[0] shadows a module
 	dir, err := os.MkdirTemp("", "gpumem-record-")
