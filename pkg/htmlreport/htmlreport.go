@@ -21,6 +21,9 @@ type Extra struct {
 	// the replay's Timeline, NaN where nothing is reserved; nil computes it
 	// from the Timeline.
 	Frag []float64
+	// Generator is what wrote the report ("gpumem v1.2.0 1a2b3c"), shown
+	// under the title; "" shows none.
+	Generator string
 }
 
 //go:embed report.html.tmpl
@@ -43,14 +46,15 @@ func Write(w io.Writer, r *figures.Replay, extra Extra) error {
 
 // page is what the template shows.
 type page struct {
-	Title    string
-	Facts    []fact
-	Timeline *chart
-	Frag     *chart
-	Maps     []*segMap
-	Sites    []siteRow
-	OOM      *oomView
-	Data     template.JS // the timeline's figures, for hover and zoom
+	Title     string
+	Generator string
+	Facts     []fact
+	Timeline  *chart
+	Frag      *chart
+	Maps      []*segMap
+	Sites     []siteRow
+	OOM       *oomView
+	Data      template.JS // the timeline's figures, for hover and zoom
 }
 
 type fact struct {
@@ -101,7 +105,7 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 		pts, frag = thin, thinFrag
 	}
 
-	p := &page{Title: "gpumem replay of " + r.Source}
+	p := &page{Title: "gpumem replay of " + r.Source, Generator: extra.Generator}
 	p.Facts = facts(r, pts)
 	if len(pts) > 0 {
 		p.Timeline = timelineChart(r, pts, extra.Phases)

@@ -40,5 +40,5 @@ func replayTable(w io.Writer, r *figures.Replay, o Options) error {
 
 // ReplayHTML writes the self-contained HTML report of a replay.
 func ReplayHTML(w io.Writer, r *figures.Replay, d figures.Detail) error {
-	return htmlreport.Write(w, r, htmlreport.Extra{Detail: d})
+	return htmlreport.Write(w, r, htmlreport.Extra{Detail: d, Generator: generatorLine()})
 }

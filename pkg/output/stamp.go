@@ -22,6 +22,9 @@ type Generator struct {
 // generator is this build of gpumem.
 func generator() Generator { return Generator{Name: "gpumem", Version: version.Get().Short()} }
 
+// generatorLine is the generator as a report's header shows it.
+func generatorLine() string { g := generator(); return g.Name + " " + g.Version }
+
 // stamped makes a JSON renderer's document start with "schema_version"
 // and "generator", so that a stored result says what wrote it, for the
 // documents that are built in several parts (the replay report's JSON is
