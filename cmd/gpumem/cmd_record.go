@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -16,9 +17,9 @@ import (
 
 func newRecordCmd(a *app) *cobra.Command {
 	var o record.Options
-	var output string // deprecated spelling of --snapshot
+	var output, oldFile string // -o/--output and --snapshot: older spellings of -f/--file
 	cmd := &cobra.Command{
-		Use:                   "record [--snapshot FILE] [--max-entries N] [--every D] -- python3 SCRIPT [ARGS...] | LAUNCHER ...",
+		Use:                   "record [-f FILE] [--max-entries N] [--every D] -- python3 SCRIPT [ARGS...] | LAUNCHER ...",
 		DisableFlagsInUseLine: true,
 		Short:                 "Run a PyTorch script and record a memory snapshot of it",
 		Long: `Run an unmodified PyTorch training script with the CUDA caching allocator's
@@ -26,8 +27,8 @@ history recording on (torch.cuda.memory._record_memory_history) and write a
 memory snapshot (torch.cuda.memory._dump_snapshot) at the first
 out-of-memory error and at exit. Replay the snapshot with 'gpumem replay'.
 
-The command is a Python interpreter with a script, or '-m module', and its
-arguments; a bare script.py runs under python3. Interpreter options before
+The command is a Python interpreter with a script, '-m module' or '-c CODE',
+and its arguments; a bare script.py runs under python3. Interpreter options before
 the script (-u, -X ..., -W ...) are kept. The exit status is the script's.
 
 It is scripts/record.py, built into gpumem: 'python3 scripts/record.py -o
@@ -40,13 +41,17 @@ NAME.rank{R}.pickle (FILE without .pickle, then the rank): at exit, at its
 first out-of-memory error, on SIGUSR1 to that rank, and with --every,
 periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 		Example: `  gpumem record -- python3 train.py --epochs 1
-  gpumem record --snapshot oom.pickle --max-entries 200000 -- python3 -m mypkg.train
+  gpumem record -f oom.pickle --max-entries 200000 -- python3 -m mypkg.train
   gpumem replay oom.pickle --device-memory 24GiB
-  gpumem record --snapshot ddp.pickle -- torchrun --nproc_per_node 8 train.py
+  gpumem record -f ddp.pickle -- torchrun --nproc_per_node 8 train.py
   gpumem replay 'ddp.rank*.pickle'`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := useDeprecated(a, invoked(cmd), "output", output, "snapshot", "--snapshot", &o.Snapshot); err != nil {
+			in := invoked(cmd)
+			if err := useDeprecated(a, in, "output", output, "file", "-f/--file", &o.Snapshot); err != nil {
+				return err
+			}
+			if err := useDeprecated(a, in, "snapshot", oldFile, "file", "-f/--file", &o.Snapshot); err != nil {
 				return err
 			}
 			return runRecord(a, o, args)
@@ -54,9 +59,11 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // the script's own flags are not ours
-	fl.StringVar(&o.Snapshot, "snapshot", "snapshot.pickle", "write the snapshot to `FILE`")
-	// -o/--output is a format in every other command
-	deprecatedFlag(cmd, &output, "output", "o", "snapshot")
+	fl.StringVarP(&o.Snapshot, "file", "f", "snapshot.pickle", "write the snapshot to `FILE`")
+	// -o/--output is a format in every other command; recorded command
+	// lines may still use it, and --snapshot
+	deprecatedFlag(cmd, &output, "output", "o", "file")
+	deprecatedFlag(cmd, &oldFile, "snapshot", "", "file")
 	fl.IntVar(&o.MaxEntries, "max-entries", 1_000_000, "keep at most the last `N` allocator events")
 	fl.StringVar(&o.Stacks, "stacks", "python", "stack traces to record: python, or all (also C++; slower)")
 	fl.DurationVar(&o.Every, "every", 0, "under a launcher, also dump every rank this often (e.g. 10m)")
@@ -64,6 +71,10 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 }
 
 func runRecord(a *app, o record.Options, user []string) error {
+	// a snapshot that cannot be written fails now, not after the run
+	if err := checkWritable(o.Snapshot); err != nil {
+		return err
+	}
 	res, err := record.Run(o, user, os.Environ(), func(argv, env []string) error { return runForwarding(a, argv, env) })
 	var ue *record.UsageError
 	if errors.As(err, &ue) {
@@ -120,4 +131,23 @@ func runForwarding(a *app, argv, env []string) error {
 			return err
 		}
 	}
+}
+
+// checkWritable refuses a snapshot path whose folder cannot take a new
+// file, or that is a folder. Under a launcher the ranks write beside it.
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usageError{fmt.Errorf("-f/--file: %s is a folder", path)}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".gpumem-record-*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return usageError{fmt.Errorf("-f/--file: cannot write %s: %w", path, err)}
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -82,14 +83,20 @@ sys.exit(int(sys.argv[1]))
 			"argv ['oom'] __main__", "out of memory on cuda:0 asking for 1099511627776 bytes", `"stacks": "python"`},
 		{[]string{"--stacks", "all", "--", "python3", "-m", "pkg.main", "-v"}, 0,
 			"module ['-v'] __main__", "gpumem: wrote", `"stacks": "all"`},
+		{[]string{"--", "python3", "-c", "import sys, torch; print('code', sys.argv, __name__); sys.exit(4)", "a"}, 4,
+			"code ['-c', 'a'] __main__", "gpumem: wrote", `"max_entries": 1000000`},
 	} {
 		out := filepath.Join(dir, "s.json")
 		os.Remove(out)
 		var stdout, stderr bytes.Buffer
-		flag, note := "--snapshot", ""
-		if i == 0 {
-			// -o, the old spelling, still works, with a note
-			flag, note = "-o", "gpumem: note: --output is deprecated; use --snapshot\n"
+		flag, note := "-f", ""
+		switch i {
+		case 0: // the old spellings still work, with a note
+			flag, note = "-o", "gpumem: note: --output is deprecated; use -f/--file\n"
+		case 1:
+			flag, note = "--snapshot", "gpumem: note: --snapshot is deprecated; use -f/--file\n"
+		case 2:
+			flag = "--file"
 		}
 		code := run(append([]string{"record", flag, out}, c.args...), strings.NewReader(""), &stdout, &stderr)
 		if !strings.HasPrefix(stderr.String(), note) {
@@ -102,7 +109,26 @@ sys.exit(int(sys.argv[1]))
 		}
 	}
 
+	// an unwritable snapshot fails before the script runs
 	var stderr bytes.Buffer
+	marker := filepath.Join(dir, "ran")
+	code := run([]string{"record", "-f", filepath.Join(dir, "no", "such", "s.pickle"), "--", "python3", "-c",
+		"open(" + strconv.Quote(marker) + ", 'w')"}, nil, &bytes.Buffer{}, &stderr)
+	if _, err := os.Stat(marker); code != exitUsage || err == nil ||
+		!strings.HasPrefix(stderr.String(), "gpumem: error: -f/--file: cannot write "+filepath.Join(dir, "no", "such", "s.pickle")+": no such file or directory\n") {
+		t.Errorf("unwritable snapshot: exit %d, ran: %v, stderr %s", code, err == nil, &stderr)
+	}
+
+	// without torch: one line, no traceback
+	write("broken/torch.py", "raise ImportError('broken install')\n")
+	t.Setenv("PYTHONPATH", filepath.Join(dir, "broken"))
+	stderr.Reset()
+	code = run([]string{"record", "-f", filepath.Join(dir, "t.pickle"), "--", train, "0"}, nil, &bytes.Buffer{}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "cannot import torch: broken install\n") || strings.Contains(stderr.String(), "Traceback") {
+		t.Errorf("no torch: exit %d, stderr %s", code, &stderr)
+	}
+
+	stderr.Reset()
 	if code := run([]string{"record", "--", "bash", "x.sh"}, nil, &bytes.Buffer{}, &stderr); code != exitUsage ||
 		!strings.Contains(stderr.String(), "gpumem: error: bash is not a Python interpreter\ngpumem: hint: ") {
 		t.Errorf("non-Python command: exit %d, %s", code, &stderr)

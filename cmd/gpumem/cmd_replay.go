@@ -26,6 +26,7 @@ type replayOpts struct {
 	noAddrs bool
 	bands   int
 	stopAt  int
+	failOOM bool
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -74,6 +75,7 @@ worst rank, the spread of their peaks, and the worst rank's full report.
 	fl.IntVar(&o.bands, "html-max-bands", 0, "the most allocations the HTML explorer draws as bands of their own, the largest; the rest as one aggregate (0 = 2,000,000)")
 	fl.IntVar(&o.stopAt, "stop-at", 0, "replay only the first `N` operations (for checks of the HTML explorer's segment map)")
 	_ = fl.MarkHidden("stop-at")
+	fl.BoolVar(&o.failOOM, "fail-on-oom", false, "exit 1 when the replay runs out of memory where the recording did not")
 	return cmd
 }
 
@@ -98,7 +100,10 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 			return err
 		}
 		printNotes(a, run)
-		return renderReplay(a, o.invocation, o.output, run, opts, o.html, paths)
+		if err := renderReplay(a, o.invocation, o.output, run, opts, o.html, paths); err != nil {
+			return err
+		}
+		return o.oomStatus(run)
 	}
 	// without --device a snapshot gives every device with events: a set
 	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress()}, s)
@@ -107,9 +112,28 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 	}
 	printNotes(a, set.Runs...)
 	if len(set.Runs) == 1 {
-		return renderReplay(a, o.invocation, o.output, set.Runs[0], opts, o.html, paths)
+		err = renderReplay(a, o.invocation, o.output, set.Runs[0], opts, o.html, paths)
+	} else {
+		err = renderRanks(a, o.invocation, o.output, set, opts, o.html, paths)
 	}
-	return renderRanks(a, o.invocation, o.output, set, opts, o.html, paths)
+	if err != nil {
+		return err
+	}
+	return o.oomStatus(set.Runs...)
+}
+
+// oomStatus is, with --fail-on-oom, exit status 1 for a replay that ran
+// out of memory where the recording did not; the report is already out.
+func (o *replayOpts) oomStatus(runs ...*pipeline.Run) error {
+	if !o.failOOM {
+		return nil
+	}
+	for _, r := range runs {
+		if oom := r.Report.OOM; oom != nil && !oom.Recorded {
+			return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: out of memory at operation %d (--fail-on-oom)", r.Report.Source, oom.OpIndex)}
+		}
+	}
+	return nil
 }
 
 func printNotes(a *app, runs ...*pipeline.Run) {

@@ -73,6 +73,17 @@ func runSummary(a *app, o *summaryOpts) error {
 	}
 	sys, err := probe.Probe(lib)
 	gpu := err == nil && len(sys.GPUs) > 0
+	if o.watch > 0 && !gpu {
+		// --watch shows live GPUs: without one it has nothing to show
+		msg := "--watch: no nvidia driver found; it shows live GPUs (run without --watch for the simulated device)"
+		if !errors.Is(err, probe.ErrNoDriver) {
+			msg = "--watch: no gpu to watch"
+			if err != nil {
+				msg = fmt.Sprintf("--watch: probing gpus: %v", err)
+			}
+		}
+		return &exitError{code: exitNoGPU, msg: msg}
+	}
 	switch {
 	case errors.Is(err, probe.ErrNoDriver):
 		if o.requireGPU {

@@ -25,6 +25,15 @@ func summaryWith(t *testing.T, lib nvml.Interface, args ...string) (string, stri
 	return out.String(), errb.String(), code
 }
 
+// --watch without a driver: one clear message, exit 3 (issue #16).
+func TestSummaryWatchNoDriver(t *testing.T) {
+	out, errs, code := summaryWith(t, noDriver(), "--watch")
+	if code != exitNoGPU || out != "" ||
+		errs != "gpumem: error: --watch: no nvidia driver found; it shows live GPUs (run without --watch for the simulated device)\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
 func noDriver() nvml.Interface {
 	return &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
 }

@@ -175,8 +175,11 @@ func parseCards(s string) ([]uint64, error) {
 	var cards []uint64
 	for item := range strings.SplitSeq(s, ",") {
 		n, err := budget.ParseSize(item)
-		if err != nil || n == 0 {
-			return nil, usageError{fmt.Errorf("--device-memory: invalid size %q", strings.TrimSpace(item))}
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--device-memory: %w", err)}
+		}
+		if n == 0 {
+			return nil, usageError{fmt.Errorf("--device-memory: invalid size %q: zero bytes", strings.TrimSpace(item))}
 		}
 		cards = append(cards, n)
 	}

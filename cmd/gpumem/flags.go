@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 )
@@ -54,6 +56,7 @@ func (f *allocFlags) settings(in invocation, backend string) pipeline.Settings {
 // outputFlag registers -o/--output, the format of a command's result.
 func outputFlag[T any](cmd *cobra.Command, p *string, formats *output.Registry[T]) {
 	cmd.Flags().StringVarP(p, "output", "o", formats.Default(), formats.Help())
+	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats.Names(), cobra.ShellCompDirectiveNoFileComp))
 }
 
 // checkFormat refuses a format the registry lacks; flag is the flag's
@@ -85,6 +88,22 @@ func useDeprecated(a *app, in invocation, old, value, replacement, name string, 
 	fmt.Fprintf(a.stderr, "gpumem: note: --%s is deprecated; use %s\n", old, name)
 	*to = value
 	return nil
+}
+
+// sizeNotes says on stderr when a size flag's decimal value is close to
+// a common card's size in GiB (80GB for an 80 GiB card).
+func sizeNotes(a *app, cmd *cobra.Command) {
+	for _, name := range []string{"device-memory"} {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || !f.Changed {
+			continue
+		}
+		for item := range strings.SplitSeq(f.Value.String(), ",") {
+			if n := budget.SizeNote(item); n != "" {
+				fmt.Fprintf(a.stderr, "gpumem: note: --%s %s\n", name, n)
+			}
+		}
+	}
 }
 
 // progress is where the pipeline may draw a progress bar: stderr, on a

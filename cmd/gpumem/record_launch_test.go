@@ -54,7 +54,7 @@ time.sleep(0.3)
 	})
 	t.Chdir(dir)
 	var out, errs bytes.Buffer
-	code := run([]string{"record", "--snapshot", "job.pickle", "--every", "100ms", "--max-entries", "9", "--",
+	code := run([]string{"record", "-f", "job.pickle", "--every", "100ms", "--max-entries", "9", "--",
 		filepath.Join(dir, "bin", "torchrun"), "train.py"}, strings.NewReader(""), &out, &errs)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, &out, &errs)

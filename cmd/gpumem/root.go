@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/version"
 )
 
 // Exit codes, documented in the root command's help and the README.
@@ -75,7 +76,7 @@ func withHint(err error, hints ...string) error { return hintError{err, hints} }
 func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := v(cmd, args); err != nil {
-			return usageError{err}
+			return usageError{withHint(err, "usage: "+cmd.UseLine())}
 		}
 		return nil
 	}
@@ -104,16 +105,18 @@ EXIT STATUS
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		DisableAutoGenTag: true,
+		Version:           version.Get().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if noColor || a.getenv("NO_COLOR") != "" || a.getenv("TERM") == "dumb" {
 				a.color, a.errColor = false, false
 			}
+			sizeNotes(a, cmd)
 			return nil
 		},
 	}
 	root.PersistentFlags().BoolVar(&noColor, "no-color", false, "never use colour")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.CompletionOptions.HiddenDefaultCmd = true
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newReplayCmd(a),
 		newDiffCmd(a),
@@ -125,7 +128,9 @@ EXIT STATUS
 		newConvertCmd(a),
 		newRecordCmd(a),
 		newExporterCmd(a),
+		newVersionCmd(a),
 	)
+	registerCompletions(root)
 	return root
 }
 
@@ -141,6 +146,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	ctx, stop := interruptible(stderr)
 	defer stop()
+	ctx = pipeline.WithStdin(ctx, stdin) // the trace path "-"
 	err := root.ExecuteContext(ctx)
 	code := printError(stderr, err)
 	if code == exitInterrupt && errors.Is(context.Cause(ctx), errTerminated) {
@@ -238,9 +244,25 @@ func printError(stderr io.Writer, err error) int {
 		fmt.Fprintf(stderr, "gpumem: hint: %s\n", textsafe.Line(h))
 	}
 	if code == exitUsage && strings.HasPrefix(msg, "unknown command ") {
+		// cobra's suggestions follow the first line: "Did you mean this?"
+		// and one tab-indented name a line.
+		for _, s := range suggestions(msg) {
+			fmt.Fprintf(stderr, "gpumem: hint: did you mean %s?\n", s)
+		}
 		fmt.Fprintln(stderr, "gpumem: hint: run 'gpumem --help' for the list of commands")
 	}
 	return code
+}
+
+// suggestions are the names cobra suggests in an "unknown command" error.
+func suggestions(msg string) []string {
+	var out []string
+	for _, l := range strings.Split(msg, "\n")[1:] {
+		if strings.HasPrefix(l, "\t") && strings.TrimSpace(l) != "" {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
 }
 
 // inputError marks a bad input file (exit code 2).

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/xml"
 	"errors"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -37,6 +40,7 @@ func TestScript(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitcode,
 			"junit":    cmdJUnit,
+			"compress": cmdCompress,
 		},
 	})
 }
@@ -65,6 +69,34 @@ func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
 	}
+}
+
+// cmdCompress writes a gzip or zstd copy of a file:
+//
+//	compress zstd trace.pickle trace.pickle.zst
+func cmdCompress(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: compress gzip|zstd IN OUT")
+	}
+	data, err := os.ReadFile(ts.MkAbs(args[1]))
+	ts.Check(err)
+	var out []byte
+	switch args[0] {
+	case "gzip":
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		_, err = w.Write(data)
+		ts.Check(err)
+		ts.Check(w.Close())
+		out = b.Bytes()
+	case "zstd":
+		enc, err := zstd.NewWriter(nil)
+		ts.Check(err)
+		out = enc.EncodeAll(data, nil)
+	default:
+		ts.Fatalf("compress: unknown compression %q", args[0])
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[2]), out, 0o644))
 }
 
 // cmdJUnit parses a JUnit XML report and checks its counts and the

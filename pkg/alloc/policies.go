@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -77,10 +76,10 @@ func (p Policy) Info() (info PolicyInfo, ok bool) {
 }
 
 // NotAdvisedBecause says why a sweep does not advise the policy, given the
-// run's number of device allocations; "" when the policy has no reason of
-// its own.
-func (i PolicyInfo) NotAdvisedBecause(deviceAllocs int64) string {
-	return strings.ReplaceAll(i.note, "{device_allocs}", strconv.FormatInt(deviceAllocs, 10))
+// run's number of device allocations as the report writes counts; "" when
+// the policy has no reason of its own.
+func (i PolicyInfo) NotAdvisedBecause(deviceAllocs string) string {
+	return strings.ReplaceAll(i.note, "{device_allocs}", deviceAllocs)
 }
 
 // ParsePolicy checks a policy name.

@@ -153,7 +153,7 @@ func (p *parser) parse(data []byte) (*File, error) {
 	f := &File{Path: name(p.file), Tolerance: DefaultTolerance}
 	var defaults settingKeys
 	var cases *yaml.Node
-	err = p.each(root, "the top level", []string{"version", "defaults", "baseline", "tolerance", "cases"},
+	err = p.each(root, "the top level", fileKeys,
 		func(key string, k, v *yaml.Node) error {
 			switch key {
 			case "version":

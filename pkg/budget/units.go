@@ -7,40 +7,98 @@ import (
 	"strings"
 )
 
-// sizeUnits are the units ParseSize accepts, longest first within a
-// family so that "GiB" is not read as "B".
+// sizeUnits are the units ParseSize accepts, in any case, longest first
+// so that "GiB" is not read as "B". A bare prefix (16G) and the IEC forms
+// (16Gi, 16GiB) are binary, as card sizes and PyTorch are; only the SI
+// forms with a B (16GB) are decimal.
 var sizeUnits = []struct {
-	suffix string
-	mult   float64
+	suffix  string
+	mult    float64
+	decimal bool
 }{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-	{"B", 1},
+	{"kib", 1 << 10, false}, {"mib", 1 << 20, false}, {"gib", 1 << 30, false}, {"tib", 1 << 40, false},
+	{"kb", 1e3, true}, {"mb", 1e6, true}, {"gb", 1e9, true}, {"tb", 1e12, true},
+	{"ki", 1 << 10, false}, {"mi", 1 << 20, false}, {"gi", 1 << 30, false}, {"ti", 1 << 40, false},
+	{"k", 1 << 10, false}, {"m", 1 << 20, false}, {"g", 1 << 30, false}, {"t", 1 << 40, false},
+	{"b", 1, false},
 }
 
+// sizeForms is what the error says ParseSize accepts.
+const sizeForms = "want bytes or a number with a unit: 16G, 16Gi or 16GiB (binary, any case) or 16GB (decimal); K, M, G, T"
+
 // ParseSize reads a byte count: plain bytes ("1073741824") or a number
-// with a unit, binary (KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB),
-// with or without a space ("24GiB", "21.5 GB"). Units are case-sensitive:
-// in a budget "Gb" is more likely a mistake than gigabits.
+// with a unit, with or without a space ("24GiB", "24g", "21.5 GB"); see
+// sizeUnits.
 func ParseSize(s string) (uint64, error) {
+	n, _, err := parseSize(s)
+	return n, err
+}
+
+func parseSize(s string) (n uint64, decimal bool, err error) {
 	t := strings.TrimSpace(s)
+	lower := strings.ToLower(t)
 	mult := 1.0
 	for _, u := range sizeUnits {
-		if strings.HasSuffix(t, u.suffix) {
-			t = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
-			mult = u.mult
+		if strings.HasSuffix(lower, u.suffix) {
+			if u.decimal && t[len(t)-1] == 'b' {
+				// "20Gb", "20gb": gigabits, or a typo; either way ambiguous
+				return 0, false, fmt.Errorf("invalid size %q: a lowercase b is bits; %s", s, sizeForms)
+			}
+			t = strings.TrimSpace(t[:len(t)-len(u.suffix)])
+			mult, decimal = u.mult, u.decimal
 			break
 		}
 	}
+	// digits, a point and an exponent only: no sign, hex, Inf or NaN
+	if t == "" || strings.Trim(t, "0123456789.eE+-") != "" || t[0] < '0' && t[0] != '.' || t[0] > '9' {
+		return 0, false, fmt.Errorf("invalid size %q: %s", s, sizeForms)
+	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || t == "" || t[0] == '+' || t[0] == '-' {
-		return 0, fmt.Errorf("invalid size %q: want bytes or a number with a unit such as 24GiB", s)
+	if err != nil {
+		return 0, false, fmt.Errorf("invalid size %q: %s", s, sizeForms)
 	}
 	b := v * mult
 	if math.IsNaN(b) || math.IsInf(b, 0) || b >= math.MaxInt64 {
-		return 0, fmt.Errorf("invalid size %q: too large", s)
+		return 0, false, fmt.Errorf("invalid size %q: too large", s)
 	}
-	return uint64(b), nil
+	return uint64(b), decimal, nil
+}
+
+// cardGiB are the memory sizes of common GPUs, in GiB, that a decimal
+// size is most likely a mistake for.
+var cardGiB = []float64{4, 6, 8, 10, 11, 12, 16, 20, 24, 32, 40, 48, 64, 80, 94, 96, 128, 141, 144, 180, 192}
+
+// SizeNote is a note for a decimal size that is close to a common card's
+// size, which cards give in binary units: "80GB is 80,000,000,000 bytes;
+// an 80 GiB card has 85,899,345,920: write 80GiB for it". It is "" for
+// every other size, and for one that does not parse.
+func SizeNote(s string) string {
+	n, decimal, err := parseSize(s)
+	if err != nil || !decimal {
+		return ""
+	}
+	gb := float64(n) / 1e9
+	for _, c := range cardGiB {
+		if math.Abs(gb-c) <= 0.01*c {
+			g := strconv.FormatFloat(c, 'f', -1, 64)
+			return fmt.Sprintf("%s is %s bytes (decimal); a card of %s GiB has %s: write %sGiB for it",
+				strings.TrimSpace(s), groupDigits(n), g, groupDigits(uint64(c*(1<<30))), g)
+		}
+	}
+	return ""
+}
+
+// groupDigits writes n with thousands separators: 85,899,345,920.
+func groupDigits(n uint64) string {
+	d := strconv.FormatUint(n, 10)
+	var b strings.Builder
+	for i, c := range d {
+		if i > 0 && (len(d)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // ParseRatio reads a ratio between 0 and 1, written as a fraction

@@ -62,3 +62,17 @@ func IsByteUnit(s string) bool {
 	}
 	return false
 }
+
+// FormatCount formats a count with thousands separators, as every report
+// shows counts: 8,963; -1,234.
+func FormatCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	sign := ""
+	if s[0] == '-' {
+		sign, s = "-", s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return sign + s
+}

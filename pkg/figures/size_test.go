@@ -76,3 +76,11 @@ func TestFormatUBytesFullRange(t *testing.T) {
 		t.Errorf("FormatBytes(MinInt64) = %q", got)
 	}
 }
+
+func TestFormatCount(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 8963: "8,963", -1234: "-1,234", 1234567: "1,234,567", math.MinInt64: "-9,223,372,036,854,775,808"} {
+		if got := FormatCount(n); got != want {
+			t.Errorf("FormatCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

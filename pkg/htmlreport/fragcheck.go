@@ -14,7 +14,8 @@ import (
 // FragcheckPage is what the report of a fragcheck run shows: each case
 // against its limits.
 type FragcheckPage struct {
-	Cases []FragcheckCase // in the order they were given
+	Cases     []FragcheckCase // in the order they were given
+	Generator string          // what wrote the report, shown under the title; "" for none
 }
 
 // FragcheckCase is one case and its verdict.
@@ -72,12 +73,13 @@ const (
 )
 
 type fragcheckView struct {
-	Title   string
-	Status  string // the worst status
-	Summary string
-	Facts   []fact
-	Rows    []caseRow
-	Metrics []fact // each metric used and its definition
+	Title     string
+	Generator string
+	Status    string // the worst status
+	Summary   string
+	Facts     []fact
+	Rows      []caseRow
+	Metrics   []fact // each metric used and its definition
 	// FragEnd is the end of the fragmentation scale every row shares.
 	FragEnd string
 }
@@ -120,7 +122,7 @@ func newFragcheckView(p *FragcheckPage) (*fragcheckView, error) {
 		count[c.Status]++
 		worst = max(worst, k)
 	}
-	v := &fragcheckView{Title: "gpumem fragcheck", Status: statuses[worst]}
+	v := &fragcheckView{Title: "gpumem fragcheck", Generator: p.Generator, Status: statuses[worst]}
 	noun := "cases"
 	if len(p.Cases) == 1 {
 		noun = "case"

@@ -24,6 +24,9 @@ type Extra struct {
 	// MaxBands is the most allocations the explorer draws as bands of
 	// their own (the largest); 0 means DefaultMaxBands.
 	MaxBands int
+	// Generator is what wrote the report ("gpumem v1.2.0 1a2b3c"), shown
+	// under the title; "" shows none.
+	Generator string
 }
 
 //go:embed report.html.tmpl
@@ -49,16 +52,17 @@ func Write(w io.Writer, r *figures.Replay, extra Extra) error {
 
 // page is what the template shows.
 type page struct {
-	Title    string
-	Facts    []fact
-	Timeline *chart
-	Frag     *chart
-	Maps     []*segMap
-	Sites    []siteRow
-	OOM      *oomView
-	Data     template.JS // the timeline's figures, for hover and zoom
-	Explorer template.JS // the explorer's packed data, "null" when none
-	Script   template.JS // the explorer's script
+	Title     string
+	Generator string
+	Facts     []fact
+	Timeline  *chart
+	Frag      *chart
+	Maps      []*segMap
+	Sites     []siteRow
+	OOM       *oomView
+	Data      template.JS // the timeline's figures, for hover and zoom
+	Explorer  template.JS // the explorer's packed data, "null" when none
+	Script    template.JS // the explorer's script
 }
 
 type fact struct {
@@ -111,7 +115,7 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 		pts, frag = thin, thinFrag
 	}
 
-	p := &page{Title: "gpumem replay of " + r.Source}
+	p := &page{Title: "gpumem replay of " + r.Source, Generator: extra.Generator}
 	p.Facts = facts(r, pts)
 	if len(pts) > 0 {
 		p.Timeline = timelineChart(r, pts, extra.Phases)

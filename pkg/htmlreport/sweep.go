@@ -16,7 +16,8 @@ import (
 // memory per setting, marks for the cards each fits on, and the
 // recommendation.
 type SweepPage struct {
-	Source string // what was swept: a trace, a workload, or several
+	Source    string // what was swept: a trace, a workload, or several
+	Generator string // what wrote the report, shown under the title; "" for none
 	// Ops is how many operations each setting replayed; 0 when the rows
 	// replay different plans.
 	Ops int
@@ -95,6 +96,7 @@ const (
 
 type sweepView struct {
 	Title          string
+	Generator      string
 	Kind           string // "setting" or "workload"
 	Facts          []fact
 	Recommendation string
@@ -169,6 +171,7 @@ func newSweepView(p *SweepPage) (*sweepView, error) {
 	}
 	v := &sweepView{
 		Title:          "gpumem sweep of " + p.Source,
+		Generator:      p.Generator,
 		Kind:           "setting",
 		Recommendation: p.Recommendation,
 		Notes:          p.Notes,

@@ -37,7 +37,7 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 			if f.bytes {
 				return figures.FormatBytes(n)
 			}
-			return fmt.Sprint(n)
+			return figures.FormatCount(n)
 		}
 		rows = append(rows, []string{f.name, show(f.a), show(f.b), signed(f.b-f.a, f.bytes), percent(f.a, f.b)})
 	}
@@ -57,7 +57,7 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 		fmt.Fprintln(bw)
 		rows = rows[:0]
 		for _, p := range d.Phases {
-			rows = append(rows, []string{textsafe.Line(p.Name), fmt.Sprint(p.Count),
+			rows = append(rows, []string{textsafe.Line(p.Name), figures.FormatCount(int64(p.Count)),
 				figures.FormatBytes(p.PeakAllocatedA), figures.FormatBytes(p.PeakAllocatedB), signed(p.PeakAllocatedB-p.PeakAllocatedA, true),
 				figures.FormatBytes(p.PeakReservedA), figures.FormatBytes(p.PeakReservedB)})
 		}
@@ -114,7 +114,7 @@ func oomWord(r *figures.Replay) string {
 	if r.OOM == nil {
 		return "completed"
 	}
-	return fmt.Sprintf("OOM at op %d", r.OOM.OpIndex)
+	return "OOM at op " + figures.FormatCount(int64(r.OOM.OpIndex))
 }
 
 func settingsName(s string) string {

@@ -10,7 +10,9 @@ import (
 
 // FragcheckHTML writes the self-contained HTML report of a fragcheck run.
 func FragcheckHTML(w io.Writer, rs []budget.Result) error {
-	return htmlreport.WriteFragcheck(w, fragcheckPage(rs))
+	p := fragcheckPage(rs)
+	p.Generator = generatorLine()
+	return htmlreport.WriteFragcheck(w, p)
 }
 
 // fragcheckPage is each case's verdict, figures and limits.

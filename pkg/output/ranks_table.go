@@ -31,7 +31,7 @@ func ranksText(w io.Writer, r *figures.Ranks, o Options, md bool) error {
 	for i, x := range r.Replays {
 		oom := "no"
 		if x.OOM != nil {
-			oom = fmt.Sprintf("at op %d", x.OOM.OpIndex)
+			oom = "at op " + figures.FormatCount(int64(x.OOM.OpIndex))
 		}
 		name := rankName(r, i)
 		if i == r.Worst {
@@ -42,7 +42,7 @@ func ranksText(w io.Writer, r *figures.Ranks, o Options, md bool) error {
 			figures.FormatBytes(figures.PeakReserved(x.Stats)),
 			figures.FormatBytes(figures.PeakAllocated(x.Stats)),
 			ratio(x.Fragmentation().AtPeak),
-			fmt.Sprint(x.Stats.NumDeviceAlloc),
+			figures.FormatCount(x.Stats.NumDeviceAlloc),
 			oom,
 		})
 	}

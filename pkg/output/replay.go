@@ -14,7 +14,7 @@ import (
 var ReplayFormats = &Registry[*figures.Replay]{Kind: "The report of `replay` and `run`", Formats: []Format[*figures.Replay]{
 	{Table, "the summary for people, then the timeline chart (report/table.go, report/timeline.go)", RenderFunc[*figures.Replay](replayTable)},
 	{JSON, "the same with stable snake_case keys, `memory_stats` under PyTorch's names (report/json.go)",
-		RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, _ Options) error { return report.JSON(w, r) })},
+		stamped(RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, _ Options) error { return report.JSON(w, r) }))},
 	{Markdown, "the summary as Markdown (report/markdown.go)",
 		RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, o Options) error { return report.Markdown(w, r, reportOptions(o)) })},
 	{TorchSummary, "PyTorch's own `torch.cuda.memory_summary()` text, byte for byte (report/torch.go)",
@@ -40,5 +40,5 @@ func replayTable(w io.Writer, r *figures.Replay, o Options) error {
 
 // ReplayHTML writes the self-contained HTML report of a replay.
 func ReplayHTML(w io.Writer, r *figures.Replay, d figures.Detail, maxBands int) error {
-	return htmlreport.Write(w, r, htmlreport.Extra{Detail: d, MaxBands: maxBands})
+	return htmlreport.Write(w, r, htmlreport.Extra{Detail: d, MaxBands: maxBands, Generator: generatorLine()})
 }

@@ -172,7 +172,7 @@ func unsettableNote(r *sweep.Row, base *sweep.Row) string {
 	why := "it is not PyTorch's caching allocator, and PYTORCH_CUDA_ALLOC_CONF cannot select it"
 	// the policy's own reason (from its row in the policy table) comes first
 	info, _ := r.Setting.Config.Policy.Info()
-	if own := info.NotAdvisedBecause(r.DeviceAllocs()); own != "" {
+	if own := info.NotAdvisedBecause(figures.FormatCount(r.DeviceAllocs())); own != "" {
 		why = own
 	} else if c := r.Setting.Config; c.Backend != "native" {
 		why = "gpumem does not simulate the " + c.Backend + " backend (these are the native allocator's figures)"

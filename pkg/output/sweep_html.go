@@ -9,7 +9,11 @@ import (
 )
 
 // SweepHTML writes the self-contained HTML report of a sweep.
-func SweepHTML(w io.Writer, s *sweep.Report) error { return htmlreport.WriteSweep(w, sweepPage(s)) }
+func SweepHTML(w io.Writer, s *sweep.Report) error {
+	p := sweepPage(s)
+	p.Generator = generatorLine()
+	return htmlreport.WriteSweep(w, p)
+}
 
 // sweepPage is the sweep as the HTML report shows it: the rows in the
 // table's order, and the table output's notes and last line.

@@ -11,6 +11,8 @@ import (
 
 // SweepJSON is the JSON document of a sweep. Add keys, never rename or drop them.
 type SweepJSON struct {
+	SchemaVersion  int               `json:"schema_version"`
+	Generator      Generator         `json:"generator"`
 	Source         string            `json:"source"`
 	Ops            int               `json:"ops"`
 	DeviceMemory   []uint64          `json:"device_memory"`
@@ -64,6 +66,7 @@ type SweepJSONAdvice struct {
 func sweepJSONDoc(w io.Writer, sw *sweep.Report, _ Options) error {
 	rows, fraction := sw.Rows, sw.Fraction
 	doc := SweepJSON{
+		SchemaVersion: SchemaVersion, Generator: generator(),
 		Source: sw.Source, Ops: sw.Ops, DeviceMemory: sw.Cards, MemoryFraction: fraction,
 		Baseline: sw.Baseline, OfflinePeak: sw.OfflinePeak, Rows: []SweepJSONRow{}, NotAdvised: []SweepJSONAdvice{},
 	}

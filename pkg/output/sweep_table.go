@@ -83,8 +83,8 @@ func sweepTable(w io.Writer, sw *sweep.Report, md bool) error {
 			overBound(r),
 			vs,
 			ratio(r.Fragmentation.AtPeak),
-			fmt.Sprint(r.DeviceAllocs()),
-			fmt.Sprint(r.Stats.NumAllocRetries),
+			figures.FormatCount(r.DeviceAllocs()),
+			figures.FormatCount(r.Stats.NumAllocRetries),
 		}
 		if len(sw.Cards) == 0 {
 			row = append(row, oomCell(sw, r.OOM, "no", "at "))

@@ -105,8 +105,11 @@ func (s Settings) options(recorded *alloc.Config) (replay.Options, error) {
 	o.Config = cfg
 	if s.DeviceMemory != "" {
 		n, err := budget.ParseSize(s.DeviceMemory)
-		if err != nil || n == 0 {
-			return o, usage("--device-memory: invalid size %q", s.DeviceMemory)
+		if err != nil {
+			return o, usage("--device-memory: %w", err)
+		}
+		if n == 0 {
+			return o, usage("--device-memory: invalid size %q: zero bytes", s.DeviceMemory)
 		}
 		o.DeviceTotal = n
 		o.Device = alloc.Sim(n)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,9 +18,22 @@ import (
 // bar: smaller ones read in well under a second.
 const progressFrom = 64 << 20
 
-// OpenTrace reads a trace in any format. With progress set, a big one
-// shows a progress bar there, cleared when done. A file that cannot be
-// read is an Input error; once ctx is done, reading stops with ctx's error.
+// Stdin is the trace path that reads standard input.
+const Stdin = "-"
+
+type stdinKey struct{}
+
+// WithStdin gives the commands run under ctx r as standard input: the
+// trace path "-" reads it. Without it, "-" is refused.
+func WithStdin(ctx context.Context, r io.Reader) context.Context {
+	return context.WithValue(ctx, stdinKey{}, r)
+}
+
+// OpenTrace reads a trace in any format, gzip- or zstd-compressed or not;
+// path "-" is standard input (see WithStdin). With progress set, a big
+// file shows a progress bar there, cleared when done. A file that cannot
+// be read is an Input error; once ctx is done, reading stops with ctx's
+// error.
 func OpenTrace(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, error) {
 	snap, err := openTrace(ctx, path, progress)
 	if cerr := ctx.Err(); cerr != nil {
@@ -32,31 +46,49 @@ func OpenTrace(ctx context.Context, path string, progress io.Writer) (*trace.Sna
 }
 
 func openTrace(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, error) {
-	f, err := os.Open(path)
+	var raw io.Reader
+	size := int64(-1)
+	name := path
+	if path == Stdin {
+		in, ok := ctx.Value(stdinKey{}).(io.Reader)
+		if !ok || in == nil {
+			return nil, errors.New("-: standard input is not available")
+		}
+		raw, name = in, "standard input"
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		raw = f
+	}
+	if progress != nil && size >= progressFrom {
+		// the bar counts the bytes read from the file, compressed or not
+		bar := progressbar.NewOptions64(size,
+			progressbar.OptionSetWriter(progress),
+			progressbar.OptionSetDescription("reading "+path),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		r := progressbar.NewReader(raw, bar)
+		defer bar.Finish()
+		raw = &r
+	}
+	dec, compression, closeDecoder, err := trace.Decompress(raw, name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	size := int64(-1)
-	fi, err := f.Stat()
-	if err == nil && fi.Mode().IsRegular() {
-		size = fi.Size()
+	defer closeDecoder()
+	if compression != "" {
+		size = -1
 	}
 	// The decoders stop at their next read after an interrupt.
-	in := fileout.Reader(ctx, f)
-	if progress == nil || size < progressFrom {
-		return trace.OpenReader(in, path, size)
-	}
-	bar := progressbar.NewOptions64(fi.Size(),
-		progressbar.OptionSetWriter(progress),
-		progressbar.OptionSetDescription("reading "+path),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)
-	r := progressbar.NewReader(in, bar)
-	defer bar.Finish()
-	return trace.OpenReader(&r, path, fi.Size())
+	return trace.OpenDecompressed(fileout.Reader(ctx, dec), name, compression, size)
 }
 
 // DeviceError is a device index the trace has no events for.

@@ -139,7 +139,7 @@ func Argv(user []string, script string, o Options) ([]string, error) {
 			break
 		}
 		if a == "-c" || strings.HasPrefix(a, "-c") {
-			return nil, usage("python -c is not supported; record a script or a module (-m)")
+			break
 		}
 		argv = append(argv, a)
 		if (a == "-X" || a == "-W") && i+1 < len(rest) {
@@ -156,6 +156,13 @@ func Argv(user []string, script string, o Options) ([]string, error) {
 		return append(append(argv, "-m", rest[i+1]), rest[i+2:]...), nil
 	case i < len(rest) && strings.HasPrefix(rest[i], "-m"):
 		return append(append(argv, "-m", rest[i][2:]), rest[i+1:]...), nil
+	case i < len(rest) && rest[i] == "-c":
+		if i+1 >= len(rest) {
+			return nil, usage("-c needs the code to run")
+		}
+		return append(append(argv, "-c", rest[i+1]), rest[i+2:]...), nil
+	case i < len(rest) && strings.HasPrefix(rest[i], "-c"):
+		return append(append(argv, "-c", rest[i][2:]), rest[i+1:]...), nil
 	case i < len(rest) && rest[i] == "--":
 		i++
 	}

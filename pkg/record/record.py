@@ -4,6 +4,7 @@
     python3 record.py [-o snapshot.pickle] [--max-entries N] [--stacks python|all]
                       [--] script.py [args...]
     python3 record.py [options] -m package.module [args...]
+    python3 record.py [options] -c CODE [args...]
 
 Turns on torch.cuda.memory._record_memory_history before the script runs,
 runs the script as __main__ with sys.argv set to the script and its
@@ -25,12 +26,12 @@ import sys
 
 USAGE = (
     "usage: record.py [-o FILE] [--max-entries N] [--stacks python|all] "
-    "[--] script.py [args...] | -m module [args...]"
+    "[--] script.py [args...] | -m module [args...] | -c CODE [args...]"
 )
 
 
 def parse(argv):
-    out, max_entries, stacks, module = "snapshot.pickle", 1_000_000, "python", None
+    out, max_entries, stacks, module, code = "snapshot.pickle", 1_000_000, "python", None, None
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -39,7 +40,7 @@ def parse(argv):
             break
         if not a.startswith("-") or a == "-":
             break
-        if a in ("-o", "--output", "--max-entries", "--stacks", "-m"):
+        if a in ("-o", "--output", "--max-entries", "--stacks", "-m", "-c"):
             if i + 1 >= len(argv):
                 sys.exit(f"record.py: {a} needs a value\n{USAGE}")
             v = argv[i + 1]
@@ -52,6 +53,9 @@ def parse(argv):
                 stacks = v
             elif a == "-m":
                 module = v
+                break
+            elif a == "-c":
+                code = v
                 break
             else:
                 try:
@@ -66,17 +70,21 @@ def parse(argv):
             sys.exit(0)
         sys.exit(f"record.py: unknown option {a}\n{USAGE}")
     rest = argv[i:]
-    if module is None and not rest:
+    if module is None and code is None and not rest:
         sys.exit(f"record.py: no script to run\n{USAGE}")
-    return out, max_entries, stacks, module, rest
+    return out, max_entries, stacks, module, code, rest
 
 
 def main():
-    out, max_entries, stacks, module, rest = parse(sys.argv[1:])
+    out, max_entries, stacks, module, code, rest = parse(sys.argv[1:])
     # the script may chdir; the snapshot goes where the caller meant
     out = os.path.abspath(out)
 
-    import torch
+    try:
+        import torch
+    except ImportError as e:  # one line, not a traceback
+        python = os.path.basename(sys.executable) or "python3"
+        sys.exit(f"record.py: {python} cannot import torch: {e}")
 
     if not torch.cuda.is_available():
         sys.exit("record.py: torch sees no CUDA device; nothing to record")
@@ -113,7 +121,11 @@ def main():
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
 
-    if module is not None:
+    if code is not None:
+        sys.argv = ["-c"] + rest
+        sys.path[0] = ""  # as `python3 -c` does
+        run = lambda: exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+    elif module is not None:
         sys.argv = [module] + rest
         sys.path[0] = os.getcwd()  # as `python3 -m module` does
         run = lambda: runpy.run_module(module, run_name="__main__", alter_sys=True)

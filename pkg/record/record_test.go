@@ -42,6 +42,8 @@ func TestRecordArgv(t *testing.T) {
 		{[]string{"python", "-m", "pkg.train", "-v"}, []string{"-m", "pkg.train", "-v"}, []string{"python"}},
 		{[]string{"python", "-mpkg", "a"}, []string{"-m", "pkg", "a"}, []string{"python"}},
 		{[]string{"python3", "--", "-weird.py"}, []string{"--", "-weird.py"}, []string{"python3"}},
+		{[]string{"python3", "-u", "-c", "print(1)", "a"}, []string{"-c", "print(1)", "a"}, []string{"python3", "-u"}},
+		{[]string{"python3", "-cprint(1)"}, []string{"-c", "print(1)"}, []string{"python3"}},
 	} {
 		got, err := Argv(c.user, "R", o)
 		want := slices.Concat(c.pre, ours, c.want)
@@ -57,7 +59,7 @@ func TestRecordArgv(t *testing.T) {
 		{[]string{"python3"}, "no script to run: gpumem record -- python3 train.py ARGS"},
 		{[]string{"python3", "-u"}, "no script to run: gpumem record -- python3 train.py ARGS"},
 		{[]string{"python3", "-m"}, "-m needs a module name"},
-		{[]string{"python3", "-c", "print(1)"}, "python -c is not supported; record a script or a module (-m)"},
+		{[]string{"python3", "-c"}, "-c needs the code to run"},
 	} {
 		if _, err := Argv(c.user, "R", o); err == nil || err.Error() != c.want {
 			t.Errorf("%q: got %v, want %s", c.user, err, c.want)

@@ -146,11 +146,18 @@ type fragRow struct {
 
 func fragRows(r *figures.Replay) []fragRow {
 	f := r.Fragmentation()
+	// The ratios at the peak set the memory a run needs: they get a level.
+	// Those at the end describe the cache once the work is done, which is
+	// no trouble, unless the end is an out-of-memory error.
+	end, holes := math.NaN(), math.NaN()
+	if r.OOM != nil {
+		end, holes = r.EndShown(), f.Holes
+	}
 	return []fragRow{
-		{"1 − allocated/reserved, at the end", percent(f.End), f.End},
+		{"1 − allocated/reserved, at the end", percent(r.EndShown()), end},
 		{fmt.Sprintf("1 − allocated/reserved, at peak reserved (op %s)", count(int64(r.PeakOp))), percent(f.AtPeak), f.AtPeak},
 		{"1 − peak allocated/peak reserved", percent(f.Peaks), f.Peaks},
-		{"1 − largest free block/cached free", percent(f.Holes), f.Holes},
+		{"1 − largest free block/cached free", percent(f.Holes), holes},
 		{"largest free block", ubytes(r.LargestFree), math.NaN()},
 		{"cached free (reserved − active)", figures.FormatBytes(r.CachedFree()), math.NaN()},
 		{"lower bound (peak live bytes, 512 B each)", ubytes(r.LowerBound), math.NaN()},

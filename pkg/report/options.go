@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/fatih/color"
 
@@ -104,17 +103,7 @@ func times(r float64) string {
 }
 
 // count formats n with thousands separators: 1,234,567.
-func count(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	sign := ""
-	if s[0] == '-' {
-		sign, s = "-", s[1:]
-	}
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return sign + s
-}
+func count(n int64) string { return figures.FormatCount(n) }
 
 // ubytes formats an unsigned byte count.
 func ubytes(n uint64) string { return figures.FormatUBytes(n) }

@@ -337,8 +337,33 @@ func TestFragmentationColour(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = buf.String()
-	if !strings.Contains(out, "\x1b[31;1m29.2%\x1b[0;22m") || !strings.Contains(out, "\x1b[33m12.4%\x1b[0m") {
+	if !strings.Contains(out, "\x1b[31;1m29.2%\x1b[0;22m") {
 		t.Errorf("thresholds 0.1/0.25 not applied:\n%s", out)
+	}
+	// the end-of-run ratios describe the cache once the work is done: no level
+	if strings.Contains(out, "\x1b[33m12.4%") || strings.Contains(out, "\x1b[31;1m12.4%") {
+		t.Errorf("12.4%% at the end coloured:\n%s", out)
+	}
+}
+
+// A run that frees everything keeps its cache: 1 − 0/reserved is not
+// applicable, not 100% very high (issue #16).
+func TestFragmentationAllFreed(t *testing.T) {
+	r := completed()
+	r.Stats.AllocatedBytes[alloc.All].Current = 0
+	var buf bytes.Buffer
+	if err := Table(&buf, r, Options{Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	var end string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "at the end") {
+			end = l
+		}
+	}
+	if !strings.Contains(end, "n/a") || strings.Contains(end, "100.0%") || strings.Contains(end, "very high") || strings.Contains(end, "\x1b[") {
+		t.Errorf("end row over an empty allocation: %q", end)
 	}
 }
 

@@ -127,8 +127,23 @@ func Open(path string) (*Snapshot, error) {
 }
 
 // OpenReader is Open for a stream already open: name is used in errors,
-// size is its length in bytes, or -1 if unknown.
+// size is its length in bytes, or -1 if unknown. A gzip or zstd stream is
+// decompressed as it is read (see Decompress).
 func OpenReader(r io.Reader, path string, size int64) (*Snapshot, error) {
+	r, compression, closeDecoder, err := Decompress(r, path)
+	if err != nil {
+		return nil, err
+	}
+	defer closeDecoder()
+	if compression != "" {
+		size = -1 // the decompressed length is not known ahead
+	}
+	return OpenDecompressed(r, path, compression, size)
+}
+
+// OpenDecompressed is OpenReader for a stream that Decompress has already
+// decompressed: compression is what it was ("" for none), for errors.
+func OpenDecompressed(r io.Reader, path, compression string, size int64) (*Snapshot, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	head, err := br.Peek(sniffLen)
 	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
@@ -140,8 +155,8 @@ func OpenReader(r io.Reader, path string, size int64) (*Snapshot, error) {
 	switch {
 	case len(head) == 0:
 		return nil, fmt.Errorf("%s: empty file", path)
-	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
-		return nil, fmt.Errorf("%s: gzip-compressed; decompress it first", path)
+	case compression != "":
+		return nil, fmt.Errorf("%s: %s-compressed, but not a trace inside (want %s)", path, compression, FormatList())
 	}
 	return nil, fmt.Errorf("%s: unknown trace format (want %s)", path, FormatList())
 }

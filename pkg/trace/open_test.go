@@ -114,7 +114,7 @@ func TestOpen(t *testing.T) {
 		{"bad.csv", "Thread,Action,Pointer,Size\n1,allocate,0x10,x\n", "bad.csv:2: bad Size \"x\""},
 		{"bad.pickle", "\x80\x04K", "bad.pickle: byte "},
 		{"empty", "", "empty: empty file"},
-		{"gz", "\x1f\x8b\x08\x00", "gz: gzip-compressed; decompress it first"},
+		{"gz", "\x1f\x8b\x08\x00", "gz: gzip: unexpected EOF"},
 		{"junk", "hello\n", "junk: unknown trace format (want " + FormatList() + ")"},
 	} {
 		p := write(c.name, c.body)
