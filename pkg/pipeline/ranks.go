@@ -148,6 +148,35 @@ type rankPlan struct {
 	snap   *trace.Snapshot
 	plan   *replay.Plan
 	times  []int64 // eventTimes
+	note   string  // why this device, when the file had others
+}
+
+// busiestDevice is the device of devs with the most alloc events in snap.
+func busiestDevice(snap *trace.Snapshot, devs []int) int {
+	best, most := devs[0], -1
+	for _, d := range devs {
+		n := 0
+		for _, e := range snap.Traces[d] {
+			if e.Action == trace.ActionAlloc {
+				n++
+			}
+		}
+		if n > most {
+			best, most = d, n
+		}
+	}
+	return best
+}
+
+// otherDevices lists devs other than own, as "0, 2".
+func otherDevices(devs []int, own int) string {
+	var s []string
+	for _, d := range devs {
+		if d != own {
+			s = append(s, strconv.Itoa(d))
+		}
+	}
+	return strings.Join(s, ", ")
 }
 
 // devicesWithEvents lists the devices whose trace holds events.
@@ -190,9 +219,19 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 		return nil, err
 	}
 	devs := []int{src.Device}
+	note := ""
 	if !src.DeviceGiven {
 		if ds := devicesWithEvents(snap); len(ds) > 0 {
 			devs = ds
+		}
+		// A file named for a rank is one process: its rank's device is the
+		// one it allocated on most; a few events on another (a tensor made
+		// before set_device, a library's context) are no rank of their own.
+		if RankOf(p) >= 0 && len(devs) > 1 {
+			own := busiestDevice(snap, devs)
+			note = fmt.Sprintf("%s: replaying device %d, where the rank allocated most; its trace also has events on device(s) %s (give --device to replay one of them)",
+				p, own, otherDevices(devs, own))
+			devs = []int{own}
 		}
 	}
 	if err := checkDevice(p, snap, devs[0]); err != nil {
@@ -205,7 +244,7 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 			r = d
 		}
 		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
-			plan: replay.FromSnapshot(snap, d), times: eventTimes(snap, d)})
+			plan: replay.FromSnapshot(snap, d), times: eventTimes(snap, d), note: note})
 	}
 	if len(devs) == 1 {
 		snap.Traces = nil // the plans hold what the replays need; with several devices the HTML explorer replays them all
@@ -240,6 +279,9 @@ func ReplaySet(ctx context.Context, src SetSource, s Settings) (*Set, error) {
 		rp := ranks[i]
 		set.Ranks[i] = rp.rank
 		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, s)
+		if errs[i] == nil && rp.note != "" {
+			set.Runs[i].Notes = append(set.Runs[i].Notes, rp.note)
+		}
 	})
 	for _, err := range errs {
 		if err != nil {

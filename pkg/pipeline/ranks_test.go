@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,5 +163,37 @@ cases:
 	}
 	if _, err := budget.Parse("f.yaml", []byte("version: 1\ncases:\n  - traces: a.pickle\n")); err == nil || !strings.Contains(err.Error(), "want a list") {
 		t.Errorf("traces as a string: %v", err)
+	}
+}
+
+// A file named for a rank is one process: when it also holds a few events
+// on another device (a tensor made before set_device), it is still one
+// rank, on the device it allocated on most, with a note.
+func TestRankFileIsOneRank(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("# gpumem-trace v1\ndevice 0\nalloc 0x7f0000000000 512\nfree 0x7f0000000000\ndevice 1\n")
+	for i := 0; i < 20; i++ {
+		fmt.Fprintf(&b, "alloc 0x7f1000000000 %d\nfree 0x7f1000000000\n", (i+1)<<20)
+	}
+	path := filepath.Join(dir, "job.rank1.trace")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := ReplaySet(context.Background(), SetSource{Paths: []string{path}}, Settings{Policy: "pytorch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Runs) != 1 || set.Runs[0].Report.Device != 1 || set.Ranks[0] != 1 {
+		t.Fatalf("%d runs, device %d, rank %d", len(set.Runs), set.Runs[0].Report.Device, set.Ranks[0])
+	}
+	if n := set.Runs[0].Notes; len(n) != 1 || !strings.Contains(n[0], "replaying device 1") || !strings.Contains(n[0], "device(s) 0") {
+		t.Errorf("notes %q", n)
+	}
+	// without a rank in its name, each device is a rank
+	other := filepath.Join(dir, "job.trace")
+	os.Rename(path, other)
+	if set, err = ReplaySet(context.Background(), SetSource{Paths: []string{other}}, Settings{Policy: "pytorch"}); err != nil || len(set.Runs) != 2 {
+		t.Fatalf("%v, %d runs", err, len(set.Runs))
 	}
 }
