@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -74,54 +71,14 @@ func runExporter(ctx context.Context, a *app, o *exporterOpts, listenGiven bool)
 	}
 	defer e.Close()
 
-	serveErr := make(chan error, 1)
-	if o.textfile == "" || listenGiven {
-		ln, err := net.Listen("tcp", o.listen)
-		if err != nil {
-			return fmt.Errorf("--listen %s: %w", o.listen, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", e.Handler())
-		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/" {
-				http.NotFound(w, r)
-				return
-			}
-			fmt.Fprintln(w, `<html><body><h1>gpumem exporter</h1><p><a href="/metrics">metrics</a></p></body></html>`)
-		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { serveErr <- srv.Serve(ln) }()
-		defer srv.Close()
-		fmt.Fprintf(stderr, "gpumem: serving http://%s/metrics, spool %s\n", ln.Addr(), textsafe.Line(o.spool))
+	listen := o.listen
+	if o.textfile != "" && !listenGiven {
+		listen = "" // a textfile alone opens no port
 	}
-
-	var tick <-chan time.Time
-	if o.textfile != "" {
-		if err := e.WriteTextfile(o.textfile); err != nil {
-			return fmt.Errorf("--textfile: %w", err)
-		}
-		fmt.Fprintf(stderr, "gpumem: writing %s every %v, spool %s\n",
-			textsafe.Line(o.textfile+"/"+exporter.TextfileName), o.interval, textsafe.Line(o.spool))
-		t := time.NewTicker(o.interval)
-		defer t.Stop()
-		tick = t.C
+	say := func(line string) {
+		fmt.Fprintf(stderr, "gpumem: %s (spool %s)\n", textsafe.Line(line), textsafe.Line(o.spool))
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil // a daemon asked to stop has succeeded
-		case err := <-serveErr:
-			if !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("serving: %w", err)
-			}
-			return nil
-		case <-tick:
-			// A full disk or a removed folder is worth telling, not stopping for.
-			if err := e.WriteTextfile(o.textfile); err != nil {
-				fmt.Fprintf(stderr, "gpumem: warning: --textfile: %s\n", textsafe.Line(err.Error()))
-			}
-		}
-	}
+	return e.Serve(ctx, listen, o.textfile, o.interval, say)
 }
 
 // exporterWriter serializes writes from several goroutines.

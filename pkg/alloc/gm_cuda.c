@@ -173,72 +173,7 @@ static void gm__cu_load(void) {
   gm__cu_init_rc = gm__cu.Init(0);
 }
 
-/* ---- a small hash map: device address → two words --------------------- */
-
-/* Open addressing with linear probing and backward-shift deletion; key 0
- * marks an empty slot (the driver never hands out address 0). */
-typedef struct {
-  uint64_t key, a, b;
-} gm__cu_ent_t;
-
-typedef struct {
-  gm__cu_ent_t *e;
-  size_t cap, n; /* cap is 0 or a power of two */
-} gm__cu_map_t;
-
-static size_t gm__cu_slot(const gm__cu_map_t *m, uint64_t key) {
-  return (size_t)(((key >> 9) * 0x9e3779b97f4a7c15ull) >> 17) & (m->cap - 1);
-}
-
-static gm__cu_ent_t *gm__cu_find(const gm__cu_map_t *m, uint64_t key) {
-  if (m->cap == 0) return NULL;
-  for (size_t i = gm__cu_slot(m, key);; i = (i + 1) & (m->cap - 1)) {
-    if (m->e[i].key == key) return &m->e[i];
-    if (m->e[i].key == 0) return NULL;
-  }
-}
-
-static int gm__cu_grow(gm__cu_map_t *m) {
-  size_t ncap = m->cap ? m->cap * 2 : 64;
-  gm__cu_ent_t *ne = calloc(ncap, sizeof *ne);
-  if (ne == NULL) return -1;
-  gm__cu_map_t nm = {ne, ncap, 0};
-  for (size_t i = 0; i < m->cap; i++) {
-    if (m->e[i].key == 0) continue;
-    size_t j = gm__cu_slot(&nm, m->e[i].key);
-    while (ne[j].key != 0) j = (j + 1) & (ncap - 1);
-    ne[j] = m->e[i];
-    nm.n++;
-  }
-  free(m->e);
-  *m = nm;
-  return 0;
-}
-
-/* pre: key absent, key != 0. Returns -1 when out of host memory. */
-static int gm__cu_put(gm__cu_map_t *m, uint64_t key, uint64_t a, uint64_t b) {
-  if ((m->n + 1) * 2 > m->cap && gm__cu_grow(m) != 0) return -1;
-  size_t i = gm__cu_slot(m, key);
-  while (m->e[i].key != 0) i = (i + 1) & (m->cap - 1);
-  m->e[i] = (gm__cu_ent_t){key, a, b};
-  m->n++;
-  return 0;
-}
-
-static void gm__cu_del(gm__cu_map_t *m, gm__cu_ent_t *ent) {
-  size_t mask = m->cap - 1, i = (size_t)(ent - m->e);
-  /* Shift later members of the probe run back so lookups need no tombstones. */
-  for (size_t j = (i + 1) & mask; m->e[j].key != 0; j = (j + 1) & mask) {
-    size_t home = gm__cu_slot(m, m->e[j].key);
-    /* Move e[j] into the hole at i unless its home lies cyclically in (i, j]. */
-    if (((j - home) & mask) >= ((j - i) & mask)) {
-      m->e[i] = m->e[j];
-      i = j;
-    }
-  }
-  m->e[i].key = 0;
-  m->n--;
-}
+#include "gm_cuda_map.h"
 
 /* ---- the backend ------------------------------------------------------- */
 
@@ -383,13 +318,12 @@ static int gm__cu_segment(gm__cuda_t *c, uint64_t at, uint64_t size, gm__CUdevic
 }
 
 /* Returns what gm__cu_segment obtained. */
-static gm__CUresult gm__cu_segment_free(gm__cuda_t *c, gm__CUdeviceptr p, uint64_t size) {
+static gm__CUresult gm__cu_segment_free(gm__cuda_t *c, gm__CUdeviceptr p) {
   gm__cu_ent_t *pg = gm__cu_find(&c->pages, p);
   if (pg == NULL) return gm__cu.MemFree(p);
   uint64_t span = pg->b;
   gm__CUresult rc = gm__cu_drop_page(c, pg);
   gm__CUresult rc2 = gm__cu.MemAddressFree(p, (size_t)span);
-  (void)size;
   return rc != GM__CUDA_SUCCESS ? rc : rc2;
 }
 
@@ -407,7 +341,7 @@ static int gm__cu_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr
     return st;
   }
   if (gm__cu_put(&c->segs, at, p, size) != 0) {
-    gm__cu_segment_free(c, p, size);
+    gm__cu_segment_free(c, p);
     c->model.free(c->model.ctx, at, size);
     return gm__cu_misuse(c, "cuda backend: out of host memory");
   }
@@ -423,7 +357,7 @@ static int gm__cu_free(void *ctx, uint64_t addr, uint64_t size) {
                          (unsigned long long)addr, (unsigned long long)size);
   int st = gm__cu_enter(c);
   if (st != GM_OK) return st;
-  gm__CUresult rc = gm__cu_segment_free(c, e->a, size);
+  gm__CUresult rc = gm__cu_segment_free(c, e->a);
   if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "freeing segment 0x%llx", (unsigned long long)e->a);
   gm__cu_del(&c->segs, e);
   c->model.free(c->model.ctx, addr, size);
@@ -606,7 +540,7 @@ static void gm__cu_destroy(void *ctx) {
         i++;
         continue;
       }
-      gm__cu_segment_free(c, e->a, e->b);
+      gm__cu_segment_free(c, e->a);
       gm__cu_del(&c->segs, e); /* shifts another entry into slot i */
     }
     for (size_t i = 0; i < c->pages.cap; i++)
