@@ -129,14 +129,7 @@ func compareSegments(t *testing.T, got []alloc.Segment, want []trace.Segment) {
 // trace then frees (nocache once freed a whole seeded segment per block,
 // a double free).
 func TestTruncatedTracesEveryPolicy(t *testing.T) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := snap.Traces[0]
-	cut := *snap
-	cut.Traces = [][]trace.Event{all[len(all)/2:]}
-	p := FromSnapshot(&cut, 0)
+	p := halfGPT2(t)
 	multi := false
 	for _, s := range p.Seeds {
 		multi = multi || len(s.Blocks) > 1
@@ -164,14 +157,7 @@ func TestTruncatedTracesEveryPolicy(t *testing.T) {
 // not a failure (a sweep over small cards and fragcheck --must-fit rely on
 // it).
 func TestTruncatedStartDoesNotFit(t *testing.T) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := snap.Traces[0]
-	cut := *snap
-	cut.Traces = [][]trace.Event{all[len(all)/2:]}
-	p := FromSnapshot(&cut, 0)
+	p := halfGPT2(t)
 	for _, pol := range alloc.Policies() {
 		conf := alloc.DefaultConfig()
 		conf.Policy = pol
@@ -183,4 +169,18 @@ func TestTruncatedStartDoesNotFit(t *testing.T) {
 			t.Errorf("%s: seed oom %v, oom %+v at op %d, %d ops done", pol, res.SeedOOM, res.OOM, res.OOMOp, res.Done)
 		}
 	}
+}
+
+// halfGPT2 plans the second half of gpt2_varlen, as a ring buffer of half
+// its events keeps it: its start state is seeded.
+func halfGPT2(t *testing.T) *Plan {
+	t.Helper()
+	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := snap.Traces[0]
+	cut := *snap
+	cut.Traces = [][]trace.Event{all[len(all)/2:]}
+	return FromSnapshot(&cut, 0)
 }
