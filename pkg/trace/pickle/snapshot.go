@@ -244,39 +244,27 @@ func (d *decoder) badAction(v val, off int64) error {
 func (d *decoder) toFrame(p []val, off int64) (int32, error) {
 	var fr model.Frame
 	var file, name uint32
-	var have int
-	f := field{d: d, what: "frame", off: off}
-	for i := 0; i < len(p); i += 2 {
-		k, v := p[i], p[i+1]
-		if k.k != kStr {
-			continue
-		}
-		f.key = uint32(k.n)
-		switch k.n {
+	err := d.eachField(p, "frame", off, []int{sFilename, sLine, sName}, func(f *field, key int, v val) error {
+		switch key {
 		case sFilename, sName:
 			if v.k != kStr {
-				return 0, f.errorf("is a %s, want a str", v.k)
+				return f.errorf("is a %s, want a str", v.k)
 			}
 			id := d.frameString(uint32(v.n))
-			if k.n == sFilename {
+			if key == sFilename {
 				fr.Filename, file = d.strs[id], id
 			} else {
 				fr.Name, name = d.strs[id], id
 			}
-			have |= 1 << k.n
 		case sLine:
 			n, err := f.int(v)
-			if err != nil {
-				return 0, err
-			}
 			fr.Line = int(n)
-			have |= 1 << k.n
+			return err
 		}
-	}
-	for _, key := range []int{sFilename, sLine, sName} {
-		if have&(1<<key) == 0 {
-			return 0, missing("frame", off, key)
-		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return d.internFrame(fr, file, name), nil
 }
@@ -533,16 +521,8 @@ func (d *decoder) settings(v val) (model.Settings, error) {
 	if v.k != kDict {
 		return st, &FormatError{Offset: -1, Msg: fmt.Sprintf("allocator_settings is a %s, want a dict", v.k)}
 	}
-	f := field{d: d, what: "allocator_settings", off: d.offOf(v)}
-	p := d.conts[v.n].items
-	var err error
-	for i := 0; i < len(p); i += 2 {
-		k, v := p[i], p[i+1]
-		if k.k != kStr {
-			continue
-		}
-		f.key = uint32(k.n)
-		switch k.n {
+	err := d.eachField(d.conts[v.n].items, "allocator_settings", d.offOf(v), nil, func(f *field, key int, v val) (err error) {
+		switch key {
 		case sAllocConf:
 			st.AllocConf, err = f.str(v)
 		case sMaxSplitSize:
@@ -559,13 +539,11 @@ func (d *decoder) settings(v val) (model.Settings, error) {
 		case sExpandableSegments:
 			st.ExpandableSegments, err = f.bool(v)
 		case sRoundup:
-			err = d.roundup(f, v, &st.RoundupPower2Divisions)
+			err = d.roundup(*f, v, &st.RoundupPower2Divisions)
 		}
-		if err != nil {
-			return st, err
-		}
-	}
-	return st, nil
+		return err
+	})
+	return st, err
 }
 
 // roundup reads roundup_power2_divisions: a dict from interval start in
