@@ -135,10 +135,21 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 	if err != nil {
 		return nil, err
 	}
+	r := finish(a, res, tl, event)
+	r.Cap = inferred
+	if compare {
+		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config)
+	}
+	return r, nil
+}
+
+// finish is the Result of a replay on a whose operations ended in res;
+// event maps op indexes to reported OOM indexes (nil = the op index).
+func finish(a *alloc.Allocator, res alloc.Result, tl *alloc.Timeline, event []int32) *Result {
 	r := &Result{
 		Stats: a.Stats(), Extra: a.Extra(), OOM: res.OOM, OOMOp: -1, Done: res.Done,
 		LargestFree: a.LargestFree(), Segments: a.Snapshot(), Timeline: tl,
-		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(), Cap: inferred,
+		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(),
 	}
 	for _, s := range res.Survived {
 		r.survivedOps = append(r.survivedOps, s.OpIndex)
@@ -161,10 +172,51 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 			tl.Allocated, tl.Reserved, tl.Active = tl.Allocated[:k], tl.Reserved[:k], tl.Active[:k]
 		}
 	}
-	if compare {
-		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config)
+	return r
+}
+
+// ErrStopped is what a Stream's emit returns once the replay has stopped
+// (an out-of-memory): the feed should stop making operations.
+var ErrStopped = errors.New("replay stopped")
+
+// Stream replays n operations that feed hands over in batches through
+// emit, and returns what RunOps would for all of them at once: a long
+// workload needs no memory for its operations. feed's own error ends the
+// stream, unless it is ErrStopped.
+func Stream(o Options, n int, feed func(emit func([]alloc.Op) error) error) (*Result, error) {
+	a, _, err := newAllocator(o, nil)
+	if err != nil {
+		return nil, err
 	}
-	return r, nil
+	defer a.Close()
+	var tl *alloc.Timeline
+	if o.Points > 0 && n > 0 {
+		tl = alloc.NewTimeline(n, o.Points)
+	}
+	var total alloc.Result
+	var runErr error // the allocator's (or the interrupt's), kept apart from feed's
+	emit := func(ops []alloc.Op) error {
+		if total.OOM != nil || runErr != nil {
+			return ErrStopped
+		}
+		res, err := RunBatches(o.Context, a, ops, total.Done, tl)
+		total.Done += res.Done
+		total.OOM = res.OOM
+		total.Survived = append(total.Survived, res.Survived...)
+		if err != nil {
+			runErr = err
+		}
+		if err != nil || res.OOM != nil {
+			return ErrStopped
+		}
+		return nil
+	}
+	if err := feed(emit); runErr != nil {
+		return nil, runErr
+	} else if err != nil && !errors.Is(err, ErrStopped) {
+		return nil, err
+	}
+	return finish(a, total, tl, nil), nil
 }
 
 // Batch is how many operations a replay hands the allocator at once when
