@@ -62,9 +62,18 @@ func (r *Run) phasePeaks() (map[string]phasePeak, error) {
 	return out, nil
 }
 
+// timesFor is eventTimes when something will use them: the HTML report
+// (detail) or a diff's phases (the snapshot's annotations); else nil, so a
+// plain replay keeps no per-event array.
+func timesFor(snap *trace.Snapshot, device int, detail bool) []int64 {
+	if !detail && len(snap.Annotations) == 0 {
+		return nil
+	}
+	return eventTimes(snap, device)
+}
+
 // eventTimes are the times of a device's alloc and free_completed events,
-// the events plan.Event counts; nil when the snapshot has no annotations
-// to place in time.
+// the events plan.Event counts; nil when the trace recorded no times.
 func eventTimes(snap *trace.Snapshot, device int) []int64 {
 	if device >= len(snap.Traces) {
 		return nil

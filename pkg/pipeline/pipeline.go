@@ -57,7 +57,10 @@ type Source struct {
 	Workload string
 	Params   map[string]string // workload parameters
 	MaxOps   int               // a workload script's operation limit; 0 = the default
-	StopAt   int               // a trace: replay only its first StopAt ops; 0 = all
+	// Detail keeps what Run.Detail (the HTML report) needs beyond the
+	// report: each op's recorded time.
+	Detail bool
+	StopAt int // a trace: replay only its first StopAt ops; 0 = all
 	// Progress receives a progress bar while a big trace is read; nil
 	// draws none.
 	Progress io.Writer

@@ -138,6 +138,7 @@ type SetSource struct {
 	Device      int
 	DeviceGiven bool      // --device picks one device of each file
 	Progress    io.Writer // see Source
+	Detail      bool      // see Source
 }
 
 // rankPlan is one rank ready to replay.
@@ -244,7 +245,7 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 			r = d
 		}
 		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
-			plan: replay.FromSnapshot(snap, d), times: eventTimes(snap, d), note: note})
+			plan: replay.FromSnapshot(snap, d), times: timesFor(snap, d, src.Detail), note: note})
 	}
 	if len(devs) == 1 {
 		snap.Traces = nil // the plans hold what the replays need; with several devices the HTML explorer replays them all

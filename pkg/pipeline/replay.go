@@ -64,7 +64,7 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, times := replay.FromSnapshot(snap, src.Device), eventTimes(snap, src.Device)
+	plan, times := replay.FromSnapshot(snap, src.Device), timesFor(snap, src.Device, src.Detail)
 	if src.StopAt > 0 && src.StopAt < len(plan.Ops) {
 		plan.Ops, plan.Event, plan.Stack = plan.Ops[:src.StopAt], plan.Event[:src.StopAt], plan.Stack[:src.StopAt]
 	}
