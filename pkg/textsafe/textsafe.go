@@ -5,8 +5,8 @@
 // fake "::error" annotation in CI), a NUL could cut a log, and a bidi
 // override could make text read differently from what it is.
 //
-// Line replaces every such character with a visible escape; Quote also
-// bounds the length, for error messages; GitHubData and GitHubProperty
+// Line replaces every such character with a visible escape; Clip bounds a
+// length on a rune boundary; GitHubData and GitHubProperty
 // escape workflow-command text as GitHub documents it.
 package textsafe
 
@@ -77,7 +77,7 @@ func unsafeRune(r rune) bool {
 	return false
 }
 
-// Ellipsis marks text that Quote or Clip cut short.
+// Ellipsis marks text that Clip cut short.
 const Ellipsis = "…"
 
 // Clip returns at most max bytes of s, cut on a rune boundary, with
@@ -91,16 +91,6 @@ func Clip(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + Ellipsis
-}
-
-// QuoteLimit is how many bytes of an offending value Quote keeps: enough
-// to recognise it, never enough to flood a terminal.
-const QuoteLimit = 64
-
-// Quote returns s for an error message: in double quotes, at most
-// QuoteLimit bytes of it, escaped by Line.
-func Quote(s string) string {
-	return `"` + Line(Clip(s, QuoteLimit)) + `"`
 }
 
 // GitHubData escapes the message of a GitHub Actions workflow command

@@ -23,14 +23,14 @@ func TestLine(t *testing.T) {
 	}
 }
 
-func TestQuoteBounds(t *testing.T) {
+func TestClipBounds(t *testing.T) {
 	long := strings.Repeat("é", 1<<20)
-	q := Quote(long)
-	if len(q) > QuoteLimit+len(Ellipsis)+2 || !strings.HasSuffix(q, Ellipsis+`"`) || !utf8.ValidString(q) {
-		t.Errorf("Quote of 2 MB: %d bytes %q", len(q), q[:20])
+	c := Clip(long, 64)
+	if len(c) > 64+len(Ellipsis) || !strings.HasSuffix(c, Ellipsis) || !utf8.ValidString(c) {
+		t.Errorf("Clip of 2 MB: %d bytes %q", len(c), c[:20])
 	}
-	if q := Quote("\n::error::x"); strings.ContainsAny(q, "\n\r") {
-		t.Errorf("Quote kept a newline: %q", q)
+	if c := Clip("short", 64); c != "short" {
+		t.Errorf("Clip cut %q", c)
 	}
 }
 
@@ -50,7 +50,7 @@ func FuzzLine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, out := range []string{Line(s), Quote(s), GitHubData(s), GitHubProperty(s)} {
+		for _, out := range []string{Line(s), Line(Clip(s, 64)), GitHubData(s), GitHubProperty(s)} {
 			if !utf8.ValidString(out) {
 				t.Fatalf("%q: invalid UTF-8 out %q", s, out)
 			}

@@ -6,6 +6,8 @@ package limits
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // MaxLine bounds a line of a text trace (gpumem text, RMM CSV).
@@ -50,12 +52,4 @@ func Quote[T string | []byte](b T) string {
 
 // Truncate cuts s to at most n bytes on a rune boundary, marking the cut
 // with "…".
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+func Truncate(s string, n int) string { return textsafe.Clip(s, n) }
