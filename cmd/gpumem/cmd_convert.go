@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 

@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 
 	"github.com/gpumem/gpumem/pkg/fileout"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // The files commands write besides stdout: --html reports, converted

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"os"
 	"os/signal"
@@ -24,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/version"
 )
 

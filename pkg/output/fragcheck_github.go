@@ -3,11 +3,11 @@ package output
 import (
 	"bufio"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // GitHubAnnotations writes a GitHub Actions workflow command for every

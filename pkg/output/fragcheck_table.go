@@ -3,7 +3,6 @@ package output
 import (
 	"bufio"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // fragcheckTable writes rs for people: a table with each case's status,

@@ -3,13 +3,13 @@ package output
 import (
 	"bufio"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/sweep"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // sweepText writes the sweep as a table for people, or in Markdown.

@@ -2,13 +2,14 @@ package probe
 
 import (
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strconv"
 
 	"github.com/fatih/color"
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // Thresholds, in percent of total memory in use, at which the table turns

@@ -3,13 +3,13 @@ package report
 import (
 	"errors"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"math"
 	"strings"
 
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // This file turns a Replay into the pieces that Table and Markdown lay out

@@ -3,11 +3,11 @@ package report
 import (
 	"bufio"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // Markdown writes the same report as Table as GitHub-flavoured Markdown,

@@ -3,9 +3,10 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/gpumem/gpumem/pkg/figures"
 	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/figures"
 )
 
 // A replay that went past out-of-memory errors the program survived, in a

@@ -3,7 +3,6 @@ package report
 import (
 	"bufio"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/textsafe"
 	"io"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // Table writes the report of r for a terminal: an overview, memory like

@@ -4,9 +4,10 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
 	"io"
 	"strings"
+
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
 )
 
 // RMM log columns. Columns are found by name, in any order; others are

@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
-	"github.com/gpumem/gpumem/pkg/trace/model"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
+	"github.com/gpumem/gpumem/pkg/trace/model"
 )
 
 // textMagic starts the header line of every version of the text format.

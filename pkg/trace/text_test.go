@@ -3,8 +3,6 @@ package trace
 import (
 	"bytes"
 	"errors"
-	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
-	"github.com/gpumem/gpumem/pkg/trace/model"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/trace/internal/limits"
+	"github.com/gpumem/gpumem/pkg/trace/model"
 )
 
 func readText(t *testing.T, text string) *Snapshot {

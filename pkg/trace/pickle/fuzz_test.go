@@ -1,14 +1,14 @@
 package pickle
 
 import (
-	"github.com/gpumem/gpumem/pkg/trace/model"
-	"path/filepath"
-	"strings"
-
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/trace/model"
 )
 
 // maxFuzzInput caps what the fuzzer feeds the decoder: big inputs make
