@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,9 +61,8 @@ func runExporter(ctx context.Context, a *app, o *exporterOpts, listenGiven bool)
 		o.spool = exporter.DefaultSpool(a.getenv, os.Getuid())
 	}
 	// Scrapes warn from the server's goroutines.
-	stderr := &exporterWriter{w: a.stderr}
 	e, err := exporter.New(exporter.Options{NVML: a.nvml, Spool: o.spool, Interval: o.interval,
-		Warn: func(s string) { fmt.Fprintf(stderr, "gpumem: warning: %s\n", textsafe.Line(s)) }})
+		Warn: func(s string) { fmt.Fprintf(a.stderr, "gpumem: warning: %s\n", textsafe.Line(s)) }})
 	if err != nil {
 		return err
 	}
@@ -76,19 +73,9 @@ func runExporter(ctx context.Context, a *app, o *exporterOpts, listenGiven bool)
 		listen = "" // a textfile alone opens no port
 	}
 	say := func(line string) {
-		fmt.Fprintf(stderr, "gpumem: %s (spool %s)\n", textsafe.Line(line), textsafe.Line(o.spool))
+		fmt.Fprintf(a.stderr, "gpumem: %s (spool %s)\n", textsafe.Line(line), textsafe.Line(o.spool))
 	}
 	return e.Serve(ctx, listen, o.textfile, o.interval, say)
 }
 
 // exporterWriter serializes writes from several goroutines.
-type exporterWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *exporterWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}

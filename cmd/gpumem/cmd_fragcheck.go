@@ -25,14 +25,14 @@ type fragcheckOpts struct {
 	format         string // deprecated spelling of output
 	baseline       string
 	updateBaseline bool
-	tolerance      ratioFlag
+	tolerance      budget.Ratio
 	strict         bool
 	jobs           int
 	html           string
 }
 
 func newFragcheckCmd(a *app) *cobra.Command {
-	o := &fragcheckOpts{tolerance: ratioFlag(budget.DefaultTolerance)}
+	o := &fragcheckOpts{tolerance: budget.Ratio(budget.DefaultTolerance)}
 	c := &o.cases
 	c.WarnFrag, c.MaxFrag = budget.DefaultWarnFrag, budget.DefaultMaxFrag
 	cmd := &cobra.Command{
@@ -97,10 +97,10 @@ EXIT STATUS
 	fl.StringArrayVarP(&c.Params, "param", "p", nil, "workload parameter name=value (repeatable)")
 	fl.IntVar(&c.Device, "device", 0, "which device's trace to replay")
 	fl.StringVar(&c.Metric, "metric", string(budget.Peaks), "fragmentation ratio the limits use: peaks, at_peak, end or holes")
-	fl.Var((*ratioFlag)(&c.WarnFrag), "warn-frag", "warn above this fragmentation: 0.2, 20% or none")
-	fl.Var((*ratioFlag)(&c.MaxFrag), "max-frag", "fail above this fragmentation: 0.3, 30% or none")
-	fl.Var((*sizeFlag)(&c.MaxReserved), "max-reserved", "fail above this peak reserved memory, e.g. 20GiB")
-	fl.Var((*sizeFlag)(&c.MustFit), "must-fit", "replay on a card of this size, e.g. 24GiB; an out-of-memory error fails")
+	fl.Var((*budget.Ratio)(&c.WarnFrag), "warn-frag", "warn above this fragmentation: 0.2, 20% or none")
+	fl.Var((*budget.Ratio)(&c.MaxFrag), "max-frag", "fail above this fragmentation: 0.3, 30% or none")
+	fl.Var((*budget.Size)(&c.MaxReserved), "max-reserved", "fail above this peak reserved memory, e.g. 20GiB")
+	fl.Var((*budget.Size)(&c.MustFit), "must-fit", "replay on a card of this size, e.g. 24GiB; an out-of-memory error fails")
 	fl.StringVar(&c.AllocConf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
 	fl.StringVar(&c.Policy, "policy", "", "allocation policy: "+alloc.PolicyNames()+" (default pytorch)")
 	fl.Float64Var(&c.MemoryFraction, "memory-fraction", 0, "set_per_process_memory_fraction of the --must-fit card")
@@ -198,41 +198,5 @@ func fragcheckOutcome(a *app, results []budget.Result) error {
 	case s.Fail > 0:
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("%d of %d cases over budget", s.Fail, s.Cases)}
 	}
-	return nil
-}
-
-// ratioFlag is a fragmentation ratio flag: 0.3, 30% or none.
-type ratioFlag float64
-
-func (r *ratioFlag) String() string { return budget.FormatRatio(float64(*r)) }
-func (r *ratioFlag) Type() string   { return "ratio" }
-func (r *ratioFlag) Set(s string) error {
-	v, err := budget.ParseRatio(s)
-	if err != nil {
-		return err
-	}
-	*r = ratioFlag(v)
-	return nil
-}
-
-// sizeFlag is a byte count flag: bytes or a number with a unit.
-type sizeFlag uint64
-
-func (z *sizeFlag) String() string {
-	if *z == 0 {
-		return ""
-	}
-	return fmt.Sprint(uint64(*z))
-}
-func (z *sizeFlag) Type() string { return "size" }
-func (z *sizeFlag) Set(s string) error {
-	n, err := budget.ParseSize(s)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return fmt.Errorf("invalid size %q: zero bytes", s)
-	}
-	*z = sizeFlag(n)
 	return nil
 }

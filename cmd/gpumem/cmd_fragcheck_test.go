@@ -37,20 +37,3 @@ func TestFragcheckOutcome(t *testing.T) {
 		}
 	}
 }
-
-func TestFlagValues(t *testing.T) {
-	var r ratioFlag
-	if err := r.Set("25%"); err != nil || float64(r) != 0.25 || r.String() != "25.0%" || r.Type() != "ratio" {
-		t.Errorf("ratio 25%%: %v %v %q", err, float64(r), r.String())
-	}
-	if err := r.Set("2.5"); err == nil {
-		t.Error("ratio 2.5 accepted")
-	}
-	var z sizeFlag
-	if err := z.Set("20GiB"); err != nil || uint64(z) != 20<<30 || z.String() != "21474836480" {
-		t.Errorf("size 20GiB: %v %d %q", err, uint64(z), z.String())
-	}
-	if err := z.Set("0"); err == nil {
-		t.Error("size 0 accepted")
-	}
-}

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 )
@@ -110,21 +108,9 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 	if err := checkFormat(output.SweepFormats, "output", o.output); err != nil {
 		return err
 	}
-	if o.workers < 1 {
-		return usageError{fmt.Errorf("--jobs: %d is not a positive count", o.workers)}
-	}
-	cards, err := parseCards(o.deviceMemory)
+	cards, err := pipeline.ParseCards(o.deviceMemory)
 	if err != nil {
 		return err
-	}
-	if o.fraction != 0 {
-		if o.fraction < 0 || o.fraction > 1 {
-			return usageError{fmt.Errorf("--memory-fraction: %v is not in [0, 1]", o.fraction)}
-		}
-		if len(cards) == 0 {
-			return withHint(usageError{errors.New("--memory-fraction needs --device-memory")},
-				"give the card's size, e.g. --device-memory 80GiB")
-		}
 	}
 	grid, err := pipeline.ParseGrids(o.grid)
 	if err != nil {
@@ -165,23 +151,4 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 		return err
 	}
 	return writeHTML(a, o.invocation, o.html, inputs, func(w io.Writer) error { return output.SweepHTML(w, rep) })
-}
-
-// parseCards reads --device-memory's comma-separated sizes.
-func parseCards(s string) ([]uint64, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var cards []uint64
-	for item := range strings.SplitSeq(s, ",") {
-		n, err := budget.ParseSize(item)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--device-memory: %w", err)}
-		}
-		if n == 0 {
-			return nil, usageError{fmt.Errorf("--device-memory: invalid size %q: zero bytes", strings.TrimSpace(item))}
-		}
-		cards = append(cards, n)
-	}
-	return cards, nil
 }

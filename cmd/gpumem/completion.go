@@ -13,26 +13,6 @@ import (
 // writes the scripts; these functions complete the values of the flags
 // whose values are names gpumem knows.
 
-// allocConfKeys are the PYTORCH_CUDA_ALLOC_CONF keys, each with a value
-// that alloc.ParseConfig accepts (a test checks it), in the order
-// PyTorch's documentation lists them.
-var allocConfKeys = [][2]string{
-	{"max_split_size_mb", "128"},
-	{"max_non_split_rounding_mb", "20"},
-	{"large_segment_size_mb", "20"},
-	{"roundup_power2_divisions", "4"},
-	{"garbage_collection_threshold", "0.6"},
-	{"expandable_segments", "True"},
-	{"per_process_memory_fraction", "0.5"},
-	{"backend", "native"},
-	{"release_lock_on_cudamalloc", "True"},
-	{"graph_capture_record_stream_reuse", "True"},
-	{"pinned_use_cuda_host_register", "True"},
-	{"pinned_num_register_threads", "8"},
-	{"pinned_reserve_segment_size_mb", "64"},
-	{"pinned_use_background_threads", "True"},
-}
-
 // completeAllocConf completes the key after the last comma: "expandable_s"
 // offers "expandable_segments:", "max_split_size_mb:128,g" offers
 // "max_split_size_mb:128,garbage_collection_threshold:".
@@ -45,9 +25,9 @@ func completeAllocConf(_ *cobra.Command, _ []string, toComplete string) ([]strin
 	if strings.Contains(last, ":") {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	for _, kv := range allocConfKeys {
-		if strings.HasPrefix(kv[0], last) {
-			out = append(out, done+kv[0]+":")
+	for _, k := range alloc.ConfKeys() {
+		if strings.HasPrefix(k.Name, last) {
+			out = append(out, done+k.Name+":")
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace

@@ -222,10 +222,6 @@ func printError(stderr io.Writer, err error) int {
 	if errors.As(err, &ue) || strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "unknown flag") {
 		code = exitUsage
 	}
-	var ie inputError
-	if errors.As(err, &ie) {
-		code = exitUsage
-	}
 	var hints []string
 	var he hintError
 	if errors.As(err, &he) {
@@ -264,12 +260,6 @@ func suggestions(msg string) []string {
 	}
 	return out
 }
-
-// inputError marks a bad input file (exit code 2).
-type inputError struct{ err error }
-
-func (e inputError) Error() string { return e.err.Error() }
-func (e inputError) Unwrap() error { return e.err }
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -331,3 +331,28 @@ func leadingZeros(v uint64) int {
 	}
 	return n
 }
+
+// ConfKey is a PYTORCH_CUDA_ALLOC_CONF key with an example value that
+// ParseConfig accepts.
+type ConfKey struct{ Name, Example string }
+
+// ConfKeys are the keys ParseConfig knows, in the order PyTorch's
+// documentation lists them (shell completion offers them).
+func ConfKeys() []ConfKey {
+	return []ConfKey{
+		{Name: "max_split_size_mb", Example: "128"},
+		{Name: "max_non_split_rounding_mb", Example: "20"},
+		{Name: "large_segment_size_mb", Example: "20"},
+		{Name: "roundup_power2_divisions", Example: "4"},
+		{Name: "garbage_collection_threshold", Example: "0.6"},
+		{Name: "expandable_segments", Example: "True"},
+		{Name: "per_process_memory_fraction", Example: "0.5"},
+		{Name: "backend", Example: "native"},
+		{Name: "release_lock_on_cudamalloc", Example: "True"},
+		{Name: "graph_capture_record_stream_reuse", Example: "True"},
+		{Name: "pinned_use_cuda_host_register", Example: "True"},
+		{Name: "pinned_num_register_threads", Example: "8"},
+		{Name: "pinned_reserve_segment_size_mb", Example: "64"},
+		{Name: "pinned_use_background_threads", Example: "True"},
+	}
+}

@@ -239,3 +239,15 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// Every key ConfKeys lists is one the parser knows.
+func TestConfKeysParse(t *testing.T) {
+	for _, k := range ConfKeys() {
+		if _, err := ParseConfig(k.Name + ":" + k.Example); err != nil {
+			t.Errorf("%s:%s: %v", k.Name, k.Example, err)
+		}
+	}
+	if _, err := ParseConfig("no_such_key:1"); err == nil || !strings.Contains(err.Error(), "Unrecognized key") {
+		t.Errorf("an unknown key parses: %v", err)
+	}
+}

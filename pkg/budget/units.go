@@ -142,3 +142,39 @@ func FormatRatio(r float64) string {
 func formatPoints(d float64) string {
 	return strconv.FormatFloat(100*d, 'f', 1, 64) + " points"
 }
+
+// Ratio and Size are command-line flag values (flag.Value, plus the Type
+// that pflag shows in help): a ratio as ParseRatio reads it, a size as
+// ParseSize reads it, zero refused.
+type (
+	Ratio float64
+	Size  uint64
+)
+
+func (r *Ratio) String() string { return FormatRatio(float64(*r)) }
+func (r *Ratio) Type() string   { return "ratio" }
+func (r *Ratio) Set(s string) error {
+	v, err := ParseRatio(s)
+	if err == nil {
+		*r = Ratio(v)
+	}
+	return err
+}
+
+func (z *Size) String() string {
+	if *z == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(*z), 10)
+}
+func (z *Size) Type() string { return "size" }
+func (z *Size) Set(s string) error {
+	n, err := ParseSize(s)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("invalid size %q: zero bytes", s)
+	}
+	if err == nil {
+		*z = Size(n)
+	}
+	return err
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,7 +36,9 @@ type Options struct {
 	// 0 means this process's, read from /proc/self/ns/pid.
 	PIDNamespace uint64
 	// Warn receives one line per problem worth telling (NVML gone, a bad
-	// spool file), once per occurrence rather than once per scrape.
+	// spool file), once per occurrence rather than once per scrape. Calls
+	// to it and to Serve's say come one at a time, so it may write to a
+	// plain buffer.
 	Warn func(string)
 }
 
@@ -44,6 +47,7 @@ const DefaultInterval = 15 * time.Second
 
 // Exporter gathers the device and allocator metrics of one machine.
 type Exporter struct {
+	tellMu   sync.Mutex // scrapes warn from the HTTP server's goroutines
 	reg      *prometheus.Registry
 	lib      nvml.Interface
 	heldNVML bool
@@ -71,6 +75,9 @@ func New(o Options) (*Exporter, error) {
 		o.PIDNamespace = ownPIDNamespace()
 	}
 	e := &Exporter{reg: prometheus.NewRegistry(), lib: o.NVML}
+	if o.Warn != nil {
+		o.Warn = e.oneAtATime(o.Warn)
+	}
 	if e.lib == nil {
 		e.lib = nvml.New()
 	}
@@ -85,6 +92,16 @@ func New(o Options) (*Exporter, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// oneAtATime wraps f so that it and every other function it wraps run
+// one at a time.
+func (e *Exporter) oneAtATime(f func(string)) func(string) {
+	return func(s string) {
+		e.tellMu.Lock()
+		defer e.tellMu.Unlock()
+		f(s)
+	}
 }
 
 // Close releases NVML.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,11 +56,11 @@ func newDevice(index int, uuid, bus string, used uint64, procs []nvml.ProcessInf
 
 // newLib returns a mock NVML holding devs; it counts Init and Shutdown so
 // tests can check that every Init is paired.
-func newLib(devs ...*mock.Device) (*mock.Interface, *int) {
-	refs := new(int)
+func newLib(devs ...*mock.Device) (*mock.Interface, *atomic.Int64) {
+	refs := new(atomic.Int64) // collectors run in parallel
 	return &mock.Interface{
-		InitFunc:                       func() nvml.Return { *refs++; return nvml.SUCCESS },
-		ShutdownFunc:                   func() nvml.Return { *refs--; return nvml.SUCCESS },
+		InitFunc:                       func() nvml.Return { refs.Add(1); return nvml.SUCCESS },
+		ShutdownFunc:                   func() nvml.Return { refs.Add(-1); return nvml.SUCCESS },
 		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return "580.65.06", nvml.SUCCESS },
 		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 13000, nvml.SUCCESS },
 		DeviceGetCountFunc:             func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
@@ -83,7 +84,7 @@ func newLib(devs ...*mock.Device) (*mock.Interface, *int) {
 	}, refs
 }
 
-func twoGPUs() (*mock.Interface, *int) {
+func twoGPUs() (*mock.Interface, *atomic.Int64) {
 	return newLib(
 		newDevice(0, uuid0, "00000000:19:00.0", 100*gib+3*mib/2, []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 100 * gib}}),
 		newDevice(1, uuid1, "00000000:3B:00.0", 0, nil))
@@ -142,12 +143,12 @@ gpumem_nvml_up 1
 	if err := testutil.GatherAndCompare(e.Gatherer(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	if *refs != 1 {
-		t.Errorf("after a scrape NVML is initialized %d times, want 1 (held by the exporter)", *refs)
+	if refs.Load() != 1 {
+		t.Errorf("after a scrape NVML is initialized %d times, want 1 (held by the exporter)", refs.Load())
 	}
 	e.Close()
-	if *refs != 0 {
-		t.Errorf("after Close NVML is initialized %d times, want 0", *refs)
+	if refs.Load() != 0 {
+		t.Errorf("after Close NVML is initialized %d times, want 0", refs.Load())
 	}
 	if len(*warnings) != 0 {
 		t.Errorf("warnings: %q", *warnings)

@@ -15,6 +15,7 @@ import (
 // lines a person running it wants to see (what is served, warnings); a
 // failed textfile write is a warning, not a reason to stop.
 func (e *Exporter) Serve(ctx context.Context, listen, textfile string, interval time.Duration, say func(string)) error {
+	say = e.oneAtATime(say)
 	serveErr := make(chan error, 1)
 	if listen != "" {
 		ln, err := net.Listen("tcp", listen)

@@ -18,6 +18,7 @@ import (
 // The format names, each declared once.
 const (
 	Table        = "table"
+	Text         = "text"
 	JSON         = "json"
 	Markdown     = "markdown"
 	TorchSummary = "torch-summary"
@@ -115,5 +116,5 @@ func orList(names []string) string {
 // Doc lists every kind of result and its formats, as docs/architecture.md
 // shows them.
 func Doc() string {
-	return strings.Join([]string{ReplayFormats.Doc(), RanksFormats.Doc(), DiffFormats.Doc(), SweepFormats.Doc(), FragcheckFormats.Doc(), SummaryFormats.Doc()}, "\n")
+	return strings.Join([]string{ReplayFormats.Doc(), RanksFormats.Doc(), DiffFormats.Doc(), SweepFormats.Doc(), FragcheckFormats.Doc(), SummaryFormats.Doc(), VersionFormats.Doc()}, "\n")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/sweep"
@@ -29,6 +30,35 @@ type SweepInput struct {
 	// each setting's row the worst of its ranks.
 	Traces      []string
 	DeviceGiven bool // --device picks one device of each file
+}
+
+// ParseCards reads --device-memory's comma-separated card sizes.
+func ParseCards(s string) ([]uint64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var cards []uint64
+	for item := range strings.SplitSeq(s, ",") {
+		var n budget.Size
+		if err := n.Set(item); err != nil {
+			return nil, usage("--device-memory: %w", err)
+		}
+		cards = append(cards, uint64(n))
+	}
+	return cards, nil
+}
+
+func (in *SweepInput) check() error {
+	if in.Workers < 1 {
+		return usage("--jobs: %d is not a positive count", in.Workers)
+	}
+	if in.Fraction < 0 || in.Fraction > 1 {
+		return usage("--memory-fraction: %v is not in [0, 1]", in.Fraction)
+	}
+	if in.Fraction != 0 && len(in.Cards) == 0 {
+		return hint(Usage, errors.New("--memory-fraction needs --device-memory"), "give the card's size, e.g. --device-memory 80GiB")
+	}
+	return nil
 }
 
 // ParseGrids parses --grid values, each settings separated by ';', and
@@ -54,6 +84,9 @@ func ParseGrids(list []string) ([]sweep.Setting, error) {
 
 // Sweep replays the input under every setting on every card.
 func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
+	if err := in.check(); err != nil {
+		return nil, err
+	}
 	rep := &sweep.Report{Cards: in.Cards, Fraction: in.Fraction}
 	var cases []sweep.Case
 	var merge func([]sweep.Row) []sweep.Row
