@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -71,10 +69,6 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 }
 
 func runRecord(a *app, o record.Options, user []string) error {
-	// a snapshot that cannot be written fails now, not after the run
-	if err := checkWritable(o.Snapshot); err != nil {
-		return err
-	}
 	res, err := record.Run(o, user, os.Environ(), func(argv, env []string) error { return runForwarding(a, argv, env) })
 	var ue *record.UsageError
 	if errors.As(err, &ue) {
@@ -87,16 +81,10 @@ func runRecord(a *app, o record.Options, user []string) error {
 	if err != nil && !errors.As(err, &ee) {
 		return err // the command did not start
 	}
-	switch {
-	case res.Launched && len(res.Written) > 0:
-		fmt.Fprintf(a.stderr, "gpumem: wrote %d rank snapshots (%s); replay them with: gpumem replay '%s'\n",
-			len(res.Written), strings.Join(res.Written, ", "), res.Glob)
-	case res.Launched:
-		fmt.Fprintf(a.stderr, "gpumem: warning: no rank wrote %s (ranks are the Python processes with RANK set)\n", res.Glob)
-	case len(res.Written) > 0:
-		fmt.Fprintf(a.stderr, "gpumem: wrote %s; replay it with: gpumem replay %s\n", o.Snapshot, o.Snapshot)
-	default:
-		fmt.Fprintf(a.stderr, "gpumem: warning: no snapshot was written to %s\n", o.Snapshot)
+	if line, warning := res.Outcome(o.Snapshot); warning {
+		fmt.Fprintf(a.stderr, "gpumem: warning: %s\n", line)
+	} else {
+		fmt.Fprintf(a.stderr, "gpumem: %s\n", line)
 	}
 	if ee == nil {
 		return nil
@@ -131,23 +119,4 @@ func runForwarding(a *app, argv, env []string) error {
 			return err
 		}
 	}
-}
-
-// checkWritable refuses a snapshot path whose folder cannot take a new
-// file, or that is a folder. Under a launcher the ranks write beside it.
-func checkWritable(path string) error {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return usageError{fmt.Errorf("-f/--file: %s is a folder", path)}
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".gpumem-record-*")
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return usageError{fmt.Errorf("-f/--file: cannot write %s: %w", path, err)}
-	}
-	f.Close()
-	os.Remove(f.Name())
-	return nil
 }

@@ -11,6 +11,7 @@ package record
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,7 +70,41 @@ func (o Options) Check(user []string) error {
 	if o.Every < 0 || (o.Every > 0 && !IsLauncher(user)) {
 		return usage("--every is for launchers (torchrun, accelerate, deepspeed); one script is dumped at exit and at its first OOM")
 	}
-	return nil
+	return checkWritable(o.Snapshot)
+}
+
+// checkWritable refuses a snapshot path whose folder cannot take a new
+// file, or that is a folder, so that the run fails now rather than after
+// hours of training. Under a launcher the ranks write beside it.
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usage(fmt.Sprintf("-f/--file: %s is a folder", path))
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".gpumem-record-*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return usage(fmt.Sprintf("-f/--file: cannot write %s: %v", path, err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// Outcome is the line that tells what the run wrote, and whether it is a
+// warning (nothing written).
+func (r Result) Outcome(snapshot string) (line string, warning bool) {
+	switch {
+	case r.Launched && len(r.Written) > 0:
+		return fmt.Sprintf("wrote %d rank snapshots (%s); replay them with: gpumem replay '%s'",
+			len(r.Written), strings.Join(r.Written, ", "), r.Glob), false
+	case r.Launched:
+		return fmt.Sprintf("no rank wrote %s (ranks are the Python processes with RANK set)", r.Glob), true
+	case len(r.Written) > 0:
+		return fmt.Sprintf("wrote %s; replay it with: gpumem replay %s", snapshot, snapshot), false
+	}
+	return fmt.Sprintf("no snapshot was written to %s", snapshot), true
 }
 
 // Run records the user's command: it writes the Python side into a private
