@@ -9,8 +9,10 @@ export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g}"
 
 echo "== go vet"
 go vet ./...
-echo "== race detector and AddressSanitizer on pkg/alloc"
+echo "== race detector and AddressSanitizer on pkg/alloc (and the race detector on pkg/exporter)"
 go test -count=1 -race ./pkg/alloc/
+# the exporter's collectors and its HTTP server run concurrently
+go test -count=1 -race ./pkg/exporter/
 go test -count=1 -asan ./pkg/alloc/
 go test -count=1 -asan -run Truncated ./pkg/replay/
 echo "== fidelity against PyTorch's own numbers"
