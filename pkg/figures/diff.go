@@ -18,6 +18,13 @@ type Diff struct {
 	// StacksA and StacksB say whether each run recorded stacks; sites
 	// are compared only when both did.
 	StacksA, StacksB bool
+	// MarksA and MarksB are each run's annotations at their operations
+	// (the HTML page aligns the runs' timelines on them); nil when a run
+	// recorded none.
+	MarksA, MarksB []Mark
+	// RanksA and RanksB count the ranks of each side: above one, the side
+	// was a set of ranks and its worst rank stands for it.
+	RanksA, RanksB int
 }
 
 // SiteDelta is what one allocation site held at each run's peak.

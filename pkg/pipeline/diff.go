@@ -25,23 +25,28 @@ type DiffSide struct {
 // Diff replays both sides and compares their worst ranks; depth is the
 // number of user frames that make a site (0: DefaultSiteDepth).
 func Diff(ctx context.Context, a, b DiffSide, depth int) (*figures.Diff, error) {
-	ra, err := worstRun(ctx, a)
+	ra, na, err := worstRun(ctx, a)
 	if err != nil {
 		return nil, err
 	}
-	rb, err := worstRun(ctx, b)
+	rb, nb, err := worstRun(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	return DiffRuns(ra, rb, depth)
+	d, err := DiffRuns(ra, rb, depth)
+	if d != nil {
+		d.RanksA, d.RanksB = na, nb
+	}
+	return d, err
 }
 
-func worstRun(ctx context.Context, s DiffSide) (*Run, error) {
+// worstRun is the worst rank of a side and how many ranks it had.
+func worstRun(ctx context.Context, s DiffSide) (*Run, int, error) {
 	set, err := ReplaySet(ctx, s.Source, s.Settings)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return set.Runs[set.Worst], nil
+	return set.Runs[set.Worst], len(set.Runs), nil
 }
 
 // DiffRuns compares two replays; the sites come from what each held when
@@ -50,7 +55,7 @@ func DiffRuns(a, b *Run, depth int) (*figures.Diff, error) {
 	if depth <= 0 {
 		depth = DefaultSiteDepth
 	}
-	d := &figures.Diff{A: a.Report, B: b.Report, Depth: depth}
+	d := &figures.Diff{A: a.Report, B: b.Report, Depth: depth, MarksA: a.Marks(), MarksB: b.Marks(), RanksA: 1, RanksB: 1}
 	var err error
 	if d.Phases, err = diffPhases(a, b); err != nil {
 		return nil, err
