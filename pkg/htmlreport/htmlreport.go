@@ -35,11 +35,27 @@ var pageText string
 //go:embed explorer.js
 var explorerJS string
 
-var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	// for piping: {{.Y | plus 5}}
-	"plus":  func(d, v int) int { return v + d },
-	"minus": func(d, v int) int { return v - d },
-}).Parse(pageText))
+// The zoomable charts of the replay report and the diff: their SVG and
+// styles (chart.html.tmpl) and their script (chart.js).
+var (
+	//go:embed chart.html.tmpl
+	chartText string
+	//go:embed chart.js
+	chartJS string
+)
+
+// chartPage parses a page that draws charts: the page's template and the
+// charts' own.
+func chartPage(name, text string) *template.Template {
+	t := template.New(name).Funcs(template.FuncMap{
+		// for piping: {{.Y | plus 5}}
+		"plus":  func(d, v int) int { return v + d },
+		"minus": func(d, v int) int { return v - d },
+	})
+	return template.Must(template.Must(t.Parse(text)).Parse(chartText))
+}
+
+var pageTmpl = chartPage("report", pageText)
 
 // Write writes the HTML report of r to w.
 func Write(w io.Writer, r *figures.Replay, extra Extra) error {
@@ -63,6 +79,7 @@ type page struct {
 	Data      template.JS // the timeline's figures, for hover and zoom
 	Explorer  template.JS // the explorer's packed data, "null" when none
 	Script    template.JS // the explorer's script
+	Chart     template.JS // the charts' script
 }
 
 type fact struct {
@@ -115,7 +132,7 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 		pts, frag = thin, thinFrag
 	}
 
-	p := &page{Title: "gpumem replay of " + r.Source, Generator: extra.Generator}
+	p := &page{Title: "gpumem replay of " + r.Source, Generator: extra.Generator, Chart: template.JS(chartJS)}
 	p.Facts = facts(r, pts)
 	if len(pts) > 0 {
 		p.Timeline = timelineChart(r, pts, extra.Phases)
