@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // DiffFormats are the formats of gpumem diff: two runs side by side.
@@ -53,4 +54,38 @@ func percent(a, b int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%+.1f%%", 100*(float64(b)/float64(a)-1))
+}
+
+// diffRows are the rows of the diff's table, as the table output and the
+// HTML page show them: each figure of both runs, b − a, and the change.
+func diffRows(d *figures.Diff) [][]string {
+	var rows [][]string
+	for _, f := range diffFigures(d) {
+		show := func(n int64) string {
+			if f.bytes {
+				return figures.FormatBytes(n)
+			}
+			return figures.FormatCount(n)
+		}
+		rows = append(rows, []string{f.name, show(f.a), show(f.b), signed(f.b-f.a, f.bytes), percent(f.a, f.b)})
+	}
+	fa, fb := d.A.Fragmentation().AtPeak, d.B.Fragmentation().AtPeak
+	change := "-"
+	if fa == fa && fb == fb { // neither NaN
+		change = fmt.Sprintf("%+.1f pt", 100*(fb-fa))
+	}
+	rows = append(rows, []string{"frag at peak", ratio(fa), ratio(fb), change, ""})
+	return append(rows, []string{"outcome", oomWord(d.A), oomWord(d.B), "", ""})
+}
+
+// phaseRows are the annotated phases both runs recorded: name, times,
+// peak allocated in a and b and its change, peak reserved in a and b.
+func phaseRows(d *figures.Diff) [][]string {
+	var rows [][]string
+	for _, p := range d.Phases {
+		rows = append(rows, []string{textsafe.Line(p.Name), figures.FormatCount(int64(p.Count)),
+			figures.FormatBytes(p.PeakAllocatedA), figures.FormatBytes(p.PeakAllocatedB), signed(p.PeakAllocatedB-p.PeakAllocatedA, true),
+			figures.FormatBytes(p.PeakReservedA), figures.FormatBytes(p.PeakReservedB)})
+	}
+	return rows
 }

@@ -31,23 +31,7 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 	} else {
 		fmt.Fprintf(bw, "Diff\n  a  %s\n  b  %s\n\n", side(d.A), side(d.B))
 	}
-	rows := [][]string{}
-	for _, f := range diffFigures(d) {
-		show := func(n int64) string {
-			if f.bytes {
-				return figures.FormatBytes(n)
-			}
-			return figures.FormatCount(n)
-		}
-		rows = append(rows, []string{f.name, show(f.a), show(f.b), signed(f.b-f.a, f.bytes), percent(f.a, f.b)})
-	}
-	fa, fb := d.A.Fragmentation().AtPeak, d.B.Fragmentation().AtPeak
-	change := "-"
-	if fa == fa && fb == fb { // neither NaN
-		change = fmt.Sprintf("%+.1f pt", 100*(fb-fa))
-	}
-	rows = append(rows, []string{"frag at peak", ratio(fa), ratio(fb), change, ""})
-	rows = append(rows, []string{"outcome", oomWord(d.A), oomWord(d.B), "", ""})
+	rows := diffRows(d)
 	right := []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}
 	if err := writeTable(bw, []string{"", "a", "b", "b − a", "change"}, right, rows, md); err != nil {
 		return err
@@ -55,28 +39,14 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 	if len(d.Phases) > 0 {
 		fmt.Fprintln(bw, "\nAnnotated phases (record_function, optimizer steps), largest change of peak allocated first:")
 		fmt.Fprintln(bw)
-		rows = rows[:0]
-		for _, p := range d.Phases {
-			rows = append(rows, []string{textsafe.Line(p.Name), figures.FormatCount(int64(p.Count)),
-				figures.FormatBytes(p.PeakAllocatedA), figures.FormatBytes(p.PeakAllocatedB), signed(p.PeakAllocatedB-p.PeakAllocatedA, true),
-				figures.FormatBytes(p.PeakReservedA), figures.FormatBytes(p.PeakReservedB)})
-		}
+		rows = phaseRows(d)
 		if err := writeTable(bw, []string{"phase", "times", "allocated a", "allocated b", "b − a", "reserved a", "reserved b"},
 			[]tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}, rows, md); err != nil {
 			return err
 		}
 	}
 	if d.Sites == nil {
-		var none []string
-		for _, x := range []struct {
-			name   string
-			stacks bool
-		}{{"a", d.StacksA}, {"b", d.StacksB}} {
-			if !x.stacks {
-				none = append(none, x.name)
-			}
-		}
-		fmt.Fprintf(bw, "\nno allocation sites to compare: %s recorded no stacks (gpumem record records them)\n", strings.Join(none, " and "))
+		fmt.Fprintf(bw, "\n%s\n", noSites(d))
 		return bw.Flush()
 	}
 	fmt.Fprintf(bw, "\nAllocation sites at each run's peak, largest change first (top %d user frames, innermost first):\n\n", d.Depth)
@@ -122,4 +92,18 @@ func settingsName(s string) string {
 		return "defaults"
 	}
 	return textsafe.Line(s)
+}
+
+// noSites says why a diff compares no allocation sites.
+func noSites(d *figures.Diff) string {
+	var none []string
+	for _, x := range []struct {
+		name   string
+		stacks bool
+	}{{"a", d.StacksA}, {"b", d.StacksB}} {
+		if !x.stacks {
+			none = append(none, x.name)
+		}
+	}
+	return fmt.Sprintf("no allocation sites to compare: %s recorded no stacks (gpumem record records them)", strings.Join(none, " and "))
 }
