@@ -103,23 +103,7 @@ func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phas
 		func(p figures.Point) int64 { return p.Allocated },
 	}
 	path := func(v func(figures.Point) int64, area bool) string {
-		var b strings.Builder
-		b.Grow(len(pts) * 14)
-		for i, pt := range pts {
-			if i == 0 && !area {
-				b.WriteByte('M')
-			} else {
-				b.WriteByte('L')
-			}
-			b.WriteString(strconv.Itoa(pt.Op))
-			b.WriteByte(' ')
-			b.WriteString(num(y(pt, v)))
-		}
-		if area {
-			return "M" + strconv.Itoa(pts[0].Op) + " " + num(plotUnits) + b.String() +
-				"L" + strconv.Itoa(pts[len(pts)-1].Op) + " " + num(plotUnits) + "Z"
-		}
-		return b.String()
+		return seriesPath(len(pts), func(i int) float64 { return float64(pts[i].Op) }, func(i int) float64 { return y(pts[i], v) }, area)
 	}
 	c.Areas = []series{
 		{Name: "reserved", Class: "reserved", D: path(get[0], true)},
@@ -241,19 +225,25 @@ func fragChart(r *figures.Replay, pts []figures.Point, frag []float64) *chart {
 func idleAt(pt figures.Point) bool { return pt.Reserved > 0 && pt.Allocated <= 0 }
 
 func newChart(id string, h int, pts []figures.Point, r *figures.Replay) *chart {
-	c := &chart{ID: id, H: h, PlotY: 26, PlotX: plotX, PlotW: plotW}
-	c.PlotH = h - c.PlotY - 34
-	c.X0 = pts[0].Op
 	last := max(pts[len(pts)-1].Op, r.PeakOp)
 	if r.OOM != nil {
 		last = max(last, r.Ops)
 	}
-	c.XSpan = max(last-c.X0, 1)
+	c := spanChart(id, h, pts[0].Op, last)
+	c.Attrs = append([]template.HTMLAttr{attr("data-points", strconv.Itoa(len(pts)))}, c.Attrs...)
+	return c
+}
+
+// spanChart is a chart over operations x0 to x1, with its x axis.
+func spanChart(id string, h, x0, x1 int) *chart {
+	c := &chart{ID: id, H: h, PlotY: 26, PlotX: plotX, PlotW: plotW}
+	c.PlotH = h - c.PlotY - 34
+	c.X0 = x0
+	c.XSpan = max(x1-c.X0, 1)
 	c.ViewBox = strconv.Itoa(c.X0) + " 0 " + strconv.Itoa(c.XSpan) + " " + strconv.Itoa(plotUnits)
 	c.OuterView = "0 0 " + strconv.Itoa(chartW) + " " + strconv.Itoa(h)
 	c.LabelUnder = "operation"
 	c.Attrs = []template.HTMLAttr{
-		attr("data-points", strconv.Itoa(len(pts))),
 		attr("data-x0", strconv.Itoa(c.X0)),
 		attr("data-x1", strconv.Itoa(c.X0+c.XSpan)),
 	}
@@ -262,6 +252,27 @@ func newChart(id string, h int, pts []figures.Point, r *figures.Replay) *chart {
 		c.XTicks = append(c.XTicks, tick{Pos: num(c.pixX(v)), Label: commas(int64(v))})
 	}
 	return c
+}
+
+// seriesPath is the path through n points (x(i), y(i)) in plot units; an
+// area closes it along the plot's foot.
+func seriesPath(n int, x, y func(i int) float64, area bool) string {
+	var b strings.Builder
+	b.Grow(n * 14)
+	for i := range n {
+		if i == 0 && !area {
+			b.WriteByte('M')
+		} else {
+			b.WriteByte('L')
+		}
+		b.WriteString(num(x(i)))
+		b.WriteByte(' ')
+		b.WriteString(num(y(i)))
+	}
+	if area {
+		return "M" + num(x(0)) + " " + num(plotUnits) + b.String() + "L" + num(x(n-1)) + " " + num(plotUnits) + "Z"
+	}
+	return b.String()
 }
 
 func (c *chart) pixX(op float64) float64 {
