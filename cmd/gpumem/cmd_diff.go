@@ -23,6 +23,7 @@ type diffOpts struct {
 	device      int
 	depth       int
 	failIfGrows string
+	html        string // --html: the page of both timelines
 }
 
 func newDiffCmd(a *app) *cobra.Command {
@@ -45,7 +46,8 @@ memory is more than 5% above A's.`,
 		Example: `  gpumem diff before.pickle after.pickle
   gpumem diff snapshot.pickle --alloc-conf-b expandable_segments:True
   gpumem diff 'main/run.rank*.pickle' 'pr/run.rank*.pickle' --fail-if-grows 5%
-  gpumem diff before.pickle after.pickle -o json`,
+  gpumem diff before.pickle after.pickle -o json
+  gpumem diff before.pickle after.pickle --html diff.html`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 2 {
 				return withHint(usageError{fmt.Errorf("diff compares two runs, not %d", len(args))},
@@ -65,6 +67,7 @@ memory is more than 5% above A's.`,
 	fl.IntVar(&o.device, "device", 0, "which device's trace of each snapshot (default: every device with events)")
 	fl.IntVar(&o.depth, "depth", pipeline.DefaultSiteDepth, "user stack frames that make an allocation site")
 	fl.StringVar(&o.failIfGrows, "fail-if-grows", "", "exit 1 when B's peak reserved exceeds A's by more than `PERCENT` (e.g. 5%)")
+	diffHTMLFlag(cmd, o)
 	return cmd
 }
 
@@ -97,6 +100,7 @@ func runDiff(a *app, o *diffOpts, args []string) error {
 		return pipeline.DiffSide{Source: pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress()}, Settings: s}, err
 	}
 	sa := o.alloc.settings(o.invocation, "sim")
+	sa.Points = o.timelinePoints()
 	sb := sa
 	if _, err := alloc.ParseConfig(o.confB); confB && err != nil {
 		return usageError{fmt.Errorf("--alloc-conf-b: %w", err)}
@@ -112,11 +116,17 @@ func runDiff(a *app, o *diffOpts, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkOutput(o.html, append(A.Source.Paths, B.Source.Paths...)...); err != nil {
+		return err
+	}
 	d, err := pipeline.Diff(o.ctx, A, B, o.depth)
 	if err != nil {
 		return err
 	}
 	if err := output.DiffFormats.Render(a.stdout, o.output, d, output.Options{Color: a.color}); err != nil {
+		return err
+	}
+	if err := o.writeHTML(a, d, append(A.Source.Paths, B.Source.Paths...)); err != nil {
 		return err
 	}
 	if g := d.Growth(); g > limit {

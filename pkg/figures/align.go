@@ -74,17 +74,33 @@ func Align(a, b []Mark, opsA, opsB int) *Alignment {
 		return cmp.Or(cmp.Compare(b[x.b].Op, b[y.b].Op), cmp.Compare(a[y.a].Op, a[x.a].Op))
 	})
 	kept := increasing(len(cand), func(i int) int { return a[cand[i].a].Op })
-	counts := map[string]int{}
 	for _, i := range kept {
-		p := cand[i]
-		al.Pairs = append(al.Pairs, [2]int{a[p.a].Op, b[p.b].Op})
-		counts[a[p.a].Name]++
+		al.Pairs = append(al.Pairs, [2]int{a[cand[i].a].Op, b[cand[i].b].Op})
 	}
-	al.UnmatchedA, al.UnmatchedB = len(a)-len(kept), len(b)-len(kept)
-	for n := range counts {
+	// every matched mark at a kept pair's operations lines up, not only
+	// the one kept for it (an END and the next START at one op)
+	inLine := map[[2]int]bool{}
+	for _, p := range al.Pairs {
+		inLine[p] = true
+	}
+	counts := map[[2]string]int{} // name, stage → marks lined up
+	lined := 0
+	for _, p := range cand {
+		if inLine[[2]int{a[p.a].Op, b[p.b].Op}] {
+			counts[[2]string{a[p.a].Name, a[p.a].Stage}]++
+			lined++
+		}
+	}
+	al.UnmatchedA, al.UnmatchedB = len(a)-lined, len(b)-lined
+	// a name counts its STARTs (or ENDs, or point marks, whichever most)
+	times := map[string]int{}
+	for k, n := range counts {
+		times[k[0]] = max(times[k[0]], n)
+	}
+	for n := range times {
 		al.Names = append(al.Names, n)
 	}
-	slices.SortFunc(al.Names, func(x, y string) int { return cmp.Or(cmp.Compare(counts[y], counts[x]), strings.Compare(x, y)) })
+	slices.SortFunc(al.Names, func(x, y string) int { return cmp.Or(cmp.Compare(times[y], times[x]), strings.Compare(x, y)) })
 	al.onMark = len(al.Pairs) > 0
 	switch {
 	case al.onMark:
@@ -94,10 +110,10 @@ func Align(a, b []Mark, opsA, opsB int) *Alignment {
 				named = append(named, fmt.Sprintf("%d more", len(al.Names)-3))
 				break
 			}
-			named = append(named, fmt.Sprintf("%s ×%d", n, counts[n]))
+			named = append(named, fmt.Sprintf("%d× %s", times[n], n))
 		}
-		al.Note = fmt.Sprintf("aligned on %d annotation marks both runs recorded (%s): b's operations are stretched between them so that each lines up with a's",
-			len(al.Pairs), strings.Join(named, ", "))
+		al.Note = fmt.Sprintf("aligned on the annotations both runs recorded: %s (%d marks); b's operations are stretched between them so that each lines up with a's",
+			strings.Join(named, ", "), lined)
 		if al.UnmatchedA+al.UnmatchedB > 0 {
 			al.Note += fmt.Sprintf("; %d of a's and %d of b's marks have no counterpart", al.UnmatchedA, al.UnmatchedB)
 		}

@@ -24,7 +24,7 @@ func TestAlignMatched(t *testing.T) {
 	if !al.Aligned() || len(al.Pairs) != 6 || al.UnmatchedA != 0 || al.UnmatchedB != 1 {
 		t.Fatalf("aligned %v, pairs %v, unmatched %d/%d", al.Aligned(), al.Pairs, al.UnmatchedA, al.UnmatchedB)
 	}
-	if !strings.Contains(al.Note, "aligned on 6 annotation marks") || !strings.Contains(al.Note, "Optimizer.step ×6") ||
+	if !strings.Contains(al.Note, "aligned on the annotations both runs recorded: 3× Optimizer.step (6 marks)") ||
 		!strings.Contains(al.Note, "0 of a's and 1 of b's marks have no counterpart") {
 		t.Errorf("note: %s", al.Note)
 	}
@@ -60,8 +60,8 @@ func TestAlignKeepsMonotonic(t *testing.T) {
 	}
 	// marks at one op in both runs (an END and the next START) make one pair
 	same := Align(steps([]int{10, 20}, 10), steps([]int{10, 20}, 10), 40, 40)
-	if len(same.Pairs) != 3 {
-		t.Errorf("back-to-back steps: pairs %v, want 3 distinct ops", same.Pairs)
+	if len(same.Pairs) != 3 || same.UnmatchedA != 0 || same.UnmatchedB != 0 || !strings.Contains(same.Note, "2× Optimizer.step (4 marks)") {
+		t.Errorf("back-to-back steps: pairs %v, want 3 distinct ops; unmatched %d/%d; %s", same.Pairs, same.UnmatchedA, same.UnmatchedB, same.Note)
 	}
 	for _, op := range []float64{0, 7, 10, 25, 40} {
 		if x := same.XOfB(op); x != op {
