@@ -11,8 +11,10 @@
 # million-event snapshot: scripts/bench_html.sh, not run here.) Then does the same for the
 # reports of `run`, `sweep` and `fragcheck`: figures read from the rendered
 # DOM and checked against the commands' table and JSON output, and bars'
-# drawn geometry against their figures. With SHOTS=DIR it leaves
-# screenshots of those three reports in DIR.
+# drawn geometry against their figures. Then `diff --html`: both runs'
+# timelines drawn, the alignment note, the table as the terminal's, hover
+# and zoom, no script errors (docs/diff.png). With SHOTS=DIR it leaves
+# screenshots of the run, sweep and fragcheck reports in DIR.
 #
 # Installs Debian's chromium when /usr/bin/chromium is missing (needs root).
 set -euo pipefail
@@ -457,6 +459,81 @@ case "$(attr oom "$fd")" in
 esac
 [ "$(attr verdict "$fd")" = fail ] || fail "fragcheck: verdict $(attr verdict "$fd"), want fail"
 chrome --window-size=1300,800 --screenshot="$shots/fragcheck.png" "file://$tmp/frag.html" >/dev/null
+
+echo "== diff --html: two programs' timelines aligned on their optimizer steps"
+da=testdata/pytorch/resnet50_fp32.pickle db=testdata/pytorch/oom_survive_resnet.pickle
+"$tmp/gpumem" diff "$da" "$db" --html "$tmp/diff.html" >"$tmp/diff.txt" 2>"$tmp/stderr"
+grep -qx "gpumem: wrote $tmp/diff.html" "$tmp/stderr" || fail "diff: no 'wrote' line: $(cat "$tmp/stderr")"
+# (the one address allowed is SVG's namespace, which the chart script names)
+if grep -Eq '<(script|img|iframe)[^>]* src=|<link ' "$tmp/diff.html" ||
+  grep -Eo 'https?://[a-z][^" ]*' "$tmp/diff.html" | grep -vqx 'http://www.w3.org/2000/svg'; then
+  fail "the diff page refers to something outside itself"
+else
+  pass "diff page self-contained ($(wc -c <"$tmp/diff.html") bytes)"
+fi
+# errors the page's own scripts throw or log, caught from the start
+cat >"$tmp/catch.html" <<'EOF'
+<script>window.gmErrors = []; window.addEventListener("error", function (e) { gmErrors.push(e.message); });
+(function () { var ce = console.error; console.error = function () { gmErrors.push([].join.call(arguments, " ")); ce.apply(console, arguments); }; })();</script>
+EOF
+cat >"$tmp/diff-probe.js" <<'JS'
+var t = document.getElementById("diff-timeline"), lines = {};
+t.querySelectorAll("path.line").forEach(function (p) { lines[p.getAttribute("class").split(" ")[1]] = Math.round(p.getTotalLength()); });
+put("lines", ["a-re", "a-al", "b-re", "b-al"].map(function (k) { return k + "=" + (lines[k] || 0); }).join(" "));
+put("colours", getComputedStyle(t.querySelector("path.a-re")).stroke + " " + getComputedStyle(t.querySelector("path.b-re")).stroke);
+put("legend", document.querySelector("#timelines .legend").textContent);
+var al = document.getElementById("alignment");
+put("align", al.dataset.align + " " + (box(al).height > 0) + " " + al.textContent);
+put("rows", document.querySelectorAll("#delta tbody tr").length);
+put("peak-row", Array.prototype.map.call(document.querySelectorAll('#delta tr[data-key="peak-reserved"] td'), function (c) { return c.textContent; }).join("|"));
+var ov = t.querySelector("rect.overlay"), r = box(ov);
+function at(f) { return { bubbles: true, clientX: r.left + f * r.width, clientY: r.top + r.height / 2 }; }
+ov.dispatchEvent(new MouseEvent("mousemove", at(0.5)));
+put("tip", document.getElementById("tip").textContent);
+ov.dispatchEvent(new MouseEvent("mousedown", at(0.25)));
+ov.dispatchEvent(new MouseEvent("mousemove", at(0.5)));
+ov.dispatchEvent(new MouseEvent("mouseup", at(0.5)));
+put("zoom", t.querySelector("svg.plot").getAttribute("viewBox"));
+ov.dispatchEvent(new MouseEvent("dblclick", at(0.5)));
+put("reset", t.querySelector("svg.plot").getAttribute("viewBox"));
+put("errors", window.gmErrors.length + ":" + window.gmErrors.join("|"));
+JS
+page_probe "$tmp/diff-probe.js" "$tmp/diff-probe.html"
+awk -v f="$tmp/catch.html" '{print} /<head>/{while((getline l<f)>0)print l}' "$tmp/diff.html" >"$tmp/diff-caught.html"
+inject "$tmp/diff-caught.html" "$tmp/diff-probe.html" "$tmp/diff-probed.html"
+chrome --window-size=1400,1000 --dump-dom "file://$tmp/diff-probed.html" | tr '\n' ' ' >"$tmp/diff-dom.html"
+dd=$tmp/diff-dom.html
+[ -z "$(attr error "$dd")" ] || fail "diff probe error: $(attr error "$dd")"
+[ "$(attr errors "$dd")" = "0:" ] && pass "diff page: no script errors" || fail "diff page: script errors '$(attr errors "$dd")'"
+ok_lines=true
+for l in $(attr lines "$dd"); do [ "${l#*=}" -gt 1000 ] || ok_lines=false; done
+colours=$(attr colours "$dd")
+$ok_lines && [ "${colours%% rgb*}" != "rgb${colours##* rgb}" ] &&
+  pass "diff: both runs' reserved and allocated drawn ($(attr lines "$dd")), a and b in two colours ($colours)" ||
+  fail "diff: lines '$(attr lines "$dd")', colours '$colours'"
+case "$(attr legend "$dd")" in
+  *"a reserved"*"a allocated"*"b reserved"*"b allocated"*) pass "diff: the legend names a's and b's curves" ;;
+  *) fail "diff: legend '$(attr legend "$dd")'" ;;
+esac
+case "$(attr align "$dd")" in
+  "annotations true aligned on the annotations both runs recorded: "*Optimizer.step#SGD.step*) pass "diff: alignment note shown: $(attr align "$dd" | cut -d' ' -f3-)" ;;
+  *) fail "diff: alignment note '$(attr align "$dd")'" ;;
+esac
+# the table's peak reserved row and its row count, as the terminal shows them
+term_peak=$(grep '│ peak reserved' "$tmp/diff.txt" | head -1 | awk -F'│' '{for (i = 2; i < NF; i++) { gsub(/^ +| +$/, "", $i); printf "%s%s", (i > 2 ? "|" : ""), $i }}')
+term_rows=$(sed -n '/^├/,/^└/p' "$tmp/diff.txt" | sed '/^└/q' | grep -c '^│')
+[ "$(attr peak-row "$dd")" = "$term_peak" ] && [ "$(attr rows "$dd")" = "$term_rows" ] &&
+  pass "diff: delta table of $term_rows rows as the terminal's: $term_peak" ||
+  fail "diff: delta table '$(attr peak-row "$dd")' ($(attr rows "$dd") rows), terminal '$term_peak' ($term_rows rows)"
+case "$(attr tip "$dd")" in
+  *"a op"*reserved*allocated*"b op"*reserved*allocated*"b − a"*) pass "diff hover reads both runs: $(attr tip "$dd")" ;;
+  *) fail "diff hover: '$(attr tip "$dd")'" ;;
+esac
+zoom=$(attr zoom "$dd") reset=$(attr reset "$dd")
+[ "$zoom" != "$reset" ] && [ "${zoom%% *}" -gt 0 ] && pass "diff: drag zooms to '$zoom', double-click resets to '$reset'" ||
+  fail "diff zoom: '$zoom', reset '$reset'"
+chrome --window-size=1300,1000 --screenshot=docs/diff.png "file://$tmp/diff.html" >/dev/null
+[ -s docs/diff.png ] && pass "docs/diff.png" || fail "no diff screenshot"
 
 echo "== screenshot"
 mkdir -p docs

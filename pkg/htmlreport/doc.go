@@ -30,6 +30,11 @@
 // Their figures, too, are data-* attributes; hover read-outs are SVG
 // titles, so these two pages run no script.
 //
+// [WriteDiff] overlays two runs' reserved and allocated memory on one
+// axis, the second run's operations stretched so that the annotations both
+// recorded line up (figures.Align), above the diff's table and sites; it
+// shares the timeline's chart and zoom script (chart.html.tmpl, chart.js).
+//
 // Timelines longer than [MaxPoints] are thinned by [Downsample], which
 // keeps each stretch's extremes, so a report of a trace of millions of
 // events stays small and opens at once.
