@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ memory is more than 5% above A's.`,
 	fl.IntVar(&o.device, "device", 0, "which device's trace of each snapshot (default: every device with events)")
 	fl.IntVar(&o.depth, "depth", pipeline.DefaultSiteDepth, "user stack frames that make an allocation site")
 	fl.StringVar(&o.failIfGrows, "fail-if-grows", "", "exit 1 when B's peak reserved exceeds A's by more than `PERCENT` (e.g. 5%)")
-	diffHTMLFlag(cmd, o)
+	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML page of both runs' timelines, aligned on their annotations, to `FILE`")
 	return cmd
 }
 
@@ -100,7 +101,7 @@ func runDiff(a *app, o *diffOpts, args []string) error {
 		return pipeline.DiffSide{Source: pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress()}, Settings: s}, err
 	}
 	sa := o.alloc.settings(o.invocation, "sim")
-	sa.Points = o.timelinePoints()
+	sa.Points = 2000 // the timeline, as a single replay keeps it
 	sb := sa
 	if _, err := alloc.ParseConfig(o.confB); confB && err != nil {
 		return usageError{fmt.Errorf("--alloc-conf-b: %w", err)}
@@ -126,8 +127,11 @@ func runDiff(a *app, o *diffOpts, args []string) error {
 	if err := output.DiffFormats.Render(a.stdout, o.output, d, output.Options{Color: a.color}); err != nil {
 		return err
 	}
-	if err := o.writeHTML(a, d, append(A.Source.Paths, B.Source.Paths...)); err != nil {
-		return err
+	if o.html != "" {
+		page := func(w io.Writer) error { return output.DiffHTML(w, d) }
+		if err := writeHTML(a, o.invocation, o.html, append(A.Source.Paths, B.Source.Paths...), page); err != nil {
+			return err
+		}
 	}
 	if g := d.Growth(); g > limit {
 		return &exitError{code: 1, msg: fmt.Sprintf("peak reserved grew %.1f%% (%s to %s), more than --fail-if-grows %s",
