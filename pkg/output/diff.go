@@ -13,7 +13,7 @@ import (
 var DiffFormats = &Registry[*figures.Diff]{Kind: "The report of `diff`", Formats: []Format[*figures.Diff]{
 	{Table, "the two runs' figures and their changes, then the allocation sites that changed most (diff_table.go)",
 		RenderFunc[*figures.Diff](func(w io.Writer, d *figures.Diff, o Options) error { return diffText(w, d, false) })},
-	{JSON, "`a` and `b` (each the object a single replay prints), `delta` and `sites` (diff_json.go)", stamped(RenderFunc[*figures.Diff](diffJSON))},
+	{JSON, "`a` and `b` (each the object a single replay prints), `delta` and `sites` (diff_json.go)", RenderFunc[*figures.Diff](diffJSON)},
 	{Markdown, "the table output as Markdown (diff_table.go)",
 		RenderFunc[*figures.Diff](func(w io.Writer, d *figures.Diff, o Options) error { return diffText(w, d, true) })},
 }}

@@ -1,8 +1,6 @@
 package output
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"strings"
 
@@ -10,61 +8,80 @@ import (
 	"github.com/gpumem/gpumem/pkg/report"
 )
 
-// diffJSON writes {"a", "b", "delta", "sites"}: a and b are what a single
+// DiffJSON is the document of diff -o json: a and b are what a single
 // replay prints, delta their differences (b − a), sites every allocation
 // site with its bytes at each run's peak, the largest change first, and
 // phases the annotated phases both recorded, with each run's peaks in them.
+type DiffJSON struct {
+	Stamp
+	A      report.Document `json:"a"`
+	B      report.Document `json:"b"`
+	Delta  DiffDelta       `json:"delta"`
+	Depth  int             `json:"site_depth"`
+	Sites  []DiffSite      `json:"sites"`
+	Phases []DiffPhase     `json:"phases"`
+}
+
+// DiffDelta is b − a of the figures the diff table compares. The keys are
+// in alphabetical order, as they were when this was a map.
+type DiffDelta struct {
+	AllocRetries        int64    `json:"alloc_retries"`
+	DeviceAllocs        int64    `json:"device_allocs"`
+	FragmentationAtPeak *float64 `json:"fragmentation_at_peak"`
+	LowerBound          int64    `json:"lower_bound"`
+	OOMs                int64    `json:"ooms"`
+	PeakAllocated       int64    `json:"peak_allocated"`
+	PeakReserved        int64    `json:"peak_reserved"`
+	PeakReservedGrowth  *float64 `json:"peak_reserved_growth"` // b / a − 1
+}
+
+// DiffSite is an allocation site's bytes at each run's peak.
+type DiffSite struct {
+	Frames []string `json:"frames"`
+	A      uint64   `json:"a"`
+	B      uint64   `json:"b"`
+	Delta  int64    `json:"delta"`
+	CountA int      `json:"count_a"`
+	CountB int      `json:"count_b"`
+}
+
+// DiffPhase is an annotated phase with each run's peaks in it.
+type DiffPhase struct {
+	Name           string `json:"name"`
+	Count          int    `json:"count"`
+	PeakAllocatedA int64  `json:"peak_allocated_a"`
+	PeakAllocatedB int64  `json:"peak_allocated_b"`
+	PeakReservedA  int64  `json:"peak_reserved_a"`
+	PeakReservedB  int64  `json:"peak_reserved_b"`
+}
+
 func diffJSON(w io.Writer, d *figures.Diff, _ Options) error {
-	type site struct {
-		Frames []string `json:"frames"`
-		A      uint64   `json:"a"`
-		B      uint64   `json:"b"`
-		Delta  int64    `json:"delta"`
-		CountA int      `json:"count_a"`
-		CountB int      `json:"count_b"`
-	}
-	type phase struct {
-		Name           string `json:"name"`
-		Count          int    `json:"count"`
-		PeakAllocatedA int64  `json:"peak_allocated_a"`
-		PeakAllocatedB int64  `json:"peak_allocated_b"`
-		PeakReservedA  int64  `json:"peak_reserved_a"`
-		PeakReservedB  int64  `json:"peak_reserved_b"`
-	}
-	doc := struct {
-		A      json.RawMessage `json:"a"`
-		B      json.RawMessage `json:"b"`
-		Delta  map[string]any  `json:"delta"`
-		Depth  int             `json:"site_depth"`
-		Sites  []site          `json:"sites"`
-		Phases []phase         `json:"phases"`
-	}{Delta: map[string]any{}, Depth: d.Depth, Sites: []site{}, Phases: []phase{}}
-	for _, side := range []struct {
-		r   *figures.Replay
-		out *json.RawMessage
-	}{{d.A, &doc.A}, {d.B, &doc.B}} {
-		var b bytes.Buffer
-		if err := report.JSON(&b, side.r); err != nil {
-			return err
-		}
-		*side.out = b.Bytes()
-	}
-	for _, f := range diffFigures(d) {
-		doc.Delta[strings.ToLower(strings.ReplaceAll(f.name, " ", "_"))] = f.b - f.a
-	}
-	doc.Delta["peak_reserved_growth"] = ratioOrNull(d.Growth())
-	fa, fb := d.A.Fragmentation().AtPeak, d.B.Fragmentation().AtPeak
-	doc.Delta["fragmentation_at_peak"] = ratioOrNull(fb - fa)
-	for _, s := range d.Sites {
-		doc.Sites = append(doc.Sites, site{strings.Split(s.Frames, "\n"), s.BytesA, s.BytesB, s.Change(), s.CountA, s.CountB})
-	}
-	for _, p := range d.Phases {
-		doc.Phases = append(doc.Phases, phase(p))
-	}
-	out, err := json.MarshalIndent(doc, "", "  ")
+	doc := DiffJSON{Stamp: stamp(), Depth: d.Depth, Sites: []DiffSite{}, Phases: []DiffPhase{}}
+	a, err := report.NewDocument(d.A)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(out, '\n'))
-	return err
+	b, err := report.NewDocument(d.B)
+	if err != nil {
+		return err
+	}
+	doc.A, doc.B = *a, *b
+	change := map[string]int64{} // by the table's names of the figures
+	for _, f := range diffFigures(d) {
+		change[f.name] = f.b - f.a
+	}
+	fa, fb := d.A.Fragmentation().AtPeak, d.B.Fragmentation().AtPeak
+	doc.Delta = DiffDelta{
+		AllocRetries: change["alloc retries"], DeviceAllocs: change["device allocs"],
+		FragmentationAtPeak: ratioOrNull(fb - fa), LowerBound: change["lower bound"], OOMs: change["OOMs"],
+		PeakAllocated: change["peak allocated"], PeakReserved: change["peak reserved"],
+		PeakReservedGrowth: ratioOrNull(d.Growth()),
+	}
+	for _, s := range d.Sites {
+		doc.Sites = append(doc.Sites, DiffSite{strings.Split(s.Frames, "\n"), s.BytesA, s.BytesB, s.Change(), s.CountA, s.CountB})
+	}
+	for _, p := range d.Phases {
+		doc.Phases = append(doc.Phases, DiffPhase(p))
+	}
+	return writeJSON(w, doc, true)
 }

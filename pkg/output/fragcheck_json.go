@@ -1,17 +1,17 @@
 package output
 
 import (
-	"encoding/json"
 	"io"
 	"math"
 
 	"github.com/gpumem/gpumem/pkg/budget"
 )
 
-// The JSON report. Its keys are part of gpumem's interface: add keys,
-// never rename or drop them. A figure that could not be measured is null;
-// so is a limit that is off.
-type jsonReport struct {
+// FragcheckJSON is the document of fragcheck -o json. Its keys are part of
+// gpumem's interface: add keys, never rename or drop them. A figure that
+// could not be measured is null; so is a limit that is off.
+type FragcheckJSON struct {
+	Stamp
 	Status  budget.Status `json:"status"`
 	Summary jsonSummary   `json:"summary"`
 	Cases   []jsonCase    `json:"cases"`
@@ -33,7 +33,7 @@ type jsonCase struct {
 	Metric        budget.Metric             `json:"metric"`
 	Definition    string                    `json:"metric_definition"`
 	Fragmentation *float64                  `json:"fragmentation"`
-	Ratios        map[budget.Metric]float64 `json:"ratios"`
+	Ratios        map[budget.Metric]float64 `json:"ratios" jsonschema:"nullable"` // null when the case did not run
 	PeakReserved  *int64                    `json:"peak_reserved"`
 	PeakAllocated *int64                    `json:"peak_allocated"`
 	OOM           bool                      `json:"oom"`
@@ -60,7 +60,8 @@ type jsonFinding struct {
 // status, and each case with its figures, limits and findings.
 func fragcheckJSON(w io.Writer, rs []budget.Result, _ Options) error {
 	s := budget.Summarize(rs)
-	doc := jsonReport{
+	doc := FragcheckJSON{
+		Stamp:   stamp(),
 		Status:  s.Status(),
 		Summary: jsonSummary{Cases: s.Cases, Pass: s.Pass, Warn: s.Warn, Fail: s.Fail, Error: s.Error},
 		Cases:   make([]jsonCase, 0, len(rs)),
@@ -97,9 +98,7 @@ func fragcheckJSON(w io.Writer, rs []budget.Result, _ Options) error {
 		}
 		doc.Cases = append(doc.Cases, c)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return writeJSON(w, doc, true)
 }
 
 func ratioOrNull(v float64) *float64 {

@@ -13,7 +13,7 @@ import (
 var RanksFormats = &Registry[*figures.Ranks]{Kind: "The report of `replay` over a set of ranks", Formats: []Format[*figures.Ranks]{
 	{Table, "a row per rank, the worst rank and the spread, then the worst rank's full report (ranks_table.go)",
 		RenderFunc[*figures.Ranks](func(w io.Writer, r *figures.Ranks, o Options) error { return ranksText(w, r, o, false) })},
-	{JSON, "`runs` (per rank, the object a single replay prints) and `worst`, its index (ranks_json.go)", stamped(RenderFunc[*figures.Ranks](ranksJSON))},
+	{JSON, "`runs` (per rank, the object a single replay prints) and `worst`, its index (ranks_json.go)", RenderFunc[*figures.Ranks](ranksJSON)},
 	{Markdown, "the rank table and the worst rank's summary as Markdown (ranks_table.go)",
 		RenderFunc[*figures.Ranks](func(w io.Writer, r *figures.Ranks, o Options) error { return ranksText(w, r, o, true) })},
 }}

@@ -1,40 +1,50 @@
 package output
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/report"
 )
 
-// ranksJSON writes {"runs": [...], "worst": i, "spread": x}: each run is
-// the object a single replay prints (its "source" and "device" say which
-// rank it is), "ranks" their rank numbers (null when unknown).
-func ranksJSON(w io.Writer, r *figures.Ranks, _ Options) error {
-	doc := struct {
-		Runs   []json.RawMessage `json:"runs"`
-		Ranks  []*int            `json:"ranks"`
-		Worst  int               `json:"worst"`
-		Spread *float64          `json:"spread"`
-	}{Runs: []json.RawMessage{}, Ranks: []*int{}, Worst: r.Worst, Spread: ratioOrNull(r.Spread())}
+// RanksJSON is the document of replay -o json over a set of ranks.
+type RanksJSON struct {
+	Stamp
+	RanksDocument
+}
+
+// RanksDocument is a set of ranks, as the ranks' document and summary's
+// "ranks" hold it: each run is the document a single replay prints (its
+// "source" and "device" say which rank it is), "ranks" their rank numbers
+// (null when unknown), "worst" the index of the worst run.
+type RanksDocument struct {
+	Runs   []report.Document `json:"runs"`
+	Ranks  []*int            `json:"ranks"`
+	Worst  int               `json:"worst"`
+	Spread *float64          `json:"spread"`
+}
+
+func newRanksDocument(r *figures.Ranks) (*RanksDocument, error) {
+	doc := &RanksDocument{Runs: []report.Document{}, Ranks: []*int{}, Worst: r.Worst, Spread: ratioOrNull(r.Spread())}
 	for i, x := range r.Replays {
-		var b bytes.Buffer
-		if err := report.JSON(&b, x); err != nil {
-			return err
+		run, err := report.NewDocument(x)
+		if err != nil {
+			return nil, err
 		}
-		doc.Runs = append(doc.Runs, b.Bytes())
+		doc.Runs = append(doc.Runs, *run)
 		var rank *int
 		if r.Ranks[i] >= 0 {
 			rank = &r.Ranks[i]
 		}
 		doc.Ranks = append(doc.Ranks, rank)
 	}
-	out, err := json.MarshalIndent(doc, "", "  ")
+	return doc, nil
+}
+
+func ranksJSON(w io.Writer, r *figures.Ranks, _ Options) error {
+	doc, err := newRanksDocument(r)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(out, '\n'))
-	return err
+	return writeJSON(w, RanksJSON{stamp(), *doc}, true)
 }

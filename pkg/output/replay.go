@@ -14,7 +14,7 @@ import (
 var ReplayFormats = &Registry[*figures.Replay]{Kind: "The report of `replay` and `run`", Formats: []Format[*figures.Replay]{
 	{Table, "the summary for people, then the timeline chart (report/table.go, report/timeline.go)", RenderFunc[*figures.Replay](replayTable)},
 	{JSON, "the same with stable snake_case keys, `memory_stats` under PyTorch's names (report/json.go)",
-		stamped(RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, _ Options) error { return report.JSON(w, r) }))},
+		RenderFunc[*figures.Replay](replayJSON)},
 	{Markdown, "the summary as Markdown (report/markdown.go)",
 		RenderFunc[*figures.Replay](func(w io.Writer, r *figures.Replay, o Options) error { return report.Markdown(w, r, reportOptions(o)) })},
 	{TorchSummary, "PyTorch's own `torch.cuda.memory_summary()` text, byte for byte (report/torch.go)",
@@ -22,6 +22,21 @@ var ReplayFormats = &Registry[*figures.Replay]{Kind: "The report of `replay` and
 			return report.TorchSummary(w, r.Stats.Map(), r.Device, false)
 		})},
 }}
+
+// ReplayJSON is the document of replay -o json and run -o json: the
+// replay report's document (package report), stamped.
+type ReplayJSON struct {
+	Stamp
+	report.Document
+}
+
+func replayJSON(w io.Writer, r *figures.Replay, _ Options) error {
+	doc, err := report.NewDocument(r)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, ReplayJSON{stamp(), *doc}, false)
+}
 
 func reportOptions(o Options) report.Options {
 	return report.Options{Color: o.Color, Warn: o.Warn, Alarm: o.Alarm}

@@ -1,9 +1,7 @@
 package output
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/gpumem/gpumem/pkg/version"
@@ -25,35 +23,22 @@ func generator() Generator { return Generator{Name: "gpumem", Version: version.G
 // generatorLine is the generator as a report's header shows it.
 func generatorLine() string { g := generator(); return g.Name + " " + g.Version }
 
-// stamped makes a JSON renderer's document start with "schema_version"
-// and "generator", so that a stored result says what wrote it, for the
-// documents that are built in several parts (the replay report's JSON is
-// also a part of others). They are indented objects: the keys go after
-// the opening brace. (SweepJSON has the two fields itself.)
-func stamped[T any](r RenderFunc[T]) RenderFunc[T] {
-	return func(w io.Writer, v T, o Options) error {
-		var buf bytes.Buffer
-		if err := r(&buf, v, o); err != nil {
-			return err
-		}
-		doc := buf.Bytes()
-		if !bytes.HasPrefix(doc, []byte("{\n")) {
-			return fmt.Errorf("output: a JSON document that is not an indented object: %.20q", doc)
-		}
-		gen, err := json.MarshalIndent(generator(), "  ", "  ")
-		if err != nil {
-			return err
-		}
-		head := fmt.Sprintf("{\n  \"schema_version\": %d,\n  \"generator\": %s", SchemaVersion, gen)
-		if rest := doc[2:]; !bytes.HasPrefix(bytes.TrimSpace(rest), []byte("}")) {
-			head += ",\n"
-		} else {
-			head += "\n"
-		}
-		if _, err := io.WriteString(w, head); err != nil {
-			return err
-		}
-		_, err = w.Write(doc[2:])
-		return err
-	}
+// Stamp opens every JSON document gpumem prints, so that a stored result
+// says what wrote it. The documents embed it first; the parts that are
+// nested in others (a replay's document in a diff) go without.
+type Stamp struct {
+	SchemaVersion int       `json:"schema_version"`
+	Generator     Generator `json:"generator"`
+}
+
+func stamp() Stamp { return Stamp{SchemaVersion: SchemaVersion, Generator: generator()} }
+
+// writeJSON writes doc indented by two spaces, with a final newline.
+// escapeHTML escapes <, > and & as encoding/json does by default; the
+// replay report leaves them as they are, for frames such as "<module>".
+func writeJSON(w io.Writer, doc any, escapeHTML bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(escapeHTML)
+	return enc.Encode(doc)
 }

@@ -19,5 +19,5 @@ type Summary struct {
 // SummaryFormats are the formats of gpumem summary.
 var SummaryFormats = &Registry[*Summary]{Kind: "The report of `summary` (the GPUs, then the allocator)", Formats: []Format[*Summary]{
 	{Table, "the device table, then the allocator's summary (for ranks, the rank table and the worst rank's) (summary_table.go)", RenderFunc[*Summary](summaryTable)},
-	{JSON, "`devices` and `allocator` (the replay report's JSON; for ranks, the worst, and `ranks` as replay prints them) in one document (summary_json.go)", stamped(RenderFunc[*Summary](summaryJSON))},
+	{JSON, "`devices` and `allocator` (the replay report's JSON; for ranks, the worst, and `ranks` as replay prints them) in one document (summary_json.go)", RenderFunc[*Summary](summaryJSON)},
 }}

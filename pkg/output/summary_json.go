@@ -1,41 +1,37 @@
 package output
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/gpumem/gpumem/pkg/probe"
 	"github.com/gpumem/gpumem/pkg/report"
 )
 
-// summaryJSON writes {"devices": ..., "allocator": ...}: the probe's JSON
-// and the replay report's JSON in one document.
+// SummaryJSON is the document of summary -o json: the probe's devices and
+// the replay report's document of the allocator; for a job's ranks, the
+// worst rank's, and "ranks" as replay prints them. The keys are in
+// alphabetical order, as they were when this was a map.
+type SummaryJSON struct {
+	Stamp
+	Allocator report.Document `json:"allocator"`
+	Devices   probe.System    `json:"devices"`
+	Ranks     *RanksDocument  `json:"ranks,omitempty"`
+}
+
 func summaryJSON(w io.Writer, s *Summary, _ Options) error {
-	sys := s.System
-	if sys == nil {
-		sys = &probe.System{GPUs: []probe.GPU{}}
+	doc := SummaryJSON{Stamp: stamp(), Devices: probe.System{GPUs: []probe.GPU{}}}
+	if s.System != nil {
+		doc.Devices = *probe.ForJSON(s.System)
 	}
-	var devices, allocator bytes.Buffer
-	if err := probe.WriteJSON(&devices, sys); err != nil {
-		return err
-	}
-	if err := report.JSON(&allocator, s.Allocator); err != nil {
-		return err
-	}
-	doc := map[string]json.RawMessage{"devices": devices.Bytes(), "allocator": allocator.Bytes()}
-	if s.Ranks != nil {
-		var ranks bytes.Buffer
-		if err := ranksJSON(&ranks, s.Ranks, Options{}); err != nil {
-			return err
-		}
-		doc["ranks"] = ranks.Bytes()
-	}
-	out, err := json.MarshalIndent(doc, "", "  ")
+	a, err := report.NewDocument(s.Allocator)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s\n", out)
-	return err
+	doc.Allocator = *a
+	if s.Ranks != nil {
+		if doc.Ranks, err = newRanksDocument(s.Ranks); err != nil {
+			return err
+		}
+	}
+	return writeJSON(w, doc, true)
 }

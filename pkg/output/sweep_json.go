@@ -1,7 +1,6 @@
 package output
 
 import (
-	"encoding/json"
 	"io"
 	"math"
 
@@ -11,8 +10,7 @@ import (
 
 // SweepJSON is the JSON document of a sweep. Add keys, never rename or drop them.
 type SweepJSON struct {
-	SchemaVersion  int               `json:"schema_version"`
-	Generator      Generator         `json:"generator"`
+	Stamp
 	Source         string            `json:"source"`
 	Ops            int               `json:"ops"`
 	DeviceMemory   []uint64          `json:"device_memory"`
@@ -66,7 +64,7 @@ type SweepJSONAdvice struct {
 func sweepJSONDoc(w io.Writer, sw *sweep.Report, _ Options) error {
 	rows, fraction := sw.Rows, sw.Fraction
 	doc := SweepJSON{
-		SchemaVersion: SchemaVersion, Generator: generator(),
+		Stamp:  stamp(),
 		Source: sw.Source, Ops: sw.Ops, DeviceMemory: sw.Cards, MemoryFraction: fraction,
 		Baseline: sw.Baseline, OfflinePeak: sw.OfflinePeak, Rows: []SweepJSONRow{}, NotAdvised: []SweepJSONAdvice{},
 	}
@@ -123,7 +121,5 @@ func sweepJSONDoc(w io.Writer, sw *sweep.Report, _ Options) error {
 			doc.NotAdvised = append(doc.NotAdvised, advice(r, rec.Baseline, unsettableNote(r, rec.Baseline)))
 		}
 	}
-	e := json.NewEncoder(w)
-	e.SetIndent("", "  ")
-	return e.Encode(doc)
+	return writeJSON(w, doc, true)
 }

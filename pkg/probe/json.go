@@ -14,6 +14,17 @@ func WriteJSON(w io.Writer, s *System) error {
 	if s == nil {
 		return errNilSystem
 	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(ForJSON(s))
+}
+
+// ForJSON is a copy of s whose empty lists are [] rather than null in
+// JSON; nil stays nil.
+func ForJSON(s *System) *System {
+	if s == nil {
+		return nil
+	}
 	out := *s
 	out.GPUs = make([]GPU, len(s.GPUs))
 	for i, g := range s.GPUs {
@@ -22,7 +33,5 @@ func WriteJSON(w io.Writer, s *System) error {
 		}
 		out.GPUs[i] = g
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return &out
 }

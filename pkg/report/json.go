@@ -9,10 +9,11 @@ import (
 	"github.com/gpumem/gpumem/pkg/figures"
 )
 
-// The JSON document. Its keys are part of gpumem's interface: add keys,
-// never rename or drop them. Byte counts are integers; a ratio that cannot
-// be computed is null.
-type jsonReplay struct {
+// Document is the JSON document of a replay (replay -o json, and a part
+// of the ranks', diff's and summary's documents). Its keys are part of
+// gpumem's interface: add keys, never rename or drop them. Byte counts are
+// integers; a ratio that cannot be computed is null.
+type Document struct {
 	Source       string           `json:"source"`
 	Settings     string           `json:"settings"`
 	Policy       string           `json:"policy"`
@@ -137,11 +138,23 @@ type jsonBlock struct {
 // "op_index", "size", "recorded") and "pools" (one line per private pool).
 // Lists are [] rather than null when empty.
 func JSON(w io.Writer, r *figures.Replay) error {
+	doc, err := NewDocument(r)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // frames such as "<module>" stay readable
+	return enc.Encode(doc)
+}
+
+// NewDocument is the JSON document of r, as JSON writes it.
+func NewDocument(r *figures.Replay) (*Document, error) {
 	if r == nil {
-		return errors.New("report: no replay")
+		return nil, errors.New("report: no replay")
 	}
 	f := r.Fragmentation()
-	doc := jsonReplay{
+	doc := &Document{
 		Source:                      r.Source,
 		Settings:                    r.Settings,
 		Policy:                      r.Policy,
@@ -216,10 +229,7 @@ func JSON(w io.Writer, r *figures.Replay) error {
 		}
 		doc.OOM = j
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // frames such as "<module>" stay readable
-	return enc.Encode(doc)
+	return doc, nil
 }
 
 // number is r, or nil (JSON null) when r is not a finite number.
