@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/exporter"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/probe"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 // demoWorkload is what summary drives the allocator with by default: the
@@ -27,6 +30,7 @@ type summaryOpts struct {
 	output     string
 	requireGPU bool
 	watch      time.Duration
+	spool      string
 }
 
 func newSummaryCmd(a *app) *cobra.Command {
@@ -38,6 +42,14 @@ func newSummaryCmd(a *app) *cobra.Command {
 then drive the allocator through a workload and print its memory summary with
 fragmentation figures. By default the workload is a built-in fragmenting demo
 (` + demoWorkload + `) on the GPU when one is usable, else on the simulated device.
+
+Each process on a GPU is set beside its caching allocator: NVML's used
+memory, the allocator's reserved bytes, and the rest, which is the CUDA
+context and libraries (NCCL and library workspaces), not the caching
+allocator. The allocator's bytes come from the spool folder the exporter
+reads, where a process opted in with scripts/gpumem_spool.py writes its
+memory_stats(); --spool defaults, as the exporter's, to $GPUMEM_SPOOL, else
+$XDG_RUNTIME_DIR/gpumem-spool, else /tmp/gpumem-spool-UID.
 
 --watch refreshes the device table until interrupted.`,
 		Example: `  gpumem summary
@@ -60,6 +72,7 @@ fragmentation figures. By default the workload is a built-in fragmenting demo
 	fl.BoolVar(&o.requireGPU, "require-gpu", false, "exit with code 3 when no GPU is usable")
 	fl.DurationVar(&o.watch, "watch", 0, "refresh the device table every interval until interrupted")
 	fl.Lookup("watch").NoOptDefVal = "1s"
+	fl.StringVar(&o.spool, "spool", "", "folder of <pid>.json allocator stats written by training processes (default: the exporter's)")
 	return cmd
 }
 
@@ -109,6 +122,9 @@ func runSummary(a *app, o *summaryOpts) error {
 		}
 	}
 	sum := &output.Summary{System: sys, Backend: backend}
+	if gpu {
+		sum.Processes, sum.Spool = processMemory(a, o, sys)
+	}
 	if len(o.traceFile) > 0 {
 		if err := summaryTraces(a, o, sum); err != nil {
 			return err
@@ -121,6 +137,24 @@ func runSummary(a *app, o *summaryOpts) error {
 		sum.Allocator = run.Report
 	}
 	return output.SummaryFormats.Render(a.stdout, o.output, sum, output.Options{Color: a.color})
+}
+
+// processMemory sets the processes on the GPUs beside their allocators'
+// stats from the spool; a spool it cannot read is a warning, and leaves
+// every process without stats.
+func processMemory(a *app, o *summaryOpts, sys *probe.System) ([]exporter.ProcessMemory, string) {
+	dir := o.spool
+	if dir == "" {
+		dir = exporter.DefaultSpool(a.getenv, os.Getuid())
+	}
+	recs, malformed, err := exporter.ReadSpool(dir)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "gpumem: warning: spool: %s\n", textsafe.Line(err.Error()))
+	}
+	for _, m := range malformed {
+		fmt.Fprintf(a.stderr, "gpumem: warning: spool: skipping %s\n", textsafe.Line(m.Error()))
+	}
+	return exporter.Reconcile(sys, recs), dir
 }
 
 // summaryTraces replays --trace: one trace, or the ranks of a job, each

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +182,79 @@ func TestSummaryRanks(t *testing.T) {
 	}
 	if _, errs, code := summaryWith(t, oneH200(), "--trace", glob, "--backend", "cuda"); code != exitUsage || !strings.Contains(errs, "a set of ranks replays on the simulated device") {
 		t.Errorf("--backend cuda over ranks: exit %d, %s", code, errs)
+	}
+}
+
+// h200With is the fake H200 of oneH200 with the given processes on it.
+func h200With(procs ...nvml.ProcessInfo) nvml.Interface {
+	lib := oneH200().(*mock.Interface)
+	dev, _ := lib.DeviceGetHandleByIndex(0)
+	dev.(*mock.Device).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return procs, nvml.SUCCESS }
+	return lib
+}
+
+// publishing is a spool folder in which process pid published reserved
+// bytes, and the fake H200 with pid on it using used bytes, beside a
+// process 4243 that publishes nothing.
+func publishing(t *testing.T, pid int, used, reserved uint64) (nvml.Interface, string) {
+	t.Helper()
+	spool := t.TempDir()
+	rec := fmt.Sprintf(`{"pid": %d, "rank": null, "device": 0, "uuid": "GPU-00000000-1111-2222-3333-444444444444",
+		"time": %d, "interval": 15, "memory_stats": {"reserved_bytes.all.current": %d, "allocated_bytes.all.current": 0,
+		"active_bytes.all.current": 0, "inactive_split_bytes.all.current": 0}}`, pid, time.Now().Unix(), reserved)
+	if err := os.WriteFile(filepath.Join(spool, fmt.Sprint(pid)+".json"), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return h200With(nvml.ProcessInfo{Pid: uint32(pid), UsedGpuMemory: used}, nvml.ProcessInfo{Pid: 4243, UsedGpuMemory: 512 << 20}), spool
+}
+
+// Each process on a GPU beside its caching allocator (issue #16): this
+// test's own process publishes to a spool with 19.5 GiB reserved of its
+// 20 GiB, so 512 MiB are context and libraries; the other publishes
+// nothing and says so. A malformed spool file is a warning.
+func TestSummaryProcesses(t *testing.T) {
+	const gib = 1 << 30
+	me := os.Getpid()
+	lib, spool := publishing(t, me, 20*gib, 19*gib+gib/2)
+	if err := os.WriteFile(filepath.Join(spool, "77.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errs, code := summaryWith(t, lib, "--backend", "sim", "--spool", spool)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	flat := strings.Join(strings.Fields(out), " ") // the columns' widths aside
+	for _, want := range []string{
+		"│ GPU │ PID │ Name │ NVML used │ Allocator reserved │ Rest │",
+		fmt.Sprintf("│ 0 │ %d │ gpumem.test │ 20.00 GiB │ 19.50 GiB │ 512.00 MiB │", me),
+		"│ 0 │ 4243 │ - │ 512.00 MiB │ no allocator stats (process not publishing to spool) │ - │",
+		"rest = NVML used − allocator reserved: context + libraries (not the caching allocator),",
+		"allocator stats come from the spool " + spool,
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errs, "gpumem: warning: spool: skipping "+filepath.Join(spool, "77.json")+": not a spool record") {
+		t.Errorf("stderr %q", errs)
+	}
+
+	out, _, code = summaryWith(t, lib, "--backend", "sim", "--spool", spool, "-o", "json")
+	var doc struct {
+		Processes []struct {
+			PID      uint32  `json:"pid"`
+			Used     uint64  `json:"used_memory_bytes"`
+			Reserved *uint64 `json:"allocator_reserved_bytes"`
+			Rest     *int64  `json:"rest_bytes"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(doc.Processes) != 2 {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	p, q := doc.Processes[0], doc.Processes[1]
+	if p.PID != uint32(me) || p.Used != 20*gib || p.Reserved == nil || *p.Reserved != 19*gib+gib/2 || p.Rest == nil || *p.Rest != gib/2 ||
+		q.PID != 4243 || q.Reserved != nil || q.Rest != nil {
+		t.Errorf("processes %s", out[strings.Index(out, `"processes"`):])
 	}
 }

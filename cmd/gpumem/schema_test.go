@@ -86,8 +86,9 @@ func TestJSONOutputsMatchSchemas(t *testing.T) {
 		used[c.schema] = true
 		var out, errs string
 		var code int
-		if c.args[0] == "summary" { // the fake H200, so that "devices" has a GPU and a process
-			out, errs, code = summaryWith(t, oneH200(), append(c.args[1:], "-o", "json")...)
+		if c.args[0] == "summary" { // the fake H200 with a process that publishes its allocator's stats, one that does not
+			lib, spool := publishing(t, os.Getpid(), 2<<30, 1<<30)
+			out, errs, code = summaryWith(t, lib, append(c.args[1:], "--spool", spool, "-o", "json")...)
 		} else {
 			out, errs, code = gm(t, append(c.args, "-o", "json")...)
 		}

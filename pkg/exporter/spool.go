@@ -77,6 +77,20 @@ type spoolReader struct {
 	alive    func(pid int) bool
 	pidns    uint64 // the exporter's pid namespace; 0 if unknown
 	seenBad  map[fileKey]bool
+	// keep leaves the files of gone and stale processes where they are,
+	// for a reader that only looks (gpumem summary): they are skipped,
+	// and so are records whose pids are of another pid namespace.
+	keep bool
+}
+
+// ReadSpool reads the spool folder dir once, to look rather than to serve
+// (gpumem summary): the records of the processes alive in this pid
+// namespace that wrote within three intervals, by pid, and an error for
+// each malformed file. It removes nothing. A missing folder is empty.
+func ReadSpool(dir string) ([]Record, []error, error) {
+	r := &spoolReader{dir: dir, interval: DefaultInterval, now: time.Now, alive: pidAlive, pidns: ownPIDNamespace(), keep: true}
+	res, err := r.read()
+	return res.records, res.malformed, err
 }
 
 // read lists the spool. A missing folder is an empty spool: the first
@@ -112,10 +126,16 @@ func (r *spoolReader) read() (spoolResult, error) {
 		switch {
 		case r.samePIDNamespace(rec) && !r.alive(rec.PID):
 			res.exited++
-			os.Remove(path)
+			if !r.keep {
+				os.Remove(path)
+			}
 		case r.stale(rec):
 			res.stale++
-			os.Remove(path)
+			if !r.keep {
+				os.Remove(path)
+			}
+		case r.keep && !r.samePIDNamespace(rec):
+			// its pid names no process here: a look has nothing to match it with
 		default:
 			res.records = append(res.records, rec)
 		}

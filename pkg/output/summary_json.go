@@ -3,23 +3,31 @@ package output
 import (
 	"io"
 
+	"github.com/gpumem/gpumem/pkg/exporter"
 	"github.com/gpumem/gpumem/pkg/probe"
 	"github.com/gpumem/gpumem/pkg/report"
 )
 
-// SummaryJSON is the document of summary -o json: the probe's devices and
-// the replay report's document of the allocator; for a job's ranks, the
+// SummaryJSON is the document of summary -o json: the probe's devices,
+// their processes against their allocators, and the replay report's
+// document of the allocator; for a job's ranks, the
 // worst rank's, and "ranks" as replay prints them. The keys are in
 // alphabetical order, as they were when this was a map.
 type SummaryJSON struct {
 	Stamp
 	Allocator report.Document `json:"allocator"`
 	Devices   probe.System    `json:"devices"`
-	Ranks     *RanksDocument  `json:"ranks,omitempty"`
+	// Processes are the devices' processes, each against its caching
+	// allocator's reserved bytes.
+	Processes []exporter.ProcessMemory `json:"processes"`
+	Ranks     *RanksDocument           `json:"ranks,omitempty"`
 }
 
 func summaryJSON(w io.Writer, s *Summary, _ Options) error {
-	doc := SummaryJSON{Stamp: stamp(), Devices: probe.System{GPUs: []probe.GPU{}}}
+	doc := SummaryJSON{Stamp: stamp(), Devices: probe.System{GPUs: []probe.GPU{}}, Processes: s.Processes}
+	if doc.Processes == nil {
+		doc.Processes = []exporter.ProcessMemory{}
+	}
 	if s.System != nil {
 		doc.Devices = *probe.ForJSON(s.System)
 	}

@@ -25,44 +25,15 @@ const (
 // or red (at 90%); the caller decides, so that NO_COLOR and non-terminal
 // output are handled in one place.
 func WriteTable(w io.Writer, s *System, useColor bool) error {
-	if s == nil {
-		return errNilSystem
-	}
-	if _, err := fmt.Fprintf(w, "Driver %s  CUDA %s\n\n", orDash(s.DriverVersion), orDash(s.CUDAVersion)); err != nil {
+	if err := WriteGPUs(w, s, useColor); err != nil || len(s.GPUs) == 0 {
 		return err
 	}
-	if len(s.GPUs) == 0 {
-		_, err := io.WriteString(w, "no gpus found\n")
+	if _, err := io.WriteString(w, "\n"); err != nil {
 		return err
 	}
-
-	gpus := newTable(w, tw.AlignRight, tw.AlignLeft, tw.AlignRight, tw.AlignRight,
-		tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight)
-	gpus.Header("GPU", "Name", "Memory", "Full", "Reserved", "BAR1", "GPU util", "Mem util", "Procs")
 	nprocs := 0
 	for _, g := range s.GPUs {
 		nprocs += len(g.Processes)
-		bar1 := "-"
-		if g.BAR1Total > 0 {
-			bar1 = gibPair(g.BAR1Used, g.BAR1Total)
-		}
-		reserved := "-"
-		if g.MemoryReserved > 0 {
-			reserved = inGiB(g.MemoryReserved)
-		}
-		err := gpus.Append(g.Index, textsafe.Line(g.Name), gibPair(g.MemoryUsed, g.MemoryTotal),
-			fill(g.MemoryUsed, g.MemoryTotal, useColor), reserved, bar1,
-			percent(g.UtilGPU), percent(g.UtilMemory), len(g.Processes))
-		if err != nil {
-			return err
-		}
-	}
-	if err := gpus.Render(); err != nil {
-		return err
-	}
-
-	if _, err := io.WriteString(w, "\n"); err != nil {
-		return err
 	}
 	if nprocs == 0 {
 		_, err := io.WriteString(w, "no running processes\n")
@@ -78,6 +49,42 @@ func WriteTable(w io.Writer, s *System, useColor bool) error {
 		}
 	}
 	return procs.Render()
+}
+
+// WriteGPUs is WriteTable without the processes: the versions line and
+// the table of GPUs.
+func WriteGPUs(w io.Writer, s *System, useColor bool) error {
+	if s == nil {
+		return errNilSystem
+	}
+	if _, err := fmt.Fprintf(w, "Driver %s  CUDA %s\n\n", orDash(s.DriverVersion), orDash(s.CUDAVersion)); err != nil {
+		return err
+	}
+	if len(s.GPUs) == 0 {
+		_, err := io.WriteString(w, "no gpus found\n")
+		return err
+	}
+
+	gpus := newTable(w, tw.AlignRight, tw.AlignLeft, tw.AlignRight, tw.AlignRight,
+		tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight)
+	gpus.Header("GPU", "Name", "Memory", "Full", "Reserved", "BAR1", "GPU util", "Mem util", "Procs")
+	for _, g := range s.GPUs {
+		bar1 := "-"
+		if g.BAR1Total > 0 {
+			bar1 = gibPair(g.BAR1Used, g.BAR1Total)
+		}
+		reserved := "-"
+		if g.MemoryReserved > 0 {
+			reserved = inGiB(g.MemoryReserved)
+		}
+		err := gpus.Append(g.Index, textsafe.Line(g.Name), gibPair(g.MemoryUsed, g.MemoryTotal),
+			fill(g.MemoryUsed, g.MemoryTotal, useColor), reserved, bar1,
+			percent(g.UtilGPU), percent(g.UtilMemory), len(g.Processes))
+		if err != nil {
+			return err
+		}
+	}
+	return gpus.Render()
 }
 
 // newTable returns a table with headers as written and the given alignment
