@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/NVIDIA/go-nvml v0.12.9-0
 	github.com/fatih/color v1.19.0
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/guptarohit/asciigraph v0.10.0
 	github.com/invopop/jsonschema v0.14.0
 	github.com/klauspost/compress v1.20.1
