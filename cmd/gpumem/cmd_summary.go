@@ -85,31 +85,15 @@ func runSummary(a *app, o *summaryOpts) error {
 		lib = probe.Default()
 	}
 	sys, err := probe.Probe(lib)
-	gpu := err == nil && len(sys.GPUs) > 0
-	if o.watch > 0 && !gpu {
-		// --watch shows live GPUs: without one it has nothing to show
-		msg := "--watch: no nvidia driver found; it shows live GPUs (run without --watch for the simulated device)"
-		if !errors.Is(err, probe.ErrNoDriver) {
-			msg = "--watch: no gpu to watch"
-			if err != nil {
-				msg = fmt.Sprintf("--watch: probing gpus: %v", err)
-			}
-		}
-		return &exitError{code: exitNoGPU, msg: msg}
-	}
+	why := probe.NoGPU(sys, err)
+	gpu := why == ""
 	switch {
-	case errors.Is(err, probe.ErrNoDriver):
-		if o.requireGPU {
-			return &exitError{code: exitNoGPU, msg: "no nvidia driver found (--require-gpu)"}
-		}
-		fmt.Fprintln(a.stderr, "gpumem: no nvidia driver found: showing the simulated device")
-	case err != nil:
-		if o.requireGPU {
-			return &exitError{code: exitNoGPU, msg: err.Error()}
-		}
-		fmt.Fprintf(a.stderr, "gpumem: warning: probing gpus: %v\n", err)
+	case !gpu && o.watch > 0: // it shows live GPUs: without one it has nothing to show
+		return &exitError{code: exitNoGPU, msg: "--watch: " + why + "; it shows live GPUs (run without --watch for the simulated device)"}
 	case !gpu && o.requireGPU:
-		return &exitError{code: exitNoGPU, msg: "no gpu found (--require-gpu)"}
+		return &exitError{code: exitNoGPU, msg: why + " (--require-gpu)"}
+	case !gpu:
+		fmt.Fprintf(a.stderr, "gpumem: %s: showing the simulated device\n", why)
 	}
 	if o.watch > 0 {
 		return watchDevices(o.ctx, a, lib, o.watch)

@@ -77,6 +77,21 @@ type Prober struct {
 // the first Init.
 func Default() nvml.Interface { return nvml.New() }
 
+// NoGPU says why a probe that returned sys and err found no usable GPU
+// ("no nvidia driver found", "no gpu found", or its error), or "" when
+// one is usable.
+func NoGPU(sys *System, err error) string {
+	switch {
+	case errors.Is(err, ErrNoDriver):
+		return ErrNoDriver.Error()
+	case err != nil:
+		return "probing gpus: " + err.Error()
+	case sys == nil || len(sys.GPUs) == 0:
+		return "no gpu found"
+	}
+	return ""
+}
+
 // Probe is shorthand for a [Prober] with the given library and default
 // process names.
 func Probe(lib nvml.Interface) (*System, error) {

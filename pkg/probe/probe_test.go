@@ -2,6 +2,7 @@ package probe
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"reflect"
@@ -316,5 +317,22 @@ func TestProcComm(t *testing.T) {
 	}
 	if got := procComm(math.MaxUint32); got != "" {
 		t.Errorf("procComm(no such pid) = %q, want empty", got)
+	}
+}
+
+func TestNoGPU(t *testing.T) {
+	for _, tc := range []struct {
+		sys  *System
+		err  error
+		want string
+	}{
+		{nil, fmt.Errorf("%w: %w", ErrNoDriver, errors.New("libnvidia-ml.so.1 not found")), "no nvidia driver found"},
+		{nil, errors.New("device 0: unknown error"), "probing gpus: device 0: unknown error"},
+		{&System{}, nil, "no gpu found"},
+		{&System{GPUs: []GPU{{}}}, nil, ""},
+	} {
+		if got := NoGPU(tc.sys, tc.err); got != tc.want {
+			t.Errorf("NoGPU(%v, %v) = %q, want %q", tc.sys, tc.err, got, tc.want)
+		}
 	}
 }
