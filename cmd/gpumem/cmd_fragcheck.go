@@ -47,23 +47,10 @@ under the limit flags) or, with none given, from a budget file: --config
 FILE, or gpumem.yaml or .gpumem.yaml in the working directory or above.
 A budget file lists named cases, each with its own limits and settings:
 
-  defaults:
-    max_frag: 30%
-  baseline: fragcheck-baseline.json
-  cases:
-    - name: gpt2
-      trace: testdata/gpt2.pickle
-      max_reserved: 20GiB
-    - name: toy
-      workload: transformer
-      params: {layers: 4}
-      must_fit: 8GiB
-
-Fragmentation limits (0.3, 30% or none) use one ratio, --metric:
-  peaks    1 − peak allocated / peak reserved (the default)
-  at_peak  1 − allocated / reserved when reserved peaked
-  end      1 − allocated / reserved at the end
-  holes    1 − largest free block / cached free bytes at the end
+` + budget.Example + `
+Fragmentation limits (0.3, 30% or none) use one ratio, --metric (default
+peaks):
+` + budget.MetricList() + `
 A case warns above --warn-frag (20%) and fails above --max-frag (30%),
 above --max-reserved, or when it runs out of memory on the --must-fit card.
 

@@ -49,6 +49,16 @@ func ParseMetric(s string) (Metric, error) {
 	return "", fmt.Errorf("unknown fragmentation metric %q (known: %s)", s, strings.Join(names, ", "))
 }
 
+// MetricList is the metrics with their definitions, one a line, as help
+// text shows them.
+func MetricList() string {
+	var b strings.Builder
+	for _, m := range Metrics() {
+		fmt.Fprintf(&b, "  %-8s %s\n", m, m.Definition())
+	}
+	return b.String()
+}
+
 // Definition says how m is computed, for people.
 func (m Metric) Definition() string {
 	switch m {

@@ -56,6 +56,20 @@ func (e *FileError) Error() string {
 
 func (e *FileError) Unwrap() error { return e.Err }
 
+// Example is a budget file as help text shows it; a test parses it.
+const Example = `  defaults:
+    max_frag: 30%
+  baseline: fragcheck-baseline.json
+  cases:
+    - name: gpt2
+      trace: testdata/gpt2.pickle
+      max_reserved: 20GiB
+    - name: toy
+      workload: transformer
+      params: {layers: 4}
+      must_fit: 8GiB
+`
+
 // Find looks for a budget file in dir and its parents and returns the
 // first one's path, or [ErrNotFound].
 func Find(dir string) (string, error) {

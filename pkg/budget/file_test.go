@@ -255,3 +255,17 @@ func TestFormatRatio(t *testing.T) {
 		}
 	}
 }
+
+// The example the help text shows is a valid budget file.
+func TestExampleParses(t *testing.T) {
+	f, err := Parse("example", []byte(Example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Cases) != 2 || f.Cases[0].Name != "gpt2" || f.Cases[1].Limits.MustFit != 8<<30 {
+		t.Errorf("example parsed as %+v", f)
+	}
+	if !strings.Contains(MetricList(), "holes    1 − largest free block") {
+		t.Errorf("metric list:\n%s", MetricList())
+	}
+}
