@@ -73,9 +73,6 @@ memory is more than 5% above A's.`,
 }
 
 func runDiff(a *app, o *diffOpts, args []string) error {
-	if err := checkFormat(output.DiffFormats, "output", o.output); err != nil {
-		return err
-	}
 	confB := o.changed != nil && o.changed("alloc-conf-b")
 	if len(args) == 1 && !confB {
 		return withHint(usageError{errors.New("diff needs two runs: A and B")},

@@ -103,14 +103,10 @@ EXIT STATUS
 }
 
 func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
-	flag := "output"
-	if o.changed("format") {
-		flag = "format"
-	}
 	if err := useDeprecated(a, o.invocation, "format", o.format, "output", "-o/--output", &o.output); err != nil {
 		return err
 	}
-	if err := checkFormat(output.FragcheckFormats, flag, o.output); err != nil {
+	if err := checkFormat(output.FragcheckFormats, "format", o.output); o.changed("format") && err != nil {
 		return err
 	}
 	if math.IsInf(float64(o.tolerance), 0) {

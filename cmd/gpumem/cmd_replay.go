@@ -80,9 +80,6 @@ worst rank, the spread of their peaks, and the worst rank's full report.
 }
 
 func runReplay(a *app, o *replayOpts, args ...string) error {
-	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
-		return err
-	}
 	paths, err := pipeline.ExpandTraces(args)
 	if err != nil {
 		return err

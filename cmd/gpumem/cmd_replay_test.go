@@ -230,9 +230,19 @@ func TestRunReplayWithoutCobra(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.Settings != "expandable_segments:True" || doc.Ops == 0 {
 		t.Errorf("settings %q, %d ops (%v); stderr %s", doc.Settings, doc.Ops, err, &errs)
 	}
-	o.output = "yaml"
-	if err := runReplay(a, o, sweepFixture("seed_frag.pickle")); err == nil || printError(&errs, err) != exitUsage {
-		t.Errorf("-o yaml: %v, want a usage error", err)
+}
+
+// -o is checked against the registry before any work, in every command
+// that has it.
+func TestOutputFlagChecked(t *testing.T) {
+	fix := sweepFixture("seed_frag.pickle")
+	for _, args := range [][]string{
+		{"replay", fix}, {"run", "frag-demo"}, {"sweep", fix}, {"diff", fix, fix}, {"summary"}, {"fragcheck", fix}, {"version"},
+	} {
+		out, errs, code := gm(t, append(args, "-o", "yaml")...)
+		if code != exitUsage || out != "" || !strings.HasPrefix(errs, `gpumem: error: --output: unknown format "yaml" (want `) {
+			t.Errorf("%s -o yaml: exit %d, stdout %q, stderr %q", args[0], code, out, errs)
+		}
 	}
 }
 

@@ -59,9 +59,6 @@ set with --param name=value.`,
 }
 
 func runWorkload(a *app, o *runOpts, name string) error {
-	if err := checkFormat(output.ReplayFormats, "output", o.output); err != nil {
-		return err
-	}
 	if err := checkOutput(o.html, name); err != nil {
 		return err
 	}

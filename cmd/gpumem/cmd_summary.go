@@ -77,9 +77,6 @@ $XDG_RUNTIME_DIR/gpumem-spool, else /tmp/gpumem-spool-UID.
 }
 
 func runSummary(a *app, o *summaryOpts) error {
-	if err := checkFormat(output.SummaryFormats, "output", o.output); err != nil {
-		return err
-	}
 	lib := a.nvml
 	if lib == nil {
 		lib = probe.Default()

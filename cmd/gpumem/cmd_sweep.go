@@ -105,9 +105,6 @@ or each --grid setting; --param sets their shared parameters.`,
 }
 
 func runSweep(a *app, o *sweepOpts, args []string) error {
-	if err := checkFormat(output.SweepFormats, "output", o.output); err != nil {
-		return err
-	}
 	cards, err := pipeline.ParseCards(o.deviceMemory)
 	if err != nil {
 		return err

@@ -14,9 +14,6 @@ func newVersionCmd(a *app) *cobra.Command {
 		Short: "Print gpumem's version, VCS revision and Go version",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(output.VersionFormats, "output", format); err != nil {
-				return err
-			}
 			return output.VersionFormats.Render(a.stdout, format, version.Get(), output.Options{})
 		},
 	}

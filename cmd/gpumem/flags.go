@@ -53,10 +53,13 @@ func (f *allocFlags) settings(in invocation, backend string) pipeline.Settings {
 	}
 }
 
-// outputFlag registers -o/--output, the format of a command's result.
+// outputFlag registers -o/--output, the format of a command's result,
+// with its help, completion and check from the registry: a format the
+// registry lacks is refused before the command runs.
 func outputFlag[T any](cmd *cobra.Command, p *string, formats *output.Registry[T]) {
 	cmd.Flags().StringVarP(p, "output", "o", formats.Default(), formats.Help())
 	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats.Names(), cobra.ShellCompDirectiveNoFileComp))
+	cmd.PreRunE = func(*cobra.Command, []string) error { return checkFormat(formats, "output", *p) }
 }
 
 // checkFormat refuses a format the registry lacks; flag is the flag's
