@@ -2,11 +2,20 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 )
+
+// settings are the replay flags the fidelity check passes for the fixture.
+func (tr replayTruth) settings() []string {
+	args := []string{"--alloc-conf", tr.AllocConf, "--device", strconv.Itoa(tr.Device)}
+	if tr.Fraction != 0 {
+		args = append(args, "--device-memory", strconv.FormatUint(tr.RecordedWith.DeviceTotal, 10),
+			"--memory-fraction", strconv.FormatFloat(tr.Fraction, 'g', -1, 64))
+	}
+	return args
+}
 
 // What-if replays: gpt2_varlen's trace under the settings of the runs
 // recorded with them gives the memory_summary PyTorch printed for those runs.
@@ -14,33 +23,14 @@ import (
 // placed the segments the recording never had.
 func TestReplayWhatIfSummaries(t *testing.T) {
 	for _, name := range []string{"gpt2_varlen_pow2div4", "gpt2_varlen_capped95"} {
-		b, err := os.ReadFile(sweepFixture(name + ".truth.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tr struct {
-			Replay       string  `json:"replay"`
-			AllocConf    string  `json:"alloc_conf"`
-			Fraction     float64 `json:"per_process_memory_fraction"`
-			RecordedWith struct {
-				DeviceTotal uint64 `json:"device_total_bytes"`
-			} `json:"recorded_with"`
-			Summary string `json:"memory_summary"`
-		}
-		if err := json.Unmarshal(b, &tr); err != nil {
-			t.Fatal(err)
-		}
-		args := []string{"replay", sweepFixture(tr.Replay), "--alloc-conf", tr.AllocConf, "-o", "torch-summary"}
-		if tr.Fraction != 0 {
-			args = append(args, "--device-memory", strconv.FormatUint(tr.RecordedWith.DeviceTotal, 10),
-				"--memory-fraction", strconv.FormatFloat(tr.Fraction, 'g', -1, 64))
-		}
+		tr := truthOf(t, name)
+		args := append([]string{"replay", sweepFixture(tr.Replay), "-o", "torch-summary"}, tr.settings()...)
 		out, errs, code := gm(t, args...)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", name, code, errs)
 		}
-		if out != tr.Summary {
-			t.Errorf("%s: memory_summary differs from PyTorch's:\n%s\nwant:\n%s", name, out, tr.Summary)
+		if out != tr.MemorySummary {
+			t.Errorf("%s: memory_summary differs from PyTorch's:\n%s\nwant:\n%s", name, out, tr.MemorySummary)
 		}
 	}
 }
@@ -127,31 +117,9 @@ func TestReplayIgnoreAddressesFidelity(t *testing.T) {
 			t.Logf("%s: not compared: %s", name, why)
 			continue
 		}
-		b, err := os.ReadFile(sweepFixture(name + ".truth.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tr struct {
-			Replay       string           `json:"replay"`
-			AllocConf    string           `json:"alloc_conf"`
-			Fraction     float64          `json:"per_process_memory_fraction"`
-			Device       int              `json:"device"`
-			OOMOpIndex   *int             `json:"oom_op_index"`
-			MemoryStats  map[string]int64 `json:"memory_stats"`
-			RecordedWith struct {
-				DeviceTotal uint64 `json:"device_total_bytes"`
-			} `json:"recorded_with"`
-		}
-		if err := json.Unmarshal(b, &tr); err != nil {
-			t.Fatal(err)
-		}
+		tr := truthOf(t, name)
 		dir := name[:strings.LastIndex(name, "/")+1] // "ddp/" or ""
-		args := []string{"replay", sweepFixture(dir + tr.Replay), "--alloc-conf", tr.AllocConf,
-			"--ignore-addresses", "-o", "json", "--device", strconv.Itoa(tr.Device)}
-		if tr.Fraction != 0 {
-			args = append(args, "--device-memory", strconv.FormatUint(tr.RecordedWith.DeviceTotal, 10),
-				"--memory-fraction", strconv.FormatFloat(tr.Fraction, 'g', -1, 64))
-		}
+		args := append([]string{"replay", sweepFixture(dir + tr.Replay), "--ignore-addresses", "-o", "json"}, tr.settings()...)
 		out, errs, code := gm(t, args...)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", name, code, errs)
