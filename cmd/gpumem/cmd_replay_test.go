@@ -13,6 +13,10 @@ import (
 )
 
 type replayTruth struct {
+	Replay        string           `json:"replay"`
+	AllocConf     string           `json:"alloc_conf"`
+	Device        int              `json:"device"`
+	OOMOpIndex    *int             `json:"oom_op_index"`
 	MemoryStats   map[string]int64 `json:"memory_stats"`
 	MemorySummary string           `json:"memory_summary"`
 	Fraction      float64          `json:"per_process_memory_fraction"`

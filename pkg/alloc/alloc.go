@@ -74,11 +74,11 @@ func Sim(capacity uint64) Device { return simDevice{capacity: capacity} }
 func SimModelled(capacity uint64) Device { return simDevice{capacity: capacity, ignore: true} }
 
 func (d simDevice) open(b *C.gm_backend_t) error {
-	ignore := C.int(0)
+	flags := C.int(0)
 	if d.ignore {
-		ignore = 1
+		flags |= C.GM_SIM_IGNORE_HINTS
 	}
-	return statusErr(C.gm_sim_backend_opts(C.uint64_t(d.capacity), ignore, b))
+	return statusErr(C.gm_sim_backend_opts(C.uint64_t(d.capacity), flags, b))
 }
 
 // Options configure a new Allocator.

@@ -136,11 +136,14 @@ typedef struct gm_backend {
  * 1 TiB, which also sizes expandable segments' address ranges). Hints are
  * honoured until the first malloc without a usable one (the replay has left
  * its recording); addresses then come from a model of the CUDA driver (see
- * gm_sim.c). gm_sim_backend_opts with ignore_hints set honours only the first
- * malloc's hint. Returns GM_ENOMEM if the simulator itself cannot be
- * allocated. */
+ * gm_sim.c) for a program that runs kernels. gm_sim_backend_opts takes
+ * GM_SIM_* flags: GM_SIM_IGNORE_HINTS honours only the first malloc's hint;
+ * GM_SIM_NO_KERNELS models a process that launches no kernels (the driver's
+ * start-up range below the first segment stays taken). Returns GM_ENOMEM if
+ * the simulator itself cannot be allocated. */
+enum { GM_SIM_IGNORE_HINTS = 1, GM_SIM_NO_KERNELS = 2 };
 int gm_sim_backend(uint64_t capacity, gm_backend_t *b);
-int gm_sim_backend_opts(uint64_t capacity, int ignore_hints, gm_backend_t *b);
+int gm_sim_backend_opts(uint64_t capacity, int flags, gm_backend_t *b);
 
 /* How the simulated device chose its cudaMalloc addresses. */
 typedef struct gm_sim_addressing {

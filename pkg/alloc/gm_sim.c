@@ -18,6 +18,11 @@
  *   - the first segment tells where the driver's own start-up mappings sit:
  *     a permanent 24 MiB region 488 MiB above the top of the first chunk,
  *     and a permanent 2 MiB hole 74 MiB below that region;
+ *   - in a process that runs kernels, the 414 MiB between the top of the
+ *     first chunk and the hole become free once kernels start, and are
+ *     filled bottom up like a tail; the model opens them once the first
+ *     chunk has been carved (programs put their first tensors on the device
+ *     before their first kernels run);
  *   - reservations for expandable segments (cuMemAddressReserve) grow bottom
  *     up from a low base, 32 MiB-aligned.
  *
@@ -26,7 +31,7 @@
  * replay sees the real addresses and the model learns the real layout. Once a
  * cudaMalloc comes without a hint, or with one that is taken, the replay has
  * left the recording and the model places every later segment. With
- * ignore_hints, only the first segment's hint is used. */
+ * GM_SIM_IGNORE_HINTS, only the first segment's hint is used. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +47,8 @@
 #define SIM_REGION (24 * MIB)   /* the start-up region's free room */
 #define SIM_REGION_UP (488 * MIB) /* from the top of the first chunk to it */
 #define SIM_HOLE_DOWN (74 * MIB)  /* from it down to the 2 MiB hole */
+/* the start-up range kernels free: from the top of the first chunk up to the hole */
+#define SIM_RANGE (SIM_REGION_UP - SIM_HOLE_DOWN)
 #define SIM_UNLIMITED (1ull << 40) /* what an unlimited device reports: 1 TiB */
 
 typedef struct range {
@@ -62,7 +69,10 @@ typedef struct sim {
   chunk_t *c; /* chunks, sorted by address */
   size_t nc, capc;
   uint64_t frontier; /* the lowest chunk's start: the next chunk goes below */
-  int started, diverged, ignore;
+  /* where the start-up range opens once the first chunk is carved; 0 = not
+   * pending (opened, no layout read, or a process without kernels) */
+  uint64_t range;
+  int started, diverged, ignore, no_kernels;
   gm_sim_addressing_t st;
 } sim_t;
 
@@ -152,7 +162,18 @@ static int start(sim_t *s, uint64_t at, uint64_t size) {
     return GM_ENOMEM;
   }
   s->frontier = region - SIM_REGION_UP;
+  if (!s->no_kernels) s->range = region - SIM_REGION_UP;
   return GM_OK;
+}
+
+/* Open the start-up range (see the file comment) as a permanent chunk, unless
+ * the recording already put a chunk there: its layout is another. */
+static int open_range(sim_t *s) {
+  uint64_t at = s->range;
+  s->range = 0;
+  for (size_t i = 0; i < s->nc; i++)
+    if (s->c[i].addr < at + SIM_RANGE && at < s->c[i].addr + s->c[i].size) return GM_OK;
+  return add_chunk(s, at, SIM_RANGE, 1) ? GM_OK : GM_ENOMEM;
 }
 
 /* Record an allocation at [at, at+size) in the chunk layout. */
@@ -166,6 +187,8 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
     if (end < at + size) end = at + size;
     c = add_chunk(s, at, end - at, 0);
     if (!c) return GM_ENOMEM;
+    c->live++;
+    return s->range ? open_range(s) : GM_OK; /* the first chunk carved */
   } else if (at + size > c->addr + c->size) {
     c->size = at + size - c->addr;
   }
@@ -325,11 +348,12 @@ static void sim_destroy(void *ctx) {
   free(s);
 }
 
-int gm_sim_backend_opts(uint64_t capacity, int ignore_hints, gm_backend_t *b) {
+int gm_sim_backend_opts(uint64_t capacity, int flags, gm_backend_t *b) {
   sim_t *s = calloc(1, sizeof *s);
   if (!s) return GM_ENOMEM;
   s->capacity = capacity;
-  s->ignore = ignore_hints != 0;
+  s->ignore = (flags & GM_SIM_IGNORE_HINTS) != 0;
+  s->no_kernels = (flags & GM_SIM_NO_KERNELS) != 0;
   s->st.modelled_from = -1;
   b->ctx = s;
   b->malloc = sim_malloc;

@@ -39,7 +39,7 @@ func TestSimDriverModel(t *testing.T) {
 		return uint64(v)
 	}
 	for _, seq := range f.Sequences {
-		p := openSimProbe(true)
+		p := openSimProbe(true, false)
 		if p == nil {
 			t.Fatal("cannot open the simulated device")
 		}
@@ -70,6 +70,42 @@ func TestSimDriverModel(t *testing.T) {
 				break
 			}
 			live[id] = seg{got, size}
+		}
+		p.destroy()
+	}
+}
+
+// In a process that runs kernels the start-up range below the 2 MiB hole is
+// filled bottom up once the first chunk is carved. On an H200, a fresh
+// process asked for 2, 20 and 20 MiB, ran PyTorch's fill_ and mul_, then
+// asked for six more 20 MiB: they landed at these MiB from the first.
+func TestSimKernelsOpenStartupRange(t *testing.T) {
+	want := []int64{0, 74, -446, -414, -394, -374, -354, -334, -314}
+	for _, kernels := range []bool{false, true} {
+		p := openSimProbe(true, kernels)
+		if p == nil {
+			t.Fatal("cannot open the simulated device")
+		}
+		var base uint64
+		for i, w := range want {
+			size := uint64(20 << 20)
+			if i == 0 {
+				size = 2 << 20
+			}
+			got, rc := p.malloc(size, 0x7f0000000000)
+			if rc != 0 {
+				t.Fatalf("malloc %d: rc %d", i, rc)
+			}
+			if i == 0 {
+				base = got
+			}
+			rel := int64(got-base) >> 20
+			if !kernels && i >= 3 {
+				w = -446 - 32*int64(i-2) // no kernels: chunks top down
+			}
+			if rel != w {
+				t.Errorf("kernels=%v malloc %d: at %+d MiB, want %+d", kernels, i, rel, w)
+			}
 		}
 		p.destroy()
 	}
