@@ -86,6 +86,29 @@ gm_block_t *gm_block_new(gm_alloc_t *a) {
   return b;
 }
 
+gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t size, int after) {
+  gm_block_t *x = gm_block_new(a);
+  if (!x) return NULL;
+  x->ptr = ptr;
+  x->size = size;
+  x->stream = b->stream;
+  x->pool = b->pool;
+  x->seg = b->seg;
+  if (after) {
+    x->prev = b;
+    x->next = b->next;
+    if (b->next) b->next->prev = x;
+    b->next = x;
+  } else {
+    x->prev = b->prev;
+    x->next = b;
+    if (b->prev) b->prev->next = x;
+    else b->seg->head = x;
+    b->prev = x;
+  }
+  return x;
+}
+
 void gm_block_delete(gm_alloc_t *a, gm_block_t *b) {
   b->next = a->spare;
   a->spare = b;

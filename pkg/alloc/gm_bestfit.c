@@ -23,17 +23,8 @@ gm_block_t *gm_pol_take(gm_alloc_t *a, gm_block_t *b, uint64_t size, int split, 
   acct(a, ps, -1);
   if (b->in_set == GM_SET_FREE) gm_free_erase(b);
   if (split && b->size > size) {
-    gm_block_t *rest = gm_block_new(a);
+    gm_block_t *rest = gm_block_beside(a, b, b->ptr + size, b->size - size, 1);
     if (!rest) return NULL;
-    rest->ptr = b->ptr + size;
-    rest->size = b->size - size;
-    rest->stream = b->stream;
-    rest->pool = b->pool;
-    rest->seg = b->seg;
-    rest->prev = b;
-    rest->next = b->next;
-    if (b->next) b->next->prev = rest;
-    b->next = rest;
     b->size = size;
     gm_free_insert(rest);
     ps->nblocks++;

@@ -190,7 +190,7 @@ typedef struct {
   size_t gran;        /* cuMemCreate granularity; 0 = no virtual memory management */
   gm_backend_t model; /* the simulated device's address model (see Placement) */
   gm__cu_map_t segs;  /* model address of a malloc'd segment → a: device address, b: size */
-  gm__cu_map_t resv;  /* model address of a reservation → a: size, b: device address */
+  gm__cu_map_t resv;  /* model address of a reservation → a: device address, b: size */
   gm__cu_map_t pages; /* mapped device page → a: handle, b: page size */
   uint64_t placed, exact; /* reservations made, and those the driver put at the model's address */
   char err[256];      /* the last failure, for diagnostics */
@@ -349,13 +349,21 @@ static int gm__cu_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr
   return GM_OK;
 }
 
+/* Finds *e, the entry of m made for [addr, addr+size) by `maker`, and
+ * enters the context; a range no call made is a misuse, named by `op`. */
+static int gm__cu_begin(gm__cuda_t *c, gm__cu_map_t *m, uint64_t addr, uint64_t size, const char *op,
+                        const char *maker, gm__cu_ent_t **e) {
+  *e = gm__cu_find(m, addr);
+  if (*e == NULL || (*e)->b != size)
+    return gm__cu_misuse(c, "cuda backend: %s of 0x%llx (%llu bytes) that %s did not return", op,
+                         (unsigned long long)addr, (unsigned long long)size, maker);
+  return gm__cu_enter(c);
+}
+
 static int gm__cu_free(void *ctx, uint64_t addr, uint64_t size) {
   gm__cuda_t *c = ctx;
-  gm__cu_ent_t *e = gm__cu_find(&c->segs, addr);
-  if (e == NULL || e->b != size)
-    return gm__cu_misuse(c, "cuda backend: free of 0x%llx (%llu bytes) that malloc did not return",
-                         (unsigned long long)addr, (unsigned long long)size);
-  int st = gm__cu_enter(c);
+  gm__cu_ent_t *e;
+  int st = gm__cu_begin(c, &c->segs, addr, size, "free", "malloc", &e);
   if (st != GM_OK) return st;
   gm__CUresult rc = gm__cu_segment_free(c, e->a);
   if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "freeing segment 0x%llx", (unsigned long long)e->a);
@@ -392,7 +400,7 @@ static int gm__cu_va_reserve(void *ctx, uint64_t size, uint64_t page, uint64_t *
     c->model.va_release(c->model.ctx, at, size);
     return gm__cu_fail(c, rc, "cuMemAddressReserve(%llu bytes)", (unsigned long long)size);
   }
-  if (gm__cu_put(&c->resv, at, size, p) != 0) {
+  if (gm__cu_put(&c->resv, at, p, size) != 0) {
     gm__cu.MemAddressFree(p, (size_t)size);
     c->model.va_release(c->model.ctx, at, size);
     return gm__cu_misuse(c, "cuda backend: out of host memory");
@@ -426,13 +434,10 @@ static gm__CUresult gm__cu_drop_range(gm__cuda_t *c, uint64_t addr, uint64_t siz
 
 static int gm__cu_va_release(void *ctx, uint64_t addr, uint64_t size) {
   gm__cuda_t *c = ctx;
-  gm__cu_ent_t *r = gm__cu_find(&c->resv, addr);
-  if (r == NULL || r->a != size)
-    return gm__cu_misuse(c, "cuda backend: release of 0x%llx (%llu bytes) that va_reserve did not return",
-                         (unsigned long long)addr, (unsigned long long)size);
-  int st = gm__cu_enter(c);
+  gm__cu_ent_t *r;
+  int st = gm__cu_begin(c, &c->resv, addr, size, "release", "va_reserve", &r);
   if (st != GM_OK) return st;
-  uint64_t dev = r->b;
+  uint64_t dev = r->a;
   /* Pages still mapped would make cuMemAddressFree fail; return them first. */
   gm__CUresult rc = c->pages.n ? gm__cu_drop_range(c, dev, size) : GM__CUDA_SUCCESS;
   if (rc != GM__CUDA_SUCCESS) return gm__cu_fail(c, rc, "cuMemUnmap(0x%llx)", (unsigned long long)dev);
@@ -455,9 +460,9 @@ static int gm__cu_check_range(gm__cuda_t *c, uint64_t addr, uint64_t size, uint6
                          (unsigned long long)addr, (unsigned long long)size, (unsigned long long)page);
   for (size_t i = 0; i < c->resv.cap; i++) {
     const gm__cu_ent_t *r = &c->resv.e[i];
-    if (r->key != 0 && addr >= r->key && addr - r->key <= r->a && size <= r->a - (addr - r->key)) {
+    if (r->key != 0 && addr >= r->key && addr - r->key <= r->b && size <= r->b - (addr - r->key)) {
       if ((addr - r->key) % page != 0) break;
-      *dev = r->b + (addr - r->key);
+      *dev = r->a + (addr - r->key);
       return GM_OK;
     }
   }
@@ -549,7 +554,7 @@ static void gm__cu_destroy(void *ctx) {
         gm__cu.MemRelease(c->pages.e[i].a);
       }
     for (size_t i = 0; i < c->resv.cap; i++)
-      if (c->resv.e[i].key != 0) gm__cu.MemAddressFree(c->resv.e[i].b, (size_t)c->resv.e[i].a);
+      if (c->resv.e[i].key != 0) gm__cu.MemAddressFree(c->resv.e[i].a, (size_t)c->resv.e[i].b);
   }
   if (c->model.destroy) c->model.destroy(c->model.ctx);
   gm__cu.DevicePrimaryCtxRelease(c->dev);
@@ -669,7 +674,7 @@ uint64_t gm_cuda_probe_device_addr(const void *ctx, uint64_t addr) {
   if (e != NULL) return e->a;
   for (size_t i = 0; i < c->resv.cap; i++) {
     const gm__cu_ent_t *r = &c->resv.e[i];
-    if (r->key != 0 && addr >= r->key && addr - r->key < r->a) return r->b + (addr - r->key);
+    if (r->key != 0 && addr >= r->key && addr - r->key < r->b) return r->a + (addr - r->key);
   }
   return addr;
 }

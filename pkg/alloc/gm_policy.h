@@ -126,6 +126,11 @@ int gm_oom(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size, 
 /* Block structs, recycled; treap priorities are deterministic, so the
  * order of gm_block_new calls is part of a policy's behaviour. */
 gm_block_t *gm_block_new(gm_alloc_t *a);
+/* A new block [ptr, ptr+size) of b's segment, with b's stream and pool,
+ * linked into the segment's list right after b (after != 0) or right
+ * before it. The caller shrinks b to match and puts the block in a set.
+ * NULL when out of host memory. */
+gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t size, int after);
 void gm_block_delete(gm_alloc_t *a, gm_block_t *b);
 
 static inline int gm_idle_free(const gm_block_t *b) {

@@ -71,18 +71,9 @@ static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
   gm_unmapped_erase(b);
   b->mapped = 1;
   if (mapped < b->size) {
-    gm_block_t *rest = gm_block_new(a);
+    gm_block_t *rest = gm_block_beside(a, b, b->ptr + mapped, b->size - mapped, 1);
     if (!rest) return GM_EBACKEND;
-    rest->ptr = b->ptr + mapped;
-    rest->size = b->size - mapped;
-    rest->stream = b->stream;
-    rest->pool = pool;
-    rest->seg = s;
     rest->mapped = 0;
-    rest->prev = b;
-    rest->next = b->next;
-    if (b->next) b->next->prev = rest;
-    b->next = rest;
     gm_unmapped_insert(rest);
     b->size = mapped;
   }
@@ -106,31 +97,12 @@ static void unmap_block(gm_alloc_t *a, gm_block_t *b) {
   gm_pool_t *pool = b->pool;
   gm_free_erase(b);
   if (lo > b->ptr) {
-    gm_block_t *before = gm_block_new(a);
-    before->ptr = b->ptr;
-    before->size = lo - b->ptr;
-    before->stream = b->stream;
-    before->pool = pool;
-    before->seg = s;
-    before->prev = b->prev;
-    before->next = b;
-    if (b->prev) b->prev->next = before;
-    b->prev = before;
-    if (s->head == b) s->head = before;
-    gm_free_insert(before);
+    gm_block_t *before = gm_block_beside(a, b, b->ptr, lo - b->ptr, 0);
+    if (before) gm_free_insert(before);
   }
   if (b->ptr + b->size > hi) {
-    gm_block_t *after = gm_block_new(a);
-    after->ptr = hi;
-    after->size = b->ptr + b->size - hi;
-    after->stream = b->stream;
-    after->pool = pool;
-    after->seg = s;
-    after->prev = b;
-    after->next = b->next;
-    if (b->next) b->next->prev = after;
-    b->next = after;
-    gm_free_insert(after);
+    gm_block_t *after = gm_block_beside(a, b, hi, b->ptr + b->size - hi, 1);
+    if (after) gm_free_insert(after);
   }
   b->ptr = lo;
   b->size = n;
@@ -407,18 +379,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
   }
   if (split) {
     gm_block_t *rest = b;
-    b = gm_block_new(a);
-    if (!b) return GM_EBACKEND;
-    b->ptr = rest->ptr;
-    b->size = p->size;
-    b->stream = rest->stream;
-    b->pool = pool;
-    b->seg = rest->seg;
-    b->prev = rest->prev;
-    if (b->prev) b->prev->next = b;
-    b->next = rest;
-    rest->prev = b;
-    if (rest->seg->head == rest) rest->seg->head = b;
+    if (!(b = gm_block_beside(a, rest, rest->ptr, p->size, 0))) return GM_EBACKEND;
     rest->ptr += p->size;
     rest->size -= p->size;
     if (rest->in_set == GM_SET_FREE) rest->gc_base = pool->clock; /* kept its place */
