@@ -38,7 +38,6 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 if [ -n "${HTML:-}" ]; then
   cp "$HTML" "$tmp/report.html"
-  gen=0000000 && : >"$tmp/stderr"
 else
   go build -o "$tmp/gpumem" ./cmd/gpumem
   start=$(date +%s.%N)
@@ -138,7 +137,8 @@ for i in $(seq "$runs"); do
 done
 line=$(tail -1 "$tmp/report.txt")
 echo "snapshot        $snap"
-echo "report          $size bytes, written in ${gen%???????} s ($(grep -c . "$tmp/stderr") stderr lines)"
+if [ -n "${HTML:-}" ]; then echo "report          $size bytes ($HTML)"; else
+  echo "report          $size bytes, written in ${gen%???????} s ($(grep -c . "$tmp/stderr") stderr lines)"; fi
 echo "medians of $runs  blank page opened $(median opened "$tmp/blank.txt") ms; report: file read by $(median response "$tmp/report.txt"), script started $(median started "$tmp/report.txt"), drawn $(median drawn "$tmp/report.txt"), opened $(median opened "$tmp/report.txt"), main thread idle $(median idle "$tmp/report.txt"), ready $(median ready "$tmp/report.txt") ms; longest task after opening $(median longest "$tmp/report.txt") ms"
 echo "worker (last)   $(echo "$line" | sed 's/.*worker \[//; s/\].*//')"
 echo "pan and zoom    $(median fps "$tmp/report.txt") frames/s (median), 95th percentile frame $(get p95 "$line") ms (last run)"
