@@ -4,7 +4,9 @@
 # the rendered DOM for the figures it must show, drives hover and zoom
 # through the page's own script, times a million-point report, and takes
 # the README screenshot (docs/report.png). The explorer is checked on the
-# trace with stacks: hover shows a band's recorded frames, a click pins it,
+# trace with stacks: its first view (drawn from gpumem's preview before a
+# worker has decoded the columns) is the exact render's image and map,
+# hover shows a band's recorded frames, a click pins it,
 # the scrubber's segment map equals `gpumem replay --stop-at N`, the sites
 # table, the annotated spans and the axes, the OOM panel against the
 # terminal's hints, and a two-device trace's switcher. (Its speed on a
@@ -200,7 +202,7 @@ page_probe() {
     echo 'function go() { try {'
     cat "$1"
     echo '} catch (e) { put("error", e); } }'
-    # the explorer inflates its data asynchronously: wait until it is ready
+    # the explorer decodes its data in a worker: wait until it is ready
     echo 'var ex = document.getElementById("explorer");'
     echo '(function when() { if (!ex || ex.dataset.ready || ex.dataset.error) go(); else setTimeout(when, 10); })(); })();</script>'
   } >"$2"
@@ -209,12 +211,41 @@ page_probe() {
 inject() { awk -v f="$2" '/<\/body>/{while((getline l<f)>0)print l}{print}' "$1" >"$3"; }
 
 echo "== the explorer (gpt2_varlen_stacks)"
+# The explorer decodes its columns in a Web Worker, which runs in real time
+# while the page's virtual time runs ahead: a budget of virtual time large
+# enough for a loaded machine (once the page is idle it passes at once).
+budget=600000
+# Right after the explorer's script, before the worker has started: what
+# the first view shows (the bands from gpumem's preview, the segment map
+# where the scrubber starts), for the probe to compare once ready.
+cat >"$tmp/explorer-early.html" <<'EOF'
+<script>
+(function () {
+  var ex = document.getElementById("explorer"), m = document.getElementById("segmap-live"), cv = document.getElementById("bands");
+  var px = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data, n = 0;
+  for (var i = 3; i < px.length; i += 4) if (px[i]) n++;
+  window.probeEarly = { ready: ex.dataset.ready || "no", drawn: ex.dataset.drawnAt, op: m.dataset.op, digest: m.dataset.digest, painted: n,
+    scrub: document.getElementById("scrub").disabled ? "disabled" : "enabled" };
+})();
+</script>
+EOF
 stacks=${fixture%.pickle}_stacks.pickle
 # the ops at which the scrubber's map is compared with replay --stop-at
 stops="1 2999 3042 9000 17923"
 cat >"$tmp/explorer-probe.js" <<'JS'
 put("ready", document.getElementById("explorer").dataset.ready);
-var X = window.gpumemExplorer, D = X.data(), cv = document.getElementById("bands"), r = box(cv);
+var E = window.probeEarly, X = window.gpumemExplorer, D = X.data(), cv = document.getElementById("bands");
+put("early", [E.ready, E.scrub, E.painted > 0, E.drawn > 0, E.op].join(" "));
+// the preview is the image the exact render draws at the preview's width
+cv.style.width = D.previewW + "px"; cv.style.width = 2 * D.previewW - cv.clientWidth + "px";
+window.dispatchEvent(new Event("resize"));
+var cx = cv.getContext("2d"), differ = 0;
+X.preview(); var pa = cx.getImageData(0, 0, cv.width, cv.height).data;
+X.render(); var pb = cx.getImageData(0, 0, cv.width, cv.height).data;
+for (var i = 0; i < pa.length; i++) if (pa[i] !== pb[i]) differ++;
+put("preview", cv.width + " " + differ);
+cv.style.width = ""; window.dispatchEvent(new Event("resize"));
+var r = box(cv);
 put("ops", D.ops);
 // hover up the column of the peak until a band of the top site at the
 // peak (the static table below, from the Go side) is under the pointer
@@ -234,8 +265,10 @@ if (hit) {
   put("pin", p.dataset.band === band && p.textContent.indexOf("pinned") === 0 ? "pinned " + band : "not pinned: " + p.dataset.band + " vs " + band);
   put("pin-scrub", document.getElementById("scrub").value);
 }
-// the scrubber's map at each op of STOPS
+// the scrubber's map at each op of STOPS, and where it started
 var range = document.getElementById("scrub"), m = document.getElementById("segmap-live");
+range.value = E.op; range.dispatchEvent(new Event("input"));
+put("first-map", m.dataset.op === E.op && m.dataset.digest === E.digest ? "same" : "differs: " + m.dataset.digest.slice(0, 80) + " vs " + E.digest.slice(0, 80));
 STOPS.split(" ").forEach(function (k) {
   range.value = k; range.dispatchEvent(new Event("input"));
   var d = m.dataset;
@@ -257,12 +290,22 @@ JS
 sed -i "s/STOPS/\"$stops\"/" "$tmp/explorer-probe.js"
 "$tmp/gpumem" replay "$stacks" --html "$tmp/explorer.html" >/dev/null 2>&1
 page_probe "$tmp/explorer-probe.js" "$tmp/explorer-probe.html"
-inject "$tmp/explorer.html" "$tmp/explorer-probe.html" "$tmp/explorer-probed.html"
-chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/explorer-probed.html" | tr '\n' ' ' >"$tmp/explorer-dom.html"
+inject "$tmp/explorer.html" "$tmp/explorer-early.html" "$tmp/explorer-early.page.html"
+inject "$tmp/explorer-early.page.html" "$tmp/explorer-probe.html" "$tmp/explorer-probed.html"
+chrome --window-size=1400,1000 --virtual-time-budget=$budget --dump-dom "file://$tmp/explorer-probed.html" | tr '\n' ' ' >"$tmp/explorer-dom.html"
 xd=$tmp/explorer-dom.html
 [ -z "$(attr error "$xd")" ] || fail "explorer probe error: $(attr error "$xd")"
 grep -q 'id="explorer"[^>]*data-error' "$xd" && fail "explorer: $(grep -o 'data-error="[^"]*"' "$xd")"
 [ "$(attr ready "$xd")" = true ] && pass "explorer ready, $(attr ops "$xd") operations" || fail "explorer not ready"
+early=$(attr early "$xd")
+case "$early" in
+  "no disabled true true "[0-9]*) pass "first view before the worker's columns: bands drawn from the preview, segment map at op ${early##* }, scrubber waiting" ;;
+  *) fail "first view: '$early' (ready, scrubber, bands drawn, drawn-at, map op)" ;;
+esac
+[ "$(attr preview "$xd")" = "$(grep -o '"previewW":[0-9]*' "$tmp/explorer.html" | head -1 | cut -d: -f2) 0" ] &&
+  pass "the preview is the exact render's image at its width ($(attr preview "$xd" | cut -d' ' -f1) px, 0 pixels differ)" ||
+  fail "preview against the exact render: '$(attr preview "$xd")' (width, pixels differing)"
+[ "$(attr first-map "$xd")" = same ] && pass "the first segment map (from gpumem) is the scrubber's at op ${early##* }" || fail "first segment map $(attr first-map "$xd")"
 [ "$(attr hover-frames "$xd")" = match ] &&
   pass "hovering a band of the top site shows its recorded frames: $(attr hover-tip "$xd")" ||
   fail "no band at the peak showed the top site's frames (tip '$(attr hover-tip "$xd")')"
@@ -297,7 +340,7 @@ put("comment", (document.querySelector("#oom .comment") || { textContent: "" }).
 JS
 page_probe "$tmp/oomx-probe.js" "$tmp/oomx-probe.html"
 inject "$tmp/oom.html" "$tmp/oomx-probe.html" "$tmp/oomx-probed.html"
-chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/oomx-probed.html" | tr '\n' ' ' >"$tmp/oomx-dom.html"
+chrome --window-size=1400,1000 --virtual-time-budget=$budget --dump-dom "file://$tmp/oomx-probed.html" | tr '\n' ' ' >"$tmp/oomx-dom.html"
 od=$tmp/oomx-dom.html
 # the terminal's hints, one a line (it wraps them: continuation lines are indented, unbulleted)
 term=$("$tmp/gpumem" replay "$fixture" --device-memory 16GiB 2>/dev/null | sed -n '/^Hints:/,/^$/p' | tail -n +2 |
@@ -327,7 +370,7 @@ put("dev1", document.getElementById("explorer").dataset.device + " " + window.gp
 JS
 page_probe "$tmp/two-probe.js" "$tmp/two-probe.html"
 inject "$tmp/two.html" "$tmp/two-probe.html" "$tmp/two-probed.html"
-chrome --window-size=1400,1000 --virtual-time-budget=60000 --dump-dom "file://$tmp/two-probed.html" | tr '\n' ' ' >"$tmp/two-dom.html"
+chrome --window-size=1400,1000 --virtual-time-budget=$budget --dump-dom "file://$tmp/two-probed.html" | tr '\n' ' ' >"$tmp/two-dom.html"
 td=$tmp/two-dom.html
 [ -z "$(attr error "$td")" ] || fail "two-device probe error: $(attr error "$td")"
 d1=$(attr dev1 "$td")

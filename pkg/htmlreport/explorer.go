@@ -18,8 +18,10 @@ import (
 const DefaultMaxBands = 2_000_000
 
 // The explorer's data is packed for size: each integer column is delta- or
-// plain-coded as zigzag LEB128 varints, then base64; stacks and frames are
-// written once and referred to by index. The page decodes it (explorer.js).
+// plain-coded as zigzag LEB128 varints, then deflated and base64; stacks
+// and frames are written once and referred to by index. The page decodes
+// the columns in a Web Worker (explorer.js) and meanwhile draws its first
+// view from a small preview and segment map (explorer_first.go).
 
 // column is one packed integer column.
 type column struct {
@@ -62,28 +64,44 @@ type exDevice struct {
 	// Cols places each column in Bin: its offset, length in bytes and
 	// number of values.
 	Cols map[string][3]int `json:"cols"`
-	Bin  string            `json:"bin"` // the columns, deflated, in base64
+	// Bin is the columns, deflated, in base64: written apart from the
+	// rest, so that the page parses only the small part before drawing.
+	Bin string `json:"-"`
+	// Preview is the first view of the bands (preview), its runs in
+	// base64; First the segment map where the scrubber starts.
+	Preview  string     `json:"preview"`
+	PreviewW int        `json:"previewW"`
+	PreviewH int        `json:"previewH"`
+	First    exFirstMap `json:"first"`
 }
 
-// explorerData packs the explorers for the page; "null" when none.
-func explorerData(exs []*figures.Explorer, maxBands int) (template.JS, error) {
+// explorerData packs the explorers for the page: their figures, and apart
+// from them their columns (a list of each device's Bin); "null" when none.
+func explorerData(exs []*figures.Explorer, maxBands int) (meta, bins template.JS, err error) {
 	if len(exs) == 0 {
-		return "null", nil
+		return "null", "null", nil
 	}
 	if maxBands <= 0 {
 		maxBands = DefaultMaxBands
 	}
 	var out []exDevice
+	var bs []string
 	for _, e := range exs {
-		out = append(out, packExplorer(e, maxBands))
+		d := packExplorer(e, maxBands)
+		out = append(out, d)
+		bs = append(bs, d.Bin)
 	}
 	// json.Marshal writes <, > and & as \u003c..., so no "</script>" can
 	// end the script element early.
-	b, err := json.Marshal(out)
+	m, err := json.Marshal(out)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return template.JS(b), nil
+	b, err := json.Marshal(bs)
+	if err != nil {
+		return "", "", err
+	}
+	return template.JS(m), template.JS(b), nil
 }
 
 func packExplorer(e *figures.Explorer, maxBands int) exDevice {
@@ -224,5 +242,13 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 	for _, s := range e.Spans {
 		d.Spans = append(d.Spans, [3]any{s.Start, s.End, s.Name})
 	}
+	agg := make([]int64, e.Ops) // aggregated bytes live after each op
+	for i, acc := 0, int64(0); i < min(len(aggDelta), e.Ops); i++ {
+		acc += aggDelta[i]
+		agg[i] = acc
+	}
+	d.Preview = base64.StdEncoding.EncodeToString(preview(e, kept, agg).b)
+	d.PreviewW, d.PreviewH = previewW, previewH
+	d.First = firstMap(e, keep)
 	return d
 }

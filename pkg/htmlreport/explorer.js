@@ -1,5 +1,8 @@
 (function () {
   "use strict";
+  // The page parses only the small part of the data, draws its first view
+  // from it (a preview of the bands, made by gpumem, and the segment map
+  // where the scrubber starts), and leaves the columns to a worker.
   var started = performance.now(), ALL = JSON.parse(document.getElementById("explorer-data").textContent);
   if (!ALL) return;
   var $ = function (id) { return document.getElementById(id); };
@@ -21,89 +24,117 @@
   }
   function hide() { tip.style.display = "none"; }
 
-  // inflate turns a device's base64 deflated columns into bytes (the
-  // browser's own DecompressionStream: no library, no network).
-  function inflate(b64) {
-    var bin = atob(b64), u8 = new Uint8Array(bin.length);
-    for (var i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
-    return new Response(new Blob([u8]).stream().pipeThrough(new DecompressionStream("deflate-raw"))).arrayBuffer()
-      .then(function (buf) { return new Uint8Array(buf); });
-  }
-  // col decodes column name of d: zigzag LEB128 varints, deltas when delta.
-  function col(d, name, delta) {
-    var c = d.cols[name], b = d.bytes, out = new Float64Array(c[2]), k = 0, u = 0, m = 1, prev = 0;
-    for (var i = c[0], end = c[0] + c[1]; i < end; i++) {
-      var x = b[i];
-      u += (x & 127) * m;
-      if (x & 128) { m *= 128; continue; }
-      var v = u % 2 ? -(u + 1) / 2 : u / 2;
-      if (delta) { prev += v; v = prev; }
-      out[k++] = v; u = 0; m = 1;
+  // decodeDevices turns each device's columns (msg.bins: a JSON list of
+  // base64 strings of deflated zigzag LEB128 varints; msg.devs: where each
+  // column lies) into typed arrays and hands them to post, a device at a
+  // time. It runs in a Web Worker made from its own source text, so that
+  // the page stays free meanwhile, and uses nothing from outside itself.
+  function decodeDevices(msg, post) {
+    "use strict";
+    function bytesOf(b64) {
+      if (Uint8Array.fromBase64) return Uint8Array.fromBase64(b64);
+      var s = atob(b64), u8 = new Uint8Array(s.length);
+      for (var i = 0; i < s.length; i++) u8[i] = s.charCodeAt(i);
+      return u8;
     }
-    return out;
-  }
-  function decode(d) {
-    if (d.start) return d;
-    var n = d.bands, t0 = performance.now(), i;
-    d.start = col(d, "start", true);
-    var len = col(d, "len"), rel = col(d, "rel");
-    d.end = new Float64Array(n); d.rel = new Float64Array(n);
-    for (i = 0; i < n; i++) { d.end[i] = d.start[i] + len[i]; d.rel[i] = d.end[i] + rel[i]; }
-    d.size = col(d, "size"); d.addr = col(d, "addr", true); d.stream = col(d, "stream", true); d.stack = col(d, "stack", true);
-    d.time = d.cols.time[2] ? col(d, "time", true) : null;
-    // live bytes after each op: bands plus the aggregate
-    var tot = new Float64Array(d.ops + 1), acc = 0;
-    if (d.aggregated) { var ag = col(d, "agg"); for (i = 0; i < d.ops; i++) tot[i] += ag[i]; }
-    d.agg = new Float64Array(d.ops);
-    for (i = 0; i < d.ops; i++) { acc += tot[i]; d.agg[i] = acc; }
-    tot.fill(0);
-    for (i = 0; i < n; i++) { tot[d.start[i]] += d.size[i]; tot[d.end[i]] -= d.size[i]; }
-    d.total = new Float64Array(d.ops); acc = 0; d.ymax = 1;
-    for (i = 0; i < d.ops; i++) { acc += tot[i]; d.total[i] = acc + d.agg[i]; if (d.total[i] > d.ymax) d.ymax = d.total[i]; }
-    // bands in order of their end, by counting sort
-    var cnt = new Int32Array(d.ops + 2);
-    for (i = 0; i < n; i++) cnt[d.end[i] + 1]++;
-    for (i = 1; i < cnt.length; i++) cnt[i] += cnt[i - 1];
-    d.byEnd = new Int32Array(n);
-    for (i = 0; i < n; i++) d.byEnd[cnt[d.end[i]]++] = i;
-    d.sites = null;
-    d.decodeMs = performance.now() - t0;
-    return d;
-  }
-  // blocks decodes n blocks, [address, size, state, first, segment size,
-  // band]; a block's address comes from its segment record (first blocks)
-  // or the block before it, which prevOf(i, list) gives.
-  function blockCols(d, p, made) {
-    var sz = col(d, p + "size"), st = col(d, p + "state"), bd = col(d, p + "band"), sg = col(d, p + "seg");
-    var n = sz.length, segAt = new Int32Array(n), f = 0;
-    for (var i = 0; i < n; i++) { segAt[i] = f; if (st[i] & 4) f += 2; }
-    for (i = 1; i < sg.length; i += 2) sg[i] *= d.unit;
-    // the segment addresses are deltas among themselves
-    for (i = 2, f = sg[0]; i < sg.length; i += 2) { f += sg[i]; sg[i] = f; }
-    return { size: sz, state: st, band: bd, seg: sg, segAt: segAt };
+    // the browser's own inflate: no library, no network
+    function inflate(u8) {
+      return new Response(new Blob([u8]).stream().pipeThrough(new DecompressionStream("deflate-raw"))).arrayBuffer()
+        .then(function (buf) { return new Uint8Array(buf); });
+    }
+    // col decodes column c of b into out (a Float64Array unless given):
+    // integer arithmetic while a value fits 28 bits, running sums when delta.
+    function col(b, c, delta, out) {
+      out = out || new Float64Array(c[2]);
+      for (var k = 0, i = c[0], n = c[2], prev = 0; k < n; k++) {
+        var x = b[i++], u = x & 127;
+        if (x & 128) {
+          x = b[i++]; u |= (x & 127) << 7;
+          if (x & 128) {
+            x = b[i++]; u |= (x & 127) << 14;
+            if (x & 128) {
+              x = b[i++]; u |= (x & 127) << 21;
+              for (var m = 268435456; x & 128; m *= 128) { x = b[i++]; u += (x & 127) * m; }
+            }
+          }
+        }
+        var v = u % 2 ? -(u + 1) / 2 : u / 2;
+        if (delta) v = prev += v;
+        out[k] = v;
+      }
+      return out;
+    }
+    // a block list's columns; a block's address comes from its segment
+    // record (first blocks) or the block before it (block in the page)
+    function blockCols(b, d, p) {
+      var cs = d.cols, sz = col(b, cs[p + "size"], false), st = col(b, cs[p + "state"], false, new Int32Array(cs[p + "state"][2]));
+      var bd = col(b, cs[p + "band"], false, new Int32Array(cs[p + "band"][2])), sg = col(b, cs[p + "seg"], false);
+      var n = sz.length, segAt = new Int32Array(n), f = 0, i;
+      for (i = 0; i < n; i++) { segAt[i] = f; if (st[i] & 4) f += 2; }
+      for (i = 1; i < sg.length; i += 2) sg[i] *= d.unit;
+      // the segment addresses are deltas among themselves
+      for (i = 2, f = sg[0]; i < sg.length; i += 2) { f += sg[i]; sg[i] = f; }
+      return { size: sz, state: st, band: bd, seg: sg, segAt: segAt };
+    }
+    function device(d, b) {
+      var n = d.bands, ops = d.ops, cs = d.cols, o = {}, i, j, acc;
+      var start = o.start = col(b, cs.start, true, new Int32Array(n));
+      var len = col(b, cs.len, false, new Int32Array(n)), rel = col(b, cs.rel, false, new Int32Array(n));
+      var end = o.end = new Int32Array(n);
+      o.rel = new Int32Array(n);
+      for (i = 0; i < n; i++) { end[i] = start[i] + len[i]; o.rel[i] = end[i] + rel[i]; }
+      var size = o.size = col(b, cs.size, false);
+      o.addr = col(b, cs.addr, true); o.stream = col(b, cs.stream, true);
+      o.stack = col(b, cs.stack, true, new Int32Array(n));
+      o.time = cs.time[2] ? col(b, cs.time, true) : null;
+      // live bytes after each op: the aggregate, and it plus the bands
+      var agg = o.agg = new Float64Array(ops), tot = new Float64Array(ops + 1), total = o.total = new Float64Array(ops);
+      if (d.aggregated) col(b, cs.agg, false, agg);
+      for (i = 0, acc = 0; i < ops; i++) { acc += agg[i]; agg[i] = acc; }
+      for (i = 0; i < n; i++) { tot[start[i]] += size[i]; tot[end[i]] -= size[i]; }
+      o.ymax = 1;
+      for (i = 0, acc = 0; i < ops; i++) { acc += tot[i]; total[i] = acc + agg[i]; if (total[i] > o.ymax) o.ymax = total[i]; }
+      // bands in order of their end, by counting sort
+      var cnt = new Int32Array(ops + 2), byEnd = o.byEnd = new Int32Array(n);
+      for (i = 0; i < n; i++) cnt[end[i] + 1]++;
+      for (i = 1; i < cnt.length; i++) cnt[i] += cnt[i - 1];
+      for (i = 0; i < n; i++) byEnd[cnt[end[i]]++] = i;
+      // the block list's changes and keys
+      o.pos = col(b, cs.pos, true, new Int32Array(ops)); o.del = col(b, cs.del, false, new Int32Array(ops));
+      var ins = col(b, cs.ins, false, new Int32Array(ops)), insAt = o.insAt = new Float64Array(ops + 1);
+      for (i = 0; i < ops; i++) insAt[i + 1] = insAt[i] + ins[i];
+      o.bc = blockCols(b, d, "b");
+      // bands made by the first k ops
+      var madeBy = o.madeBy = new Int32Array(ops + 1);
+      for (i = 0, j = 0; i <= ops; i++) { while (j < n && start[j] < i) j++; madeBy[i] = j; }
+      o.kc = blockCols(b, d, "k");
+      var kl = col(b, cs.klen), keyAt = o.keyAt = new Float64Array(kl.length + 1);
+      for (i = 0; i < kl.length; i++) keyAt[i + 1] = keyAt[i] + kl[i];
+      return o;
+    }
+    function buffers(o, list) {
+      for (var key in o) {
+        var v = o[key];
+        if (v && v.buffer instanceof ArrayBuffer) list.push(v.buffer);
+        else if (v && typeof v === "object") buffers(v, list);
+      }
+      return list;
+    }
+    var bins = JSON.parse(msg.bins);
+    (function next(k) {
+      if (k >= bins.length) return;
+      var t0 = performance.now();
+      inflate(bytesOf(bins[k])).then(function (b) {
+        var t1 = performance.now(), o = device(msg.devs[k], b);
+        post({ k: k, data: o, inflateMs: t1 - t0, decodeMs: performance.now() - t1 }, buffers(o, []));
+        next(k + 1);
+      }).catch(function (e) { post({ error: String(e) }, []); });
+    })(0);
   }
   function block(d, c, i, prev, made) {
     var s = c.state[i], first = (s & 4) !== 0, size = c.size[i] * d.unit;
     var addr = first ? c.seg[c.segAt[i]] : prev ? prev[0] + prev[1] : 0;
     return [addr, size, s & 3, first, first ? c.seg[c.segAt[i] + 1] : 0, c.band[i] ? made - c.band[i] : -1];
-  }
-  // the block list's changes and keys, decoded when the map is first drawn
-  function decodeBlocks(d) {
-    if (d.pos) return;
-    var t0 = performance.now(), i, j;
-    d.pos = col(d, "pos", true); d.del = col(d, "del"); d.ins = col(d, "ins");
-    d.insAt = new Float64Array(d.ops + 1);
-    for (i = 0; i < d.ops; i++) d.insAt[i + 1] = d.insAt[i] + d.ins[i];
-    d.bc = blockCols(d, "b");
-    // bands made by the first k ops
-    d.madeBy = new Int32Array(d.ops + 1);
-    for (i = 0, j = 0; i <= d.ops; i++) { while (j < d.bands && d.start[j] < i) j++; d.madeBy[i] = j; }
-    d.kc = blockCols(d, "k");
-    var kl = col(d, "klen");
-    d.keyAt = new Float64Array(kl.length + 1);
-    for (i = 0; i < kl.length; i++) d.keyAt[i + 1] = d.keyAt[i] + kl[i];
-    d.keyLists = [];
-    d.blocksMs = performance.now() - t0;
   }
   // keyList builds key j's block list the first time it is needed
   function keyList(d, j) {
@@ -114,9 +145,10 @@
     }
     return d.keyLists[j];
   }
-  // the blocks after the first k ops: the last key at or before k, and the changes since
+  // the blocks after the first k ops: the last key at or before k, and the
+  // changes since; until the columns are in, only where the scrubber starts
   function stateAt(d, k) {
-    decodeBlocks(d);
+    if (!d.ready) return d.first.op === k ? d.first.blocks.slice() : [];
     var j = -1, lo = 0, hi = d.keys.length - 1;
     while (lo <= hi) { var m = (lo + hi) >> 1; if (d.keys[m] <= k) { j = m; lo = m + 1; } else hi = m - 1; }
     var st = j >= 0 ? keyList(d, j).slice() : [], op = j >= 0 ? d.keys[j] : 0;
@@ -163,7 +195,7 @@
   var GREY = rgba("#8a949e"), HI = rgba("#111111"), DIM = rgba("#e9edf1");
 
   var D = null, view = { x0: 0, x1: 1 }, mode = "op", scrub = 0, pinned = -1, selSite = -1, depth = 2;
-  var cv = $("bands"), ctx = cv.getContext("2d"), off = document.createElement("canvas"), offView = null;
+  var cv = $("bands"), ctx = cv.getContext("2d"), off = document.createElement("canvas"), offView = null, offSrc = off;
   var samples = null; // the op drawn in each column of the last exact render
   var W = 0, H = 0;
 
@@ -194,7 +226,10 @@
   // column where the most bytes were live; bands under a pixel tall share
   // grey pixels so that the column's height stays the exact total.
   function render() {
+    if (!D.ready) { drawPreview(); return; }
     var n = D.bands, img = ctx.createImageData(W, H), px = new Uint32Array(img.data.buffer);
+    var start = D.start, end = D.end, size = D.size, stack = D.stack, byEnd = D.byEnd, total = D.total, agg = D.agg;
+    var siteOf = D.siteOf, colors = D.colors;
     var fen = new Float64Array(n + 1), LOG = 1;
     while (LOG * 2 <= n) LOG *= 2;
     function add(i, v) { for (i++; i <= n; i += i & -i) fen[i] += v; }
@@ -210,31 +245,31 @@
       var a = Math.max(0, Math.floor(opAt(c / W))), b = Math.min(D.ops, Math.max(a + 1, Math.floor(opAt((c + 1) / W))));
       if (c === W - 1) b = Math.min(D.ops, Math.max(a + 1, Math.ceil(view.x1)));
       var best = Math.min(a, D.ops - 1);
-      for (var o = a; o < b; o++) if (D.total[o] > D.total[best]) best = o;
+      for (var o = a; o < b; o++) if (total[o] > total[best]) best = o;
       samples[c] = best;
     }
     // the live set at the first sample
     var s0 = samples[0], pa = 0, pe = 0, i;
-    for (i = 0; i < n; i++) if (D.start[i] <= s0 && D.end[i] > s0) fen[i + 1] += D.size[i];
+    for (i = 0; i < n; i++) if (start[i] <= s0 && end[i] > s0) fen[i + 1] += size[i];
     for (i = 1; i <= n; i++) { var j = i + (i & -i); if (j <= n) fen[j] += fen[i]; }
-    while (pa < n && D.start[pa] <= s0) pa++;
-    while (pe < n && D.end[D.byEnd[pe]] <= s0) pe++;
+    while (pa < n && start[pa] <= s0) pa++;
+    while (pe < n && end[byEnd[pe]] <= s0) pe++;
     var prev = s0, k2b = H / D.ymax;
     for (c = 0; c < W; c++) {
       var s = samples[c];
       if (s !== prev) {
-        for (; pa < n && D.start[pa] <= s; pa++) if (D.end[pa] > s) add(pa, D.size[pa]);
-        for (; pe < n && D.end[D.byEnd[pe]] <= s; pe++) { var k = D.byEnd[pe]; if (D.start[k] <= prev) add(k, -D.size[k]); }
+        for (; pa < n && start[pa] <= s; pa++) if (end[pa] > s) add(pa, size[pa]);
+        for (; pe < n && end[byEnd[pe]] <= s; pe++) { var k = byEnd[pe]; if (start[k] <= prev) add(k, -size[k]); }
         prev = s;
       }
-      var base = D.agg[s], y = H;
+      var base = agg[s], y = H;
       if (base > 0) { var top = H - base * k2b; for (var r = Math.max(0, Math.round(top)); r < y; r++) px[r * W + c] = GREY; y = Math.round(top); }
       var total = fen.length > 1 ? prefix(n - 1) : 0, pos = 0;
       while (pos < total) {
-        var bi = find(pos), hiB = prefix(bi), loB = hiB - D.size[bi];
+        var bi = find(pos), hiB = prefix(bi), loB = hiB - size[bi];
         var yTop = H - (base + hiB) * k2b, yBot = H - (base + loB) * k2b, col;
         if (yBot - yTop >= 1) {
-          col = bi === pinned ? HI : selSite >= 0 ? (D.siteOf[D.stack[bi] + 1] === selSite ? HI : DIM) : D.colors[D.siteOf[D.stack[bi] + 1]];
+          col = bi === pinned ? HI : selSite >= 0 ? (siteOf[stack[bi] + 1] === selSite ? HI : DIM) : colors[siteOf[stack[bi] + 1]];
           for (r = Math.max(0, Math.round(yTop)); r < Math.round(yBot); r++) px[r * W + c] = col;
           pos = hiB;
         } else { // a pixel of bands too small to see
@@ -247,22 +282,53 @@
     ctx.putImageData(img, 0, 0);
     off.getContext("2d").clearRect(0, 0, W, H);
     off.getContext("2d").drawImage(cv, 0, 0);
-    offView = { x0: view.x0, x1: view.x1, mode: mode };
+    offSrc = off; offView = { x0: view.x0, x1: view.x1, mode: mode, exact: true };
     overlay();
     cv.dataset.rendered = String(+cv.dataset.rendered + 1 || 1);
+  }
+  // drawPreview draws the whole trace from the preview gpumem embeds: the
+  // image render makes at that width, as runs of palette entries (0
+  // nothing, 1 grey, 2+k the site of stack k-1) column after column; they
+  // fill the rows of a transposed image, turned back when drawn.
+  function drawPreview() {
+    var P = D.previewW, PH = D.previewH, tc = document.createElement("canvas"), tctx = tc.getContext("2d");
+    tc.width = PH; tc.height = P;
+    var img = tctx.createImageData(PH, P), px = new Uint32Array(img.data.buffer), b = bytesOf(D.preview), i = 0;
+    function next() { // a zigzag varint
+      for (var u = 0, m = 1, x = 128; x & 128; m *= 128) { x = b[i++]; u += (x & 127) * m; }
+      return u / 2;
+    }
+    for (var at = 0; at < px.length && i < b.length;) {
+      var p = next(), len = next();
+      if (p) px.fill(p === 1 ? GREY : D.colors[D.siteOf[p - 2]], at, at + len);
+      at += len;
+    }
+    tctx.putImageData(img, 0, 0);
+    var pc = document.createElement("canvas"), pctx = pc.getContext("2d");
+    pc.width = P; pc.height = PH;
+    pctx.setTransform(0, 1, 1, 0, 0, 0); // (x, y) to (y, x)
+    pctx.drawImage(tc, 0, 0);
+    offSrc = pc; offView = { x0: 0, x1: D.ops, mode: mode, exact: false };
+    quick();
+  }
+  function bytesOf(b64) {
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(b64);
+    var s = atob(b64), u8 = new Uint8Array(s.length);
+    for (var i = 0; i < s.length; i++) u8[i] = s.charCodeAt(i);
+    return u8;
   }
   // quick draws the last exact render moved and stretched to the view: what
   // a frame of panning or zooming shows until the exact render catches up.
   var timer = 0;
   function quick() {
     if (offView && offView.mode === mode && mode !== "time") {
-      var sx = (view.x0 - offView.x0) / (offView.x1 - offView.x0) * W, sw = (view.x1 - view.x0) / (offView.x1 - offView.x0) * W;
+      var SW = offSrc.width, sx = (view.x0 - offView.x0) / (offView.x1 - offView.x0) * SW, sw = (view.x1 - view.x0) / (offView.x1 - offView.x0) * SW;
       ctx.clearRect(0, 0, W, H);
-      ctx.drawImage(off, sx, 0, sw, H, 0, 0, W, H);
+      ctx.drawImage(offSrc, sx, 0, sw, offSrc.height, 0, 0, W, H);
       overlay();
       clearTimeout(timer);
-      timer = setTimeout(render, 150);
-    } else render();
+      if (D.ready && (sx !== 0 || sw !== SW || !offView.exact)) timer = setTimeout(render, 150);
+    } else if (D.ready) render();
   }
   // overlay: the scrubber, the peak and OOM, the annotated spans, the axis
   var axis = $("axis"), spansEl = $("spans");
@@ -328,6 +394,7 @@
   }
   cv.addEventListener("mousemove", function (e) {
     if (drag) return;
+    if (!D.ready) { show("decoding the allocations&hellip;", e); return; }
     var h = bandUnder(e);
     if (h.band < 0) { show("op " + commas(h.op) + "<br>live " + bytes(D.total[h.op]) + (D.agg[h.op] ? " (" + bytes(D.agg[h.op]) + " aggregated)" : ""), e); cv.dataset.hover = ""; return; }
     cv.dataset.hover = h.band;
@@ -345,7 +412,7 @@
   window.addEventListener("mouseup", function (e) {
     if (!drag) return;
     var d = drag; drag = null;
-    if (d.moved) return;
+    if (d.moved || !D.ready) return;
     var h = bandUnder(e); // a click pins the band and moves the scrubber there
     pin(h.band);
     setScrub(h.op + 1);
@@ -365,6 +432,7 @@
     quick();
   }
   function pin(i) {
+    if (!D.ready) return;
     pinned = i;
     var p = $("pinned");
     p.innerHTML = i >= 0 ? "<b>pinned</b> " + bandText(i) : "";
@@ -431,7 +499,7 @@
       var q = sm.rects[i];
       if (x >= q[0] && x < q[0] + Math.max(q[2], 1) && y >= q[1] && y < q[1] + 18) {
         var b = q[3];
-        show("<b>" + STATES[b[2]] + "</b> " + bytes(b[1]) + " at " + hex(b[0]) + (b[5] >= 0 ? "<br>" + bandText(b[5]) : ""), e);
+        show("<b>" + STATES[b[2]] + "</b> " + bytes(b[1]) + " at " + hex(b[0]) + (b[5] >= 0 && D.ready ? "<br>" + bandText(b[5]) : ""), e);
         return;
       }
     }
@@ -466,63 +534,112 @@
     selSite = +tr.dataset.site === selSite ? -1 : +tr.dataset.site;
     drawSites(); render();
   });
-  $("depth").addEventListener("change", function () { depth = +this.value; buildSites(D, depth); selSite = -1; drawSites(); render(); });
+  $("depth").addEventListener("change", function () {
+    depth = +this.value; buildSites(D, depth); selSite = -1;
+    if (D.ready) drawSites();
+    render();
+  });
 
-  var range = $("scrub");
-  function setScrub(k, later) {
+  var range = $("scrub"), ex = $("explorer");
+  function setScrub(k) {
+    if (!D.ready) return; // until the columns are in, the map stays where it starts
     scrub = Math.min(Math.max(1, Math.round(k)), D.ops);
     range.value = scrub;
-    $("scrub-label").textContent = "after op " + commas(scrub - 1) + (D.time ? " · " + ((D.time[scrub - 1] - D.time[0]) / 1000).toFixed(3) + " ms" : "");
+    label();
     drawSites();
     if (offView) quick();
-    // on opening, the map waits for the next frame so that the bands show first
-    cancelAnimationFrame(mapFrame);
-    if (later) mapFrame = requestAnimationFrame(function () { drawMap(scrub); });
-    else drawMap(scrub);
+    drawMap(scrub);
   }
-  var mapFrame = 0;
+  function label() {
+    $("scrub-label").textContent = "after op " + commas(scrub - 1) + (D.time ? " · " + ((D.time[scrub - 1] - D.time[0]) / 1000).toFixed(3) + " ms" : "");
+  }
   range.addEventListener("input", function () { setScrub(+range.value); });
-  document.querySelectorAll("#explorer [data-scrub-to]").forEach(function (b) {
+  var scrubTo = document.querySelectorAll("#explorer [data-scrub-to]");
+  scrubTo.forEach(function (b) {
     b.addEventListener("click", function () { setScrub(b.dataset.scrubTo === "oom" ? D.oom + 1 : D.peak + 1); });
   });
   var modeSel = $("xmode");
   modeSel.addEventListener("change", function () { mode = modeSel.value; render(); });
 
+  // useDevice shows device k: its first view until its columns are in
+  // (live then finishes it), all of it after.
   function useDevice(k) {
-    D = decode(ALL[k]);
+    D = ALL[k];
     if (!D.sites) buildSites(D, depth);
-    $("explorer").dataset.device = D.device;
-    $("agg-note").textContent = D.aggregated ? "The " + commas(D.bands) + " largest allocations are drawn as bands; " + commas(D.aggregated) +
-      " smaller ones are drawn together as the grey area at the bottom (the size limit, --html-max-bands)." : "";
+    ex.dataset.device = D.device;
     $("oom-btn").style.display = D.oom >= 0 ? "" : "none";
-    modeSel.querySelector('[value="time"]').disabled = !D.time;
     modeSel.querySelector('[value="steps"]').disabled = !(D.spans && D.spans.length);
-    if ((mode === "time" && !D.time) || (mode === "steps" && !(D.spans && D.spans.length))) { mode = "op"; modeSel.value = "op"; }
     range.max = D.ops; pinned = -1; selSite = -1; $("pinned").innerHTML = "";
     fit(); view.x0 = 0; view.x1 = D.ops; offView = null;
-    setScrub(D.oom >= 0 ? D.oom + 1 : D.peak + 1, true);
+    scrub = D.first.op;
+    range.value = scrub;
+    if (D.ready) { live(); return; }
+    modeSel.querySelector('[value="time"]').disabled = true;
+    if (mode !== "op") { mode = "op"; modeSel.value = "op"; }
+    range.disabled = true;
+    scrubTo.forEach(function (b) { b.disabled = true; });
+    $("agg-note").textContent = "decoding " + commas(D.bands + D.aggregated) + " allocations…";
+    label();
+    drawPreview();
+    drawMap(scrub);
+  }
+  // live makes the current device's view whole once its columns are in
+  function live() {
+    $("agg-note").textContent = D.aggregated ? "The " + commas(D.bands) + " largest allocations are drawn as bands; " + commas(D.aggregated) +
+      " smaller ones are drawn together as the grey area at the bottom (the size limit, --html-max-bands)." : "";
+    modeSel.querySelector('[value="time"]').disabled = !D.time;
+    if ((mode === "time" && !D.time) || (mode === "steps" && !(D.spans && D.spans.length))) { mode = "op"; modeSel.value = "op"; }
+    range.disabled = false;
+    scrubTo.forEach(function (b) { b.disabled = false; });
     render();
-    $("explorer").dataset.decodeMs = Math.round(D.decodeMs);
+    setScrub(scrub);
   }
   var devSel = $("device");
   if (ALL.length > 1) {
     devSel.innerHTML = ALL.map(function (d, i) { return "<option value=\"" + i + "\">device " + d.device + "</option>"; }).join("");
     devSel.parentNode.style.display = "";
+    devSel.disabled = true;
     devSel.addEventListener("change", function () { useDevice(+devSel.value); });
   }
   window.addEventListener("resize", function () { if (D) { fit(); render(); drawMap(scrub); } });
-  // the columns inflate asynchronously; the page draws once the first device's are in
-  var parsed = performance.now();
-  Promise.all(ALL.map(function (d) { return inflate(d.bin).then(function (b) { d.bytes = b; d.bin = null; }); })).then(function () {
-    var inflated = performance.now();
+
+  // attach takes a device's decoded columns from decodeDevices; the
+  // explorer is ready (data-ready) once every device's are in.
+  var decoded = 0, timing = [];
+  function attach(m) {
+    if (m.error) { ex.dataset.error = m.error; return; }
+    var d = ALL[m.k], t0 = performance.now();
+    if (d.ready) return;
+    for (var key in m.data) d[key] = m.data[key];
+    d.keyLists = []; d.ready = true;
+    if (d === D) live();
+    timing.push("device " + d.device + ": inflate " + Math.round(m.inflateMs) + " decode " + Math.round(m.decodeMs) + " show " + Math.round(performance.now() - t0));
+    if (++decoded < ALL.length) return;
+    devSel.disabled = false;
+    ex.dataset.timing = timing.join(", ");
+    ex.dataset.readyAt = Math.round(performance.now());
+    ex.dataset.ready = "true";
+  }
+  function startDecoding() {
+    var msg = { bins: $("explorer-bin").textContent, devs: ALL.map(function (d) { return { cols: d.cols, bands: d.bands, ops: d.ops, aggregated: d.aggregated, unit: d.unit }; }) };
+    function inPage() { decodeDevices(msg, attach); }
+    try {
+      var src = "\"use strict\";\nvar decodeDevices = " + decodeDevices + ";\nonmessage = function (e) { decodeDevices(e.data, function (m, t) { postMessage(m, t); }); };";
+      var w = new Worker(URL.createObjectURL(new Blob([src], { type: "text/javascript" })));
+      w.onmessage = function (e) { attach(e.data); };
+      w.onerror = function (e) { e.preventDefault(); w.terminate(); inPage(); }; // a browser without workers for local files
+      w.postMessage(msg);
+    } catch (e) { inPage(); }
+  }
+  try {
     useDevice(0);
-    $("explorer").dataset.timing = "parse " + Math.round(parsed - started) + " inflate " + Math.round(inflated - parsed) +
-      " decode " + Math.round(D.decodeMs) + " show " + Math.round(performance.now() - inflated - D.decodeMs);
-    $("explorer").dataset.ready = "true";
-    $("explorer").dataset.scriptMs = Math.round(performance.now() - started);
-    $("explorer").dataset.startedAt = Math.round(started);
-  }).catch(function (e) { $("explorer").dataset.error = String(e); });
+    ex.dataset.startedAt = Math.round(started);
+    ex.dataset.drawnAt = Math.round(performance.now()); // the bands and the map drawn: the page's first view
+    // the worker starts after the first frame, which it would only delay
+    // (a tab opened in the background draws none until it is shown)
+    requestAnimationFrame(function () { setTimeout(startDecoding, 0); });
+  } catch (e) { ex.dataset.error = String(e); }
   // for checks and scripting: the state after k ops, and the view
-  window.gpumemExplorer = { device: useDevice, scrub: setScrub, view: setView, pin: pin, render: render,
+  window.gpumemExplorer = { device: useDevice, scrub: setScrub, view: setView, pin: pin, render: render, preview: drawPreview,
     state: function (k) { return stateAt(D, k); }, data: function () { return D; } };
 })();

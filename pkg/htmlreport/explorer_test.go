@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,7 +38,7 @@ func unpack(t *testing.T, d exDevice, bin []byte, name string, delta bool) []int
 		out = append(out, v)
 		u, shift = 0, 0
 	}
-	if len(out) != c[2] {
+	if c[2] >= 0 && len(out) != c[2] { // -1: as many as there are
 		t.Fatalf("column %s: %d values, says %d", name, len(out), c[2])
 	}
 	return out
@@ -65,7 +66,7 @@ func testExplorer() *figures.Explorer {
 // the figures given, a frame's "</script>" cannot end the script element,
 // and above the band limit the largest allocations keep their bands.
 func TestExplorerData(t *testing.T) {
-	js, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
+	js, jsBin, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +74,15 @@ func TestExplorerData(t *testing.T) {
 		t.Fatalf("raw markup in the script element: %.200s", js)
 	}
 	var ds []exDevice
+	var bins []string
 	if err := json.Unmarshal([]byte(js), &ds); err != nil {
 		t.Fatal(err)
 	}
+	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil || len(bins) != 1 {
+		t.Fatalf("columns %.100s: %v", jsBin, err)
+	}
 	d := ds[0]
-	z, _ := base64.StdEncoding.DecodeString(d.Bin)
+	z, _ := base64.StdEncoding.DecodeString(bins[0])
 	bin, err := io.ReadAll(flate.NewReader(bytes.NewReader(z)))
 	if err != nil {
 		t.Fatal(err)
@@ -106,15 +111,18 @@ func TestExplorerData(t *testing.T) {
 		t.Errorf("segment records %x", got)
 	}
 
-	js, err = explorerData([]*figures.Explorer{testExplorer()}, 2)
+	js, jsBin, err = explorerData([]*figures.Explorer{testExplorer()}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal([]byte(js), &ds); err != nil {
 		t.Fatal(err)
 	}
+	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil {
+		t.Fatal(err)
+	}
 	d = ds[0]
-	z, _ = base64.StdEncoding.DecodeString(d.Bin)
+	z, _ = base64.StdEncoding.DecodeString(bins[0])
 	bin, _ = io.ReadAll(flate.NewReader(bytes.NewReader(z)))
 	if got := unpack(t, d, bin, "size", false); d.Bands != 2 || d.Aggregated != 2 || len(got) != 2 || got[0] != 3<<20 || got[1] != 7<<30 {
 		t.Errorf("limit 2: bands %d (%v), aggregated %d", d.Bands, got, d.Aggregated)
@@ -126,5 +134,42 @@ func TestExplorerData(t *testing.T) {
 	// the block of an aggregated allocation names no band
 	if got := unpack(t, d, bin, "bband", false); got[0] != 0 {
 		t.Errorf("block bands %v", got)
+	}
+}
+
+// TestExplorerFirstView checks what the page draws before its columns are
+// decoded: the preview covers the whole image, shows at the op with the
+// 7 GiB allocation that allocation's site from the top row down and
+// nothing where nothing is live, and the first segment map is the block
+// list after the peak's op.
+func TestExplorerFirstView(t *testing.T) {
+	js, _, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds []exDevice
+	if err := json.Unmarshal([]byte(js), &ds); err != nil {
+		t.Fatal(err)
+	}
+	d := ds[0]
+	runs, _ := base64.StdEncoding.DecodeString(d.Preview)
+	vals := unpack(t, exDevice{Cols: map[string][3]int{"p": {0, len(runs), -1}}}, runs, "p", false)
+	var img []int64 // column after column
+	for i := 0; i+1 < len(vals); i += 2 {
+		for range vals[i+1] {
+			img = append(img, vals[i])
+		}
+	}
+	if d.PreviewW != previewW || d.PreviewH != previewH || len(img) != previewW*previewH {
+		t.Fatalf("preview %dx%d with %d pixels", d.PreviewW, d.PreviewH, len(img))
+	}
+	at := func(op, row int) int64 { return img[(op*previewW/6+previewW/12)*previewH+row] }
+	// op 3: the 7 GiB block (stack 0, palette 3) under the top; op 5: nothing
+	if at(3, 0) != 3 || at(3, previewH/2) != 3 || at(5, 0) != 0 || at(5, previewH-1) != 0 {
+		t.Errorf("op 3 rows 0 and %d: %d %d; op 5: %d %d", previewH/2, at(3, 0), at(3, previewH/2), at(5, 0), at(5, previewH-1))
+	}
+	want := [][6]int64{{0x7f0000000000, 512, int64(figures.StateAllocated), 1, 2 << 20, 0}, {0x7f0000000200, 2<<20 - 512, int64(figures.StateSplit), 0, 0, -1}}
+	if d.First.Op != 4 || !slices.Equal(d.First.Blocks, want) {
+		t.Errorf("first map after op %d: %v", d.First.Op, d.First.Blocks)
 	}
 }

@@ -68,18 +68,19 @@ func Write(w io.Writer, r *figures.Replay, extra Extra) error {
 
 // page is what the template shows.
 type page struct {
-	Title     string
-	Generator string
-	Facts     []fact
-	Timeline  *chart
-	Frag      *chart
-	Maps      []*segMap
-	Sites     []siteRow
-	OOM       *oomView
-	Data      template.JS // the timeline's figures, for hover and zoom
-	Explorer  template.JS // the explorer's packed data, "null" when none
-	Script    template.JS // the explorer's script
-	Chart     template.JS // the charts' script
+	Title       string
+	Generator   string
+	Facts       []fact
+	Timeline    *chart
+	Frag        *chart
+	Maps        []*segMap
+	Sites       []siteRow
+	OOM         *oomView
+	Data        template.JS // the timeline's figures, for hover and zoom
+	Explorer    template.JS // the explorer's packed data, "null" when none
+	ExplorerBin template.JS // its columns, apart: a list of base64 strings
+	Script      template.JS // the explorer's script
+	Chart       template.JS // the charts' script
 }
 
 type fact struct {
@@ -155,7 +156,7 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 	}
 	p.Sites = siteRows(extra.Sites)
 	var err error
-	if p.Explorer, err = explorerData(extra.Explorers, extra.MaxBands); err != nil {
+	if p.Explorer, p.ExplorerBin, err = explorerData(extra.Explorers, extra.MaxBands); err != nil {
 		return nil, err
 	}
 	if len(extra.Explorers) > 0 {
