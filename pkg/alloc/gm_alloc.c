@@ -86,7 +86,7 @@ gm_block_t *gm_block_new(gm_alloc_t *a) {
   return b;
 }
 
-gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t size, int after) {
+gm_block_t *gm_block_of(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64_t size) {
   gm_block_t *x = gm_block_new(a);
   if (!x) return NULL;
   x->ptr = ptr;
@@ -94,6 +94,12 @@ gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t
   x->stream = b->stream;
   x->pool = b->pool;
   x->seg = b->seg;
+  return x;
+}
+
+gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t size, int after) {
+  gm_block_t *x = gm_block_of(a, b, ptr, size);
+  if (!x) return NULL;
   if (after) {
     x->prev = b;
     x->next = b->next;

@@ -470,17 +470,29 @@ static int gm__cu_check_range(gm__cuda_t *c, uint64_t addr, uint64_t size, uint6
                        (unsigned long long)addr, (unsigned long long)size);
 }
 
+/* Checks the range as gm__cu_check_range does, and that every one of its
+ * pages is mapped (with that page size) when `mapped`, or none is when
+ * not, and enters the context; *dev is where the range lies on the
+ * device, *n its number of pages. */
+static int gm__cu_pages(gm__cuda_t *c, uint64_t addr, uint64_t size, uint64_t page, int mapped,
+                        uint64_t *dev, uint64_t *n) {
+  int st = gm__cu_check_range(c, addr, size, page, dev);
+  if (st != GM_OK) return st;
+  *n = size / page;
+  for (uint64_t i = 0; i < *n; i++) {
+    const gm__cu_ent_t *e = gm__cu_find(&c->pages, *dev + i * page);
+    if (mapped ? e == NULL || e->b != page : e != NULL)
+      return gm__cu_misuse(c, "cuda backend: page 0x%llx (%llu bytes) is %s", (unsigned long long)(addr + i * page),
+                           (unsigned long long)page, mapped ? "not mapped" : "already mapped");
+  }
+  return gm__cu_enter(c);
+}
+
 static int gm__cu_map(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
   gm__cuda_t *c = ctx;
-  uint64_t dev = 0;
-  int st = gm__cu_check_range(c, addr, size, page, &dev);
+  uint64_t dev = 0, n = 0;
+  int st = gm__cu_pages(c, addr, size, page, 0, &dev, &n);
   if (st != GM_OK) return st;
-  uint64_t n = size / page;
-  for (uint64_t i = 0; i < n; i++)
-    if (gm__cu_find(&c->pages, dev + i * page) != NULL)
-      return gm__cu_misuse(c, "cuda backend: page 0x%llx is already mapped",
-                           (unsigned long long)(addr + i * page));
-  if ((st = gm__cu_enter(c)) != GM_OK) return st;
   /* One physical handle per page, as PyTorch's expandable segments do, so
    * each page can later be returned on its own. */
   uint64_t done = 0;
@@ -500,17 +512,9 @@ static int gm__cu_map(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
 
 static int gm__cu_unmap(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
   gm__cuda_t *c = ctx;
-  uint64_t dev = 0;
-  int st = gm__cu_check_range(c, addr, size, page, &dev);
+  uint64_t dev = 0, n = 0;
+  int st = gm__cu_pages(c, addr, size, page, 1, &dev, &n);
   if (st != GM_OK) return st;
-  uint64_t n = size / page;
-  for (uint64_t i = 0; i < n; i++) {
-    const gm__cu_ent_t *e = gm__cu_find(&c->pages, dev + i * page);
-    if (e == NULL || e->b != page)
-      return gm__cu_misuse(c, "cuda backend: page 0x%llx (%llu bytes) is not mapped",
-                           (unsigned long long)(addr + i * page), (unsigned long long)page);
-  }
-  if ((st = gm__cu_enter(c)) != GM_OK) return st;
   gm__CUresult first = GM__CUDA_SUCCESS;
   for (uint64_t i = 0; i < n; i++) {
     gm__CUresult rc = gm__cu_drop_page(c, gm__cu_find(&c->pages, dev + i * page));

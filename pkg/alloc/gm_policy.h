@@ -127,7 +127,9 @@ int gm_oom(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size, 
  * order of gm_block_new calls is part of a policy's behaviour. */
 gm_block_t *gm_block_new(gm_alloc_t *a);
 /* A new block [ptr, ptr+size) of b's segment, with b's stream and pool,
- * linked into the segment's list right after b (after != 0) or right
+ * in no list or set yet. NULL when out of host memory. */
+gm_block_t *gm_block_of(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64_t size);
+/* The same, linked into the segment's list right after b (after != 0) or right
  * before it. The caller shrinks b to match and puts the block in a set.
  * NULL when out of host memory. */
 gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t size, int after);

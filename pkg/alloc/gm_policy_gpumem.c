@@ -50,14 +50,8 @@ static int gpm_init(gm_alloc_t *a) {
 
 /* a new block of b's segment covering [ptr, ptr+size) */
 static gm_block_t *piece(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64_t size, int mapped) {
-  gm_block_t *x = gm_block_new(a);
-  if (!x) return NULL;
-  x->ptr = ptr;
-  x->size = size;
-  x->stream = b->stream;
-  x->pool = b->pool;
-  x->seg = b->seg;
-  x->mapped = (uint8_t)mapped;
+  gm_block_t *x = gm_block_of(a, b, ptr, size);
+  if (x) x->mapped = (uint8_t)mapped;
   return x;
 }
 

@@ -64,13 +64,7 @@ const maxDiffSites = 25
 const maxDiffMarks = 100
 
 // WriteDiff writes the HTML page of a diff to w.
-func WriteDiff(w io.Writer, p DiffPage) error {
-	v, err := newDiffView(&p)
-	if err != nil {
-		return err
-	}
-	return diffTmpl.Execute(w, v)
-}
+func WriteDiff(w io.Writer, p DiffPage) error { return execute(w, diffTmpl)(newDiffView(&p)) }
 
 type diffView struct {
 	*DiffPage

@@ -59,11 +59,17 @@ var pageTmpl = chartPage("report", pageText)
 
 // Write writes the HTML report of r to w.
 func Write(w io.Writer, r *figures.Replay, extra Extra) error {
-	p, err := newPage(r, extra)
-	if err != nil {
-		return err
+	return execute(w, pageTmpl)(newPage(r, extra))
+}
+
+// execute runs t on what a page's builder returns, unless it failed.
+func execute(w io.Writer, t *template.Template) func(view any, err error) error {
+	return func(view any, err error) error {
+		if err != nil {
+			return err
+		}
+		return t.Execute(w, view)
 	}
-	return pageTmpl.Execute(w, p)
 }
 
 // page is what the template shows.
