@@ -20,8 +20,8 @@ var gmChart = (function () {
     tip.innerHTML = html;
     tip.style.display = "block";
     var x = e.clientX + 14, y = e.clientY + 14;
-    if (x + tip.offsetWidth > window.innerWidth) x = e.clientX - tip.offsetWidth - 14;
-    if (y + tip.offsetHeight > window.innerHeight) y = e.clientY - tip.offsetHeight - 14;
+    if (x + tip.offsetWidth > window.innerWidth) x = Math.max(0, e.clientX - tip.offsetWidth - 14);
+    if (y + tip.offsetHeight > window.innerHeight) y = Math.max(0, e.clientY - tip.offsetHeight - 14);
     tip.style.left = x + "px";
     tip.style.top = y + "px";
   }

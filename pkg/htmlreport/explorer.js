@@ -6,23 +6,8 @@
   var started = performance.now(), ALL = JSON.parse(document.getElementById("explorer-data").textContent);
   if (!ALL) return;
   var $ = function (id) { return document.getElementById(id); };
-  var tip = $("tip"), units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  function bytes(n) {
-    var v = Math.abs(n), u = 0;
-    if (v < 1024) return n + " B";
-    while (v >= 1024 - 0.005 && u < units.length - 1) { v /= 1024; u++; }
-    return (n < 0 ? "-" : "") + v.toFixed(2) + " " + units[u];
-  }
-  function esc(s) { return String(s).replace(/[&<>"]/g, function (c) { return "&#" + c.charCodeAt(0) + ";"; }); }
-  function commas(n) { return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
-  function show(html, e) {
-    tip.innerHTML = html; tip.style.display = "block";
-    var x = e.clientX + 14, y = e.clientY + 14;
-    if (x + tip.offsetWidth > window.innerWidth) x = Math.max(0, e.clientX - tip.offsetWidth - 14);
-    if (y + tip.offsetHeight > window.innerHeight) y = Math.max(0, e.clientY - tip.offsetHeight - 14);
-    tip.style.left = x + "px"; tip.style.top = y + "px";
-  }
-  function hide() { tip.style.display = "none"; }
+  // the read-out box and number formats the page's charts share (chart.js)
+  var bytes = gmChart.bytes, esc = gmChart.esc, commas = gmChart.commas, show = gmChart.show, hide = gmChart.hide;
 
   // decodeDevices turns each device's columns (msg.bins: a JSON list of
   // base64 strings of deflated zigzag LEB128 varints; msg.devs: where each
