@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -52,7 +53,7 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 		return usageError{fmt.Errorf("--to: unknown format %q (want text)", o.to)}
 	}
 	if out != "-" {
-		if err := checkOutput(out, in); err != nil {
+		if err := fileout.NotAnInput(out, in); err != nil {
 			return err
 		}
 	}
@@ -66,7 +67,7 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 	if out == "-" {
 		return trace.WriteText(a.stdout, snap, o.device)
 	}
-	if err := writeFile(o.ctx, out, []string{in}, func(w io.Writer) error { return trace.WriteText(w, snap, o.device) }); err != nil {
+	if err := fileout.Write(o.ctx, out, []string{in}, func(w io.Writer) error { return trace.WriteText(w, snap, o.device) }); err != nil {
 		return err
 	}
 	events := 0

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 )
@@ -114,7 +115,7 @@ func runDiff(a *app, o *diffOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkOutput(o.html, append(A.Source.Paths, B.Source.Paths...)...); err != nil {
+	if err := fileout.NotAnInput(o.html, append(A.Source.Paths, B.Source.Paths...)...); err != nil {
 		return err
 	}
 	d, err := pipeline.Diff(o.ctx, A, B, o.depth)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
@@ -133,7 +134,7 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	}
 	baseline := b.Baseline
 
-	if err := checkOutput(o.html, append(b.Inputs(), baseline)...); err != nil {
+	if err := fileout.NotAnInput(o.html, append(b.Inputs(), baseline)...); err != nil {
 		return err
 	}
 	results := pipeline.Check(o.ctx, b.Cases, b.Checker, o.jobs)
@@ -143,7 +144,7 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	if o.updateBaseline {
 		nb := budget.NewBaseline(results, b.Keep)
 		// replaced whole, so that an interrupted run never leaves half of one
-		if err := writeFile(o.ctx, baseline, b.Inputs(), func(w io.Writer) error { return budget.WriteBaseline(w, nb) }); err != nil {
+		if err := fileout.Write(o.ctx, baseline, b.Inputs(), func(w io.Writer) error { return budget.WriteBaseline(w, nb) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stderr, "gpumem: wrote the baseline %s\n", textsafe.Line(baseline))

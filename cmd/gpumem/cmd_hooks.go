@@ -37,7 +37,7 @@ together with 'gpumem replay 'NAME.rank*.pickle''.`,
 				_, err := a.stdout.Write(record.HooksPy)
 				return err
 			}
-			if err := fileout.Write(path, nil, func(w io.Writer) error { _, err := w.Write(record.HooksPy); return err }); err != nil {
+			if err := fileout.Write(cmd.Context(), path, nil, func(w io.Writer) error { _, err := w.Write(record.HooksPy); return err }); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stderr, "gpumem: wrote %s; use it with: import gpumem_hooks\n", path)

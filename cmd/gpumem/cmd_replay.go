@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
@@ -84,7 +85,7 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkOutput(o.html, paths...); err != nil {
+	if err := fileout.NotAnInput(o.html, paths...); err != nil {
 		return err
 	}
 	s := o.alloc.settings(o.invocation, o.backend)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/workload"
@@ -59,7 +60,7 @@ set with --param name=value.`,
 }
 
 func runWorkload(a *app, o *runOpts, name string) error {
-	if err := checkOutput(o.html, name); err != nil {
+	if err := fileout.NotAnInput(o.html, name); err != nil {
 		return err
 	}
 	params, err := pipeline.ParseParams(o.params)

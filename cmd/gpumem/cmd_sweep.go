@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 )
@@ -132,7 +133,7 @@ func runSweep(a *app, o *sweepOpts, args []string) error {
 		in.DeviceGiven = o.changed != nil && o.changed("device")
 	}
 	inputs := append([]string{in.Trace, in.Workload}, in.Traces...)
-	if err := checkOutput(o.html, inputs...); err != nil {
+	if err := fileout.NotAnInput(o.html, inputs...); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -22,6 +22,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/version"
@@ -219,7 +220,7 @@ func printError(stderr io.Writer, err error) int {
 	msg := err.Error()
 	code := exitFailure
 	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "unknown flag") {
+	if errors.As(err, &ue) || errors.Is(err, fileout.ErrIsInput) || strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "unknown flag") {
 		code = exitUsage
 	}
 	var hints []string

@@ -7,6 +7,7 @@
 package fileout
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -81,15 +82,20 @@ func (f *File) Abort() {
 	os.Remove(f.Name())
 }
 
-// Write creates path, lets write fill it, and commits it if write
-// returns nil; otherwise nothing changes on disk.
-func Write(path string, inputs []string, write func(io.Writer) error) error {
+// Write creates path, lets write fill it through a buffer that fails once
+// ctx is done, and commits it if write returns nil; otherwise (an error,
+// a full disk, an interrupt) nothing changes on disk.
+func Write(ctx context.Context, path string, inputs []string, write func(io.Writer) error) error {
 	f, err := Create(path, inputs...)
 	if err != nil {
 		return err
 	}
 	defer f.Abort()
-	if err := write(f); err != nil {
+	w := bufio.NewWriterSize(Writer(ctx, f), 1<<20)
+	if err := write(w); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
 		return err
 	}
 	return f.Commit()

@@ -13,7 +13,7 @@ import (
 func TestWriteCommits(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "r.html")
-	if err := Write(p, nil, func(w io.Writer) error { _, err := io.WriteString(w, "<html>"); return err }); err != nil {
+	if err := Write(context.Background(), p, nil, func(w io.Writer) error { _, err := io.WriteString(w, "<html>"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != "<html>" {
@@ -31,7 +31,7 @@ func TestWriteFailureKeepsTarget(t *testing.T) {
 	p := filepath.Join(dir, "r.html")
 	os.WriteFile(p, []byte("old report"), 0o600)
 	boom := errors.New("disk full")
-	err := Write(p, nil, func(w io.Writer) error {
+	err := Write(context.Background(), p, nil, func(w io.Writer) error {
 		io.WriteString(w, "half a rep")
 		return boom
 	})
@@ -95,7 +95,7 @@ func onlyFiles(t *testing.T, dir string, want ...string) {
 func TestWriterStopsAndCleansUp(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	err := Write(filepath.Join(dir, "big.html"), nil, func(w io.Writer) error {
+	err := Write(context.Background(), filepath.Join(dir, "big.html"), nil, func(w io.Writer) error {
 		cw := Writer(ctx, w)
 		for i := 0; ; i++ {
 			if i == 3 {
