@@ -85,7 +85,7 @@ func TestInterruptStopsEveryCommand(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(400 * time.Millisecond)
+			busy(t, cmd.Process.Pid, 200*time.Millisecond)
 			cmd.Process.Signal(c.sig)
 			sent := time.Now()
 			err := cmd.Wait()
@@ -102,4 +102,33 @@ func TestInterruptStopsEveryCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// busy waits until process pid has used cpu of CPU time, well past its
+// start-up (where the signal handler is installed) on a loaded machine
+// too, where a fixed sleep may end before the process has run at all.
+// Without /proc it sleeps four times cpu.
+func busy(t *testing.T, pid int, cpu time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			time.Sleep(4 * cpu)
+			return
+		}
+		// utime and stime, in clock ticks (100 a second), follow the
+		// command name, which may hold spaces but ends at the last ')'
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		var user, sys int
+		if len(f) > 12 {
+			fmt.Sscan(f[11], &user)
+			fmt.Sscan(f[12], &sys)
+		}
+		if time.Duration(user+sys)*10*time.Millisecond >= cpu {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d used less than %v of CPU in 20 s", pid, cpu)
 }
