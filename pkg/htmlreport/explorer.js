@@ -621,8 +621,14 @@
     ex.dataset.startedAt = Math.round(started);
     ex.dataset.drawnAt = Math.round(performance.now()); // the bands and the map drawn: the page's first view
     // the worker starts after the first frame, which it would only delay
-    // (a tab opened in the background draws none until it is shown)
-    requestAnimationFrame(function () { setTimeout(startDecoding, 0); });
+    // (a tab opened in the background draws none until it is shown), and
+    // once the parser has read the columns, which end the page
+    requestAnimationFrame(function () {
+      setTimeout(function () {
+        if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", startDecoding);
+        else startDecoding();
+      }, 0);
+    });
   } catch (e) { ex.dataset.error = String(e); }
   // for checks and scripting: the state after k ops, and the view
   window.gpumemExplorer = { device: useDevice, scrub: setScrub, view: setView, pin: pin, render: render, preview: drawPreview,
