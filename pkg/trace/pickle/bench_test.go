@@ -50,3 +50,25 @@ func BenchmarkReadPickle(b *testing.B) {
 	b.ReportMetric(live/1e6, "live-MB")
 	b.ReportMetric(live/float64(len(data)), "live/file")
 }
+
+// BenchmarkStreamPickle decodes the snapshot named by GPUMEM_BIG_TRACE as
+// Stream does, handing its events to a sink that only counts them.
+func BenchmarkStreamPickle(b *testing.B) {
+	path := os.Getenv("GPUMEM_BIG_TRACE")
+	if path == "" {
+		b.Skip("set GPUMEM_BIG_TRACE to a snapshot pickle (make one with scripts/gen_trace.py)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Skipf("GPUMEM_BIG_TRACE: %v", err)
+	}
+	b.SetBytes(int64(len(data)))
+	n := 0
+	for b.Loop() {
+		n = 0
+		if _, _, err := Stream(bytes.NewReader(data), "", int64(len(data)), Sink{Event: func(int, *model.Event) error { n++; return nil }}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n), "events")
+}
