@@ -165,6 +165,7 @@ func (d *decoder) put(i uint64, v val) error {
 	if *slot == 0 {
 		d.memoCount++
 	}
+	d.memoMax = max(d.memoMax, i+1)
 	if v.k == kDict || v.k == kList {
 		c := d.conts[v.n]
 		if c.open {

@@ -86,6 +86,7 @@ type decoder struct {
 	spare     []uint64   // a page packPage freed
 	memoLen   int        // slots allocated
 	memoCount int        // slots set, for MEMOIZE
+	memoMax   uint64     // 1 + the highest slot set
 	side      []val      // memo values too wide to pack
 
 	strs  []string
@@ -122,6 +123,7 @@ type decoder struct {
 	outstanding int
 	ev          model.Event
 	general     bool // read every dict the general way (tests compare the two)
+	fast        fastState
 }
 
 func newDecoder(r io.Reader, size int64) *decoder {

@@ -19,6 +19,16 @@ import (
 // fastMax is the most key/value pairs, and memo stores, fastEvent takes.
 const fastMax = 24
 
+// fastState is fastEvent's scratch space, kept in the decoder so that no
+// call clears it.
+type fastState struct {
+	pairs [2 * fastMax]val
+	puts  [fastMax]struct {
+		i uint64
+		v val
+	}
+}
+
 // fastEvent tries to read the event dict whose EMPTY_DICT opcode is at
 // d.buf[d.pos-1]. On success it has pushed a kEventDone value and moved
 // past the dict's SETITEMS; otherwise it has changed nothing.
@@ -29,15 +39,14 @@ func (d *decoder) fastEvent() bool {
 	b := d.buf
 	p := d.pos
 	off := d.op
-	var pairs [2 * fastMax]val
-	np := 0
-	var puts [fastMax]struct {
-		i uint64
-		v val
-	}
-	nputs := 0
-	count := uint64(d.memoCount) // MEMOIZE's next index
-	memo := func(v val) bool {   // a MEMOIZE or BINPUT after v, if one follows
+	fs := &d.fast
+	np, nputs := 0, 0
+	start := uint64(d.memoCount)
+	count := start // MEMOIZE's next index
+	low := false   // a store below start (BINPUT), which BINGET must look at
+	// store notes a MEMOIZE or BINPUT of v at b[p], if one is there; it
+	// is false when fastEvent must give up.
+	store := func(v val) bool {
 		if p >= len(b) {
 			return false
 		}
@@ -65,20 +74,25 @@ func (d *decoder) fastEvent() bool {
 		if nputs == fastMax || i > at {
 			return false
 		}
-		for k := range nputs {
-			if puts[k].i == i {
-				return false // stored twice: leave it to the general path
+		if i < start || i >= d.memoMax {
+			if i < start {
+				low = true
+			}
+			for k := range nputs {
+				if fs.puts[k].i == i {
+					return false // stored twice: leave it to the general path
+				}
 			}
 		}
-		if i >= uint64(d.memoLen) || d.memoEntry(i) == 0 {
-			count++
+		if i >= d.memoMax || d.memoEntry(i) == 0 {
+			count++ // a new slot
 		}
-		puts[nputs].i, puts[nputs].v = i, v
+		fs.puts[nputs].i, fs.puts[nputs].v = i, v
 		nputs++
 		return true
 	}
 	// the dict itself may be memoized; the general path leaves kGone there
-	if !memo(val{k: kGone}) || p >= len(b) || b[p] != opMark {
+	if !store(val{k: kGone}) || p >= len(b) || b[p] != opMark {
 		return false
 	}
 	p++
@@ -91,20 +105,20 @@ func (d *decoder) fastEvent() bool {
 		var v val
 		switch op {
 		case opSetItems:
-			if np%2 != 0 || keyMask(pairs[:np])&eventKeys == 0 {
+			if np%2 != 0 || keyMask(fs.pairs[:np])&eventKeys == 0 {
 				return false
 			}
 			// a dict filled by more than one SETITEMS goes the general way
 			if p >= len(b) || (b[p] != opEmptyDict && b[p] != opAppends && b[p] != opAppend) {
 				return false
 			}
-			ev, err := d.toEvent(pairs[:np], off)
+			ev, err := d.toEvent(fs.pairs[:np], off)
 			if err != nil {
 				return false // the general path reports it where it would
 			}
 			d.op = d.base + int64(p) // past every store, whose index it bounds
 			for k := range nputs {
-				if d.put(puts[k].i, puts[k].v) != nil {
+				if d.putScalar(fs.puts[k].i, fs.puts[k].v) != nil {
 					return false // cannot happen once checked above; kept for safety
 				}
 			}
@@ -129,9 +143,11 @@ func (d *decoder) fastEvent() bool {
 				p += 4
 			}
 			found := false
-			for k := range nputs {
-				if puts[k].i == i {
-					v, found = puts[k].v, true
+			if i >= start || low {
+				for k := range nputs {
+					if fs.puts[k].i == i {
+						v, found = fs.puts[k].v, true
+					}
 				}
 			}
 			if !found {
@@ -179,7 +195,15 @@ func (d *decoder) fastEvent() bool {
 				return false
 			}
 			n := int(b[p])
-			v = decodeLong(b[p+1 : p+1+n])
+			if n > 0 && n <= 8 && p+9 <= len(b) && b[p+n]&0x80 == 0 {
+				// non-negative and 8 bytes or fewer: the bytes zero-extended
+				v = val{kInt, binary.LittleEndian.Uint64(b[p+1:]) & (1<<(8*n) - 1)}
+				if n == 8 {
+					v.n = binary.LittleEndian.Uint64(b[p+1:])
+				}
+			} else {
+				v = decodeLong(b[p+1 : p+1+n])
+			}
 			p += 1 + n
 		case opBinFloat:
 			if p+8 > len(b) {
@@ -199,12 +223,31 @@ func (d *decoder) fastEvent() bool {
 		default:
 			return false
 		}
-		if np == len(pairs) || !memo(v) {
+		if np == len(fs.pairs) {
 			return false
 		}
-		pairs[np] = v
+		if p < len(b) && (b[p] == opMemoize || b[p] == opBinPut || b[p] == opLongBinPut) && !store(v) {
+			return false
+		}
+		fs.pairs[np] = v
 		np++
 	}
+}
+
+// putScalar is put for a value that is no container.
+func (d *decoder) putScalar(i uint64, v val) error {
+	if i < uint64(d.memoLen) && v.n < 1<<56 {
+		if pg := d.memo[i>>memoPageBits]; pg != nil {
+			slot := &pg[i&(memoPageLen-1)]
+			if *slot == 0 {
+				d.memoCount++
+			}
+			*slot = uint64(v.k)<<56 | v.n
+			d.memoMax = max(d.memoMax, i+1)
+			return nil
+		}
+	}
+	return d.put(i, v)
 }
 
 // memoEntry is memo slot i (i < memoLen), 0 when empty.
