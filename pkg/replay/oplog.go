@@ -130,29 +130,30 @@ func (l *opLog) each(f func(ops []alloc.Op, event, stack []int32) error) error {
 				x = c[p]
 				p++
 			}
-			uv := func() uint64 {
-				v, n := binary.Uvarint(c[p:])
-				p += n
-				return v
-			}
-			op := alloc.Op{Kind: alloc.OpKind(h & hKind), ID: uint32(uv())}
+			var id uint64
+			id, p = uvarint(c, p)
+			op := alloc.Op{Kind: alloc.OpKind(h & hKind), ID: uint32(id)}
 			switch {
 			case h&hStackNew != 0:
-				st = int32(uv())
+				var v uint64
+				v, p = uvarint(c, p)
+				st = int32(v)
 			case h&hStackSame == 0:
 				st = -1
 			}
 			if x&xSize != 0 {
-				op.Size = uv()
+				op.Size, p = uvarint(c, p)
 			}
 			if x&xStream != 0 {
-				op.Stream = uv()
+				op.Stream, p = uvarint(c, p)
 			}
 			if x&xHint != 0 {
-				op.Hint = uv()
+				op.Hint, p = uvarint(c, p)
 			}
 			if x&xPool != 0 {
-				op.Pool = uint16(uv())
+				var v uint64
+				v, p = uvarint(c, p)
+				op.Pool = uint16(v)
 			}
 			if x&xFlags != 0 {
 				op.Flags = c[p]
@@ -160,7 +161,9 @@ func (l *opLog) each(f func(ops []alloc.Op, event, stack []int32) error) error {
 			}
 			switch {
 			case x&xEvent != 0:
-				ev += int32(uint32(uv()))
+				var v uint64
+				v, p = uvarint(c, p)
+				ev += int32(uint32(v))
 			case h&hEventNext != 0:
 				ev++
 			}
@@ -211,6 +214,15 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 		err = nil
 	}
 	return total, err
+}
+
+// uvarint reads the uvarint at c[p:] and returns it and the index after it.
+func uvarint(c []byte, p int) (uint64, int) {
+	if b := c[p]; b < 0x80 {
+		return uint64(b), p + 1
+	}
+	v, n := binary.Uvarint(c[p:])
+	return v, p + n
 }
 
 type errStop struct{}

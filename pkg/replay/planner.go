@@ -32,6 +32,10 @@ const plannerWindow = 4096
 func NewPlanner() *Planner {
 	pl := &Planner{win: make([]trace.Event, 0, plannerWindow)}
 	pl.b = builder{p: newPlan(), cfg: alloc.DefaultConfig()}
+	// a window's ops at most (2 an event) go beyond Batch before a flush
+	n := Batch + 2*plannerWindow
+	p := pl.b.p
+	p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 	return pl
 }
 
