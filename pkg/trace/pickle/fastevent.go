@@ -41,6 +41,7 @@ func (d *decoder) fastEvent() bool {
 	off := d.op
 	fs := &d.fast
 	np, nputs := 0, 0
+	var mask uint64 // keyMask of the pairs so far
 	start := uint64(d.memoCount)
 	count := start // MEMOIZE's next index
 	low := false   // a store below start (BINPUT), which BINGET must look at
@@ -105,7 +106,7 @@ func (d *decoder) fastEvent() bool {
 		var v val
 		switch op {
 		case opSetItems:
-			if np%2 != 0 || keyMask(fs.pairs[:np])&eventKeys == 0 {
+			if np%2 != 0 || mask&eventKeys == 0 {
 				return false
 			}
 			// a dict filled by more than one SETITEMS goes the general way
@@ -228,6 +229,9 @@ func (d *decoder) fastEvent() bool {
 		}
 		if p < len(b) && (b[p] == opMemoize || b[p] == opBinPut || b[p] == opLongBinPut) && !store(v) {
 			return false
+		}
+		if np%2 == 0 && v.k == kStr && v.n < numKnown {
+			mask |= 1 << v.n
 		}
 		fs.pairs[np] = v
 		np++
