@@ -177,8 +177,11 @@ func (d *decoder) put(i uint64, v val) error {
 			v = c.res
 		}
 	}
-	if v.k == kEventDone { // its list takes the event: it cannot be fetched again
-		v = val{k: kGone}
+	if v.k == kEventDone { // another slot of a pending event dict
+		if d.moreSlots == nil {
+			d.moreSlots = map[uint64][]int{}
+		}
+		d.moreSlots[v.n] = append(d.moreSlots[v.n], idx)
 	}
 	*slot = d.pack(v)
 	return nil
@@ -193,6 +196,13 @@ func (d *decoder) get(i uint64) error {
 		return d.errorf("memo key %d missing", i)
 	}
 	v := d.unpack(e)
+	if v.k == kEventDone {
+		// an event dict fastEvent read, before its list took it: as for an
+		// open dict fetched again, the copy is not kept and the list
+		// refuses the dict
+		d.pending[v.n].fetched = true
+		v = val{k: kGone}
+	}
 	if v.k == kDict || v.k == kList {
 		c := d.conts[v.n]
 		if c.open {
@@ -435,6 +445,9 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 		if v.k == kEventDone {
 			if len(c.items) > 0 {
 				return d.errorf("list mixes event dicts with other values")
+			}
+			if d.pending[v.n].fetched {
+				return d.errorf("event dict fetched again from the memo (not supported)")
 			}
 			if err := d.addEvent(c, d.takeEvent(v), len(items)-i); err != nil {
 				return err

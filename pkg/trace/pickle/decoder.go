@@ -119,8 +119,9 @@ type decoder struct {
 	lists     []int // per device trace, its list number; -1 for an empty one
 	// pending holds the events fastEvent read, until their list takes
 	// them; outstanding counts those not taken yet.
-	pending     []model.Event
+	pending     []pendingEvent
 	outstanding int
+	moreSlots   map[uint64][]int // pending index → memo slots beyond its own
 	ev          model.Event
 	general     bool // read every dict the general way (tests compare the two)
 	fast        fastState

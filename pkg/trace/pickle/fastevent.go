@@ -92,9 +92,15 @@ func (d *decoder) fastEvent() bool {
 		nputs++
 		return true
 	}
-	// the dict itself may be memoized; the general path leaves kGone there
-	if !store(val{k: kGone}) || p >= len(b) || b[p] != opMark {
+	// the dict itself may be memoized: its slot says kEventDone until its
+	// list takes it
+	self := val{kEventDone, uint64(len(d.pending))}
+	if !store(self) || p >= len(b) || b[p] != opMark {
 		return false
+	}
+	slot := int64(-1)
+	if nputs == 1 {
+		slot = int64(fs.puts[0].i)
 	}
 	p++
 	for {
@@ -125,8 +131,8 @@ func (d *decoder) fastEvent() bool {
 			}
 			d.pos = p
 			d.outstanding++
-			d.pending = append(d.pending, ev)
-			d.stack = append(d.stack, val{kEventDone, uint64(len(d.pending) - 1)})
+			d.pending = append(d.pending, pendingEvent{ev: ev, slot: slot})
+			d.stack = append(d.stack, self)
 			return true
 		case opBinGet, opLongBinGet:
 			var i uint64
@@ -262,14 +268,30 @@ func (d *decoder) memoEntry(i uint64) uint64 {
 	return d.packedEntry(i)
 }
 
+// pendingEvent is an event fastEvent read, until its list takes it.
+type pendingEvent struct {
+	ev      model.Event
+	slot    int64 // the dict's memo slot, -1 if none
+	fetched bool  // fetched from the memo meanwhile (see get)
+}
+
 // takeEvent returns the event a kEventDone value stands for, valid until
-// the next fastEvent.
+// the next fastEvent. Its memo slots say kGone from now on.
 func (d *decoder) takeEvent(v val) *model.Event {
-	ev := &d.pending[v.n]
+	pe := &d.pending[v.n]
+	if pe.slot >= 0 {
+		*d.memoAt(int(pe.slot)) = uint64(kGone) << 56
+	}
+	if more, ok := d.moreSlots[v.n]; ok {
+		for _, i := range more {
+			*d.memoAt(i) = uint64(kGone) << 56
+		}
+		delete(d.moreSlots, v.n)
+	}
 	if d.outstanding--; d.outstanding == 0 {
 		d.pending = d.pending[:0]
 	}
-	return ev
+	return &pe.ev
 }
 
 // Memo pages that are done with are packed: a page whose slots hold no
@@ -299,7 +321,7 @@ func (d *decoder) packPage(k int) {
 		if e&(1<<56-1) != 0 {
 			return
 		}
-		if k := kind(e >> 56); k == kDict || k == kList || k == kSide {
+		if k := kind(e >> 56); k == kDict || k == kList || k == kSide || k == kEventDone {
 			return
 		}
 	}
