@@ -17,15 +17,7 @@ func TestLeanReplayStreams(t *testing.T) {
 	ctx := context.Background()
 	for _, card := range []string{"", "1500MiB"} {
 		s := Settings{Policy: "pytorch", Points: 2000, RecordedCap: true, DeviceMemory: card}
-		usual, err := ReplaySet(ctx, SetSource{Paths: []string{synthetic}}, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lean, err := ReplaySet(ctx, SetSource{Paths: []string{synthetic}, Lean: true}, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u, l := usual.Runs[0], lean.Runs[0]
+		u, l := replayBoth(t, synthetic, s)
 		if l.plan.Len() != len(u.plan.Ops) || len(u.plan.Ops) == 0 {
 			t.Fatalf("card %q: %d ops streamed, %d read", card, l.plan.Len(), len(u.plan.Ops))
 		}
@@ -51,18 +43,23 @@ func TestLeanReplayStreams(t *testing.T) {
 
 // A trace the planner declines (segment events) is read the usual way.
 func TestLeanReplayFallsBack(t *testing.T) {
-	ctx := context.Background()
 	s := Settings{Policy: "pytorch", Points: 2000, RecordedCap: true}
-	path := pytorchFixture("gpt2_varlen.pickle")
-	usual, err := ReplaySet(ctx, SetSource{Paths: []string{path}}, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lean, err := ReplaySet(ctx, SetSource{Paths: []string{path}, Lean: true}, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lean.Runs[0].plan.Ops == nil || !reflect.DeepEqual(lean.Runs[0].Report, usual.Runs[0].Report) {
+	u, l := replayBoth(t, pytorchFixture("gpt2_varlen.pickle"), s)
+	if l.plan.Ops == nil || !reflect.DeepEqual(l.Report, u.Report) {
 		t.Error("a trace with segment events was not read the usual way")
 	}
+}
+
+// replayBoth replays path under s the usual way and lean.
+func replayBoth(t *testing.T, path string, s Settings) (usual, lean *Run) {
+	t.Helper()
+	var runs [2]*Run
+	for i, isLean := range []bool{false, true} {
+		set, err := ReplaySet(context.Background(), SetSource{Paths: []string{path}, Lean: isLean}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = set.Runs[0]
+	}
+	return runs[0], runs[1]
 }
