@@ -61,6 +61,10 @@ type Source struct {
 	// report: each op's recorded time.
 	Detail bool
 	StopAt int // a trace: replay only its first StopAt ops; 0 = all
+	// Lean says the caller reads only the report (Run.Report and Notes,
+	// not Detail): a big snapshot's trace may then be planned as it is
+	// read, without keeping its events.
+	Lean bool
 	// Progress receives a progress bar while a big trace is read; nil
 	// draws none.
 	Progress io.Writer

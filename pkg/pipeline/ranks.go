@@ -139,6 +139,7 @@ type SetSource struct {
 	DeviceGiven bool      // --device picks one device of each file
 	Progress    io.Writer // see Source
 	Detail      bool      // see Source
+	Lean        bool      // see Source
 }
 
 // rankPlan is one rank ready to replay.
@@ -215,6 +216,11 @@ func openRanks(ctx context.Context, src SetSource) ([]rankPlan, error) {
 
 // openRank opens one file of a set and plans its ranks.
 func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) {
+	if src.Lean && !src.Detail {
+		if ranks, ok, err := streamRank(ctx, src, p); ok || err != nil {
+			return ranks, err
+		}
+	}
 	snap, err := OpenTrace(ctx, p, src.Progress)
 	if err != nil {
 		return nil, err

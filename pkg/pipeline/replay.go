@@ -60,6 +60,15 @@ func Replay(ctx context.Context, src Source, s Settings) (*Run, error) {
 
 func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	path := src.Trace
+	if src.Lean && !src.Detail && src.StopAt == 0 {
+		ranks, ok, err := streamRank(ctx, SetSource{Device: src.Device, DeviceGiven: true, Progress: src.Progress}, path)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return replayPlanned(ctx, path, src.Device, ranks[0].snap, ranks[0].plan, nil, s)
+		}
+	}
 	snap, err := openDevice(ctx, path, src.Device, src.Progress)
 	if err != nil {
 		return nil, err
@@ -91,6 +100,9 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 	if r.res, err = replay.Run(r.plan, o); err != nil {
 		return nil, replayErr("replaying "+path, err)
 	}
+	if r.res.OOM != nil {
+		plan.Materialize() // the report reads the stacks up to the out-of-memory
+	}
 	if r.res.SeedOOM {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: the state the trace starts in (%d segments rebuilt from its final state) "+
 			"does not fit the card: out of memory before its first event", path, len(plan.Seeds)))
@@ -113,6 +125,7 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 // (a third replay, stepped one op at a time; the other devices' replays).
 func (r *Run) Detail() (figures.Detail, error) {
 	var d figures.Detail
+	r.plan.Materialize()
 	if r.work != nil {
 		d.Phases = make([]figures.Phase, len(r.work.Phases))
 		for i, p := range r.work.Phases {

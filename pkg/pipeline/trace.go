@@ -45,20 +45,31 @@ func OpenTrace(ctx context.Context, path string, progress io.Writer) (*trace.Sna
 	return snap, nil
 }
 
-func openTrace(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, error) {
+func openTrace(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, err error) {
+	err = readTrace(ctx, path, progress, func(r io.Reader, name, compression string, size int64) error {
+		snap, err = trace.OpenDecompressed(r, name, compression, size)
+		return err
+	})
+	return snap, err
+}
+
+// readTrace opens path as OpenTrace does and hands read its decompressed
+// contents, the name to use in errors, the compression ("" for none) and
+// the size (-1 when not known).
+func readTrace(ctx context.Context, path string, progress io.Writer, read func(r io.Reader, name, compression string, size int64) error) error {
 	var raw io.Reader
 	size := int64(-1)
 	name := path
 	if path == Stdin {
 		in, ok := ctx.Value(stdinKey{}).(io.Reader)
 		if !ok || in == nil {
-			return nil, errors.New("-: standard input is not available")
+			return errors.New("-: standard input is not available")
 		}
 		raw, name = in, "standard input"
 	} else {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer f.Close()
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
@@ -81,14 +92,14 @@ func openTrace(ctx context.Context, path string, progress io.Writer) (*trace.Sna
 	}
 	dec, compression, closeDecoder, err := trace.Decompress(raw, name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer closeDecoder()
 	if compression != "" {
 		size = -1
 	}
 	// The decoders stop at their next read after an interrupt.
-	return trace.OpenDecompressed(fileout.Reader(ctx, dec), name, compression, size)
+	return read(fileout.Reader(ctx, dec), name, compression, size)
 }
 
 // DeviceError is a device index the trace has no events for.

@@ -61,9 +61,9 @@ func (d *Divergence) Describe() string {
 func (p *Plan) noteDevice(i int, e *trace.Event) {
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
-		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(len(p.Ops)), Event: int32(i), Action: e.Action, Addr: e.Addr, Size: e.Size})
+		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(p.opCount()), Event: int32(i), Action: e.Action, Addr: e.Addr, Size: e.Size})
 	case trace.ActionOOM:
-		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(len(p.Ops)), Event: int32(i), Action: e.Action, Size: e.Size})
+		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(p.opCount()), Event: int32(i), Action: e.Action, Size: e.Size})
 	}
 }
 

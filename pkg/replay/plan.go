@@ -54,6 +54,10 @@ type Plan struct {
 	byAddr  map[uint64]live1
 	freeIDs []uint32
 	next    uint32
+	// a streamed plan (Planner) keeps its operations packed in log, not in
+	// Ops, Event and Stack; flushed counts those packed while it planned
+	log     *opLog
+	flushed int
 }
 
 // Skip reasons.
@@ -66,6 +70,7 @@ const (
 type live1 struct {
 	id      uint32
 	pending bool
+	freed   bool // no longer live: the address was allocated and freed
 }
 
 func newPlan() *Plan {
@@ -153,13 +158,13 @@ func (p *Plan) build(events []trace.Event, final []trace.Segment, cfg alloc.Conf
 	for _, s := range p.Seeds {
 		start += s.Size
 	}
-	reserved, peak := start, reservedPeak(events, start)
-	pp := inferPools(events, final, cfg)
-	poolIdx := map[uint16]int{}
-	if pp != nil {
-		p.Pools = pp.pools
+	b := &builder{p: p, cfg: cfg, reserved: start, peak: reservedPeak(events, start)}
+	b.pp = inferPools(events, final, cfg)
+	if b.pp != nil {
+		p.Pools = b.pp.pools
+		b.poolIdx = map[uint16]int{}
 		for i, pl := range p.Pools {
-			poolIdx[pl.Pool] = i
+			b.poolIdx[pl.Pool] = i
 		}
 	}
 	// size the op lists once: replays of big traces must stay within a
@@ -176,128 +181,177 @@ func (p *Plan) build(events []trace.Event, final []trace.Segment, cfg alloc.Conf
 	p.Ops = make([]alloc.Op, 0, n)
 	p.Event = make([]int32, 0, n)
 	p.Stack = make([]int32, 0, n)
-	byAddr := p.byAddr
-	newID := p.newID
-	counted := int32(0)
-	emit := func(op alloc.Op, stack int32) {
-		p.Ops = append(p.Ops, op)
-		p.Event = append(p.Event, counted)
-		p.Stack = append(p.Stack, stack)
-	}
-	var hint uint64
 	for i := 0; i < len(events); i++ {
-		e := &events[i]
-		p.noteDevice(i, e)
-		switch e.Action {
-		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
-			hint = e.Addr
-			reserved += e.Size
-		case trace.ActionAlloc:
-			if _, ok := byAddr[e.Addr]; ok {
-				p.Skipped[SkipDoubleAlloc]++
-				counted++
-				continue
+		i = b.step(events, i, 0)
+	}
+	p.Events = int(b.counted)
+	p.byAddr, p.freeIDs = nil, nil
+}
+
+// builder turns events into a plan's operations, one event (or one run
+// of them) at a time: Build applies it to a whole trace, a Planner to the
+// events of a trace as they are read.
+type builder struct {
+	p        *Plan
+	pp       *poolPlan // nil when the trace used no private pool
+	poolIdx  map[uint16]int
+	cfg      alloc.Config
+	reserved uint64 // reserved bytes by the segment events so far
+	peak     uint64 // the most reserved bytes the trace reaches
+	hint     uint64 // the address of a segment_alloc/segment_map just before
+	counted  int32  // alloc and free_completed events so far
+	// freedFirst: a free of an address the trace had not allocated
+	// before, a block live before the trace began
+	freedFirst bool
+}
+
+func (b *builder) emit(op alloc.Op, stack int32) {
+	p := b.p
+	p.Ops = append(p.Ops, op)
+	p.Event = append(p.Event, b.counted)
+	p.Stack = append(p.Stack, stack)
+}
+
+// liveAt is the live allocation at addr, if any.
+func (b *builder) liveAt(addr uint64) (live1, bool) {
+	l, ok := b.p.byAddr[addr]
+	return l, ok && !l.freed
+}
+
+// done ends allocation l at addr: its id is free again; the address stays
+// known (see live1.freed).
+func (b *builder) done(addr uint64, l live1) {
+	b.p.byAddr[addr] = live1{freed: true}
+	b.p.freeIDs = append(b.p.freeIDs, l.id)
+}
+
+// unknownFree counts a free of addr, which is not live.
+func (b *builder) unknownFree(addr uint64) {
+	b.p.Skipped[SkipUnknownFree]++
+	if _, ok := b.p.byAddr[addr]; !ok {
+		b.freedFirst = true
+	}
+}
+
+// step plans events[i], whose index in the whole trace is base+i, and
+// returns the index of the last event it used: a free_requested takes
+// the free_completed after it, a segment release the rest of its run.
+func (b *builder) step(events []trace.Event, i, base int) int {
+	p := b.p
+	e := &events[i]
+	p.noteDevice(base+i, e)
+	switch e.Action {
+	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+		b.hint = e.Addr
+		b.reserved += e.Size
+	case trace.ActionAlloc:
+		if _, ok := b.liveAt(e.Addr); ok {
+			p.Skipped[SkipDoubleAlloc]++
+			b.counted++
+			return i
+		}
+		id := p.newID()
+		p.byAddr[e.Addr] = live1{id: id}
+		op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
+		if b.pp != nil {
+			op.Pool = b.pp.allocPool[base+i]
+			if b.pp.claim[base+i] {
+				op.Flags, op.Hint = alloc.FlagClaim, e.Addr
 			}
-			id := newID()
-			byAddr[e.Addr] = live1{id: id}
-			op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: hint}
-			if pp != nil {
-				op.Pool = pp.allocPool[i]
-				if pp.claim[i] {
-					op.Flags, op.Hint = alloc.FlagClaim, e.Addr
-				}
-			}
-			emit(op, e.Stack)
-			hint = 0
-			counted++
-		case trace.ActionFreeRequested:
-			l, ok := byAddr[e.Addr]
-			if !ok || l.pending {
-				p.Skipped[SkipUnknownFree]++
-				if i+1 < len(events) && events[i+1].Action == trace.ActionFreeCompleted && events[i+1].Addr == e.Addr {
-					i++
-					counted++
-				}
-				continue
-			}
-			if i+1 < len(events) && events[i+1].Action == trace.ActionFreeCompleted && events[i+1].Addr == e.Addr {
+		}
+		b.emit(op, e.Stack)
+		b.hint = 0
+		b.counted++
+	case trace.ActionFreeRequested:
+		paired := i+1 < len(events) && events[i+1].Action == trace.ActionFreeCompleted && events[i+1].Addr == e.Addr
+		l, ok := b.liveAt(e.Addr)
+		if !ok || l.pending {
+			b.unknownFree(e.Addr)
+			if paired {
 				i++
-				emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
-				counted++
-				delete(byAddr, e.Addr)
-				p.freeIDs = append(p.freeIDs, l.id)
-				continue
+				b.counted++
 			}
-			emit(alloc.Op{Kind: alloc.OpFreeRequest, ID: l.id}, e.Stack)
-			byAddr[e.Addr] = live1{id: l.id, pending: true}
-		case trace.ActionFreeCompleted:
-			l, ok := byAddr[e.Addr]
-			switch {
-			case !ok:
-				p.Skipped[SkipUnknownFree]++
-			case !l.pending:
-				// a truncated trace can start between the two halves of a free
-				emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
-				delete(byAddr, e.Addr)
-				p.freeIDs = append(p.freeIDs, l.id)
-			default:
-				emit(alloc.Op{Kind: alloc.OpFreeComplete, ID: l.id}, e.Stack)
-				delete(byAddr, e.Addr)
-				p.freeIDs = append(p.freeIDs, l.id)
-			}
-			counted++
-		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
-			j := i
-			for j+1 < len(events) && (events[j+1].Action == trace.ActionSegmentFree || events[j+1].Action == trace.ActionSegmentUnmap) {
-				j++
-				p.noteDevice(j, &events[j])
-			}
-			before := reserved
-			for k := i; k <= j; k++ {
-				reserved -= min(reserved, events[k].Size)
-			}
-			caused := false
-			if j+1 < len(events) {
-				switch next := &events[j+1]; next.Action {
-				case trace.ActionOOM, trace.ActionSegmentMap:
-					caused = true
-				case trace.ActionSegmentAlloc:
-					caused = cfg.GCThreshold > 0 || before+next.Size > peak
-				}
-			}
-			var ri runInfo
-			if pp != nil {
-				ri = pp.runs[i]
-			}
-			for _, pool := range ri.release {
-				emit(alloc.Op{Kind: alloc.OpPoolRelease, Pool: pool}, -1)
-				if k, ok := poolIdx[pool]; ok {
-					p.Pools[k].Released = int(counted)
-				}
-			}
-			switch {
-			case caused:
-			case ri.poolOnly && len(ri.release) > 0:
-				for _, pool := range ri.release {
-					emit(alloc.Op{Kind: alloc.OpPoolEmpty, Pool: pool}, -1)
-				}
-			default:
-				emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
-			}
-			i = j
-		case trace.ActionEmptyCache: // only gpumem's text traces mark it
-			emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
-		case trace.ActionOOM:
-			p.RecordedOOMs++
-			id := newID()
-			emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Flags: alloc.FlagRecordedOOM}, e.Stack)
-			emit(alloc.Op{Kind: alloc.OpFree, ID: id}, e.Stack)
-			p.freeIDs = append(p.freeIDs, id)
-			hint = 0
+			return i
+		}
+		if paired {
+			b.emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
+			b.counted++
+			b.done(e.Addr, l)
+			return i + 1
+		}
+		b.emit(alloc.Op{Kind: alloc.OpFreeRequest, ID: l.id}, e.Stack)
+		p.byAddr[e.Addr] = live1{id: l.id, pending: true}
+	case trace.ActionFreeCompleted:
+		l, ok := b.liveAt(e.Addr)
+		switch {
+		case !ok:
+			b.unknownFree(e.Addr)
+		case !l.pending:
+			// a truncated trace can start between the two halves of a free
+			b.emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
+			b.done(e.Addr, l)
+		default:
+			b.emit(alloc.Op{Kind: alloc.OpFreeComplete, ID: l.id}, e.Stack)
+			b.done(e.Addr, l)
+		}
+		b.counted++
+	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+		return b.release(events, i, base)
+	case trace.ActionEmptyCache: // only gpumem's text traces mark it
+		b.emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
+	case trace.ActionOOM:
+		p.RecordedOOMs++
+		id := p.newID()
+		b.emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Flags: alloc.FlagRecordedOOM}, e.Stack)
+		b.emit(alloc.Op{Kind: alloc.OpFree, ID: id}, e.Stack)
+		p.freeIDs = append(p.freeIDs, id)
+		b.hint = 0
+	}
+	return i
+}
+
+// release plans the run of segment_free/segment_unmap events starting at
+// events[i] and returns the index of its last event.
+func (b *builder) release(events []trace.Event, i, base int) int {
+	p := b.p
+	j := i
+	for j+1 < len(events) && (events[j+1].Action == trace.ActionSegmentFree || events[j+1].Action == trace.ActionSegmentUnmap) {
+		j++
+		p.noteDevice(base+j, &events[j])
+	}
+	before := b.reserved
+	for k := i; k <= j; k++ {
+		b.reserved -= min(b.reserved, events[k].Size)
+	}
+	caused := false
+	if j+1 < len(events) {
+		switch next := &events[j+1]; next.Action {
+		case trace.ActionOOM, trace.ActionSegmentMap:
+			caused = true
+		case trace.ActionSegmentAlloc:
+			caused = b.cfg.GCThreshold > 0 || before+next.Size > b.peak
 		}
 	}
-	p.Events = int(counted)
-	p.byAddr, p.freeIDs = nil, nil
+	var ri runInfo
+	if b.pp != nil {
+		ri = b.pp.runs[base+i]
+	}
+	for _, pool := range ri.release {
+		b.emit(alloc.Op{Kind: alloc.OpPoolRelease, Pool: pool}, -1)
+		if k, ok := b.poolIdx[pool]; ok {
+			p.Pools[k].Released = int(b.counted)
+		}
+	}
+	switch {
+	case caused:
+	case ri.poolOnly && len(ri.release) > 0:
+		for _, pool := range ri.release {
+			b.emit(alloc.Op{Kind: alloc.OpPoolEmpty, Pool: pool}, -1)
+		}
+	default:
+		b.emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
+	}
+	return j
 }
 
 // ops returns a stable description of a plan, for tests and debugging.

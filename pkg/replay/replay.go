@@ -127,15 +127,30 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 			return nil, err
 		}
 	}
-	var tl *alloc.Timeline
-	if o.Points > 0 && len(ops) > 0 {
-		tl = alloc.NewTimeline(len(ops), o.Points)
+	n := len(ops)
+	if p != nil && p.log != nil {
+		n = p.log.n
 	}
-	res, err := RunBatches(o.Context, a, ops, 0, tl)
+	var tl *alloc.Timeline
+	if o.Points > 0 && n > 0 {
+		tl = alloc.NewTimeline(n, o.Points)
+	}
+	var res alloc.Result
+	eventOf := func(op int) int { return int(event[op]) }
+	if p != nil && p.log != nil {
+		events := map[int]int32{} // of the out-of-memory ops
+		res, err = p.log.run(o.Context, a, tl, events)
+		eventOf = func(op int) int { return int(events[op]) }
+	} else {
+		res, err = RunBatches(o.Context, a, ops, 0, tl)
+		if event == nil {
+			eventOf = nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	r := finish(a, res, tl, event)
+	r := finish(a, res, tl, eventOf)
 	r.Cap = inferred
 	if compare {
 		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config)
@@ -144,8 +159,8 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 }
 
 // finish is the Result of a replay on a whose operations ended in res;
-// event maps op indexes to reported OOM indexes (nil = the op index).
-func finish(a *alloc.Allocator, res alloc.Result, tl *alloc.Timeline, event []int32) *Result {
+// eventOf maps op indexes to reported OOM indexes (nil = the op index).
+func finish(a *alloc.Allocator, res alloc.Result, tl *alloc.Timeline, eventOf func(op int) int) *Result {
 	r := &Result{
 		Stats: a.Stats(), Extra: a.Extra(), OOM: res.OOM, OOMOp: -1, Done: res.Done,
 		LargestFree: a.LargestFree(), Segments: a.Snapshot(), Timeline: tl,
@@ -153,8 +168,8 @@ func finish(a *alloc.Allocator, res alloc.Result, tl *alloc.Timeline, event []in
 	}
 	for _, s := range res.Survived {
 		r.survivedOps = append(r.survivedOps, s.OpIndex)
-		if event != nil {
-			s.OpIndex = int(event[s.OpIndex])
+		if eventOf != nil {
+			s.OpIndex = eventOf(s.OpIndex)
 		}
 		r.OOMs = append(r.OOMs, s)
 	}
@@ -163,8 +178,8 @@ func finish(a *alloc.Allocator, res alloc.Result, tl *alloc.Timeline, event []in
 	}
 	if r.OOM != nil {
 		r.OOMOp = r.OOM.OpIndex
-		if event != nil {
-			r.OOM.OpIndex = int(event[r.OOMOp])
+		if eventOf != nil {
+			r.OOM.OpIndex = eventOf(r.OOMOp)
 		}
 		r.OOMs = append(r.OOMs, r.OOM)
 		if tl != nil { // the timeline ends at the OOM

@@ -166,6 +166,12 @@ func ReadPickle(r io.Reader, name string, size int64) (*Snapshot, error) {
 	return pickle.Read(r, name, size)
 }
 
+// StreamPickle decodes a PyTorch snapshot pickle, handing the events of
+// its device traces to sink instead of keeping them (see pickle.Stream).
+func StreamPickle(r io.Reader, name string, size int64, sink PickleSink) (*Snapshot, []int, error) {
+	return pickle.Stream(r, name, size, sink)
+}
+
 // ReadPickleFile decodes the snapshot pickle in the named file.
 func ReadPickleFile(path string) (*Snapshot, error) { return pickle.ReadFile(path) }
 

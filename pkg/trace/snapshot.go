@@ -20,6 +20,8 @@ type (
 
 	// FormatError reports a malformed snapshot pickle.
 	FormatError = pickle.FormatError
+	// PickleSink takes what StreamPickle reads as it reads it.
+	PickleSink = pickle.Sink
 )
 
 // Event actions (see model.Action).

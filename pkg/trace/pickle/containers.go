@@ -24,26 +24,27 @@ import (
 type kind uint8
 
 const (
-	kUnset   kind = iota // empty memo slot
-	kNone                // None
-	kBool                // n: 0 or 1
-	kInt                 // n: int64 bits
-	kUint                // n: an integer in [2^63, 2^64)
-	kBig                 // an integer beyond 64 bits (usable only if ignored)
-	kFloat               // n: float64 bits
-	kStr                 // n: interned string id
-	kBytes               // bytes; content skipped
-	kTuple               // n: start<<32 | length in decoder.tuples
-	kDict                // n: cont id
-	kList                // n: cont id
-	kEmpty               // a closed empty list
-	kEvents              // n: index in decoder.traces (closed list of events)
-	kFrame               // n: frame id
-	kStack               // n: stack id (closed list of frames)
-	kBlock               // n: index in decoder.blocks
-	kSegment             // n: index in decoder.segs
-	kGone                // a memoized value that cannot be fetched again
-	kSide                // memo only: n is an index in decoder.side
+	kUnset     kind = iota // empty memo slot
+	kNone                  // None
+	kBool                  // n: 0 or 1
+	kInt                   // n: int64 bits
+	kUint                  // n: an integer in [2^63, 2^64)
+	kBig                   // an integer beyond 64 bits (usable only if ignored)
+	kFloat                 // n: float64 bits
+	kStr                   // n: interned string id
+	kBytes                 // bytes; content skipped
+	kTuple                 // n: start<<32 | length in decoder.tuples
+	kDict                  // n: cont id
+	kList                  // n: cont id
+	kEmpty                 // a closed empty list
+	kEvents                // n: index in decoder.traces (closed list of events)
+	kFrame                 // n: frame id
+	kStack                 // n: stack id (closed list of frames)
+	kBlock                 // n: index in decoder.blocks
+	kSegment               // n: index in decoder.segs
+	kGone                  // a memoized value that cannot be fetched again
+	kSide                  // memo only: n is an index in decoder.side
+	kEventDone             // n: index in decoder.pending (an event dict fastEvent read)
 )
 
 var kindNames = [...]string{
@@ -52,6 +53,7 @@ var kindNames = [...]string{
 	kDict: "dict", kList: "list", kEmpty: "list",
 	kEvents: "event list", kFrame: "frame dict", kStack: "frame list",
 	kBlock: "block dict", kSegment: "segment dict", kGone: "re-used memo value",
+	kEventDone: "event dict",
 }
 
 func (k kind) String() string {
@@ -81,6 +83,7 @@ type cont struct {
 	res       val
 	items     []val // list items, or flattened dict key/value pairs
 	events    []model.Event
+	sinkList  int // the list number its events were handed to the sink under, -1 if none
 }
 
 type frameKey struct {
@@ -99,7 +102,7 @@ func (d *decoder) newCont(list bool) uint32 {
 		d.mem += contCost
 	}
 	c := d.conts[id]
-	c.list, c.open, c.memo, c.off = list, true, -1, d.op
+	c.list, c.open, c.memo, c.off, c.sinkList = list, true, -1, d.op, -1
 	return id
 }
 
@@ -128,8 +131,13 @@ func (d *decoder) unpack(e uint64) val {
 	return v
 }
 
+// memoAt is memo slot i, for writing: a packed page is unpacked first.
 func (d *decoder) memoAt(i int) *uint64 {
-	return &d.memo[i>>memoPageBits][i&(memoPageLen-1)]
+	pg := i >> memoPageBits
+	if d.memo[pg] == nil {
+		d.unpackPage(pg)
+	}
+	return &d.memo[pg][i&(memoPageLen-1)]
 }
 
 func (d *decoder) put(i uint64, v val) error {
@@ -145,13 +153,19 @@ func (d *decoder) put(i uint64, v val) error {
 		if err := d.checkMem(); err != nil {
 			return err
 		}
-		d.memo = append(d.memo, make([]uint64, memoPageLen))
+		d.memo = append(d.memo, d.newPage())
+		d.packed = append(d.packed, nil)
 		d.memoLen += memoPageLen
+		// pages are filled in order: one a few pages back is done with
+		if k := len(d.memo) - 1 - packLag; k >= 0 {
+			d.packPage(k)
+		}
 	}
 	slot := d.memoAt(idx)
 	if *slot == 0 {
 		d.memoCount++
 	}
+	d.memoMax = max(d.memoMax, i+1)
 	if v.k == kDict || v.k == kList {
 		c := d.conts[v.n]
 		if c.open {
@@ -163,6 +177,12 @@ func (d *decoder) put(i uint64, v val) error {
 			v = c.res
 		}
 	}
+	if v.k == kEventDone { // another slot of a pending event dict
+		if d.moreSlots == nil {
+			d.moreSlots = map[uint64][]int{}
+		}
+		d.moreSlots[v.n] = append(d.moreSlots[v.n], idx)
+	}
 	*slot = d.pack(v)
 	return nil
 }
@@ -171,11 +191,18 @@ func (d *decoder) get(i uint64) error {
 	if i >= uint64(d.memoLen) {
 		return d.errorf("memo key %d missing", i)
 	}
-	e := d.memo[i>>memoPageBits][i&(memoPageLen-1)]
+	e := d.memoEntry(i)
 	if e == 0 {
 		return d.errorf("memo key %d missing", i)
 	}
 	v := d.unpack(e)
+	if v.k == kEventDone {
+		// an event dict fastEvent read, before its list took it: as for an
+		// open dict fetched again, the copy is not kept and the list
+		// refuses the dict
+		d.pending[v.n].fetched = true
+		v = val{k: kGone}
+	}
 	if v.k == kDict || v.k == kList {
 		c := d.conts[v.n]
 		if c.open {
@@ -210,6 +237,10 @@ func (d *decoder) closed(id uint32, c *cont, res val) {
 // container is complete by then and is converted. Its items were taken
 // when they were added, so this never recurses more than one level.
 func (d *decoder) take(v val) (val, error) {
+	if v.k == kEventDone { // an event dict outside an event list is not kept
+		d.takeEvent(v)
+		return val{k: kGone}, nil
+	}
 	if v.k != kDict && v.k != kList {
 		return v, nil
 	}
@@ -223,6 +254,8 @@ func (d *decoder) take(v val) (val, error) {
 	}
 	var res val
 	switch {
+	case c.sinkList >= 0:
+		res = val{kEvents, uint64(c.sinkList)}
 	case len(c.events) > 0:
 		ev := c.events
 		if cap(ev)-len(ev) > len(ev)/4 {
@@ -281,6 +314,11 @@ func (d *decoder) closeDict(id uint32, c *cont) (val, error) {
 		s, err := d.toSegment(p, c.off)
 		if err != nil {
 			return val{}, err
+		}
+		if d.sink.Segment != nil {
+			if err := d.sink.Segment(&s); err != nil {
+				return val{}, err
+			}
 		}
 		d.segs = append(d.segs, s)
 		d.segOff = append(d.segOff, c.off)
@@ -404,6 +442,18 @@ func (d *decoder) appendsOn(opname string, t int, items []val) error {
 // into c.events, which makes c an event list.
 func (d *decoder) appendItems(c *cont, items []val) error {
 	for i, v := range items {
+		if v.k == kEventDone {
+			if len(c.items) > 0 {
+				return d.errorf("list mixes event dicts with other values")
+			}
+			if d.pending[v.n].fetched {
+				return d.errorf("event dict fetched again from the memo (not supported)")
+			}
+			if err := d.addEvent(c, d.takeEvent(v), len(items)-i); err != nil {
+				return err
+			}
+			continue
+		}
 		if v.k == kDict {
 			if e := d.conts[v.n]; e.open && keyMask(e.items)&eventKeys != 0 {
 				if len(c.items) > 0 {
@@ -413,10 +463,10 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 				if err != nil {
 					return err
 				}
-				if len(c.events) == cap(c.events) {
-					d.growEvents(c, len(items)-i)
+				d.ev = ev // not a local, which the sink's pointer would move to the heap
+				if err := d.addEvent(c, &d.ev, len(items)-i); err != nil {
+					return err
 				}
-				c.events = append(c.events, ev)
 				d.closed(uint32(v.n), e, val{k: kGone})
 				continue
 			}
@@ -428,7 +478,7 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 		if v.k == kGone {
 			return d.errorf("event dict fetched again from the memo (not supported)")
 		}
-		if len(c.events) > 0 {
+		if len(c.events) > 0 || c.sinkList >= 0 {
 			return d.errorf("list mixes event dicts with other values (%s)", v.k)
 		}
 		if len(c.items) == cap(c.items) {
@@ -439,6 +489,23 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 		}
 		c.items = append(c.items, v)
 	}
+	return nil
+}
+
+// addEvent adds ev to event list c, or hands it to the sink; more events
+// are known to follow in this batch.
+func (d *decoder) addEvent(c *cont, ev *model.Event, more int) error {
+	if d.sink.Event != nil {
+		if c.sinkList < 0 {
+			c.sinkList = d.sinkLists
+			d.sinkLists++
+		}
+		return d.sink.Event(c.sinkList, ev)
+	}
+	if len(c.events) == cap(c.events) {
+		d.growEvents(c, more)
+	}
+	c.events = append(c.events, *ev)
 	return nil
 }
 
@@ -492,7 +559,7 @@ func (d *decoder) setItemsOn(opname string, t int, pairs []val) error {
 // takes it, as more SETITEM(S) may follow.
 func (d *decoder) addPairs(c *cont, pairs []val) error {
 	for i, v := range pairs {
-		if v.k == kDict || v.k == kList {
+		if v.k == kDict || v.k == kList || v.k == kEventDone {
 			v, err := d.take(v)
 			if err != nil {
 				return err

@@ -81,9 +81,12 @@ type decoder struct {
 	stack []val
 	marks []int
 
-	memo      [][]uint64 // pages of packed vals
+	memo      [][]uint64 // pages of packed vals; nil where packed holds the page
+	packed    [][]byte   // pages of kinds alone (packPage)
+	spare     []uint64   // a page packPage freed
 	memoLen   int        // slots allocated
 	memoCount int        // slots set, for MEMOIZE
+	memoMax   uint64     // 1 + the highest slot set
 	side      []val      // memo values too wide to pack
 
 	strs  []string
@@ -108,6 +111,20 @@ type decoder struct {
 	blocks   []model.Block
 	segs     []model.Segment
 	segOff   []int64 // input offset of each of segs
+
+	// sink, when set, takes the events instead of the event lists
+	// (Stream); sinkLists numbers the lists it has seen.
+	sink      Sink
+	sinkLists int
+	lists     []int // per device trace, its list number; -1 for an empty one
+	// pending holds the events fastEvent read, until their list takes
+	// them; outstanding counts those not taken yet.
+	pending     []pendingEvent
+	outstanding int
+	moreSlots   map[uint64][]int // pending index → memo slots beyond its own
+	ev          model.Event
+	general     bool // read every dict the general way (tests compare the two)
+	fast        fastState
 }
 
 func newDecoder(r io.Reader, size int64) *decoder {
@@ -404,7 +421,9 @@ func (d *decoder) run() (val, error) {
 			}
 			d.marks = append(d.marks, len(d.stack))
 		case opEmptyDict:
-			d.stack = append(d.stack, val{kDict, uint64(d.newCont(false))})
+			if d.general || !d.fastEvent() {
+				d.stack = append(d.stack, val{kDict, uint64(d.newCont(false))})
+			}
 		case opEmptyList:
 			d.stack = append(d.stack, val{kList, uint64(d.newCont(true))})
 		case opSetItems:

@@ -27,7 +27,11 @@
 // decoder builds is charged to a budget proportional to the input
 // (limits.Memory), so a corrupt or hostile file yields a *FormatError,
 // never a panic or a huge allocation. Strings are cut to 4 KiB as they
-// are read; stacks are bounded (see internStack).
+// are read; stacks are bounded (see internStack). Stream hands each
+// event to a sink instead of keeping it, for a caller that plans the
+// trace as it is read. Event dicts of the usual shape (scalar values, no
+// frames or an empty list) are read in one go by fastEvent, which leaves
+// anything else to the general path.
 //
 // Terms: a segment's total_size is reserved memory; blocks in state
 // active_allocated are allocated memory; active_pending_free blocks were

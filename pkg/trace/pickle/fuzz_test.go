@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -38,6 +39,7 @@ func FuzzReadPickle(f *testing.F) {
 		{"allocator_settings", pdict{{"roundup_power2_divisions", pdict{{"2", 4}}}, {"garbage_collection_threshold", 0.5}}},
 		{"external_annotations", []any{pdict{{"name", "x"}, {"time_us", 3}}}}}))
 	f.Add(memoized())
+	f.Add(synthetic()[:maxFuzzInput])
 	f.Add([]byte{opProto, 4, opLong4, 3, 0, 0, 0, 1, 2, 3, opStop})
 	f.Add([]byte{opProto, 2, opMark, opNone, opNewTrue, opList, opMark, opDict, opTuple3, opStop})
 
@@ -56,6 +58,17 @@ func FuzzReadPickle(f *testing.F) {
 			}
 			checkIndexes(t, s)
 			checkBounded(t, s)
+		}
+		// the fast path for event dicts and Stream read what the general
+		// decoder reads
+		want, werr := readGeneral(data)
+		got, gerr := Read(bytes.NewReader(data), "", int64(len(data)))
+		streamed, serr := streamAll(data)
+		if (werr == nil) != (gerr == nil) || (werr == nil) != (serr == nil) {
+			t.Fatalf("general: %v; fast: %v; stream: %v", werr, gerr, serr)
+		}
+		if werr == nil && (!reflect.DeepEqual(got, want) || !reflect.DeepEqual(streamed, want)) {
+			t.Fatal("the fast path or Stream read another snapshot than the general decoder")
 		}
 	})
 }

@@ -41,16 +41,52 @@ func Read(r io.Reader, name string, size int64) (*model.Snapshot, error) {
 	d := newDecoder(r, size)
 	s, err := d.decode()
 	if err != nil {
-		if fe, ok := errors.AsType[*FormatError](err); ok {
-			fe.File = name
-			return nil, fe
-		}
-		if name != "" {
-			err = fmt.Errorf("%s: %w", name, err)
-		}
-		return nil, err
+		return nil, named(err, name)
 	}
 	return s, nil
+}
+
+// Sink takes what Stream reads as it reads it.
+type Sink struct {
+	// Event takes each event of the device traces; list numbers the event
+	// lists in the order their first event is read. The event is only
+	// valid during the call.
+	Event func(list int, e *model.Event) error
+	// Segment, when set, sees each segment dict of the snapshot's
+	// segments once it is read.
+	Segment func(s *model.Segment) error
+}
+
+// Stream decodes a snapshot pickle as Read does, but hands each event of
+// its device traces to sink as it is read, without keeping it: the
+// snapshot's Traces have one nil list per device, and lists gives each
+// device's list number (-1 for a device without events). A big trace
+// then takes no memory for its events. An error of the sink's stops the
+// decoding and is returned as it is.
+func Stream(r io.Reader, name string, size int64, sink Sink) (s *model.Snapshot, lists []int, err error) {
+	d := newDecoder(r, size)
+	d.sink = sink
+	s, err = d.decode()
+	if err != nil {
+		return nil, nil, named(err, name)
+	}
+	return s, d.lists, nil
+}
+
+// named puts the file's name in err.
+func named(err error, name string) error {
+	if fe, ok := errors.AsType[*FormatError](err); ok && fe.File == "" {
+		fe.File = name
+		return fe
+	}
+	if fe, ok := errors.AsType[*FormatError](err); ok {
+		fe.File = name
+		return fe
+	}
+	if name != "" {
+		err = fmt.Errorf("%s: %w", name, err)
+	}
+	return err
 }
 
 // ReadFile decodes the snapshot pickle in the named file.

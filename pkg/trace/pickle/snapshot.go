@@ -503,11 +503,18 @@ func (d *decoder) traceLists(v val) ([][]model.Event, error) {
 		return nil, err
 	}
 	out := make([][]model.Event, len(items))
+	if d.sink.Event != nil {
+		d.lists = make([]int, len(items))
+	}
 	for i, it := range items {
-		switch it.k {
-		case kEvents:
+		switch {
+		case it.k == kEvents && d.sink.Event != nil:
+			d.lists[i] = int(it.n)
+		case it.k == kEvents:
 			out[i] = d.traces[it.n]
-		case kEmpty:
+		case it.k == kEmpty && d.sink.Event != nil:
+			d.lists[i] = -1
+		case it.k == kEmpty:
 			out[i] = []model.Event{}
 		default:
 			return nil, &FormatError{Offset: d.offOf(v), Msg: fmt.Sprintf("device_traces[%d] is a %s, want a list of event dicts", i, it.k)}

@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// A replay that reads only the report can plan a snapshot pickle's traces
+// as the file is read (replay.Planner) and keep no event: a big trace then
+// needs memory for its live blocks and packed operations alone, a few
+// bytes an event. Traces the planner cannot plan that way (cut short by a
+// ring buffer, with segment events, with annotations to time) are read
+// again the usual way.
+
+// errDeclined stops reading a trace that cannot be planned as it streams.
+var errDeclined = errors.New("the trace cannot be planned as it is read")
+
+// streamPlans reads the snapshot pickle at path and plans each device's
+// trace as it is read. plans has one entry per device of the snapshot,
+// nil for a device without events. ok is false, with no error, when the
+// file must be read the usual way: not a pickle, standard input, a trace
+// a planner declined, or an error (which the usual way reports).
+func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, ok bool) {
+	if path == Stdin {
+		return nil, nil, false
+	}
+	var planners []*replay.Planner
+	var lists []int
+	sink := trace.PickleSink{
+		Event: func(list int, e *trace.Event) error {
+			if list == len(planners) {
+				planners = append(planners, replay.NewPlanner())
+			}
+			pl := planners[list]
+			pl.Add(e)
+			if pl.Declined() != "" {
+				return errDeclined
+			}
+			return nil
+		},
+		// the end state a replay is checked against needs the whole trace
+		Segment: func(*trace.Segment) error { return errDeclined },
+	}
+	err := readTrace(ctx, path, progress, func(r io.Reader, name, _ string, size int64) error {
+		br := bufio.NewReaderSize(r, 64<<10)
+		if head, _ := br.Peek(1); len(head) == 0 || head[0] != 0x80 {
+			return errDeclined
+		}
+		var err error
+		snap, lists, err = trace.StreamPickle(br, name, size, sink)
+		return err
+	})
+	if err != nil || len(snap.Annotations) > 0 { // annotations time the ops from the events
+		return nil, nil, false
+	}
+	plans = make([]*replay.Plan, len(lists))
+	for d, l := range lists {
+		if l < 0 {
+			continue
+		}
+		if plans[d] = planners[l].Plan(snap); plans[d] == nil {
+			return nil, nil, false
+		}
+	}
+	return snap, plans, true
+}
+
+// streamRank is openRank for a replay that reads only the report; ok is
+// false when the file must be opened the usual way.
+func streamRank(ctx context.Context, src SetSource, p string) ([]rankPlan, bool, error) {
+	snap, plans, ok := streamPlans(ctx, p, src.Progress)
+	if !ok {
+		return nil, false, ctx.Err()
+	}
+	var devs []int
+	if src.DeviceGiven {
+		devs = []int{src.Device}
+	} else {
+		for d, pl := range plans {
+			if pl != nil {
+				devs = append(devs, d)
+			}
+		}
+		if len(devs) == 0 {
+			devs = []int{src.Device}
+		}
+		if RankOf(p) >= 0 && len(devs) > 1 {
+			return nil, false, nil // the busiest device counts the events
+		}
+	}
+	if err := checkDevice(p, snap, devs[0]); err != nil {
+		return nil, true, err
+	}
+	ranks := make([]rankPlan, 0, len(devs))
+	for _, d := range devs {
+		if plans[d] == nil {
+			return nil, false, nil // no events: the usual way plans the empty trace
+		}
+		r := RankOf(p)
+		if r < 0 || len(devs) > 1 {
+			r = d
+		}
+		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap, plan: plans[d]})
+	}
+	return ranks, true, nil
+}

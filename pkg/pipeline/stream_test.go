@@ -1,0 +1,65 @@
+package pipeline
+
+import (
+	"context"
+	"reflect"
+	"testing"
+)
+
+// synthetic is a snapshot as scripts/gen_trace.py writes it (3,000 events,
+// every third with a stack), made into a pickle by CPython: no segments,
+// a trace from the program's start, which a lean replay plans as it reads.
+const synthetic = "testdata/synthetic_stacks.pickle"
+
+// A lean replay of a trace it streams reports what the usual one does,
+// out-of-memory stacks included.
+func TestLeanReplayStreams(t *testing.T) {
+	ctx := context.Background()
+	for _, card := range []string{"", "1500MiB"} {
+		s := Settings{Policy: "pytorch", Points: 2000, RecordedCap: true, DeviceMemory: card}
+		u, l := replayBoth(t, synthetic, s)
+		if l.plan.Len() != len(u.plan.Ops) || len(u.plan.Ops) == 0 {
+			t.Fatalf("card %q: %d ops streamed, %d read", card, l.plan.Len(), len(u.plan.Ops))
+		}
+		oom := u.Report.OOM != nil
+		if streamed := l.plan.Ops == nil; streamed == oom { // an OOM unpacks the plan for its stacks
+			t.Errorf("card %q: streamed %v with out-of-memory %v", card, streamed, oom)
+		}
+		if oom && len(u.Report.OOM.Frames)+len(u.Report.OOM.PinFrames) == 0 {
+			t.Errorf("card %q: the out-of-memory shows no stack", card)
+		}
+		if !reflect.DeepEqual(l.Report, u.Report) || !reflect.DeepEqual(l.Notes, u.Notes) {
+			t.Errorf("card %q: lean report differs:\n got %+v\nwant %+v", card, l.Report, u.Report)
+		}
+		single, err := Replay(ctx, Source{Trace: synthetic, Lean: true}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(single.Report, u.Report) {
+			t.Errorf("card %q: lean Replay differs", card)
+		}
+	}
+}
+
+// A trace the planner declines (segment events) is read the usual way.
+func TestLeanReplayFallsBack(t *testing.T) {
+	s := Settings{Policy: "pytorch", Points: 2000, RecordedCap: true}
+	u, l := replayBoth(t, pytorchFixture("gpt2_varlen.pickle"), s)
+	if l.plan.Ops == nil || !reflect.DeepEqual(l.Report, u.Report) {
+		t.Error("a trace with segment events was not read the usual way")
+	}
+}
+
+// replayBoth replays path under s the usual way and lean.
+func replayBoth(t *testing.T, path string, s Settings) (usual, lean *Run) {
+	t.Helper()
+	var runs [2]*Run
+	for i, isLean := range []bool{false, true} {
+		set, err := ReplaySet(context.Background(), SetSource{Paths: []string{path}, Lean: isLean}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = set.Runs[0]
+	}
+	return runs[0], runs[1]
+}

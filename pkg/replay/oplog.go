@@ -1,0 +1,230 @@
+package replay
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+)
+
+// opLog holds a plan's operations, with each one's Event and Stack, packed
+// into a few bytes each (a free takes 2 or 3, an allocation about 7
+// instead of the 48 of an Op and its two indexes): a streamed plan of a
+// big trace keeps its operations here until the replay reads them back.
+type opLog struct {
+	chunks [][]byte
+	n      int   // operations
+	event  int32 // the last operation's Event and Stack
+	stack  int32
+}
+
+const logChunk = 1 << 20
+
+// Header byte of a packed op: its kind, then flags saying which fields
+// follow and how its Event and Stack relate to the previous op's.
+const (
+	hKind      = 0x0f
+	hEventNext = 1 << 4 // Event is the previous op's + 1 (else the same, or see xEvent)
+	hStackSame = 1 << 5 // Stack is the previous op's
+	hStackNew  = 1 << 6 // Stack follows as a uvarint (else -1, or hStackSame)
+	hExtra     = 1 << 7 // a byte of x* flags follows
+)
+
+// Fields an op has beside its ID, flagged in the extra byte.
+const (
+	xSize = 1 << iota
+	xStream
+	xHint
+	xPool
+	xFlags
+	xEvent // Event follows as a uvarint, less the previous op's
+)
+
+// add appends ops with their events and stacks.
+func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
+	var buf [64]byte
+	for i := range ops {
+		op := &ops[i]
+		h := byte(op.Kind) & hKind
+		var x byte
+		switch d := event[i] - l.event; {
+		case d == 1:
+			h |= hEventNext
+		case d != 0:
+			x |= xEvent
+		}
+		switch st := stack[i]; {
+		case st == l.stack && st >= 0:
+			h |= hStackSame
+		case st >= 0:
+			h |= hStackNew
+		}
+		if op.Size != 0 {
+			x |= xSize
+		}
+		if op.Stream != 0 {
+			x |= xStream
+		}
+		if op.Hint != 0 {
+			x |= xHint
+		}
+		if op.Pool != 0 {
+			x |= xPool
+		}
+		if op.Flags != 0 {
+			x |= xFlags
+		}
+		b := buf[:0]
+		if x != 0 {
+			h |= hExtra
+			b = append(b, h, x)
+		} else {
+			b = append(b, h)
+		}
+		b = binary.AppendUvarint(b, uint64(op.ID))
+		if h&hStackNew != 0 {
+			b = binary.AppendUvarint(b, uint64(stack[i]))
+		}
+		if x&xSize != 0 {
+			b = binary.AppendUvarint(b, op.Size)
+		}
+		if x&xStream != 0 {
+			b = binary.AppendUvarint(b, op.Stream)
+		}
+		if x&xHint != 0 {
+			b = binary.AppendUvarint(b, op.Hint)
+		}
+		if x&xPool != 0 {
+			b = binary.AppendUvarint(b, uint64(op.Pool))
+		}
+		if x&xFlags != 0 {
+			b = append(b, op.Flags)
+		}
+		if x&xEvent != 0 {
+			b = binary.AppendUvarint(b, uint64(uint32(event[i]-l.event)))
+		}
+		l.event, l.stack = event[i], stack[i]
+		k := len(l.chunks) - 1
+		if k < 0 || len(l.chunks[k])+len(b) > cap(l.chunks[k]) {
+			l.chunks = append(l.chunks, make([]byte, 0, logChunk))
+			k++
+		}
+		l.chunks[k] = append(l.chunks[k], b...)
+	}
+	l.n += len(ops)
+}
+
+// each hands f the operations in order, up to Batch at a time, in slices
+// it reuses; it stops at f's first error.
+func (l *opLog) each(f func(ops []alloc.Op, event, stack []int32) error) error {
+	ops := make([]alloc.Op, 0, min(l.n, Batch))
+	event := make([]int32, 0, cap(ops))
+	stack := make([]int32, 0, cap(ops))
+	var ev, st int32
+	for _, c := range l.chunks {
+		for p := 0; p < len(c); {
+			h := c[p]
+			p++
+			var x byte
+			if h&hExtra != 0 {
+				x = c[p]
+				p++
+			}
+			var id uint64
+			id, p = uvarint(c, p)
+			op := alloc.Op{Kind: alloc.OpKind(h & hKind), ID: uint32(id)}
+			switch {
+			case h&hStackNew != 0:
+				var v uint64
+				v, p = uvarint(c, p)
+				st = int32(v)
+			case h&hStackSame == 0:
+				st = -1
+			}
+			if x&xSize != 0 {
+				op.Size, p = uvarint(c, p)
+			}
+			if x&xStream != 0 {
+				op.Stream, p = uvarint(c, p)
+			}
+			if x&xHint != 0 {
+				op.Hint, p = uvarint(c, p)
+			}
+			if x&xPool != 0 {
+				var v uint64
+				v, p = uvarint(c, p)
+				op.Pool = uint16(v)
+			}
+			if x&xFlags != 0 {
+				op.Flags = c[p]
+				p++
+			}
+			switch {
+			case x&xEvent != 0:
+				var v uint64
+				v, p = uvarint(c, p)
+				ev += int32(uint32(v))
+			case h&hEventNext != 0:
+				ev++
+			}
+			ops = append(ops, op)
+			event = append(event, ev)
+			stack = append(stack, st)
+			if len(ops) == cap(ops) {
+				if err := f(ops, event, stack); err != nil {
+					return err
+				}
+				ops, event, stack = ops[:0], event[:0], stack[:0]
+			}
+		}
+	}
+	if len(ops) > 0 {
+		return f(ops, event, stack)
+	}
+	return nil
+}
+
+// run replays the log on a, Batch operations at a time, as RunBatches
+// does a slice; events maps the op index of each out-of-memory to its
+// Event.
+func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32) (alloc.Result, error) {
+	var total alloc.Result
+	stop := errStop{}
+	err := l.each(func(ops []alloc.Op, event, _ []int32) error {
+		if ctx != nil {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		base := total.Done
+		res, err := a.Run(ops, base, tl)
+		total.Done += res.Done
+		total.OOM = res.OOM
+		total.Survived = append(total.Survived, res.Survived...)
+		for _, s := range res.Survived {
+			events[s.OpIndex] = event[s.OpIndex-base]
+		}
+		if res.OOM != nil {
+			events[res.OOM.OpIndex] = event[res.OOM.OpIndex-base]
+			return stop
+		}
+		return err
+	})
+	if err == stop {
+		err = nil
+	}
+	return total, err
+}
+
+// uvarint reads the uvarint at c[p:] and returns it and the index after it.
+func uvarint(c []byte, p int) (uint64, int) {
+	if b := c[p]; b < 0x80 {
+		return uint64(b), p + 1
+	}
+	v, n := binary.Uvarint(c[p:])
+	return v, p + n
+}
+
+type errStop struct{}
+
+func (errStop) Error() string { return "stop" }

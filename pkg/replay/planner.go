@@ -1,0 +1,155 @@
+package replay
+
+import (
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// Planner plans one device's trace from its events as they are read, in
+// memory that does not grow with the trace beyond a few bytes per
+// operation: the plan's operations are packed (opLog) and no event is
+// kept. It gives the plan FromSnapshot would, but only for traces whose
+// plan needs nothing from their future or their end state: traces that
+// start before the program allocated (no block freed before the trace
+// allocates it) and have no segment events, so that there are no seeds
+// to rebuild, no private pools to infer and no release runs to judge
+// against the trace's peak. For any other trace it declines (Declined
+// says why) and the caller plans the whole trace with FromSnapshot.
+type Planner struct {
+	b     builder
+	win   []trace.Event // events read and not yet planned
+	base  int           // the trace index of win[0]
+	log   opLog
+	ooms  []trace.Event // the oom events and their trace indexes, for inferCap
+	oomAt []int
+	why   string
+}
+
+// plannerWindow is how many events a Planner gathers before it plans them.
+const plannerWindow = 4096
+
+// NewPlanner starts the plan of one device's trace.
+func NewPlanner() *Planner {
+	pl := &Planner{win: make([]trace.Event, 0, plannerWindow)}
+	pl.b = builder{p: newPlan(), cfg: alloc.DefaultConfig()}
+	// a window's ops at most (2 an event) go beyond Batch before a flush
+	n := Batch + 2*plannerWindow
+	p := pl.b.p
+	p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+	return pl
+}
+
+// Declined says why the trace read so far cannot be planned as it
+// streams; "" while it can.
+func (pl *Planner) Declined() string { return pl.why }
+
+// Add plans the next event of the trace.
+func (pl *Planner) Add(e *trace.Event) {
+	if pl.why != "" {
+		return
+	}
+	switch e.Action {
+	case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+		pl.why = "the trace has segment events"
+		return
+	case trace.ActionOOM:
+		pl.ooms = append(pl.ooms, *e)
+		pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+	}
+	pl.win = append(pl.win, *e)
+	if len(pl.win) == cap(pl.win) {
+		pl.plan(false)
+	}
+}
+
+// plan plans the window's events, all of them at the end of the trace,
+// else all but those whose plan depends on the next event.
+func (pl *Planner) plan(end bool) {
+	b, w := &pl.b, pl.win
+	last := len(w) - 1 // a free_requested looks at the event after it
+	if end {
+		last = len(w)
+	}
+	i := 0
+	for i < last {
+		i = b.step(w, i, pl.base) + 1
+	}
+	if b.freedFirst {
+		// a block live when the trace began, which only the backward walk
+		// of FromSnapshot rebuilds
+		pl.why = "the trace starts after the program had allocated"
+	}
+	n := copy(w, w[i:])
+	pl.win = w[:n]
+	pl.base += i
+	p := b.p
+	if len(p.Ops) >= Batch || end {
+		pl.log.add(p.Ops, p.Event, p.Stack)
+		p.flushed += len(p.Ops)
+		p.Ops, p.Event, p.Stack = p.Ops[:0], p.Event[:0], p.Stack[:0]
+	}
+}
+
+// Plan ends the trace and returns its plan, snap being the snapshot the
+// events came from (its segments, settings and other devices' traces
+// aside); nil when the planner declined, or declines now that it sees the
+// snapshot: one with segments, whose end state the replay is checked
+// against.
+func (pl *Planner) Plan(snap *trace.Snapshot) *Plan {
+	if pl.why == "" && len(snap.Segments) > 0 {
+		pl.why = "the snapshot has segments"
+	}
+	if pl.why != "" {
+		return nil
+	}
+	pl.plan(true)
+	if pl.why != "" {
+		return nil
+	}
+	p := pl.b.p
+	p.Events = int(pl.b.counted)
+	p.byAddr, p.freeIDs = nil, nil
+	p.Ops, p.Event, p.Stack = nil, nil, nil
+	p.log = &pl.log
+	p.expandable = snap.Settings.ExpandableSegments
+	if snap.Settings.Present {
+		st := snap.Settings
+		p.settings = &st
+	}
+	p.finalAt = pl.log.n
+	// without segment events only the oom events bound a cap
+	if c := inferCap(pl.ooms, snap.Settings, 0); c != nil {
+		c.Event = pl.oomAt[c.Event]
+		p.Cap = c
+	}
+	return p
+}
+
+// opCount is the number of operations planned so far.
+func (p *Plan) opCount() int { return p.flushed + len(p.Ops) }
+
+// Len is the number of operations of the plan.
+func (p *Plan) Len() int {
+	if p.log != nil {
+		return p.log.n
+	}
+	return len(p.Ops)
+}
+
+// Materialize unpacks a streamed plan's operations into Ops, Event and
+// Stack, for what reads them beyond the replay (the HTML report, the
+// stacks of an out-of-memory).
+func (p *Plan) Materialize() {
+	if p.log == nil {
+		return
+	}
+	n := p.log.n
+	p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+	_ = p.log.each(func(ops []alloc.Op, event, stack []int32) error {
+		p.Ops = append(p.Ops, ops...)
+		p.Event = append(p.Event, event...)
+		p.Stack = append(p.Stack, stack...)
+		return nil
+	})
+	p.log = nil
+}

@@ -1,0 +1,96 @@
+package replay
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// withoutSegments is the fixture's snapshot with its segments and segment
+// events left out: a trace a Planner plans as it streams.
+func withoutSegments(t *testing.T, name string) *trace.Snapshot {
+	t.Helper()
+	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, name+".pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []trace.Event
+	for _, e := range snap.Traces[0] {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+			continue
+		}
+		evs = append(evs, e)
+	}
+	snap.Traces = [][]trace.Event{evs}
+	snap.Segments = nil
+	return snap
+}
+
+func streamPlan(snap *trace.Snapshot, events []trace.Event) (*Plan, string) {
+	pl := NewPlanner()
+	for i := range events {
+		pl.Add(&events[i])
+	}
+	p := pl.Plan(snap)
+	return p, pl.Declined()
+}
+
+// A streamed plan is the plan FromSnapshot makes of the whole trace, and
+// replays to the same result.
+func TestPlannerMatchesFromSnapshot(t *testing.T) {
+	for _, name := range []string{"gpt2_varlen", "gpt2_varlen_stacks", "oom_survive_resnet", "multistream"} {
+		t.Run(name, func(t *testing.T) {
+			snap := withoutSegments(t, name)
+			want := FromSnapshot(snap, 0)
+			got, why := streamPlan(snap, snap.Traces[0])
+			if got == nil {
+				t.Fatalf("declined: %s", why)
+			}
+			if got.Len() != len(want.Ops) {
+				t.Fatalf("%d ops, want %d", got.Len(), len(want.Ops))
+			}
+			o := Options{Points: 2000, RecordedCap: true}
+			wantRes, err := Run(want, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotRes, err := Run(got, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(gotRes, wantRes) {
+				t.Errorf("streamed replay differs:\n got %+v\nwant %+v", gotRes, wantRes)
+			}
+			got.Materialize()
+			got.flushed = 0
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("streamed plan differs:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestPlannerDeclines(t *testing.T) {
+	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "multistream.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, why := streamPlan(snap, snap.Traces[0]); p != nil || why != "the trace has segment events" {
+		t.Errorf("a trace with segment events: plan %v, declined %q", p != nil, why)
+	}
+	bare := withoutSegments(t, "gpt2_varlen")
+	events := bare.Traces[0]
+	if p, why := streamPlan(bare, events[len(events)/2:]); p != nil || why != "the trace starts after the program had allocated" {
+		t.Errorf("a trace cut in the middle: plan %v, declined %q", p != nil, why)
+	}
+	full, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, why := streamPlan(full, nil); p != nil || why != "the snapshot has segments" {
+		t.Errorf("no events but segments: plan %v, declined %q", p != nil, why)
+	}
+}

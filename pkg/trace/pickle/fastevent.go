@@ -1,0 +1,347 @@
+package pickle
+
+import (
+	"encoding/binary"
+
+	"github.com/gpumem/gpumem/pkg/trace/model"
+)
+
+// The device traces are nearly the whole of a big snapshot: millions of
+// event dicts, each a dozen keys fetched from the memo and scalar values.
+// fastEvent reads such a dict in one go, straight from the input buffer,
+// instead of pushing each key and value, filling a cont and converting it
+// when its list takes it. It leaves the decoder as the general path would
+// once the list has taken the event (the dict's memo slot kGone, an empty
+// frames list's kEmpty); anything it does not expect (a non-empty frames
+// list, a long string, a value that is not a scalar, a bad event) it
+// leaves to the general path, which then reads the dict from its start.
+
+// fastMax is the most key/value pairs, and memo stores, fastEvent takes.
+const fastMax = 24
+
+// fastState is fastEvent's scratch space, kept in the decoder so that no
+// call clears it.
+type fastState struct {
+	pairs [2 * fastMax]val
+	puts  [fastMax]struct {
+		i uint64
+		v val
+	}
+}
+
+// fastEvent tries to read the event dict whose EMPTY_DICT opcode is at
+// d.buf[d.pos-1]. On success it has pushed a kEventDone value and moved
+// past the dict's SETITEMS; otherwise it has changed nothing.
+func (d *decoder) fastEvent() bool {
+	if len(d.buf)-d.pos < 1024 && d.rerr == nil {
+		_ = d.need(1024) // fewer bytes may be left: then it reads what there is
+	}
+	b := d.buf
+	p := d.pos
+	off := d.op
+	fs := &d.fast
+	np, nputs := 0, 0
+	var mask uint64 // keyMask of the pairs so far
+	start := uint64(d.memoCount)
+	count := start // MEMOIZE's next index
+	low := false   // a store below start (BINPUT), which BINGET must look at
+	// store notes a MEMOIZE or BINPUT of v at b[p], if one is there; it
+	// is false when fastEvent must give up.
+	store := func(v val) bool {
+		if p >= len(b) {
+			return false
+		}
+		var i uint64
+		at := uint64(d.base) + uint64(p) // the store's offset, which bounds its index
+		switch b[p] {
+		case opMemoize:
+			i = count
+			p++
+		case opBinPut:
+			if p+2 > len(b) {
+				return false
+			}
+			i = uint64(b[p+1])
+			p += 2
+		case opLongBinPut:
+			if p+5 > len(b) {
+				return false
+			}
+			i = uint64(binary.LittleEndian.Uint32(b[p+1:]))
+			p += 5
+		default:
+			return true
+		}
+		if nputs == fastMax || i > at {
+			return false
+		}
+		if i < start || i >= d.memoMax {
+			if i < start {
+				low = true
+			}
+			for k := range nputs {
+				if fs.puts[k].i == i {
+					return false // stored twice: leave it to the general path
+				}
+			}
+		}
+		if i >= d.memoMax || d.memoEntry(i) == 0 {
+			count++ // a new slot
+		}
+		fs.puts[nputs].i, fs.puts[nputs].v = i, v
+		nputs++
+		return true
+	}
+	// the dict itself may be memoized: its slot says kEventDone until its
+	// list takes it
+	self := val{kEventDone, uint64(len(d.pending))}
+	if !store(self) || p >= len(b) || b[p] != opMark {
+		return false
+	}
+	slot := int64(-1)
+	if nputs == 1 {
+		slot = int64(fs.puts[0].i)
+	}
+	p++
+	for {
+		if p >= len(b) {
+			return false
+		}
+		op := b[p]
+		p++
+		var v val
+		switch op {
+		case opSetItems:
+			if np%2 != 0 || mask&eventKeys == 0 {
+				return false
+			}
+			// a dict filled by more than one SETITEMS goes the general way
+			if p >= len(b) || (b[p] != opEmptyDict && b[p] != opAppends && b[p] != opAppend) {
+				return false
+			}
+			ev, err := d.toEvent(fs.pairs[:np], off)
+			if err != nil {
+				return false // the general path reports it where it would
+			}
+			d.op = d.base + int64(p) // past every store, whose index it bounds
+			for k := range nputs {
+				if d.putScalar(fs.puts[k].i, fs.puts[k].v) != nil {
+					return false // cannot happen once checked above; kept for safety
+				}
+			}
+			d.pos = p
+			d.outstanding++
+			d.pending = append(d.pending, pendingEvent{ev: ev, slot: slot})
+			d.stack = append(d.stack, self)
+			return true
+		case opBinGet, opLongBinGet:
+			var i uint64
+			if op == opBinGet {
+				if p >= len(b) {
+					return false
+				}
+				i = uint64(b[p])
+				p++
+			} else {
+				if p+4 > len(b) {
+					return false
+				}
+				i = uint64(binary.LittleEndian.Uint32(b[p:]))
+				p += 4
+			}
+			found := false
+			if i >= start || low {
+				for k := range nputs {
+					if fs.puts[k].i == i {
+						v, found = fs.puts[k].v, true
+					}
+				}
+			}
+			if !found {
+				if i >= uint64(d.memoLen) {
+					return false
+				}
+				e := d.memoEntry(i)
+				if e == 0 {
+					return false
+				}
+				v = d.unpack(e)
+			}
+			switch v.k {
+			case kNone, kBool, kInt, kUint, kBig, kFloat, kStr, kEmpty, kStack:
+			default:
+				return false
+			}
+		case opShortBinUnicode:
+			if p >= len(b) || p+1+int(b[p]) > len(b) {
+				return false
+			}
+			n := int(b[p])
+			v = val{kStr, uint64(d.intern(b[p+1 : p+1+n]))}
+			p += 1 + n
+		case opBinInt1:
+			if p >= len(b) {
+				return false
+			}
+			v = val{kInt, uint64(b[p])}
+			p++
+		case opBinInt2:
+			if p+2 > len(b) {
+				return false
+			}
+			v = val{kInt, uint64(binary.LittleEndian.Uint16(b[p:]))}
+			p += 2
+		case opBinInt:
+			if p+4 > len(b) {
+				return false
+			}
+			v = val{kInt, uint64(int64(int32(binary.LittleEndian.Uint32(b[p:]))))}
+			p += 4
+		case opLong1:
+			if p >= len(b) || p+1+int(b[p]) > len(b) {
+				return false
+			}
+			n := int(b[p])
+			if n > 0 && n <= 8 && p+9 <= len(b) && b[p+n]&0x80 == 0 {
+				// non-negative and 8 bytes or fewer: the bytes zero-extended
+				v = val{kInt, binary.LittleEndian.Uint64(b[p+1:]) & (1<<(8*n) - 1)}
+				if n == 8 {
+					v.n = binary.LittleEndian.Uint64(b[p+1:])
+				}
+			} else {
+				v = decodeLong(b[p+1 : p+1+n])
+			}
+			p += 1 + n
+		case opBinFloat:
+			if p+8 > len(b) {
+				return false
+			}
+			v = val{kFloat, binary.BigEndian.Uint64(b[p:])}
+			p += 8
+		case opNone:
+			v = val{k: kNone}
+		case opNewTrue:
+			v = val{kBool, 1}
+		case opNewFalse:
+			v = val{kBool, 0}
+		case opEmptyList:
+			// an empty frames list; one with frames goes the general way
+			v = val{k: kEmpty}
+		default:
+			return false
+		}
+		if np == len(fs.pairs) {
+			return false
+		}
+		if p < len(b) && (b[p] == opMemoize || b[p] == opBinPut || b[p] == opLongBinPut) && !store(v) {
+			return false
+		}
+		if np%2 == 0 && v.k == kStr && v.n < numKnown {
+			mask |= 1 << v.n
+		}
+		fs.pairs[np] = v
+		np++
+	}
+}
+
+// putScalar is put for a value that is no container.
+func (d *decoder) putScalar(i uint64, v val) error {
+	if i < uint64(d.memoLen) && v.n < 1<<56 {
+		if pg := d.memo[i>>memoPageBits]; pg != nil {
+			slot := &pg[i&(memoPageLen-1)]
+			if *slot == 0 {
+				d.memoCount++
+			}
+			*slot = uint64(v.k)<<56 | v.n
+			d.memoMax = max(d.memoMax, i+1)
+			return nil
+		}
+	}
+	return d.put(i, v)
+}
+
+// memoEntry is memo slot i (i < memoLen), 0 when empty.
+func (d *decoder) memoEntry(i uint64) uint64 {
+	if pg := d.memo[i>>memoPageBits]; pg != nil {
+		return pg[i&(memoPageLen-1)]
+	}
+	return d.packedEntry(i)
+}
+
+// pendingEvent is an event fastEvent read, until its list takes it.
+type pendingEvent struct {
+	ev      model.Event
+	slot    int64 // the dict's memo slot, -1 if none
+	fetched bool  // fetched from the memo meanwhile (see get)
+}
+
+// takeEvent returns the event a kEventDone value stands for, valid until
+// the next fastEvent. Its memo slots say kGone from now on.
+func (d *decoder) takeEvent(v val) *model.Event {
+	pe := &d.pending[v.n]
+	if pe.slot >= 0 {
+		*d.memoAt(int(pe.slot)) = uint64(kGone) << 56
+	}
+	if more, ok := d.moreSlots[v.n]; ok {
+		for _, i := range more {
+			*d.memoAt(i) = uint64(kGone) << 56
+		}
+		delete(d.moreSlots, v.n)
+	}
+	if d.outstanding--; d.outstanding == 0 {
+		d.pending = d.pending[:0]
+	}
+	return &pe.ev
+}
+
+// Memo pages that are done with are packed: a page whose slots hold no
+// payload (the kGone of event dicts, the kEmpty of their frames lists,
+// the first strings and small ints) keeps one byte a slot, its kind,
+// instead of eight. A big trace's memo has two slots an event.
+const packLag = 4 // pages after a page that is packed
+
+func (d *decoder) newPage() []uint64 {
+	if pg := d.spare; pg != nil {
+		d.spare = nil
+		clear(pg)
+		return pg
+	}
+	return make([]uint64, memoPageLen)
+}
+
+// packPage packs memo page k if each of its slots is a kind alone. An
+// open container's slot (kDict, kList) is left unpacked: closing it
+// rewrites the slot.
+func (d *decoder) packPage(k int) {
+	pg := d.memo[k]
+	if pg == nil {
+		return
+	}
+	for _, e := range pg {
+		if e&(1<<56-1) != 0 {
+			return
+		}
+		if k := kind(e >> 56); k == kDict || k == kList || k == kSide || k == kEventDone {
+			return
+		}
+	}
+	b := make([]byte, memoPageLen)
+	for i, e := range pg {
+		b[i] = byte(e >> 56)
+	}
+	d.packed[k], d.memo[k], d.spare = b, nil, pg
+}
+
+// unpackPage undoes packPage, for a slot written again (BINPUT may
+// store at any index).
+func (d *decoder) unpackPage(k int) {
+	pg := make([]uint64, memoPageLen)
+	for i, b := range d.packed[k] {
+		pg[i] = uint64(b) << 56
+	}
+	d.memo[k], d.packed[k] = pg, nil
+}
+
+func (d *decoder) packedEntry(i uint64) uint64 {
+	return uint64(d.packed[i>>memoPageBits][i&(memoPageLen-1)]) << 56
+}

@@ -1,0 +1,251 @@
+package pickle
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/gpumem/gpumem/pkg/trace/model"
+)
+
+// readGeneral decodes data as Read does, but every dict the general way.
+func readGeneral(data []byte) (*model.Snapshot, error) {
+	d := newDecoder(bytes.NewReader(data), int64(len(data)))
+	d.general = true
+	return d.decode()
+}
+
+// streamAll decodes data with Stream and puts each device's events back
+// into Traces, as Read has them.
+func streamAll(data []byte) (*model.Snapshot, error) {
+	var lists [][]model.Event
+	s, ids, err := Stream(bytes.NewReader(data), "", int64(len(data)), Sink{Event: func(list int, e *model.Event) error {
+		if list == len(lists) {
+			lists = append(lists, nil)
+		}
+		lists[list] = append(lists[list], *e)
+		return nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	for d, id := range ids {
+		if id < 0 {
+			s.Traces[d] = []model.Event{}
+		} else {
+			s.Traces[d] = lists[id]
+		}
+	}
+	return s, nil
+}
+
+// memoPickle writes a snapshot as CPython's pickler does: protocol 4,
+// every dict, list and new string memoized, repeated strings fetched with
+// BINGET or LONG_BINGET, lists appended in batches of 1000.
+func memoPickle(devices [][]pdict) []byte {
+	b := []byte{opProto, 4}
+	memo := map[string]int{}
+	n := 0
+	put := func() { b = append(b, opMemoize); n++ }
+	str := func(s string) {
+		if i, ok := memo[s]; ok {
+			if i < 256 {
+				b = append(b, opBinGet, byte(i))
+			} else {
+				b = append(b, opLongBinGet)
+				b = binary.LittleEndian.AppendUint32(b, uint32(i))
+			}
+			return
+		}
+		if len(s) < 256 {
+			b = append(b, opShortBinUnicode, byte(len(s)))
+		} else {
+			b = append(b, opBinUnicode)
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+		}
+		b = append(b, s...)
+		memo[s] = n
+		put()
+	}
+	var value func(v any)
+	dict := func(d pdict) {
+		b = append(b, opEmptyDict)
+		put()
+		b = append(b, opMark)
+		for _, kv := range d {
+			str(kv.k)
+			value(kv.v)
+		}
+		b = append(b, opSetItems)
+	}
+	list := func(items []any) {
+		b = append(b, opEmptyList)
+		put()
+		for i := 0; i < len(items); i += 1000 {
+			b = append(b, opMark)
+			for _, it := range items[i:min(i+1000, len(items))] {
+				value(it)
+			}
+			b = append(b, opAppends)
+		}
+	}
+	value = func(v any) {
+		switch v := v.(type) {
+		case string:
+			str(v)
+		case pdict:
+			dict(v)
+		case []any:
+			list(v)
+		default:
+			b = encode(b, v)
+		}
+	}
+	traces := make([]any, len(devices))
+	for i, evs := range devices {
+		items := make([]any, len(evs))
+		for j, e := range evs {
+			items[j] = e
+		}
+		traces[i] = items
+	}
+	dict(pdict{{"segments", []any{}}, {"device_traces", traces},
+		{"allocator_settings", pdict{{"PYTORCH_CUDA_ALLOC_CONF", ""}, {"max_split_size", -1}}}})
+	return append(b, opStop)
+}
+
+func ptEvent(action string, addr, size int, frames []any) pdict {
+	return pdict{{"action", action}, {"addr", addr}, {"size", size}, {"stream", 0},
+		{"time_us", 1_700_000_000_000_000 + addr}, {"compile_context", "N/A"}, {"user_metadata", ""}, {"frames", frames}}
+}
+
+// A trace long enough that the memo packs many pages, with the shapes the
+// fast path leaves to the general one mixed in: frames, an event split
+// over two SETITEMS, a long string.
+func synthetic() []byte {
+	var dev0, dev1 []pdict
+	frame := pdict{{"filename", "train.py"}, {"line", 7}, {"name", "step"}}
+	for i := range 5000 {
+		addr := 512 * (i%300 + 1)
+		var frames []any
+		if i%97 == 0 {
+			frames = []any{frame}
+		}
+		dev0 = append(dev0, ptEvent("alloc", addr, 512, frames), ptEvent("free_requested", addr, 512, nil), ptEvent("free_completed", addr, 512, nil))
+		if i%5 == 0 {
+			dev1 = append(dev1, ptEvent("alloc", addr, 1024, nil))
+		}
+	}
+	dev0[10] = append(dev0[10], pkv{"user_metadata", string(bytes.Repeat([]byte("x"), 300))})
+	return memoPickle([][]pdict{dev0, {}, dev1})
+}
+
+// Stream and the fast path give what the general decoder does.
+func TestStreamMatchesRead(t *testing.T) {
+	files, _ := filepath.Glob("../../../testdata/pytorch/*.pickle")
+	more, _ := filepath.Glob("testdata/*.pickle")
+	files = append(files, more...)
+	inputs := map[string][]byte{"synthetic": synthetic()}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[filepath.Base(f)] = data
+	}
+	for name, data := range inputs {
+		t.Run(name, func(t *testing.T) {
+			want, err := readGeneral(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Read(bytes.NewReader(data), "", int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Error("Read differs from the general decoder")
+			}
+			streamed, err := streamAll(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(streamed, want) {
+				t.Error("Stream differs from the general decoder")
+			}
+		})
+	}
+}
+
+func TestSyntheticEvents(t *testing.T) {
+	s, err := Read(bytes.NewReader(synthetic()), "", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Traces) != 3 || len(s.Traces[0]) != 15000 || len(s.Traces[1]) != 0 || len(s.Traces[2]) != 1000 {
+		t.Fatalf("traces of %d devices, %v events", len(s.Traces), []int{len(s.Traces[0])})
+	}
+	e := s.Traces[0][14999]
+	if e.Action != model.ActionFreeCompleted || e.Addr != 512*(4999%300+1) || e.TimeUS != 1_700_000_000_000_000+int64(e.Addr) {
+		t.Errorf("last event %+v", e)
+	}
+	if e := s.Traces[0][97*3]; e.Stack < 0 || fmt.Sprint(s.Stacks[e.Stack]) != "[{train.py 7 step}]" {
+		t.Errorf("event with frames: %+v", e)
+	}
+}
+
+// A sink's error stops the decoding.
+func TestStreamSinkError(t *testing.T) {
+	stop := fmt.Errorf("enough")
+	n := 0
+	_, _, err := Stream(bytes.NewReader(synthetic()), "x.pickle", -1, Sink{Event: func(int, *model.Event) error {
+		if n++; n == 10 {
+			return stop
+		}
+		return nil
+	}})
+	if n != 10 || err == nil || !errors.Is(err, stop) {
+		t.Errorf("after %d events: %v", n, err)
+	}
+}
+
+// A packed memo page reads as it was, and is unpacked when written again.
+func TestMemoPacking(t *testing.T) {
+	d := newDecoder(bytes.NewReader(nil), 0)
+	d.op = 1 << 30
+	n := (packLag + 2) * memoPageLen
+	for i := range n {
+		v := val{k: kGone}
+		switch {
+		case i == 3:
+			v = val{k: kEmpty}
+		case i == 5:
+			v = val{kStr, sAlloc} // payload 0: packs
+		case i == memoPageLen+1:
+			v = val{kStr, sFreeRequested} // a payload: page 1 stays as it is
+		}
+		if err := d.put(uint64(i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.memo[0] != nil || d.packed[0] == nil || d.memo[1] == nil {
+		t.Fatalf("page 0 packed %v, page 1 unpacked %v", d.memo[0] == nil, d.memo[1] != nil)
+	}
+	if v := d.unpack(d.memoEntry(5)); v != (val{kStr, sAlloc}) {
+		t.Errorf("slot 5 = %v", v)
+	}
+	if v := d.unpack(d.memoEntry(3)); v != (val{k: kEmpty}) {
+		t.Errorf("slot 3 = %v", v)
+	}
+	if err := d.put(7, val{kInt, 42}); err != nil {
+		t.Fatal(err)
+	}
+	if d.memo[0] == nil || d.unpack(d.memoEntry(7)) != (val{kInt, 42}) || d.unpack(d.memoEntry(5)) != (val{kStr, sAlloc}) {
+		t.Error("a write to a packed page lost it")
+	}
+}
