@@ -149,10 +149,10 @@ type cursor struct {
 }
 
 // firstFit is the lowest address at which size bytes overlap none of the
-// spans of lists, each sorted by lo. It walks all spans in address order:
-// every address below at is taken, since a span met starts below at+size
-// and at rises to its end; the first span starting at or above at+size
-// leaves [at, at+size) free.
+// spans of lists, each sorted by lo. It walks the spans in address order,
+// a list's run at a time: every address below at is taken, since a span
+// met starts below at+size and at rises to its end; the first span
+// starting at or above at+size leaves [at, at+size) free.
 func (m *merger) firstFit(lists [][]span, size uint64) uint64 {
 	m.heap, m.pos = m.heap[:0], m.pos[:0]
 	for k, l := range lists {
@@ -169,8 +169,13 @@ func (m *merger) firstFit(lists [][]span, size uint64) uint64 {
 	for len(h) > 0 && h[0].lo < at+size {
 		k := h[0].k
 		l, p := lists[k], m.pos[k]
-		at = max(at, l[p].hi)
-		if p++; p < len(l) {
+		// this list's run of spans starting below at+size, at once: the
+		// merge would take each of them before any span starting above
+		// the address it settles on, so their order does not matter
+		for ; p < len(l) && l[p].lo < at+size; p++ {
+			at = max(at, l[p].hi)
+		}
+		if p < len(l) {
 			m.pos[k], h[0].lo = p, l[p].lo
 		} else {
 			h[0] = h[len(h)-1]
