@@ -171,7 +171,7 @@ func TestRecordedUnderACap(t *testing.T) {
 			if err := json.Unmarshal(b, &want); err != nil {
 				t.Fatal(err)
 			}
-			snap, err := trace.ReadPickleFile(name)
+			snap, err := trace.Open(name)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -32,7 +32,7 @@ func closedOps(p *Plan) []alloc.Op {
 // CUDA backend: the first pass pays for cudaMalloc, later passes reuse the
 // cache as a training loop would. Skipped without a GPU.
 func BenchmarkReplayCUDA(b *testing.B) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func BenchmarkReplayCUDA(b *testing.B) {
 // reserved_bytes says at the peak, for both segment kinds, and everything
 // is returned when the allocator closes. Skipped without a GPU.
 func TestCUDAUsedMemory(t *testing.T) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 func readFixture(t testing.TB, name string) *trace.Snapshot {
 	t.Helper()
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, name))
+	snap, err := trace.Open(filepath.Join(fixtures, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestDivergenceCauses(t *testing.T) {
 // Under garbage collection the cap decides how much a collection releases:
 // a replay under a lower cap than the recording's releases more.
 func TestDivergenceCollection(t *testing.T) {
-	snap, err := trace.ReadPickleFile(filepath.Join("testdata", "recorded", "conv_gc.pickle"))
+	snap, err := trace.Open(filepath.Join("testdata", "recorded", "conv_gc.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}

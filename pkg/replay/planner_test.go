@@ -12,7 +12,7 @@ import (
 // events left out: a trace a Planner plans as it streams.
 func withoutSegments(t *testing.T, name string) *trace.Snapshot {
 	t.Helper()
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, name+".pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, name+".pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestPlannerMatchesFromSnapshot(t *testing.T) {
 }
 
 func TestPlannerDeclines(t *testing.T) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "multistream.pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, "multistream.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestPlannerDeclines(t *testing.T) {
 	if p, why := streamPlan(bare, events[len(events)/2:]); p != nil || why != "the trace starts after the program had allocated" {
 		t.Errorf("a trace cut in the middle: plan %v, declined %q", p != nil, why)
 	}
-	full, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	full, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func loadFixtures(t testing.TB) []fixture {
 	for _, path := range names {
 		name := strings.TrimSuffix(filepath.Base(path), ".truth.json")
 		tr := loadTruth(t, name)
-		snap, err := trace.ReadPickleFile(filepath.Join(fixtures, tr.Replay))
+		snap, err := trace.Open(filepath.Join(fixtures, tr.Replay))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestPoliciesKeepInvariants(t *testing.T) {
 func TestGPUMemNearLowerBound(t *testing.T) {
 	fs := loadFixtures(t)
 	if big := os.Getenv("GPUMEM_BIG_TRACE"); big != "" {
-		snap, err := trace.ReadPickleFile(big)
+		snap, err := trace.Open(big)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestOfflinePeak(t *testing.T) {
 // BenchmarkPolicies replays gpt2_varlen through each policy; compare the
 // ns/op-replayed column (gpumem's should stay within 1.5× of pytorch's).
 func BenchmarkPolicies(b *testing.B) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func BenchmarkPolicies(b *testing.B) {
 // the driver's virtual-memory calls), reserves there what it reserves on the
 // simulated device, and returns all of it when closed. Skipped without a GPU.
 func TestPoliciesCUDA(t *testing.T) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -179,7 +179,7 @@ func TestPoolInference(t *testing.T) {
 func TestPoolsWithoutSnapshotLabels(t *testing.T) {
 	for _, name := range []string{"graph_convnet", "compile_reduce_overhead", "mempool_single"} {
 		tr := loadTruth(t, name)
-		snap, err := trace.ReadPickleFile(filepath.Join(fixtures, tr.Replay))
+		snap, err := trace.Open(filepath.Join(fixtures, tr.Replay))
 		if err != nil {
 			t.Fatal(err)
 		}

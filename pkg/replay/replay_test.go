@@ -41,7 +41,7 @@ func loadTruth(t testing.TB, name string) truth {
 
 func replayTruth(t testing.TB, tr truth, check bool) *Result {
 	t.Helper()
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, tr.Replay))
+	snap, err := trace.Open(filepath.Join(fixtures, tr.Replay))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestBuild(t *testing.T) {
 // BenchmarkReplay measures replay throughput on the gpt2_varlen operation
 // stream, parsed once.
 func BenchmarkReplay(b *testing.B) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestAddressModelDrift(t *testing.T) {
 	for _, path := range names {
 		name := strings.TrimSuffix(filepath.Base(path), ".truth.json")
 		tr := loadTruth(t, name)
-		snap, err := trace.ReadPickleFile(filepath.Join(fixtures, tr.Replay))
+		snap, err := trace.Open(filepath.Join(fixtures, tr.Replay))
 		if err != nil {
 			t.Fatal(err)
 		}

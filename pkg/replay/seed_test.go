@@ -14,7 +14,7 @@ import (
 // peaks the whole run had over the kept window.
 func TestTruncatedTraces(t *testing.T) {
 	for _, name := range []string{"gpt2_varlen", "resnet50_fp32", "seed_frag"} {
-		snap, err := trace.ReadPickleFile(filepath.Join(fixtures, name+".pickle"))
+		snap, err := trace.Open(filepath.Join(fixtures, name+".pickle"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestTruncatedStartDoesNotFit(t *testing.T) {
 // its events keeps it: its start state is seeded.
 func halfGPT2(t *testing.T) *Plan {
 	t.Helper()
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}

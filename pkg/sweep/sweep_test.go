@@ -46,7 +46,7 @@ func loadTruth(t testing.TB, name string) truth {
 
 // The gpt2_varlen fixture's plan, read once: several tests share it.
 var gpt2 = sync.OnceValues(func() (*replay.Plan, error) {
-	snap, err := trace.ReadPickleFile(filepath.Join(fixtures, "gpt2_varlen.pickle"))
+	snap, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {
 		return nil, err
 	}

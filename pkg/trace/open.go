@@ -172,7 +172,4 @@ func StreamPickle(r io.Reader, name string, size int64, sink PickleSink) (*Snaps
 	return pickle.Stream(r, name, size, sink)
 }
 
-// ReadPickleFile decodes the snapshot pickle in the named file.
-func ReadPickleFile(path string) (*Snapshot, error) { return pickle.ReadFile(path) }
-
 const utf8BOM = "\xef\xbb\xbf"

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/trace/pickle"
 )
 
 func TestDetect(t *testing.T) {
@@ -87,12 +89,17 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := ReadPickleFile("../../testdata/pytorch/seed_frag.pickle")
+	f, err := os.Open("../../testdata/pytorch/seed_frag.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want, err := pickle.Read(f, "seed_frag.pickle", -1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !eventsEqual(pk.Traces, want.Traces) || len(pk.Segments) != len(want.Segments) || len(pk.Stacks) != len(want.Stacks) {
-		t.Errorf("Open and ReadPickleFile disagree on the pickle")
+		t.Errorf("Open and pickle.Read disagree on the pickle")
 	}
 
 	txt, err := Open(write("a.trace", "# gpumem-trace v1\nalloc 0x10 512\n"))

@@ -198,7 +198,7 @@ func TestTextRoundTrip(t *testing.T) {
 	}
 	for _, p := range paths {
 		t.Run(filepath.Base(p), func(t *testing.T) {
-			orig, err := ReadPickleFile(p)
+			orig, err := Open(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -348,7 +348,7 @@ func TestPythonWriter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		orig, err := ReadPickleFile(p)
+		orig, err := Open(p)
 		if err != nil {
 			t.Fatal(err)
 		}

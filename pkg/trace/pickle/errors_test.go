@@ -306,12 +306,13 @@ func TestSizeLargerThanData(t *testing.T) {
 	}
 }
 
-func TestReadPickleFileErrors(t *testing.T) {
-	_, err := ReadFile("testdata/does-not-exist.pickle")
+// An error names the file and the byte.
+func TestReadFileErrors(t *testing.T) {
+	_, err := readFile("testdata/does-not-exist.pickle")
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
-	_, err = ReadFile("testdata/gen_golden.py")
+	_, err = readFile("testdata/gen_golden.py")
 	fe, ok := errors.AsType[*FormatError](err)
 	if !ok || fe.File != "testdata/gen_golden.py" || fe.Offset != 0 ||
 		!strings.HasPrefix(err.Error(), "testdata/gen_golden.py: byte 0: not a pickle") {
@@ -387,4 +388,14 @@ func TestRareOpcodes(t *testing.T) {
 	if seg := s.Segments[0]; seg.Address != 4096 || seg.TotalSize != 8192 || seg.PoolID != [2]int64{0, 7} || len(seg.Blocks) != 0 {
 		t.Errorf("segment: %+v", seg)
 	}
+}
+
+// readFile decodes the snapshot pickle in the named file.
+func readFile(path string) (*model.Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Read(f, path, -1)
 }

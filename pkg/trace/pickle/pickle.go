@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -89,16 +88,3 @@ func named(err error, name string) error {
 	return err
 }
 
-// ReadFile decodes the snapshot pickle in the named file.
-func ReadFile(path string) (*model.Snapshot, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size := int64(-1)
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		size = fi.Size()
-	}
-	return Read(f, path, size)
-}

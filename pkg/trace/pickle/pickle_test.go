@@ -243,7 +243,7 @@ func TestFixtures(t *testing.T) {
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".pickle")
 		t.Run(name, func(t *testing.T) {
-			s, err := ReadFile(p)
+			s, err := readFile(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestProtocols(t *testing.T) {
 	g := readGolden(t, "seed_frag")
 	for _, name := range []string{"seed_frag_p2", "seed_frag_p3", "seed_frag_p5"} {
 		t.Run(name, func(t *testing.T) {
-			s, err := ReadFile(filepath.Join("testdata", name+".pickle"))
+			s, err := readFile(filepath.Join("testdata", name+".pickle"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,11 +268,11 @@ func TestProtocols(t *testing.T) {
 }
 
 func TestBareSegmentList(t *testing.T) {
-	s, err := ReadFile(filepath.Join("testdata", "seed_frag_segments.pickle"))
+	s, err := readFile(filepath.Join("testdata", "seed_frag_segments.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := ReadFile("../../../testdata/pytorch/seed_frag.pickle")
+	want, err := readFile("../../../testdata/pytorch/seed_frag.pickle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestBareSegmentList(t *testing.T) {
 // Most events of the stacks fixture have frames; identical frame lists
 // must share one Stacks entry.
 func TestStacksInterned(t *testing.T) {
-	s, err := ReadFile("../../../testdata/pytorch/gpt2_varlen_stacks.pickle")
+	s, err := readFile("../../../testdata/pytorch/gpt2_varlen_stacks.pickle")
 	if err != nil {
 		t.Fatal(err)
 	}
