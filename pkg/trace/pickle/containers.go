@@ -425,15 +425,25 @@ func (d *decoder) internFrame(f model.Frame, file, name uint32) int32 {
 	return id
 }
 
+// openOn is the container at d.stack[t], which opname is to change: a k
+// (a list or a dict) still open to changes.
+func (d *decoder) openOn(opname string, t int, k kind) (*cont, error) {
+	v := d.stack[t]
+	if v.k != k {
+		return nil, d.errorf("%s on a %s, not a %s", opname, v.k, k)
+	}
+	c := d.conts[v.n]
+	if !c.open {
+		return nil, d.errorf("%s is changed by %s after it was used", k, opname)
+	}
+	return c, nil
+}
+
 // appendsOn appends items to the list at d.stack[t].
 func (d *decoder) appendsOn(opname string, t int, items []val) error {
-	lv := d.stack[t]
-	if lv.k != kList {
-		return d.errorf("%s on a %s, not a list", opname, lv.k)
-	}
-	c := d.conts[lv.n]
-	if !c.open {
-		return d.errorf("list is appended to after it was used")
+	c, err := d.openOn(opname, t, kList)
+	if err != nil {
+		return err
 	}
 	return d.appendItems(c, items)
 }
@@ -540,16 +550,12 @@ func (d *decoder) growEvents(c *cont, more int) {
 
 // setItemsOn adds key/value pairs to the dict at d.stack[t].
 func (d *decoder) setItemsOn(opname string, t int, pairs []val) error {
-	dv := d.stack[t]
-	if dv.k != kDict {
-		return d.errorf("%s on a %s, not a dict", opname, dv.k)
+	c, err := d.openOn(opname, t, kDict)
+	if err != nil {
+		return err
 	}
 	if len(pairs)%2 != 0 {
 		return d.errorf("%s with an odd number of values", opname)
-	}
-	c := d.conts[dv.n]
-	if !c.open {
-		return d.errorf("dict is modified after it was used")
 	}
 	return d.addPairs(c, pairs)
 }
