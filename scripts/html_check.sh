@@ -9,8 +9,11 @@
 # hover shows a band's recorded frames, a click pins it,
 # the scrubber's segment map equals `gpumem replay --stop-at N`, the sites
 # table, the annotated spans and the axes, the OOM panel against the
-# terminal's hints, and a two-device trace's switcher. (Its speed on a
-# million-event snapshot: scripts/bench_html.sh, not run here.) Then does the same for the
+# terminal's hints, and a two-device trace's switcher; on a million-event
+# snapshot it measures, through scripts/bench_html.sh, the report's size,
+# how long it takes to open beside a blank page, and the frame rate while
+# panning (printed; only the page's errors and the 40 MB limit fail it).
+# Then does the same for the
 # reports of `run`, `sweep` and `fragcheck`: figures read from the rendered
 # DOM and checked against the commands' table and JSON output, and bars'
 # drawn geometry against their figures. Then `diff --html`: both runs'
@@ -28,10 +31,10 @@ fixture=testdata/pytorch/gpt2_varlen.pickle
 # the peak PyTorch itself reported for the fixture (19304284160)
 peak_reserved=$(grep -o '"reserved_bytes.all.peak": *[0-9]*' "${fixture%.pickle}.truth.json" | grep -o '[0-9]*$')
 
-if [ ! -x /usr/bin/chromium ]; then
+if [ ! -x /usr/bin/chromium ] || ! command -v bc >/dev/null; then
   echo "== installing chromium"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium bc >/dev/null
 fi
 
 tmp=$(mktemp -d)
@@ -577,6 +580,17 @@ zoom=$(attr zoom "$dd") reset=$(attr reset "$dd")
   fail "diff zoom: '$zoom', reset '$reset'"
 chrome --window-size=1300,1000 --screenshot=docs/diff.png "file://$tmp/diff.html" >/dev/null
 [ -s docs/diff.png ] && pass "docs/diff.png" || fail "no diff screenshot"
+
+echo "== the explorer on a million-event snapshot (measured; scripts/bench_html.sh)"
+python3 scripts/gen_trace.py "$tmp/big1m.pickle" --events 1000000 >/dev/null
+if RUNS=${BENCH_RUNS:-1} bash scripts/bench_html.sh "$tmp/big1m.pickle" >"$tmp/bench.txt" 2>&1; then
+  grep -E "^(report|medians|pan and zoom|targets) " "$tmp/bench.txt" | sed 's/^/      /'
+  pass "a million-event report opens, pans and zooms without errors"
+else
+  tail -3 "$tmp/bench.txt"
+  fail "the million-event report: see above"
+fi
+rm -f "$tmp/big1m.pickle"
 
 echo "== screenshot"
 mkdir -p docs
