@@ -70,6 +70,26 @@ func (p *Plan) noteDevice(i int, e *trace.Event) {
 // noteSnapshot keeps what the snapshot says beyond the events: its final
 // segments, its settings and the cap its events show.
 func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Event) {
+	// what the device held at the first event: the end less what the
+	// events added (a truncated trace, or expandable pages mapped before)
+	var added int64
+	for _, e := range events {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			added += int64(e.Size)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			added -= int64(e.Size)
+		}
+	}
+	reserved0 := p.noteFinal(snap, device, added)
+	p.finalAt = len(p.Ops)
+	p.Cap = inferCap(events, snap.Settings, reserved0)
+}
+
+// noteFinal keeps the snapshot's final segments and settings, and returns
+// what the device held at the first event, added being the reserved bytes
+// the trace's segment events added.
+func (p *Plan) noteFinal(snap *trace.Snapshot, device int, added int64) uint64 {
 	p.HasFinal = len(snap.Segments) > 0
 	p.expandable = snap.Settings.ExpandableSegments
 	var final int64
@@ -80,23 +100,11 @@ func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Eve
 			final += int64(s.TotalSize)
 		}
 	}
-	// what the device held at the first event: the end less what the
-	// events added (a truncated trace, or expandable pages mapped before)
-	for _, e := range events {
-		switch e.Action {
-		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
-			final -= int64(e.Size)
-		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
-			final += int64(e.Size)
-		}
-	}
-	reserved0 := uint64(max(final, 0))
 	if snap.Settings.Present {
 		st := snap.Settings
 		p.settings = &st
 	}
-	p.finalAt = len(p.Ops)
-	p.Cap = inferCap(events, snap.Settings, reserved0)
+	return uint64(max(final-added, 0))
 }
 
 // comparable says whether the trace records what a replay can be held to:

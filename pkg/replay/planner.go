@@ -17,12 +17,23 @@ import (
 // says why) and the caller plans the whole trace with FromSnapshot.
 type Planner struct {
 	b     builder
-	win   []trace.Event // events read and not yet planned
+	win   []trace.Event // events read and not yet planned, after done planned ones
+	done  int           // planned events kept at the start of win: 0, or 1 that walk looks back at
 	base  int           // the trace index of win[0]
 	log   opLog
 	ooms  []trace.Event // the oom events and their trace indexes, for inferCap
 	oomAt []int
 	why   string
+	// snap is set for a planner of a whole snapshot (NewSnapshotPlanner),
+	// which plans traces with segment events; ooms then holds the device
+	// events and those after them, all that inferCap reads without garbage
+	// collection
+	snap   *trace.Snapshot
+	device int
+	walk   *inferer // looks for private pools, nil once expandable segments show
+	netSeg int64    // reserved bytes the segment events added
+	// afterDevice: the last event read was a device event
+	afterDevice bool
 }
 
 // plannerWindow is how many events a Planner gathers before it plans them.
@@ -48,13 +59,17 @@ func (pl *Planner) Add(e *trace.Event) {
 	if pl.why != "" {
 		return
 	}
-	switch e.Action {
-	case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
-		pl.why = "the trace has segment events"
-		return
-	case trace.ActionOOM:
-		pl.ooms = append(pl.ooms, *e)
-		pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+	if pl.snap != nil {
+		pl.addDevice(e)
+	} else {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+			pl.why = "the trace has segment events"
+			return
+		case trace.ActionOOM:
+			pl.ooms = append(pl.ooms, *e)
+			pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+		}
 	}
 	pl.win = append(pl.win, *e)
 	if len(pl.win) == cap(pl.win) {
@@ -70,18 +85,31 @@ func (pl *Planner) plan(end bool) {
 	if end {
 		last = len(w)
 	}
-	i := 0
+	i := pl.done
 	for i < last {
+		if !end && releaseToEnd(w, i) {
+			break // the event after the run decides it
+		}
 		i = b.step(w, i, pl.base) + 1
 	}
-	if b.freedFirst {
+	if pl.walk != nil {
+		for k := pl.done; k < i; k++ {
+			k = pl.walk.step(w, k, pl.base)
+		}
+	}
+	if b.freedFirst && pl.snap == nil {
 		// a block live when the trace began, which only the backward walk
 		// of FromSnapshot rebuilds
 		pl.why = "the trace starts after the program had allocated"
 	}
-	n := copy(w, w[i:])
+	keep := 0
+	if i > 0 && pl.walk != nil {
+		keep = 1 // the walk looks back at the last event planned
+	}
+	n := copy(w, w[i-keep:])
 	pl.win = w[:n]
-	pl.base += i
+	pl.base += i - keep
+	pl.done = keep
 	p := b.p
 	if len(p.Ops) >= Batch || end {
 		pl.log.add(p.Ops, p.Event, p.Stack)
@@ -96,6 +124,9 @@ func (pl *Planner) plan(end bool) {
 // snapshot: one with segments, whose end state the replay is checked
 // against.
 func (pl *Planner) Plan(snap *trace.Snapshot) *Plan {
+	if pl.snap != nil {
+		return pl.planSnapshot()
+	}
 	if pl.why == "" && len(snap.Segments) > 0 {
 		pl.why = "the snapshot has segments"
 	}
