@@ -37,9 +37,9 @@ type undo struct {
 
 const (
 	uAbsent    = iota + 1 // no block, whatever follows
-	uLive             // the block {requested, 0, pending}, whatever follows
-	uPending          // the block after, else {requested, 0, pending}
-	uRequested        // {requested, size of the block after, not pending}
+	uLive                 // the block {requested, 0, pending}, whatever follows
+	uPending              // the block after, else {requested, 0, pending}
+	uRequested            // {requested, size of the block after, not pending}
 )
 
 // segFirst is the first segment event of an address: the segment existed
