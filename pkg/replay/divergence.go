@@ -150,7 +150,7 @@ var callAction = map[alloc.DeviceCallKind]trace.Action{
 func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *Divergence {
 	// the ops the replay ran: all, or up to the failing one, whose release
 	// steps ran
-	end := len(p.Ops)
+	end := p.Len()
 	if res.OOMOp >= 0 {
 		end = res.OOMOp + 1
 	}
@@ -206,7 +206,7 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 				Cause: p.settingsCause(res, cfg) + cause(r, l, res)}
 		}
 	}
-	if res.OOMOp >= 0 || !p.HasFinal || len(p.Ops) != p.finalAt {
+	if res.OOMOp >= 0 || !p.HasFinal || p.Len() != p.finalAt {
 		return nil // the replay stopped before the end the snapshot shows
 	}
 	return p.divergeFinal(res, cfg)
@@ -245,7 +245,7 @@ func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
 	if slices.Equal(want, got) {
 		return nil
 	}
-	d := &Divergence{Op: len(p.Ops), Event: -1, Recorded: "ended with " + describeSegments(want),
+	d := &Divergence{Op: p.Len(), Event: -1, Recorded: "ended with " + describeSegments(want),
 		Replayed: "with " + describeSegments(got)}
 	first := func(a, b []SegmentRange) string { // the first segment of a missing from b
 		for _, s := range a {
@@ -424,7 +424,7 @@ func (p *Plan) attachedPastPoolReleases() []DeviceEvent {
 	out := p.Recorded
 	for i, e := range p.Recorded {
 		op := int(e.Op)
-		for op < len(p.Ops) && p.Ops[op].Kind == alloc.OpPoolRelease {
+		for op < len(p.Ops) && p.Ops[op].Kind == alloc.OpPoolRelease { // a streamed plan has no pool
 			op++
 		}
 		if op != int(e.Op) {
