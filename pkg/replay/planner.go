@@ -26,14 +26,18 @@ type Planner struct {
 	why   string
 	// snap is set for a planner of a whole snapshot (NewSnapshotPlanner),
 	// which plans traces with segment events; ooms then holds the device
-	// events and those after them, all that inferCap reads without garbage
-	// collection
+	// events and those after them, all that inferCap reads but for its
+	// garbage collection watch
 	snap   *trace.Snapshot
 	device int
 	walk   *inferer // looks for private pools, nil once expandable segments show
 	netSeg int64    // reserved bytes the segment events added
 	// afterDevice: the last event read was a device event
 	afterDevice bool
+	// gc is the cap's garbage collection watch (nil without one), gcFree
+	// what it counted before each event of ooms
+	gc     *gcWatch
+	gcFree []int
 }
 
 // plannerWindow is how many events a Planner gathers before it plans them.

@@ -154,8 +154,7 @@ func (s *StartState) peak(start uint64) uint64 {
 // segment events and begin after the program allocated; it declines the
 // traces whose plan needs more of the trace than a window of it: those
 // that used private pools (their inference labels allocations from what
-// happened later) and those recorded under garbage collection (their cap
-// follows every block).
+// happened later).
 func NewSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Planner {
 	pl := NewPlanner()
 	pl.snap, pl.device = snap, device
@@ -168,9 +167,7 @@ func NewSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Plann
 	cfg := settingsConfig(snap.Settings)
 	pl.b.cfg, pl.b.reserved, pl.b.peak = cfg, start, st.peak(start)
 	pl.walk = newInferer(cfg)
-	if newGCWatch(snap.Settings) != nil {
-		pl.why = "the trace was recorded under garbage collection"
-	}
+	pl.gc = newGCWatch(snap.Settings)
 	return pl
 }
 
@@ -195,8 +192,12 @@ func (pl *Planner) addDevice(e *trace.Event) {
 	if device || pl.afterDevice {
 		pl.ooms = append(pl.ooms, *e)
 		pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+		if pl.gc != nil {
+			pl.gcFree = append(pl.gcFree, pl.gc.free)
+		}
 	}
 	pl.afterDevice = device
+	pl.gc.see(e) // the cap's garbage collection watch follows every block
 }
 
 // releaseToEnd says whether w[i] begins a run of segment releases that
@@ -229,7 +230,7 @@ func (pl *Planner) planSnapshot() *Plan {
 	p.log = &pl.log
 	reserved0 := p.noteFinal(pl.snap, pl.device, pl.netSeg)
 	p.finalAt = pl.log.n
-	if c := inferCap(pl.ooms, pl.snap.Settings, reserved0); c != nil {
+	if c := inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree); c != nil {
 		c.Event = pl.oomAt[c.Event]
 		p.Cap = c
 	}
