@@ -141,23 +141,34 @@ func (pl *Planner) Plan(snap *trace.Snapshot) *Plan {
 	if pl.why != "" {
 		return nil
 	}
-	p := pl.b.p
-	p.Events = int(pl.b.counted)
-	p.byAddr, p.freeIDs = nil, nil
-	p.Ops, p.Event, p.Stack = nil, nil, nil
-	p.log = &pl.log
+	p := pl.packed()
 	p.expandable = snap.Settings.ExpandableSegments
 	if snap.Settings.Present {
 		st := snap.Settings
 		p.settings = &st
 	}
-	p.finalAt = pl.log.n
 	// without segment events only the oom events bound a cap
-	if c := inferCap(pl.ooms, snap.Settings, 0); c != nil {
-		c.Event = pl.oomAt[c.Event]
-		p.Cap = c
-	}
+	pl.setCap(inferCap(pl.ooms, snap.Settings, 0))
 	return p
+}
+
+// packed is the plan of the whole trace, planned, its ops in the log.
+func (pl *Planner) packed() *Plan {
+	p := pl.b.p
+	p.Events = int(pl.b.counted)
+	p.byAddr, p.freeIDs = nil, nil
+	p.Ops, p.Event, p.Stack = nil, nil, nil
+	p.log = &pl.log
+	p.finalAt = pl.log.n
+	return p
+}
+
+// setCap sets the plan's cap, inferred from the events of ooms.
+func (pl *Planner) setCap(c *Cap) {
+	if c != nil {
+		c.Event = pl.oomAt[c.Event]
+		pl.b.p.Cap = c
+	}
 }
 
 // opCount is the number of operations planned so far.

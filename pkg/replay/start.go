@@ -223,16 +223,8 @@ func (pl *Planner) planSnapshot() *Plan {
 	if pl.why != "" {
 		return nil
 	}
-	p := pl.b.p
-	p.Events = int(pl.b.counted)
-	p.byAddr, p.freeIDs = nil, nil
-	p.Ops, p.Event, p.Stack = nil, nil, nil
-	p.log = &pl.log
+	p := pl.packed()
 	reserved0 := p.noteFinal(pl.snap, pl.device, pl.netSeg)
-	p.finalAt = pl.log.n
-	if c := inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree); c != nil {
-		c.Event = pl.oomAt[c.Event]
-		p.Cap = c
-	}
+	pl.setCap(inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree))
 	return p
 }
