@@ -7,25 +7,42 @@
 #     against the file size, on a synthetic snapshot of 1,000,000 events
 #     (and of 10,000,000 with --10m);
 #   - `gpumem sweep FIXTURE` at -j 2 against -j 1, wall time.
-# Usage: scripts/bench.sh [--10m] [RUNS]
+# With --real the snapshots are shaped like real ones: segment events, final
+# segments, and a trace cut short by max_entries (gen_trace.py --max-entries).
+# Usage: scripts/bench.sh [--real] [--10m] [RUNS]
 # Env: BIN (a gpumem binary, default: build bin/gpumem), BIG1M / BIG10M
-# (snapshots of 1M and 10M events; made with scripts/gen_trace.py when missing),
+# (snapshots of 1M and 10M events; made with scripts/gen_trace.py when missing;
+# with --real: BIG1M_REAL / BIG10M_REAL),
 # SWEEP_TRACE (default testdata/pytorch/gpt2_varlen.pickle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ten=0
+real=0
+if [ "${1:-}" = "--real" ]; then real=1; shift; fi
 if [ "${1:-}" = "--10m" ]; then ten=1; shift; fi
 runs=${1:-3}
 big1m=${BIG1M:-/tmp/gpumem_1m.pickle}
 big10m=${BIG10M:-/tmp/gpumem_10m.pickle}
+if [ "$real" = 1 ]; then
+  big1m=${BIG1M_REAL:-/tmp/gpumem_1m_real.pickle}
+  big10m=${BIG10M_REAL:-/tmp/gpumem_10m_real.pickle}
+fi
 sweep=${SWEEP_TRACE:-testdata/pytorch/gpt2_varlen.pickle}
 bin=${BIN:-bin/gpumem}
 if [ -z "${BIN:-}" ]; then go build -o bin/gpumem ./cmd/gpumem; fi
 go test -c -o bin/pickle.test ./pkg/trace/pickle
-[ -f "$big1m" ] || python3 scripts/gen_trace.py "$big1m" --events 1000000 >&2
+# a real-shaped trace keeps the last N of 1.2 N events
+make() { # OUT N
+  if [ "$real" = 1 ]; then
+    python3 scripts/gen_trace.py "$1" --events $(($2 * 6 / 5)) --max-entries "$2" >&2
+  else
+    python3 scripts/gen_trace.py "$1" --events "$2" >&2
+  fi
+}
+[ -f "$big1m" ] || make "$big1m" 1000000
 files=("$big1m")
 if [ "$ten" = 1 ]; then
-  [ -f "$big10m" ] || python3 scripts/gen_trace.py "$big10m" --events 10000000 >&2
+  [ -f "$big10m" ] || make "$big10m" 10000000
   files+=("$big10m")
 fi
 python3 - "$bin" "$runs" "$sweep" "${files[@]}" <<'PY'

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -13,12 +14,19 @@ import (
 // A replay that reads only the report can plan a snapshot pickle's traces
 // as the file is read (replay.Planner) and keep no event: a big trace then
 // needs memory for its live blocks and packed operations alone, a few
-// bytes an event. Traces the planner cannot plan that way (cut short by a
-// ring buffer, with segment events, with annotations to time) are read
-// again the usual way.
+// bytes an event. Traces with segment events, or cut short by a ring
+// buffer, need their end state and their peak before the first event is
+// planned: the file is read twice, once for those (replay.StartState),
+// once to plan (replay.NewSnapshotPlanner). Traces neither way can plan
+// (private pools, garbage collection) are read again the usual way. The
+// events' times are not kept: they place the annotations (Run.Marks, the
+// HTML report), which a lean replay does not read.
 
 // errDeclined stops reading a trace that cannot be planned as it streams.
 var errDeclined = errors.New("the trace cannot be planned as it is read")
+
+// errNotPickle stops reading a file that is not a pickle.
+var errNotPickle = errors.New("not a pickle")
 
 // streamPlans reads the snapshot pickle at path and plans each device's
 // trace as it is read. plans has one entry per device of the snapshot,
@@ -29,6 +37,32 @@ func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *tr
 	if path == Stdin {
 		return nil, nil, false
 	}
+	snap, plans, ok, pickle := streamOnce(ctx, path, progress)
+	if !ok && pickle && ctx.Err() == nil {
+		return streamTwice(ctx, path, progress)
+	}
+	return snap, plans, ok
+}
+
+// streamPickle reads the snapshot pickle at path with sink; it declines a
+// file that is not a pickle.
+func streamPickle(ctx context.Context, path string, progress io.Writer, sink trace.PickleSink) (snap *trace.Snapshot, lists []int, err error) {
+	err = readTrace(ctx, path, progress, func(r io.Reader, name, _ string, size int64) error {
+		br := bufio.NewReaderSize(r, 64<<10)
+		if head, _ := br.Peek(1); len(head) == 0 || head[0] != 0x80 {
+			return errNotPickle
+		}
+		var err error
+		snap, lists, err = trace.StreamPickle(br, name, size, sink)
+		return err
+	})
+	return snap, lists, err
+}
+
+// streamOnce plans in one read the traces that start with the program and
+// have no segment events. pickle says the file is a pickle the planners
+// declined, which streamTwice may plan.
+func streamOnce(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, ok, pickle bool) {
 	var planners []*replay.Planner
 	var lists []int
 	sink := trace.PickleSink{
@@ -43,22 +77,66 @@ func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *tr
 			}
 			return nil
 		},
-		// the end state a replay is checked against needs the whole trace
+		// the end state a replay is checked against needs the whole
+		// trace: streamTwice reads it first
 		Segment: func(*trace.Segment) error { return errDeclined },
 	}
-	err := readTrace(ctx, path, progress, func(r io.Reader, name, _ string, size int64) error {
-		br := bufio.NewReaderSize(r, 64<<10)
-		if head, _ := br.Peek(1); len(head) == 0 || head[0] != 0x80 {
-			return errDeclined
-		}
-		var err error
-		snap, lists, err = trace.StreamPickle(br, name, size, sink)
-		return err
-	})
-	if err != nil || len(snap.Annotations) > 0 { // annotations time the ops from the events
-		return nil, nil, false
+	snap, lists, err := streamPickle(ctx, path, progress, sink)
+	if err != nil {
+		return nil, nil, false, errors.Is(err, errDeclined)
 	}
 	plans = make([]*replay.Plan, len(lists))
+	for d, l := range lists {
+		if l < 0 {
+			continue
+		}
+		if plans[d] = planners[l].Plan(snap); plans[d] == nil {
+			return nil, nil, false, true
+		}
+	}
+	return snap, plans, true, false
+}
+
+// streamTwice plans the snapshot pickle at path in two reads: the first
+// rebuilds the state each trace began in, the second plans it.
+func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, []*replay.Plan, bool) {
+	var starts []*replay.StartState
+	first, lists, err := streamPickle(ctx, path, progress, trace.PickleSink{
+		Event: func(list int, e *trace.Event) error {
+			if list == len(starts) {
+				starts = append(starts, replay.NewStartState())
+			}
+			starts[list].Add(e)
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, nil, false
+	}
+	planners := make([]*replay.Planner, len(starts))
+	for d, l := range lists {
+		if l >= 0 {
+			planners[l] = replay.NewSnapshotPlanner(first, d, starts[l])
+			starts[l] = nil // its maps are no longer needed
+			if planners[l].Declined() != "" {
+				return nil, nil, false
+			}
+		}
+	}
+	snap, lists2, err := streamPickle(ctx, path, progress, trace.PickleSink{
+		Event: func(list int, e *trace.Event) error {
+			pl := planners[list]
+			pl.Add(e)
+			if pl.Declined() != "" {
+				return errDeclined
+			}
+			return nil
+		},
+	})
+	if err != nil || !slices.Equal(lists, lists2) {
+		return nil, nil, false
+	}
+	plans := make([]*replay.Plan, len(lists))
 	for d, l := range lists {
 		if l < 0 {
 			continue

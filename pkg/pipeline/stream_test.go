@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -41,12 +42,33 @@ func TestLeanReplayStreams(t *testing.T) {
 	}
 }
 
-// A trace the planner declines (segment events) is read the usual way.
-func TestLeanReplayFallsBack(t *testing.T) {
-	s := Settings{Policy: "pytorch", Points: 2000, RecordedCap: true}
-	u, l := replayBoth(t, pytorchFixture("gpt2_varlen.pickle"), s)
-	if l.plan.Ops == nil || !reflect.DeepEqual(l.Report, u.Report) {
-		t.Error("a trace with segment events was not read the usual way")
+// A lean replay of a real snapshot (segment events, final segments, a
+// trace cut short or not) reads the file twice and keeps no event, and
+// reports what the usual one does; one that used private pools is read
+// the usual way.
+func TestLeanReplayStreamsSnapshots(t *testing.T) {
+	files, _ := filepath.Glob(pytorchFixture("*.pickle"))
+	streamed := map[string]bool{}
+	for _, f := range files {
+		for _, s := range []Settings{
+			{Policy: "pytorch", Points: 2000, RecordedCap: true},
+			{Policy: "pytorch", Points: 2000, DeviceMemory: "600MiB"},
+			{Policy: "gpumem", Points: 2000}, // leaves the recording: a divergence
+		} {
+			u, l := replayBoth(t, f, s)
+			if !reflect.DeepEqual(l.Report, u.Report) || !reflect.DeepEqual(l.Notes, u.Notes) {
+				t.Errorf("%s, %s card %q: lean report differs:\n got %+v\nwant %+v", f, s.Policy, s.DeviceMemory, l.Report, u.Report)
+			}
+			if l.plan.Ops == nil && u.Report.OOM == nil {
+				streamed[filepath.Base(f)] = true
+			}
+		}
+	}
+	for name, want := range map[string]bool{"gpt2_varlen.pickle": true, "seed_frag.pickle": true,
+		"oom_survive_resnet.pickle": true, "graph_convnet.pickle": false} {
+		if streamed[name] != want {
+			t.Errorf("%s: streamed %v, want %v", name, streamed[name], want)
+		}
 	}
 }
 

@@ -80,6 +80,14 @@ func allocationSize(rounded uint64) uint64 {
 // device held before the first event (a truncated trace's seeds). nil when
 // nothing bounds a cap from above: the run shows no sign of one.
 func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
+	return inferCapFrom(events, s, reserved0, nil)
+}
+
+// inferCapFrom is inferCap on some of a trace's events: the device events
+// and those just after them (all that the cap reads but for garbage
+// collection's watch), frees[k] being the whole free large segments
+// gcWatch counted before events[k] (nil: events is the whole trace).
+func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, frees []int) *Cap {
 	cfg := alloc.DefaultConfig()
 	for i, d := range s.RoundupPower2Divisions {
 		cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
@@ -129,7 +137,13 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 	var bounds []bound
 	reserved, low := reserved0, reserved0
 	gc := newGCWatch(s)
+	at := func(k int) { // the watch as it was before events[k]
+		if frees != nil && gc != nil && k < len(events) {
+			gc.free, gc.recorded = frees[k], true
+		}
+	}
 	for i := 0; i < len(events); i++ {
+		at(i)
 		e := &events[i]
 		switch e.Action {
 		case trace.ActionSegmentAlloc:
@@ -156,6 +170,7 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 				i = j - 1
 				break
 			}
+			at(j)
 			next := &events[j]
 			var a uint64
 			k := -1
@@ -233,6 +248,9 @@ type gcWatch struct {
 	bases []uint64 // sorted
 	segs  map[uint64]*gcSeg
 	free  int // whole free large segments
+	// recorded: free is set from a watch that saw the whole trace
+	// (inferCapFrom), which see leaves alone
+	recorded bool
 }
 
 type gcSeg struct {
@@ -262,7 +280,7 @@ func (w *gcWatch) of(addr uint64) *gcSeg {
 func (w *gcWatch) large(g *gcSeg) bool { return g.size > 2<<20 }
 
 func (w *gcWatch) see(e *trace.Event) {
-	if w == nil {
+	if w == nil || w.recorded {
 		return
 	}
 	switch e.Action {

@@ -70,6 +70,26 @@ func (p *Plan) noteDevice(i int, e *trace.Event) {
 // noteSnapshot keeps what the snapshot says beyond the events: its final
 // segments, its settings and the cap its events show.
 func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Event) {
+	// what the device held at the first event: the end less what the
+	// events added (a truncated trace, or expandable pages mapped before)
+	var added int64
+	for _, e := range events {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			added += int64(e.Size)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			added -= int64(e.Size)
+		}
+	}
+	reserved0 := p.noteFinal(snap, device, added)
+	p.finalAt = len(p.Ops)
+	p.Cap = inferCap(events, snap.Settings, reserved0)
+}
+
+// noteFinal keeps the snapshot's final segments and settings, and returns
+// what the device held at the first event, added being the reserved bytes
+// the trace's segment events added.
+func (p *Plan) noteFinal(snap *trace.Snapshot, device int, added int64) uint64 {
 	p.HasFinal = len(snap.Segments) > 0
 	p.expandable = snap.Settings.ExpandableSegments
 	var final int64
@@ -80,23 +100,11 @@ func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Eve
 			final += int64(s.TotalSize)
 		}
 	}
-	// what the device held at the first event: the end less what the
-	// events added (a truncated trace, or expandable pages mapped before)
-	for _, e := range events {
-		switch e.Action {
-		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
-			final -= int64(e.Size)
-		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
-			final += int64(e.Size)
-		}
-	}
-	reserved0 := uint64(max(final, 0))
 	if snap.Settings.Present {
 		st := snap.Settings
 		p.settings = &st
 	}
-	p.finalAt = len(p.Ops)
-	p.Cap = inferCap(events, snap.Settings, reserved0)
+	return uint64(max(final-added, 0))
 }
 
 // comparable says whether the trace records what a replay can be held to:
@@ -142,7 +150,7 @@ var callAction = map[alloc.DeviceCallKind]trace.Action{
 func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *Divergence {
 	// the ops the replay ran: all, or up to the failing one, whose release
 	// steps ran
-	end := len(p.Ops)
+	end := p.Len()
 	if res.OOMOp >= 0 {
 		end = res.OOMOp + 1
 	}
@@ -198,7 +206,7 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 				Cause: p.settingsCause(res, cfg) + cause(r, l, res)}
 		}
 	}
-	if res.OOMOp >= 0 || !p.HasFinal || len(p.Ops) != p.finalAt {
+	if res.OOMOp >= 0 || !p.HasFinal || p.Len() != p.finalAt {
 		return nil // the replay stopped before the end the snapshot shows
 	}
 	return p.divergeFinal(res, cfg)
@@ -237,7 +245,7 @@ func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
 	if slices.Equal(want, got) {
 		return nil
 	}
-	d := &Divergence{Op: len(p.Ops), Event: -1, Recorded: "ended with " + describeSegments(want),
+	d := &Divergence{Op: p.Len(), Event: -1, Recorded: "ended with " + describeSegments(want),
 		Replayed: "with " + describeSegments(got)}
 	first := func(a, b []SegmentRange) string { // the first segment of a missing from b
 		for _, s := range a {
@@ -416,7 +424,7 @@ func (p *Plan) attachedPastPoolReleases() []DeviceEvent {
 	out := p.Recorded
 	for i, e := range p.Recorded {
 		op := int(e.Op)
-		for op < len(p.Ops) && p.Ops[op].Kind == alloc.OpPoolRelease {
+		for op < len(p.Ops) && p.Ops[op].Kind == alloc.OpPoolRelease { // a streamed plan has no pool
 			op++
 		}
 		if op != int(e.Op) {

@@ -17,12 +17,27 @@ import (
 // says why) and the caller plans the whole trace with FromSnapshot.
 type Planner struct {
 	b     builder
-	win   []trace.Event // events read and not yet planned
+	win   []trace.Event // events read and not yet planned, after done planned ones
+	done  int           // planned events kept at the start of win: 0, or 1 that walk looks back at
 	base  int           // the trace index of win[0]
 	log   opLog
 	ooms  []trace.Event // the oom events and their trace indexes, for inferCap
 	oomAt []int
 	why   string
+	// snap is set for a planner of a whole snapshot (NewSnapshotPlanner),
+	// which plans traces with segment events; ooms then holds the device
+	// events and those after them, all that inferCap reads but for its
+	// garbage collection watch
+	snap   *trace.Snapshot
+	device int
+	walk   *inferer // looks for private pools, nil once expandable segments show
+	netSeg int64    // reserved bytes the segment events added
+	// afterDevice: the last event read was a device event
+	afterDevice bool
+	// gc is the cap's garbage collection watch (nil without one), gcFree
+	// what it counted before each event of ooms
+	gc     *gcWatch
+	gcFree []int
 }
 
 // plannerWindow is how many events a Planner gathers before it plans them.
@@ -48,13 +63,17 @@ func (pl *Planner) Add(e *trace.Event) {
 	if pl.why != "" {
 		return
 	}
-	switch e.Action {
-	case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
-		pl.why = "the trace has segment events"
-		return
-	case trace.ActionOOM:
-		pl.ooms = append(pl.ooms, *e)
-		pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+	if pl.snap != nil {
+		pl.addDevice(e)
+	} else {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+			pl.why = "the trace has segment events"
+			return
+		case trace.ActionOOM:
+			pl.ooms = append(pl.ooms, *e)
+			pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+		}
 	}
 	pl.win = append(pl.win, *e)
 	if len(pl.win) == cap(pl.win) {
@@ -70,18 +89,31 @@ func (pl *Planner) plan(end bool) {
 	if end {
 		last = len(w)
 	}
-	i := 0
+	i := pl.done
 	for i < last {
+		if !end && releaseToEnd(w, i) {
+			break // the event after the run decides it
+		}
 		i = b.step(w, i, pl.base) + 1
 	}
-	if b.freedFirst {
+	if pl.walk != nil {
+		for k := pl.done; k < i; k++ {
+			k = pl.walk.step(w, k, pl.base)
+		}
+	}
+	if b.freedFirst && pl.snap == nil {
 		// a block live when the trace began, which only the backward walk
 		// of FromSnapshot rebuilds
 		pl.why = "the trace starts after the program had allocated"
 	}
-	n := copy(w, w[i:])
+	keep := 0
+	if i > 0 && pl.walk != nil {
+		keep = 1 // the walk looks back at the last event planned
+	}
+	n := copy(w, w[i-keep:])
 	pl.win = w[:n]
-	pl.base += i
+	pl.base += i - keep
+	pl.done = keep
 	p := b.p
 	if len(p.Ops) >= Batch || end {
 		pl.log.add(p.Ops, p.Event, p.Stack)
@@ -96,6 +128,9 @@ func (pl *Planner) plan(end bool) {
 // snapshot: one with segments, whose end state the replay is checked
 // against.
 func (pl *Planner) Plan(snap *trace.Snapshot) *Plan {
+	if pl.snap != nil {
+		return pl.planSnapshot()
+	}
 	if pl.why == "" && len(snap.Segments) > 0 {
 		pl.why = "the snapshot has segments"
 	}
@@ -106,23 +141,34 @@ func (pl *Planner) Plan(snap *trace.Snapshot) *Plan {
 	if pl.why != "" {
 		return nil
 	}
-	p := pl.b.p
-	p.Events = int(pl.b.counted)
-	p.byAddr, p.freeIDs = nil, nil
-	p.Ops, p.Event, p.Stack = nil, nil, nil
-	p.log = &pl.log
+	p := pl.packed()
 	p.expandable = snap.Settings.ExpandableSegments
 	if snap.Settings.Present {
 		st := snap.Settings
 		p.settings = &st
 	}
-	p.finalAt = pl.log.n
 	// without segment events only the oom events bound a cap
-	if c := inferCap(pl.ooms, snap.Settings, 0); c != nil {
-		c.Event = pl.oomAt[c.Event]
-		p.Cap = c
-	}
+	pl.setCap(inferCap(pl.ooms, snap.Settings, 0))
 	return p
+}
+
+// packed is the plan of the whole trace, planned, its ops in the log.
+func (pl *Planner) packed() *Plan {
+	p := pl.b.p
+	p.Events = int(pl.b.counted)
+	p.byAddr, p.freeIDs = nil, nil
+	p.Ops, p.Event, p.Stack = nil, nil, nil
+	p.log = &pl.log
+	p.finalAt = pl.log.n
+	return p
+}
+
+// setCap sets the plan's cap, inferred from the events of ooms.
+func (pl *Planner) setCap(c *Cap) {
+	if c != nil {
+		c.Event = pl.oomAt[c.Event]
+		pl.b.p.Cap = c
+	}
 }
 
 // opCount is the number of operations planned so far.

@@ -71,7 +71,7 @@ type fblock struct {
 type inst struct {
 	addr, size, stream uint64
 	small              bool
-	born, died         int // event indexes; died = len(events) when alive at the end
+	born               int // event index
 	label              int // unknown, dflt, private or a pool > 0
 	how                string
 	blocks             []fblock // address order
@@ -123,16 +123,22 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 			return nil // expandable segments: pools are not modelled there
 		}
 	}
-	f := &inferer{cfg: cfg, events: events, live: map[uint64]int{}, free: map[freeKey][]freeEnt{},
-		ne: map[[2]int]bool{}, ofAl: make([]int32, len(events)), claim: make([]bool, len(events)),
-		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
-		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
+	f := newInferer(cfg)
+	f.events, f.ofAl, f.claim = events, make([]int32, len(events)), make([]bool, len(events))
 	f.walk()
 	ids := f.label(final)
 	if ids == nil {
 		return nil
 	}
 	return f.plan(ids)
+}
+
+// newInferer starts an inference under cfg. Without events, ofAl and
+// claim (a streamed walk) it can only find the evidence of pools.
+func newInferer(cfg alloc.Config) *inferer {
+	return &inferer{cfg: cfg, live: map[uint64]int{}, free: map[freeKey][]freeEnt{}, ne: map[[2]int]bool{},
+		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
+		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
 }
 
 func (f *inferer) at(addr uint64) int {
@@ -192,53 +198,61 @@ func (f *inferer) walk() {
 		f.ofAl[i] = -1
 	}
 	for i := 0; i < len(ev); i++ {
-		e := &ev[i]
-		switch e.Action {
-		case trace.ActionSegmentAlloc:
-			s := &inst{addr: e.Addr, size: e.Size, stream: e.Stream, born: i, died: len(ev), label: unknown,
-				blocks: []fblock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1}
-			if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
-				s.small = f.round(ev[i+1].Size) <= 1<<20
-			} else {
-				s.small = e.Size == 2<<20
-			}
-			f.insts = append(f.insts, s)
-			si := len(f.insts) - 1
-			if old, ok := f.live[e.Addr]; ok { // a segment we missed the free of
-				f.insts[old].died = i
-			} else {
-				k, _ := slices.BinarySearch(f.bases, e.Addr)
-				f.bases = slices.Insert(f.bases, k, e.Addr)
-			}
-			f.live[e.Addr] = si
-			f.addFree(si, s.blocks[0])
-		case trace.ActionSegmentFree:
-			j := i
-			for j+1 < len(ev) && ev[j+1].Action == trace.ActionSegmentFree {
-				j++
-			}
-			f.release(i, j)
-			i = j
-		case trace.ActionAlloc:
-			f.alloc(i, e, i > 0 && ev[i-1].Action == trace.ActionSegmentAlloc && ev[i-1].Addr == e.Addr)
-		case trace.ActionFreeCompleted:
-			f.freeAt(e.Addr)
-		}
+		i = f.step(ev, i, 0)
 	}
 }
 
-func (f *inferer) release(from, to int) {
+// step walks ev[i], whose index in the whole trace is base+i, and returns
+// the index of the last event it used (a release run takes the rest of
+// its run). It looks at the events beside ev[i]: a streamed walk
+// (poolWalk) holds them in its window.
+func (f *inferer) step(ev []trace.Event, i, base int) int {
+	e := &ev[i]
+	switch e.Action {
+	case trace.ActionSegmentAlloc:
+		s := &inst{addr: e.Addr, size: e.Size, stream: e.Stream, born: base + i, label: unknown,
+			blocks: []fblock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1}
+		if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
+			s.small = f.round(ev[i+1].Size) <= 1<<20
+		} else {
+			s.small = e.Size == 2<<20
+		}
+		f.insts = append(f.insts, s)
+		si := len(f.insts) - 1
+		if _, ok := f.live[e.Addr]; !ok { // else a segment we missed the free of
+			k, _ := slices.BinarySearch(f.bases, e.Addr)
+			f.bases = slices.Insert(f.bases, k, e.Addr)
+		}
+		f.live[e.Addr] = si
+		f.addFree(si, s.blocks[0])
+	case trace.ActionSegmentFree:
+		j := i
+		for j+1 < len(ev) && ev[j+1].Action == trace.ActionSegmentFree {
+			j++
+		}
+		f.release(ev[i:j+1], base+i)
+		return j
+	case trace.ActionAlloc:
+		f.alloc(base+i, e, i > 0 && ev[i-1].Action == trace.ActionSegmentAlloc && ev[i-1].Addr == e.Addr)
+	case trace.ActionFreeCompleted:
+		f.freeAt(e.Addr)
+	}
+	return i
+}
+
+// release walks the release run run, whose first event is the trace's
+// event from.
+func (f *inferer) release(run []trace.Event, from int) {
 	var freed []int
 	gone := map[int]bool{}
-	for k := from; k <= to; k++ {
-		si, ok := f.live[f.events[k].Addr]
+	for k := range run {
+		si, ok := f.live[run[k].Addr]
 		if !ok {
 			continue
 		}
 		freed = append(freed, si)
 		gone[si] = true
 		s := f.insts[si]
-		s.died = k
 		for _, b := range s.blocks {
 			if b.free {
 				f.delFree(si, b)
@@ -267,7 +281,9 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	if si < 0 {
 		return
 	}
-	f.ofAl[i] = int32(si)
+	if f.ofAl != nil {
+		f.ofAl[i] = int32(si)
+	}
 	s := f.insts[si]
 	if s.firstAlloc < 0 {
 		s.firstAlloc = i
@@ -286,7 +302,7 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 		back := fblock{e.Addr, old.addr + old.size - e.Addr, true}
 		s.blocks = slices.Replace(s.blocks, k, k+1, fblock{old.addr, e.Addr - old.addr, false}, back)
 		f.addFree(si, back)
-		f.claim[s.lastAlloc] = true
+		f.setClaim(s.lastAlloc)
 		k++
 		chained = true
 	}
@@ -318,7 +334,7 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 		}
 	}
 	if restore {
-		f.claim[i] = true
+		f.setClaim(i)
 		if s.label == unknown || s.label == dflt {
 			s.label, s.how = private, howRestore
 		}
@@ -425,22 +441,33 @@ func lessKey(a, b [4]uint64) bool {
 	return false
 }
 
-// label assigns every segment a pool. It returns the PyTorch ids of the
-// pools (index = label), or nil when the trace shows no private pool.
-func (f *inferer) label(final []trace.Segment) [][2]int64 {
-	ids := [][2]int64{{0, 0}}
-	idOf := map[[2]int64]int{{0, 0}: 0}
-	set := func(si, l int, how string) bool {
-		s := f.insts[si]
-		if s.label == l || (l == private && s.label > 0) {
-			return false
-		}
-		if s.label == unknown || (s.label == private && l > 0) {
-			s.label, s.how = l, how
-			return true
-		}
+// setClaim marks alloc event i as a claim by address (nothing to mark in
+// a streamed walk, which only looks for evidence of private pools).
+func (f *inferer) setClaim(i int) {
+	if f.claim != nil {
+		f.claim[i] = true
+	}
+}
+
+// set labels segment si l, unless it has a label that says more.
+func (f *inferer) set(si, l int, how string) bool {
+	s := f.insts[si]
+	if s.label == l || (l == private && s.label > 0) {
 		return false
 	}
+	if s.label == unknown || (s.label == private && l > 0) {
+		s.label, s.how = l, how
+		return true
+	}
+	return false
+}
+
+// evidence labels the segments the final snapshot or the release order
+// place, and returns the pools' PyTorch ids as label does; nil when
+// nothing shows a private pool.
+func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
+	ids := [][2]int64{{0, 0}}
+	idOf := map[[2]int64]int{{0, 0}: 0}
 	// E1: the final segments name their pools
 	for _, fs := range final {
 		si, ok := f.live[fs.Address]
@@ -463,7 +490,7 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 			for k := 1; k < len(run); k++ {
 				if lessKey(f.classKey(run[k]), f.classKey(run[k-1])) {
 					for _, si := range run[k:] {
-						set(si, private, howOrder)
+						f.set(si, private, howOrder)
 					}
 					break
 				}
@@ -479,6 +506,17 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 	if !evidence {
 		return nil
 	}
+	return ids
+}
+
+// label assigns every segment a pool. It returns the PyTorch ids of the
+// pools (index = label), or nil when the trace shows no private pool.
+func (f *inferer) label(final []trace.Segment) [][2]int64 {
+	ids := f.evidence(final)
+	if ids == nil {
+		return nil
+	}
+	set := f.set
 	// propagate: order within runs, exclusions, survivors of global runs
 	for changed := true; changed; {
 		changed = false

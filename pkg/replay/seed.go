@@ -36,30 +36,14 @@ type seedBlock struct {
 // starts from there.
 func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 	events := snap.Traces[device]
-	type seg struct {
-		size, stream uint64
-		small, exp   bool
-	}
-	segs := map[uint64]seg{}
-	live := map[uint64]seedBlock{}
-	for _, s := range snap.Segments {
-		if s.Device != device {
-			continue
-		}
-		segs[s.Address] = seg{s.TotalSize, s.Stream, s.Small, s.Expandable}
-		for _, b := range s.Blocks {
-			if b.State != trace.BlockInactive {
-				live[b.Address] = seedBlock{b.RequestedSize, b.Size, b.State == trace.BlockPendingFree}
-			}
-		}
-	}
+	segs, live := finalState(snap, device)
 	for i := len(events) - 1; i >= 0; i-- {
 		e := &events[i]
 		switch e.Action {
 		case trace.ActionSegmentAlloc:
 			delete(segs, e.Addr)
 		case trace.ActionSegmentFree:
-			segs[e.Addr] = seg{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}
+			segs[e.Addr] = segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}
 		case trace.ActionAlloc:
 			delete(live, e.Addr)
 		case trace.ActionFreeCompleted:
@@ -73,16 +57,52 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 	}
 	p := newPlan()
 	defer p.noteSnapshot(snap, device, events) // once the plan is built
+	p.seed(segs, live)
+	p.build(events, deviceSegments(snap, device), settingsConfig(snap.Settings))
+	return p
+}
+
+// segState is a segment as the walk back from the end rebuilds it.
+type segState struct {
+	size, stream uint64
+	small, exp   bool
+}
+
+// finalState is the device's segments and live blocks at the end of the
+// snapshot, by address.
+func finalState(snap *trace.Snapshot, device int) (map[uint64]segState, map[uint64]seedBlock) {
+	segs := map[uint64]segState{}
+	live := map[uint64]seedBlock{}
+	for _, s := range snap.Segments {
+		if s.Device != device {
+			continue
+		}
+		segs[s.Address] = segState{s.TotalSize, s.Stream, s.Small, s.Expandable}
+		for _, b := range s.Blocks {
+			if b.State != trace.BlockInactive {
+				live[b.Address] = seedBlock{b.RequestedSize, b.Size, b.State == trace.BlockPendingFree}
+			}
+		}
+	}
+	return segs, live
+}
+
+// deviceSegments is the snapshot's final segments of device.
+func deviceSegments(snap *trace.Snapshot, device int) []trace.Segment {
 	var final []trace.Segment
 	for _, s := range snap.Segments {
 		if s.Device == device {
 			final = append(final, s)
 		}
 	}
-	cfg := settingsConfig(snap.Settings)
+	return final
+}
+
+// seed makes the segments and live blocks the trace began in the plan's
+// Seeds; none when the trace began with none (it was not truncated).
+func (p *Plan) seed(segs map[uint64]segState, live map[uint64]seedBlock) {
 	if len(segs) == 0 && len(live) == 0 {
-		p.build(events, final, cfg)
-		return p
+		return
 	}
 	// place the live blocks in their segments, both in address order
 	bases := make([]uint64, 0, len(segs))
@@ -124,6 +144,4 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 		p.Seeded++
 	}
 	p.Truncated = true
-	p.build(events, final, cfg)
-	return p
 }

@@ -1,0 +1,230 @@
+package replay
+
+import (
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// StartState reads one device's trace forward, as the file is read, for
+// what its plan needs before the first event: the state the trace began
+// in (FromSnapshot rebuilds it walking back from the end) and the most
+// reserved bytes its segment events reach. It keeps a few words per
+// address the trace touches, nothing per event, so that a big snapshot
+// can be planned in a second read of the file (NewSnapshotPlanner).
+//
+// The walk back is, for each address on its own, a chain of undo steps
+// applied to the final state, the trace's first event last. Read forward,
+// the chain so far composes into one of four forms (see undo), so each
+// address keeps one.
+type StartState struct {
+	blocks map[uint64]undo
+	segs   map[uint64]segFirst
+	// Reserved bytes after each segment event are max(start+a, b) for the
+	// start's reserved bytes, not known until the end: the walk clamps at 0.
+	a, b, maxA, maxB int64
+}
+
+// undo is the walk back's steps over one address's events so far, as a
+// function of the state after them: undoing an alloc leaves no block
+// (uAbsent); undoing a free_completed keeps a live block and else leaves
+// a pending one of its size (uPending, or uLive with pending once
+// constant); undoing a free_requested leaves a live block of its size
+// with the size of the block after it (uRequested).
+type undo struct {
+	requested uint64
+	kind      uint8
+	pending   bool
+}
+
+const (
+	uAbsent    = iota + 1 // no block, whatever follows
+	uLive                 // the block {requested, 0, pending}, whatever follows
+	uPending              // the block after, else {requested, 0, pending}
+	uRequested            // {requested, size of the block after, not pending}
+)
+
+// segFirst is the first segment event of an address: the segment existed
+// before the trace when it was a segment_free.
+type segFirst struct {
+	seg     segState
+	present bool
+}
+
+// NewStartState starts reading a trace.
+func NewStartState() *StartState {
+	return &StartState{blocks: map[uint64]undo{}, segs: map[uint64]segFirst{}}
+}
+
+// Add reads the next event.
+func (s *StartState) Add(e *trace.Event) {
+	switch e.Action {
+	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+		s.a += int64(e.Size)
+		s.b += int64(e.Size)
+		s.maxA, s.maxB = max(s.maxA, s.a), max(s.maxB, s.b)
+	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+		s.a -= int64(e.Size)
+		s.b = max(s.b-int64(e.Size), 0)
+	}
+	switch e.Action {
+	case trace.ActionSegmentAlloc:
+		if _, ok := s.segs[e.Addr]; !ok {
+			s.segs[e.Addr] = segFirst{}
+		}
+	case trace.ActionSegmentFree:
+		if _, ok := s.segs[e.Addr]; !ok {
+			s.segs[e.Addr] = segFirst{segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, true}
+		}
+	case trace.ActionAlloc, trace.ActionFreeCompleted, trace.ActionFreeRequested:
+		s.blocks[e.Addr] = compose(s.blocks[e.Addr], e)
+	}
+}
+
+// compose is the undo of the events of g followed by e. A zero g (an
+// address not seen) composes into e's own step.
+func compose(g undo, e *trace.Event) undo {
+	if g == (undo{}) {
+		switch e.Action {
+		case trace.ActionAlloc:
+			return undo{kind: uAbsent}
+		case trace.ActionFreeCompleted:
+			return undo{kind: uPending, requested: e.Size, pending: true}
+		}
+		return undo{kind: uRequested, requested: e.Size}
+	}
+	switch g.kind {
+	case uPending: // keeps what e's step leaves when it leaves a block
+		if e.Action == trace.ActionAlloc {
+			return undo{kind: uLive, requested: g.requested, pending: true}
+		}
+		return compose(undo{}, e)
+	case uRequested: // keeps only the size of what e's step leaves
+		if e.Action == trace.ActionAlloc {
+			return undo{kind: uLive, requested: g.requested}
+		}
+	}
+	return g
+}
+
+// apply is the state before the events of g, b being the one after them.
+func (g undo) apply(b seedBlock, ok bool) (seedBlock, bool) {
+	switch g.kind {
+	case uAbsent:
+		return seedBlock{}, false
+	case uLive:
+		return seedBlock{requested: g.requested, pending: g.pending}, true
+	case uPending:
+		if ok {
+			return b, true
+		}
+		return seedBlock{requested: g.requested, pending: true}, true
+	}
+	return seedBlock{requested: g.requested, size: b.size}, true
+}
+
+// start is the state the trace began in, as FromSnapshot rebuilds it.
+func (s *StartState) start(snap *trace.Snapshot, device int) (map[uint64]segState, map[uint64]seedBlock) {
+	segs, live := finalState(snap, device)
+	for a, f := range s.segs {
+		if f.present {
+			segs[a] = f.seg
+		} else {
+			delete(segs, a)
+		}
+	}
+	for a, g := range s.blocks {
+		b, ok := live[a]
+		if b, ok = g.apply(b, ok); ok {
+			live[a] = b
+		} else {
+			delete(live, a)
+		}
+	}
+	return segs, live
+}
+
+// peak is reservedPeak for the trace read, start being the reserved bytes
+// it began with.
+func (s *StartState) peak(start uint64) uint64 {
+	return uint64(max(int64(start)+s.maxA, s.maxB))
+}
+
+// NewSnapshotPlanner starts the plan of device's trace in snap, read a
+// second time: st read it the first time, and snap (read then) gives its
+// final segments and settings. Unlike NewPlanner's, its plans may have
+// segment events and begin after the program allocated; it declines the
+// traces whose plan needs more of the trace than a window of it: those
+// that used private pools (their inference labels allocations from what
+// happened later).
+func NewSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Planner {
+	pl := NewPlanner()
+	pl.snap, pl.device = snap, device
+	p := pl.b.p
+	p.seed(st.start(snap, device))
+	var start uint64
+	for _, s := range p.Seeds {
+		start += s.Size
+	}
+	cfg := settingsConfig(snap.Settings)
+	pl.b.cfg, pl.b.reserved, pl.b.peak = cfg, start, st.peak(start)
+	pl.walk = newInferer(cfg)
+	pl.gc = newGCWatch(snap.Settings)
+	return pl
+}
+
+// addDevice notes what a snapshot's planner needs of e beyond its plan.
+func (pl *Planner) addDevice(e *trace.Event) {
+	device := false
+	switch e.Action {
+	case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+		pl.walk = nil // expandable segments: pools are not modelled there
+	}
+	switch e.Action {
+	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+		pl.netSeg += int64(e.Size)
+		device = true
+	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+		pl.netSeg -= int64(e.Size)
+		device = true
+	case trace.ActionOOM:
+		device = true
+	}
+	// inferCap looks at the events beside a device event, no further
+	if device || pl.afterDevice {
+		pl.ooms = append(pl.ooms, *e)
+		pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+		if pl.gc != nil {
+			pl.gcFree = append(pl.gcFree, pl.gc.free)
+		}
+	}
+	pl.afterDevice = device
+	pl.gc.see(e) // the cap's garbage collection watch follows every block
+}
+
+// releaseToEnd says whether w[i] begins a run of segment releases that
+// reaches the end of w.
+func releaseToEnd(w []trace.Event, i int) bool {
+	for ; i < len(w); i++ {
+		if a := w[i].Action; a != trace.ActionSegmentFree && a != trace.ActionSegmentUnmap {
+			return false
+		}
+	}
+	return true
+}
+
+// planSnapshot ends a snapshot planner's trace (see Plan).
+func (pl *Planner) planSnapshot() *Plan {
+	if pl.why == "" {
+		pl.plan(true)
+	}
+	final := deviceSegments(pl.snap, pl.device)
+	if pl.why == "" && pl.walk != nil && pl.walk.evidence(final) != nil {
+		pl.why = "the trace used private pools"
+	}
+	if pl.why != "" {
+		return nil
+	}
+	p := pl.packed()
+	reserved0 := p.noteFinal(pl.snap, pl.device, pl.netSeg)
+	pl.setCap(inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree))
+	return p
+}
