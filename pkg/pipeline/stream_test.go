@@ -54,6 +54,11 @@ func TestLeanReplayStreamsSnapshots(t *testing.T) {
 			{Policy: "pytorch", Points: 2000, RecordedCap: true},
 			{Policy: "pytorch", Points: 2000, DeviceMemory: "600MiB"},
 			{Policy: "gpumem", Points: 2000}, // leaves the recording: a divergence
+			// what-ifs under other settings
+			{Policy: "pytorch", Points: 2000, AllocConf: "expandable_segments:True", AllocConfGiven: true},
+			{Policy: "pytorch", Points: 2000, AllocConf: "max_split_size_mb:64,roundup_power2_divisions:4", AllocConfGiven: true},
+			{Policy: "pytorch", Points: 2000, AllocConf: "garbage_collection_threshold:0.6", AllocConfGiven: true, DeviceMemory: "8GiB", MemoryFraction: 0.5},
+			{Policy: "nocache", Points: 2000, IgnoreAddresses: true},
 		} {
 			u, l := replayBoth(t, f, s)
 			if !reflect.DeepEqual(l.Report, u.Report) || !reflect.DeepEqual(l.Notes, u.Notes) {
