@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -517,6 +518,12 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 		return nil
 	}
 	set := f.set
+	// the exclusions in one order: where a broken trace makes labels
+	// contradict, the first set wins, and a map's order would differ
+	// from run to run
+	ne := slices.SortedFunc(maps.Keys(f.ne), func(a, b [2]int) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
 	// propagate: order within runs, exclusions, survivors of global runs
 	for changed := true; changed; {
 		changed = false
@@ -537,7 +544,7 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 				changed = set(run[k], private, howOrder) || changed
 			}
 		}
-		for p := range f.ne {
+		for _, p := range ne {
 			x, y := f.insts[p[0]], f.insts[p[1]]
 			if x.label == dflt {
 				changed = set(p[1], private, howExclusion) || changed

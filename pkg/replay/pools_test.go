@@ -275,3 +275,27 @@ func TestMemPoolDeletion(t *testing.T) {
 			st.ReservedBytes[alloc.All].Current, st.NumDeviceFree, st.NumSyncAllStreams)
 	}
 }
+
+// A broken trace whose segments' pools contradict each other is planned
+// the same way every time: the labels' first-set-wins order does not
+// follow a map's. (Here one segment_alloc of oom_survive_resnet is moved
+// 32 MiB, into another segment, as a fuzzer once did.)
+func TestBrokenPoolsPlanned(t *testing.T) {
+	snap, err := trace.Open(filepath.Join(fixtures, "oom_survive_resnet.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := snap.Traces[0]
+	k := slices.IndexFunc(tr, func(e trace.Event) bool { return e.Action == trace.ActionSegmentAlloc && e.Size == 27262976 })
+	if k < 0 {
+		t.Fatal("no 26 MiB segment_alloc to move")
+	}
+	tr[k].Addr += 32 << 20
+	want := FromSnapshot(snap, 0)
+	for range 20 {
+		got := FromSnapshot(snap, 0)
+		if !slices.Equal(got.Ops, want.Ops) || !slices.Equal(got.Event, want.Event) {
+			t.Fatalf("two plans of one trace differ (%s, %s)", got, want)
+		}
+	}
+}
