@@ -64,7 +64,7 @@ const maxDiffSites = 25
 const maxDiffMarks = 100
 
 // WriteDiff writes the HTML page of a diff to w.
-func WriteDiff(w io.Writer, p DiffPage) error { return execute(w, diffTmpl)(newDiffView(&p)) }
+func WriteDiff(w io.Writer, p DiffPage) error { return execute(w, diffTmpl())(newDiffView(&p)) }
 
 type diffView struct {
 	*DiffPage

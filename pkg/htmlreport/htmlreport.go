@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/report"
@@ -44,22 +45,24 @@ var (
 	chartJS string
 )
 
-// chartPage parses a page that draws charts: the page's template and the
-// charts' own.
-func chartPage(name, text string) *template.Template {
-	t := template.New(name).Funcs(template.FuncMap{
-		// for piping: {{.Y | plus 5}}
-		"plus":  func(d, v int) int { return v + d },
-		"minus": func(d, v int) int { return v - d },
+// chartPage parses, on first use (not when every command starts), a page
+// that draws charts: the page's template and the charts' own.
+func chartPage(name, text string) func() *template.Template {
+	return sync.OnceValue(func() *template.Template {
+		t := template.New(name).Funcs(template.FuncMap{
+			// for piping: {{.Y | plus 5}}
+			"plus":  func(d, v int) int { return v + d },
+			"minus": func(d, v int) int { return v - d },
+		})
+		return template.Must(template.Must(t.Parse(text)).Parse(chartText))
 	})
-	return template.Must(template.Must(t.Parse(text)).Parse(chartText))
 }
 
 var pageTmpl = chartPage("report", pageText)
 
 // Write writes the HTML report of r to w.
 func Write(w io.Writer, r *figures.Replay, extra Extra) error {
-	return execute(w, pageTmpl)(newPage(r, extra))
+	return execute(w, pageTmpl())(newPage(r, extra))
 }
 
 // execute runs t on what a page's builder returns, unless it failed.

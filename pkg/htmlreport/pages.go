@@ -3,6 +3,7 @@ package htmlreport
 import (
 	_ "embed"
 	"html/template"
+	"sync"
 )
 
 // The sweep and fragcheck reports share a head and a style; they have no
@@ -11,4 +12,4 @@ import (
 //go:embed pages.html.tmpl
 var pagesText string
 
-var pagesTmpl = template.Must(template.New("pages").Parse(pagesText))
+var pagesTmpl = sync.OnceValue(func() *template.Template { return template.Must(template.New("pages").Parse(pagesText)) })
