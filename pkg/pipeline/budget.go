@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -184,7 +183,7 @@ func PlanBudget(r BudgetRequest) (*Budget, error) {
 		return nil, usage("--update-baseline needs a baseline file: --baseline FILE, or baseline: in the budget file")
 	case r.UpdateBaseline:
 		old, err := budget.ReadBaseline(b.Baseline)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			b.KeepErr = err
 		}
 		b.Keep = old
