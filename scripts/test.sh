@@ -9,10 +9,11 @@ export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g}"
 
 echo "== go vet"
 go vet ./...
-echo "== race detector and AddressSanitizer on pkg/alloc (and the race detector on pkg/exporter)"
+echo "== race detector and AddressSanitizer on pkg/alloc (and the race detector on the concurrent packages)"
 go test -count=1 -race ./pkg/alloc/
-# the exporter's collectors and its HTTP server run concurrently
-go test -count=1 -race ./pkg/exporter/
+# the exporter's collectors and its HTTP server run concurrently; ranks,
+# sweeps and the offline planner replay in parallel
+go test -count=1 -race ./pkg/exporter/ ./pkg/pipeline/ ./pkg/sweep/
 go test -count=1 -asan ./pkg/alloc/
 go test -count=1 -asan -run Truncated ./pkg/replay/
 echo "== fidelity against PyTorch's own numbers"
