@@ -100,6 +100,9 @@ func (pl *Planner) plan(end bool) {
 		for k := pl.done; k < i; k++ {
 			k = pl.walk.step(w, k, pl.base)
 		}
+		if len(pl.walk.ne) > 0 {
+			pl.why = privatePools // an exclusion: evidence whatever follows
+		}
 	}
 	if b.freedFirst && pl.snap == nil {
 		// a block live when the trace began, which only the backward walk

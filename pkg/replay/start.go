@@ -1,8 +1,15 @@
 package replay
 
 import (
+	"slices"
+
 	"github.com/gpumem/gpumem/pkg/trace"
 )
+
+// privatePools is why a snapshot planner declines a trace that used
+// private pools: their inference labels allocations from what happened
+// later.
+const privatePools = "the trace used private pools"
 
 // StartState reads one device's trace forward, as the file is read, for
 // what its plan needs before the first event: the state the trace began
@@ -21,6 +28,9 @@ type StartState struct {
 	// Reserved bytes after each segment event are max(start+a, b) for the
 	// start's reserved bytes, not known until the end: the walk clamps at 0.
 	a, b, maxA, maxB int64
+	// mapped: the trace has expandable segments, where pools are not
+	// modelled
+	mapped bool
 }
 
 // undo is the walk back's steps over one address's events so far, as a
@@ -43,10 +53,11 @@ const (
 )
 
 // segFirst is the first segment event of an address: the segment existed
-// before the trace when it was a segment_free.
+// before the trace when it was a segment_free. allocated: the trace
+// allocates a segment there.
 type segFirst struct {
-	seg     segState
-	present bool
+	seg                segState
+	present, allocated bool
 }
 
 // NewStartState starts reading a trace.
@@ -61,18 +72,19 @@ func (s *StartState) Add(e *trace.Event) {
 		s.a += int64(e.Size)
 		s.b += int64(e.Size)
 		s.maxA, s.maxB = max(s.maxA, s.a), max(s.maxB, s.b)
+		s.mapped = s.mapped || e.Action == trace.ActionSegmentMap
 	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
 		s.a -= int64(e.Size)
 		s.b = max(s.b-int64(e.Size), 0)
 	}
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
-		if _, ok := s.segs[e.Addr]; !ok {
-			s.segs[e.Addr] = segFirst{}
-		}
+		f := s.segs[e.Addr] // zero when it is the first: no segment before
+		f.allocated = true
+		s.segs[e.Addr] = f
 	case trace.ActionSegmentFree:
 		if _, ok := s.segs[e.Addr]; !ok {
-			s.segs[e.Addr] = segFirst{segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, true}
+			s.segs[e.Addr] = segFirst{seg: segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, present: true}
 		}
 	case trace.ActionAlloc, trace.ActionFreeCompleted, trace.ActionFreeRequested:
 		s.blocks[e.Addr] = compose(s.blocks[e.Addr], e)
@@ -168,6 +180,13 @@ func NewSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Plann
 	pl.b.cfg, pl.b.reserved, pl.b.peak = cfg, start, st.peak(start)
 	pl.walk = newInferer(cfg)
 	pl.gc = newGCWatch(snap.Settings)
+	// a final segment of a private pool that the trace allocated settles
+	// it before the second read (the walk labels it from the snapshot)
+	if !st.mapped && slices.ContainsFunc(deviceSegments(snap, device), func(s trace.Segment) bool {
+		return s.PoolID != [2]int64{} && st.segs[s.Address].allocated
+	}) {
+		pl.why = privatePools
+	}
 	return pl
 }
 
@@ -218,7 +237,7 @@ func (pl *Planner) planSnapshot() *Plan {
 	}
 	final := deviceSegments(pl.snap, pl.device)
 	if pl.why == "" && pl.walk != nil && pl.walk.evidence(final) != nil {
-		pl.why = "the trace used private pools"
+		pl.why = privatePools
 	}
 	if pl.why != "" {
 		return nil

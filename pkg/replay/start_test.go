@@ -136,3 +136,26 @@ func TestStartStateMatchesWalkBack(t *testing.T) {
 		t.Errorf("compared %d random traces of 400", compared)
 	}
 }
+
+// A trace whose final segments name a private pool is declined before
+// the file's second read; one whose pools only its events show, when
+// they show them.
+func TestSnapshotPlannerDeclinesPools(t *testing.T) {
+	for name, early := range map[string]bool{"graph_convnet.pickle": true, "compile_reduce_overhead.pickle": true,
+		"mempool_single.pickle": false} {
+		snap, err := trace.Open(filepath.Join(fixtures, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := NewStartState()
+		for i := range snap.Traces[0] {
+			st.Add(&snap.Traces[0][i])
+		}
+		if why := NewSnapshotPlanner(snap, 0, st).Declined(); (why == privatePools) != early {
+			t.Errorf("%s: declined %q before the second read", name, why)
+		}
+		if _, why := streamSnapshot(snap, 0, plannerWindow); why != privatePools {
+			t.Errorf("%s: declined %q, want %q", name, why, privatePools)
+		}
+	}
+}
