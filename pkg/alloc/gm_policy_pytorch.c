@@ -286,6 +286,14 @@ static int release_cached_blocks(gm_alloc_t *a) {
 
 void gm_release_pool_blocks(gm_alloc_t *a, gm_pool_t *pool) { release_blocks(a, pool); }
 
+/* Whether b can go back to the device: a whole, non-expandable segment.
+ * PyTorch never sees an oversize free block that is not a whole segment
+ * (it does not split them), but a what-if replay can: a segment seeded from a
+ * truncated trace, or claimed by a checkpoint restore, as recorded under a
+ * larger max_split_size. Such a block cannot be freed alone; the release
+ * steps pass over it as they pass over expandable ones. */
+static inline int releasable(const gm_block_t *b) { return !b->seg->expandable && !is_split(b); }
+
 /* release_available_cached_blocks: free oversize blocks only. */
 static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
   uint64_t ms = a->cfg.max_split_size;
@@ -295,14 +303,14 @@ static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
   key.stream = p->stream;
   key.size = p->size < ms ? ms : p->size;
   gm_block_t *it = gm_treap_lower_bound(pool->free, &key, gm_cmp_size);
-  if (!it || it->stream != p->stream || it->seg->expandable) {
+  if (!it || it->stream != p->stream || !releasable(it)) {
     it = gm_treap_before(pool->free, it ? it : &(gm_block_t){.stream = UINT64_MAX, .size = UINT64_MAX, .ptr = UINT64_MAX}, gm_cmp_size);
     if (!it) return 0;
     uint64_t released = 0;
     while (released < key.size && it->size >= ms && it->stream == p->stream) {
       gm_block_t *cur = it;
       it = gm_treap_prev(cur);
-      if (!cur->seg->expandable) {
+      if (releasable(cur)) {
         released += cur->size;
         gm_release_block(a, cur);
       }

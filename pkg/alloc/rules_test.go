@@ -1002,3 +1002,50 @@ func TestSimHints(t *testing.T) {
 	}
 	mustSnapshot(t, a)
 }
+
+// TestSplitOversizeNotReleased: under max_split_size PyTorch never splits an
+// oversize block, so its release steps free oversize blocks as whole
+// segments. A what-if replay can still hold a split one — a segment seeded
+// from a truncated trace, or one a checkpoint restore claimed, as recorded
+// under a larger max_split_size. Running out of memory must then pass over
+// it, not give the segment back under its live block.
+func TestSplitOversizeNotReleased(t *testing.T) {
+	const card = 176 * mib
+	for _, route := range []string{"seeded", "claimed"} {
+		t.Run(route, func(t *testing.T) {
+			a := newChecked(t, Options{Config: mustParse(t, "max_split_size_mb:88"), Device: Sim(card), DeviceTotal: card})
+			const base = 0x7f0000000000
+			switch route {
+			case "seeded":
+				if err := a.Seed(base, 110*mib, 0, false, []SeedBlock{{Offset: 0, Size: mib, Requested: mib, ID: 1}}); err != nil {
+					t.Fatal(err)
+				}
+			case "claimed":
+				mustRun(t, a, Op{Kind: OpAlloc, Pool: 1, ID: 9, Size: 110 * mib, Hint: base})
+				mustRun(t, a, Op{Kind: OpFree, ID: 9})
+				addr := mustSnapshot(t, a)[0].Address
+				mustRun(t, a, Op{Kind: OpAlloc, Flags: FlagClaim, Pool: 1, ID: 1, Size: mib, Hint: addr})
+				if segs := mustSnapshot(t, a); len(segs) != 1 || len(segs[0].Blocks) != 2 {
+					t.Fatalf("the claim did not split the oversize block: %+v", segs)
+				}
+			}
+			// 110 MiB are reserved; 80 MiB more (in the same pool) do not
+			// fit on the card, and the only free oversize block is the
+			// split one.
+			pool := uint16(0)
+			if route == "claimed" {
+				pool = 1
+			}
+			res, err := a.Run([]Op{{Kind: OpAlloc, Pool: pool, ID: 2, Size: 80 * mib}}, 0, nil)
+			if err != nil || res.OOM == nil {
+				t.Fatalf("80 MiB more: %+v, %v; want out of memory", res, err)
+			}
+			if got := a.Stats().AllocatedBytes[All].Current; got != mib {
+				t.Errorf("allocated %d after the OOM, want the live block's %d", got, mib)
+			}
+			if segs := mustSnapshot(t, a); len(segs) != 1 || segs[0].TotalSize != 110*mib {
+				t.Errorf("segments after the OOM: %+v, want the one 110 MiB segment", segs)
+			}
+		})
+	}
+}
