@@ -87,4 +87,3 @@ func named(err error, name string) error {
 	}
 	return err
 }
-
