@@ -7,8 +7,13 @@ cd "$(dirname "$0")/.."
 export CGO_ENABLED=1
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g}"
 
-echo "== go vet"
+echo "== go vet, gofmt"
 go vet ./...
+unformatted=$(gofmt -l cmd pkg deploy)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would rewrite: $unformatted" >&2
+  exit 1
+fi
 echo "== race detector and AddressSanitizer on pkg/alloc (and the race detector on the concurrent packages)"
 go test -count=1 -race ./pkg/alloc/
 # the exporter's collectors and its HTTP server run concurrently; ranks,
