@@ -1,7 +1,7 @@
 package alloc
 
 /*
-#cgo CFLAGS: -std=gnu11 -O3 -Wall -Wextra
+#cgo CFLAGS: -std=gnu11 -O3 -Wall -Wextra -Werror=implicit-function-declaration -Werror=int-conversion
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "gm_alloc.h"
