@@ -17,10 +17,13 @@ import (
 // bytes an event. Traces with segment events, or cut short by a ring
 // buffer, need their end state and their peak before the first event is
 // planned: the file is read twice, once for those (replay.StartState),
-// once to plan (replay.NewSnapshotPlanner). Traces neither way can plan
-// (private pools, garbage collection) are read again the usual way. The
-// events' times are not kept: they place the annotations (Run.Marks, the
-// HTML report), which a lean replay does not read.
+// once to plan (replay.NewSnapshotPlanner). Traces that used private pools
+// need their pools before the first event is planned: the planner
+// declines them, and two more reads walk them for their pools
+// (replay.PoolWalk, 9 bytes an event) and plan them with those
+// (replay.NewPoolPlanner). The events' times are not kept: they place the
+// annotations (Run.Marks, the HTML report), which a lean replay does not
+// read.
 
 // errDeclined stops reading a trace that cannot be planned as it streams.
 var errDeclined = errors.New("the trace cannot be planned as it is read")
@@ -114,15 +117,57 @@ func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.S
 		return nil, nil, false
 	}
 	planners := make([]*replay.Planner, len(starts))
+	declined := false
 	for d, l := range lists {
 		if l >= 0 {
 			planners[l] = replay.NewSnapshotPlanner(first, d, starts[l])
-			starts[l] = nil // its maps are no longer needed
-			if planners[l].Declined() != "" {
-				return nil, nil, false
-			}
+			declined = declined || planners[l].Declined() != ""
 		}
 	}
+	if declined {
+		return streamPools(ctx, path, progress, first, lists, starts)
+	}
+	snap, plans, err := planRead(ctx, path, progress, lists, planners)
+	if errors.Is(err, errDeclined) {
+		return streamPools(ctx, path, progress, first, lists, starts)
+	}
+	return snap, plans, err == nil
+}
+
+// streamPools plans the traces a snapshot planner declined (they used
+// private pools) in two more reads: one walks each trace for its pools,
+// the next plans it with them. first and starts come from the first read.
+func streamPools(ctx context.Context, path string, progress io.Writer, first *trace.Snapshot, lists []int,
+	starts []*replay.StartState) (*trace.Snapshot, []*replay.Plan, bool) {
+	walks := make([]*replay.PoolWalk, len(starts))
+	for d, l := range lists {
+		if l >= 0 {
+			walks[l] = replay.NewPoolWalk(first, d, starts[l])
+		}
+	}
+	_, lists3, err := streamPickle(ctx, path, progress, trace.PickleSink{
+		Event: func(list int, e *trace.Event) error {
+			walks[list].Add(e)
+			return nil
+		},
+	})
+	if err != nil || !slices.Equal(lists, lists3) {
+		return nil, nil, false
+	}
+	planners := make([]*replay.Planner, len(starts))
+	for d, l := range lists {
+		if l >= 0 {
+			planners[l] = replay.NewPoolPlanner(first, d, starts[l], walks[l])
+			walks[l], starts[l] = nil, nil // their per-event records are no longer needed
+		}
+	}
+	snap, plans, err := planRead(ctx, path, progress, lists, planners)
+	return snap, plans, err == nil
+}
+
+// planRead reads the snapshot pickle at path once more, planning each
+// device's trace with its planner; errDeclined when one declines.
+func planRead(ctx context.Context, path string, progress io.Writer, lists []int, planners []*replay.Planner) (*trace.Snapshot, []*replay.Plan, error) {
 	snap, lists2, err := streamPickle(ctx, path, progress, trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			pl := planners[list]
@@ -133,8 +178,11 @@ func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.S
 			return nil
 		},
 	})
-	if err != nil || !slices.Equal(lists, lists2) {
-		return nil, nil, false
+	if err != nil {
+		return nil, nil, err
+	}
+	if !slices.Equal(lists, lists2) {
+		return nil, nil, errors.New("the file changed between reads")
 	}
 	plans := make([]*replay.Plan, len(lists))
 	for d, l := range lists {
@@ -142,10 +190,10 @@ func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.S
 			continue
 		}
 		if plans[d] = planners[l].Plan(snap); plans[d] == nil {
-			return nil, nil, false
+			return nil, nil, errDeclined
 		}
 	}
-	return snap, plans, true
+	return snap, plans, nil
 }
 
 // streamRank is openRank for a replay that reads only the report; ok is

@@ -154,7 +154,7 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 	if res.OOMOp >= 0 {
 		end = res.OOMOp + 1
 	}
-	rec, rep, oomOp := p.attachedPastPoolReleases(), log, res.OOMOp
+	rec, rep, oomOp := p.Recorded, log, res.OOMOp
 	// OOMs the replay went past (recorded ones, counted and survived)
 	survived, sOOM := res.survivedOps, 0
 	var r, l []call
@@ -414,25 +414,4 @@ func describeSegments(s []SegmentRange) string {
 		total += x.Size
 	}
 	return fmt.Sprintf("%d segment%s (%s)", len(s), plural(len(s), "", "s"), figures.FormatBytes(int64(total)))
-}
-
-// attachedPastPoolReleases is p.Recorded with each event moved past the
-// OpPoolRelease ops at its op: releasing a pool does nothing on the device
-// (its segments go at the empty_cache or emptyCache op that follows,
-// where the replay's device log has them).
-func (p *Plan) attachedPastPoolReleases() []DeviceEvent {
-	out := p.Recorded
-	for i, e := range p.Recorded {
-		op := int(e.Op)
-		for op < len(p.Ops) && p.Ops[op].Kind == alloc.OpPoolRelease { // a streamed plan has no pool
-			op++
-		}
-		if op != int(e.Op) {
-			if &out[0] == &p.Recorded[0] {
-				out = slices.Clone(p.Recorded)
-			}
-			out[i].Op = int32(op)
-		}
-	}
-	return out
 }

@@ -159,14 +159,7 @@ func (p *Plan) build(events []trace.Event, final []trace.Segment, cfg alloc.Conf
 		start += s.Size
 	}
 	b := &builder{p: p, cfg: cfg, reserved: start, peak: reservedPeak(events, start)}
-	b.pp = inferPools(events, final, cfg)
-	if b.pp != nil {
-		p.Pools = b.pp.pools
-		b.poolIdx = map[uint16]int{}
-		for i, pl := range p.Pools {
-			b.poolIdx[pl.Pool] = i
-		}
-	}
+	b.usePools(inferPools(events, final, cfg))
 	// size the op lists once: replays of big traces must stay within a
 	// small multiple of the file's size
 	n := 0
@@ -203,6 +196,20 @@ type builder struct {
 	// freedFirst: a free of an address the trace had not allocated
 	// before, a block live before the trace began
 	freedFirst bool
+}
+
+// usePools routes the plan's allocations to the pools of pp (nil: the
+// trace used none).
+func (b *builder) usePools(pp *poolPlan) {
+	b.pp = pp
+	if pp == nil {
+		return
+	}
+	b.p.Pools = pp.pools
+	b.poolIdx = map[uint16]int{}
+	for i, pl := range pp.pools {
+		b.poolIdx[pl.Pool] = i
+	}
 }
 
 func (b *builder) emit(op alloc.Op, stack int32) {
@@ -336,11 +343,18 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	if b.pp != nil {
 		ri = b.pp.runs[base+i]
 	}
+	at := p.opCount()
 	for _, pool := range ri.release {
 		b.emit(alloc.Op{Kind: alloc.OpPoolRelease, Pool: pool}, -1)
 		if k, ok := b.poolIdx[pool]; ok {
 			p.Pools[k].Released = int(b.counted)
 		}
+	}
+	// releasing a pool does nothing on the device: the run's segments go
+	// at the op after (empty_cache, emptyCache, the failing malloc), where
+	// a replay's device log has them
+	for k := len(p.Recorded) - 1; k >= 0 && int(p.Recorded[k].Op) == at && at != p.opCount(); k-- {
+		p.Recorded[k].Op = int32(p.opCount())
 	}
 	switch {
 	case caused:

@@ -101,7 +101,9 @@ func cmpEnt(a, b freeEnt) int {
 
 type inferer struct {
 	cfg       alloc.Config
-	events    []trace.Event
+	events    []trace.Event // the whole trace; nil in a streamed walk
+	rec       []evRec       // per event: what the labels read of it
+	streams   map[uint64]uint32
 	insts     []*inst
 	live      map[uint64]int // segment base → inst
 	bases     []uint64       // live bases, sorted
@@ -125,8 +127,18 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 		}
 	}
 	f := newInferer(cfg)
-	f.events, f.ofAl, f.claim = events, make([]int32, len(events)), make([]bool, len(events))
+	f.events = events
+	f.keepRecords(len(events))
+	for i := range events {
+		f.record(&events[i])
+	}
 	f.walk()
+	return f.poolPlan(final)
+}
+
+// poolPlan labels the segments walked and plans their pools; nil when the
+// trace shows no private pool.
+func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 	ids := f.label(final)
 	if ids == nil {
 		return nil
@@ -134,12 +146,58 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 	return f.plan(ids)
 }
 
-// newInferer starts an inference under cfg. Without events, ofAl and
-// claim (a streamed walk) it can only find the evidence of pools.
+// newInferer starts an inference under cfg. Without records of the events
+// (keepRecords) it can only find the evidence of pools (a streamed walk
+// that looks for them).
 func newInferer(cfg alloc.Config) *inferer {
-	return &inferer{cfg: cfg, live: map[uint64]int{}, free: map[freeKey][]freeEnt{}, ne: map[[2]int]bool{},
+	return &inferer{cfg: cfg, live: map[uint64]int{}, free: map[freeKey][]freeEnt{}, ne: map[[2]int]bool{}, streams: map[uint64]uint32{},
 		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
+}
+
+// evRec is what labelling reads of one event, in 4 bytes: whether it is
+// an alloc, whether of 8 bytes (the CUDA generator's seed and offset), and
+// its stream (an index into inferer.streams). A streamed walk keeps one
+// per event instead of the event.
+type evRec uint32
+
+const (
+	recAlloc evRec = 1 << iota
+	recSize8
+	recStreamShift = iota
+)
+
+func (r evRec) alloc() bool    { return r&recAlloc != 0 }
+func (r evRec) stream() uint32 { return uint32(r >> recStreamShift) }
+
+// keepRecords makes the walk keep a record of every event, and what it
+// learns of each (ofAl, claim), for labelling; n is a capacity hint.
+func (f *inferer) keepRecords(n int) {
+	f.rec, f.ofAl, f.claim = make([]evRec, 0, n), make([]int32, 0, n), make([]bool, 0, n)
+}
+
+// record appends the record of the trace's next event.
+func (f *inferer) record(e *trace.Event) {
+	r := evRec(f.streamIndex(e.Stream)) << recStreamShift
+	if e.Action == trace.ActionAlloc {
+		r |= recAlloc
+		if e.Size == 8 {
+			r |= recSize8
+		}
+	}
+	f.rec = append(f.rec, r)
+	f.ofAl = append(f.ofAl, -1)
+	f.claim = append(f.claim, false)
+}
+
+// streamIndex is stream's index in the records.
+func (f *inferer) streamIndex(stream uint64) uint32 {
+	k, ok := f.streams[stream]
+	if !ok {
+		k = uint32(len(f.streams))
+		f.streams[stream] = k
+	}
+	return k
 }
 
 func (f *inferer) at(addr uint64) int {
@@ -195,9 +253,6 @@ func (f *inferer) differ(x, y int) {
 // allocations best fit cannot explain (checkpoint restores).
 func (f *inferer) walk() {
 	ev := f.events
-	for i := range ev {
-		f.ofAl[i] = -1
-	}
 	for i := 0; i < len(ev); i++ {
 		i = f.step(ev, i, 0)
 	}
@@ -517,73 +572,7 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 	if ids == nil {
 		return nil
 	}
-	set := f.set
-	// the exclusions in one order: where a broken trace makes labels
-	// contradict, the first set wins, and a map's order would differ
-	// from run to run
-	ne := slices.SortedFunc(maps.Keys(f.ne), func(a, b [2]int) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
-	})
-	// propagate: order within runs, exclusions, survivors of global runs
-	for changed := true; changed; {
-		changed = false
-		for _, run := range f.runs {
-			lastD, firstP := -1, len(run)
-			for k, si := range run {
-				if f.insts[si].label == dflt {
-					lastD = k
-				}
-				if l := f.insts[si].label; (l == private || l > 0) && k < firstP {
-					firstP = k
-				}
-			}
-			for k := 0; k < lastD; k++ {
-				changed = set(run[k], dflt, howOrder) || changed
-			}
-			for k := firstP + 1; k < len(run); k++ {
-				changed = set(run[k], private, howOrder) || changed
-			}
-		}
-		for _, p := range ne {
-			x, y := f.insts[p[0]], f.insts[p[1]]
-			if x.label == dflt {
-				changed = set(p[1], private, howExclusion) || changed
-			} else if x.label == private || x.label > 0 {
-				changed = set(p[1], dflt, howExclusion) || changed
-			}
-			if y.label == dflt {
-				changed = set(p[0], private, howExclusion) || changed
-			} else if y.label == private || y.label > 0 {
-				changed = set(p[0], dflt, howExclusion) || changed
-			}
-		}
-		if f.orderOK {
-			for r, run := range f.runs {
-				global := slices.ContainsFunc(run, func(si int) bool { return f.insts[si].label == dflt })
-				if global {
-					for _, si := range f.surv[r] {
-						changed = set(si, private, howOrder) || changed
-					}
-				}
-			}
-		}
-		if !changed {
-			// continuity: the first unlabeled segment takes the label of
-			// the nearest labeled allocation on its stream
-			for si, s := range f.insts {
-				if s.label != unknown {
-					continue
-				}
-				l := f.nearest(si)
-				if f.rngPair(si) {
-					l = dflt
-				}
-				set(si, l, howContinuity)
-				changed = true
-				break
-			}
-		}
-	}
+	f.propagate()
 	// private segments of unknown pool: the pool of the nearest private
 	// allocation on the stream, or one inferred pool
 	for si, s := range f.insts {
@@ -602,6 +591,106 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 	return ids
 }
 
+// propagate labels the segments evidence left unknown, by three rules
+// applied until none changes a label: order within release runs (before
+// a default segment, default; after a private one, private), exclusions
+// (a pair known to be in different pools), and survivors of a global
+// release (a whole-free segment it left is private). Where the rules say
+// nothing more, the first unlabeled segment takes the label of the nearest
+// labeled allocation on its stream (continuity), and the rules go on.
+//
+// Labels only ever get set (unknown, then default or private, then a
+// pool), so the rules are applied again only where a label changed: a
+// queue of changed segments, each rechecking its runs and exclusions.
+// Where a broken trace makes labels contradict, the first set wins; the
+// queue's order is fixed, so the result is too.
+func (f *inferer) propagate() {
+	runsOf := make([][]int32, len(f.insts))
+	for r, run := range f.runs {
+		for _, si := range run {
+			runsOf[si] = append(runsOf[si], int32(r))
+		}
+	}
+	// the exclusions in one order: a map's would differ from run to run
+	ne := slices.SortedFunc(maps.Keys(f.ne), func(a, b [2]int) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	neOf := make([][]int32, len(f.insts))
+	for _, p := range ne {
+		neOf[p[0]] = append(neOf[p[0]], int32(p[1]))
+		neOf[p[1]] = append(neOf[p[1]], int32(p[0]))
+	}
+	var queue []int
+	set := func(si, l int, how string) {
+		if f.set(si, l, how) {
+			queue = append(queue, si)
+		}
+	}
+	order := func(r int) {
+		run := f.runs[r]
+		lastD, firstP := -1, len(run)
+		for k, si := range run {
+			if f.insts[si].label == dflt {
+				lastD = k
+			}
+			if l := f.insts[si].label; (l == private || l > 0) && k < firstP {
+				firstP = k
+			}
+		}
+		for k := 0; k < lastD; k++ {
+			set(run[k], dflt, howOrder)
+		}
+		for k := firstP + 1; k < len(run); k++ {
+			set(run[k], private, howOrder)
+		}
+		if f.orderOK && lastD >= 0 { // a global release
+			for _, si := range f.surv[r] {
+				set(si, private, howOrder)
+			}
+		}
+	}
+	exclude := func(x, y int) { // y's label from x's
+		switch l := f.insts[x].label; {
+		case l == dflt:
+			set(y, private, howExclusion)
+		case l == private || l > 0:
+			set(y, dflt, howExclusion)
+		}
+	}
+	for r := range f.runs {
+		order(r)
+	}
+	for _, p := range ne {
+		exclude(p[0], p[1])
+		exclude(p[1], p[0])
+	}
+	next := 0 // segments before it are labeled: labels are never unset
+	for {
+		for len(queue) > 0 {
+			si := queue[0]
+			queue = queue[1:]
+			for _, r := range runsOf[si] {
+				order(int(r))
+			}
+			for _, o := range neOf[si] {
+				exclude(si, int(o))
+				exclude(int(o), si)
+			}
+		}
+		for next < len(f.insts) && f.insts[next].label != unknown {
+			next++
+		}
+		if next == len(f.insts) {
+			return
+		}
+		l := f.nearest(next)
+		if f.rngPair(next) {
+			l = dflt
+		}
+		set(next, l, howContinuity)
+	}
+}
+
 // nearest is the label of the labeled allocation closest in event order to
 // segment si's first allocation on its stream; default when there is none.
 func (f *inferer) nearest(si int) int {
@@ -610,10 +699,10 @@ func (f *inferer) nearest(si int) int {
 	if at < 0 {
 		at = s.born
 	}
-	for d := 1; d < len(f.events); d++ {
+	n, stream := len(f.rec), f.streamIndex(s.stream)
+	for d := 1; d < n; d++ {
 		for _, j := range []int{at - d, at + d} {
-			if j < 0 || j >= len(f.events) || f.events[j].Action != trace.ActionAlloc || f.events[j].Stream != s.stream ||
-				f.rngAlloc(j) {
+			if j < 0 || j >= n || !f.rec[j].alloc() || f.rec[j].stream() != stream || f.rngAlloc(j) {
 				continue
 			}
 			if o := f.ofAl[j]; o >= 0 && int(o) != si {
@@ -625,7 +714,7 @@ func (f *inferer) nearest(si int) int {
 				}
 			}
 		}
-		if at-d < 0 && at+d >= len(f.events) {
+		if at-d < 0 && at+d >= n {
 			break
 		}
 	}
@@ -637,16 +726,16 @@ func (f *inferer) nearest(si int) int {
 // capture_begin): default pool, although private allocations follow it.
 func (f *inferer) rngPair(si int) bool {
 	i := f.insts[si].firstAlloc
-	return i >= 0 && i+1 < len(f.events) && f.rngAlloc(i) && int(f.ofAl[i+1]) == si
+	return i >= 0 && i+1 < len(f.rec) && f.rngAlloc(i) && int(f.ofAl[i+1]) == si
 }
 
 // rngAlloc: alloc event j is one of such a pair. It says nothing of the
 // pool the allocations around it were routed to.
 func (f *inferer) rngAlloc(j int) bool {
-	ev := f.events
+	rec := f.rec
+	const seed = recAlloc | recSize8
 	pair := func(a, b int) bool {
-		return a >= 0 && b < len(ev) && ev[a].Action == trace.ActionAlloc && ev[b].Action == trace.ActionAlloc &&
-			ev[a].Size == 8 && ev[b].Size == 8 && ev[a].Stream == ev[b].Stream
+		return a >= 0 && b < len(rec) && rec[a]&seed == seed && rec[b]&seed == seed && rec[a].stream() == rec[b].stream()
 	}
 	return pair(j, j+1) || pair(j-1, j)
 }
@@ -656,16 +745,17 @@ func (f *inferer) rngAlloc(j int) bool {
 func (f *inferer) nearestPool(si int) int {
 	s := f.insts[si]
 	at := max(s.firstAlloc, s.born)
-	for d := 1; d < len(f.events); d++ {
+	n := len(f.rec)
+	for d := 1; d < n; d++ {
 		for _, j := range []int{at - d, at + d} {
-			if j < 0 || j >= len(f.events) || f.events[j].Action != trace.ActionAlloc {
+			if j < 0 || j >= n || !f.rec[j].alloc() {
 				continue
 			}
 			if o := f.ofAl[j]; o >= 0 && f.insts[o].label > 0 && f.insts[o].stream == s.stream {
 				return f.insts[o].label
 			}
 		}
-		if at-d < 0 && at+d >= len(f.events) {
+		if at-d < 0 && at+d >= n {
 			break
 		}
 	}
@@ -674,7 +764,7 @@ func (f *inferer) nearestPool(si int) int {
 
 // plan turns the labels into what the plan builder needs.
 func (f *inferer) plan(ids [][2]int64) *poolPlan {
-	pp := &poolPlan{allocPool: make([]uint16, len(f.events)), claim: f.claim, runs: map[int]runInfo{}}
+	pp := &poolPlan{allocPool: make([]uint16, len(f.ofAl)), claim: f.claim, runs: map[int]runInfo{}}
 	pools := make([]Pool, len(ids))
 	hows := make([]map[string]bool, len(ids))
 	for l := range pools {

@@ -31,6 +31,7 @@ type StartState struct {
 	// mapped: the trace has expandable segments, where pools are not
 	// modelled
 	mapped bool
+	events int // read so far: a later read sizes its arrays with it
 }
 
 // undo is the walk back's steps over one address's events so far, as a
@@ -67,6 +68,7 @@ func NewStartState() *StartState {
 
 // Add reads the next event.
 func (s *StartState) Add(e *trace.Event) {
+	s.events++
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 		s.a += int64(e.Size)
@@ -168,6 +170,30 @@ func (s *StartState) peak(start uint64) uint64 {
 // that used private pools (their inference labels allocations from what
 // happened later).
 func NewSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Planner {
+	pl := newSnapshotPlanner(snap, device, st)
+	pl.walk = newInferer(pl.b.cfg)
+	// a final segment of a private pool that the trace allocated settles
+	// it before the second read (the walk labels it from the snapshot)
+	if !st.mapped && slices.ContainsFunc(deviceSegments(snap, device), func(s trace.Segment) bool {
+		return s.PoolID != [2]int64{} && st.segs[s.Address].allocated
+	}) {
+		pl.why = privatePools
+	}
+	return pl
+}
+
+// NewPoolPlanner is NewSnapshotPlanner for a trace that used private pools,
+// read once more: w walked it for its pools, which the plan routes
+// allocations to as FromSnapshot's does.
+func NewPoolPlanner(snap *trace.Snapshot, device int, st *StartState, w *PoolWalk) *Planner {
+	pl := newSnapshotPlanner(snap, device, st)
+	pl.b.usePools(w.pools())
+	return pl
+}
+
+// newSnapshotPlanner is a snapshot planner with its start state, its
+// settings and its cap's watch.
+func newSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Planner {
 	pl := NewPlanner()
 	pl.snap, pl.device = snap, device
 	p := pl.b.p
@@ -176,17 +202,8 @@ func NewSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Plann
 	for _, s := range p.Seeds {
 		start += s.Size
 	}
-	cfg := settingsConfig(snap.Settings)
-	pl.b.cfg, pl.b.reserved, pl.b.peak = cfg, start, st.peak(start)
-	pl.walk = newInferer(cfg)
+	pl.b.cfg, pl.b.reserved, pl.b.peak = settingsConfig(snap.Settings), start, st.peak(start)
 	pl.gc = newGCWatch(snap.Settings)
-	// a final segment of a private pool that the trace allocated settles
-	// it before the second read (the walk labels it from the snapshot)
-	if !st.mapped && slices.ContainsFunc(deviceSegments(snap, device), func(s trace.Segment) bool {
-		return s.PoolID != [2]int64{} && st.segs[s.Address].allocated
-	}) {
-		pl.why = privatePools
-	}
 	return pl
 }
 

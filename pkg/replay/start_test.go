@@ -13,6 +13,13 @@ import (
 // one read for its start state, a second for its plan, window events at a
 // time. nil and the reason when the planner declines.
 func streamSnapshot(snap *trace.Snapshot, device, window int) (*Plan, string) {
+	return streamReads(snap, device, window, false)
+}
+
+// streamReads is streamSnapshot, and with pools, when the planner
+// declines a trace for its private pools, two more reads: one walks it for
+// its pools (PoolWalk), one plans it with them (NewPoolPlanner).
+func streamReads(snap *trace.Snapshot, device, window int, pools bool) (*Plan, string) {
 	events := snap.Traces[device]
 	st := NewStartState()
 	for i := range events {
@@ -24,6 +31,19 @@ func streamSnapshot(snap *trace.Snapshot, device, window int) (*Plan, string) {
 		pl.Add(&events[i])
 	}
 	p := pl.Plan(snap)
+	if p == nil && pools && pl.Declined() == privatePools {
+		w := NewPoolWalk(snap, device, st)
+		w.win = make([]trace.Event, 0, window)
+		for i := range events {
+			w.Add(&events[i])
+		}
+		pl = NewPoolPlanner(snap, device, st, w)
+		pl.win = make([]trace.Event, 0, window)
+		for i := range events {
+			pl.Add(&events[i])
+		}
+		p = pl.Plan(snap)
+	}
 	if p == nil {
 		return nil, pl.Declined()
 	}
@@ -36,7 +56,7 @@ func streamSnapshot(snap *trace.Snapshot, device, window int) (*Plan, string) {
 // FromSnapshot makes; it returns whether the planner planned it.
 func checkSame(t *testing.T, name string, snap *trace.Snapshot, device, window int) bool {
 	t.Helper()
-	got, why := streamSnapshot(snap, device, window)
+	got, why := streamReads(snap, device, window, true)
 	if got == nil {
 		t.Logf("%s: declined: %s", name, why)
 		return false
@@ -156,6 +176,36 @@ func TestSnapshotPlannerDeclinesPools(t *testing.T) {
 		}
 		if _, why := streamSnapshot(snap, 0, plannerWindow); why != privatePools {
 			t.Errorf("%s: declined %q, want %q", name, why, privatePools)
+		}
+	}
+}
+
+// A trace that used private pools is planned in four reads (start state,
+// the plan that declines it, the pool walk, the plan with its pools) as
+// FromSnapshot plans it whole, pools and claims included, however the
+// windows cut it and wherever a ring buffer cut it.
+func TestPoolWalkMatchesFromSnapshot(t *testing.T) {
+	for _, name := range []string{"graph_convnet.pickle", "compile_reduce_overhead.pickle", "mempool_single.pickle"} {
+		snap, err := trace.Open(filepath.Join(fixtures, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := FromSnapshot(snap, 0); len(want.Pools) == 0 {
+			t.Fatalf("%s: FromSnapshot found no private pool", name)
+		}
+		if _, why := streamSnapshot(snap, 0, plannerWindow); why != privatePools {
+			t.Fatalf("%s: the snapshot planner declined %q, want %q", name, why, privatePools)
+		}
+		for _, w := range []int{plannerWindow, 2, 3, 17} {
+			if !checkSame(t, name, snap, 0, w) {
+				t.Errorf("%s: not planned in windows of %d", name, w)
+			}
+		}
+		events := snap.Traces[0]
+		for _, frac := range []int{1, 3, 5, 7} {
+			c := *snap
+			c.Traces = [][]trace.Event{events[len(events)*frac/8:]}
+			checkSame(t, name+" cut", &c, 0, 5)
 		}
 	}
 }
