@@ -314,6 +314,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 				f.delFree(si, b)
 			}
 		}
+		s.blocks = nil // a freed segment's blocks are never looked at again
 		delete(f.live, s.addr)
 		if x, ok := slices.BinarySearch(f.bases, s.addr); ok {
 			f.bases = slices.Delete(f.bases, x, x+1)
