@@ -147,6 +147,9 @@ func streamPools(ctx context.Context, path string, progress io.Writer, first *tr
 	}
 	_, lists3, err := streamPickle(ctx, path, progress, trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
+			if list >= len(walks) || walks[list] == nil {
+				return errDeclined // a list of no device: the usual way reports it
+			}
 			walks[list].Add(e)
 			return nil
 		},
@@ -170,6 +173,9 @@ func streamPools(ctx context.Context, path string, progress io.Writer, first *tr
 func planRead(ctx context.Context, path string, progress io.Writer, lists []int, planners []*replay.Planner) (*trace.Snapshot, []*replay.Plan, error) {
 	snap, lists2, err := streamPickle(ctx, path, progress, trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
+			if list >= len(planners) || planners[list] == nil {
+				return errDeclined // a list of no device: the usual way reports it
+			}
 			pl := planners[list]
 			pl.Add(e)
 			if pl.Declined() != "" {
