@@ -204,6 +204,32 @@ func TestConformanceOOM(t *testing.T) {
 	})
 }
 
+// A request no card holds fails cleanly on an unlimited device too (which
+// reports 1 TiB), with and without expandable segments, and the allocator
+// goes on.
+func TestConformanceHugeRequest(t *testing.T) {
+	forEachPolicy(t, func(t *testing.T, p PolicyInfo) {
+		for _, conf := range []string{"", "expandable_segments:True"} {
+			c := mustParse(t, conf)
+			c.Policy = p.Name
+			a := newChecked(t, Options{Config: c, Device: Sim(0)})
+			conformStep(t, a, Op{Kind: OpAlloc, ID: 1, Size: 3 * mib})
+			before := a.Stats()
+			for _, size := range []uint64{1101099999990000, 1 << 61} {
+				if conformStep(t, a, Op{Kind: OpAlloc, ID: 2, Size: size}) == nil {
+					t.Fatalf("%q: %d bytes on an unlimited device did not fail", conf, size)
+				}
+			}
+			if st := a.Stats(); st.AllocatedBytes[All] != before.AllocatedBytes[All] ||
+				st.ReservedBytes[All].Current > before.ReservedBytes[All].Current {
+				t.Errorf("%q: the failed requests moved statistics", conf)
+			}
+			conformStep(t, a, Op{Kind: OpAlloc, ID: 2, Size: 30 * mib})
+			liveCounts(t, a, 2, 0)
+		}
+	})
+}
+
 // empty_cache after everything is freed: nothing stays active; a policy
 // that does not keep its cache returns every byte and segment.
 func TestConformanceEmptyCache(t *testing.T) {

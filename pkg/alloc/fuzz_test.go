@@ -72,11 +72,16 @@ func fuzzOptions(b *fuzzBytes) (Options, error) {
 	return o, nil
 }
 
-// fuzzSize spans tiny to ~110 MiB, dense around powers of two.
+// fuzzSize spans tiny to ~110 MiB, dense around powers of two, and now
+// and then a request no card holds (up to 2^60 bytes, as a hostile trace
+// may ask).
 func fuzzSize(b *fuzzBytes) uint64 {
 	e, m := b.next(), b.next()
 	if e == 255 {
 		return 0
+	}
+	if e == 254 {
+		return 1<<40 + uint64(m)<<52
 	}
 	base := uint64(1) << (9 + e%19) // 512 B .. 128 MiB
 	size := base + base*uint64(m>>1)/128

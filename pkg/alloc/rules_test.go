@@ -1049,3 +1049,22 @@ func TestSplitOversizeNotReleased(t *testing.T) {
 		})
 	}
 }
+
+// TestHugeRequestExpandable: with expandable segments, a request larger
+// than a whole segment's address range (more than any card holds; a
+// hostile trace asked for 1 PB) is out of memory with nothing mapped,
+// on a card of any size and on an unlimited device, whose 1 TiB mapping
+// would succeed.
+func TestHugeRequestExpandable(t *testing.T) {
+	for _, dev := range []Device{Sim(0), Sim(1 << 30)} {
+		a := newChecked(t, Options{Config: mustParse(t, "expandable_segments:True"), Device: dev})
+		res, err := a.Run([]Op{{Kind: OpAlloc, ID: 0, Size: 1101099999990000}}, 0, nil)
+		if err != nil || res.OOM == nil {
+			t.Fatalf("1 PB: %+v, %v; want out of memory", res, err)
+		}
+		if st := a.Stats(); st.ReservedBytes[All].Current != 0 {
+			t.Errorf("%d bytes reserved after the OOM", st.ReservedBytes[All].Current)
+		}
+		mustAlloc(t, a, 1, 20*mib, 0) // and it goes on
+	}
+}
