@@ -262,6 +262,10 @@ func TestCUDAOutOfMemory(t *testing.T) {
 	if _, rc := p.malloc(total+2*mib, 0); rc != 1 {
 		t.Errorf("malloc over the total rc %d (%s)", rc, p.lastErr())
 	}
+	// more than the address model holds: out of memory too, not a misuse
+	if _, rc := p.malloc(1<<50, 0); rc != 1 {
+		t.Errorf("malloc of 1 PiB rc %d (%s)", rc, p.lastErr())
+	}
 	if _, segs, _, _, _ := p.state(); segs != 0 {
 		t.Error("a failed malloc recorded a segment")
 	}

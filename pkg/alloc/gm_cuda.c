@@ -332,9 +332,14 @@ static int gm__cu_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr
   int st = gm__cu_enter(c);
   if (st != GM_OK) return st;
   uint64_t at = 0;
-  if ((st = c->model.malloc(c->model.ctx, size, hint, &at)) != GM_OK)
+  if ((st = c->model.malloc(c->model.ctx, size, hint, &at)) != GM_OK) {
+    /* more than the card holds (a hostile trace asks for a petabyte):
+     * out of memory, as cuMemAlloc answers, not a misuse */
+    size_t f = 0, t = 0;
+    if (gm__cu.MemGetInfo(&f, &t) == GM__CUDA_SUCCESS && size > t) return GM_ENOMEM;
     return gm__cu_misuse(c, "cuda backend: the address model has no room for %llu bytes",
                          (unsigned long long)size);
+  }
   gm__CUdeviceptr p = 0;
   if ((st = gm__cu_segment(c, at, size, &p)) != GM_OK) {
     c->model.free(c->model.ctx, at, size);
