@@ -16,10 +16,8 @@ import (
 // against the trace's peak. For any other trace it declines (Declined
 // says why) and the caller plans the whole trace with FromSnapshot.
 type Planner struct {
-	b     builder
-	win   []trace.Event // events read and not yet planned, after done planned ones
-	done  int           // planned events kept at the start of win: 0, or 1 that walk looks back at
-	base  int           // the trace index of win[0]
+	b builder
+	window
 	log   opLog
 	ooms  []trace.Event // the oom events and their trace indexes, for inferCap
 	oomAt []int
@@ -43,9 +41,50 @@ type Planner struct {
 // plannerWindow is how many events a Planner gathers before it plans them.
 const plannerWindow = 4096
 
+// window is the part of a trace a streamed read holds: the events read
+// and not yet stepped (planned or walked), after the stepped ones kept.
+type window struct {
+	win  []trace.Event
+	done int // stepped events kept at the start of win: 0, or 1 a walk looks back at
+	base int // the trace index of win[0]
+}
+
+// stepReady steps the window's events with step (which returns the index
+// of the last event it used), all of them at the end of the trace, else
+// all but those whose step depends on the next event: the event after a
+// free_requested or a segment_alloc, the rest of a release run. It
+// returns the index of the first event not stepped.
+func (w *window) stepReady(end bool, step func(ev []trace.Event, i, base int) int) int {
+	last := len(w.win) - 1
+	if end {
+		last = len(w.win)
+	}
+	i := w.done
+	for i < last {
+		if !end && releaseToEnd(w.win, i) {
+			break // the event after the run decides it
+		}
+		i = step(w.win, i, w.base) + 1
+	}
+	return i
+}
+
+// slide drops the events before i, keeping the last of them when
+// lookBack (a walk looks back at the event before the one it steps).
+func (w *window) slide(i int, lookBack bool) {
+	keep := 0
+	if i > 0 && lookBack {
+		keep = 1
+	}
+	n := copy(w.win, w.win[i-keep:])
+	w.win = w.win[:n]
+	w.base += i - keep
+	w.done = keep
+}
+
 // NewPlanner starts the plan of one device's trace.
 func NewPlanner() *Planner {
-	pl := &Planner{win: make([]trace.Event, 0, plannerWindow)}
+	pl := &Planner{window: window{win: make([]trace.Event, 0, plannerWindow)}}
 	pl.b = builder{p: newPlan(), cfg: alloc.DefaultConfig()}
 	// a window's ops at most (2 an event) go beyond Batch before a flush
 	n := Batch + 2*plannerWindow
@@ -85,17 +124,7 @@ func (pl *Planner) Add(e *trace.Event) {
 // else all but those whose plan depends on the next event.
 func (pl *Planner) plan(end bool) {
 	b, w := &pl.b, pl.win
-	last := len(w) - 1 // a free_requested looks at the event after it
-	if end {
-		last = len(w)
-	}
-	i := pl.done
-	for i < last {
-		if !end && releaseToEnd(w, i) {
-			break // the event after the run decides it
-		}
-		i = b.step(w, i, pl.base) + 1
-	}
+	i := pl.stepReady(end, b.step)
 	if pl.walk != nil {
 		for k := pl.done; k < i; k++ {
 			k = pl.walk.step(w, k, pl.base)
@@ -109,14 +138,7 @@ func (pl *Planner) plan(end bool) {
 		// of FromSnapshot rebuilds
 		pl.why = "the trace starts after the program had allocated"
 	}
-	keep := 0
-	if i > 0 && pl.walk != nil {
-		keep = 1 // the walk looks back at the last event planned
-	}
-	n := copy(w, w[i-keep:])
-	pl.win = w[:n]
-	pl.base += i - keep
-	pl.done = keep
+	pl.slide(i, pl.walk != nil)
 	p := b.p
 	if len(p.Ops) >= Batch || end {
 		pl.log.add(p.Ops, p.Event, p.Stack)

@@ -12,11 +12,9 @@ import (
 // trace that used private pools; the trace is then planned in two more
 // reads: this one, and NewPoolPlanner's with the pools it found.
 type PoolWalk struct {
-	f      *inferer
-	win    []trace.Event // events read and not yet walked, after done walked ones
-	done   int           // walked events kept at the start of win: the walk looks back at one
-	base   int           // the trace index of win[0]
-	mapped bool          // expandable segments: pools are not modelled there
+	f *inferer
+	window
+	mapped bool // expandable segments: pools are not modelled there
 	final  []trace.Segment
 }
 
@@ -24,7 +22,7 @@ type PoolWalk struct {
 // already: snap gives its final segments and settings, st (which read
 // it) its length.
 func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState) *PoolWalk {
-	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), win: make([]trace.Event, 0, plannerWindow),
+	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), window: window{win: make([]trace.Event, 0, plannerWindow)},
 		final: deviceSegments(snap, device)}
 	w.f.keepRecords(st.events)
 	return w
@@ -47,29 +45,9 @@ func (w *PoolWalk) Add(e *trace.Event) {
 }
 
 // walk walks the window's events, all of them at the end of the trace,
-// else all but those whose walk depends on the next event (the event
-// after a segment_alloc, the rest of a release run).
+// else all but those whose walk depends on the next event.
 func (w *PoolWalk) walk(end bool) {
-	ev := w.win
-	last := len(ev) - 1
-	if end {
-		last = len(ev)
-	}
-	i := w.done
-	for i < last {
-		if !end && releaseToEnd(ev, i) {
-			break
-		}
-		i = w.f.step(ev, i, w.base) + 1
-	}
-	keep := 0
-	if i > 0 {
-		keep = 1
-	}
-	n := copy(ev, ev[i-keep:])
-	w.win = ev[:n]
-	w.base += i - keep
-	w.done = keep
+	w.slide(w.stepReady(end, w.f.step), true)
 }
 
 // pools ends the trace and returns its pools' plan: nil when it shows no
