@@ -162,11 +162,10 @@ static gm_block_t *try_allocate_expandable_block(gm_alloc_t *a, params_t *p) {
   gm_block_t *c = find_expandable_block(a, p);
   if (!c) return NULL;
   /* A request larger than a whole segment's address range (more than the
-   * card holds) finds only a new segment too small for it: out of memory,
-   * as mapping it on a real card would be, with nothing mapped. */
-  uint64_t reach = 0;
-  for (gm_block_t *b = c; b && reach < p->size && allocatable(b); b = b->next) reach += b->size;
-  if (reach < p->size) {
+   * card holds) finds only a new segment too small for it (a candidate
+   * run find_expandable_block found is long enough): out of memory, as
+   * mapping it on a real card would be, with nothing mapped. */
+  if (!c->next && c->size < p->size) {
     p->err = GM_ENOMEM;
     return NULL;
   }
