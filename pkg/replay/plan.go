@@ -353,8 +353,10 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	// releasing a pool does nothing on the device: the run's segments go
 	// at the op after (empty_cache, emptyCache, the failing malloc), where
 	// a replay's device log has them
-	for k := len(p.Recorded) - 1; k >= 0 && int(p.Recorded[k].Op) == at && at != p.opCount(); k-- {
-		p.Recorded[k].Op = int32(p.opCount())
+	if after := p.opCount(); after != at {
+		for k := len(p.Recorded) - 1; k >= 0 && int(p.Recorded[k].Op) == at; k-- {
+			p.Recorded[k].Op = int32(after)
+		}
 	}
 	switch {
 	case caused:
