@@ -9,12 +9,14 @@
  *
  *   - the driver hands out address space in chunks of the request rounded up
  *     to 32 MiB, carved top down, one below the other;
- *   - a request first goes to the lowest free 2 MiB-aligned gap that fits
- *     inside a chunk still in use (the tail a smaller request left), at the
- *     gap's start;
- *   - a chunk whose last allocation is freed is given back; its range can be
- *     carved again only once the chunks below it are gone too (the frontier
- *     moves up over it);
+ *   - a request first goes to a free 2 MiB-aligned gap inside a chunk still
+ *     in use (the tail a smaller request left, or room a free left): in the
+ *     chunk carved last that has one, the smallest gap that fits, at its
+ *     start;
+ *   - a chunk whose last allocation is freed is given back; a new chunk goes
+ *     at the top of the highest run of given-back chunks that is larger than
+ *     it (never into room of exactly its size), else below the lowest chunk
+ *     (the frontier);
  *   - the first segment tells where the driver's own start-up mappings sit:
  *     a permanent 24 MiB region 488 MiB above the top of the first chunk,
  *     and a permanent 2 MiB hole 74 MiB below that region;
@@ -57,9 +59,10 @@ typedef struct range {
 
 typedef struct chunk {
   uint64_t addr, size;
+  uint64_t carved;    /* when: chunks carved later are searched first */
   uint32_t live;      /* allocations inside */
   uint8_t permanent;  /* the driver's own start-up room: never given back */
-  uint8_t released;   /* given back, waiting for the frontier */
+  uint8_t released;   /* given back: room a later chunk can be carved from */
 } chunk_t;
 
 typedef struct sim {
@@ -68,7 +71,10 @@ typedef struct sim {
   size_t n, cap;
   chunk_t *c; /* chunks, sorted by address */
   size_t nc, capc;
-  uint64_t frontier; /* the lowest chunk's start: the next chunk goes below */
+  uint64_t carved; /* chunks carved so far */
+  /* the top of the room chunks are carved from (the start-up mappings sit
+   * above it); 0 until the first chunk when the layout is unknown */
+  uint64_t ceiling;
   /* where the start-up range opens once the first chunk is carved; 0 = not
    * pending (opened, no layout read, or a process without kernels) */
   uint64_t range;
@@ -134,9 +140,9 @@ static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent)
   size_t i = 0;
   while (i < s->nc && s->c[i].addr < addr) i++;
   memmove(s->c + i + 1, s->c + i, (s->nc - i) * sizeof *s->c);
-  s->c[i] = (chunk_t){addr, size, 0, (uint8_t)permanent, 0};
+  s->c[i] = (chunk_t){addr, size, ++s->carved, 0, (uint8_t)permanent, 0};
   s->nc++;
-  if (!permanent && addr < s->frontier) s->frontier = addr;
+  if (!permanent && !s->ceiling) s->ceiling = addr + size;
   return &s->c[i];
 }
 
@@ -146,22 +152,40 @@ static void drop_chunk(sim_t *s, chunk_t *c) {
   s->nc--;
 }
 
+/* Take [lo, hi) out of the given-back room: a chunk is carved there, or
+ * mappings the trace does not show took it. */
+static int forget(sim_t *s, uint64_t lo, uint64_t hi) {
+  for (size_t i = 0; i < s->nc; i++) {
+    chunk_t *c = &s->c[i];
+    if (!c->released || c->addr >= hi || c->addr + c->size <= lo) continue;
+    uint64_t a = c->addr, b = c->addr + c->size;
+    drop_chunk(s, c);
+    if (a < lo && !(c = add_chunk(s, a, lo - a, 0))) return GM_ENOMEM;
+    if (a < lo) c->released = 1;
+    if (hi < b && !(c = add_chunk(s, hi, b - hi, 0))) return GM_ENOMEM;
+    if (hi < b) c->released = 1;
+    i = (size_t)-1; /* the array moved: look again from the start */
+  }
+  return GM_OK;
+}
+
 /* The driver's start-up layout, read from the first segment (at `at`,
  * `size` bytes): see the file comment. */
 static int start(sim_t *s, uint64_t at, uint64_t size) {
   uint64_t region;
   s->started = 1;
-  s->frontier = SIM_TOP;
   if (size <= SIM_ALIGN) region = at + SIM_HOLE_DOWN;
   else if (size <= SIM_REGION) region = at;
   else region = at + up(size, SIM_CHUNK) + SIM_REGION_UP;
   if (region < SIM_FLOOR + SIM_REGION_UP + SIM_CHUNK || region + SIM_REGION > SIM_TOP) {
     return GM_OK; /* a made-up address: no layout to read, chunks go below it */
   }
-  if (!add_chunk(s, region - SIM_HOLE_DOWN, SIM_ALIGN, 1) || !add_chunk(s, region, SIM_REGION, 1)) {
+  /* the hole counts as carved after the region: a small request takes it
+   * before the region's room */
+  if (!add_chunk(s, region, SIM_REGION, 1) || !add_chunk(s, region - SIM_HOLE_DOWN, SIM_ALIGN, 1)) {
     return GM_ENOMEM;
   }
-  s->frontier = region - SIM_REGION_UP;
+  s->ceiling = region - SIM_REGION_UP;
   if (!s->no_kernels) s->range = region - SIM_REGION_UP;
   return GM_OK;
 }
@@ -179,7 +203,10 @@ static int open_range(sim_t *s) {
 /* Record an allocation at [at, at+size) in the chunk layout. */
 static int note(sim_t *s, uint64_t at, uint64_t size) {
   chunk_t *c = chunk_at(s, at);
-  if (c && c->released) c->released = 0; /* the recording reused it */
+  if (!c || c->released) { /* a new chunk, over any given-back room */
+    if (forget(s, at, at + up(size, SIM_CHUNK)) != GM_OK) return GM_ENOMEM;
+    c = NULL;
+  }
   if (!c) {
     uint64_t end = at + up(size, SIM_CHUNK);
     for (size_t i = 0; i < s->nc; i++)
@@ -196,19 +223,24 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
   return GM_OK;
 }
 
-/* The lowest 2 MiB-aligned gap of n bytes inside a chunk in use, or 0. */
+/* A 2 MiB-aligned gap of n bytes inside a chunk in use, or 0: in the
+ * chunk carved last among those that have one, the smallest such gap (the
+ * lowest of equal ones), at its start. */
 static uint64_t gap_fit(const sim_t *s, uint64_t n) {
+  uint64_t found = 0, when = 0;
   for (size_t k = 0; k < s->nc; k++) {
     const chunk_t *c = &s->c[k];
-    if (c->released || c->size < n) continue;
-    uint64_t at = c->addr, end = c->addr + c->size;
-    for (size_t i = find(s, at); i < s->n && s->r[i].addr < end; i++) {
-      if (s->r[i].addr >= at + n) break;
+    if (c->released || c->size < n || c->carved < when) continue;
+    uint64_t at = c->addr, end = c->addr + c->size, best = 0, best_size = 0;
+    for (size_t i = find(s, at);; i++) {
+      uint64_t next = i < s->n && s->r[i].addr < end ? s->r[i].addr : end;
+      if (next >= at + n && (!best || next - at < best_size)) best = at, best_size = next - at;
+      if (next == end) break;
       at = up(s->r[i].addr + s->r[i].size, SIM_ALIGN);
     }
-    if (at + n <= end) return at;
+    if (best) found = best, when = c->carved;
   }
-  return 0;
+  return found;
 }
 
 /* The highest aligned gap of `size` bytes below SIM_TOP, or 0: the last
@@ -226,13 +258,38 @@ static uint64_t top_fit(const sim_t *s, uint64_t size, uint64_t align) {
   return at >= SIM_FLOOR ? at : 0;
 }
 
+/* Where a new chunk of cs bytes goes, or 0: at the top of the highest run
+ * of given-back chunks below the ceiling that is larger than cs (the driver
+ * never fills such room exactly), else below the lowest chunk (the
+ * frontier; a run of given-back chunks there is its top). Room the model
+ * never saw given back may hold mappings the trace does not show: it is
+ * not used. */
+static uint64_t hole_fit(const sim_t *s, uint64_t cs) {
+  uint64_t run_top = 0, run_low = 0, low = s->ceiling;
+  for (size_t i = s->nc; i-- > 0;) {
+    const chunk_t *c = &s->c[i];
+    if (c->addr >= s->ceiling) continue; /* the start-up mappings' */
+    if (c->released && run_top && c->addr + c->size == run_low) {
+      run_low = c->addr; /* the run goes on */
+    } else {
+      if (run_top && run_top - run_low > cs) return run_top - cs; /* bounded below */
+      run_top = c->released ? c->addr + c->size : 0;
+      run_low = c->addr;
+    }
+    low = c->addr;
+  }
+  uint64_t top = run_top ? run_top : low;
+  if (top < SIM_FLOOR + cs || overlaps(s, top - cs, cs)) return 0;
+  return top - cs;
+}
+
 /* Where the driver puts a cudaMalloc of size bytes. */
 static uint64_t model(sim_t *s, uint64_t size) {
   uint64_t n = up(size, SIM_ALIGN);
   uint64_t at = gap_fit(s, n);
   if (at) return at;
   uint64_t cs = up(n, SIM_CHUNK);
-  if (s->frontier >= SIM_FLOOR + cs && !overlaps(s, s->frontier - cs, cs)) return s->frontier - cs;
+  if (s->ceiling && (at = hole_fit(s, cs))) return at;
   return top_fit(s, cs, SIM_CHUNK);
 }
 
@@ -258,7 +315,12 @@ static int sim_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
     /* a gap the recording passed over is taken in this process (by
      * mappings the trace does not show): the chunk ends there */
     chunk_t *c = want != hint ? chunk_at(s, want) : NULL;
-    if (c && !(hint >= c->addr && hint < c->addr + c->size)) {
+    uint64_t cs = up(up(size, SIM_ALIGN), SIM_CHUNK);
+    if (c && c->released) {
+      /* given-back room the recording passed over: taken by mappings the
+       * trace does not show */
+      if ((hint + size <= want || hint >= want + cs) && forget(s, want, want + cs) != GM_OK) return GM_ENOMEM;
+    } else if (c && !(hint >= c->addr && hint < c->addr + c->size)) {
       size_t i = find(s, want);
       if (i >= s->n || s->r[i].addr >= c->addr + c->size) { /* nothing live above */
         if (want == c->addr) drop_chunk(s, c);
@@ -289,11 +351,15 @@ static int sim_free(void *ctx, uint64_t addr, uint64_t size) {
   chunk_t *c = chunk_at(s, addr);
   if (c && c->live > 0 && --c->live == 0 && !c->permanent) {
     c->released = 1;
-    /* the frontier moves up over given-back chunks at its edge */
-    for (chunk_t *b = chunk_at(s, s->frontier); b && b->released && b->addr == s->frontier;
-         b = chunk_at(s, s->frontier)) {
-      s->frontier = b->addr + b->size;
-      drop_chunk(s, b);
+    /* one entry per run of given-back room: merge with released neighbours */
+    size_t i = (size_t)(c - s->c);
+    if (i + 1 < s->nc && s->c[i + 1].released && c->addr + c->size == s->c[i + 1].addr) {
+      c->size += s->c[i + 1].size;
+      drop_chunk(s, &s->c[i + 1]);
+    }
+    if (i > 0 && s->c[i - 1].released && s->c[i - 1].addr + s->c[i - 1].size == c->addr) {
+      s->c[i - 1].size += c->size;
+      drop_chunk(s, c);
     }
   }
   return GM_OK;
