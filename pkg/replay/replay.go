@@ -26,6 +26,10 @@ type Options struct {
 	// RecordedCap replays under the cap the recording shows (Plan.Cap)
 	// when no card size or memory fraction is given.
 	RecordedCap bool
+	// NoDivergence skips comparing the replay's device calls with the
+	// recording's (Result.Divergence stays nil): a caller that reads only
+	// the statistics saves the device log.
+	NoDivergence bool
 }
 
 // Result is what a replay ended with.
@@ -121,7 +125,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 			return nil, err
 		}
 	}
-	compare := p.comparable()
+	compare := !o.NoDivergence && p.comparable()
 	if compare {
 		if err := a.LogDevice(); err != nil {
 			return nil, err

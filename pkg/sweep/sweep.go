@@ -195,7 +195,7 @@ func check(cases []Case, cards []uint64) error {
 
 // replayOne replays a case on a card of the given size (0 = unlimited).
 func replayOne(c Case, card uint64) (Outcome, error) {
-	o := replay.Options{Config: c.Setting.Config, MemoryFraction: c.Setting.Fraction}
+	o := replay.Options{Config: c.Setting.Config, MemoryFraction: c.Setting.Fraction, NoDivergence: true}
 	if card > 0 {
 		o.Device, o.DeviceTotal = alloc.Sim(card), card
 	}
