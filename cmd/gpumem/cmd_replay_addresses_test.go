@@ -102,7 +102,7 @@ func TestReplayIgnoreAddressesFidelity(t *testing.T) {
 	known := map[string]string{
 		"ddp/ddp_gpt2.rank0": "a 416 MiB frontier jump put its 56 MiB segment below later ones",
 		"ddp/ddp_gpt2.rank1": "a 416 MiB frontier jump put its 56 MiB segment below later ones",
-		"oom_survive_resnet": "its start-up range opened after five chunks, not one",
+		"oom_survive_resnet": "tenants moved its frontier (256 MiB before its fourth segment) and its start-up range opened after five chunks, not one",
 	}
 	peaks := []string{"allocated_bytes.all.peak", "reserved_bytes.all.peak", "active_bytes.all.peak",
 		"requested_bytes.all.peak", "inactive_split_bytes.all.peak", "segment.all.peak",

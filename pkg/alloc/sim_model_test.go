@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -108,5 +109,75 @@ func TestSimKernelsOpenStartupRange(t *testing.T) {
 			}
 		}
 		p.destroy()
+	}
+}
+
+// simSequence runs allocations (a size in MiB) and frees (-k frees the k-th
+// allocation, counting from 1) through a simulated device without kernels
+// whose first segment is at the hint an H200 gave, and returns where each
+// allocation landed, in MiB from the first.
+func simSequence(t *testing.T, steps []int64) []int64 {
+	t.Helper()
+	p := openSimProbe(true, false)
+	if p == nil {
+		t.Fatal("cannot open the simulated device")
+	}
+	defer p.destroy()
+	type seg struct{ addr, size uint64 }
+	var segs []seg
+	var base uint64
+	var at []int64
+	for _, s := range steps {
+		if s < 0 {
+			g := segs[-s-1]
+			if rc := p.free(g.addr, g.size); rc != 0 {
+				t.Fatalf("free rc %d", rc)
+			}
+			continue
+		}
+		size := uint64(s) << 20
+		got, rc := p.malloc(size, 0x7f7870800000)
+		if rc != 0 {
+			t.Fatalf("malloc rc %d", rc)
+		}
+		if base == 0 {
+			base = got
+		}
+		segs = append(segs, seg{got, size})
+		at = append(at, int64(got-base)>>20)
+	}
+	return at
+}
+
+// Given-back room is reused from its top, but never a run of exactly the
+// chunk's size: twelve 20 MiB chunks, the top ten freed (with the region's
+// first one), then six more (script.free_top_10 on the H200).
+func TestSimReusesGivenBackRoomTopDown(t *testing.T) {
+	steps := []int64{20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, -1, -2, -3, -4, -5, -6, -7, -8, -9, -10,
+		20, 20, 20, 20, 20, 20}
+	got := simSequence(t, steps)[12:]
+	want := []int64{0, -520, -552, -584, -616, -648}
+	if !slices.Equal(got, want) {
+		t.Errorf("after the frees: %v, want %v", got, want)
+	}
+	// every other one freed: 32 MiB holes, none reused
+	steps = []int64{20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, -1, -3, -5, -7, -9, -11, 20, 20, 20}
+	got = simSequence(t, steps)[12:]
+	want = []int64{0, -872, -904}
+	if !slices.Equal(got, want) {
+		t.Errorf("after freeing every other one: %v, want %v", got, want)
+	}
+}
+
+// A request takes, in the chunk carved last that has room, the smallest gap
+// that fits (compile_reduce_overhead's sequence on the H200: a 2 MiB
+// request after a free goes above the live 2 MiB block, not into the larger
+// freed room below it, which the 12 MiB request then takes).
+func TestSimTailsSmallestGapNewestChunk(t *testing.T) {
+	steps := []int64{2, 20, 2, 20, 20, 32, 2, 20, -5, -8, 2, 12}
+	got := simSequence(t, steps)
+	want := []int64{0, 74, 94, -446, -478, -510, -458, -542, -456, -478}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }
