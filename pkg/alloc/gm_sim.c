@@ -272,7 +272,8 @@ static uint64_t hole_fit(const sim_t *s, uint64_t cs) {
     if (c->released && run_top && c->addr + c->size == run_low) {
       run_low = c->addr; /* the run goes on */
     } else {
-      if (run_top && run_top - run_low > cs) return run_top - cs; /* bounded below */
+      /* bounded below; a reservation may have been made in given-back room */
+      if (run_top && run_top - run_low > cs && !overlaps(s, run_top - cs, cs)) return run_top - cs;
       run_top = c->released ? c->addr + c->size : 0;
       run_low = c->addr;
     }
