@@ -216,8 +216,11 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
     if (!c) return GM_ENOMEM;
     c->live++;
     return s->range ? open_range(s) : GM_OK; /* the first chunk carved */
-  } else if (at + size > c->addr + c->size) {
+  } else if (at + size > c->addr + c->size) { /* the recording's block runs past its chunk */
+    uint64_t end = c->addr + c->size;
     c->size = at + size - c->addr;
+    if (forget(s, end, at + size) != GM_OK) return GM_ENOMEM;
+    if (!(c = chunk_at(s, at))) return GM_EBACKEND; /* forget moved the array */
   }
   c->live++;
   return GM_OK;
