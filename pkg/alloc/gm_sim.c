@@ -60,6 +60,8 @@ typedef struct range {
 typedef struct chunk {
   uint64_t addr, size;
   uint64_t carved;    /* when: chunks carved later are searched first */
+  uint64_t used;      /* bytes of the allocations inside: a chunk with less
+                       * free than a request has no gap for it */
   uint32_t live;      /* allocations inside */
   uint8_t permanent;  /* the driver's own start-up room: never given back */
   uint8_t released;   /* given back: room a later chunk can be carved from */
@@ -140,7 +142,7 @@ static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent)
   size_t i = 0;
   while (i < s->nc && s->c[i].addr < addr) i++;
   memmove(s->c + i + 1, s->c + i, (s->nc - i) * sizeof *s->c);
-  s->c[i] = (chunk_t){addr, size, ++s->carved, 0, (uint8_t)permanent, 0};
+  s->c[i] = (chunk_t){addr, size, ++s->carved, 0, 0, (uint8_t)permanent, 0};
   s->nc++;
   if (!permanent && !s->ceiling) s->ceiling = addr + size;
   return &s->c[i];
@@ -215,6 +217,7 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
     c = add_chunk(s, at, end - at, 0);
     if (!c) return GM_ENOMEM;
     c->live++;
+    c->used += size;
     return s->range ? open_range(s) : GM_OK; /* the first chunk carved */
   } else if (at + size > c->addr + c->size) { /* the recording's block runs past its chunk */
     uint64_t end = c->addr + c->size;
@@ -223,6 +226,7 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
     if (!(c = chunk_at(s, at))) return GM_EBACKEND; /* forget moved the array */
   }
   c->live++;
+  c->used += size;
   return GM_OK;
 }
 
@@ -233,7 +237,7 @@ static uint64_t gap_fit(const sim_t *s, uint64_t n) {
   uint64_t found = 0, when = 0;
   for (size_t k = 0; k < s->nc; k++) {
     const chunk_t *c = &s->c[k];
-    if (c->released || c->size < n || c->carved < when) continue;
+    if (c->released || c->size < n || c->size - n < c->used || c->carved < when) continue;
     uint64_t at = c->addr, end = c->addr + c->size, best = 0, best_size = 0;
     for (size_t i = find(s, at);; i++) {
       uint64_t next = i < s->n && s->r[i].addr < end ? s->r[i].addr : end;
@@ -353,6 +357,7 @@ static int sim_free(void *ctx, uint64_t addr, uint64_t size) {
   if (rc != GM_OK) return rc;
   s->used -= size;
   chunk_t *c = chunk_at(s, addr);
+  if (c && c->live > 0) c->used -= size < c->used ? size : c->used;
   if (c && c->live > 0 && --c->live == 0 && !c->permanent) {
     c->released = 1;
     /* one entry per run of given-back room: merge with released neighbours */
