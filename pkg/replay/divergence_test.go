@@ -244,3 +244,32 @@ func TestDivergenceCollection(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+// A what-if replay leaves its recording and says where, unless the caller
+// asked for statistics alone (NoDivergence, as the sweep does): then the
+// statistics are the same and no divergence is reported.
+func TestNoDivergence(t *testing.T) {
+	snap := readFixture(t, "gpt2_varlen.pickle")
+	p := FromSnapshot(snap, 0)
+	cfg, err := alloc.ParseConfig("roundup_power2_divisions:4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := Run(p, Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := Run(p, Options{Config: cfg, NoDivergence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.Divergence == nil {
+		t.Fatal("the what-if replay reports no divergence")
+	}
+	if without.Divergence != nil {
+		t.Errorf("NoDivergence: divergence reported: %s", without.Divergence.Describe())
+	}
+	if with.Stats != without.Stats {
+		t.Errorf("NoDivergence changed the statistics:\n%+v\n%+v", with.Stats, without.Stats)
+	}
+}
