@@ -122,7 +122,7 @@ func offlinePlace(lt []lifetime) ([]uint64, uint64) {
 			lists = starts.within(bLo, bHi, top, lists)
 		}
 		if len(edge) > 0 {
-			slices.SortFunc(edge, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+			sortByLo(edge)
 			lists = append(lists, edge)
 		}
 		at := m.firstFit(lists, size)
@@ -133,6 +133,57 @@ func offlinePlace(lt []lifetime) ([]uint64, uint64) {
 		starts.addPoint(int(i)/startBucket, top, span{at, at + size})
 	}
 	return offset, peak
+}
+
+// sortByLo sorts spans by lo. It is a plain quicksort, written out because
+// the generic sort's comparison closure cost a fifth of the planner; its
+// input is at most two part buckets (2*startBucket spans), so its worst
+// case stays small.
+func sortByLo(s []span) {
+	for len(s) > 12 {
+		// median of three as the pivot, moved to s[0]
+		m, last := len(s)/2, len(s)-1
+		if s[m].lo < s[0].lo {
+			s[m], s[0] = s[0], s[m]
+		}
+		if s[last].lo < s[0].lo {
+			s[last], s[0] = s[0], s[last]
+		}
+		if s[last].lo < s[m].lo {
+			s[last], s[m] = s[m], s[last]
+		}
+		s[0], s[m] = s[m], s[0]
+		p := s[0].lo
+		i, j := 1, last
+		for {
+			for i <= j && s[i].lo < p {
+				i++
+			}
+			for i <= j && s[j].lo > p {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			s[i], s[j] = s[j], s[i]
+			i++
+			j--
+		}
+		s[0], s[j] = s[j], s[0]
+		// recurse on the smaller side, loop on the larger
+		if j < len(s)-j {
+			sortByLo(s[:j])
+			s = s[j+1:]
+		} else {
+			sortByLo(s[j+1:])
+			s = s[:j]
+		}
+	}
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].lo < s[j-1].lo; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
 }
 
 // merger walks several address-ordered span lists as one.
@@ -236,8 +287,22 @@ func (t *stabTree) add(lo, hi int, s span) {
 }
 
 func (t *stabTree) insert(node int, s span) {
-	at, _ := slices.BinarySearchFunc(t.nodes[node], s.lo, func(e span, lo uint64) int { return cmp.Compare(e.lo, lo) })
-	t.nodes[node] = slices.Insert(t.nodes[node], at, s)
+	l := t.nodes[node]
+	// the first span at or above s.lo, searched by hand: this is the
+	// planner's hottest loop, and a comparison closure costs a third of it
+	at, hi := 0, len(l)
+	for at < hi {
+		m := int(uint(at+hi) >> 1)
+		if l[m].lo < s.lo {
+			at = m + 1
+		} else {
+			hi = m
+		}
+	}
+	l = append(l, span{})
+	copy(l[at+1:], l[at:])
+	l[at] = s
+	t.nodes[node] = l
 }
 
 // stab appends the non-empty lists of the nodes covering index i to out.

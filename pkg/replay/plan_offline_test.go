@@ -179,3 +179,27 @@ func BenchmarkOfflinePeak(b *testing.B) {
 		})
 	}
 }
+
+func TestSortByLo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for n := range 300 {
+		s := make([]span, n)
+		for i := range s {
+			s[i] = span{lo: uint64(rng.IntN(1 + n/3)), hi: uint64(i)}
+		}
+		if n%5 == 0 {
+			slices.SortFunc(s, func(a, b span) int { return cmp.Compare(b.lo, a.lo) }) // descending
+		}
+		sortByLo(s)
+		if !slices.IsSortedFunc(s, func(a, b span) int { return cmp.Compare(a.lo, b.lo) }) {
+			t.Fatalf("%d spans: not sorted: %v", n, s)
+		}
+		got := slices.Clone(s)
+		slices.SortFunc(got, func(a, b span) int { return cmp.Compare(a.hi, b.hi) })
+		for i := range got {
+			if got[i].hi != uint64(i) {
+				t.Fatalf("%d spans: lost or duplicated a span", n)
+			}
+		}
+	}
+}
