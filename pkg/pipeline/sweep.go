@@ -107,19 +107,13 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	for i := range cases {
 		cases[i].Setting.Fraction = in.Fraction
 	}
-	// The offline planner runs beside the replays when more than one may
-	// run at once: it is one long serial job, the grid many short ones.
-	offline := make(chan uint64, 1)
-	if in.Workers > 1 {
-		go func() { offline <- offlinePeak(rep, cases) }()
-	}
-	if rep.Rows, err = sweep.RunCases(ctx, cases, rep.Cards, in.Workers); err != nil {
+	// The offline planner is one long serial job, the grid many short
+	// ones: it goes to the workers first (-j 1: before the replays).
+	var offline uint64
+	if rep.Rows, err = sweep.RunCasesBeside(ctx, cases, rep.Cards, in.Workers, func() { offline = offlinePeak(rep, cases) }); err != nil {
 		return nil, fmt.Errorf("sweeping %s: %w", rep.Source, err)
 	}
-	if in.Workers <= 1 {
-		offline <- offlinePeak(rep, cases)
-	}
-	rep.OfflinePeak = <-offline
+	rep.OfflinePeak = offline
 	if merge != nil {
 		rep.Rows = merge(rep.Rows)
 	}

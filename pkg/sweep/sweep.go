@@ -91,6 +91,15 @@ func Run(ctx context.Context, plan *replay.Plan, grid []Setting, cards []uint64,
 
 // RunCases is [Run] for cases that each bring their own plan.
 func RunCases(ctx context.Context, cases []Case, cards []uint64, workers int) ([]Row, error) {
+	return RunCasesBeside(ctx, cases, cards, workers, nil)
+}
+
+// RunCasesBeside is [RunCases] with one more job, beside (nil: none),
+// which the workers take before any replay: a long job started first
+// keeps every worker busy to the end (longest job first), where one
+// started beside them would share their cores and finish last alone.
+// It is not run when the sweep fails before it starts.
+func RunCasesBeside(ctx context.Context, cases []Case, cards []uint64, workers int, beside func()) ([]Row, error) {
 	if err := check(cases, cards); err != nil {
 		return nil, err
 	}
@@ -98,9 +107,13 @@ func RunCases(ctx context.Context, cases []Case, cards []uint64, workers int) ([
 	for i, c := range cases {
 		rows[i] = Row{Label: c.Label, Setting: c.Setting, Cards: make([]Outcome, len(cards))}
 	}
-	// One job per case and card; without cards, one per case.
+	// One job per case and card; without cards, one per case. Case -1 is
+	// beside.
 	type job struct{ c, k int }
 	var jobs []job
+	if beside != nil {
+		jobs = append(jobs, job{-1, -1})
+	}
 	for c := range cases {
 		if len(cards) == 0 {
 			jobs = append(jobs, job{c, -1})
@@ -121,6 +134,10 @@ func RunCases(ctx context.Context, cases []Case, cards []uint64, workers int) ([
 	for range min(max(workers, 1), len(jobs)) {
 		wg.Go(func() {
 			for j := range next {
+				if j.c < 0 {
+					beside()
+					continue
+				}
 				var card uint64
 				if j.k >= 0 {
 					card = cards[j.k]

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -208,6 +209,39 @@ func TestWorkers(t *testing.T) {
 	def := find(t, one, DefaultsLabel)
 	if nc.DeviceAllocs() <= def.DeviceAllocs() || nc.Setting.Settable() {
 		t.Errorf("nocache: %d device allocations (defaults %d), settable %v", nc.DeviceAllocs(), def.DeviceAllocs(), nc.Setting.Settable())
+	}
+}
+
+// The job beside the replays runs once, whatever the workers, and the rows
+// are the same with it; a sweep refused before it starts does not run it.
+func TestRunCasesBeside(t *testing.T) {
+	p := &replay.Plan{Ops: []alloc.Op{{Kind: alloc.OpAlloc, ID: 0, Size: 1 << 20}, {Kind: alloc.OpFree, ID: 0}}}
+	var cases []Case
+	for _, s := range DefaultGrid(false) {
+		cases = append(cases, Case{Label: s.Label, Plan: p, Setting: s})
+	}
+	plain, err := RunCases(context.Background(), cases, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{1, 3} {
+		var runs atomic.Int32
+		rows, err := RunCasesBeside(context.Background(), cases, nil, workers, func() { runs.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs.Load() != 1 {
+			t.Errorf("%d workers: beside ran %d times", workers, runs.Load())
+		}
+		for i := range rows {
+			if rows[i].Label != plain[i].Label || rows[i].Stats != plain[i].Stats {
+				t.Errorf("%d workers: row %d differs with a job beside", workers, i)
+			}
+		}
+	}
+	ran := false
+	if _, err := RunCasesBeside(context.Background(), nil, nil, 2, func() { ran = true }); err == nil || ran {
+		t.Errorf("no cases: error %v, beside ran %v", err, ran)
 	}
 }
 
