@@ -69,6 +69,22 @@ type simDevice struct {
 // Sim returns a simulated device of capacity bytes (0 = unlimited).
 func Sim(capacity uint64) Device { return simDevice{capacity: capacity} }
 
+// SimWithCapacity gives d, a simulated device of unlimited capacity (nil:
+// the default one), the given capacity; ok is false for any other device
+// (a real GPU, a simulated card of a given size), which it returns as it is.
+func SimWithCapacity(d Device, capacity uint64) (Device, bool) {
+	switch s := d.(type) {
+	case nil:
+		return simDevice{capacity: capacity}, true
+	case simDevice:
+		if s.capacity == 0 {
+			s.capacity = capacity
+			return s, true
+		}
+	}
+	return d, false
+}
+
 // SimModelled is Sim that uses only the first segment's recorded address
 // (an op's Hint) and models every later one, as for a run never recorded.
 func SimModelled(capacity uint64) Device { return simDevice{capacity: capacity, ignore: true} }
@@ -206,6 +222,19 @@ func (a *Allocator) MemInfo() (free, total uint64, err error) {
 
 // Config returns the settings the allocator runs with.
 func (a *Allocator) Config() Config { return a.cfg }
+
+// SetEmptyIfCached sets whether Run honours FlagEmptyIfCached (off in a
+// new Allocator): on for a replay under its recording's settings and cap,
+// whose cache then holds what the recording's held.
+func (a *Allocator) SetEmptyIfCached(on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.gm_set_empty_if_cached(a.c, v)
+}
 
 // Allowed returns the memory-fraction cap in bytes, 0 when there is none.
 func (a *Allocator) Allowed() uint64 { return a.allowed }

@@ -228,10 +228,15 @@ enum {
   GM_OPF_RECORDED_OOM = 1, /* alloc: the recording ran out of memory here and
                               went on; a failure is counted, holds nothing and
                               does not stop gm_run */
-  GM_OPF_CLAIM = 2         /* alloc: take the free block starting at hint in
+  GM_OPF_CLAIM = 2,        /* alloc: take the free block starting at hint in
                               the routed pool, whatever its size class
                               (a CUDA-graph-tree checkpoint restore); an
                               ordinary malloc when there is no such block */
+  GM_OPF_EMPTY_IF_CACHED = 4 /* alloc: the recording released cached
+                              segments just before it, by empty_cache() or by
+                              this malloc's own retry; when a cached block
+                              would serve it the malloc could not have
+                              released, so empty_cache() runs first */
 };
 
 /* pool: 0 = the default pools; k > 0 = private pool k, created on the first
@@ -264,6 +269,12 @@ typedef struct gm_timeline {
   uint64_t stride, base, nbuckets;
   int64_t *allocated, *reserved, *active;
 } gm_timeline_t;
+
+/* gm_set_empty_if_cached sets whether gm_run honours GM_OPF_EMPTY_IF_CACHED
+ * (off after creation). Its test reads the replay's cache for the
+ * recording's, so only a replay under the recording's settings and cap
+ * turns it on; elsewhere the flag is ignored and the malloc decides. */
+void gm_set_empty_if_cached(gm_alloc_t *a, int on);
 
 /* gm_run applies ops[0..n) in order and stops at the first error.
  * *done = the number of ops applied. On GM_ENOMEM ops[*done] is the failing

@@ -95,6 +95,7 @@ struct gm_alloc {
   uint32_t nppools;
   uint16_t route;          /* the current alloc's pool (op.pool) */
   uint8_t claim;           /* the current alloc claims the block at its hint */
+  uint8_t empty_if_cached; /* honour GM_OPF_EMPTY_IF_CACHED (gm_set_empty_if_cached) */
   gm_oom_event_t *oomev;   /* out-of-memory events gm_run went past */
   size_t noomev, capoomev;
 };
@@ -104,6 +105,9 @@ struct gm_alloc {
  * default pools for 0, else private pool id's (created on first use).
  * NULL when the pool was released: it takes no new allocations. */
 gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small);
+/* gm_pool_find is gm_pool_for without creating the pool: NULL when private
+ * pool id does not exist or is released. */
+gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small);
 /* A segment was created in / removed from s->pool (counts cudaMalloc_count). */
 void gm_pool_seg_added(gm_seg_t *s);
 void gm_pool_seg_removed(gm_alloc_t *a, gm_seg_t *s);

@@ -75,6 +75,12 @@ struct gm_policy {
   int (*pool_release)(gm_alloc_t *a, uint16_t id);
   int (*pool_empty)(gm_alloc_t *a, uint16_t id);
 
+  /* cached (optional): whether malloc would serve `orig` bytes on `stream`
+   * (in the pool the engine routes it to, a->route) from a cached block,
+   * without asking the device. It changes nothing. Without it the engine
+   * never empties the cache for GM_OPF_EMPTY_IF_CACHED. */
+  int (*cached)(gm_alloc_t *a, uint64_t orig, uint64_t stream);
+
   /* destroy (optional): free a->pol_state and leave segments gm_free can
    * return whole (gm_free frees each segment, unmapping mapped blocks of
    * expandable ones). */

@@ -218,16 +218,16 @@ static uint64_t expandable_size(const gm_block_t *b) {
   return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
 }
 
-static int get_free_block(gm_alloc_t *a, params_t *p) {
-  gm_pool_t *pool = p->pool;
-  if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) pool->clock++;
+/* The cached block best fit hands p (NULL: none), and where the search
+ * found it (*link, *pred) for alloc_found_block; it changes nothing. */
+static gm_block_t *find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***link,
+                                   gm_block_t **pred) {
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
-  gm_block_t *pred;
-  gm_block_t **link = gm_treap_lower_bound_link(&pool->free, &key, gm_cmp_size, &pred);
-  gm_block_t *it = link ? *link : NULL;
-  if (!it || it->stream != p->stream) return 0;
+  *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_cmp_size, pred);
+  gm_block_t *it = *link ? **link : NULL;
+  if (!it || it->stream != p->stream) return NULL;
   if (it->seg->expandable) {
     /* prefer blocks that are not next to unmapped space: best fit by the
      * size a block can grow to */
@@ -240,8 +240,17 @@ static int get_free_block(gm_alloc_t *a, params_t *p) {
     }
   }
   uint64_t ms = a->cfg.max_split_size;
-  if (p->size < ms && it->size >= ms) return 0;
-  if (p->size >= ms && it->size >= p->size + a->cfg.max_non_split_rounding_size) return 0;
+  if (p->size < ms && it->size >= ms) return NULL;
+  if (p->size >= ms && it->size >= p->size + a->cfg.max_non_split_rounding_size) return NULL;
+  return it;
+}
+
+static int get_free_block(gm_alloc_t *a, params_t *p) {
+  gm_pool_t *pool = p->pool;
+  if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) pool->clock++;
+  gm_block_t **link, *pred;
+  gm_block_t *it = find_free_block(a, p, &link, &pred);
+  if (!it) return 0;
   if (*link == it) { /* still the lower bound: alloc_found_block takes it out */
     p->link = link;
     p->pred = pred;
@@ -457,6 +466,18 @@ static int pytorch_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_
   return rc;
 }
 
+/* cached: the first step of pytorch_malloc, get_free_block, would serve
+ * the request (a claim, by address, is not asked about). */
+static int pytorch_cached(gm_alloc_t *a, uint64_t orig, uint64_t stream) {
+  params_t p = {0};
+  p.stream = stream;
+  p.size = gm_round_size(&a->cfg, orig);
+  p.pool = gm_pool_find(a, a->route, p.size <= GM_SMALL_SIZE);
+  if (!p.pool) return 0;
+  gm_block_t **link, *pred;
+  return find_free_block(a, &p, &link, &pred) != NULL;
+}
+
 /* free_block (§7.2): the memory becomes reusable. */
 static void free_block(gm_alloc_t *a, gm_block_t *b) {
   uint64_t orig_size = b->size, requested = b->requested;
@@ -599,4 +620,5 @@ const gm_policy_t gm_policy_pytorch = {
     .seed = pytorch_seed,
     .pool_release = gm_pool_release,
     .pool_empty = gm_pool_empty,
+    .cached = pytorch_cached,
 };

@@ -56,6 +56,13 @@ gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small) {
   return small ? &p->small : &p->large;
 }
 
+gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small) {
+  if (id == 0) return small ? &a->small : &a->large;
+  gm_ppool_t *p = pool_get(a, id);
+  if (!p || p->use_count == 0) return NULL;
+  return small ? &p->small : &p->large;
+}
+
 void gm_pool_seg_added(gm_seg_t *s) {
   if (s->pool->owner) s->pool->owner->nsegs++;
 }

@@ -49,7 +49,10 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 	if res.OOM != nil {
 		r.OOM = buildOOM(res, plan, snap)
 	}
-	if c := res.Cap; c != nil {
+	if c := res.Cap; c != nil && c.Device > 0 && r.DeviceMemory == 0 && res.DeviceTotal == c.Device {
+		r.DeviceMemory = c.Device // the card the recording's out-of-memory errors show
+	}
+	if c := res.Cap; c.Capped() {
 		r.InferredCap = &figures.InferredCap{Low: c.Low, High: c.High, From: c.From()}
 	}
 	if d := res.Divergence; d != nil {

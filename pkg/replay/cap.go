@@ -27,18 +27,39 @@ import (
 //
 // Any cap in [Low, High] reproduces the recording's decisions; a replay
 // uses Low.
+//
+// An out-of-memory the device itself raised (device_free < A: the card
+// was full, with or without a cap) says instead how much the card had
+// for the program: the R bytes it had reserved, after the releases, and
+// the device_free it had left. The least such R + device_free over the
+// trace is Device; a replay on a simulated card of that size meets those
+// out-of-memory errors where the program did. Device is 0 when there is
+// none, or when a recorded segment would not have fitted under it (other
+// tenants of the card gave memory back between the errors).
 type Cap struct {
 	Low, High uint64
-	// Retries and OOMs count the events that bound the cap from above.
+	// Retries and OOMs count the events that bound the cap from above;
+	// both 0 when the recording shows no cap, only a full device.
 	Retries, OOMs int
-	// Event is the trace index of the event giving High, Released the
-	// segments its release run gave back (0 for an out-of-memory).
+	// Event is the trace index of the event giving High (or, without a
+	// cap, Device), Released the segments its release run gave back (0
+	// for an out-of-memory).
 	Event    int
 	Released int
+	// Device is the memory the card had for the program, from its
+	// DeviceOOMs out-of-memory errors that the device raised.
+	Device     uint64
+	DeviceOOMs int
 }
 
-// From says what the cap was inferred from, for reports.
+// Capped says that the recording shows a cap (Low and High bound it).
+func (c *Cap) Capped() bool { return c != nil && c.Retries+c.OOMs > 0 }
+
+// From says what the cap was inferred from, for reports; "" without a cap.
 func (c *Cap) From() string {
+	if !c.Capped() {
+		return ""
+	}
 	var ev []string
 	if c.Retries > 0 {
 		ev = append(ev, fmt.Sprintf("%d retr%s that released cached segments", c.Retries, plural(c.Retries, "y", "ies")))
@@ -52,8 +73,17 @@ func (c *Cap) From() string {
 
 // Describe is the one-line account of the cap for people.
 func (c *Cap) Describe() string {
-	return fmt.Sprintf("recorded under a cap of about %s (up to %s more), inferred from %s",
-		figures.FormatBytes(int64(c.Low)), figures.FormatBytes(int64(c.High-c.Low)), c.From())
+	var says []string
+	if c.Capped() {
+		says = append(says, fmt.Sprintf("recorded under a cap of about %s (up to %s more), inferred from %s",
+			figures.FormatBytes(int64(c.Low)), figures.FormatBytes(int64(c.High-c.Low)), c.From()))
+	}
+	if c.Device > 0 {
+		says = append(says, fmt.Sprintf("recorded on a card that had %s for the program (what it had reserved plus what the device had free), "+
+			"inferred from %d out-of-memory error%s the device itself raised; replayed on a card of that size",
+			figures.FormatBytes(int64(c.Device)), c.DeviceOOMs, plural(c.DeviceOOMs, "", "s")))
+	}
+	return strings.Join(says, "; ")
 }
 
 func plural(n int, one, many string) string {
@@ -136,6 +166,8 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 	}
 	var bounds []bound
 	reserved, low := reserved0, reserved0
+	var device uint64 // the least reserved + device_free of a device out-of-memory
+	deviceOOMs, deviceEvent := 0, 0
 	gc := newGCWatch(s)
 	at := func(k int) { // the watch as it was before events[k]
 		if frees != nil && gc != nil && k < len(events) {
@@ -213,6 +245,10 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 			a := allocationSize(e.Size) // the entry's size is already rounded
 			if e.Addr >= a {            // device_free: the device had room, so a cap refused it
 				bounds = append(bounds, bound{v: reserved + a, event: i, oom: true})
+			} else if room := reserved + e.Addr; deviceOOMs == 0 || room < device {
+				device, deviceOOMs, deviceEvent = room, deviceOOMs+1, i
+			} else {
+				deviceOOMs++
 			}
 		}
 		gc.see(e) // after: a new segment is not yet a cached one (a release run saw its own)
@@ -232,6 +268,15 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 		} else {
 			c.Retries++
 		}
+	}
+	// a card that had room for every recorded segment (low) and no more
+	// than the errors say; a trace without segment events (an RMM log, a
+	// text trace) knows neither
+	if deviceOOMs > 0 && low > 0 && device >= low && (c == nil || device > c.Low) {
+		if c == nil {
+			c = &Cap{Event: deviceEvent}
+		}
+		c.Device, c.DeviceOOMs = device, deviceOOMs
 	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestNoCapInferred(t *testing.T) {
 		switch {
 		case want == 0 && c != nil:
 			t.Errorf("%s: %s", base, c.Describe())
-		case want > 0 && (c == nil || c.Low > want || c.High < want):
+		case want > 0 && (!c.Capped() || c.Low > want || c.High < want):
 			t.Errorf("%s: recorded under a cap of %d, inferred %+v", base, want, c)
 		}
 	}
@@ -129,7 +130,8 @@ func TestInferCapRules(t *testing.T) {
 		{"other segment", cat(retry[:len(retry)-1], []trace.Event{ev(trace.ActionAlloc, c, 20*mib)}), 0, 0, 0},
 		// an out-of-memory the device had room for: 20 reserved + 64
 		{"oom under a cap", cat(alloc1(a, 20*mib), []trace.Event{ev(trace.ActionOOM, 1<<30, 64*mib)}), 0, 20 * mib, 84*mib - 1},
-		// one the device itself could not meet bounds nothing
+		// one the device itself could not meet bounds no cap (its card had
+		// 20 reserved + 32 free: TestInferDeviceRoom)
 		{"device oom", cat(alloc1(a, 20*mib), []trace.Event{ev(trace.ActionOOM, 32*mib, 64*mib)}), 0, 0, 0},
 		// garbage collection stayed quiet with a whole free segment
 		// cached: 20 MiB reserved <= 0.25 × cap, so the cap is >= 80 MiB
@@ -139,12 +141,43 @@ func TestInferCapRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := inferCap(tc.events, trace.Settings{GCThreshold: tc.gc}, 0)
 			switch {
-			case tc.high == 0 && c != nil:
+			case tc.high == 0 && c.Capped():
 				t.Errorf("inferred %+v, want none", c)
-			case tc.high != 0 && (c == nil || c.Low != tc.low || c.High != tc.high):
+			case tc.high != 0 && (!c.Capped() || c.Low != tc.low || c.High != tc.high):
 				t.Errorf("inferred %+v, want [%d, %d]", c, tc.low, tc.high)
 			}
 		})
+	}
+}
+
+// An out-of-memory the device raised (device_free below the request) shows
+// the card: reserved plus device_free, the least over such errors. A
+// recorded segment beyond it (the card's other tenants let go of memory)
+// makes it unknown.
+func TestInferDeviceRoom(t *testing.T) {
+	const mib = 1 << 20
+	a, b := uint64(0x7f0000000000), uint64(0x7f0010000000)
+	alloc1 := func(addr, size uint64) []trace.Event {
+		return []trace.Event{ev(trace.ActionSegmentAlloc, addr, size), ev(trace.ActionAlloc, addr, size)}
+	}
+	cat := func(parts ...[]trace.Event) []trace.Event { return slices.Concat(parts...) }
+	two := cat(alloc1(a, 20*mib), []trace.Event{ev(trace.ActionOOM, 32*mib, 64*mib), ev(trace.ActionOOM, 30*mib, 64*mib)})
+	if c := inferCap(two, trace.Settings{}, 0); c == nil || c.Capped() || c.Device != 50*mib || c.DeviceOOMs != 2 {
+		t.Errorf("two device errors: inferred %+v, want a 50 MiB card from 2 errors and no cap", c)
+	}
+	beyond := cat(two, alloc1(b, 40*mib)) // 60 MiB reserved on a 50 MiB card
+	if c := inferCap(beyond, trace.Settings{}, 0); c != nil {
+		t.Errorf("a segment beyond the card: inferred %+v, want none", c)
+	}
+	// the replay meets the error on a card of that size, and goes on
+	p := Build(two)
+	p.Cap = inferCap(two, trace.Settings{}, 0)
+	res, err := Run(p, Options{RecordedCap: true, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stats.NumOOMs != 2 || res.DeviceTotal != 50*mib || res.Allowed != 0 {
+		t.Errorf("ooms %d on a card of %d (allowed %d): want 2 on the 50 MiB card, no cap", res.Stats.NumOOMs, res.DeviceTotal, res.Allowed)
 	}
 }
 

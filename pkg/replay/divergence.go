@@ -273,6 +273,31 @@ func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
 // settingsCause names the settings that differ from the recording's, as
 // the first part of a cause; "" when they agree or are not known.
 func (p *Plan) settingsCause(res *Result, cfg alloc.Config) string {
+	diff := p.configDiff(cfg)
+	if !p.capAgrees(res.Allowed) {
+		diff = append(diff, "the memory cap")
+	}
+	if len(diff) == 0 {
+		return ""
+	}
+	return "recorded under other settings (" + strings.Join(diff, ", ") + " differ), so expected; "
+}
+
+// followsSettings says whether a replay under cfg and a cap of allowed
+// bytes (0: none) runs under the recording's settings and cap, known.
+func (p *Plan) followsSettings(cfg alloc.Config, allowed uint64) bool {
+	return p != nil && p.settings != nil && len(p.configDiff(cfg)) == 0 && p.capAgrees(allowed)
+}
+
+// capAgrees: a cap of allowed bytes (0: none) is one the recording shows.
+func (p *Plan) capAgrees(allowed uint64) bool {
+	c := p.Cap
+	return c.Capped() == (allowed != 0) && (!c.Capped() || allowed >= c.Low && allowed <= c.High)
+}
+
+// configDiff names the settings of cfg that differ from the recording's;
+// none when they agree or the recording's are not known.
+func (p *Plan) configDiff(cfg alloc.Config) []string {
 	var diff []string
 	if cfg.Policy != "" && cfg.Policy != alloc.PolicyPyTorch {
 		diff = append(diff, "policy "+string(cfg.Policy))
@@ -294,13 +319,7 @@ func (p *Plan) settingsCause(res *Result, cfg alloc.Config) string {
 			}
 		}
 	}
-	if c := p.Cap; (c == nil) != (res.Allowed == 0) || c != nil && (res.Allowed < c.Low || res.Allowed > c.High) {
-		diff = append(diff, "the memory cap")
-	}
-	if len(diff) == 0 {
-		return ""
-	}
-	return "recorded under other settings (" + strings.Join(diff, ", ") + " differ), so expected; "
+	return diff
 }
 
 // cause guesses why one op's device calls differ.

@@ -192,7 +192,10 @@ type builder struct {
 	reserved uint64 // reserved bytes by the segment events so far
 	peak     uint64 // the most reserved bytes the trace reaches
 	hint     uint64 // the address of a segment_alloc/segment_map just before
-	counted  int32  // alloc and free_completed events so far
+	// emptyIfCached: the release run before the segment the next alloc
+	// made may have been an empty_cache() (alloc.FlagEmptyIfCached)
+	emptyIfCached bool
+	counted       int32 // alloc and free_completed events so far
 	// freedFirst: a free of an address the trace had not allocated
 	// before, a block live before the trace began
 	freedFirst bool
@@ -247,6 +250,9 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 	p := b.p
 	e := &events[i]
 	p.noteDevice(base+i, e)
+	if e.Action != trace.ActionAlloc && e.Action != trace.ActionSegmentAlloc {
+		b.emptyIfCached = false // it marks the alloc right after a release run's segment
+	}
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 		b.hint = e.Addr
@@ -260,6 +266,10 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		id := p.newID()
 		p.byAddr[e.Addr] = live1{id: id}
 		op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
+		if b.emptyIfCached {
+			op.Flags |= alloc.FlagEmptyIfCached
+			b.emptyIfCached = false
+		}
 		if b.pp != nil {
 			op.Pool = b.pp.allocPool[base+i]
 			if b.pp.claim[base+i] {
@@ -337,6 +347,9 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 			caused = true
 		case trace.ActionSegmentAlloc:
 			caused = b.cfg.GCThreshold > 0 || before+next.Size > b.peak
+			// past the peak the malloc may have released for itself, or
+			// the program called empty_cache(): the replay's cache decides
+			b.emptyIfCached = caused && b.cfg.GCThreshold == 0
 		}
 	}
 	var ri runInfo

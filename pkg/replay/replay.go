@@ -101,8 +101,15 @@ func newAllocator(o Options, p *Plan) (*alloc.Allocator, *Cap, error) {
 		Config: o.Config, Device: o.Device, DeviceTotal: o.DeviceTotal,
 		MemoryFraction: o.MemoryFraction, Check: o.Check,
 	}
-	if inferred != nil {
+	if inferred.Capped() {
 		ao.Allowed = inferred.Low
+	}
+	if inferred != nil && inferred.Device > 0 {
+		// a simulated card of the size the recording's own out-of-memory
+		// errors show; a real GPU or a card given by size stays as it is
+		if d, ok := alloc.SimWithCapacity(ao.Device, inferred.Device); ok {
+			ao.Device, ao.DeviceTotal = d, inferred.Device
+		}
 	}
 	a, err := alloc.New(ao)
 	return a, inferred, err
@@ -115,6 +122,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 		return nil, err
 	}
 	defer a.Close()
+	a.SetEmptyIfCached(p.followsSettings(o.Config, a.Allowed()))
 	for _, s := range seeds {
 		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
 			if errors.Is(err, alloc.ErrOutOfMemory) {

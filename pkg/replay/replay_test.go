@@ -190,6 +190,124 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// A release run followed by a segment past the trace's peak was either the
+// malloc's own retry or the program's empty_cache(). A batch-size finder
+// that caught an out-of-memory frees, calls empty_cache() and asks again:
+// the next request would have fitted a cached block, so its malloc could
+// not have released, and the replay empties the cache first. Where no
+// cached block fits, the malloc releases for itself as before.
+func TestReleaseRunBeforeCachedFit(t *testing.T) {
+	const mib = 1 << 20
+	events := []trace.Event{
+		ev(trace.ActionSegmentAlloc, 0x10000000, 64*mib),
+		ev(trace.ActionAlloc, 0x10000000, 64*mib),
+		ev(trace.ActionFreeRequested, 0x10000000, 64*mib),
+		ev(trace.ActionFreeCompleted, 0x10000000, 64*mib),
+		ev(trace.ActionSegmentFree, 0x10000000, 64*mib), // empty_cache(): 64 + 20 MiB passes the peak
+		ev(trace.ActionSegmentAlloc, 0x20000000, 20*mib),
+		ev(trace.ActionAlloc, 0x20000000, 8*mib), // 8 MiB fitted the cached 64 MiB block
+	}
+	p := Build(events)
+	if f := p.Ops[len(p.Ops)-1].Flags; f&alloc.FlagEmptyIfCached == 0 {
+		t.Fatalf("the alloc after the run has flags %#x, want FlagEmptyIfCached", f)
+	}
+	// under other settings the cache says nothing of the recording's: the
+	// flag is left alone, and the malloc finds the cached block
+	res, err := Run(p, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stats.NumDeviceFree != 0 {
+		t.Errorf("settings unknown: %d device frees, want the cached block reused", res.Stats.NumDeviceFree)
+	}
+	p.settings = &trace.Settings{} // recorded under the defaults, as replayed
+	res, err = Run(p, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Stats
+	if s.NumDeviceFree != 1 || s.NumDeviceAlloc != 2 || s.ReservedBytes[0].Current != 20*mib || res.Divergence != nil {
+		t.Errorf("device frees %d allocs %d, reserved %d, divergence %v: want the cache emptied before the 8 MiB request",
+			s.NumDeviceFree, s.NumDeviceAlloc, s.ReservedBytes[0].Current, res.Divergence)
+	}
+	// a run before a request no cached block fits: under a 70 MiB cap the
+	// malloc released for itself, and the replay's malloc does the same as
+	// without the flag
+	events = []trace.Event{
+		ev(trace.ActionSegmentAlloc, 0x10000000, 40*mib),
+		ev(trace.ActionAlloc, 0x10000000, 40*mib),
+		ev(trace.ActionFreeRequested, 0x10000000, 40*mib),
+		ev(trace.ActionFreeCompleted, 0x10000000, 40*mib),
+		ev(trace.ActionSegmentFree, 0x10000000, 40*mib),
+		ev(trace.ActionSegmentAlloc, 0x20000000, 50*mib),
+		ev(trace.ActionAlloc, 0x20000000, 50*mib),
+	}
+	capped := Options{Device: alloc.Sim(140 * mib), DeviceTotal: 140 * mib, MemoryFraction: 0.5, Check: true}
+	p = Build(events)
+	p.settings, p.Cap = &trace.Settings{}, &Cap{Low: 60 * mib, High: 80 * mib, Retries: 1}
+	with, err := Run(p, capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Ops[len(p.Ops)-1].Flags &^= alloc.FlagEmptyIfCached
+	without, err := Run(p, capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.OOM != nil || with.Stats.NumDeviceFree != 1 || with.Stats != without.Stats {
+		t.Errorf("oom %v, device frees %d, stats differ %v: want the malloc's own release, as without the flag",
+			with.OOM, with.Stats.NumDeviceFree, with.Stats != without.Stats)
+	}
+}
+
+// Recordings of programs the rules were not written from
+// (testdata/heldout/README.md) replay to PyTorch's memory_stats, under the
+// truth's settings as the replay command runs them: with the cap or card
+// the recording shows when the run set no memory fraction.
+func TestHeldOutRecordings(t *testing.T) {
+	names, _ := filepath.Glob(filepath.Join("testdata", "heldout", "*.truth.json"))
+	if len(names) != 2 {
+		t.Fatalf("%d recordings, want 2", len(names))
+	}
+	for _, path := range names {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			var tr truth
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &tr); err != nil {
+				t.Fatal(err)
+			}
+			snap, err := trace.Open(filepath.Join("testdata", "heldout", tr.Replay))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := alloc.ParseConfig(tr.AllocConf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := Options{Config: cfg, Check: true, RecordedCap: true}
+			if tr.Fraction > 0 {
+				o.Device, o.DeviceTotal, o.MemoryFraction = alloc.Sim(tr.RecordedWith.DeviceTotal), tr.RecordedWith.DeviceTotal, tr.Fraction
+			}
+			res, err := Run(FromSnapshot(snap, 0), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Stats.Map()
+			for k, want := range tr.MemoryStats {
+				if got[k] != want {
+					t.Errorf("%s = %d, PyTorch %d", k, got[k], want)
+				}
+			}
+			if res.Divergence != nil {
+				t.Errorf("left the recording: %s", res.Divergence.Describe())
+			}
+		})
+	}
+}
+
 // BenchmarkReplay measures replay throughput on the gpt2_varlen operation
 // stream, parsed once.
 func BenchmarkReplay(b *testing.B) {
