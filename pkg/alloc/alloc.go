@@ -223,17 +223,18 @@ func (a *Allocator) MemInfo() (free, total uint64, err error) {
 // Config returns the settings the allocator runs with.
 func (a *Allocator) Config() Config { return a.cfg }
 
-// SetEmptyIfCached sets whether Run honours FlagEmptyIfCached (off in a
-// new Allocator): on for a replay under its recording's settings and cap,
-// whose cache then holds what the recording's held.
-func (a *Allocator) SetEmptyIfCached(on bool) {
+// SetFollowsRecording says whether the replay runs under its recording's
+// settings and cap (off in a new Allocator): only then does Run honour
+// FlagReleasedBefore, whose test reads the cache and cap for the
+// recording's.
+func (a *Allocator) SetFollowsRecording(on bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	v := C.int(0)
 	if on {
 		v = 1
 	}
-	C.gm_set_empty_if_cached(a.c, v)
+	C.gm_set_follows_recording(a.c, v)
 }
 
 // Allowed returns the memory-fraction cap in bytes, 0 when there is none.

@@ -435,7 +435,7 @@ static void track_peak(gm_alloc_t *a) {
   }
 }
 
-void gm_set_empty_if_cached(gm_alloc_t *a, int on) { a->empty_if_cached = on != 0; }
+void gm_set_follows_recording(gm_alloc_t *a, int on) { a->follows_recording = on != 0; }
 
 static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr) {
   gm_block_t *b;
@@ -453,8 +453,8 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
      * (pytorch); the others never read them. */
     a->route = op->pool;
     a->claim = (op->flags & GM_OPF_CLAIM) != 0;
-    if ((op->flags & GM_OPF_EMPTY_IF_CACHED) && a->empty_if_cached && a->pol->cached &&
-        a->pol->cached(a, op->size, op->stream))
+    if ((op->flags & GM_OPF_RELEASED_BEFORE) && a->follows_recording && a->pol->releases &&
+        !a->pol->releases(a, op->size, op->stream))
       a->pol->empty_cache(a);
     gm_oom_t o = {0};
     rc = do_malloc(a, op->size, op->stream, op->hint, &b, &o);

@@ -232,11 +232,12 @@ enum {
                               the routed pool, whatever its size class
                               (a CUDA-graph-tree checkpoint restore); an
                               ordinary malloc when there is no such block */
-  GM_OPF_EMPTY_IF_CACHED = 4 /* alloc: the recording released cached
+  GM_OPF_RELEASED_BEFORE = 4 /* alloc: the recording released cached
                               segments just before it, by empty_cache() or by
-                              this malloc's own retry; when a cached block
-                              would serve it the malloc could not have
-                              released, so empty_cache() runs first */
+                              this malloc's own retry; when the malloc would
+                              not release (a cached block serves it, or a
+                              new segment fits), it was empty_cache(), which
+                              runs first (gm_set_follows_recording) */
 };
 
 /* pool: 0 = the default pools; k > 0 = private pool k, created on the first
@@ -270,11 +271,11 @@ typedef struct gm_timeline {
   int64_t *allocated, *reserved, *active;
 } gm_timeline_t;
 
-/* gm_set_empty_if_cached sets whether gm_run honours GM_OPF_EMPTY_IF_CACHED
- * (off after creation). Its test reads the replay's cache for the
- * recording's, so only a replay under the recording's settings and cap
- * turns it on; elsewhere the flag is ignored and the malloc decides. */
-void gm_set_empty_if_cached(gm_alloc_t *a, int on);
+/* gm_set_follows_recording says that the replay runs under its recording's
+ * settings and cap (off after creation): only then does gm_run honour
+ * GM_OPF_RELEASED_BEFORE, whose test reads the replay's cache and cap for
+ * the recording's; elsewhere the flag is ignored and the malloc decides. */
+void gm_set_follows_recording(gm_alloc_t *a, int on);
 
 /* gm_run applies ops[0..n) in order and stops at the first error.
  * *done = the number of ops applied. On GM_ENOMEM ops[*done] is the failing

@@ -75,11 +75,13 @@ struct gm_policy {
   int (*pool_release)(gm_alloc_t *a, uint16_t id);
   int (*pool_empty)(gm_alloc_t *a, uint16_t id);
 
-  /* cached (optional): whether malloc would serve `orig` bytes on `stream`
-   * (in the pool the engine routes it to, a->route) from a cached block,
-   * without asking the device. It changes nothing. Without it the engine
-   * never empties the cache for GM_OPF_EMPTY_IF_CACHED. */
-  int (*cached)(gm_alloc_t *a, uint64_t orig, uint64_t stream);
+  /* releases (optional): whether malloc, asked now for `orig` bytes on
+   * `stream` (in the pool the engine routes it to, a->route), would give
+   * cached memory back before it got them: no cached block serves it and
+   * the cap or the device refuses a new segment. It changes nothing.
+   * Without it the engine never empties the cache for
+   * GM_OPF_RELEASED_BEFORE. */
+  int (*releases)(gm_alloc_t *a, uint64_t orig, uint64_t stream);
 
   /* destroy (optional): free a->pol_state and leave segments gm_free can
    * return whole (gm_free frees each segment, unmapping mapped blocks of

@@ -466,16 +466,20 @@ static int pytorch_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_
   return rc;
 }
 
-/* cached: the first step of pytorch_malloc, get_free_block, would serve
- * the request (a claim, by address, is not asked about). */
-static int pytorch_cached(gm_alloc_t *a, uint64_t orig, uint64_t stream) {
+/* releases: pytorch_malloc would reach its release steps: get_free_block
+ * finds nothing and the first alloc_block is refused by the cap or the
+ * device (a claim, by address, is not asked about). */
+static int pytorch_releases(gm_alloc_t *a, uint64_t orig, uint64_t stream) {
   params_t p = {0};
   p.stream = stream;
   p.size = gm_round_size(&a->cfg, orig);
   p.pool = gm_pool_find(a, a->route, p.size <= GM_SMALL_SIZE);
-  if (!p.pool) return 0;
   gm_block_t **link, *pred;
-  return find_free_block(a, &p, &link, &pred) != NULL;
+  if (p.pool && find_free_block(a, &p, &link, &pred)) return 0;
+  uint64_t need = allocation_size(a, p.size);
+  if (a->cfg.allowed_memory_maximum && a->total_allocated + need > a->cfg.allowed_memory_maximum) return 1;
+  uint64_t free_bytes, total;
+  return gm_mem_info(a, &free_bytes, &total) == GM_OK && need > free_bytes;
 }
 
 /* free_block (§7.2): the memory becomes reusable. */
@@ -620,5 +624,5 @@ const gm_policy_t gm_policy_pytorch = {
     .seed = pytorch_seed,
     .pool_release = gm_pool_release,
     .pool_empty = gm_pool_empty,
-    .cached = pytorch_cached,
+    .releases = pytorch_releases,
 };

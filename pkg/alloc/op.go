@@ -45,15 +45,16 @@ const (
 	// tree's checkpoint restore does; an ordinary allocation when no free
 	// block starts there.
 	FlagClaim uint8 = 2
-	// FlagEmptyIfCached on an OpAlloc: the recording released cached
+	// FlagReleasedBefore on an OpAlloc: the recording released cached
 	// segments just before it, either by empty_cache() or by this
-	// allocation's own retry (a first attempt refused). If a cached block
-	// would serve it, its malloc could not have released anything, so the
-	// program called empty_cache(): the replay does so first. Otherwise
-	// the malloc releases as it must. Only an allocator told so
-	// (Allocator.SetEmptyIfCached) honours it: the test reads its cache
-	// for the recording's.
-	FlagEmptyIfCached uint8 = 4
+	// allocation's own retry (a first attempt refused). If its malloc
+	// would not release (a cached block serves it, or the cap and the
+	// device admit a new segment), the program called empty_cache(): the
+	// replay does so first. Otherwise the malloc releases as it must. Only
+	// an allocator told that the replay follows its recording
+	// (Allocator.SetFollowsRecording) honours it: the test reads its cache
+	// and cap for the recording's.
+	FlagReleasedBefore uint8 = 4
 )
 
 // Op is one operation of a stream handed to [Allocator.Run].

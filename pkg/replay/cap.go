@@ -159,6 +159,25 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 		// max_split_size: oversize blocks serve only oversize requests
 		return s.MaxSplitSize <= 0 || seg.Size < uint64(s.MaxSplitSize) || rounded >= uint64(s.MaxSplitSize)
 	}
+	// stageTwo is the segment of run that release_available_cached_blocks
+	// would give back for alloc k under max_split_size (§6.3): the
+	// smallest whole free segment of its stream at least as large as the
+	// request and max_split_size; 0 without max_split_size or such a segment
+	stageTwo := func(run []trace.Event, k int) uint64 {
+		if s.MaxSplitSize <= 0 || k < 0 {
+			return 0
+		}
+		al := &events[k]
+		want := max(alloc.RoundSize(cfg, al.Size), uint64(s.MaxSplitSize))
+		var x uint64
+		for r := range run {
+			seg := &run[r]
+			if seg.Action == trace.ActionSegmentFree && seg.Stream == al.Stream && seg.Size >= want && (x == 0 || seg.Size < x) {
+				x = seg.Size
+			}
+		}
+		return x
+	}
 	type bound struct {
 		v           uint64 // the cap is below v
 		event, runs int
@@ -225,6 +244,11 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 			}
 			if a > 0 {
 				v := before + a
+				if x := stageTwo(events[i:j], k); x > 0 && j-i > 1 {
+					// a retry gives back that one segment first and
+					// releases everything only when the cap still refuses
+					v = min(v, before-x+a)
+				}
 				switch {
 				case gc.left():
 					// whole free segments stayed cached: no retry released

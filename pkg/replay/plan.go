@@ -104,7 +104,10 @@ func (p *Plan) newID() uint32 {
 //     trace reached); otherwise it is an empty_cache call → OpEmptyCache
 //     (graph capture starts with one, and its first allocation follows at
 //     once). Under garbage collection every run followed by a segment_alloc
-//     is taken as the malloc's own.
+//     is taken as the malloc's own. Past the peak the allocation after the
+//     run is flagged alloc.FlagReleasedBefore: a replay that follows its
+//     recording makes the run an empty_cache when its malloc would not
+//     have released (docs/pytorch-allocator.md §19.5).
 //   - oom → an OpAlloc of the size the program asked for, flagged
 //     alloc.FlagRecordedOOM, followed by an OpFree: replayed as recorded it
 //     fails, is counted, and the replay goes on as the program did; under
@@ -192,10 +195,10 @@ type builder struct {
 	reserved uint64 // reserved bytes by the segment events so far
 	peak     uint64 // the most reserved bytes the trace reaches
 	hint     uint64 // the address of a segment_alloc/segment_map just before
-	// emptyIfCached: the release run before the segment the next alloc
-	// made may have been an empty_cache() (alloc.FlagEmptyIfCached)
-	emptyIfCached bool
-	counted       int32 // alloc and free_completed events so far
+	// releasedBefore: the release run before the segment the next alloc
+	// made may have been an empty_cache() (alloc.FlagReleasedBefore)
+	releasedBefore bool
+	counted        int32 // alloc and free_completed events so far
 	// freedFirst: a free of an address the trace had not allocated
 	// before, a block live before the trace began
 	freedFirst bool
@@ -251,7 +254,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 	e := &events[i]
 	p.noteDevice(base+i, e)
 	if e.Action != trace.ActionAlloc && e.Action != trace.ActionSegmentAlloc {
-		b.emptyIfCached = false // it marks the alloc right after a release run's segment
+		b.releasedBefore = false // it marks the alloc right after a release run's segment
 	}
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
@@ -266,9 +269,9 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		id := p.newID()
 		p.byAddr[e.Addr] = live1{id: id}
 		op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
-		if b.emptyIfCached {
-			op.Flags |= alloc.FlagEmptyIfCached
-			b.emptyIfCached = false
+		if b.releasedBefore {
+			op.Flags |= alloc.FlagReleasedBefore
+			b.releasedBefore = false
 		}
 		if b.pp != nil {
 			op.Pool = b.pp.allocPool[base+i]
@@ -349,7 +352,7 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 			caused = b.cfg.GCThreshold > 0 || before+next.Size > b.peak
 			// past the peak the malloc may have released for itself, or
 			// the program called empty_cache(): the replay's cache decides
-			b.emptyIfCached = caused && b.cfg.GCThreshold == 0
+			b.releasedBefore = caused && b.cfg.GCThreshold == 0
 		}
 	}
 	var ri runInfo

@@ -122,7 +122,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 		return nil, err
 	}
 	defer a.Close()
-	a.SetEmptyIfCached(p.followsSettings(o.Config, a.Allowed()))
+	a.SetFollowsRecording(p.followsSettings(o.Config, a.Allowed()))
 	for _, s := range seeds {
 		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
 			if errors.Is(err, alloc.ErrOutOfMemory) {

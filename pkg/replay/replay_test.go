@@ -208,8 +208,8 @@ func TestReleaseRunBeforeCachedFit(t *testing.T) {
 		ev(trace.ActionAlloc, 0x20000000, 8*mib), // 8 MiB fitted the cached 64 MiB block
 	}
 	p := Build(events)
-	if f := p.Ops[len(p.Ops)-1].Flags; f&alloc.FlagEmptyIfCached == 0 {
-		t.Fatalf("the alloc after the run has flags %#x, want FlagEmptyIfCached", f)
+	if f := p.Ops[len(p.Ops)-1].Flags; f&alloc.FlagReleasedBefore == 0 {
+		t.Fatalf("the alloc after the run has flags %#x, want FlagReleasedBefore", f)
 	}
 	// under other settings the cache says nothing of the recording's: the
 	// flag is left alone, and the malloc finds the cached block
@@ -249,7 +249,7 @@ func TestReleaseRunBeforeCachedFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Ops[len(p.Ops)-1].Flags &^= alloc.FlagEmptyIfCached
+	p.Ops[len(p.Ops)-1].Flags &^= alloc.FlagReleasedBefore
 	without, err := Run(p, capped)
 	if err != nil {
 		t.Fatal(err)
@@ -266,8 +266,8 @@ func TestReleaseRunBeforeCachedFit(t *testing.T) {
 // the recording shows when the run set no memory fraction.
 func TestHeldOutRecordings(t *testing.T) {
 	names, _ := filepath.Glob(filepath.Join("testdata", "heldout", "*.truth.json"))
-	if len(names) != 2 {
-		t.Fatalf("%d recordings, want 2", len(names))
+	if len(names) != 3 {
+		t.Fatalf("%d recordings, want 3", len(names))
 	}
 	for _, path := range names {
 		t.Run(filepath.Base(path), func(t *testing.T) {
