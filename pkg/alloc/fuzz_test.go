@@ -237,6 +237,9 @@ func (fp *fuzzPools) decorate(c byte, op *Op, a *Allocator) (pre *Op) {
 	if c&0x10 != 0 {
 		op.Flags |= FlagRecordedOOM
 	}
+	if c&0x03 == 0x03 && c&0x0c != 0x0c { // a release run came before it
+		op.Flags |= FlagReleasedBefore
+	}
 	if c&0x20 != 0 {
 		var free []uint64
 		for _, s := range a.Snapshot() {
@@ -383,6 +386,7 @@ func runFuzz(t *testing.T, data []byte, seeded, pools bool, pol Policy) {
 		}
 	}
 	var fp fuzzPools
+	a.SetFollowsRecording(pools) // FlagReleasedBefore may empty the cache
 	for len(b) > 0 && len(history) < 400 {
 		op := fuzzOp(&b, &ids)
 		if pools {

@@ -147,12 +147,18 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 	// request of alloc k: best fit finds it before any retry, so a release
 	// run giving it back was an empty_cache
 	couldServe := func(seg *trace.Event, k int) bool {
-		if seg.Action != trace.ActionSegmentFree { // an expandable range's pool does not show
-			return false
-		}
 		al := &events[k]
 		rounded := alloc.RoundSize(cfg, al.Size)
 		small := rounded <= 1<<20
+		if seg.Action == trace.ActionSegmentUnmap {
+			// pages unmapped from an expandable range were a free block's,
+			// mapped, of at least that size: a large request it held was
+			// served before any retry (small ones do not use the range)
+			return !small && seg.Stream == al.Stream && seg.Size >= rounded
+		}
+		if seg.Action != trace.ActionSegmentFree {
+			return false
+		}
 		if seg.Stream != al.Stream || small != (seg.Size == 2<<20) || seg.Size < rounded {
 			return false
 		}

@@ -253,7 +253,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 	p := b.p
 	e := &events[i]
 	p.noteDevice(base+i, e)
-	if e.Action != trace.ActionAlloc && e.Action != trace.ActionSegmentAlloc {
+	if e.Action != trace.ActionAlloc && e.Action != trace.ActionSegmentAlloc && e.Action != trace.ActionSegmentMap {
 		b.releasedBefore = false // it marks the alloc right after a release run's segment
 	}
 	switch e.Action {
@@ -346,8 +346,13 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	caused := false
 	if j+1 < len(events) {
 		switch next := &events[j+1]; next.Action {
-		case trace.ActionOOM, trace.ActionSegmentMap:
+		case trace.ActionOOM:
 			caused = true
+		case trace.ActionSegmentMap:
+			// pages mapped after pages unmapped: the malloc's own release,
+			// unless the replay's cache says it would not release
+			caused = true
+			b.releasedBefore = b.cfg.GCThreshold == 0
 		case trace.ActionSegmentAlloc:
 			caused = b.cfg.GCThreshold > 0 || before+next.Size > b.peak
 			// past the peak the malloc may have released for itself, or

@@ -266,8 +266,8 @@ func TestReleaseRunBeforeCachedFit(t *testing.T) {
 // the recording shows when the run set no memory fraction.
 func TestHeldOutRecordings(t *testing.T) {
 	names, _ := filepath.Glob(filepath.Join("testdata", "heldout", "*.truth.json"))
-	if len(names) != 3 {
-		t.Fatalf("%d recordings, want 3", len(names))
+	if len(names) != 4 {
+		t.Fatalf("%d recordings, want 4", len(names))
 	}
 	for _, path := range names {
 		t.Run(filepath.Base(path), func(t *testing.T) {
