@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -185,11 +184,7 @@ func TestInferDeviceRoom(t *testing.T) {
 // testdata/recorded/README.md): the cap inferred holds PyTorch's, and the
 // replay under it follows the recording and reproduces its figures.
 func TestRecordedUnderACap(t *testing.T) {
-	names, _ := filepath.Glob(filepath.Join("testdata", "recorded", "*.pickle"))
-	if len(names) != 4 {
-		t.Fatalf("%d recordings, want 4", len(names))
-	}
-	for _, name := range names {
+	for _, name := range recordings(t, "recorded", "*.pickle", 4) {
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			var want struct {
 				AllocConf   string           `json:"alloc_conf"`
@@ -197,13 +192,7 @@ func TestRecordedUnderACap(t *testing.T) {
 				Reached     bool             `json:"cap_reached"` // the run hit its cap
 				MemoryStats map[string]int64 `json:"memory_stats"`
 			}
-			b, err := os.ReadFile(strings.TrimSuffix(name, ".pickle") + ".json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(b, &want); err != nil {
-				t.Fatal(err)
-			}
+			readJSON(t, strings.TrimSuffix(name, ".pickle")+".json", &want)
 			snap, err := trace.Open(name)
 			if err != nil {
 				t.Fatal(err)

@@ -28,15 +28,32 @@ type truth struct {
 
 func loadTruth(t testing.TB, name string) truth {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtures, name+".truth.json"))
+	var tr truth
+	readJSON(t, filepath.Join(fixtures, name+".truth.json"), &tr)
+	return tr
+}
+
+// recordings are the files of testdata/dir matching pattern; the test
+// fails unless there are n, so that one lost does not go unnoticed.
+func recordings(t *testing.T, dir, pattern string, n int) []string {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join("testdata", dir, pattern))
+	if len(names) != n {
+		t.Fatalf("%d recordings in testdata/%s, want %d", len(names), dir, n)
+	}
+	return names
+}
+
+// readJSON decodes the JSON file at path into v.
+func readJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tr truth
-	if err := json.Unmarshal(b, &tr); err != nil {
+	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
 	}
-	return tr
 }
 
 func replayTruth(t testing.TB, tr truth, check bool) *Result {
@@ -198,15 +215,18 @@ func TestBuild(t *testing.T) {
 // cached block fits, the malloc releases for itself as before.
 func TestReleaseRunBeforeCachedFit(t *testing.T) {
 	const mib = 1 << 20
-	events := []trace.Event{
-		ev(trace.ActionSegmentAlloc, 0x10000000, 64*mib),
-		ev(trace.ActionAlloc, 0x10000000, 64*mib),
-		ev(trace.ActionFreeRequested, 0x10000000, 64*mib),
-		ev(trace.ActionFreeCompleted, 0x10000000, 64*mib),
-		ev(trace.ActionSegmentFree, 0x10000000, 64*mib), // empty_cache(): 64 + 20 MiB passes the peak
-		ev(trace.ActionSegmentAlloc, 0x20000000, 20*mib),
-		ev(trace.ActionAlloc, 0x20000000, 8*mib), // 8 MiB fitted the cached 64 MiB block
+	// a segment used whole, freed and given back, then a new one
+	cached := func(size, next, request uint64) []trace.Event {
+		return []trace.Event{
+			ev(trace.ActionSegmentAlloc, 0x10000000, size), ev(trace.ActionAlloc, 0x10000000, size),
+			ev(trace.ActionFreeRequested, 0x10000000, size), ev(trace.ActionFreeCompleted, 0x10000000, size),
+			ev(trace.ActionSegmentFree, 0x10000000, size),
+			ev(trace.ActionSegmentAlloc, 0x20000000, next), ev(trace.ActionAlloc, 0x20000000, request),
+		}
 	}
+	// empty_cache(): 64 + 20 MiB passes the peak; 8 MiB fitted the cached
+	// 64 MiB block
+	events := cached(64*mib, 20*mib, 8*mib)
 	p := Build(events)
 	if f := p.Ops[len(p.Ops)-1].Flags; f&alloc.FlagReleasedBefore == 0 {
 		t.Fatalf("the alloc after the run has flags %#x, want FlagReleasedBefore", f)
@@ -233,15 +253,7 @@ func TestReleaseRunBeforeCachedFit(t *testing.T) {
 	// a run before a request no cached block fits: under a 70 MiB cap the
 	// malloc released for itself, and the replay's malloc does the same as
 	// without the flag
-	events = []trace.Event{
-		ev(trace.ActionSegmentAlloc, 0x10000000, 40*mib),
-		ev(trace.ActionAlloc, 0x10000000, 40*mib),
-		ev(trace.ActionFreeRequested, 0x10000000, 40*mib),
-		ev(trace.ActionFreeCompleted, 0x10000000, 40*mib),
-		ev(trace.ActionSegmentFree, 0x10000000, 40*mib),
-		ev(trace.ActionSegmentAlloc, 0x20000000, 50*mib),
-		ev(trace.ActionAlloc, 0x20000000, 50*mib),
-	}
+	events = cached(40*mib, 50*mib, 50*mib)
 	capped := Options{Device: alloc.Sim(140 * mib), DeviceTotal: 140 * mib, MemoryFraction: 0.5, Check: true}
 	p = Build(events)
 	p.settings, p.Cap = &trace.Settings{}, &Cap{Low: 60 * mib, High: 80 * mib, Retries: 1}
@@ -265,20 +277,10 @@ func TestReleaseRunBeforeCachedFit(t *testing.T) {
 // truth's settings as the replay command runs them: with the cap or card
 // the recording shows when the run set no memory fraction.
 func TestHeldOutRecordings(t *testing.T) {
-	names, _ := filepath.Glob(filepath.Join("testdata", "heldout", "*.truth.json"))
-	if len(names) != 4 {
-		t.Fatalf("%d recordings, want 4", len(names))
-	}
-	for _, path := range names {
+	for _, path := range recordings(t, "heldout", "*.truth.json", 4) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			var tr truth
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(b, &tr); err != nil {
-				t.Fatal(err)
-			}
+			readJSON(t, path, &tr)
 			snap, err := trace.Open(filepath.Join("testdata", "heldout", tr.Replay))
 			if err != nil {
 				t.Fatal(err)
