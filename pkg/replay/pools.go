@@ -100,22 +100,27 @@ func cmpEnt(a, b freeEnt) int {
 }
 
 type inferer struct {
-	cfg       alloc.Config
-	events    []trace.Event // the whole trace; nil in a streamed walk
-	rec       []evRec       // per event: what the labels read of it
-	streams   map[uint64]uint32
-	insts     []*inst
-	live      map[uint64]int // segment base → inst
-	bases     []uint64       // live bases, sorted
-	free      map[freeKey][]freeEnt
-	ne        map[[2]int]bool // inst pairs known to be in different pools
-	runs      [][]int         // per run: the insts it freed, in order
-	runAt     []int           // per run: its first event index
-	surv      [][]int         // per run: whole-free insts it left
-	ofAl      []int32         // per event: the inst an alloc landed in, -1
-	claim     []bool
-	orderOK   bool // no GC or max_split_size: releases free every whole segment in order
-	divisions bool // roundup_power2_divisions set
+	cfg     alloc.Config
+	events  []trace.Event // the whole trace; nil in a streamed walk
+	rec     []evRec       // per event: what the labels read of it
+	streams map[uint64]uint32
+	insts   []*inst
+	live    map[uint64]int // segment base → inst
+	bases   []uint64       // live bases, sorted
+	free    map[freeKey][]freeEnt
+	ne      map[[2]int]bool // inst pairs known to be in different pools
+	runs    [][]int         // per run: the insts it freed, in order
+	runAt   []int           // per run: its first event index
+	surv    [][]int         // per run: whole-free insts it left
+	ofAl    []int32         // per event: the inst an alloc landed in, -1
+	claim   []bool
+	orderOK bool // no GC or max_split_size: releases free every whole segment in order
+	// runStart: per run, where its global release begins; the segments
+	// before it were one pool's own release (~MemPool's emptyCache)
+	// just before an empty_cache(), so they share a pool (group)
+	runStart  []int
+	group     map[int]int // inst → the first inst of its pool-only release
+	divisions bool        // roundup_power2_divisions set
 }
 
 // inferPools labels every segment of the trace with its pool. final holds the
@@ -542,15 +547,36 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 	// E4: a global release frees default large, default small, then the
 	// released pools' small and large segments; where that order breaks,
 	// private segments begin
+	f.runStart = make([]int, len(f.runs))
+	f.group = map[int]int{}
 	if f.orderOK {
-		for _, run := range f.runs {
-			for k := 1; k < len(run); k++ {
-				if lessKey(f.classKey(run[k]), f.classKey(run[k-1])) {
-					for _, si := range run[k:] {
-						f.set(si, private, howOrder)
-					}
-					break
+		for r, run := range f.runs {
+			k := orderBreak(f, run)
+			if k < 0 {
+				continue
+			}
+			if f.poolThenGlobal(run, k) {
+				// one pool's own release, then empty_cache()'s
+				f.runStart[r] = k
+				for _, si := range run[:k] {
+					f.set(si, private, howOrder)
+					f.group[si] = run[0]
 				}
+				// the global part in order is the default pools' (a
+				// freeable pool's segments follow where the order breaks)
+				end := len(run)
+				if k2 := orderBreak(f, run[k:]); k2 >= 0 {
+					end = k + k2
+				}
+				for _, si := range run[k:end] {
+					f.set(si, dflt, howOrder)
+				}
+				if k = end; k == len(run) {
+					continue
+				}
+			}
+			for _, si := range run[k:] {
+				f.set(si, private, howOrder)
 			}
 		}
 	}
@@ -566,6 +592,38 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 	return ids
 }
 
+// orderBreak is the first index of run whose segment sorts before the one
+// before it (classKey), -1 when the run is in order.
+func orderBreak(f *inferer, run []int) int {
+	for k := 1; k < len(run); k++ {
+		if lessKey(f.classKey(run[k]), f.classKey(run[k-1])) {
+			return k
+		}
+	}
+	return -1
+}
+
+// poolThenGlobal says whether a run whose order breaks at k reads better as
+// one pool's own release (run[:k], one class: ~MemPool's emptyCache frees
+// the pool's small, then large segments) followed at once by a global one
+// (run[k:], in order from large to small: the default pools) than as a
+// global release followed by released pools' segments from k on: those
+// would free a pool's small segments before its large ones, and run[k:]
+// frees large before small.
+func (f *inferer) poolThenGlobal(run []int, k int) bool {
+	small := func(si int) bool { return f.insts[si].small }
+	for _, si := range run[1:k] {
+		if small(si) != small(run[0]) {
+			return false
+		}
+	}
+	rest := run[k:]
+	if orderBreak(f, rest) >= 0 || small(rest[0]) {
+		return false
+	}
+	return small(rest[len(rest)-1])
+}
+
 // label assigns every segment a pool. It returns the PyTorch ids of the
 // pools (index = label), or nil when the trace shows no private pool.
 func (f *inferer) label(final []trace.Segment) [][2]int64 {
@@ -574,20 +632,51 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 		return nil
 	}
 	f.propagate()
-	// private segments of unknown pool: the pool of the nearest private
-	// allocation on the stream, or one inferred pool
+	// private segments of unknown pool, in the order they were made: the
+	// pool of the nearest private allocation on the stream, else the pool
+	// inferred last; a pool an exclusion rules out (a request passed
+	// over a free block of it) is skipped for the next choice, and a new
+	// pool inferred when none is left. A pool-only release's segments
+	// share their pool.
+	neOf := map[int][]int{}
+	for p := range f.ne {
+		neOf[p[0]] = append(neOf[p[0]], p[1])
+		neOf[p[1]] = append(neOf[p[1]], p[0])
+	}
+	inferred := 0 // the last inferred pool's label
 	for si, s := range f.insts {
 		if s.label != private {
 			continue
 		}
-		if l := f.nearestPool(si); l > 0 {
-			s.label = l
-			continue
+		members := []int{si}
+		if g, ok := f.group[si]; ok {
+			members = members[:0]
+			for o, h := range f.group {
+				if h == g && f.insts[o].label == private {
+					members = append(members, o)
+				}
+			}
+			slices.Sort(members)
 		}
-		if len(ids) == 1 {
+		excluded := map[int]bool{}
+		for _, m := range members {
+			for _, o := range neOf[m] {
+				if l := f.insts[o].label; l > 0 {
+					excluded[l] = true
+				}
+			}
+		}
+		l := f.nearestPool(si)
+		if l <= 0 || excluded[l] {
+			l = inferred
+		}
+		if l <= 0 || excluded[l] {
 			ids = append(ids, [2]int64{})
+			l, inferred = len(ids)-1, len(ids)-1
 		}
-		s.label = len(ids) - 1
+		for _, m := range members {
+			f.insts[m].label = l
+		}
 	}
 	return ids
 }
@@ -628,7 +717,7 @@ func (f *inferer) propagate() {
 		}
 	}
 	order := func(r int) {
-		run := f.runs[r]
+		run := f.runs[r][f.runStart[r]:]
 		lastD, firstP := -1, len(run)
 		for k, si := range run {
 			if f.insts[si].label == dflt {
@@ -644,7 +733,7 @@ func (f *inferer) propagate() {
 		for k := firstP + 1; k < len(run); k++ {
 			set(run[k], private, howOrder)
 		}
-		if f.orderOK && lastD >= 0 { // a global release
+		if f.orderOK && (lastD >= 0 || f.runStart[r] > 0) { // a global release
 			for _, si := range f.surv[r] {
 				set(si, private, howOrder)
 			}

@@ -299,3 +299,45 @@ func TestBrokenPoolsPlanned(t *testing.T) {
 		}
 	}
 }
+
+// ~MemPool releases its pool's segments (emptyCache(id)) and the program's
+// empty_cache() releases the default pools' at once after: one run of
+// segment_free events, the pool's in order, then the default large and
+// small ones. It is read so, not as a global release followed by pools
+// (which would free a pool's small segments before its large ones).
+func TestMemPoolReleaseThenEmptyCache(t *testing.T) {
+	events := evs(
+		ev(trace.ActionSegmentAlloc, 0x10000000, 20*mib), // default
+		ev(trace.ActionAlloc, 0x10000000, 4*mib),
+		ev(trace.ActionSegmentAlloc, 0x20000000, 20*mib), // the pool: passed over the default's 16 MiB
+		ev(trace.ActionAlloc, 0x20000000, 4*mib),
+		ev(trace.ActionSegmentAlloc, 0x30000000, 64*mib),
+		ev(trace.ActionAlloc, 0x30000000, 60*mib),
+		ev(trace.ActionSegmentAlloc, 0x40000000, 2*mib), // default small
+		ev(trace.ActionAlloc, 0x40000000, 512),
+	)
+	for _, a := range []uint64{0x10000000, 0x20000000, 0x30000000, 0x40000000} {
+		events = append(events, ev(trace.ActionFreeRequested, a, 0), ev(trace.ActionFreeCompleted, a, 0))
+	}
+	events = append(events,
+		ev(trace.ActionSegmentFree, 0x20000000, 20*mib), // ~MemPool
+		ev(trace.ActionSegmentFree, 0x30000000, 64*mib),
+		ev(trace.ActionSegmentFree, 0x10000000, 20*mib), // empty_cache()
+		ev(trace.ActionSegmentFree, 0x40000000, 2*mib),
+	)
+	pp := inferPools(events, nil, alloc.DefaultConfig())
+	if pp == nil || len(pp.pools) != 1 || pp.pools[0].Segments != 2 {
+		t.Fatalf("pools %+v, want one of 2 segments", pp)
+	}
+	route := []uint16{pp.allocPool[1], pp.allocPool[3], pp.allocPool[5], pp.allocPool[7]}
+	if route[0] != 0 || route[3] != 0 || route[1] == 0 || route[1] != route[2] {
+		t.Errorf("allocations routed to pools %v, want 0, p, p, 0", route)
+	}
+	res, err := Run(Build(events), Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Stats; s.NumDeviceFree != 4 || s.ReservedBytes[0].Current != 0 {
+		t.Errorf("device frees %d, reserved %d: want every segment given back", s.NumDeviceFree, s.ReservedBytes[0].Current)
+	}
+}
