@@ -182,8 +182,7 @@ void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
 
 int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream, uint64_t hint,
                  gm_block_t **out) {
-  if (a->cfg.allowed_memory_maximum && a->total_allocated + size > a->cfg.allowed_memory_maximum)
-    return GM_ENOMEM;
+  if (gm_over_cap(a, size)) return GM_ENOMEM;
   uint64_t ptr = 0;
   int rc = a->be.malloc(a->be.ctx, size, hint, &ptr);
   if (rc != GM_OK) return rc;

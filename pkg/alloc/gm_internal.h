@@ -105,6 +105,11 @@ struct gm_alloc {
  * default pools for 0, else private pool id's (created on first use).
  * NULL when the pool was released: it takes no new allocations. */
 gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small);
+/* gm_over_cap: a new segment (or mapping) of size bytes would pass the
+ * memory-fraction cap (PyTorch's allowed_memory_maximum). */
+static inline int gm_over_cap(const gm_alloc_t *a, uint64_t size) {
+  return a->cfg.allowed_memory_maximum && a->total_allocated + size > a->cfg.allowed_memory_maximum;
+}
 /* gm_pool_find is gm_pool_for without creating the pool: NULL when private
  * pool id does not exist or is released. */
 gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small);

@@ -217,10 +217,6 @@ static gm_block_t *new_range(gm_alloc_t *a, uint64_t stream, uint64_t n, int *rc
   return u;
 }
 
-static int over_cap(const gm_alloc_t *a, uint64_t need) {
-  return a->cfg.allowed_memory_maximum && a->total_allocated + need > a->cfg.allowed_memory_maximum;
-}
-
 static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
                       gm_block_t **out, gm_oom_t *oom) {
   (void)hint;
@@ -252,8 +248,8 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   gm_unmapped_erase(u);
   uint64_t peak = (uint64_t)a->st.reserved_bytes[GM_STAT_ALL].peak;
   if (a->total_allocated + need > peak) trim(a, a->total_allocated + need - peak);
-  if (over_cap(a, need)) trim(a, UINT64_MAX);
-  int rc = over_cap(a, need) ? GM_ENOMEM : a->be.map(a->be.ctx, best.lo, need, GM_PAGE);
+  if (gm_over_cap(a, need)) trim(a, UINT64_MAX);
+  int rc = gm_over_cap(a, need) ? GM_ENOMEM : a->be.map(a->be.ctx, best.lo, need, GM_PAGE);
   if (rc == GM_ENOMEM) {
     trim(a, UINT64_MAX);
     rc = a->be.map(a->be.ctx, best.lo, need, GM_PAGE);

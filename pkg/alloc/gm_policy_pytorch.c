@@ -195,7 +195,7 @@ static gm_block_t *try_allocate_expandable_block(gm_alloc_t *a, params_t *p) {
 static int alloc_block(gm_alloc_t *a, params_t *p, int is_retry) {
   uint64_t size = p->alloc_size;
   if (is_retry) a->st.num_alloc_retries++;
-  if (a->cfg.allowed_memory_maximum && a->total_allocated + size > a->cfg.allowed_memory_maximum) {
+  if (gm_over_cap(a, size)) {
     p->err = GM_ENOMEM;
     return 0;
   }
@@ -477,7 +477,7 @@ static int pytorch_releases(gm_alloc_t *a, uint64_t orig, uint64_t stream) {
   gm_block_t **link, *pred;
   if (p.pool && find_free_block(a, &p, &link, &pred)) return 0;
   uint64_t need = allocation_size(a, p.size);
-  if (a->cfg.allowed_memory_maximum && a->total_allocated + need > a->cfg.allowed_memory_maximum) return 1;
+  if (gm_over_cap(a, need)) return 1;
   uint64_t free_bytes, total;
   return gm_mem_info(a, &free_bytes, &total) == GM_OK && need > free_bytes;
 }

@@ -49,11 +49,8 @@ static gm_ppool_t *pool_create(gm_alloc_t *a, uint16_t id) {
 }
 
 gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small) {
-  if (id == 0) return small ? &a->small : &a->large;
-  gm_ppool_t *p = pool_get(a, id);
-  if (!p && !(p = pool_create(a, id))) return NULL;
-  if (p->use_count == 0) return NULL; /* a released pool cannot be revived */
-  return small ? &p->small : &p->large;
+  if (id != 0 && !pool_get(a, id) && !pool_create(a, id)) return NULL;
+  return gm_pool_find(a, id, small); /* a released pool cannot be revived */
 }
 
 gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small) {

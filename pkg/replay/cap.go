@@ -275,10 +275,8 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 			a := allocationSize(e.Size) // the entry's size is already rounded
 			if e.Addr >= a {            // device_free: the device had room, so a cap refused it
 				bounds = append(bounds, bound{v: reserved + a, event: i, oom: true})
-			} else if room := reserved + e.Addr; deviceOOMs == 0 || room < device {
-				device, deviceOOMs, deviceEvent = room, deviceOOMs+1, i
-			} else {
-				deviceOOMs++
+			} else if deviceOOMs++; deviceOOMs == 1 || reserved+e.Addr < device {
+				device, deviceEvent = reserved+e.Addr, i
 			}
 		}
 		gc.see(e) // after: a new segment is not yet a cached one (a release run saw its own)

@@ -119,7 +119,8 @@ type inferer struct {
 	// before it were one pool's own release (~MemPool's emptyCache)
 	// just before an empty_cache(), so they share a pool (group)
 	runStart  []int
-	group     map[int]int // inst → the first inst of its pool-only release
+	groups    [][]int     // the insts of each pool-only release
+	groupOf   map[int]int // inst → its group
 	divisions bool        // roundup_power2_divisions set
 }
 
@@ -548,7 +549,7 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 	// released pools' small and large segments; where that order breaks,
 	// private segments begin
 	f.runStart = make([]int, len(f.runs))
-	f.group = map[int]int{}
+	f.groupOf = map[int]int{}
 	if f.orderOK {
 		for r, run := range f.runs {
 			k := orderBreak(f, run)
@@ -560,8 +561,9 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 				f.runStart[r] = k
 				for _, si := range run[:k] {
 					f.set(si, private, howOrder)
-					f.group[si] = run[0]
+					f.groupOf[si] = len(f.groups)
 				}
+				f.groups = append(f.groups, run[:k])
 				// the global part in order is the default pools' (a
 				// freeable pool's segments follow where the order breaks)
 				end := len(run)
@@ -631,32 +633,22 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 	if ids == nil {
 		return nil
 	}
-	f.propagate()
+	ne, neOf := f.exclusions()
+	f.propagate(ne, neOf)
 	// private segments of unknown pool, in the order they were made: the
 	// pool of the nearest private allocation on the stream, else the pool
 	// inferred last; a pool an exclusion rules out (a request passed
 	// over a free block of it) is skipped for the next choice, and a new
 	// pool inferred when none is left. A pool-only release's segments
 	// share their pool.
-	neOf := map[int][]int{}
-	for p := range f.ne {
-		neOf[p[0]] = append(neOf[p[0]], p[1])
-		neOf[p[1]] = append(neOf[p[1]], p[0])
-	}
 	inferred := 0 // the last inferred pool's label
 	for si, s := range f.insts {
 		if s.label != private {
 			continue
 		}
 		members := []int{si}
-		if g, ok := f.group[si]; ok {
-			members = members[:0]
-			for o, h := range f.group {
-				if h == g && f.insts[o].label == private {
-					members = append(members, o)
-				}
-			}
-			slices.Sort(members)
+		if g, ok := f.groupOf[si]; ok {
+			members = slices.DeleteFunc(slices.Clone(f.groups[g]), func(m int) bool { return f.insts[m].label != private })
 		}
 		excluded := map[int]bool{}
 		for _, m := range members {
@@ -694,21 +686,12 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 // queue of changed segments, each rechecking its runs and exclusions.
 // Where a broken trace makes labels contradict, the first set wins; the
 // queue's order is fixed, so the result is too.
-func (f *inferer) propagate() {
+func (f *inferer) propagate(ne [][2]int, neOf [][]int32) {
 	runsOf := make([][]int32, len(f.insts))
 	for r, run := range f.runs {
 		for _, si := range run {
 			runsOf[si] = append(runsOf[si], int32(r))
 		}
-	}
-	// the exclusions in one order: a map's would differ from run to run
-	ne := slices.SortedFunc(maps.Keys(f.ne), func(a, b [2]int) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
-	})
-	neOf := make([][]int32, len(f.insts))
-	for _, p := range ne {
-		neOf[p[0]] = append(neOf[p[0]], int32(p[1]))
-		neOf[p[1]] = append(neOf[p[1]], int32(p[0]))
 	}
 	var queue []int
 	set := func(si, l int, how string) {
@@ -779,6 +762,21 @@ func (f *inferer) propagate() {
 		}
 		set(next, l, howContinuity)
 	}
+}
+
+// exclusions are the pairs of segments known to be in different pools, in
+// one order (a map's would differ from run to run), and each segment's
+// partners.
+func (f *inferer) exclusions() (ne [][2]int, neOf [][]int32) {
+	ne = slices.SortedFunc(maps.Keys(f.ne), func(a, b [2]int) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	neOf = make([][]int32, len(f.insts))
+	for _, p := range ne {
+		neOf[p[0]] = append(neOf[p[0]], int32(p[1]))
+		neOf[p[1]] = append(neOf[p[1]], int32(p[0]))
+	}
+	return ne, neOf
 }
 
 // nearest is the label of the labeled allocation closest in event order to
