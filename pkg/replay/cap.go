@@ -110,14 +110,17 @@ func allocationSize(rounded uint64) uint64 {
 // device held before the first event (a truncated trace's seeds). nil when
 // nothing bounds a cap from above: the run shows no sign of one.
 func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
-	return inferCapFrom(events, s, reserved0, nil)
+	return inferCapFrom(events, s, reserved0, nil, nil)
 }
 
 // inferCapFrom is inferCap on some of a trace's events: the device events
 // and those just after them (all that the cap reads but for garbage
 // collection's watch), frees[k] being the whole free large segments
 // gcWatch counted before events[k] (nil: events is the whole trace).
-func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, frees []int) *Cap {
+// emptyCache(k), when not nil, says that the release run beginning at
+// events[k] was an empty_cache() call (a capture starting): it bounds no
+// cap.
+func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, frees []int, emptyCache func(k int) bool) *Cap {
 	cfg := alloc.DefaultConfig()
 	for i, d := range s.RoundupPower2Divisions {
 		cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
@@ -199,9 +202,16 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 			gc.free, gc.recorded = frees[k], true
 		}
 	}
+	afterOOM := false // the last device event was a recorded out-of-memory
 	for i := 0; i < len(events); i++ {
 		at(i)
 		e := &events[i]
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			afterOOM = false
+		case trace.ActionOOM:
+			afterOOM = true
+		}
 		switch e.Action {
 		case trace.ActionSegmentAlloc:
 			if i == 0 || events[i-1].Action != trace.ActionSegmentFree {
@@ -247,6 +257,9 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 				if couldServe(&events[r], k) {
 					a = 0
 				}
+			}
+			if (emptyCache != nil && emptyCache(i)) || (afterOOM && next.Action == trace.ActionSegmentAlloc) {
+				a = 0
 			}
 			if a > 0 {
 				v := before + a

@@ -82,8 +82,9 @@ func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Eve
 		}
 	}
 	reserved0 := p.noteFinal(snap, device, added)
+	p.noteStart(reserved0)
 	p.finalAt = len(p.Ops)
-	p.Cap = inferCap(events, snap.Settings, reserved0)
+	p.Cap = inferCapFrom(events, snap.Settings, reserved0, nil, func(k int) bool { return p.entering[k] })
 }
 
 // noteFinal keeps the snapshot's final segments and settings, and returns

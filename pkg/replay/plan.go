@@ -50,6 +50,10 @@ type Plan struct {
 	// its allocations landed; empty when it used none (or the trace cannot
 	// tell: expandable segments).
 	Pools []Pool
+	// entering holds the trace index of each release run followed at once
+	// by allocations to a private pool (runInfo.enters): empty_cache()
+	// calls, which bound no cap
+	entering map[int]bool
 
 	byAddr  map[uint64]live1
 	freeIDs []uint32
@@ -202,6 +206,9 @@ type builder struct {
 	// freedFirst: a free of an address the trace had not allocated
 	// before, a block live before the trace began
 	freedFirst bool
+	// afterOOM: the last device event was a recorded out-of-memory, whose
+	// malloc had already released what it could
+	afterOOM bool
 }
 
 // usePools routes the plan's allocations to the pools of pp (nil: the
@@ -212,6 +219,14 @@ func (b *builder) usePools(pp *poolPlan) {
 		return
 	}
 	b.p.Pools = pp.pools
+	for at, ri := range pp.runs {
+		if ri.enters {
+			if b.p.entering == nil {
+				b.p.entering = map[int]bool{}
+			}
+			b.p.entering[at] = true
+		}
+	}
 	b.poolIdx = map[uint16]int{}
 	for i, pl := range pp.pools {
 		b.poolIdx[pl.Pool] = i
@@ -260,6 +275,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 		b.hint = e.Addr
 		b.reserved += e.Size
+		b.afterOOM = false
 	case trace.ActionAlloc:
 		if _, ok := b.liveAt(e.Addr); ok {
 			p.Skipped[SkipDoubleAlloc]++
@@ -320,6 +336,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 	case trace.ActionEmptyCache: // only gpumem's text traces mark it
 		b.emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
 	case trace.ActionOOM:
+		b.afterOOM = true
 		p.RecordedOOMs++
 		id := p.newID()
 		b.emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Flags: alloc.FlagRecordedOOM}, e.Stack)
@@ -352,17 +369,26 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 			// pages mapped after pages unmapped: the malloc's own release,
 			// unless the replay's cache says it would not release
 			caused = true
-			b.releasedBefore = b.cfg.GCThreshold == 0
+			b.releasedBefore = b.cfg.GCThreshold == 0 || b.afterOOM
 		case trace.ActionSegmentAlloc:
-			caused = b.cfg.GCThreshold > 0 || before+next.Size > b.peak
+			caused = !b.afterOOM && (b.cfg.GCThreshold > 0 || before+next.Size > b.peak)
 			// past the peak the malloc may have released for itself, or
-			// the program called empty_cache(): the replay's cache decides
-			b.releasedBefore = caused && b.cfg.GCThreshold == 0
+			// the program called empty_cache(): the replay's cache decides.
+			// Under garbage collection every such run is taken as the
+			// malloc's own, except after a caught out-of-memory: the
+			// failing malloc released all it could before its oom entry,
+			// so a run after it is the program's empty_cache() unless the
+			// next malloc needed it (docs/pytorch-allocator.md §19.5)
+			b.releasedBefore = caused && (b.cfg.GCThreshold == 0 || b.afterOOM)
 		}
 	}
 	var ri runInfo
 	if b.pp != nil {
 		ri = b.pp.runs[base+i]
+	}
+	if ri.enters && events[j+1].Action == trace.ActionSegmentAlloc {
+		// a capture or MemPool window begins: empty_cache(), never a retry
+		caused, b.releasedBefore = false, false
 	}
 	at := p.opCount()
 	for _, pool := range ri.release {

@@ -48,6 +48,11 @@ const (
 type runInfo struct {
 	release  []uint16
 	poolOnly bool
+	// enters: the allocations right after the run go to a private pool
+	// (a graph capture or a MemPool window begins), so the run cannot be
+	// a failing malloc's retry: no retry runs while a capture or a
+	// MemPool window is open (docs/pytorch-allocator.md §19.5)
+	enters bool
 }
 
 // poolPlan is what inference hands the plan builder.
@@ -111,6 +116,7 @@ type inferer struct {
 	ne      map[[2]int]bool // inst pairs known to be in different pools
 	runs    [][]int         // per run: the insts it freed, in order
 	runAt   []int           // per run: its first event index
+	runEnd  []int           // per run: its last event index
 	surv    [][]int         // per run: whole-free insts it left
 	ofAl    []int32         // per event: the inst an alloc landed in, -1
 	claim   []bool
@@ -336,6 +342,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 	slices.Sort(surv)
 	f.runs = append(f.runs, freed)
 	f.runAt = append(f.runAt, from)
+	f.runEnd = append(f.runEnd, from+len(run)-1)
 	f.surv = append(f.surv, surv)
 }
 
@@ -900,7 +907,8 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		if onlyPrivate {
 			ri.poolOnly = slices.ContainsFunc(f.surv[r], func(si int) bool { return f.insts[si].label == dflt })
 		}
-		if len(ri.release) > 0 || ri.poolOnly {
+		ri.enters = f.entersPool(r)
+		if len(ri.release) > 0 || ri.poolOnly || ri.enters {
 			pp.runs[f.runAt[r]] = ri
 		}
 	}
@@ -914,6 +922,36 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		}
 	}
 	return pp
+}
+
+// entersPool says whether release run r is followed at once by an
+// allocation routed to a private pool: torch.cuda.graph's capture starts
+// with torch.cuda.empty_cache(), and its first allocations (after the CUDA
+// generator's seed and offset, default-pool) go to the graph's pool. A
+// failing malloc never retries while a capture or MemPool window is open,
+// so such a run is an empty_cache() whatever the reserved bytes say.
+// Garbage collection (which frees default segments before any malloc's
+// first attempt) and max_split_size's release of the request's own
+// pool's oversize segments (a run of private segments alone) can still
+// precede a private allocation: those runs are left to the peak test.
+func (f *inferer) entersPool(r int) bool {
+	if f.cfg.GCThreshold > 0 {
+		return false
+	}
+	if f.cfg.MaxSplitSize > 0 && !slices.ContainsFunc(f.runs[r], func(si int) bool { return f.insts[si].label == dflt }) {
+		return false
+	}
+	// the segment the next request made and the generator's pair come
+	// between; anything else ends the look
+	const within = 6
+	for j := f.runEnd[r] + 1; j < len(f.rec) && j <= f.runEnd[r]+within; j++ {
+		if !f.rec[j].alloc() || f.rngAlloc(j) {
+			continue
+		}
+		o := f.ofAl[j]
+		return o >= 0 && f.insts[o].label > 0
+	}
+	return false
 }
 
 // String describes a pool in one line, for reports.

@@ -100,7 +100,15 @@ func deviceSegments(snap *trace.Snapshot, device int) []trace.Segment {
 
 // seed makes the segments and live blocks the trace began in the plan's
 // Seeds; none when the trace began with none (it was not truncated).
+// Expandable segments are not rebuilt: the walk back does not undo their
+// pages, so their final ranges say nothing of the start; noteStart tells
+// from the reserved bytes whether pages were mapped before the trace.
 func (p *Plan) seed(segs map[uint64]segState, live map[uint64]seedBlock) {
+	for a, s := range segs {
+		if s.exp {
+			delete(segs, a)
+		}
+	}
 	if len(segs) == 0 && len(live) == 0 {
 		return
 	}
@@ -118,10 +126,6 @@ func (p *Plan) seed(segs map[uint64]segState, live map[uint64]seedBlock) {
 	byBase := map[uint64]*Seed{}
 	for _, a := range bases {
 		s := segs[a]
-		if s.exp {
-			p.Skipped[SkipExpandableSeed]++
-			continue
-		}
 		seed := &Seed{Address: a, Size: s.size, Stream: s.stream, Small: s.small}
 		p.Seeds = append(p.Seeds, seed)
 		byBase[a] = seed
@@ -144,4 +148,20 @@ func (p *Plan) seed(segs map[uint64]segState, live map[uint64]seedBlock) {
 		p.Seeded++
 	}
 	p.Truncated = true
+}
+
+// noteStart notes what the device held when the trace began (reserved0,
+// from the final segments less what the segment events added): pages of
+// expandable segments mapped before the first event make the trace
+// truncated too. A full history, expandable or not, starts from nothing
+// (docs/pytorch-allocator.md §15).
+func (p *Plan) noteStart(reserved0 uint64) {
+	var seeded uint64
+	for _, s := range p.Seeds {
+		seeded += s.Size
+	}
+	if reserved0 > seeded {
+		p.Skipped[SkipExpandableSeed]++
+		p.Truncated = true
+	}
 }

@@ -184,3 +184,23 @@ func halfGPT2(t *testing.T) *Plan {
 	cut.Traces = [][]trace.Event{all[len(all)/2:]}
 	return FromSnapshot(&cut, 0)
 }
+
+// A full history recorded under expandable segments starts from nothing:
+// its final ranges are pages the trace mapped, not a ring buffer's cut
+// (the walk back does not undo pages). Cut to its last events, the same
+// trace unmaps pages it never mapped and is truncated.
+func TestExpandableFullHistoryNotTruncated(t *testing.T) {
+	snap, err := trace.Open(filepath.Join("testdata", "heldout", "oom_then_empty_cache_expandable.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := FromSnapshot(snap, 0); p.Truncated || p.Skipped[SkipExpandableSeed] != 0 {
+		t.Fatalf("full history read as truncated (skipped %v)", p.Skipped)
+	}
+	all := snap.Traces[0]
+	cut := *snap
+	cut.Traces = [][]trace.Event{all[len(all)/2:]}
+	if p := FromSnapshot(&cut, 0); !p.Truncated {
+		t.Fatal("the trace's second half is not seen as truncated")
+	}
+}

@@ -261,6 +261,7 @@ func (pl *Planner) planSnapshot() *Plan {
 	}
 	p := pl.packed()
 	reserved0 := p.noteFinal(pl.snap, pl.device, pl.netSeg)
-	pl.setCap(inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree))
+	p.noteStart(reserved0)
+	pl.setCap(inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree, func(k int) bool { return p.entering[pl.oomAt[k]] }))
 	return p
 }
