@@ -135,7 +135,7 @@ func batchFinder() []trace.Event {
 		trace.Event{Action: trace.ActionOOM, Size: 1200 * mib, Addr: 100 << 30, Stack: -1},
 		ev(trace.ActionFreeRequested, 0xa0000000, 100*mib),
 		ev(trace.ActionFreeCompleted, 0xa0000000, 100*mib),
-		ev(trace.ActionSegmentFree, 0xa0000000, 100*mib), // the program's empty_cache()
+		ev(trace.ActionSegmentFree, 0xa0000000, 100*mib),  // the program's empty_cache()
 		ev(trace.ActionSegmentAlloc, 0xc0000000, 700*mib), // 300 + 700 passes the peak too
 		ev(trace.ActionAlloc, 0xc0000000, 700*mib),
 	)
