@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 type diffOpts struct {
@@ -87,25 +86,29 @@ func runDiff(a *app, o *diffOpts, args []string) error {
 	}
 	limit := math.Inf(1)
 	if o.failIfGrows != "" {
-		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(o.failIfGrows), "%"), 64)
-		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			return usageError{fmt.Errorf("--fail-if-grows: want a percentage such as 5%%, not %q", o.failIfGrows)}
+		v, err := units.ParsePercent(o.failIfGrows)
+		if err != nil {
+			return usageError{fmt.Errorf("--fail-if-grows: %w", err)}
 		}
-		limit = v / 100
+		limit = v
 	}
 	deviceGiven := o.changed != nil && o.changed("device")
 	side := func(arg string, s pipeline.Settings) (pipeline.DiffSide, error) {
 		paths, err := pipeline.ExpandTraces([]string{arg})
 		return pipeline.DiffSide{Source: pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress()}, Settings: s}, err
 	}
-	sa := o.alloc.settings(o.invocation, "sim")
-	sa.Points = 2000 // the timeline, as a single replay keeps it
-	sb := sa
-	if _, err := alloc.ParseConfig(o.confB); confB && err != nil {
-		return usageError{fmt.Errorf("--alloc-conf-b: %w", err)}
+	sa, err := o.alloc.settings(o.invocation, "sim", false)
+	if err != nil {
+		return err
 	}
+	sa.Points = timelinePoints // the timeline, as a single replay keeps it
+	sb := sa
 	if confB {
-		sb.AllocConf, sb.AllocConfGiven = o.confB, true
+		c, err := alloc.ParseConfig(o.confB)
+		if err != nil {
+			return usageError{fmt.Errorf("--alloc-conf-b: %w", err)}
+		}
+		sb.Config = &c
 	}
 	A, err := side(args[0], sa)
 	if err != nil {
@@ -133,7 +136,7 @@ func runDiff(a *app, o *diffOpts, args []string) error {
 	}
 	if g := d.Growth(); g > limit {
 		return &exitError{code: 1, msg: fmt.Sprintf("peak reserved grew %.1f%% (%s to %s), more than --fail-if-grows %s",
-			100*g, figures.FormatBytes(figures.PeakReserved(d.A.Stats)), figures.FormatBytes(figures.PeakReserved(d.B.Stats)), o.failIfGrows)}
+			100*g, units.FormatBytes(figures.PeakReserved(d.A.Stats)), units.FormatBytes(figures.PeakReserved(d.B.Stats)), o.failIfGrows)}
 	}
 	return nil
 }

@@ -9,31 +9,33 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/setup"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 type fragcheckOpts struct {
 	invocation
 	config string
 	cases  pipeline.CaseFlags
+	alloc  allocFlags // --alloc-conf, --policy, --memory-fraction (the card is --must-fit)
 
 	output         string
 	format         string // deprecated spelling of output
 	baseline       string
 	updateBaseline bool
-	tolerance      budget.Ratio
+	tolerance      units.Ratio
 	strict         bool
 	jobs           int
 	html           string
 }
 
 func newFragcheckCmd(a *app) *cobra.Command {
-	o := &fragcheckOpts{tolerance: budget.Ratio(budget.DefaultTolerance)}
+	o := &fragcheckOpts{tolerance: units.Ratio(budget.DefaultTolerance)}
 	c := &o.cases
 	c.WarnFrag, c.MaxFrag = budget.DefaultWarnFrag, budget.DefaultMaxFrag
 	cmd := &cobra.Command{
@@ -85,13 +87,11 @@ EXIT STATUS
 	fl.StringArrayVarP(&c.Params, "param", "p", nil, "workload parameter name=value (repeatable)")
 	fl.IntVar(&c.Device, "device", 0, "which device's trace to replay")
 	fl.StringVar(&c.Metric, "metric", string(budget.Peaks), "fragmentation ratio the limits use: peaks, at_peak, end or holes")
-	fl.Var((*budget.Ratio)(&c.WarnFrag), "warn-frag", "warn above this fragmentation: 0.2, 20% or none")
-	fl.Var((*budget.Ratio)(&c.MaxFrag), "max-frag", "fail above this fragmentation: 0.3, 30% or none")
-	fl.Var((*budget.Size)(&c.MaxReserved), "max-reserved", "fail above this peak reserved memory, e.g. 20GiB")
-	fl.Var((*budget.Size)(&c.MustFit), "must-fit", "replay on a card of this size, e.g. 24GiB; an out-of-memory error fails")
-	fl.StringVar(&c.AllocConf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
-	fl.StringVar(&c.Policy, "policy", "", "allocation policy: "+alloc.PolicyNames()+" (default pytorch)")
-	fl.Float64Var(&c.MemoryFraction, "memory-fraction", 0, "set_per_process_memory_fraction of the --must-fit card")
+	fl.Var((*units.Ratio)(&c.WarnFrag), "warn-frag", "warn above this fragmentation: 0.2, 20% or none")
+	fl.Var((*units.Ratio)(&c.MaxFrag), "max-frag", "fail above this fragmentation: 0.3, 30% or none")
+	fl.Var((*units.Size)(&c.MaxReserved), "max-reserved", "fail above this peak reserved memory, e.g. 20GiB")
+	fl.Var((*units.Size)(&c.MustFit), "must-fit", "replay on a card of this size, e.g. 24GiB; an out-of-memory error fails")
+	o.alloc.registerSettings(cmd, "the --must-fit card")
 	outputFlag(cmd, &o.output, output.FragcheckFormats)
 	deprecatedFlag(cmd, &o.format, "format", "", "output")
 	fl.StringVar(&o.baseline, "baseline", "", "compare with the figures in this baseline file")
@@ -122,7 +122,12 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	req := pipeline.BudgetRequest{Config: o.config, Given: o.changed, Strict: o.strict,
 		Tolerance: float64(o.tolerance), Baseline: o.baseline, UpdateBaseline: o.updateBaseline}
 	if len(args) > 0 || len(o.cases.Workloads) > 0 {
-		o.cases.Traces, o.cases.WarnFragGiven = args, o.changed("warn-frag")
+		s, err := setup.Flags{AllocConf: o.alloc.conf, AllocConfGiven: o.changed("alloc-conf"), Policy: o.alloc.policy,
+			Fraction: o.alloc.fraction}.Read()
+		if err != nil {
+			return setupError(err)
+		}
+		o.cases.Traces, o.cases.WarnFragGiven, o.cases.Setup = args, o.changed("warn-frag"), s
 		req.Flags = &o.cases
 	}
 	b, err := pipeline.PlanBudget(req)

@@ -88,8 +88,11 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 	if err := fileout.NotAnInput(o.html, paths...); err != nil {
 		return err
 	}
-	s := o.alloc.settings(o.invocation, o.backend)
-	s.Points, s.Check, s.RecordedCap, s.IgnoreAddresses = 2000, o.check, true, o.noAddrs
+	s, err := o.alloc.settings(o.invocation, o.backend, o.noAddrs)
+	if err != nil {
+		return err
+	}
+	s.Points, s.Check = timelinePoints, o.check
 	opts := output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm, MaxBands: o.bands}
 	deviceGiven := o.changed != nil && o.changed("device")
 	if len(paths) == 1 && (deviceGiven || o.stopAt > 0) {

@@ -70,8 +70,11 @@ func runWorkload(a *app, o *runOpts, name string) error {
 	if o.maxOps <= 0 {
 		return usageError{fmt.Errorf("--max-ops %d: want a positive number", o.maxOps)}
 	}
-	s := o.alloc.settings(o.invocation, o.backend)
-	s.Points = 2000
+	s, err := o.alloc.settings(o.invocation, o.backend, false)
+	if err != nil {
+		return err
+	}
+	s.Points = timelinePoints
 	run, err := pipeline.Replay(o.ctx, pipeline.Source{Workload: name, Params: params, MaxOps: o.maxOps}, s)
 	if err != nil {
 		return err

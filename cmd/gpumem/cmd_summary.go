@@ -111,7 +111,11 @@ func runSummary(a *app, o *summaryOpts) error {
 			return err
 		}
 	} else {
-		run, err := pipeline.Replay(o.ctx, pipeline.Source{Workload: o.workload}, o.alloc.settings(o.invocation, backend))
+		s, err := o.alloc.settings(o.invocation, backend, false)
+		if err != nil {
+			return err
+		}
+		run, err := pipeline.Replay(o.ctx, pipeline.Source{Workload: o.workload}, s)
 		if err != nil {
 			return err
 		}
@@ -146,7 +150,11 @@ func summaryTraces(a *app, o *summaryOpts, sum *output.Summary) error {
 		return err
 	}
 	if len(paths) == 1 && sum.Backend == "cuda" {
-		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Progress: a.progress()}, o.alloc.settings(o.invocation, "cuda"))
+		s, err := o.alloc.settings(o.invocation, "cuda", false)
+		if err != nil {
+			return err
+		}
+		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Progress: a.progress()}, s)
 		if err == nil {
 			sum.Allocator = run.Report
 		}
@@ -158,7 +166,11 @@ func summaryTraces(a *app, o *summaryOpts, sum *output.Summary) error {
 		}
 		sum.Backend = "sim" // ranks replay side by side: not on one real card
 	}
-	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Progress: a.progress()}, o.alloc.settings(o.invocation, sum.Backend))
+	s, err := o.alloc.settings(o.invocation, sum.Backend, false)
+	if err != nil {
+		return err
+	}
+	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Progress: a.progress()}, s)
 	if err != nil {
 		return err
 	}

@@ -293,7 +293,7 @@ func TestSweepUsage(t *testing.T) {
 		{[]string{"sweep", trace, "--workload", "frag-demo"}, 2, "not several"},
 		{[]string{"sweep", "--workload", "frag-demo", "--strategies"}, 2, "exclude each other"},
 		{[]string{"sweep", trace, "--memory-fraction", "0.9"}, 2, "--memory-fraction needs --device-memory"},
-		{[]string{"sweep", trace, "--device-memory", "24GiB", "--memory-fraction", "1.5"}, 2, "not in [0, 1]"},
+		{[]string{"sweep", trace, "--device-memory", "24GiB", "--memory-fraction", "1.5"}, 2, "not in (0, 1]"},
 		{[]string{"sweep", trace, "--device-memory", "24GiB,0"}, 2, `--device-memory: invalid size "0"`},
 		{[]string{"sweep", trace, "--grid", "bogus:1"}, 2, `--grid: setting "bogus:1": Unrecognized key`},
 		{[]string{"sweep", trace, "--grid", "nocache", "--grid", "nocache"}, 2, `setting "nocache" given twice`},

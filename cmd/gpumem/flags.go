@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,12 +10,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/setup"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // This file holds the flags several commands share.
+
+// timelinePoints is how many points of memory over time a replay keeps
+// for its report: the table's chart, JSON's timeline, the HTML page's
+// first view.
+const timelinePoints = 2000
 
 // invocation is what a run function needs of cobra: the context and which
 // flags were given. RunE fills it in, so that tests call run functions
@@ -38,19 +45,41 @@ type allocFlags struct {
 }
 
 func (f *allocFlags) register(cmd *cobra.Command) {
+	f.registerSettings(cmd, "--device-memory")
+	cmd.Flags().StringVar(&f.deviceMemory, "device-memory", "", "simulated card size, bytes or with a unit (e.g. 24GiB); no limit without it")
+}
+
+// registerSettings registers the flags of allocFlags but the card's
+// (fragcheck's card is --must-fit); card names it in the fraction's help.
+func (f *allocFlags) registerSettings(cmd *cobra.Command, card string) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.conf, "alloc-conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the trace's own)")
-	fl.StringVar(&f.deviceMemory, "device-memory", "", "simulated card size, bytes or with a unit (e.g. 24GiB); no limit without it")
-	fl.Float64Var(&f.fraction, "memory-fraction", 0, "set_per_process_memory_fraction of --device-memory")
+	fl.Float64Var(&f.fraction, "memory-fraction", 0, "set_per_process_memory_fraction of "+card)
 	fl.StringVar(&f.policy, "policy", string(alloc.PolicyPyTorch), "allocation policy: "+alloc.PolicyNames())
 }
 
-// settings are the flags as the pipeline takes them.
-func (f *allocFlags) settings(in invocation, backend string) pipeline.Settings {
-	return pipeline.Settings{
+// settings parses the flags into the setup the pipeline takes, with the
+// backend and whether recorded addresses are ignored; a bad value is a
+// usage error naming its flag.
+func (f *allocFlags) settings(in invocation, backend string, ignoreAddresses bool) (pipeline.Settings, error) {
+	s, err := setup.Flags{
 		AllocConf: f.conf, AllocConfGiven: in.changed("alloc-conf"), Policy: f.policy,
-		DeviceMemory: f.deviceMemory, MemoryFraction: f.fraction, Backend: backend,
+		DeviceMemory: f.deviceMemory, Fraction: f.fraction, Backend: backend, IgnoreAddresses: ignoreAddresses,
+	}.Parse()
+	if err != nil {
+		return pipeline.Settings{}, setupError(err)
 	}
+	return pipeline.Settings{Setup: s}, nil
+}
+
+// setupError is a setup's error as the command reports it: a usage error,
+// with the setup's hint.
+func setupError(err error) error {
+	var se *setup.Error
+	if errors.As(err, &se) && se.Hint != "" {
+		err = withHint(err, se.Hint)
+	}
+	return usageError{err}
 }
 
 // outputFlag registers -o/--output, the format of a command's result,
@@ -102,7 +131,7 @@ func sizeNotes(a *app, cmd *cobra.Command) {
 			continue
 		}
 		for item := range strings.SplitSeq(f.Value.String(), ",") {
-			if n := budget.SizeNote(item); n != "" {
+			if n := units.SizeNote(item); n != "" {
 				fmt.Fprintf(a.stderr, "gpumem: note: --%s %s\n", name, n)
 			}
 		}

@@ -91,8 +91,11 @@ func TestInterruptStopsEveryCommand(t *testing.T) {
 			err := cmd.Wait()
 			took := time.Since(sent)
 			code := cmd.ProcessState.ExitCode()
-			if code != c.code || took > time.Second {
-				t.Errorf("exit %d after %v (want %d within 1s): %v\nstderr: %s", code, took, c.code, err, stderr.String())
+			// the exit status says it stopped on the signal rather than
+			// finishing; the bound only catches a hang (a loaded machine
+			// answers in well under a second, but not always in one)
+			if code != c.code || took > 10*time.Second {
+				t.Errorf("exit %d after %v (want %d, at once): %v\nstderr: %s", code, took, c.code, err, stderr.String())
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("an interrupted run printed %d bytes of result", stdout.Len())

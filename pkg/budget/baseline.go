@@ -9,7 +9,7 @@ import (
 	"math"
 	"os"
 
-	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // baselineVersion is the format version WriteBaseline writes.
@@ -174,13 +174,13 @@ func (e Entry) compare(m Metric, f Figures, tol float64) []Finding {
 	case now > base*(1+tol):
 		grew := "from nothing"
 		if base > 0 {
-			grew = FormatRatio(now/base-1) + " above"
+			grew = units.FormatRatio(now/base-1) + " above"
 		}
 		add(Fail, "peak reserved %s is %s the baseline %s (tolerance %s)",
-			figures.FormatUBytes(uint64(now)), grew, figures.FormatUBytes(uint64(base)), FormatRatio(tol))
+			units.FormatUBytes(uint64(now)), grew, units.FormatUBytes(uint64(base)), units.FormatRatio(tol))
 	case now < base*(1-tol):
 		add(Pass, "peak reserved %s is %s below the baseline %s: update the baseline to keep the gain",
-			figures.FormatUBytes(uint64(now)), FormatRatio(1-now/base), figures.FormatUBytes(uint64(base)))
+			units.FormatUBytes(uint64(now)), units.FormatRatio(1-now/base), units.FormatUBytes(uint64(base)))
 	}
 	was, ok := e.Fragmentation[m]
 	exact := m.Of(f.Fragmentation)
@@ -192,10 +192,10 @@ func (e Entry) compare(m Metric, f Figures, tol float64) []Finding {
 		switch {
 		case d > tol:
 			add(Fail, "fragmentation %s is %s above the baseline %s (tolerance %s, %s: %s)",
-				FormatRatio(exact), formatPoints(d), FormatRatio(was), formatPoints(tol), m, m.Definition())
+				units.FormatRatio(exact), units.FormatPoints(d), units.FormatRatio(was), units.FormatPoints(tol), m, m.Definition())
 		case d < -tol:
 			add(Pass, "fragmentation %s is %s below the baseline %s: update the baseline to keep the gain",
-				FormatRatio(exact), formatPoints(-d), FormatRatio(was))
+				units.FormatRatio(exact), units.FormatPoints(-d), units.FormatRatio(was))
 		}
 	}
 	return out

@@ -6,8 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/setup"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // Common practice, and what the replay report colours: warn above 20%
@@ -17,9 +18,6 @@ const (
 	DefaultMaxFrag   = 0.30
 	DefaultTolerance = 0.05
 )
-
-// NoLimit is the ratio of a fragmentation limit that is off ("none").
-var NoLimit = math.Inf(1)
 
 // Metric names the fragmentation ratio a limit applies to.
 type Metric string
@@ -89,7 +87,7 @@ func (m Metric) Of(f figures.Fragmentation) float64 {
 type Limits struct {
 	Metric Metric // the ratio WarnFrag and MaxFrag apply to
 	// WarnFrag and MaxFrag are fragmentation ratios above which the case
-	// warns and fails; [NoLimit] turns one off.
+	// warns and fails; [units.NoLimit] turns one off.
 	WarnFrag, MaxFrag float64
 	// MaxReserved is the most peak reserved memory allowed, in bytes;
 	// 0 = no limit.
@@ -118,21 +116,9 @@ func (l Limits) Validate() error {
 		}
 	}
 	if l.WarnFrag > l.MaxFrag {
-		return fmt.Errorf("warn_frag %s is above max_frag %s", FormatRatio(l.WarnFrag), FormatRatio(l.MaxFrag))
+		return fmt.Errorf("warn_frag %s is above max_frag %s", units.FormatRatio(l.WarnFrag), units.FormatRatio(l.MaxFrag))
 	}
 	return nil
-}
-
-// Settings are the allocator settings a case replays under.
-type Settings struct {
-	// AllocConf replaces the settings a trace was recorded with; nil keeps
-	// them (or PyTorch's defaults for a workload).
-	AllocConf *alloc.Config
-	// Policy is the allocation policy; "" means pytorch.
-	Policy alloc.Policy
-	// MemoryFraction caps the process at this fraction of the MustFit
-	// card, like torch.cuda.set_per_process_memory_fraction; 0 = no cap.
-	MemoryFraction float64
 }
 
 // Case is one replay and the limits it is held to.
@@ -147,8 +133,10 @@ type Case struct {
 	Params   map[string]string // workload parameters
 	Device   int               // which device's trace to replay
 
-	Settings Settings
-	Limits   Limits
+	// Setup is how the case replays: its settings over the recorded ones,
+	// on its must_fit card (Setup.Card = Limits.MustFit).
+	Setup  setup.Setup
+	Limits Limits
 
 	// Dir is the directory relative paths are relative to ("" = the
 	// working directory); File and Line say where the case was defined,

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // Status is the verdict on a case, or on one finding; a higher status is
@@ -42,6 +43,9 @@ type Figures struct {
 	// OOM is the out-of-memory error that stopped the replay; nil when
 	// it ran to completion.
 	OOM *figures.OOM
+	// MemoryStats is torch.cuda.memory_stats() at the end of the replay,
+	// under PyTorch's names.
+	MemoryStats map[string]int64
 }
 
 // FiguresOf takes the figures out of a replay's report.
@@ -51,6 +55,7 @@ func FiguresOf(r *figures.Replay) Figures {
 		PeakAllocated: figures.PeakAllocated(r.Stats),
 		Fragmentation: r.Fragmentation(),
 		OOM:           r.OOM,
+		MemoryStats:   r.Stats.Map(),
 	}
 }
 
@@ -133,12 +138,12 @@ func (k *Checker) Check(c Case, f Figures) Result {
 		r.Findings = append(r.Findings, Finding{Status: s, Limit: limit, Message: msg})
 	}
 	if o := f.OOM; o != nil {
-		card := figures.FormatUBytes(o.DeviceTotal) + " card"
+		card := units.FormatUBytes(o.DeviceTotal) + " card"
 		if o.Allowed > 0 && o.Allowed < o.DeviceTotal {
-			card += ", " + figures.FormatUBytes(o.Allowed) + " allowed"
+			card += ", " + units.FormatUBytes(o.Allowed) + " allowed"
 		}
 		add(Fail, "must_fit", "out of memory (%s) at operation %d: tried to allocate %s, a %s",
-			card, o.OpIndex, figures.FormatUBytes(o.AllocSize), o.Verdict())
+			card, o.OpIndex, units.FormatUBytes(o.AllocSize), o.Verdict())
 	}
 	frag := l.Metric.Of(f.Fragmentation)
 	def := fmt.Sprintf("%s: %s", l.Metric, l.Metric.Definition())
@@ -146,13 +151,13 @@ func (k *Checker) Check(c Case, f Figures) Result {
 	case math.IsNaN(frag):
 		add(Pass, "", "fragmentation not measured: no memory was reserved")
 	case frag > l.MaxFrag:
-		add(Fail, "max_frag", "fragmentation %s is above the limit of %s (%s)", FormatRatio(frag), FormatRatio(l.MaxFrag), def)
+		add(Fail, "max_frag", "fragmentation %s is above the limit of %s (%s)", units.FormatRatio(frag), units.FormatRatio(l.MaxFrag), def)
 	case frag > l.WarnFrag:
-		add(Warn, "warn_frag", "fragmentation %s is above the warning level of %s (%s)", FormatRatio(frag), FormatRatio(l.WarnFrag), def)
+		add(Warn, "warn_frag", "fragmentation %s is above the warning level of %s (%s)", units.FormatRatio(frag), units.FormatRatio(l.WarnFrag), def)
 	}
 	if l.MaxReserved > 0 && f.PeakReserved > 0 && uint64(f.PeakReserved) > l.MaxReserved {
 		add(Fail, "max_reserved", "peak reserved %s is above the limit of %s",
-			figures.FormatBytes(f.PeakReserved), figures.FormatUBytes(l.MaxReserved))
+			units.FormatBytes(f.PeakReserved), units.FormatUBytes(l.MaxReserved))
 	}
 	if k.Baseline != nil {
 		if e, ok := k.Baseline.Cases[c.Name]; ok {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // gpt2 are the figures of testdata/pytorch/gpt2_varlen.pickle replayed
@@ -44,7 +45,7 @@ func TestCheck(t *testing.T) {
 		{"warn", def, withFrag(0.25), false, Warn, []string{"warn_frag"}, "fragmentation 25.0% is above the warning level of 20.0% (peaks: 1 − peak allocated / peak reserved)"},
 		{"strict warn fails", def, withFrag(0.25), true, Fail, []string{"warn_frag"}, "(strict)"},
 		{"fail", def, withFrag(0.39), false, Fail, []string{"max_frag"}, "fragmentation 39.0% is above the limit of 30.0%"},
-		{"limits off", Limits{Metric: Peaks, WarnFrag: NoLimit, MaxFrag: NoLimit}, withFrag(0.9), false, Pass, nil, ""},
+		{"limits off", Limits{Metric: Peaks, WarnFrag: units.NoLimit, MaxFrag: units.NoLimit}, withFrag(0.9), false, Pass, nil, ""},
 		{"other metric", Limits{Metric: Holes, WarnFrag: 0.2, MaxFrag: 0.95}, gpt2, false, Warn, []string{"warn_frag"}, "91.4% is above the warning level of 20.0% (holes: 1 − largest free block / cached free bytes at the end)"},
 		{"max reserved", Limits{Metric: Peaks, WarnFrag: 0.2, MaxFrag: 0.3, MaxReserved: 17 << 30}, gpt2, false, Fail, []string{"max_reserved"}, "peak reserved 17.98 GiB is above the limit of 17.00 GiB"},
 		{"max reserved met", Limits{Metric: Peaks, WarnFrag: 0.2, MaxFrag: 0.3, MaxReserved: 20 << 30}, gpt2, false, Pass, nil, ""},

@@ -13,6 +13,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // FileNames are the names [Find] looks for, in each directory.
@@ -189,8 +190,8 @@ func (p *parser) parse(data []byte) (*File, error) {
 				if err != nil {
 					return err
 				}
-				t, err := ParseRatio(s)
-				if err != nil || t == NoLimit {
+				t, err := units.ParseRatio(s)
+				if err != nil || t == units.NoLimit {
 					return p.errorf(v, "tolerance: invalid value %q: want a fraction such as 0.05 or a percentage such as 5%%", s)
 				}
 				f.Tolerance = t
@@ -326,7 +327,7 @@ func (p *parser) setting(s *settingKeys, key string, v *yaml.Node) error {
 		}
 		s.metric = &m
 	case "warn_frag", "max_frag":
-		r, err := ParseRatio(text)
+		r, err := units.ParseRatio(text)
 		if err != nil {
 			return wrap(err)
 		}
@@ -336,7 +337,7 @@ func (p *parser) setting(s *settingKeys, key string, v *yaml.Node) error {
 			s.maxFrag = &r
 		}
 	case "max_reserved", "must_fit":
-		n, err := ParseSize(text)
+		n, err := units.ParseSize(text)
 		if err == nil && n == 0 {
 			err = fmt.Errorf("%q is zero bytes", text)
 		}
@@ -361,8 +362,8 @@ func (p *parser) setting(s *settingKeys, key string, v *yaml.Node) error {
 		}
 		s.policy = &pol
 	case "memory_fraction":
-		r, err := ParseRatio(text)
-		if err == nil && (r == NoLimit || r == 0) {
+		r, err := units.ParseRatio(text)
+		if err == nil && (r == units.NoLimit || r == 0) {
 			err = fmt.Errorf("invalid fraction %q: want a number in (0, 1]", text)
 		}
 		if err != nil {
@@ -411,9 +412,10 @@ func (s settingKeys) apply(c *Case) {
 	}
 	given(&c.Limits.MaxReserved, s.maxReserved)
 	given(&c.Limits.MustFit, s.mustFit)
-	c.Settings.AllocConf = s.allocConf
-	given(&c.Settings.Policy, s.policy)
-	given(&c.Settings.MemoryFraction, s.memoryFraction)
+	c.Setup.Config = s.allocConf
+	given(&c.Setup.Policy, s.policy)
+	given(&c.Setup.Fraction, s.memoryFraction)
+	c.Setup.Card = c.Limits.MustFit
 }
 
 var caseNames = append([]string{"name", "trace", "traces", "workload", "params", "device"}, settingNames...)
@@ -530,7 +532,7 @@ func (p *parser) parseCase(n *yaml.Node, defaults settingKeys) (Case, error) {
 	if err := c.Limits.Validate(); err != nil {
 		return c, p.errorf(n, "%s: %v", where, err)
 	}
-	if c.Settings.MemoryFraction != 0 && c.Limits.MustFit == 0 {
+	if c.Setup.Fraction != 0 && c.Setup.Card == 0 {
 		return c, p.errorf(n, "%s: memory_fraction needs must_fit (the card it is a fraction of)", where)
 	}
 	return c, nil

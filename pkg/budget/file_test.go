@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 const goodFile = `# budgets for CI
@@ -62,7 +63,7 @@ func TestParse(t *testing.T) {
 	if want := (Limits{Metric: AtPeak, WarnFrag: 0.10, MaxFrag: 0.25, MaxReserved: 20 << 30}); gpt2.Limits != want {
 		t.Errorf("gpt2 limits = %+v, want %+v", gpt2.Limits, want)
 	}
-	if c := gpt2.Settings.AllocConf; c == nil || !c.ExpandableSegments {
+	if c := gpt2.Setup.Config; c == nil || !c.ExpandableSegments {
 		t.Errorf("gpt2 alloc_conf = %+v, want expandable segments", c)
 	}
 
@@ -75,8 +76,8 @@ func TestParse(t *testing.T) {
 	if want := (Limits{Metric: Peaks, WarnFrag: 0.05, MaxFrag: 0.05}); res.Limits != want {
 		t.Errorf("resnet limits = %+v, want %+v", res.Limits, want)
 	}
-	if res.Settings.AllocConf != nil {
-		t.Errorf("resnet has alloc_conf %+v, want none (the trace's own)", res.Settings.AllocConf)
+	if res.Setup.Config != nil {
+		t.Errorf("resnet has alloc_conf %+v, want none (the trace's own)", res.Setup.Config)
 	}
 
 	toy := f.Cases[2]
@@ -86,8 +87,8 @@ func TestParse(t *testing.T) {
 	if toy.Limits.MustFit != 21_500_000_000 || !math.IsInf(toy.Limits.MaxFrag, 1) || toy.Limits.WarnFrag != 0.10 {
 		t.Errorf("toy limits = %+v", toy.Limits)
 	}
-	if toy.Settings.Policy != alloc.PolicyNoCache || toy.Settings.MemoryFraction != 0.5 {
-		t.Errorf("toy settings = %+v", toy.Settings)
+	if toy.Setup.Policy != alloc.PolicyNoCache || toy.Setup.Fraction != 0.5 {
+		t.Errorf("toy setup = %+v", toy.Setup)
 	}
 }
 
@@ -224,34 +225,34 @@ func TestParseSize(t *testing.T) {
 		"0": 0, "1024": 1024, "20GiB": 20 << 30, "20 GiB": 20 << 30, "1.5MiB": 3 << 19,
 		"21.5GB": 21_500_000_000, "512B": 512, "2TiB": 2 << 40, " 8KiB ": 8192,
 	} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		if got, err := units.ParseSize(in); err != nil || got != want {
+			t.Errorf("units.ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "GiB", "-1GiB", "+1", "20Gb", "1e30", "NaN", "inf", "20 GiBs", "0x10"} {
-		if got, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		if got, err := units.ParseSize(in); err == nil {
+			t.Errorf("units.ParseSize(%q) = %d, want an error", in, got)
 		}
 	}
 }
 
 func TestParseRatio(t *testing.T) {
-	for in, want := range map[string]float64{"0.3": 0.3, "30%": 0.3, "30 %": 0.3, "0": 0, "1": 1, "100%": 1, "none": NoLimit, "2.5%": 0.025} {
-		if got, err := ParseRatio(in); err != nil || math.Abs(got-want) > 1e-12 && !(math.IsInf(got, 1) && math.IsInf(want, 1)) {
-			t.Errorf("ParseRatio(%q) = %v, %v; want %v", in, got, err, want)
+	for in, want := range map[string]float64{"0.3": 0.3, "30%": 0.3, "30 %": 0.3, "0": 0, "1": 1, "100%": 1, "none": units.NoLimit, "2.5%": 0.025} {
+		if got, err := units.ParseRatio(in); err != nil || math.Abs(got-want) > 1e-12 && !(math.IsInf(got, 1) && math.IsInf(want, 1)) {
+			t.Errorf("units.ParseRatio(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "%", "-0.1", "1.1", "101%", "30", "NaN", "inf", "thirty"} {
-		if got, err := ParseRatio(in); err == nil {
-			t.Errorf("ParseRatio(%q) = %v, want an error", in, got)
+		if got, err := units.ParseRatio(in); err == nil {
+			t.Errorf("units.ParseRatio(%q) = %v, want an error", in, got)
 		}
 	}
 }
 
 func TestFormatRatio(t *testing.T) {
-	for in, want := range map[float64]string{0.0964626795: "9.6%", 0.3: "30.0%", NoLimit: "none", math.NaN(): "n/a", 0: "0.0%"} {
-		if got := FormatRatio(in); got != want {
-			t.Errorf("FormatRatio(%v) = %q, want %q", in, got, want)
+	for in, want := range map[float64]string{0.0964626795: "9.6%", 0.3: "30.0%", units.NoLimit: "none", math.NaN(): "n/a", 0: "0.0%"} {
+		if got := units.FormatRatio(in); got != want {
+			t.Errorf("units.FormatRatio(%v) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // FuzzParse checks that any input either parses into cases that satisfy
@@ -45,7 +47,7 @@ func FuzzParse(f *testing.F) {
 			if err := c.Limits.Validate(); err != nil {
 				t.Fatalf("case %q: invalid limits passed: %v", c.Name, err)
 			}
-			if c.Settings.MemoryFraction != 0 && c.Limits.MustFit == 0 {
+			if c.Setup.Fraction != 0 && c.Limits.MustFit == 0 {
 				t.Fatalf("case %q: memory fraction without a card", c.Name)
 			}
 		}
@@ -96,11 +98,11 @@ func FuzzParseUnits(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if n, err := ParseSize(s); err == nil && n > math.MaxInt64 {
-			t.Fatalf("ParseSize(%q) = %d", s, n)
+		if n, err := units.ParseSize(s); err == nil && n > math.MaxInt64 {
+			t.Fatalf("units.ParseSize(%q) = %d", s, n)
 		}
-		if r, err := ParseRatio(s); err == nil && (math.IsNaN(r) || r < 0 || (r > 1 && !math.IsInf(r, 1))) {
-			t.Fatalf("ParseRatio(%q) = %v", s, r)
+		if r, err := units.ParseRatio(s); err == nil && (math.IsNaN(r) || r < 0 || (r > 1 && !math.IsInf(r, 1))) {
+			t.Fatalf("units.ParseRatio(%q) = %v", s, r)
 		}
 	})
 }

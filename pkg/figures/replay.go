@@ -65,6 +65,9 @@ type Replay struct {
 	// its recording did not, nil when it followed the recording (or the
 	// trace records nothing to compare with).
 	Divergence *Divergence
+	// Inexact names the Stats keys (PyTorch's names) the trace cannot
+	// settle, each with why; a renderer never shows them as exact.
+	Inexact map[string]string
 }
 
 // Addresses says how the simulated device placed segments: at the

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // A chart is an outer SVG of fixed size holding axes and labels, and an
@@ -119,7 +120,7 @@ func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phas
 		v := float64(l.bytes)
 		c.HLines = append(c.HLines, hline{
 			Y: num(plotUnits * (1 - v/c.YTop)), LabelY: num(c.pixY(v) - 4),
-			Class: l.class, Text: l.name + " " + figures.FormatUBytes(l.bytes),
+			Class: l.class, Text: l.name + " " + units.FormatUBytes(l.bytes),
 		})
 		c.Legend = append(c.Legend, series{Name: l.name, Class: l.class})
 	}
@@ -128,7 +129,7 @@ func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phas
 		c.Legend = append(c.Legend, series{Name: "phase start", Class: "phase"})
 		c.Attrs = append(c.Attrs, attr("data-phases", strconv.Itoa(len(pm))))
 	}
-	c.Marks = append(c.Marks, c.mark(r.PeakOp, "peak", "peak "+figures.FormatBytes(peak)))
+	c.Marks = append(c.Marks, c.mark(r.PeakOp, "peak", "peak "+units.FormatBytes(peak)))
 	c.Attrs = append(c.Attrs,
 		attr("data-peak-reserved", itoa(peak)),
 		attr("data-peak-op", strconv.Itoa(r.PeakOp)),
@@ -136,7 +137,7 @@ func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phas
 		attr("data-cap", strconv.FormatUint(r.Allowed, 10)),
 	)
 	if r.OOM != nil {
-		c.Marks = append(c.Marks, c.oomMark(r.Ops, "OOM at event "+commas(int64(r.OOM.OpIndex))))
+		c.Marks = append(c.Marks, c.oomMark(r.Ops, "OOM at event "+units.FormatCount(int64(r.OOM.OpIndex))))
 		c.Attrs = append(c.Attrs, attr("data-oom-op", strconv.Itoa(r.Ops)))
 	}
 	return c
@@ -249,7 +250,7 @@ func spanChart(id string, h, x0, x1 int) *chart {
 	}
 	step := niceStep(float64(c.XSpan)/8, 1)
 	for v := math.Ceil(float64(c.X0)/step) * step; v <= float64(c.X0+c.XSpan); v += step {
-		c.XTicks = append(c.XTicks, tick{Pos: num(c.pixX(v)), Label: commas(int64(v))})
+		c.XTicks = append(c.XTicks, tick{Pos: num(c.pixX(v)), Label: units.FormatCount(int64(v))})
 	}
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // DiffPage is what the page of a diff shows: both runs' memory on one
@@ -232,11 +233,11 @@ func diffChart(p *DiffPage) (*chart, template.JS, error) {
 	}
 	c.Attrs = append(c.Attrs, attr("data-phases", strconv.Itoa(len(phases))))
 	for k, r := range runs {
-		peak := c.mark(int(math.Round(r.x(r.r.PeakOp))), "peak peak-"+r.name, r.name+" peak "+figures.FormatBytes(peakReserved(r.r, r.pts)))
+		peak := c.mark(int(math.Round(r.x(r.r.PeakOp))), "peak peak-"+r.name, r.name+" peak "+units.FormatBytes(peakReserved(r.r, r.pts)))
 		peak.LabelY += 20 * k
 		c.Marks = append(c.Marks, peak)
 		if r.r.OOM != nil {
-			m := c.oomMark(int(math.Round(r.x(r.r.Ops))), r.name+" OOM at event "+commas(int64(r.r.OOM.OpIndex)))
+			m := c.oomMark(int(math.Round(r.x(r.r.Ops))), r.name+" OOM at event "+units.FormatCount(int64(r.r.OOM.OpIndex)))
 			m.LabelY += 16 * (k + 1)
 			c.Marks = append(c.Marks, m)
 			c.Attrs = append(c.Attrs, attr("data-oom-"+r.name, strconv.Itoa(r.r.Ops)))

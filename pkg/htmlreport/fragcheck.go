@@ -8,7 +8,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // FragcheckPage is what the report of a fragcheck run shows: each case
@@ -192,7 +192,7 @@ func newCaseRow(c *FragcheckCase, fragTop float64) caseRow {
 	if c.Metric != "" {
 		r.Frag += " " + c.Metric
 	}
-	r.Peak = figures.FormatBytes(c.PeakReserved)
+	r.Peak = units.FormatBytes(c.PeakReserved)
 
 	// fragmentation against its warning level and limit
 	g := &gauge{Class: "ok"}
@@ -241,7 +241,7 @@ func newCaseRow(c *FragcheckCase, fragTop float64) caseRow {
 	if c.MustFit > 0 {
 		pg.mark(float64(c.MustFit)/scale, "card", "must_fit "+sizeText(c.MustFit)+" card")
 	}
-	pg.Title = "peak reserved " + figures.FormatBytes(c.PeakReserved) + "; " + r.PeakLimits
+	pg.Title = "peak reserved " + units.FormatBytes(c.PeakReserved) + "; " + r.PeakLimits
 	r.PeakGauge = pg
 	return r
 }
@@ -269,7 +269,7 @@ func limitsText(c *FragcheckCase) string {
 	return s
 }
 
-func sizeText(n uint64) string { return figures.FormatUBytes(n) }
+func sizeText(n uint64) string { return units.FormatUBytes(n) }
 
 // limitRatio writes a ratio limit for a data-* attribute: "none" when off.
 func limitRatio(v float64) string {

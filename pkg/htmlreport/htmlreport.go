@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // Extra carries what a figures.Replay lacks and the HTML report shows.
@@ -153,7 +154,7 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 	}
 	if len(extra.PeakSegments) > 0 {
 		p.Maps = append(p.Maps, newSegMap("segmap-peak",
-			fmt.Sprintf("Segments at the peak (after operation %s)", commas(int64(r.PeakOp))),
+			fmt.Sprintf("Segments at the peak (after operation %s)", units.FormatCount(int64(r.PeakOp))),
 			"every segment the allocator held when reserved memory peaked, in address order", extra.PeakSegments))
 	}
 	if r.OOM != nil {
@@ -206,21 +207,21 @@ func facts(r *figures.Replay, pts []figures.Point) []fact {
 	peak := peakReserved(r, pts)
 	fr := r.Fragmentation()
 	fs := []fact{
-		{Label: "peak reserved", Value: figures.FormatBytes(peak), Note: "after op " + commas(int64(r.PeakOp)), Key: "peak-reserved", Raw: itoa(peak)},
-		{Label: "peak allocated", Value: figures.FormatBytes(figures.PeakAllocated(r.Stats)), Key: "peak-allocated", Raw: itoa(figures.PeakAllocated(r.Stats))},
-		{Label: "lower bound", Value: figures.FormatUBytes(r.LowerBound), Key: "lower-bound", Raw: strconv.FormatUint(r.LowerBound, 10)},
+		{Label: "peak reserved", Value: units.FormatBytes(peak), Note: "after op " + units.FormatCount(int64(r.PeakOp)), Key: "peak-reserved", Raw: itoa(peak)},
+		{Label: "peak allocated", Value: units.FormatBytes(figures.PeakAllocated(r.Stats)), Key: "peak-allocated", Raw: itoa(figures.PeakAllocated(r.Stats))},
+		{Label: "lower bound", Value: units.FormatUBytes(r.LowerBound), Key: "lower-bound", Raw: strconv.FormatUint(r.LowerBound, 10)},
 		{Label: "peak / lower bound", Value: ratio(r.OverLowerBound(), "×"), Key: "over-lower-bound"},
 		{Label: "fragmentation at the peak", Value: percent(fr.AtPeak), Key: "frag-at-peak"},
 		{Label: "outcome", Value: outcome, Note: outcomeNote(r), Key: "outcome"},
-		{Label: "operations", Value: commas(int64(r.Ops)), Key: "ops", Raw: strconv.Itoa(r.Ops)},
+		{Label: "operations", Value: units.FormatCount(int64(r.Ops)), Key: "ops", Raw: strconv.Itoa(r.Ops)},
 		{Label: "settings", Value: settings, Key: "settings"},
 		{Label: "policy", Value: r.Policy, Key: "policy"},
 	}
 	if r.Allowed > 0 {
-		fs = append(fs, fact{Label: "cap", Value: figures.FormatUBytes(r.Allowed), Key: "cap", Raw: strconv.FormatUint(r.Allowed, 10)})
+		fs = append(fs, fact{Label: "cap", Value: units.FormatUBytes(r.Allowed), Key: "cap", Raw: strconv.FormatUint(r.Allowed, 10)})
 	}
 	if r.DeviceMemory > 0 {
-		fs = append(fs, fact{Label: "device memory", Value: figures.FormatUBytes(r.DeviceMemory), Key: "device-memory", Raw: strconv.FormatUint(r.DeviceMemory, 10)})
+		fs = append(fs, fact{Label: "device memory", Value: units.FormatUBytes(r.DeviceMemory), Key: "device-memory", Raw: strconv.FormatUint(r.DeviceMemory, 10)})
 	}
 	return fs
 }
@@ -244,11 +245,11 @@ func newOOMView(r *figures.Replay) *oomView {
 		Message: report.TorchOOMMessage(r.Device, o),
 		Frames:  strings.Join(o.Frames, "\n"),
 		Facts: []fact{
-			{Label: "failed at event", Value: commas(int64(o.OpIndex)), Key: "oom-event", Raw: strconv.Itoa(o.OpIndex)},
-			{Label: "request", Value: figures.FormatUBytes(o.Size) + " (rounded " + figures.FormatUBytes(o.Rounded) + ")", Key: "oom-size", Raw: strconv.FormatUint(o.Size, 10)},
-			{Label: "reserved", Value: figures.FormatBytes(o.Reserved), Key: "oom-reserved", Raw: itoa(o.Reserved)},
-			{Label: "cached free", Value: figures.FormatUBytes(o.CachedFree), Key: "oom-cached-free", Raw: strconv.FormatUint(o.CachedFree, 10)},
-			{Label: "largest free block", Value: figures.FormatUBytes(o.LargestFree), Key: "oom-largest-free", Raw: strconv.FormatUint(o.LargestFree, 10)},
+			{Label: "failed at event", Value: units.FormatCount(int64(o.OpIndex)), Key: "oom-event", Raw: strconv.Itoa(o.OpIndex)},
+			{Label: "request", Value: units.FormatUBytes(o.Size) + " (rounded " + units.FormatUBytes(o.Rounded) + ")", Key: "oom-size", Raw: strconv.FormatUint(o.Size, 10)},
+			{Label: "reserved", Value: units.FormatBytes(o.Reserved), Key: "oom-reserved", Raw: itoa(o.Reserved)},
+			{Label: "cached free", Value: units.FormatUBytes(o.CachedFree), Key: "oom-cached-free", Raw: strconv.FormatUint(o.CachedFree, 10)},
+			{Label: "largest free block", Value: units.FormatUBytes(o.LargestFree), Key: "oom-largest-free", Raw: strconv.FormatUint(o.LargestFree, 10)},
 		},
 	}
 	return v
@@ -274,7 +275,7 @@ func siteRows(sites []figures.Site) []siteRow {
 		}
 		rows = append(rows, siteRow{
 			Rank: i + 1, Bytes: s.Bytes, Count: s.Count,
-			Size:  figures.FormatUBytes(s.Bytes),
+			Size:  units.FormatUBytes(s.Bytes),
 			Share: percent(div(s.Bytes, total)),
 			Width: strconv.FormatFloat(100*div(s.Bytes, top), 'f', 1, 64),
 			Top:   first, Frames: s.Frames, HasMore: more,
@@ -304,22 +305,4 @@ func ratio(r float64, unit string) string {
 		return "n/a"
 	}
 	return strconv.FormatFloat(r, 'f', 2, 64) + unit
-}
-
-// commas writes n with thousands separators: 17,923.
-func commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

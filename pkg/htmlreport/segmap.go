@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // Segment map layout: segments flow left to right in address order and
@@ -136,7 +137,7 @@ func newSegMap(id, title, note string, segs []figures.SegmentMap) *segMap {
 		x += w + segGap
 	}
 	if m.Largest != nil {
-		m.LargestSize = figures.FormatUBytes(m.Largest.Size)
+		m.LargestSize = units.FormatUBytes(m.Largest.Size)
 	}
 	m.H = y + rowH + 4
 	m.ViewBox = "0 0 " + strconv.Itoa(chartW) + " " + strconv.Itoa(m.H)
@@ -145,7 +146,7 @@ func newSegMap(id, title, note string, segs []figures.SegmentMap) *segMap {
 		label string
 	}{{figures.Allocated, "allocated"}, {figures.Pending, "pending free"}, {figures.Free, "free"}} {
 		m.States = append(m.States, stateSum{State: st.s, Label: st.label,
-			Bytes: figures.FormatUBytes(bytesBy[st.s]), Blocks: countBy[st.s]})
+			Bytes: units.FormatUBytes(bytesBy[st.s]), Blocks: countBy[st.s]})
 	}
 	return m
 }

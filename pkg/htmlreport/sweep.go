@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // SweepPage is what the report of a sweep shows: one bar of peak reserved
@@ -191,9 +191,9 @@ func newSweepView(p *SweepPage) (*sweepView, error) {
 	for i := range p.Rows {
 		r := &p.Rows[i]
 		tr := sweepTableRow{
-			Label: r.Label, Peak: figures.FormatBytes(r.PeakReserved),
+			Label: r.Label, Peak: units.FormatBytes(r.PeakReserved),
 			VsBase: vsBaseline(r, base), OverBound: overBound(r.PeakReserved, r.LowerBound),
-			Frag: percent(r.FragAtPeak), Allocs: commas(r.DeviceAllocs), Retries: commas(r.Retries),
+			Frag: percent(r.FragAtPeak), Allocs: units.FormatCount(r.DeviceAllocs), Retries: units.FormatCount(r.Retries),
 			Class: v.Chart.Bars[i].Class,
 		}
 		tr.Cards = v.Chart.Bars[i].Cards
@@ -233,23 +233,23 @@ func sweepFacts(p *SweepPage, base, best *SweepRow) []fact {
 	}
 	fs := []fact{{Label: noun, Value: strconv.Itoa(len(p.Rows)), Key: "rows", Raw: strconv.Itoa(len(p.Rows))}}
 	if p.Ops > 0 {
-		fs = append(fs, fact{Label: "operations", Value: commas(int64(p.Ops)), Key: "ops", Raw: strconv.Itoa(p.Ops)})
+		fs = append(fs, fact{Label: "operations", Value: units.FormatCount(int64(p.Ops)), Key: "ops", Raw: strconv.Itoa(p.Ops)})
 	}
 	if b := commonBound(p.Rows); b > 0 {
-		fs = append(fs, fact{Label: "lower bound", Value: figures.FormatBytes(b), Note: "peak live bytes", Key: "lower-bound", Raw: itoa(b)})
+		fs = append(fs, fact{Label: "lower bound", Value: units.FormatBytes(b), Note: "peak live bytes", Key: "lower-bound", Raw: itoa(b)})
 	}
 	if best != nil {
-		fs = append(fs, fact{Label: "recommended", Value: figures.FormatBytes(best.PeakReserved), Note: best.Label, Key: "best", Raw: itoa(best.PeakReserved)})
+		fs = append(fs, fact{Label: "recommended", Value: units.FormatBytes(best.PeakReserved), Note: best.Label, Key: "best", Raw: itoa(best.PeakReserved)})
 	}
 	if base != nil {
-		fs = append(fs, fact{Label: p.Baseline, Value: figures.FormatBytes(base.PeakReserved), Note: "the baseline", Key: "baseline", Raw: itoa(base.PeakReserved)})
+		fs = append(fs, fact{Label: p.Baseline, Value: units.FormatBytes(base.PeakReserved), Note: "the baseline", Key: "baseline", Raw: itoa(base.PeakReserved)})
 	}
 	if len(p.Cards) == 0 {
 		fs = append(fs, fact{Label: "device", Value: "unlimited", Key: "cards"})
 	} else {
 		names := make([]string, len(p.Cards))
 		for i, c := range p.Cards {
-			names[i] = figures.FormatUBytes(c)
+			names[i] = units.FormatUBytes(c)
 		}
 		f := fact{Label: "cards", Value: strings.Join(names, ", "), Key: "cards"}
 		var notes []string
@@ -266,7 +266,7 @@ func sweepFacts(p *SweepPage, base, best *SweepRow) []fact {
 }
 
 func cardLabel(c uint64, fraction float64) string {
-	s := figures.FormatUBytes(c)
+	s := units.FormatUBytes(c)
 	if fraction > 0 {
 		s += " ×" + strconv.FormatFloat(fraction, 'g', -1, 64)
 	}
@@ -368,7 +368,7 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 			b.Attrs = append(b.Attrs, attr("data-recommended", "true"))
 		}
 		b.ValueX = num(px(max(r.PeakReserved, 0)) + 6)
-		b.Value = figures.FormatBytes(r.PeakReserved)
+		b.Value = units.FormatBytes(r.PeakReserved)
 		switch vs := vsBaseline(r, base); {
 		case r.OOM != "":
 			b.Value += " · OOM"
@@ -383,7 +383,7 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 		for k := range r.Cards {
 			o := &r.Cards[k]
 			m := cardMark{X: strconv.Itoa(x + k*cardW + cardW/2), Class: "fits", Text: "✓ fits",
-				Title: cardLabel(p.Cards[k], p.Fraction) + ": fits, peak reserved " + figures.FormatBytes(o.PeakReserved),
+				Title: cardLabel(p.Cards[k], p.Fraction) + ": fits, peak reserved " + units.FormatBytes(o.PeakReserved),
 				Attrs: []template.HTMLAttr{attr("data-card", strconv.FormatUint(p.Cards[k], 10)), attr("data-fits", "true")}}
 			if o.OOM != "" {
 				m.Class, m.Text = "oom", "✗ OOM"
@@ -414,7 +414,7 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 	}
 	c.HasBound, c.HasCardLines = bound > 0, len(lines) > 0
 	if bound > 0 {
-		addLine(bound, "bound", "lower bound "+figures.FormatBytes(bound)+" (peak live bytes: no setting reserves less)",
+		addLine(bound, "bound", "lower bound "+units.FormatBytes(bound)+" (peak live bytes: no setting reserves less)",
 			attr("data-lower-bound", itoa(bound)))
 	}
 	for _, l := range lines {
@@ -433,16 +433,16 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 func sweepTitle(r, base *SweepRow, p *SweepPage) string {
 	var b strings.Builder
 	b.WriteString(r.Label)
-	b.WriteString("\npeak reserved " + figures.FormatBytes(r.PeakReserved))
+	b.WriteString("\npeak reserved " + units.FormatBytes(r.PeakReserved))
 	if vs := vsBaseline(r, base); vs != "-" && vs != "baseline" {
 		b.WriteString(" (" + vs + " against " + p.Baseline + ")")
 	}
 	if r.LowerBound > 0 {
 		b.WriteString("\n" + overBound(r.PeakReserved, r.LowerBound) + " the lower bound")
 	}
-	b.WriteString("\npeak allocated " + figures.FormatBytes(r.PeakAllocated))
+	b.WriteString("\npeak allocated " + units.FormatBytes(r.PeakAllocated))
 	b.WriteString("\nfragmentation at the peak " + percent(r.FragAtPeak))
-	b.WriteString("\ndevice allocations " + commas(r.DeviceAllocs) + ", retries " + commas(r.Retries))
+	b.WriteString("\ndevice allocations " + units.FormatCount(r.DeviceAllocs) + ", retries " + units.FormatCount(r.Retries))
 	if r.OOM != "" {
 		b.WriteString("\nout of memory at " + r.OOM)
 	}

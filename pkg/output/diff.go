@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // DiffFormats are the formats of gpumem diff: two runs side by side.
@@ -40,7 +41,7 @@ func diffFigures(d *figures.Diff) []diffFigure {
 func signed(n int64, bytes bool) string {
 	s := fmt.Sprint(n)
 	if bytes {
-		s = figures.FormatBytes(n)
+		s = units.FormatBytes(n)
 	}
 	if n > 0 {
 		s = "+" + s
@@ -63,9 +64,9 @@ func diffRows(d *figures.Diff) [][]string {
 	for _, f := range diffFigures(d) {
 		show := func(n int64) string {
 			if f.bytes {
-				return figures.FormatBytes(n)
+				return units.FormatBytes(n)
 			}
-			return figures.FormatCount(n)
+			return units.FormatCount(n)
 		}
 		rows = append(rows, []string{f.name, show(f.a), show(f.b), signed(f.b-f.a, f.bytes), percent(f.a, f.b)})
 	}
@@ -83,9 +84,9 @@ func diffRows(d *figures.Diff) [][]string {
 func phaseRows(d *figures.Diff) [][]string {
 	var rows [][]string
 	for _, p := range d.Phases {
-		rows = append(rows, []string{textsafe.Line(p.Name), figures.FormatCount(int64(p.Count)),
-			figures.FormatBytes(p.PeakAllocatedA), figures.FormatBytes(p.PeakAllocatedB), signed(p.PeakAllocatedB-p.PeakAllocatedA, true),
-			figures.FormatBytes(p.PeakReservedA), figures.FormatBytes(p.PeakReservedB)})
+		rows = append(rows, []string{textsafe.Line(p.Name), units.FormatCount(int64(p.Count)),
+			units.FormatBytes(p.PeakAllocatedA), units.FormatBytes(p.PeakAllocatedB), signed(p.PeakAllocatedB-p.PeakAllocatedA, true),
+			units.FormatBytes(p.PeakReservedA), units.FormatBytes(p.PeakReservedB)})
 	}
 	return rows
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/htmlreport"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // DiffHTML writes the self-contained HTML page of a diff: both runs'
@@ -27,7 +28,7 @@ func diffPage(d *figures.Diff) htmlreport.DiffPage {
 	}
 	for _, s := range d.Sites {
 		p.Sites = append(p.Sites, htmlreport.DiffSite{Frames: s.Frames, Change: s.Change(),
-			Delta: signed(s.Change(), true), A: figures.FormatUBytes(s.BytesA), B: figures.FormatUBytes(s.BytesB),
+			Delta: signed(s.Change(), true), A: units.FormatUBytes(s.BytesA), B: units.FormatUBytes(s.BytesB),
 			CountA: s.CountA, CountB: s.CountB})
 	}
 	return p

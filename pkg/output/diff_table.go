@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // diffSitesShown is how many sites the table lists; JSON has them all.
@@ -53,7 +54,7 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 	rows = rows[:0]
 	for i, s := range d.Sites[:min(len(d.Sites), diffSitesShown)] {
 		rows = append(rows, []string{fmt.Sprint(i + 1), signed(s.Change(), true),
-			figures.FormatUBytes(s.BytesA), figures.FormatUBytes(s.BytesB), shortSite(s.Frames)})
+			units.FormatUBytes(s.BytesA), units.FormatUBytes(s.BytesB), shortSite(s.Frames)})
 	}
 	if err := writeTable(bw, []string{"#", "b − a", "a", "b", "site"},
 		[]tw.Align{tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft}, rows, md); err != nil {
@@ -84,7 +85,7 @@ func oomWord(r *figures.Replay) string {
 	if r.OOM == nil {
 		return "completed"
 	}
-	return "OOM at op " + figures.FormatCount(int64(r.OOM.OpIndex))
+	return "OOM at op " + units.FormatCount(int64(r.OOM.OpIndex))
 }
 
 func settingsName(s string) string {

@@ -41,6 +41,9 @@ type jsonCase struct {
 	Crossed       []string                  `json:"crossed"`
 	Findings      []jsonFinding             `json:"findings"`
 	Baseline      *budget.Entry             `json:"baseline"`
+	// MemoryStats is the replay's torch.cuda.memory_stats() at its end;
+	// null when the case did not run
+	MemoryStats map[string]int64 `json:"memory_stats" jsonschema:"nullable"`
 }
 
 type jsonLimits struct {
@@ -92,6 +95,7 @@ func fragcheckJSON(w io.Writer, rs []budget.Result, _ Options) error {
 			c.Ratios = e.Fragmentation
 			c.PeakReserved, c.PeakAllocated = &e.PeakReserved, &e.PeakAllocated
 			c.OOM = e.OOM
+			c.MemoryStats = r.Figures.MemoryStats
 		}
 		for _, f := range r.Findings {
 			c.Findings = append(c.Findings, jsonFinding{f.Status, f.Limit, f.Message})

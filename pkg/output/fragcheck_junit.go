@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // The JUnit XML schema as CI systems read it (Jenkins, GitLab, the GitHub
@@ -112,11 +113,11 @@ func figureProps(r *budget.Result) []junitProp {
 	p := []junitProp{
 		{"status", r.Status().String()},
 		{"metric", string(l.Metric)},
-		{"fragmentation", budget.FormatRatio(r.Fragmentation())},
+		{"fragmentation", units.FormatRatio(r.Fragmentation())},
 		{"peak_reserved", fmt.Sprint(r.Figures.PeakReserved)},
 		{"peak_allocated", fmt.Sprint(r.Figures.PeakAllocated)},
-		{"warn_frag", budget.FormatRatio(l.WarnFrag)},
-		{"max_frag", budget.FormatRatio(l.MaxFrag)},
+		{"warn_frag", units.FormatRatio(l.WarnFrag)},
+		{"max_frag", units.FormatRatio(l.MaxFrag)},
 	}
 	if l.MaxReserved > 0 {
 		p = append(p, junitProp{"max_reserved", fmt.Sprint(l.MaxReserved)})

@@ -11,8 +11,8 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/budget"
-	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // fragcheckTable writes rs for people: a table with each case's status,
@@ -53,12 +53,12 @@ func fragcheckTable(w io.Writer, rs []budget.Result, o Options) error {
 		st := r.Status()
 		row := []string{textsafe.Line(r.Case.Name), paint[st].Sprint(st), "-", "-", "-", crossedCell(r)}
 		if r.Err == nil {
-			row[2] = budget.FormatRatio(r.Fragmentation())
+			row[2] = units.FormatRatio(r.Fragmentation())
 			if len(metrics) > 1 {
 				row[2] += " " + string(r.Case.Limits.Metric)
 			}
-			row[3] = figures.FormatBytes(r.Figures.PeakReserved)
-			row[4] = figures.FormatBytes(r.Figures.PeakAllocated)
+			row[3] = units.FormatBytes(r.Figures.PeakReserved)
+			row[4] = units.FormatBytes(r.Figures.PeakAllocated)
 		}
 		if err := t.Append(row); err != nil {
 			return err
@@ -107,14 +107,14 @@ func crossedCell(r *budget.Result) string {
 	for _, k := range r.Crossed() {
 		switch k {
 		case "warn_frag":
-			k += " " + budget.FormatRatio(l.WarnFrag)
+			k += " " + units.FormatRatio(l.WarnFrag)
 		case "max_frag":
-			k += " " + budget.FormatRatio(l.MaxFrag)
+			k += " " + units.FormatRatio(l.MaxFrag)
 		case "max_reserved":
-			k += " " + figures.FormatUBytes(l.MaxReserved)
+			k += " " + units.FormatUBytes(l.MaxReserved)
 		case "must_fit":
 			if l.MustFit > 0 {
-				k += " " + figures.FormatUBytes(l.MustFit)
+				k += " " + units.FormatUBytes(l.MustFit)
 			}
 		}
 		parts = append(parts, k)

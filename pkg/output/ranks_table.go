@@ -11,6 +11,7 @@ import (
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // ranksText writes the set as a table for people, or in Markdown: a row
@@ -31,7 +32,7 @@ func ranksText(w io.Writer, r *figures.Ranks, o Options, md bool) error {
 	for i, x := range r.Replays {
 		oom := "no"
 		if x.OOM != nil {
-			oom = "at op " + figures.FormatCount(int64(x.OOM.OpIndex))
+			oom = "at op " + units.FormatCount(int64(x.OOM.OpIndex))
 		}
 		name := rankName(r, i)
 		if i == r.Worst {
@@ -39,10 +40,10 @@ func ranksText(w io.Writer, r *figures.Ranks, o Options, md bool) error {
 		}
 		cells = append(cells, []string{
 			name, textsafe.Line(x.Source), fmt.Sprint(x.Device),
-			figures.FormatBytes(figures.PeakReserved(x.Stats)),
-			figures.FormatBytes(figures.PeakAllocated(x.Stats)),
+			units.FormatBytes(figures.PeakReserved(x.Stats)),
+			units.FormatBytes(figures.PeakAllocated(x.Stats)),
 			ratio(x.Fragmentation().AtPeak),
-			figures.FormatCount(x.Stats.NumDeviceAlloc),
+			units.FormatCount(x.Stats.NumDeviceAlloc),
 			oom,
 		})
 	}
@@ -60,7 +61,7 @@ func ranksText(w io.Writer, r *figures.Ranks, o Options, md bool) error {
 	}
 	spread := "-"
 	if s := r.Spread(); !math.IsNaN(s) {
-		spread = fmt.Sprintf("%.3f× (%s to %s)", s, figures.FormatBytes(lo), figures.FormatBytes(hi))
+		spread = fmt.Sprintf("%.3f× (%s to %s)", s, units.FormatBytes(lo), units.FormatBytes(hi))
 	}
 	fmt.Fprintln(bw)
 	fmt.Fprintf(bw, "worst rank  %s (%s): %s\n", rankName(r, r.Worst), why, textsafe.Line(worst.Source))

@@ -6,10 +6,10 @@ import (
 
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/probe"
 	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // summaryTable writes the device table, the processes against their
@@ -55,15 +55,15 @@ func processTable(w io.Writer, s *Summary) error {
 		}
 		used, reserved, rest := "-", noStats, "-"
 		if p.Used > 0 {
-			used = figures.FormatUBytes(p.Used)
+			used = units.FormatUBytes(p.Used)
 		}
 		if p.Reserved != nil {
-			reserved = figures.FormatUBytes(*p.Reserved)
+			reserved = units.FormatUBytes(*p.Reserved)
 		} else {
 			silent = true
 		}
 		if p.Rest != nil {
-			rest = figures.FormatBytes(*p.Rest)
+			rest = units.FormatBytes(*p.Rest)
 		}
 		rows = append(rows, []string{fmt.Sprint(p.GPU), fmt.Sprint(p.PID), name, used, reserved, rest})
 	}

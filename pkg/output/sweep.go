@@ -9,6 +9,7 @@ import (
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/sweep"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // SweepFormats are the formats of gpumem sweep.
@@ -31,12 +32,12 @@ func sweepFacts(sw *sweep.Report) []string {
 	if sw.Compare {
 		facts = append(facts, fmt.Sprintf("%d rows; each row a workload under one setting", len(rows)))
 	} else {
-		facts = append(facts, fmt.Sprintf("%d ops, %d settings", sw.Ops, len(rows)))
+		facts = append(facts, fmt.Sprintf("%s ops, %d settings", units.FormatCount(int64(sw.Ops)), len(rows)))
 		if len(rows) > 0 && rows[0].LowerBound > 0 {
-			facts = append(facts, "lower bound (peak live bytes, no setting reserves less): "+figures.FormatBytes(rows[0].LowerBound))
+			facts = append(facts, "lower bound (peak live bytes, no setting reserves less): "+units.FormatBytes(rows[0].LowerBound))
 			if off := sw.OfflinePeak; off > 0 {
 				facts = append(facts, fmt.Sprintf("offline planner (knows the whole trace; the best any allocator could do): %s, %.3f× the bound",
-					figures.FormatBytes(int64(off)), float64(off)/float64(rows[0].LowerBound)))
+					units.FormatBytes(int64(off)), float64(off)/float64(rows[0].LowerBound)))
 			}
 		}
 	}
@@ -62,7 +63,7 @@ func sweepFacts(sw *sweep.Report) []string {
 	return facts
 }
 
-func cardName(c uint64) string { return figures.FormatUBytes(c) }
+func cardName(c uint64) string { return units.FormatUBytes(c) }
 
 // overBound is peak reserved as a multiple of the lower bound.
 func overBound(r *sweep.Row) string {
@@ -106,10 +107,10 @@ func sweepVerdict(sw *sweep.Report) (notes []string, last string) {
 		case best == nil:
 			return nil, "least reserved: none, nothing fits " + where
 		case base == nil || best == base:
-			return nil, fmt.Sprintf("least reserved: %s, %s", best.Label, figures.FormatBytes(best.PeakReserved()))
+			return nil, fmt.Sprintf("least reserved: %s, %s", best.Label, units.FormatBytes(best.PeakReserved()))
 		}
 		return nil, fmt.Sprintf("least reserved: %s, %s: %s less than %s", best.Label,
-			figures.FormatBytes(best.PeakReserved()), saving(base.PeakReserved()-best.PeakReserved(), base.PeakReserved()), base.Label)
+			units.FormatBytes(best.PeakReserved()), saving(base.PeakReserved()-best.PeakReserved(), base.PeakReserved()), base.Label)
 	}
 	rec := sweep.Recommend(rows)
 	for _, r := range rec.Unsettable {
@@ -142,26 +143,26 @@ func sweepVerdict(sw *sweep.Report) (notes []string, last string) {
 	}
 	if best.Setting.IsDefault() {
 		return notes, fmt.Sprintf("recommendation: keep the defaults (leave PYTORCH_CUDA_ALLOC_CONF unset%s): no PYTORCH_CUDA_ALLOC_CONF setting reserves less than %s",
-			frac, figures.FormatBytes(best.PeakReserved()))
+			frac, units.FormatBytes(best.PeakReserved()))
 	}
 	env := "PYTORCH_CUDA_ALLOC_CONF=" + best.Setting.Env()
 	if base == nil {
-		return notes, fmt.Sprintf("recommendation: %s%s: peak reserved %s", env, frac, figures.FormatBytes(best.PeakReserved()))
+		return notes, fmt.Sprintf("recommendation: %s%s: peak reserved %s", env, frac, units.FormatBytes(best.PeakReserved()))
 	}
 	switch {
 	case !rec.Fits(base):
 		return notes, fmt.Sprintf("recommendation: %s%s: fits%s where the defaults do not; peak reserved %s (defaults %s)",
-			env, frac, where, figures.FormatBytes(best.PeakReserved()), figures.FormatBytes(base.PeakReserved()))
+			env, frac, where, units.FormatBytes(best.PeakReserved()), units.FormatBytes(base.PeakReserved()))
 	case rec.Saved == 0:
 		return notes, fmt.Sprintf("recommendation: %s%s: the same peak reserved as the defaults (%s) with %d fewer device allocations",
-			env, frac, figures.FormatBytes(best.PeakReserved()), base.DeviceAllocs()-best.DeviceAllocs())
+			env, frac, units.FormatBytes(best.PeakReserved()), base.DeviceAllocs()-best.DeviceAllocs())
 	}
 	return notes, fmt.Sprintf("recommendation: %s%s: peak reserved %s, saves %s against the defaults",
-		env, frac, figures.FormatBytes(best.PeakReserved()), saving(rec.Saved, base.PeakReserved()))
+		env, frac, units.FormatBytes(best.PeakReserved()), saving(rec.Saved, base.PeakReserved()))
 }
 
 func saving(saved, of int64) string {
-	return fmt.Sprintf("%s (%.1f%%)", figures.FormatBytes(saved), 100*float64(saved)/float64(max(of, 1)))
+	return fmt.Sprintf("%s (%.1f%%)", units.FormatBytes(saved), 100*float64(saved)/float64(max(of, 1)))
 }
 
 func unsettableNote(r *sweep.Row, base *sweep.Row) string {
@@ -172,10 +173,10 @@ func unsettableNote(r *sweep.Row, base *sweep.Row) string {
 	why := "it is not PyTorch's caching allocator, and PYTORCH_CUDA_ALLOC_CONF cannot select it"
 	// the policy's own reason (from its row in the policy table) comes first
 	info, _ := r.Setting.Config.Policy.Info()
-	if own := info.NotAdvisedBecause(figures.FormatCount(r.DeviceAllocs())); own != "" {
+	if own := info.NotAdvisedBecause(units.FormatCount(r.DeviceAllocs())); own != "" {
 		why = own
 	} else if c := r.Setting.Config; c.Backend != "native" {
 		why = "gpumem does not simulate the " + c.Backend + " backend (these are the native allocator's figures)"
 	}
-	return fmt.Sprintf("note: %s reserves %s%s but is not advised: %s", r.Label, figures.FormatBytes(r.PeakReserved()), than, why)
+	return fmt.Sprintf("note: %s reserves %s%s but is not advised: %s", r.Label, units.FormatBytes(r.PeakReserved()), than, why)
 }

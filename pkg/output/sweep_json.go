@@ -28,6 +28,7 @@ type SweepJSONRow struct {
 	AllocConf     string           `json:"alloc_conf"`
 	Policy        string           `json:"policy"`
 	Settable      bool             `json:"settable"`
+	Recorded      bool             `json:"recorded"`      // the settings the trace was recorded with
 	DeviceMemory  uint64           `json:"device_memory"` // the headline card; 0 = unlimited
 	Allowed       uint64           `json:"allowed"`
 	PeakReserved  int64            `json:"peak_reserved"`
@@ -81,7 +82,7 @@ func sweepJSONDoc(w io.Writer, sw *sweep.Report, _ Options) error {
 		r := &rows[i]
 		jr := SweepJSONRow{
 			Label: r.Label, AllocConf: r.Setting.Config.Text, Policy: string(r.Setting.Config.Policy),
-			Settable: r.Setting.Settable(), DeviceMemory: r.Card, Allowed: r.Allowed,
+			Settable: r.Setting.Settable(), Recorded: r.Setting.Recorded, DeviceMemory: r.Card, Allowed: r.Allowed,
 			PeakReserved: r.PeakReserved(), PeakAllocated: r.Stats.AllocatedBytes[alloc.All].Peak,
 			LowerBound: r.LowerBound, DeviceAllocs: r.DeviceAllocs(), Retries: r.Stats.NumAllocRetries,
 			OOMOpIndex: opIndex(r.OOM), Cards: []SweepJSONCard{}, MemoryStats: r.Stats.Map(),

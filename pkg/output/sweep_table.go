@@ -7,9 +7,9 @@ import (
 
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/sweep"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // sweepText writes the sweep as a table for people, or in Markdown.
@@ -79,12 +79,12 @@ func sweepTable(w io.Writer, sw *sweep.Report, md bool) error {
 		}
 		row := []string{
 			r.Label,
-			figures.FormatBytes(r.PeakReserved()),
+			units.FormatBytes(r.PeakReserved()),
 			overBound(r),
 			vs,
 			ratio(r.Fragmentation.AtPeak),
-			figures.FormatCount(r.DeviceAllocs()),
-			figures.FormatCount(r.Stats.NumAllocRetries),
+			units.FormatCount(r.DeviceAllocs()),
+			units.FormatCount(r.Stats.NumAllocRetries),
 		}
 		if len(sw.Cards) == 0 {
 			row = append(row, oomCell(sw, r.OOM, "no", "at "))

@@ -8,8 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/setup"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // CaseFlags are fragcheck's cases given on the command line (each trace
@@ -23,9 +24,9 @@ type CaseFlags struct {
 	WarnFragGiven     bool // --max-frag alone below the default warning lowers it
 	MaxReserved       uint64
 	MustFit           uint64
-	AllocConf         string
-	Policy            string
-	MemoryFraction    float64
+	// Setup is the allocator settings, policy and fraction as parsed
+	// from their flags; its card is MustFit.
+	Setup setup.Setup
 }
 
 // CaseFlagNames are the flags of CaseFlags; with the cases from a budget
@@ -46,32 +47,15 @@ func (f CaseFlags) Cases() ([]budget.Case, error) {
 		l.WarnFrag = l.MaxFrag // --max-frag alone below the default warning: fail above it
 	}
 	if l.WarnFrag > l.MaxFrag {
-		return nil, usage("--warn-frag %s is above --max-frag %s", budget.FormatRatio(l.WarnFrag), budget.FormatRatio(l.MaxFrag))
+		return nil, usage("--warn-frag %s is above --max-frag %s", units.FormatRatio(l.WarnFrag), units.FormatRatio(l.MaxFrag))
 	}
-	var s budget.Settings
-	if f.AllocConf != "" {
-		c, err := alloc.ParseConfig(f.AllocConf)
-		if err != nil {
-			return nil, usage("--alloc-conf: %w", err)
+	s := f.Setup
+	s.Card = f.MustFit
+	if err := s.Check(); err != nil {
+		if errors.Is(err, setup.ErrNoCard) {
+			return nil, hint(Usage, errors.New("--memory-fraction needs --must-fit"), "give the card's size, e.g. --must-fit 24GiB")
 		}
-		s.AllocConf = &c
-	}
-	if f.Policy != "" {
-		p, err := alloc.ParsePolicy(f.Policy)
-		if err != nil {
-			return nil, usage("--policy: %w", err)
-		}
-		s.Policy = p
-	}
-	if f.MemoryFraction != 0 {
-		if f.MemoryFraction < 0 || f.MemoryFraction > 1 {
-			return nil, usage("--memory-fraction: %v is not in (0, 1]", f.MemoryFraction)
-		}
-		if f.MustFit == 0 {
-			return nil, hint(Usage, errors.New("--memory-fraction needs --must-fit"),
-				"give the card's size, e.g. --must-fit 24GiB")
-		}
-		s.MemoryFraction = f.MemoryFraction
+		return nil, setupErr(err)
 	}
 	if f.Device < 0 {
 		return nil, usage("--device: %d is not a device index", f.Device)
@@ -85,10 +69,10 @@ func (f CaseFlags) Cases() ([]budget.Case, error) {
 	}
 	var cases []budget.Case
 	for _, t := range f.Traces {
-		cases = append(cases, budget.Case{Name: budget.DefaultName(t), Trace: t, Device: f.Device, Settings: s, Limits: l})
+		cases = append(cases, budget.Case{Name: budget.DefaultName(t), Trace: t, Device: f.Device, Setup: s, Limits: l})
 	}
 	for _, w := range f.Workloads {
-		cases = append(cases, budget.Case{Name: budget.DefaultName(w), Workload: w, Params: params, Settings: s, Limits: l})
+		cases = append(cases, budget.Case{Name: budget.DefaultName(w), Workload: w, Params: params, Setup: s, Limits: l})
 	}
 	// Two traces of one base name from different directories keep
 	// their paths as names.

@@ -8,13 +8,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/setup"
 )
 
 func TestCaseFlags(t *testing.T) {
+	conf, err := alloc.ParseConfig("expandable_segments:True")
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := CaseFlags{Traces: []string{"a/x.pickle", "b/x.pickle", "y.pickle"}, Workloads: []string{"transformer"},
 		Params: []string{"layers=2"}, Metric: "peaks", WarnFrag: budget.DefaultWarnFrag, MaxFrag: 0.10,
-		MaxReserved: 20 << 30, AllocConf: "expandable_segments:True"}
+		MaxReserved: 20 << 30, Setup: setup.Setup{Config: &conf}}
 	cases, err := f.Cases()
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,7 @@ func TestCaseFlags(t *testing.T) {
 	if want := (budget.Limits{Metric: budget.Peaks, WarnFrag: 0.10, MaxFrag: 0.10, MaxReserved: 20 << 30}); c.Limits != want {
 		t.Errorf("limits %+v, want %+v", c.Limits, want)
 	}
-	if s := cases[0].Settings.AllocConf; s == nil || !s.ExpandableSegments {
+	if s := cases[0].Setup.Config; s == nil || !s.ExpandableSegments {
 		t.Errorf("alloc conf %+v, want expandable segments", s)
 	}
 }
@@ -48,9 +54,8 @@ func TestCaseFlagsErrors(t *testing.T) {
 	}{
 		{func(f *CaseFlags) { f.WarnFrag, f.WarnFragGiven = 0.4, true }, "--warn-frag 40.0% is above --max-frag 30.0%"},
 		{func(f *CaseFlags) { f.Metric = "worst" }, `--metric: unknown fragmentation metric "worst"`},
-		{func(f *CaseFlags) { f.Policy = "greedy" }, `--policy: unknown policy "greedy"`},
-		{func(f *CaseFlags) { f.MemoryFraction = 0.5 }, "--memory-fraction needs --must-fit"},
-		{func(f *CaseFlags) { f.MemoryFraction, f.MustFit = 2, 8<<30 }, "--memory-fraction: 2 is not in (0, 1]"},
+		{func(f *CaseFlags) { f.Setup.Fraction = 0.5 }, "--memory-fraction needs --must-fit"},
+		{func(f *CaseFlags) { f.Setup.Fraction, f.MustFit = 2, 8<<30 }, "--memory-fraction: 2 is not in (0, 1]"},
 		{func(f *CaseFlags) { f.Params = []string{"a=1"} }, "--param sets workload parameters"},
 		{func(f *CaseFlags) { f.Traces, f.Workloads, f.Params = nil, []string{"w"}, []string{"novalue"} }, `--param "novalue": want name=value`},
 		{func(f *CaseFlags) { f.Device = -1 }, "--device: -1 is not a device index"},

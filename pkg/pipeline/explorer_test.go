@@ -8,6 +8,7 @@ import (
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/setup"
 )
 
 // TestExplorerChanges rebuilds the block list from the explorer's per-op
@@ -16,15 +17,16 @@ import (
 // including an out-of-memory's release steps.
 func TestExplorerChanges(t *testing.T) {
 	for _, tc := range []struct {
-		name, mem string
+		name string
+		card uint64
 	}{
-		{"gpt2_varlen_stacks.pickle", ""},
-		{"multistream.pickle", ""},
-		{"seed_frag.pickle", ""},
-		{"gpt2_varlen.pickle", "16GiB"},
+		{"gpt2_varlen_stacks.pickle", 0},
+		{"multistream.pickle", 0},
+		{"seed_frag.pickle", 0},
+		{"gpt2_varlen.pickle", 16 << 30},
 	} {
-		t.Run(tc.name+tc.mem, func(t *testing.T) {
-			run, err := Replay(context.Background(), Source{Trace: pytorchFixture(tc.name)}, Settings{Policy: "pytorch", DeviceMemory: tc.mem})
+		t.Run(fmt.Sprint(tc.name, tc.card), func(t *testing.T) {
+			run, err := Replay(context.Background(), Source{Trace: pytorchFixture(tc.name)}, Settings{Setup: setup.Setup{Card: tc.card}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +41,7 @@ func TestExplorerChanges(t *testing.T) {
 			if len(e.Changes) != e.Ops {
 				t.Fatalf("%d changes for %d ops", len(e.Changes), e.Ops)
 			}
-			if (tc.mem != "") != (e.OOMOp >= 0) || (e.OOMOp >= 0 && e.Ops != e.OOMOp+1) {
+			if (tc.card != 0) != (e.OOMOp >= 0) || (e.OOMOp >= 0 && e.Ops != e.OOMOp+1) {
 				t.Fatalf("oom op %d, ops %d", e.OOMOp, e.Ops)
 			}
 			checks := map[int]bool{e.Ops: true, 1: true, e.PeakOp + 1: true}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/setup"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
 
@@ -89,7 +90,10 @@ func runSetCase(ctx context.Context, c budget.Case) (budget.Figures, error) {
 	}
 	reports := make([]*figures.Replay, len(ranks))
 	for i, rp := range ranks {
-		o := caseOptions(c, RecordedConfig(rp.snap.Settings), 0)
+		o, err := caseOptions(c, setup.Recorded(rp.snap.Settings), 0)
+		if err != nil {
+			return budget.Figures{}, err
+		}
 		o.Context = ctx
 		res, err := replay.Run(rp.plan, o)
 		if err != nil {
@@ -111,7 +115,10 @@ func runTraceCase(ctx context.Context, c budget.Case) (budget.Figures, error) {
 	if err != nil {
 		return budget.Figures{}, err
 	}
-	o := caseOptions(c, RecordedConfig(snap.Settings), 0)
+	o, err := caseOptions(c, setup.Recorded(snap.Settings), 0)
+	if err != nil {
+		return budget.Figures{}, err
+	}
 	plan := replay.FromSnapshot(snap, c.Device)
 	res, err := replay.Run(plan, o)
 	if err != nil {
@@ -129,7 +136,10 @@ func runWorkloadCase(c budget.Case) (budget.Figures, error) {
 	if err != nil {
 		return budget.Figures{}, err
 	}
-	o := caseOptions(c, nil, w.Limit)
+	o, err := caseOptions(c, nil, w.Limit)
+	if err != nil {
+		return budget.Figures{}, err
+	}
 	res, err := replay.RunOps(w.Ops, nil, o)
 	if err != nil {
 		return budget.Figures{}, fmt.Errorf("running %s: %w", w.Name, err)
@@ -137,29 +147,20 @@ func runWorkloadCase(c budget.Case) (budget.Figures, error) {
 	return budget.FiguresOf(buildReport(c.Source(), o, res, nil, nil)), nil
 }
 
-// caseOptions are the replay options of c: its settings over the
-// recorded ones (nil: PyTorch's defaults), on its must_fit card, or else
-// the card a workload names (limit; 0 = none), or else an unlimited one.
-func caseOptions(c budget.Case, recorded *alloc.Config, limit uint64) replay.Options {
-	cfg := alloc.DefaultConfig()
-	if recorded != nil {
-		cfg = *recorded
+// caseOptions are the replay options of c: its setup over the recorded
+// settings (nil: PyTorch's defaults), on its must_fit card, or else the
+// card a workload names (limit; 0 = none), or else an unlimited one (and
+// a trace's recorded cap, as every command replays it).
+func caseOptions(c budget.Case, recorded *alloc.Config, limit uint64) (replay.Options, error) {
+	s := c.Setup
+	if s.Card == 0 {
+		s.Card = limit
 	}
-	if c.Settings.AllocConf != nil {
-		cfg = *c.Settings.AllocConf
+	o, err := s.Options(recorded)
+	if err != nil {
+		return o, setupErr(err)
 	}
-	if c.Settings.Policy != "" {
-		cfg.Policy = c.Settings.Policy
-	}
-	o := replay.Options{Config: cfg, MemoryFraction: c.Settings.MemoryFraction}
-	card := c.Limits.MustFit
-	if card == 0 {
-		card = limit
-	}
-	if card > 0 {
-		o.Device, o.DeviceTotal = alloc.Sim(card), card
-	}
-	return o
+	return o, nil
 }
 
 func isBuiltin(name string) bool {

@@ -15,9 +15,8 @@ import (
 	"io"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/replay"
-	"github.com/gpumem/gpumem/pkg/trace"
+	"github.com/gpumem/gpumem/pkg/setup"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
 
@@ -70,86 +69,33 @@ type Source struct {
 	Progress io.Writer
 }
 
-// Settings are the allocator settings as given on the command line.
+// Settings are how a replay runs: the setup (parsed and typed at the
+// edge, see package setup) and what to keep of the run.
 type Settings struct {
-	AllocConf      string // PYTORCH_CUDA_ALLOC_CONF syntax
-	AllocConfGiven bool   // use AllocConf, not the trace's recorded settings
-	Policy         string // allocation policy: pytorch, nocache, ...
-	DeviceMemory   string // simulated card size with a unit; "" = no limit
-	MemoryFraction float64
-	Backend        string // "sim" (or "") or "cuda"
-	Points         int    // timeline points to keep; 0 = none
-	Check          bool   // check the allocator's invariants after every op
-	// RecordedCap replays a trace under the memory cap its recording shows
-	// when no card size or fraction is given (replay does; a sweep sets
-	// its own cards).
-	RecordedCap bool
-	// IgnoreAddresses keeps only the first segment's recorded address and
-	// places the others by the model of the CUDA driver (a what-if check).
-	IgnoreAddresses bool
+	setup.Setup
+	Points int  // timeline points to keep; 0 = none
+	Check  bool // check the allocator's invariants after every op
 }
 
 // options resolves s over the recorded settings (nil: PyTorch's
 // defaults) into replay options.
 func (s Settings) options(recorded *alloc.Config) (replay.Options, error) {
-	o := replay.Options{Points: s.Points, Check: s.Check, RecordedCap: s.RecordedCap}
-	cfg := alloc.DefaultConfig()
-	if recorded != nil {
-		cfg = *recorded
-	}
-	if s.AllocConfGiven {
-		c, err := alloc.ParseConfig(s.AllocConf)
-		if err != nil {
-			return o, usage("--alloc-conf: %w", err)
-		}
-		cfg = c
-	}
-	p, err := alloc.ParsePolicy(s.Policy)
+	o, err := s.Setup.Options(recorded)
 	if err != nil {
-		return o, usage("--policy: %w", err)
+		return o, setupErr(err)
 	}
-	cfg.Policy = p
-	o.Config = cfg
-	if s.DeviceMemory != "" {
-		n, err := budget.ParseSize(s.DeviceMemory)
-		if err != nil {
-			return o, usage("--device-memory: %w", err)
-		}
-		if n == 0 {
-			return o, usage("--device-memory: invalid size %q: zero bytes", s.DeviceMemory)
-		}
-		o.DeviceTotal = n
-		o.Device = alloc.Sim(n)
-	}
-	if f := s.MemoryFraction; f != 0 {
-		if !(f > 0 && f <= 1) { // NaN too
-			return o, usage("--memory-fraction: %v is not in (0, 1]", f)
-		}
-		// a fraction of the simulated card, or of the real one (cuda)
-		if s.DeviceMemory == "" && s.Backend != "cuda" {
-			return o, hint(Usage, errors.New("--memory-fraction needs --device-memory"),
-				"give the card's size, e.g. --device-memory 80GiB, or use --backend cuda for a fraction of the real GPU")
-		}
-		o.MemoryFraction = f
-	}
-	switch s.Backend {
-	case "sim", "":
-	case "cuda":
-		// "cuda" drives the first GPU through the driver API.
-		if s.DeviceMemory != "" {
-			return o, usage("--device-memory is for the simulated device; --backend cuda uses the real card")
-		}
-		if s.IgnoreAddresses {
-			return o, usage("--ignore-addresses is for the simulated device; the real card places segments itself")
-		}
-		o.Device = alloc.CUDA(0)
-	default:
-		return o, usage("--backend: unknown backend %q (want sim or cuda)", s.Backend)
-	}
-	if s.IgnoreAddresses {
-		o.Device = alloc.SimModelled(o.DeviceTotal)
-	}
+	o.Points, o.Check = s.Points, s.Check
 	return o, nil
+}
+
+// setupErr is a setup's error as the pipeline reports it: a usage error,
+// with the setup's hint.
+func setupErr(err error) error {
+	var se *setup.Error
+	if errors.As(err, &se) && se.Hint != "" {
+		return hint(Usage, err, se.Hint)
+	}
+	return &Error{Kind: Usage, Err: err}
 }
 
 // replayErr explains a failed replay; doing is "replaying x" or "running x".
@@ -159,29 +105,6 @@ func replayErr(doing string, err error) error {
 		return hint(Failed, err, "without a GPU, leave out --backend cuda to use the simulated device")
 	}
 	return err
-}
-
-// RecordedConfig reads the settings a snapshot was recorded with; nil when
-// it recorded none.
-func RecordedConfig(s trace.Settings) *alloc.Config {
-	if !s.Present {
-		return nil
-	}
-	c, err := alloc.ParseConfig(s.AllocConf)
-	if err != nil {
-		c = alloc.DefaultConfig()
-	}
-	// the structured fields are what was in force, whatever the string said
-	c.MaxSplitSize = 0
-	if s.MaxSplitSize > 0 {
-		c.MaxSplitSize = uint64(s.MaxSplitSize)
-	}
-	c.GCThreshold = s.GCThreshold
-	c.ExpandableSegments = s.ExpandableSegments
-	for i, d := range s.RoundupPower2Divisions {
-		c.RoundupPower2Divisions[i] = uint32(max(d, 0))
-	}
-	return &c
 }
 
 // LoadWorkload finds a built-in workload or parses a script file.

@@ -3,14 +3,13 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/setup"
 	"github.com/gpumem/gpumem/pkg/sweep"
 )
 
@@ -26,18 +25,18 @@ func TestCaseOptions(t *testing.T) {
 	}
 
 	c := budget.Case{Limits: budget.DefaultLimits()}
-	o := caseOptions(c, &recorded, 0)
+	o, _ := caseOptions(c, &recorded, 0)
 	if o.Config.GCThreshold != 0.6 || o.Device != nil || o.DeviceTotal != 0 {
 		t.Errorf("no settings: %+v, want the recorded config on an unlimited device", o)
 	}
-	o = caseOptions(c, &recorded, 8<<30)
+	o, _ = caseOptions(c, &recorded, 8<<30)
 	if o.DeviceTotal != 8<<30 || o.Device == nil {
 		t.Errorf("a workload's limit is its card: %+v", o)
 	}
 
-	c.Settings = budget.Settings{AllocConf: &conf, Policy: alloc.PolicyNoCache, MemoryFraction: 0.5}
+	c.Setup = setup.Setup{Config: &conf, Policy: alloc.PolicyNoCache, Fraction: 0.5, Card: 24 << 30}
 	c.Limits.MustFit = 24 << 30
-	o = caseOptions(c, &recorded, 8<<30)
+	o, _ = caseOptions(c, &recorded, 8<<30)
 	if !o.Config.ExpandableSegments || o.Config.GCThreshold != 0 || o.Config.Policy != alloc.PolicyNoCache {
 		t.Errorf("alloc_conf replaces the recorded settings: %+v", o.Config)
 	}
@@ -116,7 +115,7 @@ func TestNoAllocationTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := path + ": the snapshot holds no allocation trace (record it with torch.cuda.memory._record_memory_history)"
-	_, err := Replay(context.Background(), Source{Trace: path}, Settings{Policy: "pytorch"})
+	_, err := Replay(context.Background(), Source{Trace: path}, Settings{})
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Kind != Input || err.Error() != want {
 		t.Errorf("Replay: %v, want an Input error %q", err, want)
@@ -130,36 +129,22 @@ func TestNoAllocationTrace(t *testing.T) {
 	}
 }
 
-func TestSettingsErrors(t *testing.T) {
-	for _, tc := range []struct {
-		s    Settings
-		want string
-	}{
-		{Settings{Policy: "best"}, `--policy: unknown policy "best"`},
-		{Settings{Policy: "pytorch", AllocConf: "bogus:1", AllocConfGiven: true}, "--alloc-conf: "},
-		{Settings{Policy: "pytorch", DeviceMemory: "lots"}, `--device-memory: invalid size "lots"`},
-		{Settings{Policy: "pytorch", MemoryFraction: 0.5}, "--memory-fraction needs --device-memory"},
-		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", MemoryFraction: 2}, "--memory-fraction: 2 is not in (0, 1]"},
-		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", MemoryFraction: math.NaN()}, "--memory-fraction: NaN is not in (0, 1]"},
-		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", MemoryFraction: math.Inf(1)}, "--memory-fraction: +Inf is not in (0, 1]"},
-		{Settings{Policy: "pytorch", Backend: "cuda", IgnoreAddresses: true}, "--ignore-addresses is for the simulated device"},
-		{Settings{Policy: "pytorch", DeviceMemory: "8GiB", Backend: "cuda"}, "--device-memory is for the simulated device"},
-		{Settings{Policy: "pytorch", Backend: "tpu"}, `--backend: unknown backend "tpu"`},
-	} {
-		_, err := tc.s.options(nil)
-		var pe *Error
-		if !errors.As(err, &pe) || pe.Kind != Usage || !strings.HasPrefix(err.Error(), tc.want) {
-			t.Errorf("%+v: %v, want a Usage error starting %q", tc.s, err, tc.want)
-		}
+// A setup's error is a Usage error with its hint; the recorded settings
+// apply unless the setup has its own.
+func TestSettingsOptions(t *testing.T) {
+	_, err := Settings{Setup: setup.Setup{Fraction: 0.5}}.options(nil)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Kind != Usage || err.Error() != "--memory-fraction needs --device-memory" || len(pe.Hints) == 0 {
+		t.Errorf("%v, want a Usage error with a hint", err)
 	}
-	// The recorded settings apply unless --alloc-conf is given.
 	rec := alloc.DefaultConfig()
 	rec.ExpandableSegments = true
-	o, err := Settings{Policy: "nocache", DeviceMemory: "8GiB", MemoryFraction: 0.5}.options(&rec)
+	o, err := Settings{Setup: setup.Setup{Policy: alloc.PolicyNoCache, Card: 8 << 30, Fraction: 0.5}}.options(&rec)
 	if err != nil || !o.Config.ExpandableSegments || o.Config.Policy != alloc.PolicyNoCache || o.DeviceTotal != 8<<30 || o.MemoryFraction != 0.5 {
 		t.Errorf("recorded settings: %+v, %v", o, err)
 	}
-	o, _ = Settings{Policy: "pytorch", AllocConfGiven: true}.options(&rec)
+	def := alloc.DefaultConfig()
+	o, _ = Settings{Setup: setup.Setup{Config: &def}}.options(&rec)
 	if o.Config.ExpandableSegments {
 		t.Error("--alloc-conf '' kept the recorded settings")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/setup"
 	"github.com/gpumem/gpumem/pkg/sweep"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -307,10 +308,11 @@ func rankSweepCases(ctx context.Context, rep *sweep.Report, in SweepInput) (case
 		return nil, nil, err
 	}
 	grid := in.Grid
+	rec := setup.Recorded(ranks[0].snap.Settings)
 	if grid == nil {
-		grid = defaultTraceGrid(in, RecordedConfig(ranks[0].snap.Settings))
+		grid = defaultTraceGrid(in, rec)
 	}
-	grid = withBaseline(grid)
+	grid = markRecorded(withBaseline(grid), rec)
 	if len(ranks) == 1 {
 		rp := ranks[0]
 		rep.Source, rep.Ops, rep.Baseline = rp.path, len(rp.plan.Ops), sweep.DefaultsLabel

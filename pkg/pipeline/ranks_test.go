@@ -25,7 +25,7 @@ func TestReplaySetTruth(t *testing.T) {
 	if len(paths) != 2 || RankOf(paths[0]) != 0 || RankOf(paths[1]) != 1 {
 		t.Fatalf("glob gave %q", paths)
 	}
-	set, err := ReplaySet(context.Background(), SetSource{Paths: paths}, Settings{Policy: "pytorch"})
+	set, err := ReplaySet(context.Background(), SetSource{Paths: paths}, Settings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestRankFileIsOneRank(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	set, err := ReplaySet(context.Background(), SetSource{Paths: []string{path}}, Settings{Policy: "pytorch"})
+	set, err := ReplaySet(context.Background(), SetSource{Paths: []string{path}}, Settings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestRankFileIsOneRank(t *testing.T) {
 	// without a rank in its name, each device is a rank
 	other := filepath.Join(dir, "job.trace")
 	os.Rename(path, other)
-	if set, err = ReplaySet(context.Background(), SetSource{Paths: []string{other}}, Settings{Policy: "pytorch"}); err != nil || len(set.Runs) != 2 {
+	if set, err = ReplaySet(context.Background(), SetSource{Paths: []string{other}}, Settings{}); err != nil || len(set.Runs) != 2 {
 		t.Fatalf("%v, %d runs", err, len(set.Runs))
 	}
 }

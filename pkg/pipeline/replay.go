@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/setup"
 	"github.com/gpumem/gpumem/pkg/trace"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
@@ -85,7 +86,7 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 
 // replayPlanned replays one device's plan of snap, read from path.
 func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64, s Settings) (*Run, error) {
-	o, err := s.options(RecordedConfig(snap.Settings))
+	o, err := s.options(setup.Recorded(snap.Settings))
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,7 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 	if c := res.Cap; c.Capped() {
 		r.InferredCap = &figures.InferredCap{Low: c.Low, High: c.High, From: c.From()}
 	}
+	r.Inexact = res.Inexact
 	if d := res.Divergence; d != nil {
 		r.Divergence = &figures.Divergence{Op: d.Op, Event: d.Event, Recorded: d.Recorded, Replayed: d.Replayed, Cause: d.Cause}
 	}

@@ -25,7 +25,7 @@ func FuzzLeanReplay(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := Settings{Policy: "pytorch", Points: 200, RecordedCap: true}
+		s := Settings{Points: 200}
 		var runs [2]*Set
 		var errs [2]error
 		for i, lean := range []bool{false, true} {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/setup"
 )
 
 // synthetic is a snapshot as scripts/gen_trace.py writes it (3,000 events,
@@ -16,28 +18,28 @@ const synthetic = "testdata/synthetic_stacks.pickle"
 // out-of-memory stacks included.
 func TestLeanReplayStreams(t *testing.T) {
 	ctx := context.Background()
-	for _, card := range []string{"", "1500MiB"} {
-		s := Settings{Policy: "pytorch", Points: 2000, RecordedCap: true, DeviceMemory: card}
+	for _, card := range []uint64{0, 1500 << 20} {
+		s := Settings{Setup: setup.Setup{Card: card}, Points: 2000}
 		u, l := replayBoth(t, synthetic, s)
 		if l.plan.Len() != len(u.plan.Ops) || len(u.plan.Ops) == 0 {
-			t.Fatalf("card %q: %d ops streamed, %d read", card, l.plan.Len(), len(u.plan.Ops))
+			t.Fatalf("card %d: %d ops streamed, %d read", card, l.plan.Len(), len(u.plan.Ops))
 		}
 		oom := u.Report.OOM != nil
 		if streamed := l.plan.Ops == nil; streamed == oom { // an OOM unpacks the plan for its stacks
-			t.Errorf("card %q: streamed %v with out-of-memory %v", card, streamed, oom)
+			t.Errorf("card %d: streamed %v with out-of-memory %v", card, streamed, oom)
 		}
 		if oom && len(u.Report.OOM.Frames)+len(u.Report.OOM.PinFrames) == 0 {
-			t.Errorf("card %q: the out-of-memory shows no stack", card)
+			t.Errorf("card %d: the out-of-memory shows no stack", card)
 		}
 		if !reflect.DeepEqual(l.Report, u.Report) || !reflect.DeepEqual(l.Notes, u.Notes) {
-			t.Errorf("card %q: lean report differs:\n got %+v\nwant %+v", card, l.Report, u.Report)
+			t.Errorf("card %d: lean report differs:\n got %+v\nwant %+v", card, l.Report, u.Report)
 		}
 		single, err := Replay(ctx, Source{Trace: synthetic, Lean: true}, s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(single.Report, u.Report) {
-			t.Errorf("card %q: lean Replay differs", card)
+			t.Errorf("card %d: lean Replay differs", card)
 		}
 	}
 }
@@ -49,23 +51,28 @@ func TestLeanReplayStreams(t *testing.T) {
 func TestLeanReplayStreamsSnapshots(t *testing.T) {
 	files, _ := filepath.Glob(pytorchFixture("*.pickle"))
 	streamed := map[string]bool{}
-	for _, f := range files {
-		for _, s := range []Settings{
-			{Policy: "pytorch", Points: 2000, RecordedCap: true},
-			{Policy: "pytorch", Points: 2000, DeviceMemory: "600MiB"},
-			{Policy: "gpumem", Points: 2000}, // leaves the recording: a divergence
+	for _, file := range files {
+		for _, fl := range []setup.Flags{
+			{},
+			{DeviceMemory: "600MiB"},
+			{Policy: "gpumem"}, // leaves the recording: a divergence
 			// what-ifs under other settings
-			{Policy: "pytorch", Points: 2000, AllocConf: "expandable_segments:True", AllocConfGiven: true},
-			{Policy: "pytorch", Points: 2000, AllocConf: "max_split_size_mb:64,roundup_power2_divisions:4", AllocConfGiven: true},
-			{Policy: "pytorch", Points: 2000, AllocConf: "garbage_collection_threshold:0.6", AllocConfGiven: true, DeviceMemory: "8GiB", MemoryFraction: 0.5},
-			{Policy: "nocache", Points: 2000, IgnoreAddresses: true},
+			{AllocConf: "expandable_segments:True", AllocConfGiven: true},
+			{AllocConf: "max_split_size_mb:64,roundup_power2_divisions:4", AllocConfGiven: true},
+			{AllocConf: "garbage_collection_threshold:0.6", AllocConfGiven: true, DeviceMemory: "8GiB", Fraction: 0.5},
+			{Policy: "nocache", IgnoreAddresses: true},
 		} {
-			u, l := replayBoth(t, f, s)
+			st, err := fl.Parse()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := Settings{Setup: st, Points: 2000}
+			u, l := replayBoth(t, file, s)
 			if !reflect.DeepEqual(l.Report, u.Report) || !reflect.DeepEqual(l.Notes, u.Notes) {
-				t.Errorf("%s, %s card %q: lean report differs:\n got %+v\nwant %+v", f, s.Policy, s.DeviceMemory, l.Report, u.Report)
+				t.Errorf("%s, %+v: lean report differs:\n got %+v\nwant %+v", file, fl, l.Report, u.Report)
 			}
 			if l.plan.Ops == nil && u.Report.OOM == nil {
-				streamed[filepath.Base(f)] = true
+				streamed[filepath.Base(file)] = true
 			}
 		}
 	}

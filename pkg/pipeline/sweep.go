@@ -8,10 +8,11 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/budget"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/setup"
 	"github.com/gpumem/gpumem/pkg/sweep"
+	"github.com/gpumem/gpumem/pkg/units"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
 
@@ -39,7 +40,7 @@ func ParseCards(s string) ([]uint64, error) {
 	}
 	var cards []uint64
 	for item := range strings.SplitSeq(s, ",") {
-		var n budget.Size
+		var n units.Size
 		if err := n.Set(item); err != nil {
 			return nil, usage("--device-memory: %w", err)
 		}
@@ -52,8 +53,8 @@ func (in *SweepInput) check() error {
 	if in.Workers < 1 {
 		return usage("--jobs: %d is not a positive count", in.Workers)
 	}
-	if in.Fraction < 0 || in.Fraction > 1 {
-		return usage("--memory-fraction: %v is not in [0, 1]", in.Fraction)
+	if err := setup.CheckFraction(in.Fraction); err != nil {
+		return usage("--memory-fraction: %w", err)
 	}
 	if in.Fraction != 0 && len(in.Cards) == 0 {
 		return hint(Usage, errors.New("--memory-fraction needs --device-memory"), "give the card's size, e.g. --device-memory 80GiB")
@@ -161,11 +162,29 @@ func traceCases(ctx context.Context, rep *sweep.Report, in SweepInput) ([]sweep.
 	}
 	plan := replay.FromSnapshot(snap, in.Device)
 	grid := in.Grid
+	rec := setup.Recorded(snap.Settings)
 	if grid == nil {
-		grid = defaultTraceGrid(in, RecordedConfig(snap.Settings))
+		grid = defaultTraceGrid(in, rec)
 	}
 	rep.Source, rep.Ops, rep.Baseline = in.Trace, len(plan.Ops), sweep.DefaultsLabel
-	return onePlan(plan, withBaseline(grid)), nil
+	return onePlan(plan, markRecorded(withBaseline(grid), rec)), nil
+}
+
+// markRecorded marks the setting of grid that the trace was recorded
+// with (rec; nil when it recorded none), PyTorch's own policy.
+func markRecorded(grid []sweep.Setting, rec *alloc.Config) []sweep.Setting {
+	if rec == nil {
+		return grid
+	}
+	grid = slices.Clone(grid)
+	for i, s := range grid {
+		c := s.Config
+		if c.Policy == "" {
+			c.Policy = alloc.PolicyPyTorch
+		}
+		grid[i].Recorded = c.Policy == alloc.PolicyPyTorch && sameConfig(c, *rec)
+	}
+	return grid
 }
 
 // defaultTraceGrid is the default grid, plus the settings the trace was

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/trace"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // Cap is a per-process memory cap (set_per_process_memory_fraction)
@@ -68,7 +68,7 @@ func (c *Cap) From() string {
 		ev = append(ev, fmt.Sprintf("%d out-of-memory error%s", c.OOMs, plural(c.OOMs, "", "s")))
 	}
 	return fmt.Sprintf("%s that an uncapped run would not have (the tightest at trace event #%d) and a reserved peak of %s",
-		strings.Join(ev, " and "), c.Event, figures.FormatBytes(int64(c.Low)))
+		strings.Join(ev, " and "), c.Event, units.FormatBytes(int64(c.Low)))
 }
 
 // Describe is the one-line account of the cap for people.
@@ -76,12 +76,12 @@ func (c *Cap) Describe() string {
 	var says []string
 	if c.Capped() {
 		says = append(says, fmt.Sprintf("recorded under a cap of about %s (up to %s more), inferred from %s",
-			figures.FormatBytes(int64(c.Low)), figures.FormatBytes(int64(c.High-c.Low)), c.From()))
+			units.FormatBytes(int64(c.Low)), units.FormatBytes(int64(c.High-c.Low)), c.From()))
 	}
 	if c.Device > 0 {
 		says = append(says, fmt.Sprintf("recorded on a card that had %s for the program (what it had reserved plus what the device had free), "+
 			"inferred from %d out-of-memory error%s the device itself raised; replayed on a card of that size",
-			figures.FormatBytes(int64(c.Device)), c.DeviceOOMs, plural(c.DeviceOOMs, "", "s")))
+			units.FormatBytes(int64(c.Device)), c.DeviceOOMs, plural(c.DeviceOOMs, "", "s")))
 	}
 	return strings.Join(says, "; ")
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,6 +165,52 @@ func TestEmptyCacheAfterCaughtOOM(t *testing.T) {
 		if s.NumAllocRetries != 2 || s.NumOOMs != 1 || s.NumSyncAllStreams != 3 || s.NumDeviceFree != 3 || res.Divergence != nil {
 			t.Errorf("gc %v: retries %d, ooms %d, syncs %d, device frees %d, divergence %v: want 2, 1, 3, 3, none",
 				gc, s.NumAllocRetries, s.NumOOMs, s.NumSyncAllStreams, s.NumDeviceFree, res.Divergence)
+		}
+	}
+}
+
+// A replay names the keys its trace cannot settle, and only those: the
+// sync count where a silent empty_cache() may hide (private pools, a
+// caught out-of-memory error, empty_cache calls), the peaks and totals of
+// a truncated trace; none for a trace that shows everything.
+func TestInexactKeys(t *testing.T) {
+	plain := evs(
+		ev(trace.ActionSegmentAlloc, 0x10000000, 20*mib),
+		ev(trace.ActionAlloc, 0x10000000, 12*mib),
+		ev(trace.ActionFreeRequested, 0x10000000, 12*mib),
+		ev(trace.ActionFreeCompleted, 0x10000000, 12*mib),
+	)
+	emptied := append(slices.Clone(plain), ev(trace.ActionSegmentFree, 0x10000000, 20*mib))
+	truncated := evs(ev(trace.ActionFreeRequested, 0x10000000, 12*mib), ev(trace.ActionFreeCompleted, 0x10000000, 12*mib))
+	for _, tc := range []struct {
+		name string
+		snap *trace.Snapshot
+		keys []string
+	}{
+		{"everything shown", &trace.Snapshot{Traces: [][]trace.Event{plain}}, nil},
+		{"empty_cache", &trace.Snapshot{Traces: [][]trace.Event{emptied}}, []string{"num_sync_all_streams"}},
+		{"graph capture", kvCacheCapture(), []string{"num_sync_all_streams"}},
+		{"caught OOM", &trace.Snapshot{Traces: [][]trace.Event{batchFinder()}}, []string{"num_sync_all_streams"}},
+		{"truncated", &trace.Snapshot{Traces: [][]trace.Event{truncated}, Segments: []trace.Segment{{Address: 0x10000000,
+			TotalSize: 20 * mib, Stack: -1, Blocks: []trace.Block{{Address: 0x10000000, Size: 20 * mib, State: trace.BlockInactive, Stack: -1}}}}},
+			[]string{"allocated_bytes.all.peak", "num_alloc_retries", "num_sync_all_streams", "segment.large_pool.allocated", "reserved_bytes.all.freed"}},
+	} {
+		res, err := Run(FromSnapshot(tc.snap, 0), Options{RecordedCap: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.keys == nil && res.Inexact != nil {
+			t.Errorf("%s: %v, want every key settled", tc.name, res.Inexact)
+		}
+		for _, k := range tc.keys {
+			if res.Inexact[k] == "" {
+				t.Errorf("%s: %s not named (%v)", tc.name, k, res.Inexact)
+			}
+		}
+		for _, k := range []string{"allocated_bytes.all.current", "reserved_bytes.all.current", "segment.all.current"} {
+			if why, ok := res.Inexact[k]; ok {
+				t.Errorf("%s: %s named (%s): current values are settled", tc.name, k, why)
+			}
 		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/trace"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // A replay under the recorded settings must do on the device what the
@@ -251,7 +251,7 @@ func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
 	first := func(a, b []SegmentRange) string { // the first segment of a missing from b
 		for _, s := range a {
 			if _, ok := slices.BinarySearchFunc(b, s, byAddr); !ok {
-				return fmt.Sprintf("%s at %#x", figures.FormatBytes(int64(s.Size)), s.Address)
+				return fmt.Sprintf("%s at %#x", units.FormatBytes(int64(s.Size)), s.Address)
 			}
 		}
 		return ""
@@ -412,17 +412,17 @@ func describeCalls(cs []call) string {
 			verb = "unmapped"
 		}
 		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d cached segment%s (%s)", verb, n, plural(n, "", "s"), figures.FormatBytes(int64(bytes))))
+			parts = append(parts, fmt.Sprintf("%s %d cached segment%s (%s)", verb, n, plural(n, "", "s"), units.FormatBytes(int64(bytes))))
 		}
 	}
 	for _, c := range cs {
 		switch c.kind {
 		case trace.ActionSegmentAlloc:
-			parts = append(parts, fmt.Sprintf("allocated a %s segment at %#x", figures.FormatBytes(int64(c.size)), c.addr))
+			parts = append(parts, fmt.Sprintf("allocated a %s segment at %#x", units.FormatBytes(int64(c.size)), c.addr))
 		case trace.ActionSegmentMap:
-			parts = append(parts, fmt.Sprintf("mapped %s at %#x", figures.FormatBytes(int64(c.size)), c.addr))
+			parts = append(parts, fmt.Sprintf("mapped %s at %#x", units.FormatBytes(int64(c.size)), c.addr))
 		case trace.ActionOOM:
-			parts = append(parts, fmt.Sprintf("ran out of memory (a request of %s)", figures.FormatBytes(int64(c.size))))
+			parts = append(parts, fmt.Sprintf("ran out of memory (a request of %s)", units.FormatBytes(int64(c.size))))
 		}
 	}
 	return strings.Join(parts, ", then ")
@@ -433,5 +433,5 @@ func describeSegments(s []SegmentRange) string {
 	for _, x := range s {
 		total += x.Size
 	}
-	return fmt.Sprintf("%d segment%s (%s)", len(s), plural(len(s), "", "s"), figures.FormatBytes(int64(total)))
+	return fmt.Sprintf("%d segment%s (%s)", len(s), plural(len(s), "", "s"), units.FormatBytes(int64(total)))
 }

@@ -22,6 +22,10 @@ type Plan struct {
 	Skipped map[string]int
 	// RecordedOOMs counts out-of-memory events the program itself hit.
 	RecordedOOMs int
+	// EmptyCaches counts the empty_cache calls read from release runs (no
+	// malloc's own, ~MemPool's pool-only ones included); a text trace's
+	// explicit empty_cache marks are not among them.
+	EmptyCaches int
 	// Seeded counts allocations live before the first kept event that were
 	// rebuilt from the snapshot's final segments (a truncated trace).
 	Seeded int
@@ -411,8 +415,10 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 		for _, pool := range ri.release {
 			b.emit(alloc.Op{Kind: alloc.OpPoolEmpty, Pool: pool}, -1)
 		}
+		p.EmptyCaches++
 	default:
 		b.emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
+		p.EmptyCaches++
 	}
 	return j
 }

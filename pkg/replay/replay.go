@@ -71,6 +71,9 @@ type Result struct {
 	// SeedOOM: the OOM happened before the first op, while the state a
 	// truncated trace starts in was rebuilt (it does not fit the card).
 	SeedOOM bool
+	// Inexact names the memory_stats keys the trace cannot settle, each
+	// with the reason (see inexact); nil when it settles every one.
+	Inexact map[string]string
 }
 
 // Run replays a plan's operations through a new allocator. It stops at the
@@ -80,6 +83,7 @@ func Run(p *Plan, o Options) (*Result, error) {
 	r, err := run(p.Ops, p.Event, p.Seeds, o, p)
 	if r != nil {
 		r.Pools = p.Pools
+		r.Inexact = inexact(p, r)
 	}
 	return r, err
 }

@@ -299,9 +299,9 @@ func TestHeldOutRecordings(t *testing.T) {
 			}
 			got := res.Stats.Map()
 			for k, want := range tr.MemoryStats {
-				// with private pools a sync of an empty_cache that released
-				// nothing leaves no event: the count is a lower bound
-				if k == "num_sync_all_streams" && len(res.Pools) > 0 && got[k] <= want {
+				// a key the replay says the trace cannot settle (a lower
+				// bound) may differ, within its bound
+				if why, ok := res.Inexact[k]; ok && strings.HasPrefix(why, "lower bound") && got[k] <= want {
 					continue
 				}
 				if got[k] != want {

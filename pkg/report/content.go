@@ -3,13 +3,16 @@ package report
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // This file turns a Replay into the pieces that Table and Markdown lay out
@@ -93,7 +96,35 @@ func overviewFacts(r *figures.Replay) []fact {
 	if d := r.Divergence; d != nil {
 		facts = append(facts, fact{"divergence", "left the recording " + d.Where()})
 	}
+	for i, line := range inexactLines(r.Inexact) {
+		key := ""
+		if i == 0 {
+			key = "not settled by the trace"
+		}
+		facts = append(facts, fact{key, line})
+	}
 	return facts
+}
+
+// inexactLines says which memory_stats keys the trace cannot settle, one
+// line per reason: the keys (a count past a few), then why.
+func inexactLines(inexact map[string]string) []string {
+	byReason := map[string][]string{}
+	for k, why := range inexact {
+		byReason[why] = append(byReason[why], k)
+	}
+	reasons := slices.Sorted(maps.Keys(byReason))
+	lines := make([]string, 0, len(reasons))
+	for _, why := range reasons {
+		keys := byReason[why]
+		slices.Sort(keys)
+		what := strings.Join(keys, ", ")
+		if len(keys) > 3 {
+			what = fmt.Sprintf("%s keys (peaks, running totals and counters)", count(int64(len(keys))))
+		}
+		lines = append(lines, what+": "+why)
+	}
+	return lines
 }
 
 func memoryGrid(r *figures.Replay) grid {
@@ -118,7 +149,7 @@ func memoryGrid(r *figures.Replay) grid {
 		for _, f := range statFields {
 			v := stats[m.key+".all."+f]
 			if m.bytes {
-				row = append(row, figures.FormatBytes(v))
+				row = append(row, units.FormatBytes(v))
 			} else {
 				row = append(row, count(v))
 			}
@@ -159,7 +190,7 @@ func fragRows(r *figures.Replay) []fragRow {
 		{"1 − peak allocated/peak reserved", percent(f.Peaks), f.Peaks},
 		{"1 − largest free block/cached free", percent(f.Holes), holes},
 		{"largest free block", ubytes(r.LargestFree), math.NaN()},
-		{"cached free (reserved − active)", figures.FormatBytes(r.CachedFree()), math.NaN()},
+		{"cached free (reserved − active)", units.FormatBytes(r.CachedFree()), math.NaN()},
 		{"lower bound (peak live bytes, 512 B each)", ubytes(r.LowerBound), math.NaN()},
 		{"peak reserved/lower bound", times(r.OverLowerBound()), math.NaN()},
 	}
@@ -189,8 +220,8 @@ func oomFacts(r *figures.Replay) []fact {
 			ubytes(o.Size), ubytes(o.Rounded), ubytes(o.AllocSize))},
 		{"card", fmt.Sprintf("%s, of which %s free", ubytes(o.DeviceTotal), ubytes(o.DeviceFree))},
 		{"cap", capacity},
-		{"reserved", figures.FormatBytes(o.Reserved)},
-		{"allocated", figures.FormatBytes(o.Allocated)},
+		{"reserved", units.FormatBytes(o.Reserved)},
+		{"allocated", units.FormatBytes(o.Allocated)},
 		{"cached free", ubytes(o.CachedFree)},
 		{"largest free block", ubytes(o.LargestFree)},
 		{"headroom", ubytes(o.Headroom()) + " more the card and the cap would give"},
@@ -338,7 +369,7 @@ func keepUnits(words []string) []string {
 	var out []string
 	for _, w := range words {
 		unit := strings.TrimRight(w, ",.;:)")
-		if len(out) > 0 && (unit == "bytes" || figures.IsByteUnit(unit)) {
+		if len(out) > 0 && (unit == "bytes" || units.IsByteUnit(unit)) {
 			out[len(out)-1] += " " + w
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math"
 
 	"github.com/gpumem/gpumem/pkg/figures"
@@ -43,6 +44,9 @@ type Document struct {
 
 	InferredCap *jsonCap        `json:"inferred_cap"`
 	Divergence  *jsonDivergence `json:"divergence"`
+	// InexactKeys names the memory_stats keys the trace cannot settle,
+	// each with why ({} when it settles all of them)
+	InexactKeys map[string]string `json:"inexact_keys"`
 }
 
 type jsonOOMItem struct {
@@ -175,10 +179,12 @@ func NewDocument(r *figures.Replay) (*Document, error) {
 		Fragmentation: jsonFragmentation{
 			End: number(f.End), AtPeak: number(f.AtPeak), Peaks: number(f.Peaks), Holes: number(f.Holes),
 		},
-		Timeline: make([]jsonPoint, 0, len(r.Timeline)),
-		OOMs:     []jsonOOMItem{},
-		Pools:    append([]string{}, r.Pools...),
+		Timeline:    make([]jsonPoint, 0, len(r.Timeline)),
+		OOMs:        []jsonOOMItem{},
+		Pools:       append([]string{}, r.Pools...),
+		InexactKeys: map[string]string{},
 	}
+	maps.Copy(doc.InexactKeys, r.Inexact)
 	for _, o := range r.OOMs {
 		doc.OOMs = append(doc.OOMs, jsonOOMItem{o.OpIndex, o.Size, o.Recorded})
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // TorchOOMMessage is the message of the torch.OutOfMemoryError PyTorch
@@ -13,12 +14,12 @@ import (
 func TorchOOMMessage(device int, o *figures.OOM) string {
 	allowed := ""
 	if o.Allowed > 0 {
-		allowed = figures.FormatSizeTorch(o.Allowed) + " allowed; "
+		allowed = units.FormatSizeTorch(o.Allowed) + " allowed; "
 	}
 	priv := int64(o.PrivatePools)
 	privMsg := ""
 	if priv > 0 {
-		privMsg = "with " + figures.FormatSizeTorch(uint64(priv)) + " allocated in private pools (e.g., CUDA Graphs), "
+		privMsg = "with " + units.FormatSizeTorch(uint64(priv)) + " allocated in private pools (e.g., CUDA Graphs), "
 	}
 	unallocated := uint64(0)
 	if o.Reserved > o.Allocated+priv {
@@ -28,6 +29,6 @@ func TorchOOMMessage(device int, o *figures.OOM) string {
 		"%sOf the allocated memory %s is allocated by PyTorch, %sand %s is reserved by PyTorch but unallocated. "+
 		"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
 		"See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
-		figures.FormatSizeTorch(o.AllocSize), device, figures.FormatSizeTorch(o.DeviceTotal), figures.FormatSizeTorch(o.DeviceFree),
-		allowed, figures.FormatSizeTorch(uint64(max(o.Allocated+priv, 0))), privMsg, figures.FormatSizeTorch(unallocated))
+		units.FormatSizeTorch(o.AllocSize), device, units.FormatSizeTorch(o.DeviceTotal), units.FormatSizeTorch(o.DeviceFree),
+		allowed, units.FormatSizeTorch(uint64(max(o.Allocated+priv, 0))), privMsg, units.FormatSizeTorch(unallocated))
 }

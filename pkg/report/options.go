@@ -6,7 +6,7 @@ import (
 
 	"github.com/fatih/color"
 
-	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // Options control the human renderers.
@@ -103,7 +103,7 @@ func times(r float64) string {
 }
 
 // count formats n with thousands separators: 1,234,567.
-func count(n int64) string { return figures.FormatCount(n) }
+func count(n int64) string { return units.FormatCount(n) }
 
 // ubytes formats an unsigned byte count.
-func ubytes(n uint64) string { return figures.FormatUBytes(n) }
+func ubytes(n uint64) string { return units.FormatUBytes(n) }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -579,8 +580,8 @@ func FuzzRender(f *testing.F) {
 }
 
 func ExampleFormatBytes() {
-	fmt.Println(figures.FormatBytes(20690984960))
-	fmt.Println(figures.FormatSizeTorch(2 << 30))
+	fmt.Println(units.FormatBytes(20690984960))
+	fmt.Println(units.FormatSizeTorch(2 << 30))
 	// Output:
 	// 19.27 GiB
 	// 2.00 GiB

@@ -11,6 +11,7 @@ import (
 	"github.com/guptarohit/asciigraph"
 
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 const chartHeight = 12
@@ -119,7 +120,7 @@ func Timeline(w io.Writer, r *figures.Replay, o Options) error {
 
 	legend := fmt.Sprintf("operations %s to %s; %s peak reserved %s at operation %s",
 		count(int64(first)), count(int64(last)), p.peak.Sprint("^"),
-		figures.FormatBytes(figures.PeakReserved(r.Stats)), count(int64(r.PeakOp)))
+		units.FormatBytes(figures.PeakReserved(r.Stats)), count(int64(r.PeakOp)))
 	if r.OOM != nil {
 		legend += fmt.Sprintf("; %s out of memory at operation %s", p.oom.Sprint("X"), count(int64(r.OOM.OpIndex)))
 		if oomCol == peakCol {

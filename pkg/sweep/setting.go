@@ -21,6 +21,9 @@ type Setting struct {
 	// the config's per_process_memory_fraction (usually none) in force.
 	// It needs card sizes.
 	Fraction float64
+	// Recorded: these are the settings the trace was recorded with (its
+	// row replays the recording; the other rows are what-ifs).
+	Recorded bool
 }
 
 // Defaults returns PyTorch's default settings.

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/setup"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // An Outcome is what one replay ended with.
@@ -200,8 +201,8 @@ func check(cases []Case, cards []uint64) error {
 			return fmt.Errorf("%s: no plan", c.Label)
 		}
 		f := c.Setting.Fraction
-		if f < 0 || f > 1 || math.IsNaN(f) {
-			return fmt.Errorf("%s: memory fraction %v is not in [0, 1]", c.Label, f)
+		if err := setup.CheckFraction(f); err != nil {
+			return fmt.Errorf("%s: memory fraction %w", c.Label, err)
 		}
 		if (f > 0 || c.Setting.Config.MemoryFraction > 0) && len(cards) == 0 {
 			return fmt.Errorf("%s: a memory fraction needs a card size", c.Label)
@@ -212,15 +213,17 @@ func check(cases []Case, cards []uint64) error {
 
 // replayOne replays a case on a card of the given size (0 = unlimited).
 func replayOne(c Case, card uint64) (Outcome, error) {
-	o := replay.Options{Config: c.Setting.Config, MemoryFraction: c.Setting.Fraction, NoDivergence: true}
-	if card > 0 {
-		o.Device, o.DeviceTotal = alloc.Sim(card), card
+	cfg := c.Setting.Config
+	o, err := setup.Setup{Config: &cfg, Card: card, Fraction: c.Setting.Fraction}.Options(nil)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%s: %w", c.Label, err)
 	}
+	o.NoDivergence = true
 	res, err := replay.Run(c.Plan, o)
 	if err != nil {
 		where := "an unlimited device"
 		if card > 0 {
-			where = fmt.Sprintf("a %s card", figures.FormatUBytes(card))
+			where = fmt.Sprintf("a %s card", units.FormatUBytes(card))
 		}
 		return Outcome{}, fmt.Errorf("%s on %s: %w", c.Label, where, err)
 	}

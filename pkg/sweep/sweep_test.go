@@ -286,7 +286,7 @@ func TestRunErrors(t *testing.T) {
 	}{
 		{nil, nil, "no settings"},
 		{[]Setting{frac}, nil, "needs a card"},
-		{[]Setting{bad}, []uint64{1 << 30}, "not in [0, 1]"},
+		{[]Setting{bad}, []uint64{1 << 30}, "not in (0, 1]"},
 		{[]Setting{Defaults()}, []uint64{0}, "0 bytes"},
 	} {
 		if _, err := Run(context.Background(), p, c.grid, c.cards, 1); err == nil || !strings.Contains(err.Error(), c.want) {

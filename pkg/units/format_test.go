@@ -1,4 +1,4 @@
-package figures
+package units
 
 import (
 	"math"

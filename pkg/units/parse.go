@@ -1,4 +1,4 @@
-package budget
+package units
 
 import (
 	"fmt"
@@ -82,24 +82,14 @@ func SizeNote(s string) string {
 		if math.Abs(gb-c) <= 0.01*c {
 			g := strconv.FormatFloat(c, 'f', -1, 64)
 			return fmt.Sprintf("%s is %s bytes (decimal); a card of %s GiB has %s: write %sGiB for it",
-				strings.TrimSpace(s), groupDigits(n), g, groupDigits(uint64(c*(1<<30))), g)
+				strings.TrimSpace(s), FormatCount(int64(n)), g, FormatCount(int64(c*(1<<30))), g)
 		}
 	}
 	return ""
 }
 
-// groupDigits writes n with thousands separators: 85,899,345,920.
-func groupDigits(n uint64) string {
-	d := strconv.FormatUint(n, 10)
-	var b strings.Builder
-	for i, c := range d {
-		if i > 0 && (len(d)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+// NoLimit is a ratio limit that is off ("none"): +Inf.
+var NoLimit = math.Inf(1)
 
 // ParseRatio reads a ratio between 0 and 1, written as a fraction
 // ("0.3") or a percentage ("30%"); "none" is [NoLimit].
@@ -138,11 +128,6 @@ func FormatRatio(r float64) string {
 	return strconv.FormatFloat(100*r, 'f', 1, 64) + "%"
 }
 
-// formatPoints formats a difference of ratios in percentage points.
-func formatPoints(d float64) string {
-	return strconv.FormatFloat(100*d, 'f', 1, 64) + " points"
-}
-
 // Ratio and Size are command-line flag values (flag.Value, plus the Type
 // that pflag shows in help): a ratio as ParseRatio reads it, a size as
 // ParseSize reads it, zero refused.
@@ -177,4 +162,22 @@ func (z *Size) Set(s string) error {
 		*z = Size(n)
 	}
 	return err
+}
+
+// FormatPoints formats a difference of ratios in percentage points:
+// "4.2 points".
+func FormatPoints(d float64) string {
+	return strconv.FormatFloat(100*d, 'f', 1, 64) + " points"
+}
+
+// ParsePercent reads a non-negative percentage with no upper bound, the %
+// sign optional ("5%", "5", "150%"), as a fraction (0.05): how much a
+// figure may grow.
+func ParsePercent(s string) (float64, error) {
+	t := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%"))
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || t == "" || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("want a percentage such as 5%%, not %q", s)
+	}
+	return v / 100, nil
 }
