@@ -95,8 +95,12 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 	s.Points, s.Check = timelinePoints, o.check
 	opts := output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm, MaxBands: o.bands}
 	deviceGiven := o.changed != nil && o.changed("device")
+	keep := pipeline.KeepReport
+	if o.html != "" {
+		keep = pipeline.KeepDetail
+	}
 	if len(paths) == 1 && (deviceGiven || o.stopAt > 0) {
-		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Device: o.device, StopAt: o.stopAt, Progress: a.progress(), Detail: o.html != "", Lean: o.html == ""}, s)
+		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Device: o.device, StopAt: o.stopAt, Progress: a.progress(), Keep: keep}, s)
 		if err != nil {
 			return err
 		}
@@ -107,7 +111,7 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 		return o.oomStatus(run)
 	}
 	// without --device a snapshot gives every device with events: a set
-	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress(), Detail: o.html != "", Lean: o.html == ""}, s)
+	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress(), Keep: keep}, s)
 	if err != nil {
 		return err
 	}

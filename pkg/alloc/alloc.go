@@ -62,8 +62,9 @@ type Device interface {
 }
 
 type simDevice struct {
-	capacity uint64
-	ignore   bool
+	capacity  uint64
+	ignore    bool
+	noKernels bool
 }
 
 // Sim returns a simulated device of capacity bytes (0 = unlimited).
@@ -89,10 +90,29 @@ func SimWithCapacity(d Device, capacity uint64) (Device, bool) {
 // (an op's Hint) and models every later one, as for a run never recorded.
 func SimModelled(capacity uint64) Device { return simDevice{capacity: capacity, ignore: true} }
 
+// SimOtherPlacement is the simulated device d (nil: the default one) with
+// the other placement the driver model knows: that of a process that
+// launches no kernels, whose start-up range stays taken. A replay whose
+// segments the model placed runs again on it to tell which figures depend
+// on where the driver puts segments. ok is false for any other device.
+func SimOtherPlacement(d Device) (Device, bool) {
+	switch s := d.(type) {
+	case nil:
+		return simDevice{noKernels: true}, true
+	case simDevice:
+		s.noKernels = !s.noKernels
+		return s, true
+	}
+	return d, false
+}
+
 func (d simDevice) open(b *C.gm_backend_t) error {
 	flags := C.int(0)
 	if d.ignore {
 		flags |= C.GM_SIM_IGNORE_HINTS
+	}
+	if d.noKernels {
+		flags |= C.GM_SIM_NO_KERNELS
 	}
 	return statusErr(C.gm_sim_backend_opts(C.uint64_t(d.capacity), flags, b))
 }
@@ -367,9 +387,9 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 	return res, &OpError{Index: base + idx, Op: ops[min(idx, len(ops)-1)], Err: err}
 }
 
-// one applies a single operation. Its op lives in C memory so that the
+// applyOne applies a single operation. Its op lives in C memory so that the
 // per-operation methods do not pin Go memory.
-func (a *Allocator) one1(op Op) (uint64, *OOM, error) {
+func (a *Allocator) applyOne(op Op) (uint64, *OOM, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.one.kind = C.uint8_t(op.Kind)
@@ -401,25 +421,25 @@ func (a *Allocator) one1(op Op) (uint64, *OOM, error) {
 // Alloc allocates size bytes on stream under allocation id and returns the
 // block's address. On out-of-memory the error is ErrOutOfMemory.
 func (a *Allocator) Alloc(id uint32, size, stream uint64) (uint64, error) {
-	addr, _, err := a.one1(Op{Kind: OpAlloc, ID: id, Size: size, Stream: stream})
+	addr, _, err := a.applyOne(Op{Kind: OpAlloc, ID: id, Size: size, Stream: stream})
 	return addr, err
 }
 
 // Free frees allocation id.
 func (a *Allocator) Free(id uint32) error {
-	_, _, err := a.one1(Op{Kind: OpFree, ID: id})
+	_, _, err := a.applyOne(Op{Kind: OpFree, ID: id})
 	return err
 }
 
 // RecordStream marks allocation id as used by stream.
 func (a *Allocator) RecordStream(id uint32, stream uint64) error {
-	_, _, err := a.one1(Op{Kind: OpRecordStream, ID: id, Stream: stream})
+	_, _, err := a.applyOne(Op{Kind: OpRecordStream, ID: id, Stream: stream})
 	return err
 }
 
 // EmptyCache returns every whole free segment to the device.
 func (a *Allocator) EmptyCache() error {
-	_, _, err := a.one1(Op{Kind: OpEmptyCache})
+	_, _, err := a.applyOne(Op{Kind: OpEmptyCache})
 	return err
 }
 

@@ -56,18 +56,29 @@ type Source struct {
 	Workload string
 	Params   map[string]string // workload parameters
 	MaxOps   int               // a workload script's operation limit; 0 = the default
-	// Detail keeps what Run.Detail (the HTML report) needs beyond the
-	// report: each op's recorded time.
-	Detail bool
-	StopAt int // a trace: replay only its first StopAt ops; 0 = all
-	// Lean says the caller reads only the report (Run.Report and Notes,
-	// not Detail): a big snapshot's trace may then be planned as it is
-	// read, without keeping its events.
-	Lean bool
+	Keep     Keep              // what the caller reads of the run, so how a trace may be read
+	StopAt   int               // a trace: replay only its first StopAt ops; 0 = all
 	// Progress receives a progress bar while a big trace is read; nil
 	// draws none.
 	Progress io.Writer
 }
+
+// Keep says what a caller reads of a run beyond its report, and so how a
+// trace may be read.
+type Keep int
+
+// What a caller keeps.
+const (
+	// KeepPlan: the report and the plan (Run.Marks, stacks); the trace is
+	// read whole.
+	KeepPlan Keep = iota
+	// KeepReport: the report and notes alone; a big snapshot's trace may
+	// then be planned as it is read, without keeping its events.
+	KeepReport
+	// KeepDetail: what Run.Detail (the HTML report) needs too: each op's
+	// recorded time.
+	KeepDetail
+)
 
 // Settings are how a replay runs: the setup (parsed and typed at the
 // edge, see package setup) and what to keep of the run.

@@ -139,8 +139,7 @@ type SetSource struct {
 	Device      int
 	DeviceGiven bool      // --device picks one device of each file
 	Progress    io.Writer // see Source
-	Detail      bool      // see Source
-	Lean        bool      // see Source
+	Keep        Keep      // see Source
 }
 
 // rankPlan is one rank ready to replay.
@@ -217,7 +216,7 @@ func openRanks(ctx context.Context, src SetSource) ([]rankPlan, error) {
 
 // openRank opens one file of a set and plans its ranks.
 func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) {
-	if src.Lean && !src.Detail {
+	if src.Keep == KeepReport {
 		if ranks, ok, err := streamRank(ctx, src, p); ok || err != nil {
 			return ranks, err
 		}
@@ -252,7 +251,7 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 			r = d
 		}
 		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
-			plan: replay.FromSnapshot(snap, d), times: timesFor(snap, d, src.Detail), note: note})
+			plan: replay.FromSnapshot(snap, d), times: timesFor(snap, d, src.Keep == KeepDetail), note: note})
 	}
 	if len(devs) == 1 {
 		snap.Traces = nil // the plans hold what the replays need; with several devices the HTML explorer replays them all

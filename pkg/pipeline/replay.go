@@ -61,7 +61,7 @@ func Replay(ctx context.Context, src Source, s Settings) (*Run, error) {
 
 func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	path := src.Trace
-	if src.Lean && !src.Detail && src.StopAt == 0 {
+	if src.Keep == KeepReport && src.StopAt == 0 {
 		ranks, ok, err := streamRank(ctx, SetSource{Device: src.Device, DeviceGiven: true, Progress: src.Progress}, path)
 		if err != nil {
 			return nil, err
@@ -74,7 +74,7 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, times := replay.FromSnapshot(snap, src.Device), timesFor(snap, src.Device, src.Detail)
+	plan, times := replay.FromSnapshot(snap, src.Device), timesFor(snap, src.Device, src.Keep == KeepDetail)
 	if src.StopAt > 0 && src.StopAt < len(plan.Ops) {
 		plan.Ops, plan.Event, plan.Stack = plan.Ops[:src.StopAt], plan.Event[:src.StopAt], plan.Stack[:src.StopAt]
 	}

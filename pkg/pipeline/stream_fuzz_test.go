@@ -29,7 +29,7 @@ func FuzzLeanReplay(f *testing.F) {
 		var runs [2]*Set
 		var errs [2]error
 		for i, lean := range []bool{false, true} {
-			runs[i], errs[i] = ReplaySet(context.Background(), SetSource{Paths: []string{path}, Lean: lean}, s)
+			runs[i], errs[i] = ReplaySet(context.Background(), SetSource{Paths: []string{path}, Keep: keepOf(lean)}, s)
 		}
 		if (errs[0] == nil) != (errs[1] == nil) {
 			t.Fatalf("usual: %v; lean: %v", errs[0], errs[1])

@@ -34,7 +34,7 @@ func TestLeanReplayStreams(t *testing.T) {
 		if !reflect.DeepEqual(l.Report, u.Report) || !reflect.DeepEqual(l.Notes, u.Notes) {
 			t.Errorf("card %d: lean report differs:\n got %+v\nwant %+v", card, l.Report, u.Report)
 		}
-		single, err := Replay(ctx, Source{Trace: synthetic, Lean: true}, s)
+		single, err := Replay(ctx, Source{Trace: synthetic, Keep: KeepReport}, s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,11 +90,20 @@ func replayBoth(t *testing.T, path string, s Settings) (usual, lean *Run) {
 	t.Helper()
 	var runs [2]*Run
 	for i, isLean := range []bool{false, true} {
-		set, err := ReplaySet(context.Background(), SetSource{Paths: []string{path}, Lean: isLean}, s)
+		set, err := ReplaySet(context.Background(), SetSource{Paths: []string{path}, Keep: keepOf(isLean)}, s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		runs[i] = set.Runs[0]
 	}
 	return runs[0], runs[1]
+}
+
+// keepOf is how much a test's replay keeps: the report alone (lean, a
+// trace planned as it is read) or the plan too (read whole).
+func keepOf(lean bool) Keep {
+	if lean {
+		return KeepReport
+	}
+	return KeepPlan
 }

@@ -121,78 +121,12 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 // events[k] was an empty_cache() call (a capture starting): it bounds no
 // cap.
 func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, frees []int, emptyCache func(k int) bool) *Cap {
-	cfg := alloc.DefaultConfig()
+	cr := capReader{events: events, s: s, cfg: alloc.DefaultConfig()}
 	for i, d := range s.RoundupPower2Divisions {
-		cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
+		cr.cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
 	}
-	// allocAfter is the index of the alloc the device events from k on
-	// were for, -1 when none follows them
-	allocAfter := func(k int) int {
-		for ; k < len(events); k++ {
-			switch events[k].Action {
-			case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
-				continue
-			case trace.ActionAlloc:
-				return k
-			}
-			return -1
-		}
-		return -1
-	}
-	// need is the segment that alloc asked for (get_allocation_size)
-	need := func(k int) uint64 {
-		if k < 0 {
-			return 0
-		}
-		return allocationSize(alloc.RoundSize(cfg, events[k].Size))
-	}
-	// couldServe says whether a whole free segment would have held the
-	// request of alloc k: best fit finds it before any retry, so a release
-	// run giving it back was an empty_cache
-	couldServe := func(seg *trace.Event, k int) bool {
-		al := &events[k]
-		rounded := alloc.RoundSize(cfg, al.Size)
-		small := rounded <= 1<<20
-		if seg.Action == trace.ActionSegmentUnmap {
-			// pages unmapped from an expandable range were a free block's,
-			// mapped, of at least that size: a large request it held was
-			// served before any retry (small ones do not use the range)
-			return !small && seg.Stream == al.Stream && seg.Size >= rounded
-		}
-		if seg.Action != trace.ActionSegmentFree {
-			return false
-		}
-		if seg.Stream != al.Stream || small != (seg.Size == 2<<20) || seg.Size < rounded {
-			return false
-		}
-		// max_split_size: oversize blocks serve only oversize requests
-		return s.MaxSplitSize <= 0 || seg.Size < uint64(s.MaxSplitSize) || rounded >= uint64(s.MaxSplitSize)
-	}
-	// stageTwo is the segment of run that release_available_cached_blocks
-	// would give back for alloc k under max_split_size (§6.3): the
-	// smallest whole free segment of its stream at least as large as the
-	// request and max_split_size; 0 without max_split_size or such a segment
-	stageTwo := func(run []trace.Event, k int) uint64 {
-		if s.MaxSplitSize <= 0 || k < 0 {
-			return 0
-		}
-		al := &events[k]
-		want := max(alloc.RoundSize(cfg, al.Size), uint64(s.MaxSplitSize))
-		var x uint64
-		for r := range run {
-			seg := &run[r]
-			if seg.Action == trace.ActionSegmentFree && seg.Stream == al.Stream && seg.Size >= want && (x == 0 || seg.Size < x) {
-				x = seg.Size
-			}
-		}
-		return x
-	}
-	type bound struct {
-		v           uint64 // the cap is below v
-		event, runs int
-		oom         bool
-	}
-	var bounds []bound
+	allocAfter, need, couldServe, stageTwo := cr.allocAfter, cr.need, cr.couldServe, cr.stageTwo
+	var bounds []capBound
 	reserved, low := reserved0, reserved0
 	var device uint64 // the least reserved + device_free of a device out-of-memory
 	deviceOOMs, deviceEvent := 0, 0
@@ -281,22 +215,46 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 					// when reserved > threshold × cap: a bound either way
 					v = max(v, uint64(float64(before)/s.GCThreshold)+1)
 				}
-				bounds = append(bounds, bound{v: v, event: i, runs: j - i})
+				bounds = append(bounds, capBound{v: v, event: i, runs: j - i})
 			}
 			i = j - 1
 		case trace.ActionOOM:
 			a := allocationSize(e.Size) // the entry's size is already rounded
 			if e.Addr >= a {            // device_free: the device had room, so a cap refused it
-				bounds = append(bounds, bound{v: reserved + a, event: i, oom: true})
+				bounds = append(bounds, capBound{v: reserved + a, event: i, oom: true})
 			} else if deviceOOMs++; deviceOOMs == 1 || reserved+e.Addr < device {
 				device, deviceEvent = reserved+e.Addr, i
 			}
 		}
 		gc.see(e) // after: a new segment is not yet a cached one (a release run saw its own)
 	}
+	c := capOf(bounds, low)
+	// a card that had room for every recorded segment (low) and no more
+	// than the errors say; a trace without segment events (an RMM log, a
+	// text trace) knows neither
+	if deviceOOMs > 0 && low > 0 && device >= low && (c == nil || device > c.Low) {
+		if c == nil {
+			c = &Cap{Event: deviceEvent}
+		}
+		c.Device, c.DeviceOOMs = device, deviceOOMs
+	}
+	return c
+}
+
+// capBound is one event that bounds a cap from above: the cap is below v.
+type capBound struct {
+	v           uint64
+	event, runs int  // the event, and the segments its release run gave back
+	oom         bool // an out-of-memory error, not a retry
+}
+
+// capOf is the cap the bounds and the reserved peak low leave: the
+// tightest bound above low (a bound at or below low would have refused a
+// segment the recording got); nil when none is.
+func capOf(bounds []capBound, low uint64) *Cap {
 	var c *Cap
 	for _, b := range bounds {
-		if b.v <= low { // a cap admitting every recorded segment would have let it through
+		if b.v <= low {
 			continue
 		}
 		if c == nil {
@@ -310,16 +268,83 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 			c.Retries++
 		}
 	}
-	// a card that had room for every recorded segment (low) and no more
-	// than the errors say; a trace without segment events (an RMM log, a
-	// text trace) knows neither
-	if deviceOOMs > 0 && low > 0 && device >= low && (c == nil || device > c.Low) {
-		if c == nil {
-			c = &Cap{Event: deviceEvent}
-		}
-		c.Device, c.DeviceOOMs = device, deviceOOMs
-	}
 	return c
+}
+
+// capReader answers what inferCapFrom asks of the events around a release
+// run: which request the device events were for, the segment it needed,
+// and whether a segment the run gave back would have served it.
+type capReader struct {
+	events []trace.Event
+	s      trace.Settings
+	cfg    alloc.Config // the recording's rounding
+}
+
+// allocAfter is the index of the alloc the device events from k on were
+// for, -1 when none follows them.
+func (c capReader) allocAfter(k int) int {
+	for ; k < len(c.events); k++ {
+		switch c.events[k].Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			continue
+		case trace.ActionAlloc:
+			return k
+		}
+		return -1
+	}
+	return -1
+}
+
+// need is the segment alloc k asked for (get_allocation_size); 0 for none.
+func (c capReader) need(k int) uint64 {
+	if k < 0 {
+		return 0
+	}
+	return allocationSize(alloc.RoundSize(c.cfg, c.events[k].Size))
+}
+
+// couldServe says whether a whole free segment would have held the
+// request of alloc k: best fit finds it before any retry, so a release
+// run giving it back was an empty_cache.
+func (c capReader) couldServe(seg *trace.Event, k int) bool {
+	al := &c.events[k]
+	rounded := alloc.RoundSize(c.cfg, al.Size)
+	small := rounded <= 1<<20
+	if seg.Action == trace.ActionSegmentUnmap {
+		// pages unmapped from an expandable range were a free block's,
+		// mapped, of at least that size: a large request it held was
+		// served before any retry (small ones do not use the range)
+		return !small && seg.Stream == al.Stream && seg.Size >= rounded
+	}
+	if seg.Action != trace.ActionSegmentFree {
+		return false
+	}
+	if seg.Stream != al.Stream || small != (seg.Size == 2<<20) || seg.Size < rounded {
+		return false
+	}
+	// max_split_size: oversize blocks serve only oversize requests
+	m := c.s.MaxSplitSize
+	return m <= 0 || seg.Size < uint64(m) || rounded >= uint64(m)
+}
+
+// stageTwo is the segment of run that release_available_cached_blocks
+// would give back for alloc k under max_split_size (§6.3): the smallest
+// whole free segment of its stream at least as large as the request and
+// max_split_size; 0 without max_split_size or such a segment.
+func (c capReader) stageTwo(run []trace.Event, k int) uint64 {
+	if c.s.MaxSplitSize <= 0 || k < 0 {
+		return 0
+	}
+	al := &c.events[k]
+	want := max(alloc.RoundSize(c.cfg, al.Size), uint64(c.s.MaxSplitSize))
+	var x uint64
+	for r := range run {
+		seg := &run[r]
+		if seg.Action == trace.ActionSegmentFree && seg.Stream == al.Stream && seg.Size >= want && (x == 0 || seg.Size < x) {
+			x = seg.Size
+		}
+	}
+	return x
 }
 
 // gcWatch follows, under a garbage collection threshold t, the whole free

@@ -214,3 +214,63 @@ func TestInexactKeys(t *testing.T) {
 		}
 	}
 }
+
+// A replay whose device calls all agree with its recording but whose
+// final blocks do not (an allocation placed in another pool or split
+// otherwise) reports a divergence instead of differing in silence.
+func TestFinalBlocksDiverge(t *testing.T) {
+	snap := readFixture(t, "graph_convnet.pickle")
+	p := FromSnapshot(snap, 0)
+	res, err := Run(p, Options{Config: settingsConfig(snap.Settings), RecordedCap: true})
+	if err != nil || res.Divergence != nil {
+		t.Fatalf("the recording itself: %v, %+v", err, res.Divergence)
+	}
+	// the snapshot as a program that split its last free block in two
+	moved := false
+	for i := range snap.Segments {
+		s := &snap.Segments[i]
+		for k, b := range s.Blocks {
+			if b.State == trace.BlockInactive && b.Size >= 2*512 && !moved {
+				half := b.Size / 2 / 512 * 512
+				s.Blocks = slices.Insert(s.Blocks, k+1, trace.Block{Address: b.Address + half, Size: b.Size - half, State: trace.BlockInactive, Stack: -1})
+				s.Blocks[k].Size = half
+				moved = true
+			}
+		}
+	}
+	if !moved {
+		t.Fatal("no free block in the final snapshot")
+	}
+	res, err = Run(FromSnapshot(snap, 0), Options{Config: settingsConfig(snap.Settings), RecordedCap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := res.Divergence; d == nil || !strings.Contains(d.Cause, "placed elsewhere") {
+		t.Errorf("divergence %+v, want the final blocks named", d)
+	}
+}
+
+// A replay whose segments the driver model placed (recorded addresses
+// hidden) names the keys another placement moves; one that follows its
+// recorded addresses names none of them.
+func TestPlacementDependentKeys(t *testing.T) {
+	snap := readFixture(t, "oom_survive_resnet.pickle")
+	p := FromSnapshot(snap, 0)
+	o := Options{Config: settingsConfig(snap.Settings), RecordedCap: true}
+	res, err := Run(p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, why := range res.Inexact {
+		if strings.Contains(why, "CUDA driver") {
+			t.Errorf("following the recording: %s named: %s", k, why)
+		}
+	}
+	o.Device = alloc.SimModelled(0)
+	if res, err = Run(p, o); err != nil {
+		t.Fatal(err)
+	}
+	if why := res.Inexact["num_alloc_retries"]; !strings.Contains(why, "CUDA driver places segments") {
+		t.Errorf("addresses hidden: num_alloc_retries %q, want it named (retries depend on which segments are whole free)", why)
+	}
+}

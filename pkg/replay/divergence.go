@@ -34,6 +34,13 @@ type DeviceEvent struct {
 // SegmentRange is a segment's address and size.
 type SegmentRange struct{ Address, Size uint64 }
 
+// blockEnd is one block of the snapshot's final segments: where it is,
+// how large, and whether it is free (inactive) or in use.
+type blockEnd struct {
+	Address, Size uint64
+	Free          bool
+}
+
 // Divergence is where a replay first did something its recording did not.
 type Divergence struct {
 	// Op is the index in Plan.Ops where it happened; len(Plan.Ops) when
@@ -99,6 +106,9 @@ func (p *Plan) noteFinal(snap *trace.Snapshot, device int, added int64) uint64 {
 			p.expandable = p.expandable || s.Expandable
 			p.Final = append(p.Final, SegmentRange{s.Address, s.TotalSize})
 			final += int64(s.TotalSize)
+			for _, b := range s.Blocks {
+				p.finalBlocks = append(p.finalBlocks, blockEnd{b.Address, b.Size, b.State == trace.BlockInactive})
+			}
 		}
 	}
 	if snap.Settings.Present {
@@ -244,7 +254,7 @@ func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
 	slices.SortFunc(want, byAddr)
 	slices.SortFunc(got, byAddr)
 	if slices.Equal(want, got) {
-		return nil
+		return p.divergeBlocks(res, cfg)
 	}
 	d := &Divergence{Op: p.Len(), Event: -1, Recorded: "ended with " + describeSegments(want),
 		Replayed: "with " + describeSegments(got)}
@@ -269,6 +279,49 @@ func (p *Plan) divergeFinal(res *Result, cfg alloc.Config) *Divergence {
 		d.Cause += " (or the state before the trace's first event was not fully rebuilt)"
 	}
 	return d
+}
+
+// divergeBlocks compares the blocks of the replay's final segments with
+// the snapshot's, once the segments agree: a block placed elsewhere than
+// the program's (another pool, another split) changes the statistics
+// without a device call of its own, and would otherwise pass unseen.
+// Expandable segments and a truncated trace's rebuilt start are not
+// compared (their blocks are not placed where the recording's were).
+func (p *Plan) divergeBlocks(res *Result, cfg alloc.Config) *Divergence {
+	if p.expandable || p.Truncated || len(p.finalBlocks) == 0 {
+		return nil
+	}
+	var got []blockEnd
+	for _, s := range res.Segments {
+		for _, b := range s.Blocks {
+			got = append(got, blockEnd{b.Address, b.Size, b.State == alloc.BlockInactive})
+		}
+	}
+	want := slices.Clone(p.finalBlocks)
+	byAddr := func(a, b blockEnd) int { return cmp.Compare(a.Address, b.Address) }
+	slices.SortFunc(want, byAddr)
+	slices.SortFunc(got, byAddr)
+	if slices.Equal(want, got) {
+		return nil
+	}
+	where := func(bs []blockEnd, i int) string {
+		if i >= len(bs) {
+			return "nothing"
+		}
+		state := "in use"
+		if bs[i].Free {
+			state = "free"
+		}
+		return fmt.Sprintf("a block of %s at %#x, %s", units.FormatBytes(int64(bs[i].Size)), bs[i].Address, state)
+	}
+	i := 0
+	for i < len(want) && i < len(got) && want[i] == got[i] {
+		i++
+	}
+	return &Divergence{Op: p.Len(), Event: -1, Recorded: "ended with " + where(want, i),
+		Replayed: "with " + where(got, i),
+		Cause: p.settingsCause(res, cfg) + "every device call agreed, but an allocation was placed elsewhere than the program's " +
+			"(another pool or another split): figures that count blocks may differ from PyTorch's"}
 }
 
 // settingsCause names the settings that differ from the recording's, as

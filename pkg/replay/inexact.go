@@ -1,6 +1,11 @@
 package replay
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+)
 
 // Reasons a memory_stats key is not settled by a trace
 // (docs/pytorch-allocator.md §21). A replay never prints such a figure as
@@ -12,6 +17,11 @@ const (
 	// it releases a segment; one that releases nothing leaves no event.
 	InexactSilentSync = "lower bound: an empty_cache() that releases nothing (a graph capture's, a MemPool teardown's, " +
 		"a call after a caught out-of-memory error) leaves no trace event"
+	// Segments the driver model placed (the recorded addresses hidden, or
+	// a what-if past the recording) may sit elsewhere in a real run, and
+	// best fit breaks ties between free blocks by address.
+	InexactPlacement = "depends on where the CUDA driver places segments the recording does not show " +
+		"(the model's other placement gives %d)"
 	// A truncated trace (a max_entries ring buffer) keeps the last events:
 	// the state it began in is rebuilt, what happened before it is not.
 	InexactTruncated = "covers the kept events only: the trace starts after the program had allocated (a max_entries ring buffer)"
@@ -50,4 +60,41 @@ func inexact(p *Plan, r *Result) map[string]string {
 		return nil
 	}
 	return m
+}
+
+// placementCheck replays p again when the driver model placed some of
+// r's segments (Addressing.ModelledFrom >= 0: the recorded addresses were
+// hidden, or the replay left its recording), on the model's other
+// placement (alloc.SimOtherPlacement), and names each key whose value
+// moves (InexactPlacement): the trace does not settle it. A replay that
+// compares nothing (a sweep's) or ran on a real card is not checked.
+func placementCheck(p *Plan, o Options, r *Result) error {
+	if o.NoDivergence || r.Addressing == nil || r.Addressing.ModelledFrom < 0 || r.OOM != nil {
+		return nil
+	}
+	dev, ok := alloc.SimOtherPlacement(o.Device)
+	if !ok {
+		return nil
+	}
+	o.Device, o.Points, o.Check, o.NoDivergence = dev, 0, false, true
+	other, err := run(p.Ops, p.Event, p.Seeds, o, p)
+	if err != nil {
+		return err
+	}
+	if other.OOM != nil {
+		return nil // the other placement ran out of memory: nothing to compare key by key
+	}
+	want, got := r.Stats.Map(), other.Stats.Map()
+	for k, v := range want {
+		if got[k] == v {
+			continue
+		}
+		if r.Inexact == nil {
+			r.Inexact = map[string]string{}
+		}
+		if _, ok := r.Inexact[k]; !ok {
+			r.Inexact[k] = fmt.Sprintf(InexactPlacement, got[k])
+		}
+	}
+	return nil
 }

@@ -42,6 +42,8 @@ type Plan struct {
 	// the trace lists segments (HasFinal; FromSnapshot only).
 	Final    []SegmentRange
 	HasFinal bool
+	// finalBlocks are the blocks of the final segments
+	finalBlocks []blockEnd
 	// Cap is the memory cap the recording shows, nil when it shows none
 	// (FromSnapshot only; see Cap).
 	Cap *Cap

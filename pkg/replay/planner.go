@@ -129,7 +129,7 @@ func (pl *Planner) plan(end bool) {
 		for k := pl.done; k < i; k++ {
 			k = pl.walk.step(w, k, pl.base)
 		}
-		if len(pl.walk.ne) > 0 {
+		if len(pl.walk.apart) > 0 {
 			pl.why = privatePools // an exclusion: evidence whatever follows
 		}
 	}

@@ -84,6 +84,9 @@ func Run(p *Plan, o Options) (*Result, error) {
 	if r != nil {
 		r.Pools = p.Pools
 		r.Inexact = inexact(p, r)
+		if err == nil {
+			err = placementCheck(p, o, r)
+		}
 	}
 	return r, err
 }

@@ -1,0 +1,353 @@
+package replay
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// This file holds the labelling rules of pool inference
+// (docs/pytorch-allocator.md §19.4): the evidence (the snapshot's pool ids,
+// release order), then propagation (order within runs, exclusions,
+// survivors of a global release, continuity), and the CUDA generator's
+// seed and offset, which stay in the default pool.
+
+// set labels segment si l, unless it has a label that says more.
+func (f *inferer) set(si, l int, how string) bool {
+	s := f.segs[si]
+	if s.label == l || (l == labelPrivate && s.label > 0) {
+		return false
+	}
+	if s.label == labelUnknown || (s.label == labelPrivate && l > 0) {
+		s.label, s.how = l, how
+		return true
+	}
+	return false
+}
+
+// evidence labels the segments the final snapshot or the release order
+// place, and returns the pools' PyTorch ids as label does; nil when
+// nothing shows a private pool.
+func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
+	ids := [][2]int64{{0, 0}}
+	idOf := map[[2]int64]int{{0, 0}: 0}
+	// E1: the final segments name their pools
+	for _, fs := range final {
+		si, ok := f.live[fs.Address]
+		if !ok {
+			continue
+		}
+		l, ok := idOf[fs.PoolID]
+		if !ok {
+			l = len(ids)
+			ids = append(ids, fs.PoolID)
+			idOf[fs.PoolID] = l
+		}
+		f.segs[si].label, f.segs[si].how = l, howSnapshot
+	}
+	// E4: a global release frees default large, default small, then the
+	// released pools' small and large segments; where that order breaks,
+	// private segments begin
+	f.runStart = make([]int, len(f.runs))
+	f.groupOf = map[int]int{}
+	if f.orderOK {
+		for r, run := range f.runs {
+			k := orderBreak(f, run)
+			if k < 0 {
+				continue
+			}
+			if f.poolThenGlobal(run, k) {
+				// one pool's own release, then empty_cache()'s
+				f.runStart[r] = k
+				for _, si := range run[:k] {
+					f.set(si, labelPrivate, howOrder)
+					f.groupOf[si] = len(f.groups)
+				}
+				f.groups = append(f.groups, run[:k])
+				// the global part in order is the default pools' (a
+				// freeable pool's segments follow where the order breaks)
+				end := len(run)
+				if k2 := orderBreak(f, run[k:]); k2 >= 0 {
+					end = k + k2
+				}
+				for _, si := range run[k:end] {
+					f.set(si, labelDefault, howOrder)
+				}
+				if k = end; k == len(run) {
+					continue
+				}
+			}
+			for _, si := range run[k:] {
+				f.set(si, labelPrivate, howOrder)
+			}
+		}
+	}
+	// any private label or exclusion: a trace of the default pool alone
+	// shows none
+	evidence := len(ids) > 1 || len(f.apart) > 0
+	for _, s := range f.segs {
+		evidence = evidence || s.label == labelPrivate
+	}
+	if !evidence {
+		return nil
+	}
+	return ids
+}
+
+// orderBreak is the first index of run whose segment sorts before the one
+// before it (classKey), -1 when the run is in order.
+func orderBreak(f *inferer, run []int) int {
+	for k := 1; k < len(run); k++ {
+		if lessKey(f.classKey(run[k]), f.classKey(run[k-1])) {
+			return k
+		}
+	}
+	return -1
+}
+
+// poolThenGlobal says whether a run whose order breaks at k reads better as
+// one pool's own release (run[:k], one class: ~MemPool's emptyCache frees
+// the pool's small, then large segments) followed at once by a global one
+// (run[k:], in order from large to small: the default pools) than as a
+// global release followed by released pools' segments from k on: those
+// would free a pool's small segments before its large ones, and run[k:]
+// frees large before small.
+func (f *inferer) poolThenGlobal(run []int, k int) bool {
+	small := func(si int) bool { return f.segs[si].small }
+	for _, si := range run[1:k] {
+		if small(si) != small(run[0]) {
+			return false
+		}
+	}
+	rest := run[k:]
+	if orderBreak(f, rest) >= 0 || small(rest[0]) {
+		return false
+	}
+	return small(rest[len(rest)-1])
+}
+
+// label assigns every segment a pool. It returns the PyTorch ids of the
+// pools (index = label), or nil when the trace shows no private pool.
+func (f *inferer) label(final []trace.Segment) [][2]int64 {
+	ids := f.evidence(final)
+	if ids == nil {
+		return nil
+	}
+	apart, apartOf := f.exclusions()
+	f.propagate(apart, apartOf)
+	// private segments of unknown pool, in the order they were made: the
+	// pool of the nearest private allocation on the stream, else the pool
+	// inferred last; a pool an exclusion rules out (a request passed
+	// over a free block of it) is skipped for the next choice, and a new
+	// pool inferred when none is left. A pool-only release's segments
+	// share their pool.
+	inferred := 0 // the last inferred pool's label
+	for si, s := range f.segs {
+		if s.label != labelPrivate {
+			continue
+		}
+		members := []int{si}
+		if g, ok := f.groupOf[si]; ok {
+			members = slices.DeleteFunc(slices.Clone(f.groups[g]), func(m int) bool { return f.segs[m].label != labelPrivate })
+		}
+		excluded := map[int]bool{}
+		for _, m := range members {
+			for _, o := range apartOf[m] {
+				if l := f.segs[o].label; l > 0 {
+					excluded[l] = true
+				}
+			}
+		}
+		l := f.nearestPool(si)
+		if l <= 0 || excluded[l] {
+			l = inferred
+		}
+		if l <= 0 || excluded[l] {
+			ids = append(ids, [2]int64{})
+			l, inferred = len(ids)-1, len(ids)-1
+		}
+		for _, m := range members {
+			f.segs[m].label = l
+		}
+	}
+	return ids
+}
+
+// propagate labels the segments evidence left unknown, by three rules
+// applied until none changes a label: order within release runs (before
+// a default segment, default; after a private one, private), exclusions
+// (a pair known to be in different pools), and survivors of a global
+// release (a whole-free segment it left is private). Where the rules say
+// nothing more, the first unlabeled segment takes the label of the nearest
+// labeled allocation on its stream (continuity), and the rules go on.
+//
+// Labels only ever get set (unknown, then default or private, then a
+// pool), so the rules are applied again only where a label changed: a
+// queue of changed segments, each rechecking its runs and exclusions.
+// Where a broken trace makes labels contradict, the first set wins; the
+// queue's order is fixed, so the result is too.
+func (f *inferer) propagate(apart [][2]int, apartOf [][]int32) {
+	runsOf := make([][]int32, len(f.segs))
+	for r, run := range f.runs {
+		for _, si := range run {
+			runsOf[si] = append(runsOf[si], int32(r))
+		}
+	}
+	var queue []int
+	set := func(si, l int, how string) {
+		if f.set(si, l, how) {
+			queue = append(queue, si)
+		}
+	}
+	order := func(r int) {
+		run := f.runs[r][f.runStart[r]:]
+		lastD, firstP := -1, len(run)
+		for k, si := range run {
+			if f.segs[si].label == labelDefault {
+				lastD = k
+			}
+			if l := f.segs[si].label; (l == labelPrivate || l > 0) && k < firstP {
+				firstP = k
+			}
+		}
+		for k := 0; k < lastD; k++ {
+			set(run[k], labelDefault, howOrder)
+		}
+		for k := firstP + 1; k < len(run); k++ {
+			set(run[k], labelPrivate, howOrder)
+		}
+		if f.orderOK && (lastD >= 0 || f.runStart[r] > 0) { // a global release
+			for _, si := range f.surv[r] {
+				set(si, labelPrivate, howOrder)
+			}
+		}
+	}
+	exclude := func(x, y int) { // y's label from x's
+		switch l := f.segs[x].label; {
+		case l == labelDefault:
+			set(y, labelPrivate, howExclusion)
+		case l == labelPrivate || l > 0:
+			set(y, labelDefault, howExclusion)
+		}
+	}
+	for r := range f.runs {
+		order(r)
+	}
+	for _, p := range apart {
+		exclude(p[0], p[1])
+		exclude(p[1], p[0])
+	}
+	next := 0 // segments before it are labeled: labels are never unset
+	for {
+		for len(queue) > 0 {
+			si := queue[0]
+			queue = queue[1:]
+			for _, r := range runsOf[si] {
+				order(int(r))
+			}
+			for _, o := range apartOf[si] {
+				exclude(si, int(o))
+				exclude(int(o), si)
+			}
+		}
+		for next < len(f.segs) && f.segs[next].label != labelUnknown {
+			next++
+		}
+		if next == len(f.segs) {
+			return
+		}
+		l := f.nearest(next)
+		if f.generatorSegment(next) {
+			l = labelDefault
+		}
+		set(next, l, howContinuity)
+	}
+}
+
+// exclusions are the pairs of segments known to be in different pools, in
+// one order (a map's would differ from run to run), and each segment's
+// partners.
+func (f *inferer) exclusions() (apart [][2]int, apartOf [][]int32) {
+	apart = slices.SortedFunc(maps.Keys(f.apart), func(a, b [2]int) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	apartOf = make([][]int32, len(f.segs))
+	for _, p := range apart {
+		apartOf[p[0]] = append(apartOf[p[0]], int32(p[1]))
+		apartOf[p[1]] = append(apartOf[p[1]], int32(p[0]))
+	}
+	return apart, apartOf
+}
+
+// nearest is the label of the labeled allocation closest in event order to
+// segment si's first allocation on its stream; default when there is none.
+func (f *inferer) nearest(si int) int {
+	s := f.segs[si]
+	at := s.firstAlloc
+	if at < 0 {
+		at = s.born
+	}
+	n, stream := len(f.rec), f.streamIndex(s.stream)
+	for d := 1; d < n; d++ {
+		for _, j := range []int{at - d, at + d} {
+			if j < 0 || j >= n || !f.rec[j].alloc() || f.rec[j].stream() != stream || f.generatorAlloc(j) {
+				continue
+			}
+			if o := f.segOfAlloc[j]; o >= 0 && int(o) != si {
+				if l := f.segs[o].label; l != labelUnknown {
+					if l > 0 {
+						return labelPrivate
+					}
+					return l
+				}
+			}
+		}
+		if at-d < 0 && at+d >= n {
+			break
+		}
+	}
+	return labelDefault
+}
+
+// generatorSegment: segment si was made for the CUDA generator's seed and offset
+// (two 8-byte tensors allocated back to back on the capture stream before
+// capture_begin): default pool, although private allocations follow it.
+func (f *inferer) generatorSegment(si int) bool {
+	i := f.segs[si].firstAlloc
+	return i >= 0 && i+1 < len(f.rec) && f.generatorAlloc(i) && int(f.segOfAlloc[i+1]) == si
+}
+
+// rngAlloc: alloc event j is one of such a pair. It says nothing of the
+// pool the allocations around it were routed to.
+func (f *inferer) generatorAlloc(j int) bool {
+	rec := f.rec
+	const seed = recAlloc | recSize8
+	pair := func(a, b int) bool {
+		return a >= 0 && b < len(rec) && rec[a]&seed == seed && rec[b]&seed == seed && rec[a].stream() == rec[b].stream()
+	}
+	return pair(j, j+1) || pair(j-1, j)
+}
+
+// nearestPool is the pool of the nearest allocation on si's stream that
+// landed in a segment of a known private pool, 0 when none.
+func (f *inferer) nearestPool(si int) int {
+	s := f.segs[si]
+	at := max(s.firstAlloc, s.born)
+	n := len(f.rec)
+	for d := 1; d < n; d++ {
+		for _, j := range []int{at - d, at + d} {
+			if j < 0 || j >= n || !f.rec[j].alloc() {
+				continue
+			}
+			if o := f.segOfAlloc[j]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
+				return f.segs[o].label
+			}
+		}
+		if at-d < 0 && at+d >= n {
+			break
+		}
+	}
+	return 0
+}

@@ -1,0 +1,123 @@
+package replay
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// This file turns the labels into what the plan builder reads: each
+// allocation's pool, the pools released before each release run, and the
+// runs that begin a capture or MemPool window.
+
+// plan turns the labels into what the plan builder needs.
+func (f *inferer) plan(ids [][2]int64) *poolPlan {
+	pp := &poolPlan{allocPool: make([]uint16, len(f.segOfAlloc)), claim: f.claim, runs: map[int]runInfo{}}
+	pools := make([]Pool, len(ids))
+	hows := make([]map[string]bool, len(ids))
+	for l := range pools {
+		pools[l] = Pool{Pool: uint16(l), ID: ids[l], Released: -1}
+		hows[l] = map[string]bool{}
+	}
+	for _, s := range f.segs {
+		if s.label > 0 {
+			pools[s.label].Segments++
+			hows[s.label][s.how] = true
+		}
+	}
+	for i, o := range f.segOfAlloc {
+		if o >= 0 && f.segs[o].label > 0 {
+			pp.allocPool[i] = uint16(f.segs[o].label)
+			pools[f.segs[o].label].Allocs++
+		}
+	}
+	// a pool is released before the first run that frees one of its
+	// segments (and after its last allocation: labels that say otherwise
+	// are wrong somewhere, and the pool is released at a later run); a run
+	// that frees only private segments while a default whole-free segment
+	// survives is ~MemPool's own emptyCache
+	last := map[int]int{}
+	for i, o := range f.segOfAlloc {
+		if o >= 0 && f.segs[o].label > 0 {
+			last[f.segs[o].label] = i
+		}
+	}
+	released := map[int]bool{}
+	for r, run := range f.runs {
+		var ri runInfo
+		onlyPrivate := len(run) > 0
+		for _, si := range run {
+			l := f.segs[si].label
+			if l <= 0 {
+				onlyPrivate = false
+				continue
+			}
+			if !released[l] && last[l] < f.runAt[r] {
+				released[l] = true
+				ri.release = append(ri.release, uint16(l))
+			}
+		}
+		if onlyPrivate {
+			ri.poolOnly = slices.ContainsFunc(f.surv[r], func(si int) bool { return f.segs[si].label == labelDefault })
+		}
+		ri.enters = f.entersPool(r)
+		if len(ri.release) > 0 || ri.poolOnly || ri.enters {
+			pp.runs[f.runAt[r]] = ri
+		}
+	}
+	for l := 1; l < len(pools); l++ {
+		for h := range hows[l] {
+			pools[l].How = append(pools[l].How, h)
+		}
+		sort.Strings(pools[l].How)
+		if pools[l].Segments > 0 {
+			pp.pools = append(pp.pools, pools[l])
+		}
+	}
+	return pp
+}
+
+// entersPool says whether release run r is followed at once by an
+// allocation routed to a private pool: torch.cuda.graph's capture starts
+// with torch.cuda.empty_cache(), and its first allocations (after the CUDA
+// generator's seed and offset, default-pool) go to the graph's pool. A
+// failing malloc never retries while a capture or MemPool window is open,
+// so such a run is an empty_cache() whatever the reserved bytes say.
+// Garbage collection (which frees default segments before any malloc's
+// first attempt) and max_split_size's release of the request's own
+// pool's oversize segments (a run of private segments alone) can still
+// precede a private allocation: those runs are left to the peak test.
+func (f *inferer) entersPool(r int) bool {
+	if f.cfg.GCThreshold > 0 {
+		return false
+	}
+	if f.cfg.MaxSplitSize > 0 && !slices.ContainsFunc(f.runs[r], func(si int) bool { return f.segs[si].label == labelDefault }) {
+		return false
+	}
+	// the segment the next request made and the generator's pair come
+	// between; anything else ends the look
+	const within = 6
+	for j := f.runEnd[r] + 1; j < len(f.rec) && j <= f.runEnd[r]+within; j++ {
+		if !f.rec[j].alloc() || f.generatorAlloc(j) {
+			continue
+		}
+		o := f.segOfAlloc[j]
+		return o >= 0 && f.segs[o].label > 0
+	}
+	return false
+}
+
+// String describes a pool in one line, for reports.
+func (p Pool) String() string {
+	id := "id unknown"
+	if p.ID != [2]int64{} {
+		id = fmt.Sprintf("id (%d,%d)", p.ID[0], p.ID[1])
+	}
+	rel := "alive at the end"
+	if p.Released >= 0 {
+		rel = fmt.Sprintf("released before event %d", p.Released)
+	}
+	return fmt.Sprintf("private pool %d (%s): %d segments, %d allocations, %s; inferred from %s",
+		p.Pool, id, p.Segments, p.Allocs, rel, strings.Join(p.How, ", "))
+}
