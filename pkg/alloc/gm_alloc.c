@@ -498,10 +498,10 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
   case GM_OP_EMPTY_CACHE:
     a->pol->empty_cache(a);
     return GM_OK;
-  case GM_OP_POOL_RELEASE:
-    return a->pol->pool_release ? a->pol->pool_release(a, op->pool) : GM_OK;
+  case GM_OP_POOL_RELEASE: /* a policy without private pools has none to release */
+    return a->pol->release_pool_blocks ? gm_pool_release(a, op->pool) : GM_OK;
   case GM_OP_POOL_EMPTY:
-    return a->pol->pool_empty ? a->pol->pool_empty(a, op->pool) : GM_OK;
+    return a->pol->release_pool_blocks ? gm_pool_empty(a, op->pool) : GM_OK;
   }
   return GM_EINVAL;
 }

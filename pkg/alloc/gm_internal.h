@@ -119,10 +119,10 @@ void gm_pool_seg_removed(gm_alloc_t *a, gm_seg_t *s);
 /* release_cached_blocks' tail: every released pool's small then large
  * whole free segments; pools left without segments are erased. */
 void gm_pools_release_freeable(gm_alloc_t *a);
+/* GM_OP_POOL_RELEASE and GM_OP_POOL_EMPTY, which the engine applies for a
+ * policy with private pools (gm_policy.h, release_pool_blocks). */
 int gm_pool_release(gm_alloc_t *a, uint16_t id);
 int gm_pool_empty(gm_alloc_t *a, uint16_t id);
-/* gm_policy_pytorch.c's release_blocks, which private pools share. */
-void gm_release_pool_blocks(gm_alloc_t *a, gm_pool_t *pool);
 /* The free block of pool owner (NULL = default) starting at addr with at
  * least size bytes, taken out of its free set; NULL when there is none. */
 gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint64_t size,

@@ -63,17 +63,18 @@ struct gm_policy {
   int (*seed)(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
               const gm_seed_block_t *blocks, size_t n);
 
-  /* pool_release, pool_empty (optional): private pools (PyTorch's graph
-   * pools and MemPool; gm_pools.c). While an op of another kind runs,
-   * a->route names the private pool its allocation goes to (0 = the
-   * default pools) and a->claim says it claims the block at its hint; a
-   * policy without pools ignores both and leaves these hooks NULL, and
-   * the engine then treats the two ops as no-ops. pool_release is
-   * releasePool (the pool's last user went: its free segments go back
-   * at the next release, its live blocks keep it); pool_empty is
-   * ~MemPool's emptyCache of the pool alone. */
-  int (*pool_release)(gm_alloc_t *a, uint16_t id);
-  int (*pool_empty)(gm_alloc_t *a, uint16_t id);
+  /* release_pool_blocks (optional): give the whole free segments of
+   * `pool`, the small or the large half of a private pool, back to the
+   * device, as empty_cache does for the default pools (PyTorch's
+   * release_blocks). A policy has private pools (PyTorch's graph pools and
+   * MemPool; gm_pools.c) exactly when it has this hook: its malloc routes
+   * each request to the pool a->route names (0 = the default pools)
+   * through gm_pool_for, and the engine applies GM_OP_POOL_RELEASE (the
+   * pool's use count drops; at 0 it is freeable) and GM_OP_POOL_EMPTY. The
+   * hook is called from gm_pools.c for both halves of each freeable pool
+   * that gm_pools_release_freeable or GM_OP_POOL_EMPTY frees. Without it
+   * both ops are no-ops and the policy ignores a->route and a->claim. */
+  void (*release_pool_blocks)(gm_alloc_t *a, gm_pool_t *pool);
 
   /* releases (optional): whether malloc, asked now for `orig` bytes on
    * `stream` (in the pool the engine routes it to, a->route), would give

@@ -301,8 +301,6 @@ static int release_cached_blocks(gm_alloc_t *a) {
   return 1;
 }
 
-void gm_release_pool_blocks(gm_alloc_t *a, gm_pool_t *pool) { release_blocks(a, pool); }
-
 /* Whether b can go back to the device: a whole, non-expandable segment.
  * PyTorch never sees an oversize free block that is not a whole segment
  * (it does not split them), but a what-if replay can: a segment seeded from a
@@ -622,7 +620,6 @@ const gm_policy_t gm_policy_pytorch = {
     .free = free_block,
     .empty_cache = pytorch_empty_cache,
     .seed = pytorch_seed,
-    .pool_release = gm_pool_release,
-    .pool_empty = gm_pool_empty,
+    .release_pool_blocks = release_blocks,
     .releases = pytorch_releases,
 };

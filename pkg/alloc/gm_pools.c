@@ -15,7 +15,14 @@
  * segments go at a later release once whole free.
  *
  * Here a pool is named by a small integer (gm_op_t.pool) that the caller
- * maps to PyTorch's MempoolId_t; 0 is the default pool. */
+ * maps to PyTorch's MempoolId_t; 0 is the default pool.
+ *
+ * The pools are the engine's: it applies GM_OP_POOL_RELEASE and
+ * GM_OP_POOL_EMPTY here, for a policy that has private pools (one with the
+ * release_pool_blocks hook of gm_policy.h). That policy routes allocations
+ * (gm_pool_for, gm_pool_claim) and calls gm_pools_release_freeable where
+ * PyTorch's release_cached_blocks does; how the whole free segments of a
+ * freed pool go back to the device is its hook's business. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,10 +81,13 @@ static void pool_erase(gm_alloc_t *a, gm_ppool_t *p) {
   free(p);
 }
 
-/* One freeable pool's part of release_cached_blocks. */
+/* One freeable pool's part of release_cached_blocks: the policy gives back
+ * its halves' whole free segments. A pool is freeable only after
+ * gm_pool_release, which the engine runs only for a policy that has the
+ * hook. */
 static void release_pool(gm_alloc_t *a, gm_ppool_t *p) {
-  gm_release_pool_blocks(a, &p->small);
-  gm_release_pool_blocks(a, &p->large);
+  a->pol->release_pool_blocks(a, &p->small);
+  a->pol->release_pool_blocks(a, &p->large);
   if (p->nsegs == 0) pool_erase(a, p);
 }
 
