@@ -298,13 +298,12 @@ void gm_synchronize_and_free_events(gm_alloc_t *a) {
   }
 }
 
-static int do_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                     gm_block_t **out, gm_oom_t *oom) {
-  if (orig >= (1ull << 60)) { /* "more than 1EB": no stats move */
-    gm_oom_record(a, orig, orig, orig, stream, oom);
+static int do_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, gm_oom_t *oom) {
+  if (rq->size >= (1ull << 60)) { /* "more than 1EB": no stats move */
+    gm_oom_record(a, rq->size, rq->size, rq->size, rq->stream, oom);
     return GM_ENOMEM;
   }
-  return a->pol->malloc(a, orig, stream, hint, out, oom);
+  return a->pol->malloc(a, rq, out, oom);
 }
 
 /* free (§7.1): the user's request. pending forces the block to wait for a
@@ -448,17 +447,13 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
       return GM_OK;
     }
     b = NULL;
-    /* The op's private pool and claim, for a policy that has pools
-     * (pytorch); the others never read them. */
-    a->route = op->pool;
-    a->claim = (op->flags & GM_OPF_CLAIM) != 0;
+    const gm_request_t rq = {.size = op->size, .stream = op->stream, .hint = op->hint,
+                             .pool = op->pool, .claim = (op->flags & GM_OPF_CLAIM) != 0};
     if ((op->flags & GM_OPF_RELEASED_BEFORE) && a->follows_recording && a->pol->releases &&
-        !a->pol->releases(a, op->size, op->stream))
+        !a->pol->releases(a, &rq))
       a->pol->empty_cache(a);
     gm_oom_t o = {0};
-    rc = do_malloc(a, op->size, op->stream, op->hint, &b, &o);
-    a->route = 0;
-    a->claim = 0;
+    rc = do_malloc(a, &rq, &b, &o);
     if (rc == GM_ENOMEM && (op->flags & GM_OPF_RECORDED_OOM)) {
       /* the program caught it and went on: nothing is held */
       gm_oom_event_add(a, &o);
@@ -593,7 +588,8 @@ static int seed_by_malloc(gm_alloc_t *a, uint64_t stream, const gm_seed_block_t 
     uint64_t want = sb->requested ? sb->requested : sb->size;
     if (!want) want = GM_MIN_BLOCK;
     gm_block_t *b = NULL;
-    int rc = do_malloc(a, want, stream, 0, &b, NULL);
+    const gm_request_t rq = {.size = want, .stream = stream};
+    int rc = do_malloc(a, &rq, &b, NULL);
     if (rc != GM_OK) return rc;
     b->id = sb->id;
     a->ids[sb->id] = b;

@@ -93,8 +93,6 @@ struct gm_alloc {
   /* private pools (gm_pools.c), indexed by id; NULL = none */
   gm_ppool_t **ppools;
   uint32_t nppools;
-  uint16_t route;          /* the current alloc's pool (op.pool) */
-  uint8_t claim;           /* the current alloc claims the block at its hint */
   uint8_t follows_recording; /* gm_set_follows_recording: honour GM_OPF_RELEASED_BEFORE */
   gm_oom_event_t *oomev;   /* out-of-memory events gm_run went past */
   size_t noomev, capoomev;

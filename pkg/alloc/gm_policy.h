@@ -19,6 +19,20 @@
 
 #define GM_PAGE 2097152ull /* the CUDA virtual-memory granule on current GPUs */
 
+/* One allocation request, as the engine hands it to a policy's malloc and
+ * releases hooks: a GM_OP_ALLOC's fields (or, when a truncated trace is
+ * seeded without a seed hook, a seeded block's). */
+typedef struct gm_request {
+  uint64_t size;   /* bytes asked for: 0 < size < 2^60 */
+  uint64_t stream;
+  uint64_t hint;   /* the recorded address, passed on to the backend when a
+                      segment is made; 0 = none */
+  uint16_t pool;   /* the private pool it is routed to (gm_op_t.pool);
+                      0 = the default pools */
+  uint8_t claim;   /* GM_OPF_CLAIM: it takes the free block starting at
+                      hint in that pool, whatever its size class */
+} gm_request_t;
+
 /* A policy: its description and its hooks. */
 struct gm_policy {
   gm_policy_info_t info; /* name, summary, sweep note, GM_TRAIT_* */
@@ -29,17 +43,16 @@ struct gm_policy {
    * non-GM_OK result fails gm_new (destroy is not called). */
   int (*init)(gm_alloc_t *a);
 
-  /* malloc: serve `orig` bytes (0 < orig < 2^60) on `stream`; `hint` is the
-   * recorded address, passed on to the backend when a segment is made.
+  /* malloc: serve request rq (rq->pool and rq->claim matter only to a
+   * policy with private pools; see release_pool_blocks).
    * On GM_OK *out is a block of the request's pool with allocated = 1,
-   * requested = orig, uses = 0, out of every set, and every statistic
+   * requested = rq->size, uses = 0, out of every set, and every statistic
    * moved: segments and reserved bytes for what was obtained,
    * allocation/active/requested through gm_count_alloc. The engine then
    * sets its id. On GM_ENOMEM (gm_oom: counted, *oom filled) the policy
    * holds no more than before the request beyond what it keeps cached,
    * and no block is handed out; other codes are backend failures. */
-  int (*malloc)(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint, gm_block_t **out,
-                gm_oom_t *oom);
+  int (*malloc)(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, gm_oom_t *oom);
 
   /* free: b's last use is over. The engine has already cleared allocated,
    * pending and the id, and moved the allocation statistics (allocation,
@@ -68,21 +81,20 @@ struct gm_policy {
    * device, as empty_cache does for the default pools (PyTorch's
    * release_blocks). A policy has private pools (PyTorch's graph pools and
    * MemPool; gm_pools.c) exactly when it has this hook: its malloc routes
-   * each request to the pool a->route names (0 = the default pools)
+   * each request to the pool rq->pool names (0 = the default pools)
    * through gm_pool_for, and the engine applies GM_OP_POOL_RELEASE (the
    * pool's use count drops; at 0 it is freeable) and GM_OP_POOL_EMPTY. The
    * hook is called from gm_pools.c for both halves of each freeable pool
    * that gm_pools_release_freeable or GM_OP_POOL_EMPTY frees. Without it
-   * both ops are no-ops and the policy ignores a->route and a->claim. */
+   * both ops are no-ops and the policy ignores rq->pool and rq->claim. */
   void (*release_pool_blocks)(gm_alloc_t *a, gm_pool_t *pool);
 
-  /* releases (optional): whether malloc, asked now for `orig` bytes on
-   * `stream` (in the pool the engine routes it to, a->route), would give
-   * cached memory back before it got them: no cached block serves it and
-   * the cap or the device refuses a new segment. It changes nothing.
+  /* releases (optional): whether malloc, asked now to serve rq, would give
+   * cached memory back before it got the memory: no cached block serves it
+   * and the cap or the device refuses a new segment. It changes nothing.
    * Without it the engine never empties the cache for
    * GM_OPF_RELEASED_BEFORE. */
-  int (*releases)(gm_alloc_t *a, uint64_t orig, uint64_t stream);
+  int (*releases)(gm_alloc_t *a, const gm_request_t *rq);
 
   /* destroy (optional): free a->pol_state and leave segments gm_free can
    * return whole (gm_free frees each segment, unmapping mapped blocks of

@@ -217,9 +217,8 @@ static gm_block_t *new_range(gm_alloc_t *a, uint64_t stream, uint64_t n, int *rc
   return u;
 }
 
-static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                      gm_block_t **out, gm_oom_t *oom) {
-  (void)hint;
+static int gpm_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, gm_oom_t *oom) {
+  uint64_t orig = rq->size, stream = rq->stream; /* no hint: ranges go where the driver puts them */
   uint64_t n = gm_up(orig, GM_MIN_BLOCK);
   gm_block_t *b = gm_pol_best_fit(a, stream, n);
   if (b) {

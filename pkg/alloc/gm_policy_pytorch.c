@@ -426,21 +426,22 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
 
 
 /* malloc (§5): the search, then a new segment, then the release steps. */
-static int pytorch_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                          gm_block_t **out, gm_oom_t *oom) {
+static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out,
+                          gm_oom_t *oom) {
+  uint64_t orig = rq->size; /* PyTorch's orig_size */
   params_t p = {0};
-  p.stream = stream;
-  p.hint = hint;
+  p.stream = rq->stream;
+  p.hint = rq->hint;
   p.err = GM_ENOMEM;
   p.size = gm_round_size(&a->cfg, orig);
   /* the op routes the request to the default or a private pool (get_pool) */
-  p.pool = gm_pool_for(a, a->route, p.size <= GM_SMALL_SIZE);
+  p.pool = gm_pool_for(a, rq->pool, p.size <= GM_SMALL_SIZE);
   if (!p.pool) return GM_EINVAL;
   p.alloc_size = allocation_size(a, p.size);
   /* a checkpoint restore claims a block by address, not by best fit, at
    * its recorded size, split off exactly (setSegmentStateToCheckpoint) */
   uint64_t exact = gm_up(orig, GM_MIN_BLOCK);
-  if (a->claim && (p.block = gm_pool_claim(a, p.pool->owner, hint, exact, stream))) {
+  if (rq->claim && (p.block = gm_pool_claim(a, p.pool->owner, rq->hint, exact, rq->stream))) {
     p.pool = p.block->pool;
     p.size = exact;
     p.exact = 1;
@@ -467,11 +468,11 @@ static int pytorch_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_
 /* releases: pytorch_malloc would reach its release steps: get_free_block
  * finds nothing and the first alloc_block is refused by the cap or the
  * device (a claim, by address, is not asked about). */
-static int pytorch_releases(gm_alloc_t *a, uint64_t orig, uint64_t stream) {
+static int pytorch_releases(gm_alloc_t *a, const gm_request_t *rq) {
   params_t p = {0};
-  p.stream = stream;
-  p.size = gm_round_size(&a->cfg, orig);
-  p.pool = gm_pool_find(a, a->route, p.size <= GM_SMALL_SIZE);
+  p.stream = rq->stream;
+  p.size = gm_round_size(&a->cfg, rq->size);
+  p.pool = gm_pool_find(a, rq->pool, p.size <= GM_SMALL_SIZE);
   gm_block_t **link, *pred;
   if (p.pool && find_free_block(a, &p, &link, &pred)) return 0;
   uint64_t need = allocation_size(a, p.size);
