@@ -156,7 +156,7 @@ gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64
 }
 
 void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s) {
-  gm_pool_seg_removed(a, s);
+  gm_pool_seg_removed(s);
   if (s->prev_seg) s->prev_seg->next_seg = s->next_seg;
   else a->segs = s->next_seg;
   if (s->next_seg) s->next_seg->prev_seg = s->prev_seg;
@@ -397,6 +397,7 @@ void gm_free(gm_alloc_t *a) {
     a->spare = n;
   }
   free(a->ids);
+  free(a->oomev);
   gm_pools_destroy(a);
   if (a->be.destroy) a->be.destroy(a->be.ctx);
   free(a);
@@ -435,6 +436,26 @@ static void track_peak(gm_alloc_t *a) {
 
 void gm_set_follows_recording(gm_alloc_t *a, int on) { a->follows_recording = on != 0; }
 
+/* An out-of-memory the recording had and gm_run goes past, listed for
+ * gm_oom_events. */
+static void oom_event_add(gm_alloc_t *a, const gm_oom_t *o) {
+  if (a->noomev == a->capoomev) {
+    size_t n = a->capoomev ? 2 * a->capoomev : 16;
+    gm_oom_event_t *v = realloc(a->oomev, n * sizeof *v);
+    if (!v) return; /* the event goes unlisted; the counters still hold it */
+    a->oomev = v;
+    a->capoomev = n;
+  }
+  a->oomev[a->noomev].op = a->ex.ops;
+  a->oomev[a->noomev].oom = *o;
+  a->noomev++;
+}
+
+size_t gm_oom_events(const gm_alloc_t *a, size_t from, gm_oom_event_t *out, size_t n) {
+  for (size_t i = from, k = 0; i < a->noomev && k < n; i++, k++) out[k] = a->oomev[i];
+  return a->noomev;
+}
+
 static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr) {
   gm_block_t *b;
   int rc;
@@ -456,7 +477,7 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
     rc = do_malloc(a, &rq, &b, &o);
     if (rc == GM_ENOMEM && (op->flags & GM_OPF_RECORDED_OOM)) {
       /* the program caught it and went on: nothing is held */
-      gm_oom_event_add(a, &o);
+      oom_event_add(a, &o);
       a->ids[op->id] = &zero_block;
       return GM_OK;
     }

@@ -5,7 +5,8 @@
  * The engine owns what every policy shares: allocation ids, pending frees
  * (record_stream, free requests), the "more than 1 EB" refusal, the
  * allocation statistics of gm_run's frees, the timeline, the peaks, seeding's
- * checks, the checker after every op. A policy owns where blocks go: it
+ * checks, the private pools' use counts (gm_pools.c), the checker after
+ * every op. A policy owns where blocks go: it
  * obtains segments, places, splits, merges and releases blocks, and moves
  * the statistics of what it does. Policies call the helpers below; the
  * engine calls a policy only through its gm_policy_t.
@@ -201,6 +202,12 @@ void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s);
 gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
                              gm_pool_t *pool, int expandable, uint64_t page);
 
+/* gm_over_cap: a new segment (or mapping) of size bytes would pass the
+ * memory-fraction cap (PyTorch's allowed_memory_maximum). */
+static inline int gm_over_cap(const gm_alloc_t *a, uint64_t size) {
+  return a->cfg.allowed_memory_maximum && a->total_allocated + size > a->cfg.allowed_memory_maximum;
+}
+
 /* gm_seg_alloc obtains `size` bytes from the device (cudaMalloc) as a new
  * segment of `pool` holding one free block keyed `stream`, in no set; GM_ENOMEM
  * past the memory fraction. Moves segment, reserved, oversize-segment and
@@ -211,6 +218,24 @@ int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream,
 /* gm_release_block returns a non-expandable segment that is the one block
  * b (not allocated) to the device, undoing gm_seg_alloc's counts. */
 void gm_release_block(gm_alloc_t *a, gm_block_t *b);
+
+/* ---- private pools (gm_pools.c), for a policy that has them ---- */
+
+/* The pool an allocation of this class goes to under rq->pool `id`: the
+ * default pools for 0, else private pool id's (created on first use).
+ * NULL when the pool was released: it takes no new allocations. */
+gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small);
+/* gm_pool_find is gm_pool_for without creating the pool: NULL when private
+ * pool id does not exist or is released. */
+gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small);
+/* The free block of pool owner (NULL = default) starting at addr with at
+ * least size bytes, taken out of its free set; NULL when there is none. */
+gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint64_t size,
+                          uint64_t stream);
+/* release_cached_blocks' tail: every released pool's small then large
+ * half goes to the policy's release_pool_blocks; pools left without
+ * segments are erased. */
+void gm_pools_release_freeable(gm_alloc_t *a);
 
 /* ---- pending frees and seeding ---- */
 

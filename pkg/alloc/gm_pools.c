@@ -71,8 +71,7 @@ void gm_pool_seg_added(gm_seg_t *s) {
   if (s->pool->owner) s->pool->owner->nsegs++;
 }
 
-void gm_pool_seg_removed(gm_alloc_t *a, gm_seg_t *s) {
-  (void)a;
+void gm_pool_seg_removed(gm_seg_t *s) {
   if (s->pool->owner) s->pool->owner->nsegs--;
 }
 
@@ -192,8 +191,6 @@ void gm_pools_destroy(gm_alloc_t *a) {
   free(a->ppools);
   a->ppools = NULL;
   a->nppools = 0;
-  free(a->oomev);
-  a->oomev = NULL;
 }
 
 void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out) {
@@ -203,25 +200,4 @@ void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out) {
   out->exists = 1;
   out->use_count = p->use_count;
   out->segments = p->nsegs;
-}
-
-/* ------------------------------------------------------------------ */
-/* out-of-memory events the recording had and the replay went past      */
-
-void gm_oom_event_add(gm_alloc_t *a, const gm_oom_t *o) {
-  if (a->noomev == a->capoomev) {
-    size_t n = a->capoomev ? 2 * a->capoomev : 16;
-    gm_oom_event_t *v = realloc(a->oomev, n * sizeof *v);
-    if (!v) return; /* the event goes unlisted; the counters still hold it */
-    a->oomev = v;
-    a->capoomev = n;
-  }
-  a->oomev[a->noomev].op = a->ex.ops;
-  a->oomev[a->noomev].oom = *o;
-  a->noomev++;
-}
-
-size_t gm_oom_events(const gm_alloc_t *a, size_t from, gm_oom_event_t *out, size_t n) {
-  for (size_t i = from, k = 0; i < a->noomev && k < n; i++, k++) out[k] = a->oomev[i];
-  return a->noomev;
 }
