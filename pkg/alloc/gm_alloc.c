@@ -191,10 +191,7 @@ int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream,
     a->be.free(a->be.ctx, ptr, size);
     return GM_EBACKEND;
   }
-  gm_seg_t *s = b->seg;
   a->total_allocated += size;
-  s->nblocks = s->nfree = 1;
-  s->free_bytes = size;
   GM_INC(a, segment, pool, 1);
   GM_INC(a, reserved_bytes, pool, (int64_t)size);
   if (size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_segments, 1);

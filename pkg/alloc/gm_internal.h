@@ -65,8 +65,9 @@ struct gm_seg {
   gm_block_t *head;       /* lowest block */
   gm_seg_t *prev_seg, *next_seg;
   int expandable;
-  /* kept by the best-fit helpers of gm_bestfit.c only (they make
-   * inactive_split O(1)): free bytes, blocks, free blocks */
+  /* kept by the best-fit helpers of gm_bestfit.c only, from
+   * gm_pol_seg_alloc on (they make inactive_split O(1)): free bytes,
+   * blocks, free blocks; 0 in other policies' segments */
   uint64_t free_bytes;
   uint32_t nblocks, nfree;
 };

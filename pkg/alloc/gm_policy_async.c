@@ -23,7 +23,7 @@ static int async_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out,
   if (!b) {
     uint64_t chunk = gm_up(n, GM_PAGE);
     gm_pol_release_idle(a);
-    int rc = gm_seg_alloc(a, &a->large, chunk, rq->stream, rq->hint, &b);
+    int rc = gm_pol_seg_alloc(a, chunk, rq->stream, rq->hint, &b);
     if (rc == GM_ENOMEM) return gm_oom(a, rq->size, n, chunk, rq->stream, oom);
     if (rc != GM_OK) return rc;
   }

@@ -52,11 +52,11 @@ static int extend(gm_alloc_t *a, bfc_t *s, uint64_t n, uint64_t hint, gm_block_t
     increased = 1;
   }
   uint64_t bytes = s->region < avail ? s->region : avail;
-  int rc = gm_seg_alloc(a, &a->large, bytes, 0, hint, out);
+  int rc = gm_pol_seg_alloc(a, bytes, 0, hint, out);
   while (rc == GM_ENOMEM) {
     bytes = gm_up((uint64_t)((double)bytes * 0.9), GM_MIN_BLOCK);
     if (bytes < n) break;
-    rc = gm_seg_alloc(a, &a->large, bytes, 0, hint, out);
+    rc = gm_pol_seg_alloc(a, bytes, 0, hint, out);
   }
   if (rc != GM_OK) return rc;
   if (!increased) s->region *= 2;

@@ -16,11 +16,11 @@ static int cupy_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out,
   uint64_t n = gm_up(rq->size, GM_MIN_BLOCK);
   gm_block_t *b = gm_pol_best_fit(a, rq->stream, n);
   if (!b) {
-    int rc = gm_seg_alloc(a, &a->large, n, rq->stream, rq->hint, &b);
+    int rc = gm_pol_seg_alloc(a, n, rq->stream, rq->hint, &b);
     if (rc == GM_ENOMEM) {
       a->st.num_alloc_retries++;
       gm_pol_release_idle(a);
-      rc = gm_seg_alloc(a, &a->large, n, rq->stream, rq->hint, &b);
+      rc = gm_pol_seg_alloc(a, n, rq->stream, rq->hint, &b);
     }
     if (rc == GM_ENOMEM) return gm_oom(a, rq->size, n, n, rq->stream, oom);
     if (rc != GM_OK) return rc;

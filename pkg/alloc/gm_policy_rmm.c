@@ -81,7 +81,7 @@ static int expand(gm_alloc_t *a, uint64_t n, uint64_t stream, uint64_t hint, gm_
     grow = n > pool ? n : pool;
   }
   for (uint64_t try = grow; try >= n;) {
-    int rc = gm_seg_alloc(a, &a->large, try, stream, hint, out);
+    int rc = gm_pol_seg_alloc(a, try, stream, hint, out);
     if (rc != GM_ENOMEM) return rc;
     if (try == n) break;
     try = try / 2 > n ? gm_up(try / 2, GM_MIN_BLOCK) : n;
