@@ -200,6 +200,16 @@ int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream,
   return GM_OK;
 }
 
+uint64_t gm_device_total(gm_alloc_t *a) {
+  if (a->cfg.device_total) return a->cfg.device_total;
+  if (!a->device_total) {
+    uint64_t f = 0, t = 0;
+    if (a->be.mem_info(a->be.ctx, &f, &t) == GM_OK && t) a->device_total = t;
+    else a->device_total = 1ull << 40;
+  }
+  return a->device_total;
+}
+
 /* release_block (§6.4 of pytorch-allocator.md). */
 void gm_release_block(gm_alloc_t *a, gm_block_t *b) {
   a->st.num_device_free++;

@@ -173,7 +173,8 @@ typedef struct gm_config {
   double gc_threshold;                  /* 0 = off, else in (0, 1) */
   int expandable_segments;              /* bool */
   uint64_t allowed_memory_maximum;      /* fraction * total; 0 = no limit */
-  uint64_t device_total;                /* sizes expandable VA ranges; 0 = 2^40 */
+  uint64_t device_total;                /* sizes expandable VA ranges; 0 = the
+                                           backend's total (mem_info) */
   int check;                            /* bool: gm_check after every op in gm_run */
 } gm_config_t;
 

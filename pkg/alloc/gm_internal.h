@@ -86,7 +86,7 @@ struct gm_alloc {
   gm_block_t *pend_head, *pend_tail;
   gm_block_t *spare;       /* recycled block structs */
   uint64_t total_allocated; /* bytes obtained from the backend */
-  uint64_t device_total;
+  uint64_t device_total;   /* the backend's total, once gm_device_total asked it */
   uint32_t rng;
   gm_stats_t st;
   gm_extra_t ex;

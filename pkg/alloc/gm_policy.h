@@ -215,6 +215,11 @@ static inline int gm_over_cap(const gm_alloc_t *a, uint64_t size) {
 int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream, uint64_t hint,
                  gm_block_t **out);
 
+/* gm_device_total is the card's memory, which sizes an expandable
+ * segment's address range: cfg.device_total, else the backend's total
+ * (mem_info, asked on the first call only), else 2^40. */
+uint64_t gm_device_total(gm_alloc_t *a);
+
 /* gm_release_block returns a non-expandable segment that is the one block
  * b (not allocated) to the device, undoing gm_seg_alloc's counts. */
 void gm_release_block(gm_alloc_t *a, gm_block_t *b);

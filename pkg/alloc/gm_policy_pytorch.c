@@ -48,16 +48,6 @@ typedef struct params {
   int exact; /* a checkpoint-restore claim: split to exactly size */
 } params_t;
 
-static uint64_t device_total(gm_alloc_t *a) {
-  if (a->cfg.device_total) return a->cfg.device_total;
-  if (!a->device_total) {
-    uint64_t f = 0, t = 0;
-    if (a->be.mem_info(a->be.ctx, &f, &t) == GM_OK && t) a->device_total = t;
-    else a->device_total = 1ull << 40;
-  }
-  return a->device_total;
-}
-
 /* map_block (§9.2): map the pages covering [b->ptr, b->ptr + n). */
 static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
   gm_seg_t *s = b->seg;
@@ -140,7 +130,7 @@ static gm_block_t *find_expandable_block(gm_alloc_t *a, params_t *p) {
     if (bytes >= p->size) return start;
   }
   uint64_t page = pool->is_small ? GM_SMALL_BUFFER : a->cfg.large_segment_size;
-  uint64_t total = device_total(a);
+  uint64_t total = gm_device_total(a);
   uint64_t handles = (total + total / 8 + page - 1) / page;
   uint64_t va = handles * page, base = 0;
   int rc = a->be.va_reserve(a->be.ctx, va, page, &base);
