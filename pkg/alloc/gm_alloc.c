@@ -180,6 +180,13 @@ void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
   gm_block_delete(a, src);
 }
 
+void gm_seg_count(gm_alloc_t *a, const gm_seg_t *s) {
+  a->total_allocated += s->size;
+  GM_INC(a, segment, s->pool, 1);
+  GM_INC(a, reserved_bytes, s->pool, (int64_t)s->size);
+  if (s->size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_segments, 1);
+}
+
 int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream, uint64_t hint,
                  gm_block_t **out) {
   if (gm_over_cap(a, size)) return GM_ENOMEM;
@@ -191,10 +198,7 @@ int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream,
     a->be.free(a->be.ctx, ptr, size);
     return GM_EBACKEND;
   }
-  a->total_allocated += size;
-  GM_INC(a, segment, pool, 1);
-  GM_INC(a, reserved_bytes, pool, (int64_t)size);
-  if (size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_segments, 1);
+  gm_seg_count(a, b->seg);
   a->st.num_device_alloc++;
   *out = b;
   return GM_OK;

@@ -208,6 +208,11 @@ static inline int gm_over_cap(const gm_alloc_t *a, uint64_t size) {
   return a->cfg.allowed_memory_maximum && a->total_allocated + size > a->cfg.allowed_memory_maximum;
 }
 
+/* gm_seg_count moves the counts of a new segment s obtained whole from the
+ * device: device bytes, segments, reserved and oversize-segment counts
+ * (not the device-allocation count). gm_release_block undoes them. */
+void gm_seg_count(gm_alloc_t *a, const gm_seg_t *s);
+
 /* gm_seg_alloc obtains `size` bytes from the device (cudaMalloc) as a new
  * segment of `pool` holding one free block keyed `stream`, in no set; GM_ENOMEM
  * past the memory fraction. Moves segment, reserved, oversize-segment and

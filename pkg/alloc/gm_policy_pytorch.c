@@ -551,11 +551,11 @@ static int pytorch_seed(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t st
   int rc = a->be.malloc(a->be.ctx, size, hint, &base);
   if (rc != GM_OK) return rc;
   gm_seg_t *s = gm_seg_new(a, base, size, stream, pool, 0, 0);
-  if (!s) return GM_ENOMEM;
-  a->total_allocated += size;
-  GM_INC(a, segment, pool, 1);
-  GM_INC(a, reserved_bytes, pool, (int64_t)size);
-  if (size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_segments, 1);
+  if (!s) {
+    a->be.free(a->be.ctx, base, size);
+    return GM_ENOMEM;
+  }
+  gm_seg_count(a, s); /* but no device allocation: the recording made it */
   gm_block_t *last = NULL;
   uint64_t at = 0;
   for (size_t i = 0; i <= n; i++) {
