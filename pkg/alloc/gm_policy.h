@@ -6,12 +6,12 @@
  * (record_stream, free requests), the "more than 1 EB" refusal, the
  * allocation statistics of gm_run's frees, the timeline, the peaks, seeding's
  * checks, the private pools' use counts (gm_pools.c), the checker after
- * every op. A policy owns where blocks go: it
- * obtains segments, places, splits, merges and releases blocks, and moves
- * the statistics of what it does. Policies call the helpers below; the
- * engine calls a policy only through its gm_policy_t.
+ * every op. A policy owns where blocks go: it obtains segments, places,
+ * splits, merges and releases blocks, and moves the statistics of what it
+ * does. Policies call the helpers below; the engine calls a policy only
+ * through its gm_policy_t.
  *
- * Every policy keeps the invariants of gm_alloc.h (I1-I5) after each hook
+ * Every policy keeps the invariants of gm_alloc.h (I1-I6) after each hook
  * returns: gm_check runs after every op in the tests. */
 #ifndef GM_POLICY_H
 #define GM_POLICY_H
@@ -231,9 +231,10 @@ void gm_release_block(gm_alloc_t *a, gm_block_t *b);
 
 /* ---- private pools (gm_pools.c), for a policy that has them ---- */
 
-/* The pool an allocation of this class goes to under rq->pool `id`: the
- * default pools for 0, else private pool id's (created on first use).
- * NULL when the pool was released: it takes no new allocations. */
+/* The pool of this size class that a request routed to pool `id`
+ * (rq->pool) goes to: the default pools for 0, else private pool id's
+ * (created on first use). NULL when the pool was released (it takes no
+ * new allocations) or could not be created. */
 gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small);
 /* gm_pool_find is gm_pool_for without creating the pool: NULL when private
  * pool id does not exist or is released. */
