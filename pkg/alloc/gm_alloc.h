@@ -286,9 +286,9 @@ void gm_set_follows_recording(gm_alloc_t *a, int on);
  * allocation and *oom describes it (oom may be NULL); the allocator stays
  * usable. An allocation flagged GM_OPF_RECORDED_OOM that fails is no error:
  * it is counted, listed (gm_oom_events) and gm_run goes on. GM_EINVAL: an
- * op named an unknown or already-live id, routed an allocation to a
- * released pool, released a pool that does not exist or is already
- * released, or emptied pool 0. tl may be NULL.
+ * op named an unknown or already-live id, or, under a policy with private
+ * pools, routed an allocation to a released pool, released a pool that
+ * does not exist or is already released, or emptied pool 0. tl may be NULL.
  * addr, if non-NULL, receives the address of the last allocation made. */
 int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done,
            gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr);
