@@ -204,6 +204,18 @@ int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream,
   return GM_OK;
 }
 
+void gm_pages_mapped(gm_alloc_t *a, gm_pool_t *pool, uint64_t n) {
+  a->total_allocated += n;
+  GM_INC(a, reserved_bytes, pool, (int64_t)n);
+  a->st.num_device_alloc++;
+}
+
+void gm_pages_unmapped(gm_alloc_t *a, gm_pool_t *pool, uint64_t n) {
+  a->total_allocated -= n;
+  GM_DEC(a, reserved_bytes, pool, (int64_t)n);
+  a->st.num_device_free++;
+}
+
 uint64_t gm_device_total(gm_alloc_t *a) {
   if (a->cfg.device_total) return a->cfg.device_total;
   if (!a->device_total) {

@@ -220,6 +220,12 @@ void gm_seg_count(gm_alloc_t *a, const gm_seg_t *s);
 int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream, uint64_t hint,
                  gm_block_t **out);
 
+/* gm_pages_mapped and gm_pages_unmapped move the counts of n bytes of an
+ * expandable segment of `pool` mapped or unmapped in one backend call:
+ * device bytes, reserved bytes, and one device allocation or free. */
+void gm_pages_mapped(gm_alloc_t *a, gm_pool_t *pool, uint64_t n);
+void gm_pages_unmapped(gm_alloc_t *a, gm_pool_t *pool, uint64_t n);
+
 /* gm_device_total is the card's memory, which sizes an expandable
  * segment's address range: cfg.device_total, else the backend's total
  * (mem_info, asked on the first call only), else 2^40. */

@@ -108,9 +108,7 @@ static uint64_t unmap_pages(gm_alloc_t *a, gm_block_t *b) {
   if (is_unmapped(b->prev)) gm_block_absorb(a, b, b->prev);
   if (is_unmapped(b->next)) gm_block_absorb(a, b, b->next);
   gm_unmapped_insert(b);
-  a->total_allocated -= hi - lo;
-  GM_DEC(a, reserved_bytes, b->pool, (int64_t)(hi - lo));
-  a->st.num_device_free++;
+  gm_pages_unmapped(a, b->pool, hi - lo);
   return hi - lo;
 }
 
@@ -279,9 +277,7 @@ static int gpm_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, g
   u->ptr = best.lo;
   u->size = need;
   u->mapped = 1;
-  a->total_allocated += need;
-  GM_INC(a, reserved_bytes, u->pool, (int64_t)need);
-  a->st.num_device_alloc++;
+  gm_pages_mapped(a, u->pool, need);
   if (p) gm_block_absorb(a, u, p);
   if (nx) gm_block_absorb(a, u, nx);
   return (*out = carve(a, u, best.start, n, orig)) ? GM_OK : GM_EBACKEND;

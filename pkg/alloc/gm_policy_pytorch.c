@@ -70,9 +70,7 @@ static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
   try_merge_blocks(a, b, b->prev);
   try_merge_blocks(a, b, b->next);
   gm_free_insert(b);
-  a->total_allocated += mapped;
-  GM_INC(a, reserved_bytes, pool, (int64_t)mapped);
-  a->st.num_device_alloc++;
+  gm_pages_mapped(a, pool, mapped);
   return GM_OK;
 }
 
@@ -100,9 +98,7 @@ static void unmap_block(gm_alloc_t *a, gm_block_t *b) {
   try_merge_blocks(a, b, b->prev);
   try_merge_blocks(a, b, b->next);
   gm_unmapped_insert(b);
-  a->total_allocated -= n;
-  GM_DEC(a, reserved_bytes, pool, (int64_t)n);
-  a->st.num_device_free++;
+  gm_pages_unmapped(a, pool, n);
 }
 
 static void release_expandable_segment(gm_alloc_t *a, gm_block_t *b) {
