@@ -156,7 +156,7 @@ gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64
 }
 
 void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s) {
-  gm_pool_seg_removed(a, s);
+  gm_pool_seg_removed(s);
   if (s->prev_seg) s->prev_seg->next_seg = s->next_seg;
   else a->segs = s->next_seg;
   if (s->next_seg) s->next_seg->prev_seg = s->prev_seg;
@@ -180,6 +180,13 @@ void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
   gm_block_delete(a, src);
 }
 
+void gm_seg_count(gm_alloc_t *a, const gm_seg_t *s) {
+  a->total_allocated += s->size;
+  GM_INC(a, segment, s->pool, 1);
+  GM_INC(a, reserved_bytes, s->pool, (int64_t)s->size);
+  if (s->size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_segments, 1);
+}
+
 int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream, uint64_t hint,
                  gm_block_t **out) {
   if (gm_over_cap(a, size)) return GM_ENOMEM;
@@ -191,16 +198,32 @@ int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream,
     a->be.free(a->be.ctx, ptr, size);
     return GM_EBACKEND;
   }
-  gm_seg_t *s = b->seg;
-  a->total_allocated += size;
-  s->nblocks = s->nfree = 1;
-  s->free_bytes = size;
-  GM_INC(a, segment, pool, 1);
-  GM_INC(a, reserved_bytes, pool, (int64_t)size);
-  if (size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_segments, 1);
+  gm_seg_count(a, b->seg);
   a->st.num_device_alloc++;
   *out = b;
   return GM_OK;
+}
+
+void gm_pages_mapped(gm_alloc_t *a, gm_pool_t *pool, uint64_t n) {
+  a->total_allocated += n;
+  GM_INC(a, reserved_bytes, pool, (int64_t)n);
+  a->st.num_device_alloc++;
+}
+
+void gm_pages_unmapped(gm_alloc_t *a, gm_pool_t *pool, uint64_t n) {
+  a->total_allocated -= n;
+  GM_DEC(a, reserved_bytes, pool, (int64_t)n);
+  a->st.num_device_free++;
+}
+
+uint64_t gm_device_total(gm_alloc_t *a) {
+  if (a->cfg.device_total) return a->cfg.device_total;
+  if (!a->device_total) {
+    uint64_t f = 0, t = 0;
+    if (a->be.mem_info(a->be.ctx, &f, &t) == GM_OK && t) a->device_total = t;
+    else a->device_total = 1ull << 40;
+  }
+  return a->device_total;
 }
 
 /* release_block (§6.4 of pytorch-allocator.md). */
@@ -298,13 +321,12 @@ void gm_synchronize_and_free_events(gm_alloc_t *a) {
   }
 }
 
-static int do_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                     gm_block_t **out, gm_oom_t *oom) {
-  if (orig >= (1ull << 60)) { /* "more than 1EB": no stats move */
-    gm_oom_record(a, orig, orig, orig, stream, oom);
+static int do_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, gm_oom_t *oom) {
+  if (rq->size >= (1ull << 60)) { /* "more than 1EB": no stats move */
+    gm_oom_record(a, rq->size, rq->size, rq->size, rq->stream, oom);
     return GM_ENOMEM;
   }
-  return a->pol->malloc(a, orig, stream, hint, out, oom);
+  return a->pol->malloc(a, rq, out, oom);
 }
 
 /* free (§7.1): the user's request. pending forces the block to wait for a
@@ -398,6 +420,7 @@ void gm_free(gm_alloc_t *a) {
     a->spare = n;
   }
   free(a->ids);
+  free(a->oomev);
   gm_pools_destroy(a);
   if (a->be.destroy) a->be.destroy(a->be.ctx);
   free(a);
@@ -436,6 +459,26 @@ static void track_peak(gm_alloc_t *a) {
 
 void gm_set_follows_recording(gm_alloc_t *a, int on) { a->follows_recording = on != 0; }
 
+/* An out-of-memory the recording had and gm_run goes past, listed for
+ * gm_oom_events. */
+static void oom_event_add(gm_alloc_t *a, const gm_oom_t *o) {
+  if (a->noomev == a->capoomev) {
+    size_t n = a->capoomev ? 2 * a->capoomev : 16;
+    gm_oom_event_t *v = realloc(a->oomev, n * sizeof *v);
+    if (!v) return; /* the event goes unlisted; the counters still hold it */
+    a->oomev = v;
+    a->capoomev = n;
+  }
+  a->oomev[a->noomev].op = a->ex.ops;
+  a->oomev[a->noomev].oom = *o;
+  a->noomev++;
+}
+
+size_t gm_oom_events(const gm_alloc_t *a, size_t from, gm_oom_event_t *out, size_t n) {
+  for (size_t i = from, k = 0; i < a->noomev && k < n; i++, k++) out[k] = a->oomev[i];
+  return a->noomev;
+}
+
 static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr) {
   gm_block_t *b;
   int rc;
@@ -448,20 +491,16 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
       return GM_OK;
     }
     b = NULL;
-    /* The op's private pool and claim, for a policy that has pools
-     * (pytorch); the others never read them. */
-    a->route = op->pool;
-    a->claim = (op->flags & GM_OPF_CLAIM) != 0;
+    const gm_request_t rq = {.size = op->size, .stream = op->stream, .hint = op->hint,
+                             .pool = op->pool, .claim = (op->flags & GM_OPF_CLAIM) != 0};
     if ((op->flags & GM_OPF_RELEASED_BEFORE) && a->follows_recording && a->pol->releases &&
-        !a->pol->releases(a, op->size, op->stream))
+        !a->pol->releases(a, &rq))
       a->pol->empty_cache(a);
     gm_oom_t o = {0};
-    rc = do_malloc(a, op->size, op->stream, op->hint, &b, &o);
-    a->route = 0;
-    a->claim = 0;
+    rc = do_malloc(a, &rq, &b, &o);
     if (rc == GM_ENOMEM && (op->flags & GM_OPF_RECORDED_OOM)) {
       /* the program caught it and went on: nothing is held */
-      gm_oom_event_add(a, &o);
+      oom_event_add(a, &o);
       a->ids[op->id] = &zero_block;
       return GM_OK;
     }
@@ -498,10 +537,10 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
   case GM_OP_EMPTY_CACHE:
     a->pol->empty_cache(a);
     return GM_OK;
-  case GM_OP_POOL_RELEASE:
-    return a->pol->pool_release ? a->pol->pool_release(a, op->pool) : GM_OK;
+  case GM_OP_POOL_RELEASE: /* a policy without private pools has none to release */
+    return a->pol->release_pool_blocks ? gm_pool_release(a, op->pool) : GM_OK;
   case GM_OP_POOL_EMPTY:
-    return a->pol->pool_empty ? a->pol->pool_empty(a, op->pool) : GM_OK;
+    return a->pol->release_pool_blocks ? gm_pool_empty(a, op->pool) : GM_OK;
   }
   return GM_EINVAL;
 }
@@ -593,7 +632,8 @@ static int seed_by_malloc(gm_alloc_t *a, uint64_t stream, const gm_seed_block_t 
     uint64_t want = sb->requested ? sb->requested : sb->size;
     if (!want) want = GM_MIN_BLOCK;
     gm_block_t *b = NULL;
-    int rc = do_malloc(a, want, stream, 0, &b, NULL);
+    const gm_request_t rq = {.size = want, .stream = stream};
+    int rc = do_malloc(a, &rq, &b, NULL);
     if (rc != GM_OK) return rc;
     b->id = sb->id;
     a->ids[sb->id] = b;

@@ -173,7 +173,8 @@ typedef struct gm_config {
   double gc_threshold;                  /* 0 = off, else in (0, 1) */
   int expandable_segments;              /* bool */
   uint64_t allowed_memory_maximum;      /* fraction * total; 0 = no limit */
-  uint64_t device_total;                /* sizes expandable VA ranges; 0 = 2^40 */
+  uint64_t device_total;                /* sizes expandable VA ranges; 0 = the
+                                           backend's total (mem_info) */
   int check;                            /* bool: gm_check after every op in gm_run */
 } gm_config_t;
 
@@ -241,7 +242,10 @@ enum {
 };
 
 /* pool: 0 = the default pools; k > 0 = private pool k, created on the first
- * allocation routed to it with a use count of 1. */
+ * allocation routed to it with a use count of 1. Only a policy with private
+ * pools (pytorch) routes allocations and applies the two pool ops; the
+ * others serve every allocation from their own pools and treat the pool
+ * ops as no-ops. */
 typedef struct gm_op {
   uint8_t kind;
   uint8_t flags;  /* GM_OPF_* */
@@ -281,7 +285,10 @@ void gm_set_follows_recording(gm_alloc_t *a, int on);
  * *done = the number of ops applied. On GM_ENOMEM ops[*done] is the failing
  * allocation and *oom describes it (oom may be NULL); the allocator stays
  * usable. An allocation flagged GM_OPF_RECORDED_OOM that fails is no error:
- * it is counted, listed (gm_oom_events) and gm_run goes on. GM_EINVAL: an op named an unknown or already-live id. tl may be NULL.
+ * it is counted, listed (gm_oom_events) and gm_run goes on. GM_EINVAL: an
+ * op named an unknown or already-live id, or, under a policy with private
+ * pools, routed an allocation to a released pool, released a pool that
+ * does not exist or is already released, or emptied pool 0. tl may be NULL.
  * addr, if non-NULL, receives the address of the last allocation made. */
 int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done,
            gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr);

@@ -18,6 +18,16 @@ static void acct(gm_alloc_t *a, gm_seg_t *ps, int sign) {
   }
 }
 
+int gm_pol_seg_alloc(gm_alloc_t *a, uint64_t size, uint64_t stream, uint64_t hint,
+                     gm_block_t **out) {
+  int rc = gm_seg_alloc(a, &a->large, size, stream, hint, out);
+  if (rc != GM_OK) return rc;
+  gm_seg_t *s = (*out)->seg;
+  s->nblocks = s->nfree = 1;
+  s->free_bytes = size;
+  return GM_OK;
+}
+
 gm_block_t *gm_pol_take(gm_alloc_t *a, gm_block_t *b, uint64_t size, int split, uint64_t orig) {
   gm_seg_t *ps = b->seg;
   acct(a, ps, -1);

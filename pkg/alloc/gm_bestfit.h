@@ -8,8 +8,8 @@
  * smallest block first and the lowest address among equals, which is what
  * RMM's, TensorFlow's and CuPy's searches return. A policy that shares free
  * memory between streams gives every free block the same stream key.
- * Segments come from gm_seg_alloc(a, &a->large, ...); the free-byte and
- * block counts of gm_seg_t keep inactive_split current in O(1). */
+ * Segments come from gm_pol_seg_alloc, which starts the free-byte and
+ * block counts of gm_seg_t that keep inactive_split current in O(1). */
 #ifndef GM_BESTFIT_H
 #define GM_BESTFIT_H
 
@@ -23,6 +23,11 @@ static inline gm_block_t *gm_pol_best_fit(gm_alloc_t *a, uint64_t stream, uint64
   gm_block_t *b = gm_treap_lower_bound(a->large.free, &key, gm_cmp_size);
   return b && b->stream == stream ? b : NULL;
 }
+
+/* gm_pol_seg_alloc is gm_seg_alloc in the large pool for these policies:
+ * a new segment of one free block b (in no set), its counts started. */
+int gm_pol_seg_alloc(gm_alloc_t *a, uint64_t size, uint64_t stream, uint64_t hint,
+                     gm_block_t **out);
 
 /* gm_pol_take hands out `size` bytes from the front of free block b (in the
  * free set or not), splitting off the rest as a free block when split is

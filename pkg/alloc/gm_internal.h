@@ -65,8 +65,9 @@ struct gm_seg {
   gm_block_t *head;       /* lowest block */
   gm_seg_t *prev_seg, *next_seg;
   int expandable;
-  /* kept by the best-fit helpers of gm_bestfit.c only (they make
-   * inactive_split O(1)): free bytes, blocks, free blocks */
+  /* kept by the best-fit helpers of gm_bestfit.c only, from
+   * gm_pol_seg_alloc on (they make inactive_split O(1)): free bytes,
+   * blocks, free blocks; 0 in other policies' segments */
   uint64_t free_bytes;
   uint32_t nblocks, nfree;
 };
@@ -85,7 +86,7 @@ struct gm_alloc {
   gm_block_t *pend_head, *pend_tail;
   gm_block_t *spare;       /* recycled block structs */
   uint64_t total_allocated; /* bytes obtained from the backend */
-  uint64_t device_total;
+  uint64_t device_total;   /* the backend's total, once gm_device_total asked it */
   uint32_t rng;
   gm_stats_t st;
   gm_extra_t ex;
@@ -93,46 +94,26 @@ struct gm_alloc {
   /* private pools (gm_pools.c), indexed by id; NULL = none */
   gm_ppool_t **ppools;
   uint32_t nppools;
-  uint16_t route;          /* the current alloc's pool (op.pool) */
-  uint8_t claim;           /* the current alloc claims the block at its hint */
   uint8_t follows_recording; /* gm_set_follows_recording: honour GM_OPF_RELEASED_BEFORE */
   gm_oom_event_t *oomev;   /* out-of-memory events gm_run went past */
   size_t noomev, capoomev;
 };
 
-/* gm_pools.c: private pools, for the pytorch policy and the engine. */
-/* The pool an allocation of this class goes to under op.pool `id`: the
- * default pools for 0, else private pool id's (created on first use).
- * NULL when the pool was released: it takes no new allocations. */
-gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small);
-/* gm_over_cap: a new segment (or mapping) of size bytes would pass the
- * memory-fraction cap (PyTorch's allowed_memory_maximum). */
-static inline int gm_over_cap(const gm_alloc_t *a, uint64_t size) {
-  return a->cfg.allowed_memory_maximum && a->total_allocated + size > a->cfg.allowed_memory_maximum;
-}
-/* gm_pool_find is gm_pool_for without creating the pool: NULL when private
- * pool id does not exist or is released. */
-gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small);
+/* gm_pools.c, for the engine and the checker: the private pools' segment
+ * counts, the ops on pools, what the checker and the OOM message read.
+ * What a policy with private pools calls is in gm_policy.h. */
 /* A segment was created in / removed from s->pool (counts cudaMalloc_count). */
 void gm_pool_seg_added(gm_seg_t *s);
-void gm_pool_seg_removed(gm_alloc_t *a, gm_seg_t *s);
-/* release_cached_blocks' tail: every released pool's small then large
- * whole free segments; pools left without segments are erased. */
-void gm_pools_release_freeable(gm_alloc_t *a);
+void gm_pool_seg_removed(gm_seg_t *s);
+/* GM_OP_POOL_RELEASE and GM_OP_POOL_EMPTY, which the engine applies for a
+ * policy with private pools (gm_policy.h, release_pool_blocks). */
 int gm_pool_release(gm_alloc_t *a, uint16_t id);
 int gm_pool_empty(gm_alloc_t *a, uint16_t id);
-/* gm_policy_pytorch.c's release_blocks, which private pools share. */
-void gm_release_pool_blocks(gm_alloc_t *a, gm_pool_t *pool);
-/* The free block of pool owner (NULL = default) starting at addr with at
- * least size bytes, taken out of its free set; NULL when there is none. */
-gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint64_t size,
-                          uint64_t stream);
 /* Every private small/large pool, for the checker; returns how many. */
 size_t gm_pools_list(const gm_alloc_t *a, const gm_pool_t **out, size_t n);
 int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len);
 void gm_pools_destroy(gm_alloc_t *a);
 /* Free cached bytes in private pools, for the OOM message. */
 uint64_t gm_pools_free_bytes(const gm_alloc_t *a);
-void gm_oom_event_add(gm_alloc_t *a, const gm_oom_t *o);
 
 #endif

@@ -5,12 +5,13 @@
  * The engine owns what every policy shares: allocation ids, pending frees
  * (record_stream, free requests), the "more than 1 EB" refusal, the
  * allocation statistics of gm_run's frees, the timeline, the peaks, seeding's
- * checks, the checker after every op. A policy owns where blocks go: it
- * obtains segments, places, splits, merges and releases blocks, and moves
- * the statistics of what it does. Policies call the helpers below; the
- * engine calls a policy only through its gm_policy_t.
+ * checks, the private pools' use counts (gm_pools.c), the checker after
+ * every op. A policy owns where blocks go: it obtains segments, places,
+ * splits, merges and releases blocks, and moves the statistics of what it
+ * does. Policies call the helpers below; the engine calls a policy only
+ * through its gm_policy_t.
  *
- * Every policy keeps the invariants of gm_alloc.h (I1-I5) after each hook
+ * Every policy keeps the invariants of gm_alloc.h (I1-I6) after each hook
  * returns: gm_check runs after every op in the tests. */
 #ifndef GM_POLICY_H
 #define GM_POLICY_H
@@ -18,6 +19,20 @@
 #include "gm_treap.h"
 
 #define GM_PAGE 2097152ull /* the CUDA virtual-memory granule on current GPUs */
+
+/* One allocation request, as the engine hands it to a policy's malloc and
+ * releases hooks: a GM_OP_ALLOC's fields (or, when a truncated trace is
+ * seeded without a seed hook, a seeded block's). */
+typedef struct gm_request {
+  uint64_t size;   /* bytes asked for: 0 < size < 2^60 */
+  uint64_t stream;
+  uint64_t hint;   /* the recorded address, passed on to the backend when a
+                      segment is made; 0 = none */
+  uint16_t pool;   /* the private pool it is routed to (gm_op_t.pool);
+                      0 = the default pools */
+  uint8_t claim;   /* GM_OPF_CLAIM: it takes the free block starting at
+                      hint in that pool, whatever its size class */
+} gm_request_t;
 
 /* A policy: its description and its hooks. */
 struct gm_policy {
@@ -29,17 +44,16 @@ struct gm_policy {
    * non-GM_OK result fails gm_new (destroy is not called). */
   int (*init)(gm_alloc_t *a);
 
-  /* malloc: serve `orig` bytes (0 < orig < 2^60) on `stream`; `hint` is the
-   * recorded address, passed on to the backend when a segment is made.
+  /* malloc: serve request rq (rq->pool and rq->claim matter only to a
+   * policy with private pools; see release_pool_blocks).
    * On GM_OK *out is a block of the request's pool with allocated = 1,
-   * requested = orig, uses = 0, out of every set, and every statistic
+   * requested = rq->size, uses = 0, out of every set, and every statistic
    * moved: segments and reserved bytes for what was obtained,
    * allocation/active/requested through gm_count_alloc. The engine then
    * sets its id. On GM_ENOMEM (gm_oom: counted, *oom filled) the policy
    * holds no more than before the request beyond what it keeps cached,
    * and no block is handed out; other codes are backend failures. */
-  int (*malloc)(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint, gm_block_t **out,
-                gm_oom_t *oom);
+  int (*malloc)(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, gm_oom_t *oom);
 
   /* free: b's last use is over. The engine has already cleared allocated,
    * pending and the id, and moved the allocation statistics (allocation,
@@ -63,25 +77,25 @@ struct gm_policy {
   int (*seed)(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t stream, int small,
               const gm_seed_block_t *blocks, size_t n);
 
-  /* pool_release, pool_empty (optional): private pools (PyTorch's graph
-   * pools and MemPool; gm_pools.c). While an op of another kind runs,
-   * a->route names the private pool its allocation goes to (0 = the
-   * default pools) and a->claim says it claims the block at its hint; a
-   * policy without pools ignores both and leaves these hooks NULL, and
-   * the engine then treats the two ops as no-ops. pool_release is
-   * releasePool (the pool's last user went: its free segments go back
-   * at the next release, its live blocks keep it); pool_empty is
-   * ~MemPool's emptyCache of the pool alone. */
-  int (*pool_release)(gm_alloc_t *a, uint16_t id);
-  int (*pool_empty)(gm_alloc_t *a, uint16_t id);
+  /* release_pool_blocks (optional): give the whole free segments of
+   * `pool`, the small or the large half of a private pool, back to the
+   * device, as empty_cache does for the default pools (PyTorch's
+   * release_blocks). A policy has private pools (PyTorch's graph pools and
+   * MemPool; gm_pools.c) exactly when it has this hook: its malloc routes
+   * each request to the pool rq->pool names (0 = the default pools)
+   * through gm_pool_for, and the engine applies GM_OP_POOL_RELEASE (the
+   * pool's use count drops; at 0 it is freeable) and GM_OP_POOL_EMPTY. The
+   * hook is called from gm_pools.c for both halves of each freeable pool
+   * that gm_pools_release_freeable or GM_OP_POOL_EMPTY frees. Without it
+   * both ops are no-ops and the policy ignores rq->pool and rq->claim. */
+  void (*release_pool_blocks)(gm_alloc_t *a, gm_pool_t *pool);
 
-  /* releases (optional): whether malloc, asked now for `orig` bytes on
-   * `stream` (in the pool the engine routes it to, a->route), would give
-   * cached memory back before it got them: no cached block serves it and
-   * the cap or the device refuses a new segment. It changes nothing.
+  /* releases (optional): whether malloc, asked now to serve rq, would give
+   * cached memory back before it got the memory: no cached block serves it
+   * and the cap or the device refuses a new segment. It changes nothing.
    * Without it the engine never empties the cache for
    * GM_OPF_RELEASED_BEFORE. */
-  int (*releases)(gm_alloc_t *a, uint64_t orig, uint64_t stream);
+  int (*releases)(gm_alloc_t *a, const gm_request_t *rq);
 
   /* destroy (optional): free a->pol_state and leave segments gm_free can
    * return whole (gm_free frees each segment, unmapping mapped blocks of
@@ -188,6 +202,17 @@ void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s);
 gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
                              gm_pool_t *pool, int expandable, uint64_t page);
 
+/* gm_over_cap: a new segment (or mapping) of size bytes would pass the
+ * memory-fraction cap (PyTorch's allowed_memory_maximum). */
+static inline int gm_over_cap(const gm_alloc_t *a, uint64_t size) {
+  return a->cfg.allowed_memory_maximum && a->total_allocated + size > a->cfg.allowed_memory_maximum;
+}
+
+/* gm_seg_count moves the counts of a new segment s obtained whole from the
+ * device: device bytes, segments, reserved and oversize-segment counts
+ * (not the device-allocation count). gm_release_block undoes them. */
+void gm_seg_count(gm_alloc_t *a, const gm_seg_t *s);
+
 /* gm_seg_alloc obtains `size` bytes from the device (cudaMalloc) as a new
  * segment of `pool` holding one free block keyed `stream`, in no set; GM_ENOMEM
  * past the memory fraction. Moves segment, reserved, oversize-segment and
@@ -195,9 +220,39 @@ gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64
 int gm_seg_alloc(gm_alloc_t *a, gm_pool_t *pool, uint64_t size, uint64_t stream, uint64_t hint,
                  gm_block_t **out);
 
+/* gm_pages_mapped and gm_pages_unmapped move the counts of n bytes of an
+ * expandable segment of `pool` mapped or unmapped in one backend call:
+ * device bytes, reserved bytes, and one device allocation or free. */
+void gm_pages_mapped(gm_alloc_t *a, gm_pool_t *pool, uint64_t n);
+void gm_pages_unmapped(gm_alloc_t *a, gm_pool_t *pool, uint64_t n);
+
+/* gm_device_total is the card's memory, which sizes an expandable
+ * segment's address range: cfg.device_total, else the backend's total
+ * (mem_info, asked on the first call only), else 2^40. */
+uint64_t gm_device_total(gm_alloc_t *a);
+
 /* gm_release_block returns a non-expandable segment that is the one block
  * b (not allocated) to the device, undoing gm_seg_alloc's counts. */
 void gm_release_block(gm_alloc_t *a, gm_block_t *b);
+
+/* ---- private pools (gm_pools.c), for a policy that has them ---- */
+
+/* The pool of this size class that a request routed to pool `id`
+ * (rq->pool) goes to: the default pools for 0, else private pool id's
+ * (created on first use). NULL when the pool was released (it takes no
+ * new allocations) or could not be created. */
+gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small);
+/* gm_pool_find is gm_pool_for without creating the pool: NULL when private
+ * pool id does not exist or is released. */
+gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small);
+/* The free block of pool owner (NULL = default) starting at addr with at
+ * least size bytes, taken out of its free set; NULL when there is none. */
+gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint64_t size,
+                          uint64_t stream);
+/* release_cached_blocks' tail: every released pool's small then large
+ * half goes to the policy's release_pool_blocks; pools left without
+ * segments are erased. */
+void gm_pools_release_freeable(gm_alloc_t *a);
 
 /* ---- pending frees and seeding ---- */
 

@@ -16,18 +16,18 @@
  * reports call this policy an approximation. */
 #include "gm_bestfit.h"
 
-static int async_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                        gm_block_t **out, gm_oom_t *oom) {
-  uint64_t n = gm_up(orig, GM_MIN_BLOCK);
-  gm_block_t *b = gm_pol_best_fit(a, stream, n);
+static int async_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out,
+                        gm_oom_t *oom) {
+  uint64_t n = gm_up(rq->size, GM_MIN_BLOCK);
+  gm_block_t *b = gm_pol_best_fit(a, rq->stream, n);
   if (!b) {
     uint64_t chunk = gm_up(n, GM_PAGE);
     gm_pol_release_idle(a);
-    int rc = gm_seg_alloc(a, &a->large, chunk, stream, hint, &b);
-    if (rc == GM_ENOMEM) return gm_oom(a, orig, n, chunk, stream, oom);
+    int rc = gm_pol_seg_alloc(a, chunk, rq->stream, rq->hint, &b);
+    if (rc == GM_ENOMEM) return gm_oom(a, rq->size, n, chunk, rq->stream, oom);
     if (rc != GM_OK) return rc;
   }
-  if (!(*out = gm_pol_take(a, b, n, 1, orig))) return GM_EBACKEND;
+  if (!(*out = gm_pol_take(a, b, n, 1, rq->size))) return GM_EBACKEND;
   return GM_OK;
 }
 

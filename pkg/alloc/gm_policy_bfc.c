@@ -52,34 +52,33 @@ static int extend(gm_alloc_t *a, bfc_t *s, uint64_t n, uint64_t hint, gm_block_t
     increased = 1;
   }
   uint64_t bytes = s->region < avail ? s->region : avail;
-  int rc = gm_seg_alloc(a, &a->large, bytes, 0, hint, out);
+  int rc = gm_pol_seg_alloc(a, bytes, 0, hint, out);
   while (rc == GM_ENOMEM) {
     bytes = gm_up((uint64_t)((double)bytes * 0.9), GM_MIN_BLOCK);
     if (bytes < n) break;
-    rc = gm_seg_alloc(a, &a->large, bytes, 0, hint, out);
+    rc = gm_pol_seg_alloc(a, bytes, 0, hint, out);
   }
   if (rc != GM_OK) return rc;
   if (!increased) s->region *= 2;
   return GM_OK;
 }
 
-static int bfc_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                      gm_block_t **out, gm_oom_t *oom) {
+static int bfc_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, gm_oom_t *oom) {
   bfc_t *s = a->pol_state;
-  uint64_t n = gm_up(orig, GM_MIN_BLOCK);
+  uint64_t n = gm_up(rq->size, GM_MIN_BLOCK);
   gm_block_t *b = gm_pol_best_fit(a, 0, n);
   if (!b) {
-    int rc = extend(a, s, n, hint, &b);
+    int rc = extend(a, s, n, rq->hint, &b);
     if (rc == GM_ENOMEM && gm_pol_release_idle(a) > 0) {
       a->st.num_alloc_retries++;
-      rc = extend(a, s, n, hint, &b);
+      rc = extend(a, s, n, rq->hint, &b);
     }
-    if (rc == GM_ENOMEM) return gm_oom(a, orig, n, s->region, stream, oom);
+    if (rc == GM_ENOMEM) return gm_oom(a, rq->size, n, s->region, rq->stream, oom);
     if (rc != GM_OK) return rc;
   }
   int split = b->size >= 2 * n || b->size - n >= (128ull << 20);
-  if (!(*out = gm_pol_take(a, b, n, split, orig))) return GM_EBACKEND;
-  (*out)->stream = stream; /* for record_stream; freed chunks go back under key 0 */
+  if (!(*out = gm_pol_take(a, b, n, split, rq->size))) return GM_EBACKEND;
+  (*out)->stream = rq->stream; /* for record_stream; freed chunks go back under key 0 */
   return GM_OK;
 }
 

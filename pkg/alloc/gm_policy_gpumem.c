@@ -108,9 +108,7 @@ static uint64_t unmap_pages(gm_alloc_t *a, gm_block_t *b) {
   if (is_unmapped(b->prev)) gm_block_absorb(a, b, b->prev);
   if (is_unmapped(b->next)) gm_block_absorb(a, b, b->next);
   gm_unmapped_insert(b);
-  a->total_allocated -= hi - lo;
-  GM_DEC(a, reserved_bytes, b->pool, (int64_t)(hi - lo));
-  a->st.num_device_free++;
+  gm_pages_unmapped(a, b->pool, hi - lo);
   return hi - lo;
 }
 
@@ -217,9 +215,8 @@ static gm_block_t *new_range(gm_alloc_t *a, uint64_t stream, uint64_t n, int *rc
   return u;
 }
 
-static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                      gm_block_t **out, gm_oom_t *oom) {
-  (void)hint;
+static int gpm_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, gm_oom_t *oom) {
+  uint64_t orig = rq->size, stream = rq->stream; /* no hint: ranges go where the driver puts them */
   uint64_t n = gm_up(orig, GM_MIN_BLOCK);
   gm_block_t *b = gm_pol_best_fit(a, stream, n);
   if (b) {
@@ -280,9 +277,7 @@ static int gpm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hi
   u->ptr = best.lo;
   u->size = need;
   u->mapped = 1;
-  a->total_allocated += need;
-  GM_INC(a, reserved_bytes, u->pool, (int64_t)need);
-  a->st.num_device_alloc++;
+  gm_pages_mapped(a, u->pool, need);
   if (p) gm_block_absorb(a, u, p);
   if (nx) gm_block_absorb(a, u, nx);
   return (*out = carve(a, u, best.start, n, orig)) ? GM_OK : GM_EBACKEND;

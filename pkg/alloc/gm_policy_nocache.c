@@ -10,15 +10,15 @@ static int nocache_init(gm_alloc_t *a) {
   return GM_OK;
 }
 
-static int nocache_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                          gm_block_t **out, gm_oom_t *oom) {
-  uint64_t size = gm_up(orig, GM_MIN_BLOCK);
-  gm_pool_t *pool = gm_round_size(&a->cfg, orig) <= GM_SMALL_SIZE ? &a->small : &a->large;
+static int nocache_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out,
+                          gm_oom_t *oom) {
+  uint64_t size = gm_up(rq->size, GM_MIN_BLOCK);
+  gm_pool_t *pool = gm_round_size(&a->cfg, rq->size) <= GM_SMALL_SIZE ? &a->small : &a->large;
   gm_block_t *b = NULL;
-  int rc = gm_seg_alloc(a, pool, size, stream, hint, &b);
-  if (rc == GM_ENOMEM) return gm_oom(a, orig, size, size, stream, oom);
+  int rc = gm_seg_alloc(a, pool, size, rq->stream, rq->hint, &b);
+  if (rc == GM_ENOMEM) return gm_oom(a, rq->size, size, size, rq->stream, oom);
   if (rc != GM_OK) return rc;
-  gm_count_alloc(a, b, orig);
+  gm_count_alloc(a, b, rq->size);
   *out = b;
   return GM_OK;
 }

@@ -48,16 +48,6 @@ typedef struct params {
   int exact; /* a checkpoint-restore claim: split to exactly size */
 } params_t;
 
-static uint64_t device_total(gm_alloc_t *a) {
-  if (a->cfg.device_total) return a->cfg.device_total;
-  if (!a->device_total) {
-    uint64_t f = 0, t = 0;
-    if (a->be.mem_info(a->be.ctx, &f, &t) == GM_OK && t) a->device_total = t;
-    else a->device_total = 1ull << 40;
-  }
-  return a->device_total;
-}
-
 /* map_block (§9.2): map the pages covering [b->ptr, b->ptr + n). */
 static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
   gm_seg_t *s = b->seg;
@@ -80,9 +70,7 @@ static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
   try_merge_blocks(a, b, b->prev);
   try_merge_blocks(a, b, b->next);
   gm_free_insert(b);
-  a->total_allocated += mapped;
-  GM_INC(a, reserved_bytes, pool, (int64_t)mapped);
-  a->st.num_device_alloc++;
+  gm_pages_mapped(a, pool, mapped);
   return GM_OK;
 }
 
@@ -110,9 +98,7 @@ static void unmap_block(gm_alloc_t *a, gm_block_t *b) {
   try_merge_blocks(a, b, b->prev);
   try_merge_blocks(a, b, b->next);
   gm_unmapped_insert(b);
-  a->total_allocated -= n;
-  GM_DEC(a, reserved_bytes, pool, (int64_t)n);
-  a->st.num_device_free++;
+  gm_pages_unmapped(a, pool, n);
 }
 
 static void release_expandable_segment(gm_alloc_t *a, gm_block_t *b) {
@@ -140,7 +126,7 @@ static gm_block_t *find_expandable_block(gm_alloc_t *a, params_t *p) {
     if (bytes >= p->size) return start;
   }
   uint64_t page = pool->is_small ? GM_SMALL_BUFFER : a->cfg.large_segment_size;
-  uint64_t total = device_total(a);
+  uint64_t total = gm_device_total(a);
   uint64_t handles = (total + total / 8 + page - 1) / page;
   uint64_t va = handles * page, base = 0;
   int rc = a->be.va_reserve(a->be.ctx, va, page, &base);
@@ -301,8 +287,6 @@ static int release_cached_blocks(gm_alloc_t *a) {
   return 1;
 }
 
-void gm_release_pool_blocks(gm_alloc_t *a, gm_pool_t *pool) { release_blocks(a, pool); }
-
 /* Whether b can go back to the device: a whole, non-expandable segment.
  * PyTorch never sees an oversize free block that is not a whole segment
  * (it does not split them), but a what-if replay can: a segment seeded from a
@@ -428,21 +412,22 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
 
 
 /* malloc (§5): the search, then a new segment, then the release steps. */
-static int pytorch_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                          gm_block_t **out, gm_oom_t *oom) {
+static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out,
+                          gm_oom_t *oom) {
+  uint64_t orig = rq->size; /* PyTorch's orig_size */
   params_t p = {0};
-  p.stream = stream;
-  p.hint = hint;
+  p.stream = rq->stream;
+  p.hint = rq->hint;
   p.err = GM_ENOMEM;
   p.size = gm_round_size(&a->cfg, orig);
   /* the op routes the request to the default or a private pool (get_pool) */
-  p.pool = gm_pool_for(a, a->route, p.size <= GM_SMALL_SIZE);
+  p.pool = gm_pool_for(a, rq->pool, p.size <= GM_SMALL_SIZE);
   if (!p.pool) return GM_EINVAL;
   p.alloc_size = allocation_size(a, p.size);
   /* a checkpoint restore claims a block by address, not by best fit, at
    * its recorded size, split off exactly (setSegmentStateToCheckpoint) */
   uint64_t exact = gm_up(orig, GM_MIN_BLOCK);
-  if (a->claim && (p.block = gm_pool_claim(a, p.pool->owner, hint, exact, stream))) {
+  if (rq->claim && (p.block = gm_pool_claim(a, p.pool->owner, rq->hint, exact, rq->stream))) {
     p.pool = p.block->pool;
     p.size = exact;
     p.exact = 1;
@@ -469,11 +454,11 @@ static int pytorch_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_
 /* releases: pytorch_malloc would reach its release steps: get_free_block
  * finds nothing and the first alloc_block is refused by the cap or the
  * device (a claim, by address, is not asked about). */
-static int pytorch_releases(gm_alloc_t *a, uint64_t orig, uint64_t stream) {
+static int pytorch_releases(gm_alloc_t *a, const gm_request_t *rq) {
   params_t p = {0};
-  p.stream = stream;
-  p.size = gm_round_size(&a->cfg, orig);
-  p.pool = gm_pool_find(a, a->route, p.size <= GM_SMALL_SIZE);
+  p.stream = rq->stream;
+  p.size = gm_round_size(&a->cfg, rq->size);
+  p.pool = gm_pool_find(a, rq->pool, p.size <= GM_SMALL_SIZE);
   gm_block_t **link, *pred;
   if (p.pool && find_free_block(a, &p, &link, &pred)) return 0;
   uint64_t need = allocation_size(a, p.size);
@@ -562,11 +547,11 @@ static int pytorch_seed(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t st
   int rc = a->be.malloc(a->be.ctx, size, hint, &base);
   if (rc != GM_OK) return rc;
   gm_seg_t *s = gm_seg_new(a, base, size, stream, pool, 0, 0);
-  if (!s) return GM_ENOMEM;
-  a->total_allocated += size;
-  GM_INC(a, segment, pool, 1);
-  GM_INC(a, reserved_bytes, pool, (int64_t)size);
-  if (size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_segments, 1);
+  if (!s) {
+    a->be.free(a->be.ctx, base, size);
+    return GM_ENOMEM;
+  }
+  gm_seg_count(a, s); /* but no device allocation: the recording made it */
   gm_block_t *last = NULL;
   uint64_t at = 0;
   for (size_t i = 0; i <= n; i++) {
@@ -622,7 +607,6 @@ const gm_policy_t gm_policy_pytorch = {
     .free = free_block,
     .empty_cache = pytorch_empty_cache,
     .seed = pytorch_seed,
-    .pool_release = gm_pool_release,
-    .pool_empty = gm_pool_empty,
+    .release_pool_blocks = release_blocks,
     .releases = pytorch_releases,
 };

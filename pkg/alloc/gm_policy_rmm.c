@@ -81,7 +81,7 @@ static int expand(gm_alloc_t *a, uint64_t n, uint64_t stream, uint64_t hint, gm_
     grow = n > pool ? n : pool;
   }
   for (uint64_t try = grow; try >= n;) {
-    int rc = gm_seg_alloc(a, &a->large, try, stream, hint, out);
+    int rc = gm_pol_seg_alloc(a, try, stream, hint, out);
     if (rc != GM_ENOMEM) return rc;
     if (try == n) break;
     try = try / 2 > n ? gm_up(try / 2, GM_MIN_BLOCK) : n;
@@ -89,18 +89,17 @@ static int expand(gm_alloc_t *a, uint64_t n, uint64_t stream, uint64_t hint, gm_
   return GM_ENOMEM;
 }
 
-static int rmm_malloc(gm_alloc_t *a, uint64_t orig, uint64_t stream, uint64_t hint,
-                      gm_block_t **out, gm_oom_t *oom) {
-  uint64_t n = gm_up(orig, GM_MIN_BLOCK);
+static int rmm_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, gm_oom_t *oom) {
+  uint64_t n = gm_up(rq->size, GM_MIN_BLOCK), stream = rq->stream;
   gm_block_t *b = gm_pol_best_fit(a, stream, n);
   if (!b) b = from_other(a, stream, n);
   if (!b) b = merge_others(a, stream, n);
   if (!b) {
-    int rc = expand(a, n, stream, hint, &b);
-    if (rc == GM_ENOMEM) return gm_oom(a, orig, n, n, stream, oom);
+    int rc = expand(a, n, stream, rq->hint, &b);
+    if (rc == GM_ENOMEM) return gm_oom(a, rq->size, n, n, stream, oom);
     if (rc != GM_OK) return rc;
   }
-  if (!(*out = gm_pol_take(a, b, n, 1, orig))) return GM_EBACKEND;
+  if (!(*out = gm_pol_take(a, b, n, 1, rq->size))) return GM_EBACKEND;
   (*out)->stream = stream;
   return GM_OK;
 }

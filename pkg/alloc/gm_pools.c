@@ -15,7 +15,14 @@
  * segments go at a later release once whole free.
  *
  * Here a pool is named by a small integer (gm_op_t.pool) that the caller
- * maps to PyTorch's MempoolId_t; 0 is the default pool. */
+ * maps to PyTorch's MempoolId_t; 0 is the default pool.
+ *
+ * The pools are the engine's: it applies GM_OP_POOL_RELEASE and
+ * GM_OP_POOL_EMPTY here, for a policy that has private pools (one with the
+ * release_pool_blocks hook of gm_policy.h). That policy routes allocations
+ * (gm_pool_for, gm_pool_claim) and calls gm_pools_release_freeable where
+ * PyTorch's release_cached_blocks does; how the whole free segments of a
+ * freed pool go back to the device is its hook's business. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +71,7 @@ void gm_pool_seg_added(gm_seg_t *s) {
   if (s->pool->owner) s->pool->owner->nsegs++;
 }
 
-void gm_pool_seg_removed(gm_alloc_t *a, gm_seg_t *s) {
-  (void)a;
+void gm_pool_seg_removed(gm_seg_t *s) {
   if (s->pool->owner) s->pool->owner->nsegs--;
 }
 
@@ -74,10 +80,13 @@ static void pool_erase(gm_alloc_t *a, gm_ppool_t *p) {
   free(p);
 }
 
-/* One freeable pool's part of release_cached_blocks. */
+/* One freeable pool's part of release_cached_blocks: the policy gives back
+ * its halves' whole free segments. A pool is freeable only after
+ * gm_pool_release, which the engine runs only for a policy that has the
+ * hook. */
 static void release_pool(gm_alloc_t *a, gm_ppool_t *p) {
-  gm_release_pool_blocks(a, &p->small);
-  gm_release_pool_blocks(a, &p->large);
+  a->pol->release_pool_blocks(a, &p->small);
+  a->pol->release_pool_blocks(a, &p->large);
   if (p->nsegs == 0) pool_erase(a, p);
 }
 
@@ -182,8 +191,6 @@ void gm_pools_destroy(gm_alloc_t *a) {
   free(a->ppools);
   a->ppools = NULL;
   a->nppools = 0;
-  free(a->oomev);
-  a->oomev = NULL;
 }
 
 void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out) {
@@ -193,25 +200,4 @@ void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out) {
   out->exists = 1;
   out->use_count = p->use_count;
   out->segments = p->nsegs;
-}
-
-/* ------------------------------------------------------------------ */
-/* out-of-memory events the recording had and the replay went past      */
-
-void gm_oom_event_add(gm_alloc_t *a, const gm_oom_t *o) {
-  if (a->noomev == a->capoomev) {
-    size_t n = a->capoomev ? 2 * a->capoomev : 16;
-    gm_oom_event_t *v = realloc(a->oomev, n * sizeof *v);
-    if (!v) return; /* the event goes unlisted; the counters still hold it */
-    a->oomev = v;
-    a->capoomev = n;
-  }
-  a->oomev[a->noomev].op = a->ex.ops;
-  a->oomev[a->noomev].oom = *o;
-  a->noomev++;
-}
-
-size_t gm_oom_events(const gm_alloc_t *a, size_t from, gm_oom_event_t *out, size_t n) {
-  for (size_t i = from, k = 0; i < a->noomev && k < n; i++, k++) out[k] = a->oomev[i];
-  return a->noomev;
 }
