@@ -239,6 +239,64 @@ def oom_backward():
             torch.cuda.empty_cache()
     torch.cuda.synchronize()
 
+def kv_graphs():
+    # a server: a KV cache preallocated, decode warmed up, then one graph per
+    # batch size captured into one shared pool (each capture begins with
+    # torch.cuda.graph's empty_cache())
+    d, layers, ctx = 1024, 4, 2048
+    blocks = nn.ModuleList([nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)) for _ in range(layers)]).to(dev).half()
+    kv = torch.empty(layers, 2, 16, ctx, d, dtype=torch.half, device=dev)
+    def step(x):
+        for i, b in enumerate(blocks):
+            x = x + b(x) + kv[i, 0, : x.shape[0], 0]
+        return x
+    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for bs in (1, 2, 4, 8, 16):
+            step(torch.randn(bs, d, device=dev, dtype=torch.half))
+    torch.cuda.current_stream().wait_stream(s)
+    pool = torch.cuda.graph_pool_handle()
+    graphs, outs, ins = [], [], []
+    with torch.no_grad():
+        for bs in (16, 8, 4, 2, 1):
+            x = torch.randn(bs, d, device=dev, dtype=torch.half)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                y = step(x)
+            graphs.append(g); outs.append(y); ins.append(x)
+        for _ in range(3):
+            for g in graphs:
+                g.replay()
+    torch.cuda.synchronize()
+
+def mempool_cublas():
+    # two MemPools used in turn; the first matmul (cuBLAS's workspace) runs
+    # inside one of them, which is deleted mid-run, then empty_cache()
+    p1, p2 = torch.cuda.MemPool(), torch.cuda.MemPool()
+    w = torch.randn(1024, 1024, device=dev)
+    keep = []
+    for i in range(8):
+        with torch.cuda.use_mem_pool(p1 if i % 2 == 0 else p2):
+            keep.append(w @ torch.randn(1024, 512 * (i % 3 + 1), device=dev))
+        if i % 3 == 2:
+            keep.pop(0)
+    del keep
+    del p1
+    torch.cuda.empty_cache()
+    with torch.cuda.use_mem_pool(p2):
+        u = w @ torch.randn(1024, 2048, device=dev)
+    torch.cuda.synchronize()
+
+def generate():
+    # Hugging Face generate on a small GPT-2 built from its config (no
+    # weights to download)
+    from transformers import GPT2Config, GPT2LMHeadModel
+    m = GPT2LMHeadModel(GPT2Config(n_layer=4, n_embd=512, n_head=8)).to(dev).eval()
+    for bs, new in ((1, 32), (4, 48), (8, 24)):
+        ids = torch.randint(0, 50000, (bs, 16), device=dev)
+        m.generate(ids, max_new_tokens=new, do_sample=False, pad_token_id=0)
+    torch.cuda.synchronize()
+
 try:
     globals()[work]()
 except Exception as e:  # the truth keeps the error, as the fixtures do
