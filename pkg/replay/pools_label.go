@@ -172,6 +172,48 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 			f.segs[m].label = l
 		}
 	}
+	return f.lifetimes(ids)
+}
+
+// lifetimes splits a pool where it was released and a later segment took
+// its label: a release run gives back only a freeable pool's segments
+// (§19.3), and a released pool takes no new allocations, so a private
+// segment born after a run that freed one of the pool's segments is in
+// another pool — a program that makes a new MemPool (or graph) again and
+// again gets its segments at the old one's addresses, which continuity
+// alone reads as one pool. The pool's snapshot id, if any, goes with its
+// last lifetime, whose segments are the ones alive at the end.
+func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
+	cur := make([]int, len(ids)) // a pool's label → its present lifetime's
+	for l := range cur {
+		cur[l] = l
+	}
+	released := map[int]bool{} // lifetimes a run has freed segments of
+	r := 0
+	for _, s := range f.segs {
+		for r < len(f.runs) && f.runAt[r] < s.born {
+			for _, x := range f.runs[r] {
+				if l := f.segs[x].label; l > 0 {
+					released[l] = true
+				}
+			}
+			r++
+		}
+		l := s.label
+		if l <= 0 || l >= len(cur) {
+			continue
+		}
+		if released[cur[l]] {
+			ids = append(ids, [2]int64{})
+			cur[l] = len(ids) - 1
+		}
+		s.label = cur[l]
+	}
+	for l, c := range cur {
+		if c != l && ids[l] != ([2]int64{}) {
+			ids[c], ids[l] = ids[l], [2]int64{}
+		}
+	}
 	return ids
 }
 

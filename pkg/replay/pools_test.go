@@ -341,3 +341,34 @@ func TestMemPoolReleaseThenEmptyCache(t *testing.T) {
 		t.Errorf("device frees %d, reserved %d: want every segment given back", s.NumDeviceFree, s.ReservedBytes[0].Current)
 	}
 }
+
+// A program that makes a MemPool, uses it, deletes it and empties the
+// cache, again and again, gets each new pool's segments at the old one's
+// addresses: each lifetime is a pool of its own, released at its own
+// release run, and the replay follows the recording to its end.
+func TestPoolLifetimesRepeat(t *testing.T) {
+	snap := readFixture(t, "mempool_single.pickle")
+	one := snap.Traces[0]
+	single, err := Run(FromSnapshot(snap, 0), Options{Config: settingsConfig(snap.Settings), RecordedCap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	for range n - 1 {
+		snap.Traces[0] = append(snap.Traces[0], one...)
+	}
+	p := FromSnapshot(snap, 0)
+	if len(p.Pools) != n {
+		t.Fatalf("%d pools, want %d lifetimes: %v", len(p.Pools), n, p.Pools)
+	}
+	res, err := Run(p, Options{Config: settingsConfig(snap.Settings), RecordedCap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Divergence != nil {
+		t.Errorf("left the recording: %s", res.Divergence.Describe())
+	}
+	if got, want := res.Stats.NumDeviceAlloc, n*single.Stats.NumDeviceAlloc; got != want {
+		t.Errorf("%d device allocations, want %d", got, want)
+	}
+}
