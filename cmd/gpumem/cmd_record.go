@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/record"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 )
 
 func newRecordCmd(a *app) *cobra.Command {
@@ -81,12 +82,24 @@ func runRecord(a *app, o record.Options, user []string) error {
 	if err != nil && !errors.As(err, &ee) {
 		return err // the command did not start
 	}
+	// a dump that failed is an error when it was the file's last (what
+	// the file holds is not the run's end), else a warning
+	level := "warning"
+	if res.LastFailed {
+		level = "error"
+	}
+	for _, f := range res.Failed {
+		fmt.Fprintf(a.stderr, "gpumem: %s: could not write %s\n", level, textsafe.Line(f))
+	}
 	if line, warning := res.Outcome(o.Snapshot); warning {
-		fmt.Fprintf(a.stderr, "gpumem: warning: %s\n", line)
+		fmt.Fprintf(a.stderr, "gpumem: warning: %s\n", textsafe.Line(line))
 	} else {
-		fmt.Fprintf(a.stderr, "gpumem: %s\n", line)
+		fmt.Fprintf(a.stderr, "gpumem: %s\n", textsafe.Line(line))
 	}
 	if ee == nil {
+		if res.LastFailed {
+			return &exitError{code: exitFailure}
+		}
 		return nil
 	}
 	code := ee.ExitCode()
