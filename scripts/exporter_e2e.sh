@@ -208,7 +208,7 @@ wait_for 15 "the killed process to disappear" gone "$pid_killed" &&
   pass "killed process (pid $pid_killed) gone from Prometheus after $((SECONDS - start)) s"
 wait_for 15 "the stopped process to disappear" gone "$pid_stopped" &&
   pass "stopped process (pid $pid_stopped) gone after $((SECONDS - start)) s (stale past 3 intervals of ${interval}s)"
-[ ! -e "$spool/$pid_killed.json" ] && [ ! -e "$spool/$pid_stopped.json" ] &&
+! compgen -G "$spool/$pid_killed-*.json" >/dev/null && ! compgen -G "$spool/$pid_stopped-*.json" >/dev/null &&
   pass "their files removed from the spool" || fail "files left in the spool: $(ls "$spool")"
 wait_for 10 "the removal counters" has_series 'gpumem_spool_removed_files_total{reason="exited"} == 1 and on() gpumem_spool_removed_files_total{reason="stale"} == 1'
 wait_for 10 "the malformed file to be counted" has_series 'gpumem_spool_malformed_files_total == 1' &&

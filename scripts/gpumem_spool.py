@@ -4,11 +4,14 @@ One line in a training script, after it has picked its GPU:
 
     import gpumem_spool; gpumem_spool.start()
 
-Every `interval` seconds a daemon thread writes SPOOL/<pid>.json with
-torch.cuda.memory_stats() of the current device; `gpumem exporter` serves it
-to Prometheus, and drops it when the process exits or stops writing. The
-file is replaced atomically (written under a temporary name, then renamed)
-and readable by its owner only.
+Every `interval` seconds a daemon thread writes SPOOL/<pid>-<token>.json
+with torch.cuda.memory_stats() of the current device; `gpumem exporter`
+serves it to Prometheus, and drops it when the process exits or stops
+writing. <token> is 16 random hex digits drawn at start: two processes'
+names never collide (not even two PID 1s of two containers), and no one
+who cannot list the folder can guess ours. The file is replaced
+atomically (written to a temporary file created exclusively, then renamed
+over our own name only) and readable by its owner only.
 
 SPOOL is $GPUMEM_SPOOL, else $XDG_RUNTIME_DIR/gpumem-spool, else
 /tmp/gpumem-spool-<uid>: the same rule as the exporter's --spool default.
@@ -21,6 +24,7 @@ and prints its path, to check a setup.
 import atexit
 import json
 import os
+import secrets
 import stat
 import sys
 import tempfile
@@ -113,11 +117,18 @@ def record(torch, device, rank=None, job="", interval=DEFAULT_INTERVAL, largest_
     return rec
 
 
-def write(directory, rec):
-    """Writes rec as directory/<pid>.json: to a temporary file of mode 0600
-    first, then renamed over the old one, so a reader never sees half."""
-    final = os.path.join(directory, "%d.json" % rec["pid"])
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%d.json." % rec["pid"], suffix=".tmp")
+def new_token():
+    """The random part of a spool file's name, drawn once per process."""
+    return secrets.token_hex(8)
+
+
+def write(directory, rec, token):
+    """Writes rec as directory/<pid>-<token>.json: to a temporary file of
+    mode 0600 created exclusively first, then renamed over our own file,
+    so a reader never sees half."""
+    name = "%d-%s.json" % (rec["pid"], token)
+    final = os.path.join(directory, name)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(rec, f)
@@ -146,12 +157,15 @@ class Publisher:
         self.interval = interval
         self.largest = largest_free_block
         self.path = None
+        self.token = new_token()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpumem-spool", daemon=True)
 
     def write_once(self):
         rec = record(self.torch, self.device, self.rank, self.job, self.interval, self.largest)
-        self.path = write(self.directory, rec)
+        if os.getpid() != rec["pid"]:  # a forked child: a name of its own
+            self.token = new_token()
+        self.path = write(self.directory, rec, self.token)
         return self.path
 
     def _run(self):

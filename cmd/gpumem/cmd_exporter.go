@@ -42,7 +42,7 @@ else /tmp/gpumem-spool-UID: the same rule as the Python writer.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", ":9400", "address to serve /metrics on (dcgm-exporter's port)")
-	f.StringVar(&o.spool, "spool", "", "folder of <pid>.json files written by training processes")
+	f.StringVar(&o.spool, "spool", "", "folder of <pid>-<token>.json files written by training processes")
 	f.StringVar(&o.textfile, "textfile", "", "write DIR/gpumem.prom every interval for node_exporter")
 	f.DurationVar(&o.interval, "interval", exporter.DefaultInterval, "how often processes write their file; also the textfile period")
 	return cmd

@@ -23,8 +23,10 @@ type spoolCollector struct {
 	ooms, retries, deviceAllocs    *prometheus.Desc
 	malformedDesc, removedDesc     *prometheus.Desc
 	processes, spoolUp             *prometheus.Desc
+	skippedDesc, truncatedDesc     *prometheus.Desc
 	malformed, removedExit, stales float64 // running totals of the counters
-	lastErr                        string  // told once, not every scrape
+	skipped                        float64
+	lastErr                        string // told once, not every scrape
 }
 
 // statGauge is a gauge copied from one memory_stats key.
@@ -64,6 +66,10 @@ func newSpoolCollector(r *spoolReader, lib nvml.Interface, hostname string, warn
 		"Spool files removed: their process exited, or it stopped writing for three intervals.", []string{"reason"}, nil)
 	c.processes = prometheus.NewDesc("gpumem_spool_processes", "Processes whose allocator metrics are exported.", nil, nil)
 	c.spoolUp = prometheus.NewDesc("gpumem_spool_up", "1 when the spool folder could be read.", nil, nil)
+	c.skippedDesc = prometheus.NewDesc("gpumem_spool_skipped_files_total",
+		"Spool entries left unread because a scrape reached a limit: 8192 entries listed, 512 files opened or 8 MiB read.", nil, nil)
+	c.truncatedDesc = prometheus.NewDesc("gpumem_spool_truncated",
+		"1 when the last scrape stopped reading the spool at a limit (see gpumem_spool_skipped_files_total).", nil, nil)
 	return c
 }
 
@@ -72,7 +78,7 @@ func (c *spoolCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- g.desc
 	}
 	for _, d := range []*prometheus.Desc{c.frag, c.largest, c.updated, c.ooms, c.retries, c.deviceAllocs,
-		c.malformedDesc, c.removedDesc, c.processes, c.spoolUp} {
+		c.malformedDesc, c.removedDesc, c.processes, c.spoolUp, c.skippedDesc, c.truncatedDesc} {
 		ch <- d
 	}
 }
@@ -95,11 +101,18 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 	c.malformed += float64(len(res.malformed))
 	c.removedExit += float64(res.exited)
 	c.stales += float64(res.stale)
-	ch <- prometheus.MustNewConstMetric(c.spoolUp, prometheus.GaugeValue, up)
-	ch <- prometheus.MustNewConstMetric(c.malformedDesc, prometheus.CounterValue, c.malformed)
-	ch <- prometheus.MustNewConstMetric(c.removedDesc, prometheus.CounterValue, c.removedExit, "exited")
-	ch <- prometheus.MustNewConstMetric(c.removedDesc, prometheus.CounterValue, c.stales, "stale")
-	ch <- prometheus.MustNewConstMetric(c.processes, prometheus.GaugeValue, float64(len(res.records)))
+	c.skipped += float64(res.skipped)
+	truncated := 0.0
+	if res.truncated {
+		truncated = 1
+	}
+	emit(ch, c.skippedDesc, prometheus.CounterValue, c.skipped)
+	emit(ch, c.truncatedDesc, prometheus.GaugeValue, truncated)
+	emit(ch, c.spoolUp, prometheus.GaugeValue, up)
+	emit(ch, c.malformedDesc, prometheus.CounterValue, c.malformed)
+	emit(ch, c.removedDesc, prometheus.CounterValue, c.removedExit, "exited")
+	emit(ch, c.removedDesc, prometheus.CounterValue, c.stales, "stale")
+	emit(ch, c.processes, prometheus.GaugeValue, float64(len(res.records)))
 
 	gpus := c.gpuIndexes(res.records)
 	for _, rec := range res.records {
@@ -115,7 +128,7 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 		st := rec.MemoryStats
 		for _, g := range c.gauges {
 			if v, ok := st[g.key]; ok {
-				ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v, labels...)
+				emit(ch, g.desc, prometheus.GaugeValue, v, labels...)
 			}
 		}
 		reserved, allocated := st["reserved_bytes.all.current"], st["allocated_bytes.all.current"]
@@ -123,9 +136,9 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 		if reserved > 0 {
 			frag = 1 - allocated/reserved
 		}
-		ch <- prometheus.MustNewConstMetric(c.frag, prometheus.GaugeValue, frag, labels...)
+		emit(ch, c.frag, prometheus.GaugeValue, frag, labels...)
 		if free := reserved - st["active_bytes.all.current"]; rec.LargestFreeBlock != nil && free > 0 {
-			ch <- prometheus.MustNewConstMetric(c.largest, prometheus.GaugeValue,
+			emit(ch, c.largest, prometheus.GaugeValue,
 				min(1, float64(*rec.LargestFreeBlock)/free), labels...)
 		}
 		for _, k := range []struct {
@@ -133,10 +146,10 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 			key  string
 		}{{c.ooms, "num_ooms"}, {c.retries, "num_alloc_retries"}, {c.deviceAllocs, "num_device_alloc"}} {
 			if v, ok := st[k.key]; ok {
-				ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, v, labels...)
+				emit(ch, k.desc, prometheus.CounterValue, v, labels...)
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(c.updated, prometheus.GaugeValue, rec.Time, labels...)
+		emit(ch, c.updated, prometheus.GaugeValue, rec.Time, labels...)
 	}
 }
 

@@ -78,23 +78,23 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	c.lastUp = err == nil
 	c.mu.Unlock()
 	if err != nil {
-		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		emit(ch, c.up, prometheus.GaugeValue, 0)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	emit(ch, c.up, prometheus.GaugeValue, 1)
 	for _, g := range sys.GPUs {
 		idx := strconv.Itoa(g.Index)
 		labels := []string{idx, g.UUID, c.busID(g.Index), "nvidia" + idx, g.Name, c.hostname}
 		gauge := func(d *prometheus.Desc, bytes uint64) {
 			// DCGM reports whole MiB, rounded down.
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(bytes/mib), labels...)
+			emit(ch, d, prometheus.GaugeValue, float64(bytes/mib), labels...)
 		}
 		gauge(c.fbFree, g.MemoryFree)
 		gauge(c.fbUsed, g.MemoryUsed)
 		gauge(c.fbReserved, g.MemoryReserved)
 		gauge(c.fbTotal, g.MemoryTotal)
 		for _, p := range g.Processes {
-			ch <- prometheus.MustNewConstMetric(c.procUsed, prometheus.GaugeValue, float64(p.UsedMemory),
+			emit(ch, c.procUsed, prometheus.GaugeValue, float64(p.UsedMemory),
 				idx, g.UUID, c.hostname, strconv.FormatUint(uint64(p.PID), 10), p.Name)
 		}
 	}

@@ -3,6 +3,7 @@ package exporter
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -360,6 +361,14 @@ func TestRecordChecks(t *testing.T) {
 		{func(r map[string]any) { r["device"] = -2 }, "negative device -2"},
 		{func(r map[string]any) { delete(r, "time") }, "no time"},
 		{func(r map[string]any) { r["interval"] = 1e9 }, "interval 1e+09 s out of range"},
+		{func(r map[string]any) { r["pod"] = strings.Repeat("p", 300) }, "pod longer than 253 bytes or not utf-8"},
+		{func(r map[string]any) {
+			ms := maps.Clone(stats)
+			for i := range 2000 {
+				ms[fmt.Sprint("k", i)] = 1
+			}
+			r["memory_stats"] = ms
+		}, "2"}, // 2xxx memory_stats keys, more than 1024
 		{func(r map[string]any) { r["job"] = strings.Repeat("j", 200) }, "job longer than 128 bytes or not utf-8"},
 		{func(r map[string]any) { delete(r, "memory_stats") }, "no memory_stats"},
 		{func(r map[string]any) { r["memory_stats"] = map[string]float64{"reserved_bytes.all.current": 1} }, "memory_stats lacks allocated_bytes.all.current"},
@@ -371,12 +380,13 @@ func TestRecordChecks(t *testing.T) {
 		b, _ := json.Marshal(r)
 		path := filepath.Join(dir, "7.json")
 		writeFile(t, path, string(b))
-		_, err := readRecord(path, int64(len(b)))
+		_, _, _, err := readRecord(path)
 		if err == nil || !strings.HasPrefix(err.Error(), path+": "+c.want) {
 			t.Errorf("got %v, want %s: %s", err, path, c.want)
 		}
 	}
-	if _, err := readRecord(filepath.Join(dir, "7.json"), maxSpoolFile+1); err == nil || !strings.Contains(err.Error(), "more than a spool file may have") {
+	writeFile(t, filepath.Join(dir, "7.json"), strings.Repeat(" ", maxSpoolFile+1))
+	if _, _, _, err := readRecord(filepath.Join(dir, "7.json")); err == nil || !strings.Contains(err.Error(), "more than a spool file may have") {
 		t.Errorf("a huge file: %v", err)
 	}
 }

@@ -73,7 +73,13 @@ func TestPythonWriters(t *testing.T) {
 			if err != nil || st.Mode().Perm() != 0o700 {
 				t.Errorf("spool folder: %v %v, want mode 0700", st.Mode(), err)
 			}
-			path := filepath.Join(spool, strconv.Itoa(pid)+".json")
+			// <pid>-<16 random hex digits>.json, and nothing else
+			files, _ := filepath.Glob(filepath.Join(spool, "*"))
+			if len(files) != 1 || !spoolName.MatchString(filepath.Base(files[0])) ||
+				!strings.HasPrefix(filepath.Base(files[0]), strconv.Itoa(pid)+"-") {
+				t.Fatalf("spool holds %q, want one %d-TOKEN.json", files, pid)
+			}
+			path := files[0]
 			if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 				t.Fatalf("%s: %v, want mode 0600", path, err)
 			}
@@ -99,7 +105,7 @@ func TestPythonWriters(t *testing.T) {
 					t.Errorf("%s = %g, want %g", w.name, got, w.want)
 				}
 			}
-			if rec, err := readRecord(path, 0); err != nil || rec.PIDNamespace != ownPIDNamespace() {
+			if rec, _, _, err := readRecord(path); err != nil || rec.PIDNamespace != ownPIDNamespace() {
 				t.Errorf("the record's pid namespace is %d (%v), this process's %d", rec.PIDNamespace, err, ownPIDNamespace())
 			}
 			if c.largest {
