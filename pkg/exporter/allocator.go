@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -19,7 +20,9 @@ type spoolCollector struct {
 	mu       sync.Mutex // one pass over the spool at a time
 
 	gauges                         []statGauge
-	frag, largest, updated         *prometheus.Desc
+	keys                           []string // the memory_stats keys summed per group
+	frag, peakFrag, largest        *prometheus.Desc
+	updated, info                  *prometheus.Desc
 	ooms, retries, deviceAllocs    *prometheus.Desc
 	malformedDesc, removedDesc     *prometheus.Desc
 	processes, spoolUp             *prometheus.Desc
@@ -35,9 +38,13 @@ type statGauge struct {
 	desc *prometheus.Desc
 }
 
-// procLabels are the labels of every allocator metric. "hpc_job" is
-// dcgm-exporter's job label; "job" would clash with Prometheus's own.
-var procLabels = []string{"hostname", "gpu", "UUID", "pid", "rank", "hpc_job"}
+// procLabels are the labels of every allocator metric: they stay the
+// same from one run of a job to the next, so a restart does not make new
+// series, and they join dcgm-exporter's (hostname, gpu, UUID, hpc_job;
+// namespace, pod, container as its Kubernetes mapping names them).
+// "hpc_job" is dcgm-exporter's job label; "job" would clash with
+// Prometheus's own. The pid is on gpumem_torch_process_info alone.
+var procLabels = []string{"hostname", "gpu", "UUID", "rank", "hpc_job", "namespace", "pod", "container"}
 
 func newSpoolCollector(r *spoolReader, lib nvml.Interface, hostname string, warn func(string)) *spoolCollector {
 	d := func(name, help string) *prometheus.Desc {
@@ -54,9 +61,18 @@ func newSpoolCollector(r *spoolReader, lib nvml.Interface, hostname string, warn
 			statGauge{s.stat + ".all.current", d(s.name+"_bytes", s.what+", in bytes.")},
 			statGauge{s.stat + ".all.peak", d(s.name+"_peak_bytes", s.what+", peak since start or reset, in bytes.")})
 	}
-	c.frag = d("fragmentation_ratio", "1 - allocated/reserved: the share of reserved memory not holding tensors.")
+	c.frag = d("fragmentation_ratio", "1 - allocated/reserved now: the share of reserved memory not holding tensors (high between steps in healthy training).")
+	c.peakFrag = d("peak_fragmentation_ratio", "1 - allocated peak/reserved peak: how much more the cache grew than the tensors ever needed.")
+	c.info = prometheus.NewDesc("gpumem_torch_process_info", "One series a process writing to the spool, with its pid; 1.",
+		append(slices.Clone(procLabels), "pid"), nil)
 	c.largest = d("largest_free_block_ratio", "Largest free block in the cache over all free cached memory (reserved - active); 1 is unfragmented.")
 	c.updated = d("last_update_timestamp_seconds", "When the process last wrote its statistics, in Unix seconds.")
+	for _, g := range c.gauges {
+		c.keys = append(c.keys, g.key)
+	}
+	c.keys = append(c.keys, "allocated_bytes.all.peak", "num_ooms", "num_alloc_retries", "num_device_alloc")
+	slices.Sort(c.keys)
+	c.keys = slices.Compact(c.keys)
 	c.ooms = d("ooms_total", "Out-of-memory errors the allocator raised (num_ooms).")
 	c.retries = d("alloc_retries_total", "Allocations that failed, freed the cache and retried (num_alloc_retries).")
 	c.deviceAllocs = d("device_allocs_total", "cudaMalloc calls of the allocator (num_device_alloc).")
@@ -77,7 +93,7 @@ func (c *spoolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, g := range c.gauges {
 		ch <- g.desc
 	}
-	for _, d := range []*prometheus.Desc{c.frag, c.largest, c.updated, c.ooms, c.retries, c.deviceAllocs,
+	for _, d := range []*prometheus.Desc{c.frag, c.peakFrag, c.info, c.largest, c.updated, c.ooms, c.retries, c.deviceAllocs,
 		c.malformedDesc, c.removedDesc, c.processes, c.spoolUp, c.skippedDesc, c.truncatedDesc} {
 		ch <- d
 	}
@@ -115,7 +131,25 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 	emit(ch, c.processes, prometheus.GaugeValue, float64(len(res.records)))
 
 	gpus := c.gpuIndexes(res.records)
-	for _, rec := range res.records {
+	for _, g := range groupRecords(res.records, c.hostname, gpus) {
+		c.emitGroup(ch, g)
+	}
+}
+
+// group is the records of one allocator label set: one process, or
+// several that the labels do not tell apart (two processes of one pod on
+// one GPU without ranks), whose figures are summed.
+type group struct {
+	labels []string // procLabels' values
+	recs   []Record
+}
+
+// groupRecords groups the records by their allocator labels, in the
+// order of their first record.
+func groupRecords(recs []Record, hostname string, gpus map[string]string) []*group {
+	var out []*group
+	byKey := map[string]*group{}
+	for _, rec := range recs {
 		rank := ""
 		if rec.Rank != nil {
 			rank = strconv.Itoa(*rec.Rank)
@@ -124,33 +158,69 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 		if !ok {
 			gpu = strconv.Itoa(rec.Device)
 		}
-		labels := []string{c.hostname, gpu, rec.UUID, strconv.Itoa(rec.PID), rank, rec.Job}
-		st := rec.MemoryStats
-		for _, g := range c.gauges {
-			if v, ok := st[g.key]; ok {
-				emit(ch, g.desc, prometheus.GaugeValue, v, labels...)
-			}
+		labels := []string{hostname, gpu, rec.UUID, rank, rec.Job, rec.Namespace, rec.Pod, rec.Container}
+		for i, l := range labels {
+			labels[i] = labelValue(l)
 		}
-		reserved, allocated := st["reserved_bytes.all.current"], st["allocated_bytes.all.current"]
-		frag := 0.0
-		if reserved > 0 {
-			frag = 1 - allocated/reserved
+		key := strings.Join(labels, "\x00")
+		g := byKey[key]
+		if g == nil {
+			g = &group{labels: labels}
+			byKey[key] = g
+			out = append(out, g)
 		}
-		emit(ch, c.frag, prometheus.GaugeValue, frag, labels...)
-		if free := reserved - st["active_bytes.all.current"]; rec.LargestFreeBlock != nil && free > 0 {
-			emit(ch, c.largest, prometheus.GaugeValue,
-				min(1, float64(*rec.LargestFreeBlock)/free), labels...)
-		}
-		for _, k := range []struct {
-			desc *prometheus.Desc
-			key  string
-		}{{c.ooms, "num_ooms"}, {c.retries, "num_alloc_retries"}, {c.deviceAllocs, "num_device_alloc"}} {
-			if v, ok := st[k.key]; ok {
-				emit(ch, k.desc, prometheus.CounterValue, v, labels...)
-			}
-		}
-		emit(ch, c.updated, prometheus.GaugeValue, rec.Time, labels...)
+		g.recs = append(g.recs, rec)
 	}
+	return out
+}
+
+// emitGroup sends the allocator metrics of one label set, and one info
+// series a process carrying its pid.
+func (c *spoolCollector) emitGroup(ch chan<- prometheus.Metric, g *group) {
+	sum := map[string]float64{}
+	var latest float64
+	var largest *int64
+	for _, rec := range g.recs {
+		for _, k := range c.keys {
+			if v, ok := rec.MemoryStats[k]; ok {
+				sum[k] += v
+			}
+		}
+		latest = max(latest, rec.Time)
+		if rec.LargestFreeBlock != nil && (largest == nil || *rec.LargestFreeBlock > *largest) {
+			largest = rec.LargestFreeBlock
+		}
+		emit(ch, c.info, prometheus.GaugeValue, 1, append(slices.Clone(g.labels), strconv.Itoa(rec.PID))...)
+	}
+	for _, gg := range c.gauges {
+		if v, ok := sum[gg.key]; ok {
+			emit(ch, gg.desc, prometheus.GaugeValue, v, g.labels...)
+		}
+	}
+	emit(ch, c.frag, prometheus.GaugeValue, unused(sum["allocated_bytes.all.current"], sum["reserved_bytes.all.current"]), g.labels...)
+	if _, ok := sum["reserved_bytes.all.peak"]; ok {
+		emit(ch, c.peakFrag, prometheus.GaugeValue, unused(sum["allocated_bytes.all.peak"], sum["reserved_bytes.all.peak"]), g.labels...)
+	}
+	if free := sum["reserved_bytes.all.current"] - sum["active_bytes.all.current"]; largest != nil && free > 0 {
+		emit(ch, c.largest, prometheus.GaugeValue, min(1, float64(*largest)/free), g.labels...)
+	}
+	for _, k := range []struct {
+		desc *prometheus.Desc
+		key  string
+	}{{c.ooms, "num_ooms"}, {c.retries, "num_alloc_retries"}, {c.deviceAllocs, "num_device_alloc"}} {
+		if v, ok := sum[k.key]; ok {
+			emit(ch, k.desc, prometheus.CounterValue, v, g.labels...)
+		}
+	}
+	emit(ch, c.updated, prometheus.GaugeValue, latest, g.labels...)
+}
+
+// unused is 1 - allocated/reserved, 0 when nothing is reserved.
+func unused(allocated, reserved float64) float64 {
+	if reserved <= 0 {
+		return 0
+	}
+	return max(0, 1-allocated/reserved)
 }
 
 func (c *spoolCollector) tell(msg string) {

@@ -40,6 +40,9 @@ type Options struct {
 	// to it and to Serve's say come one at a time, so it may write to a
 	// plain buffer.
 	Warn func(string)
+	// DCGMCompat adds the device memory metrics under dcgm-exporter's
+	// names (DCGM_FI_DEV_FB_*, MiB), for a node that does not run it.
+	DCGMCompat bool
 	// HTTP bounds what clients of /metrics may hold; zero fields mean
 	// DefaultHTTPLimits'.
 	HTTP HTTPLimits
@@ -113,7 +116,7 @@ func New(o Options) (*Exporter, error) {
 		e.lib = nvml.New()
 	}
 	e.heldNVML = e.lib.Init() == nvml.SUCCESS
-	dev := newDeviceCollector(e.lib, o.ProcName, o.Hostname, o.Warn)
+	dev := newDeviceCollector(e.lib, o.ProcName, o.Hostname, o.DCGMCompat, o.Warn)
 	sp := newSpoolCollector(&spoolReader{dir: o.Spool, interval: o.Interval, now: o.Now, alive: o.Alive, pidns: o.PIDNamespace},
 		e.lib, o.Hostname, o.Warn)
 	if err := e.reg.Register(dev); err != nil {

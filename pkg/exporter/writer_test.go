@@ -57,7 +57,8 @@ func TestPythonWriters(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			spool := filepath.Join(t.TempDir(), "spool")
 			cmd := exec.Command("python3", "-c", c.code)
-			cmd.Env = append(os.Environ(), "PYTHONPATH="+fake+":"+scripts, "GPUMEM_SPOOL="+spool, "RANK=5")
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+fake+":"+scripts, "GPUMEM_SPOOL="+spool, "RANK=5",
+				"POD_NAMESPACE=ml", "POD_NAME=trainer-0", "CONTAINER_NAME=train", "KUBERNETES_SERVICE_HOST=")
 			stdin, _ := cmd.StdinPipe()
 			out, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
@@ -90,7 +91,13 @@ func TestPythonWriters(t *testing.T) {
 			}
 			defer e.Close()
 			// gpu="1": the UUID places the process's device 0 on NVML's GPU 1.
-			labels := []string{"pid", strconv.Itoa(pid), "rank", "5", "gpu", "1", "UUID", uuid1}
+			labels := []string{"rank", "5", "gpu", "1", "UUID", uuid1}
+			if c.largest { // the module; the snippet has no Kubernetes labels
+				labels = append(labels, "namespace", "ml", "pod", "trainer-0", "container", "train")
+			}
+			if got := value(t, e, "gpumem_torch_process_info", append(labels, "pid", strconv.Itoa(pid))...); got != 1 {
+				t.Errorf("process info = %g", got)
+			}
 			for _, w := range []struct {
 				name string
 				want float64
@@ -133,5 +140,39 @@ func TestPythonWriters(t *testing.T) {
 				t.Errorf("%g processes after exit, want 0", got)
 			}
 		})
+	}
+}
+
+// The largest free block (torch.cuda.memory_snapshot(), costly with a long
+// history) is measured at most LARGEST_FREE_BLOCK_SHARE of the time: a
+// snapshot taking 20 ms is not taken again within 10 s.
+func TestLargestFreeBlockSampling(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	fake := t.TempDir()
+	os.MkdirAll(filepath.Join(fake, "torch"), 0o755)
+	slow := fakeTorch + `
+import time
+calls = []
+_snapshot = cuda.memory_snapshot
+def _slow():
+    calls.append(1)
+    time.sleep(0.02)
+    return _snapshot()
+cuda.memory_snapshot = staticmethod(_slow)
+`
+	if err := os.WriteFile(filepath.Join(fake, "torch", "__init__.py"), []byte(slow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scripts, _ := filepath.Abs("../../scripts")
+	cmd := exec.Command("python3", "-c", `import gpumem_spool, json, torch
+p = gpumem_spool.publisher(interval=0.01)
+recs = [json.load(open(p.write_once())) for _ in range(5)]
+print(len(torch.calls), [r["largest_free_block"] for r in recs] == [4 << 20] * 5)`)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+fake+":"+scripts, "GPUMEM_SPOOL="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "1 True\n" {
+		t.Errorf("%v: %s (want one snapshot for five writes, its figure in each)", err, out)
 	}
 }
