@@ -16,11 +16,11 @@ over our own name only) and readable by its owner only.
 SPOOL is $GPUMEM_SPOOL, else $XDG_RUNTIME_DIR/gpumem-spool, else
 /tmp/gpumem-spool-<uid>: the same rule as the exporter's --spool default.
 The rank comes from $RANK and the job from $GPUMEM_JOB or $SLURM_JOB_ID;
-under Kubernetes the namespace, pod and container from $POD_NAMESPACE,
-$POD_NAME and $CONTAINER_NAME (set them in the pod spec through the
-downward API; $GPUMEM_NAMESPACE, $GPUMEM_POD and $GPUMEM_CONTAINER take
-precedence), else the pod from $HOSTNAME and the namespace from the
-service account's mount.
+the namespace, pod and container from $GPUMEM_NAMESPACE, $GPUMEM_POD and
+$GPUMEM_CONTAINER, else, inside a pod ($KUBERNETES_SERVICE_HOST set), from
+$POD_NAMESPACE, $POD_NAME and $CONTAINER_NAME (set them in the pod spec
+through the downward API), the pod from $HOSTNAME and the namespace from
+the service account's mount.
 
 `python3 gpumem_spool.py --once` writes one file for the current device
 and prints its path, to check a setup.
@@ -120,11 +120,13 @@ def kubernetes(env=None):
     def first(*names):
         return next((env[n] for n in names if env.get(n)), "")
 
-    ns = first("GPUMEM_NAMESPACE", "POD_NAMESPACE")
-    pod = first("GPUMEM_POD", "POD_NAME")
-    container = first("GPUMEM_CONTAINER", "CONTAINER_NAME")
-    if env.get("KUBERNETES_SERVICE_HOST"):
-        pod = pod or env.get("HOSTNAME", "")
+    ns = first("GPUMEM_NAMESPACE")
+    pod = first("GPUMEM_POD")
+    container = first("GPUMEM_CONTAINER")
+    if env.get("KUBERNETES_SERVICE_HOST"):  # the generic names mean this only in a pod
+        ns = ns or first("POD_NAMESPACE")
+        pod = pod or first("POD_NAME", "HOSTNAME")
+        container = container or first("CONTAINER_NAME")
         if not ns:
             try:
                 with open(_SA_NAMESPACE) as f:

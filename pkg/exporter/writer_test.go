@@ -57,8 +57,14 @@ func TestPythonWriters(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			spool := filepath.Join(t.TempDir(), "spool")
 			cmd := exec.Command("python3", "-c", c.code)
-			cmd.Env = append(os.Environ(), "PYTHONPATH="+fake+":"+scripts, "GPUMEM_SPOOL="+spool, "RANK=5",
-				"POD_NAMESPACE=ml", "POD_NAME=trainer-0", "CONTAINER_NAME=train", "KUBERNETES_SERVICE_HOST=")
+			// the Kubernetes variables count inside a pod only: the snippet
+			// runs outside, with a CONTAINER_NAME that is not Kubernetes'
+			k8s := "KUBERNETES_SERVICE_HOST="
+			if c.largest {
+				k8s += "10.0.0.1"
+			}
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+fake+":"+scripts, "GPUMEM_SPOOL="+spool, "RANK=5", k8s,
+				"POD_NAMESPACE=ml", "POD_NAME=trainer-0", "CONTAINER_NAME=train")
 			stdin, _ := cmd.StdinPipe()
 			out, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
