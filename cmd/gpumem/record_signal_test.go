@@ -131,3 +131,59 @@ func waitFile(t *testing.T, path string) {
 	}
 	t.Fatalf("%s never appeared", path)
 }
+
+// On a terminal the script's process group is the foreground one: it
+// reads the terminal (input(), pdb), and Ctrl-C reaches it once, from the
+// terminal itself; gpumem gets the terminal back when it ends.
+func TestRecordOnATerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Python scripts")
+	}
+	dir := python3Dir(t, map[string]string{"train.py": `import sys, time
+line = input("prompt> ")
+print("got", line, flush=True)
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(7)
+`, "harness.py": `import os, pty, signal, sys, time
+signal.alarm(60)
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+out = b""
+def until(s):
+    global out
+    while s not in out:
+        b = os.read(fd, 4096)
+        if not b:
+            sys.exit("EOF before %r: %r" % (s, out))
+        out += b
+until(b"prompt> ")
+os.write(fd, b"hello\n")
+until(b"got hello")
+time.sleep(0.2)
+os.write(fd, b"\x03")
+while True:
+    try:
+        b = os.read(fd, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+print("exit", os.waitstatus_to_exitcode(status))
+`})
+	exe := gpumemExe(t)
+	snap := filepath.Join(t.TempDir(), "s.pickle")
+	cmd := exec.Command("python3", filepath.Join(dir, "harness.py"), exe, "record", "-f", snap, "--", "python3", filepath.Join(dir, "train.py"))
+	out, err := cmd.CombinedOutput()
+	s := strings.ReplaceAll(string(out), "\r\n", "\n")
+	if err != nil || !strings.HasSuffix(s, "exit 7\n") || strings.Count(s, "interrupted\n") != 1 ||
+		strings.Contains(s, "passing") || !strings.Contains(s, "gpumem: wrote "+snap) {
+		t.Errorf("%v\n%s", err, s)
+	}
+}
