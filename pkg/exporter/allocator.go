@@ -180,7 +180,7 @@ func (c *spoolCollector) emitGroup(ch chan<- prometheus.Metric, g *group) {
 	sum := map[string]float64{}
 	var latest float64
 	var largest *int64
-	for _, rec := range g.recs {
+	for i, rec := range g.recs {
 		for _, k := range c.keys {
 			if v, ok := rec.MemoryStats[k]; ok {
 				sum[k] += v
@@ -190,7 +190,10 @@ func (c *spoolCollector) emitGroup(ch chan<- prometheus.Metric, g *group) {
 		if rec.LargestFreeBlock != nil && (largest == nil || *rec.LargestFreeBlock > *largest) {
 			largest = rec.LargestFreeBlock
 		}
-		emit(ch, c.info, prometheus.GaugeValue, 1, append(slices.Clone(g.labels), strconv.Itoa(rec.PID))...)
+		// two PID 1s of two containers may share a label set: one series
+		if !slices.ContainsFunc(g.recs[:i], func(r Record) bool { return r.PID == rec.PID }) {
+			emit(ch, c.info, prometheus.GaugeValue, 1, append(slices.Clone(g.labels), strconv.Itoa(rec.PID))...)
+		}
 	}
 	for _, gg := range c.gauges {
 		if v, ok := sum[gg.key]; ok {

@@ -108,6 +108,18 @@ func TestSpoolNamesDoNotCollide(t *testing.T) {
 	if n := value(t, e, "gpumem_spool_processes"); n != 2 {
 		t.Errorf("%g processes served, want 2", n)
 	}
+	// the same two with the same labels: summed, one info series, and the
+	// textfile (which fails on any bad series) is written
+	for _, name := range []string{"1-0123456789abcdef.json", "1-fedcba9876543210.json"} {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		os.WriteFile(filepath.Join(dir, name), []byte(strings.Replace(string(b), `"rank":1`, `"rank":0`, 1)), 0o600)
+	}
+	if got := value(t, e, "gpumem_torch_process_info", "pid", "1"); got != 1 {
+		t.Errorf("process info %g", got)
+	}
+	if err := e.WriteTextfile(t.TempDir()); err != nil {
+		t.Errorf("textfile: %v", err)
+	}
 	if len(*warnings) != 1 || !strings.Contains((*warnings)[0], "2-0123456789abcdef.json: pid 1 does not match the file name") {
 		t.Errorf("warnings: %q", *warnings)
 	}
