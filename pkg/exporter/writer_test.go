@@ -80,8 +80,9 @@ func TestPythonWriters(t *testing.T) {
 			if err != nil || st.Mode().Perm() != 0o700 {
 				t.Errorf("spool folder: %v %v, want mode 0700", st.Mode(), err)
 			}
-			// <pid>-<16 random hex digits>.json, and nothing else
-			files, _ := filepath.Glob(filepath.Join(spool, "*"))
+			// <pid>-<16 random hex digits>.json, and nothing else but the
+			// writer thread's temporary file of the moment (.NAME.…tmp)
+			files, _ := filepath.Glob(filepath.Join(spool, "[!.]*"))
 			if len(files) != 1 || !spoolName.MatchString(filepath.Base(files[0])) ||
 				!strings.HasPrefix(filepath.Base(files[0]), strconv.Itoa(pid)+"-") {
 				t.Fatalf("spool holds %q, want one %d-TOKEN.json", files, pid)
