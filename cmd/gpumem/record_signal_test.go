@@ -140,9 +140,9 @@ func TestRecordOnATerminal(t *testing.T) {
 		t.Skip("runs Python scripts")
 	}
 	dir := python3Dir(t, map[string]string{"train.py": `import sys, time
-line = input("prompt> ")
-print("got", line, flush=True)
 try:
+    line = input("prompt> ")
+    print("got", line, flush=True)
     time.sleep(60)
 except KeyboardInterrupt:
     print("interrupted", flush=True)
