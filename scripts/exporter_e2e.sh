@@ -150,17 +150,20 @@ wait_for 30 "prometheus to scrape six processes" has_series 'gpumem_spool_proces
 pass "prometheus sees six processes through the spool"
 
 echo "== the figures PyTorch reported, through the exporter and Prometheus"
-check_proc() { # NAME TRUTH
+# The UUID of the stand-in torch's DEVICE: the writers' series differ by it
+# (the pid is on gpumem_torch_process_info alone).
+uuid() { echo "GPU-e2e00000-0000-0000-0000-00000000000$1"; }
+check_proc() { # NAME TRUTH DEVICE
   local pid=${!1} bad
-  bad=$("$py" - "$api" "$pid" "$2" <<'EOF'
+  bad=$("$py" - "$api" "$(uuid "$3")" "$2" <<'EOF'
 import json, sys, urllib.parse, urllib.request
-api, pid, truth = sys.argv[1:]
+api, uuid, truth = sys.argv[1:]
 stats = json.load(open(truth))["memory_stats"]
 for metric, key in [("reserved_bytes", "reserved_bytes.all.current"), ("allocated_bytes", "allocated_bytes.all.current"),
                     ("active_bytes", "active_bytes.all.current"), ("inactive_split_peak_bytes", "inactive_split_bytes.all.peak"),
                     ("reserved_peak_bytes", "reserved_bytes.all.peak"), ("ooms_total", "num_ooms"),
                     ("alloc_retries_total", "num_alloc_retries"), ("device_allocs_total", "num_device_alloc")]:
-    q = urllib.parse.urlencode({"query": 'gpumem_torch_%s{pid="%s"}' % (metric, pid)})
+    q = urllib.parse.urlencode({"query": 'gpumem_torch_%s{UUID="%s"}' % (metric, uuid)})
     res = json.load(urllib.request.urlopen(api + "/query?" + q))["data"]["result"]
     got = [float(r["value"][1]) for r in res]
     if got != [float(stats[key])]:
@@ -170,32 +173,36 @@ EOF
   [ -z "$bad" ] && pass "$1 (pid $pid): reserved, allocated, active, inactive split, peaks, OOMs, retries, cudaMallocs as PyTorch reported" ||
     fail "$1: $bad"
 }
-check_proc pid_gpt2 testdata/pytorch/gpt2_varlen.truth.json
-check_proc pid_rank0 testdata/exporter/ddp_gpt2.rank0.truth.json
-check_proc pid_oom testdata/exporter/oom_survive_resnet.truth.json
+check_proc pid_gpt2 testdata/pytorch/gpt2_varlen.truth.json 0
+check_proc pid_rank0 testdata/exporter/ddp_gpt2.rank0.truth.json 1
+check_proc pid_oom testdata/exporter/oom_survive_resnet.truth.json 3
+[ "$(query "gpumem_torch_process_info{UUID=\"$(uuid 3)\"}" | sed 's/.*pid=\([0-9]*\).*/\1/')" = "$pid_oom" ] &&
+  pass "gpumem_torch_process_info names the pid" || fail "process info: $(query gpumem_torch_process_info)"
 
 got=$(query "gpumem_torch_reserved_bytes{hpc_job=\"ddp-7\"}" | cut -d' ' -f1 | sed 's/hostname=[^,]*,//')
-want="UUID=GPU-e2e00000-0000-0000-0000-000000000001,gpu=1,hpc_job=ddp-7,pid=$pid_rank0,rank=0
-UUID=GPU-e2e00000-0000-0000-0000-000000000002,gpu=2,hpc_job=ddp-7,pid=$pid_rank1,rank=1"
+want="UUID=GPU-e2e00000-0000-0000-0000-000000000001,gpu=1,hpc_job=ddp-7,rank=0
+UUID=GPU-e2e00000-0000-0000-0000-000000000002,gpu=2,hpc_job=ddp-7,rank=1"
 [ "$got" = "$(sort <<<"$want")" ] && pass "labels of the two DDP ranks: $(tr '\n' ' ' <<<"$got")" || fail "DDP labels:
 $got
 want
 $want"
 # 1 - 68157440/19304284160
-frag=$(query "gpumem_torch_fragmentation_ratio{pid=\"$pid_gpt2\"}" | awk '{print $NF}')
+frag=$(query "gpumem_torch_fragmentation_ratio{UUID=\"$(uuid 0)\"}" | awk '{print $NF}')
 [ "$frag" = 0.996469310157523 ] && pass "gpt2_varlen fragmentation $frag = 1 - allocated/reserved" || fail "gpt2_varlen fragmentation '$frag'"
-lfb=$(query "gpumem_torch_largest_free_block_ratio{pid=\"$pid_gpt2\"}" | awk '{print $NF}')
+lfb=$(query "gpumem_torch_largest_free_block_ratio{UUID=\"$(uuid 0)\"}" | awk '{print $NF}')
 [ "$lfb" = 0.5 ] && pass "largest free block ratio $lfb from the process's snapshot" || fail "largest free block ratio '$lfb'"
 
 nvml=$(query gpumem_nvml_up | awk '{print $NF}')
-fb=$(query DCGM_FI_DEV_FB_USED)
+fb=$(query gpumem_gpu_memory_used_bytes)
 if [ "$nvml" = 0 ] && [ -z "$fb" ]; then
-  pass "no GPU here: gpumem_nvml_up 0, no DCGM series, allocator series served all the same"
+  pass "no GPU here: gpumem_nvml_up 0, no device series, allocator series served all the same"
 elif [ "$nvml" = 1 ] && [ -n "$fb" ]; then
-  pass "gpumem_nvml_up 1 and DCGM_FI_DEV_FB_USED for $(wc -l <<<"$fb") GPUs"
+  pass "gpumem_nvml_up 1 and gpumem_gpu_memory_used_bytes for $(wc -l <<<"$fb") GPUs"
 else
-  fail "gpumem_nvml_up '$nvml' with DCGM_FI_DEV_FB_USED '$fb'"
+  fail "gpumem_nvml_up '$nvml' with gpumem_gpu_memory_used_bytes '$fb'"
 fi
+[ -z "$(query '{__name__=~"DCGM_.*"}')" ] && pass "no DCGM_FI_ series without --dcgm-compat (dcgm-exporter has them)" ||
+  fail "DCGM series without --dcgm-compat"
 
 echo "== a malformed file, a killed process and a stopped one"
 echo '{"pid": 1, "memory_stats": ' >"$spool/4194000.json"
@@ -203,12 +210,12 @@ kill -KILL "$pid_killed"   # no chance to remove its file
 wait "$pid_killed" 2>/dev/null || true
 kill -STOP "$pid_stopped"  # alive, but writes no more
 start=$SECONDS
-gone() { ! has_series "gpumem_torch_reserved_bytes{pid=\"$1\"}"; }
+gone() { ! has_series "gpumem_torch_process_info{pid=\"$1\"}"; }
 wait_for 15 "the killed process to disappear" gone "$pid_killed" &&
   pass "killed process (pid $pid_killed) gone from Prometheus after $((SECONDS - start)) s"
 wait_for 15 "the stopped process to disappear" gone "$pid_stopped" &&
   pass "stopped process (pid $pid_stopped) gone after $((SECONDS - start)) s (stale past 3 intervals of ${interval}s)"
-[ ! -e "$spool/$pid_killed.json" ] && [ ! -e "$spool/$pid_stopped.json" ] &&
+! compgen -G "$spool/$pid_killed-*.json" >/dev/null && ! compgen -G "$spool/$pid_stopped-*.json" >/dev/null &&
   pass "their files removed from the spool" || fail "files left in the spool: $(ls "$spool")"
 wait_for 10 "the removal counters" has_series 'gpumem_spool_removed_files_total{reason="exited"} == 1 and on() gpumem_spool_removed_files_total{reason="stale"} == 1'
 wait_for 10 "the malformed file to be counted" has_series 'gpumem_spool_malformed_files_total == 1' &&
@@ -222,8 +229,8 @@ import json, sys
 for g in json.load(sys.stdin)["data"]["groups"]:
     for r in g["rules"]:
         print(r["name"], r["health"], r.get("state", ""))')
-[ "$(grep -c ' ok ' <<<"$rules")" = 4 ] && pass "4 alert rules loaded and healthy" || fail "rules: $rules"
-wait_for 10 "GpumemOutOfMemory to fire" has_series "ALERTS{alertname=\"GpumemOutOfMemory\",alertstate=\"firing\",pid=\"$pid_oom\"}" &&
+[ "$(grep -c ' ok ' <<<"$rules")" = 6 ] && pass "6 alert rules loaded and healthy" || fail "rules: $rules"
+wait_for 10 "GpumemOutOfMemory to fire" has_series "ALERTS{alertname=\"GpumemOutOfMemory\",alertstate=\"firing\",UUID=\"$(uuid 3)\"}" &&
   pass "GpumemOutOfMemory firing for the process that hit 26 OOMs, and for no other: $(query 'count(ALERTS{alertname="GpumemOutOfMemory"})' | awk '{print $NF}')"
 [ "$(query 'count(ALERTS{alertname="GpumemOutOfMemory"})' | awk '{print $NF}')" = 1 ] || fail "GpumemOutOfMemory fires for more than one process"
 
@@ -239,7 +246,7 @@ for p in d["panels"]:
     assert g["x"] + g["w"] <= 24 and g["h"] > 0, "panel %r outside the grid" % p["title"]
     for t in p.get("targets", []):
         expr = t["expr"].replace("$__rate_interval", "10s").replace("$hostname", ".*").replace("$gpu", ".*")
-        device = "DCGM_" in expr or "gpumem_gpu_process" in expr
+        device = "DCGM_" in expr or "gpumem_gpu_" in expr
         if device and sys.argv[2] != "1":
             continue  # no GPU on this machine
         if "gpumem_gpu_process" in expr:
@@ -255,14 +262,14 @@ pass "$n dashboard queries return data"
 
 echo "== the textfile for node_exporter"
 prom=$textfile/gpumem.prom
-if grep -q "^gpumem_torch_reserved_bytes{.*pid=\"$pid_gpt2\"" "$prom" && ! grep -q "pid=\"$pid_killed\"" "$prom"; then
+if grep -q "^gpumem_torch_process_info{.*pid=\"$pid_gpt2\"" "$prom" && ! grep -q "pid=\"$pid_killed\"" "$prom"; then
   pass "gpumem.prom holds the live processes and not the killed one ($(grep -vc '^#' "$prom") series)"
 else
   fail "gpumem.prom: $(head -c 300 "$prom")"
 fi
 if [ -n "$nport" ]; then
   curl -sf "http://127.0.0.1:$nport/metrics" >"$tmp/node.txt" || true
-  if grep -q "^gpumem_torch_reserved_bytes{.*pid=\"$pid_gpt2\"" "$tmp/node.txt" && grep -qx 'node_textfile_scrape_error 0' "$tmp/node.txt"; then
+  if grep -q "^gpumem_torch_process_info{.*pid=\"$pid_gpt2\"" "$tmp/node.txt" && grep -qx 'node_textfile_scrape_error 0' "$tmp/node.txt"; then
     pass "node_exporter's textfile collector serves the file without error ($(/usr/bin/prometheus-node-exporter --version 2>&1 | head -1 | cut -d' ' -f1-3))"
   else
     fail "node_exporter: $(grep -E 'textfile|gpumem_torch_reserved' "$tmp/node.txt" | head -5) $(tail -3 "$tmp/node.log")"

@@ -42,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 
 port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$gpumem" exporter --listen "127.0.0.1:$port" --spool "$spool" --interval 1s 2>"$tmp/exporter.log" &
+"$gpumem" exporter --listen "127.0.0.1:$port" --spool "$spool" --interval 1s --dcgm-compat 2>"$tmp/exporter.log" &
 pids+=("$!")
 
 # The training loop: three models of growing width, each trained for a few
@@ -118,6 +118,15 @@ def labels_of(metrics, name, **want):
     return [dict(labels) for (n, labels), _ in metrics.items()
             if n == name and all((k, str(x)) in labels for k, x in want.items())]
 
+def find_own(metrics, name):
+    """The values of the allocator series name of the trainer: those with
+    the labels of its gpumem_torch_process_info, which alone has the pid."""
+    info = labels_of(metrics, "gpumem_torch_process_info", pid=pid)
+    if not info:
+        return []
+    want = {k: v for k, v in info[0].items() if k != "pid"}
+    return [v for (n, labels), v in metrics.items() if n == name and dict(labels) == want]
+
 def smi(query, kind="gpu"):
     cmd = ["nvidia-smi", "--query-%s=%s" % (kind, query), "--format=csv,noheader,nounits"]
     rows = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()
@@ -159,11 +168,11 @@ for n in range(3):
     # Scrape a few times, until the exporter has a record written in the pause.
     for attempt in range(40):
         m = scrape()
-        upd = find(m, "gpumem_torch_last_update_timestamp_seconds", pid=pid)
+        upd = find_own(m, "gpumem_torch_last_update_timestamp_seconds")
         if upd and upd[0] >= own["time"] - 0.5 and attempt >= 2:
             break
         time.sleep(0.5)
-    lab = (labels_of(m, "gpumem_torch_reserved_bytes", pid=pid) or [{}])[0]
+    lab = (labels_of(m, "gpumem_torch_process_info", pid=pid) or [{}])[0]
     uuid, gpu = lab.get("UUID", ""), lab.get("gpu", "")
     try:
         gpus = {r[1]: r for r in smi("index,uuid,memory.used,memory.reserved,memory.total")}
@@ -186,10 +195,10 @@ for n in range(3):
                         ("reserved_peak_bytes", "reserved_bytes.all.peak"), ("allocated_peak_bytes", "allocated_bytes.all.peak"),
                         ("device_allocs_total", "num_device_alloc"), ("alloc_retries_total", "num_alloc_retries"),
                         ("ooms_total", "num_ooms")]:
-        v = find(m, "gpumem_torch_" + metric, pid=pid)
+        v = find_own(m, "gpumem_torch_" + metric)
         row(n, "gpumem_torch_%s vs memory_stats" % metric, v[0] if v else None, float(st.get(key, 0)), True)
     r, a = st["reserved_bytes.all.current"], st["allocated_bytes.all.current"]
-    v = find(m, "gpumem_torch_fragmentation_ratio", pid=pid)
+    v = find_own(m, "gpumem_torch_fragmentation_ratio")
     row(n, "gpumem_torch_fragmentation_ratio vs 1-alloc/res", v[0] if v else None, 1 - a / r if r else 0.0, True)
     open(os.path.join(ctl, "phase%d.done" % n), "w").close()
 
@@ -197,10 +206,10 @@ for n in range(3):
 t0 = time.time()
 while time.time() - t0 < 10:
     m = scrape()
-    if not find(m, "gpumem_torch_reserved_bytes", pid=pid):
+    if not find(m, "gpumem_torch_process_info", pid=pid):
         break
     time.sleep(0.5)
-gone = not find(m, "gpumem_torch_reserved_bytes", pid=pid)
+gone = not find(m, "gpumem_torch_process_info", pid=pid)
 if not gone:
     bad.append("the series of pid %s are still there 10 s after the pause ended" % pid)
 

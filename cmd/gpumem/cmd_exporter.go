@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,23 +17,33 @@ import (
 type exporterOpts struct {
 	listen, spool, textfile string
 	interval                time.Duration
+	dcgm                    bool
 }
+
+// defaultExporterListen is the exporter's port: not dcgm-exporter's 9400,
+// so that the two run side by side on a node.
+const defaultExporterListen = ":9842"
 
 func newExporterCmd(a *app) *cobra.Command {
 	o := &exporterOpts{}
 	cmd := &cobra.Command{
 		Use:   "exporter",
 		Short: "Serve Prometheus metrics of the GPUs and of opted-in PyTorch processes",
-		Long: `exporter serves Prometheus metrics of this machine's GPUs, with
-dcgm-exporter's names, units and labels (DCGM_FI_DEV_FB_USED and so on, in
-MiB), and of the caching allocator inside every PyTorch process that writes
-its memory_stats() into the spool folder (scripts/gpumem_spool.py):
-reserved, allocated, fragmentation, OOMs and retries per process.
+		Long: `exporter serves Prometheus metrics of the caching allocator inside every
+PyTorch process that writes its memory_stats() into the spool folder
+(scripts/gpumem_spool.py): reserved, allocated, fragmentation now and at
+the peak, OOMs and retries, labelled by GPU, rank, job and Kubernetes
+namespace, pod and container (gpumem_torch_process_info carries the pid);
+and of this machine's GPUs: memory used and total, and per process.
+--dcgm-compat adds dcgm-exporter's device series (DCGM_FI_DEV_FB_USED and
+so on, in MiB) for a node that does not run dcgm-exporter.
 
-Files of processes that exited, or that stopped writing for three
-intervals, are removed from the spool. With --textfile it writes the
-metrics into DIR/gpumem.prom every interval for node_exporter's textfile
-collector, and opens no port unless --listen is given too.
+It listens on ` + defaultExporterListen + `, beside dcgm-exporter's 9400. Files of processes
+that exited, or that stopped writing for three intervals, are removed from
+the spool. With --textfile it writes the metrics into DIR/gpumem.prom
+every interval for node_exporter's textfile collector, and opens no port
+unless --listen is given too. SIGINT or SIGTERM stops it, with exit
+status 0.
 
 The spool defaults to $GPUMEM_SPOOL, else $XDG_RUNTIME_DIR/gpumem-spool,
 else /tmp/gpumem-spool-UID: the same rule as the Python writer.`,
@@ -41,10 +53,11 @@ else /tmp/gpumem-spool-UID: the same rule as the Python writer.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.listen, "listen", ":9400", "address to serve /metrics on (dcgm-exporter's port)")
-	f.StringVar(&o.spool, "spool", "", "folder of <pid>.json files written by training processes")
+	f.StringVar(&o.listen, "listen", defaultExporterListen, "address to serve /metrics on")
+	f.StringVar(&o.spool, "spool", "", "folder of <pid>-<token>.json files written by training processes")
 	f.StringVar(&o.textfile, "textfile", "", "write DIR/gpumem.prom every interval for node_exporter")
 	f.DurationVar(&o.interval, "interval", exporter.DefaultInterval, "how often processes write their file; also the textfile period")
+	f.BoolVar(&o.dcgm, "dcgm-compat", false, "also export dcgm-exporter's DCGM_FI_DEV_FB_* device series (MiB)")
 	return cmd
 }
 
@@ -60,8 +73,17 @@ func runExporter(ctx context.Context, a *app, o *exporterOpts, listenGiven bool)
 	if o.spool == "" {
 		o.spool = exporter.DefaultSpool(a.getenv, os.Getuid())
 	}
+	// A daemon asked to stop stops cleanly, with status 0, however long
+	// closing takes: the root handler's 130 and its 2 s limit are for
+	// commands that give a result.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if a.releaseSignals != nil {
+		a.releaseSignals()
+	}
+	go func() { <-ctx.Done(); stop() }() // a second signal kills it at once
 	// Scrapes warn from the server's goroutines.
-	e, err := exporter.New(exporter.Options{NVML: a.nvml, Spool: o.spool, Interval: o.interval,
+	e, err := exporter.New(exporter.Options{NVML: a.nvml, Spool: o.spool, Interval: o.interval, DCGMCompat: o.dcgm,
 		Warn: func(s string) { fmt.Fprintf(a.stderr, "gpumem: warning: %s\n", textsafe.Line(s)) }})
 	if err != nil {
 		return err
@@ -77,5 +99,3 @@ func runExporter(ctx context.Context, a *app, o *exporterOpts, listenGiven bool)
 	}
 	return e.Serve(ctx, listen, o.textfile, o.interval, say)
 }
-
-// exporterWriter serializes writes from several goroutines.

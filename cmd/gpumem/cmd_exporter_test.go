@@ -7,10 +7,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,10 +117,11 @@ func TestExporterServes(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		`DCGM_FI_DEV_FB_USED{UUID="GPU-0",device="nvidia0",gpu="0",`,
-		fmt.Sprintf(`gpumem_torch_reserved_bytes{UUID="GPU-0",gpu="0",hostname="%s",hpc_job="",pid="%d",rank="0"} 4.194304e+06`, hostname(t), pid),
-		fmt.Sprintf(`gpumem_torch_fragmentation_ratio{UUID="GPU-0",gpu="0",hostname="%s",hpc_job="",pid="%d",rank="0"} 0.75`, hostname(t), pid),
-		fmt.Sprintf(`gpumem_torch_ooms_total{UUID="GPU-0",gpu="0",hostname="%s",hpc_job="",pid="%d",rank="0"} 2`, hostname(t), pid),
+		fmt.Sprintf(`gpumem_gpu_memory_used_bytes{UUID="GPU-0",gpu="0",hostname="%s",modelName="NVIDIA H200"} 2.147483648e+09`, hostname(t)),
+		fmt.Sprintf(`gpumem_torch_reserved_bytes{UUID="GPU-0",container="",gpu="0",hostname="%s",hpc_job="",namespace="",pod="",rank="0"} 4.194304e+06`, hostname(t)),
+		fmt.Sprintf(`gpumem_torch_fragmentation_ratio{UUID="GPU-0",container="",gpu="0",hostname="%s",hpc_job="",namespace="",pod="",rank="0"} 0.75`, hostname(t)),
+		fmt.Sprintf(`gpumem_torch_ooms_total{UUID="GPU-0",container="",gpu="0",hostname="%s",hpc_job="",namespace="",pod="",rank="0"} 2`, hostname(t)),
+		fmt.Sprintf(`gpumem_torch_process_info{UUID="GPU-0",container="",gpu="0",hostname="%s",hpc_job="",namespace="",pid="%d",pod="",rank="0"} 1`, hostname(t), pid),
 		"gpumem_spool_malformed_files_total 1",
 		"gpumem_nvml_up 1",
 	} {
@@ -157,8 +160,16 @@ func TestExporterTextfileOnly(t *testing.T) {
 		t.Errorf("--textfile alone opened a port:\n%s", stderr)
 	}
 	b, _ := os.ReadFile(prom)
-	if !strings.Contains(string(b), "DCGM_FI_DEV_FB_USED{") {
-		t.Errorf("gpumem.prom lacks DCGM_FI_DEV_FB_USED:\n%s", b)
+	if !strings.Contains(string(b), "gpumem_gpu_memory_used_bytes{") || strings.Contains(string(b), "DCGM_FI_") {
+		t.Errorf("gpumem.prom lacks gpumem_gpu_memory_used_bytes, or has DCGM_FI_ without --dcgm-compat:\n%s", b)
+	}
+	// with --dcgm-compat, dcgm-exporter's series too
+	stderr, stop = startExporter(t, "--spool", t.TempDir(), "--textfile", textfile, "--interval", "1s", "--dcgm-compat")
+	os.Remove(prom)
+	waitFor(t, "gpumem.prom", func() bool { _, err := os.Stat(prom); return err == nil })
+	stop()
+	if b, _ := os.ReadFile(prom); !strings.Contains(string(b), `DCGM_FI_DEV_FB_USED{UUID="GPU-0",device="nvidia0",gpu="0",`) {
+		t.Errorf("--dcgm-compat: gpumem.prom lacks DCGM_FI_DEV_FB_USED:\n%s\n%s", b, stderr)
 	}
 }
 
@@ -179,6 +190,26 @@ func TestExporterBadFlags(t *testing.T) {
 		waitFor(t, "an error", func() bool { return strings.Contains(stderr.String(), "error") })
 		if code := stop(); code != c.code || !strings.HasPrefix(stderr.String(), c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %d, %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+}
+
+// The daemon asked to stop, by SIGINT (Ctrl-C) or SIGTERM, exits 0, as
+// its help and the README say.
+func TestExporterStopsWithZero(t *testing.T) {
+	exe := gpumemExe(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command(exe, "exporter", "--listen", "127.0.0.1:0", "--spool", t.TempDir())
+		stderr := &exporterBuf{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the serving line", func() bool { return strings.Contains(stderr.String(), "serving http://") })
+		cmd.Process.Signal(sig)
+		cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("%v: exit %d, want 0; stderr:\n%s", sig, code, stderr)
 		}
 	}
 }

@@ -72,7 +72,7 @@ $XDG_RUNTIME_DIR/gpumem-spool, else /tmp/gpumem-spool-UID.
 	fl.BoolVar(&o.requireGPU, "require-gpu", false, "exit with code 3 when no GPU is usable")
 	fl.DurationVar(&o.watch, "watch", 0, "refresh the device table every interval until interrupted")
 	fl.Lookup("watch").NoOptDefVal = "1s"
-	fl.StringVar(&o.spool, "spool", "", "the spool folder `DIR` of <pid>.json allocator stats training processes write (default: the exporter's)")
+	fl.StringVar(&o.spool, "spool", "", "the spool folder `DIR` of <pid>-<token>.json allocator stats training processes write (default: the exporter's)")
 	return cmd
 }
 

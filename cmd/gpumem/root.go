@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,6 +47,11 @@ type app struct {
 	errColor       bool // colour (and progress bars) on stderr
 	getenv         func(string) string
 	nvml           nvml.Interface // nil: the real library; tests fake the GPUs
+	// releaseSignals hands SIGINT and SIGTERM over to a command that
+	// handles them itself (record, which passes them to its script and
+	// waits): the root handler then no longer cancels or exits. Call it
+	// after signal.Notify of the command's own channel.
+	releaseSignals func()
 }
 
 // usageError marks errors in how gpumem was called (exit code 2).
@@ -145,8 +151,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	ctx, stop := interruptible(stderr)
+	ctx, stop, release := interruptible(stderr)
 	defer stop()
+	a.releaseSignals = release
 	ctx = pipeline.WithStdin(ctx, stdin) // the trace path "-"
 	err := root.ExecuteContext(ctx)
 	code := printError(stderr, err)
@@ -168,11 +175,18 @@ var (
 
 const stopGrace = 2 * time.Second
 
-func interruptible(stderr io.Writer) (context.Context, func()) {
+func interruptible(stderr io.Writer) (context.Context, func(), func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+		})
+	}
 	go func() {
 		var sig os.Signal
 		select {
@@ -195,10 +209,9 @@ func interruptible(stderr io.Writer) (context.Context, func()) {
 		os.Exit(code)
 	}()
 	return ctx, func() {
-		signal.Stop(sigs)
-		close(done)
+		release()
 		cancel(nil)
-	}
+	}, release
 }
 
 // printError prints err by the rules above and maps it to an exit code.

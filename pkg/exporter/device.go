@@ -25,13 +25,19 @@ type deviceCollector struct {
 	warn     func(string)
 
 	fbFree, fbUsed, fbReserved, fbTotal *prometheus.Desc
+	memUsed, memTotal                   *prometheus.Desc
 	procUsed, up                        *prometheus.Desc
+	dcgm                                bool // also the DCGM_FI_DEV_FB_* series
 
 	mu     sync.Mutex
 	lastUp bool // for warning once per change, not per scrape
 }
 
-func newDeviceCollector(lib nvml.Interface, procName func(uint32) string, hostname string, warn func(string)) *deviceCollector {
+// gpuLabels are the labels of gpumem's own device metrics: dcgm-exporter's
+// that identify a GPU, so the two join on gpu, UUID and hostname.
+var gpuLabels = []string{"gpu", "UUID", "modelName", "hostname"}
+
+func newDeviceCollector(lib nvml.Interface, procName func(uint32) string, hostname string, dcgm bool, warn func(string)) *deviceCollector {
 	fb := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, dcgmLabels, nil)
 	}
@@ -40,6 +46,11 @@ func newDeviceCollector(lib nvml.Interface, procName func(uint32) string, hostna
 		prober:   probe.Prober{Lib: lib, ProcName: procName},
 		hostname: hostname,
 		warn:     warn,
+		dcgm:     dcgm,
+		memUsed: prometheus.NewDesc("gpumem_gpu_memory_used_bytes",
+			"Device memory in use (NVML's used: every process, and the driver's own), in bytes.", gpuLabels, nil),
+		memTotal: prometheus.NewDesc("gpumem_gpu_memory_total_bytes",
+			"Device memory of the GPU, less what the driver reserves (NVML's total - reserved), in bytes.", gpuLabels, nil),
 		// dcgm-exporter's help texts (etc/default-counters.csv).
 		fbFree:     fb("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
 		fbUsed:     fb("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
@@ -55,8 +66,13 @@ func newDeviceCollector(lib nvml.Interface, procName func(uint32) string, hostna
 }
 
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.fbFree, c.fbUsed, c.fbReserved, c.fbTotal, c.procUsed, c.up} {
+	for _, d := range []*prometheus.Desc{c.memUsed, c.memTotal, c.procUsed, c.up} {
 		ch <- d
+	}
+	if c.dcgm {
+		for _, d := range []*prometheus.Desc{c.fbFree, c.fbUsed, c.fbReserved, c.fbTotal} {
+			ch <- d
+		}
 	}
 }
 
@@ -78,23 +94,28 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	c.lastUp = err == nil
 	c.mu.Unlock()
 	if err != nil {
-		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		emit(ch, c.up, prometheus.GaugeValue, 0)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	emit(ch, c.up, prometheus.GaugeValue, 1)
 	for _, g := range sys.GPUs {
 		idx := strconv.Itoa(g.Index)
 		labels := []string{idx, g.UUID, c.busID(g.Index), "nvidia" + idx, g.Name, c.hostname}
 		gauge := func(d *prometheus.Desc, bytes uint64) {
 			// DCGM reports whole MiB, rounded down.
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(bytes/mib), labels...)
+			emit(ch, d, prometheus.GaugeValue, float64(bytes/mib), labels...)
 		}
-		gauge(c.fbFree, g.MemoryFree)
-		gauge(c.fbUsed, g.MemoryUsed)
-		gauge(c.fbReserved, g.MemoryReserved)
-		gauge(c.fbTotal, g.MemoryTotal)
+		own := []string{idx, g.UUID, g.Name, c.hostname}
+		emit(ch, c.memUsed, prometheus.GaugeValue, float64(g.MemoryUsed), own...)
+		emit(ch, c.memTotal, prometheus.GaugeValue, float64(g.MemoryTotal-min(g.MemoryReserved, g.MemoryTotal)), own...)
+		if c.dcgm {
+			gauge(c.fbFree, g.MemoryFree)
+			gauge(c.fbUsed, g.MemoryUsed)
+			gauge(c.fbReserved, g.MemoryReserved)
+			gauge(c.fbTotal, g.MemoryTotal)
+		}
 		for _, p := range g.Processes {
-			ch <- prometheus.MustNewConstMetric(c.procUsed, prometheus.GaugeValue, float64(p.UsedMemory),
+			emit(ch, c.procUsed, prometheus.GaugeValue, float64(p.UsedMemory),
 				idx, g.UUID, c.hostname, strconv.FormatUint(uint64(p.PID), 10), p.Name)
 		}
 	}

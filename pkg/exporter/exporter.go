@@ -21,7 +21,7 @@ type Options struct {
 	NVML nvml.Interface
 	// ProcName names a process; nil means /proc/<pid>/comm.
 	ProcName func(pid uint32) string
-	// Spool is the folder of <pid>.json files.
+	// Spool is the folder of <pid>-<token>.json files.
 	Spool string
 	// Interval is how often processes write their file; a file older than
 	// three intervals is stale. Zero means 15 s.
@@ -40,6 +40,39 @@ type Options struct {
 	// to it and to Serve's say come one at a time, so it may write to a
 	// plain buffer.
 	Warn func(string)
+	// DCGMCompat adds the device memory metrics under dcgm-exporter's
+	// names (DCGM_FI_DEV_FB_*, MiB), for a node that does not run it.
+	DCGMCompat bool
+	// HTTP bounds what clients of /metrics may hold; zero fields mean
+	// DefaultHTTPLimits'.
+	HTTP HTTPLimits
+}
+
+// HTTPLimits bound the connections of the /metrics server, so that idle
+// or slow clients cannot exhaust descriptors or memory.
+type HTTPLimits struct {
+	MaxConns    int           // connections open at once; more wait to be accepted
+	ReadHeader  time.Duration // to read a request's headers
+	Read, Write time.Duration // to read a whole request; to write the answer
+	Idle        time.Duration // a kept-alive connection waiting for its next request
+}
+
+// DefaultHTTPLimits: a scrape takes well under a second, and Prometheus
+// keeps one connection per target.
+var DefaultHTTPLimits = HTTPLimits{MaxConns: 32, ReadHeader: 5 * time.Second, Read: 10 * time.Second,
+	Write: 30 * time.Second, Idle: 60 * time.Second}
+
+func (l HTTPLimits) withDefaults() HTTPLimits {
+	d := DefaultHTTPLimits
+	if l.MaxConns > 0 {
+		d.MaxConns = l.MaxConns
+	}
+	for _, p := range []struct{ v, def *time.Duration }{{&l.ReadHeader, &d.ReadHeader}, {&l.Read, &d.Read}, {&l.Write, &d.Write}, {&l.Idle, &d.Idle}} {
+		if *p.v > 0 {
+			*p.def = *p.v
+		}
+	}
+	return d
 }
 
 // DefaultInterval is how often training processes write their spool file.
@@ -51,6 +84,7 @@ type Exporter struct {
 	reg      *prometheus.Registry
 	lib      nvml.Interface
 	heldNVML bool
+	http     HTTPLimits
 }
 
 // New returns an exporter with its own registry. It keeps NVML initialized
@@ -74,7 +108,7 @@ func New(o Options) (*Exporter, error) {
 	if o.PIDNamespace == 0 {
 		o.PIDNamespace = ownPIDNamespace()
 	}
-	e := &Exporter{reg: prometheus.NewRegistry(), lib: o.NVML}
+	e := &Exporter{reg: prometheus.NewRegistry(), lib: o.NVML, http: o.HTTP.withDefaults()}
 	if o.Warn != nil {
 		o.Warn = e.oneAtATime(o.Warn)
 	}
@@ -82,7 +116,7 @@ func New(o Options) (*Exporter, error) {
 		e.lib = nvml.New()
 	}
 	e.heldNVML = e.lib.Init() == nvml.SUCCESS
-	dev := newDeviceCollector(e.lib, o.ProcName, o.Hostname, o.Warn)
+	dev := newDeviceCollector(e.lib, o.ProcName, o.Hostname, o.DCGMCompat, o.Warn)
 	sp := newSpoolCollector(&spoolReader{dir: o.Spool, interval: o.Interval, now: o.Now, alive: o.Alive, pidns: o.PIDNamespace},
 		e.lib, o.Hostname, o.Warn)
 	if err := e.reg.Register(dev); err != nil {

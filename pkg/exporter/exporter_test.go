@@ -3,6 +3,7 @@ package exporter
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,16 +95,20 @@ func procNames(pid uint32) string { return map[uint32]string{4242: "python3"}[pi
 
 var clock = time.Unix(1764550000, 0)
 
-func newTest(t *testing.T, lib nvml.Interface, alive func(int) bool) (*Exporter, string, *[]string) {
+func newTest(t *testing.T, lib nvml.Interface, alive func(int) bool, edit ...func(*Options)) (*Exporter, string, *[]string) {
 	t.Helper()
 	dir := t.TempDir()
 	var warnings []string
 	if alive == nil {
 		alive = func(int) bool { return true }
 	}
-	e, err := New(Options{NVML: lib, ProcName: procNames, Spool: dir, Interval: 10 * time.Second, PIDNamespace: 4026531836,
+	o := Options{NVML: lib, ProcName: procNames, Spool: dir, Interval: 10 * time.Second, PIDNamespace: 4026531836,
 		Hostname: "node7", Now: func() time.Time { return clock }, Alive: alive,
-		Warn: func(s string) { warnings = append(warnings, s) }})
+		Warn: func(s string) { warnings = append(warnings, s) }}
+	for _, f := range edit {
+		f(&o)
+	}
+	e, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +118,16 @@ func newTest(t *testing.T, lib nvml.Interface, alive func(int) bool) (*Exporter,
 
 func TestDeviceMetrics(t *testing.T) {
 	lib, refs := twoGPUs()
-	e, _, warnings := newTest(t, lib, nil)
+	e, _, warnings := newTest(t, lib, nil, func(o *Options) { o.DCGMCompat = true })
 	want := `
+# HELP gpumem_gpu_memory_used_bytes Device memory in use (NVML's used: every process, and the driver's own), in bytes.
+# TYPE gpumem_gpu_memory_used_bytes gauge
+gpumem_gpu_memory_used_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",modelName="NVIDIA H200"} 1.07375755264e+11
+gpumem_gpu_memory_used_bytes{UUID="GPU-55555555-6666-7777-8888-999999999999",gpu="1",hostname="node7",modelName="NVIDIA H200"} 0
+# HELP gpumem_gpu_memory_total_bytes Device memory of the GPU, less what the driver reserves (NVML's total - reserved), in bytes.
+# TYPE gpumem_gpu_memory_total_bytes gauge
+gpumem_gpu_memory_total_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",modelName="NVIDIA H200"} 1.50176006144e+11
+gpumem_gpu_memory_total_bytes{UUID="GPU-55555555-6666-7777-8888-999999999999",gpu="1",hostname="node7",modelName="NVIDIA H200"} 1.50176006144e+11
 # HELP DCGM_FI_DEV_FB_FREE Framebuffer memory free (in MiB).
 # TYPE DCGM_FI_DEV_FB_FREE gauge
 DCGM_FI_DEV_FB_FREE{UUID="GPU-00000000-1111-2222-3333-444444444444",device="nvidia0",gpu="0",hostname="node7",modelName="NVIDIA H200",pci_bus_id="00000000:19:00.0"} 40817
@@ -139,7 +152,7 @@ gpumem_gpu_process_memory_used_bytes{UUID="GPU-00000000-1111-2222-3333-444444444
 gpumem_nvml_up 1
 `
 	names := []string{"DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_FB_TOTAL",
-		"gpumem_gpu_process_memory_used_bytes", "gpumem_nvml_up"}
+		"gpumem_gpu_memory_used_bytes", "gpumem_gpu_memory_total_bytes", "gpumem_gpu_process_memory_used_bytes", "gpumem_nvml_up"}
 	if err := testutil.GatherAndCompare(e.Gatherer(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
@@ -152,6 +165,15 @@ gpumem_nvml_up 1
 	}
 	if len(*warnings) != 0 {
 		t.Errorf("warnings: %q", *warnings)
+	}
+	// without DCGMCompat, no DCGM_FI_ series: dcgm-exporter has them
+	lib, _ = twoGPUs()
+	e, _, _ = newTest(t, lib, nil)
+	mfs, _ := e.Gatherer().Gather()
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "DCGM_") {
+			t.Errorf("%s without DCGMCompat", mf.GetName())
+		}
 	}
 }
 
@@ -169,7 +191,7 @@ func TestNoDriver(t *testing.T) {
 	want := `
 # HELP gpumem_torch_reserved_bytes Memory reserved from the device by the caching allocator, in bytes.
 # TYPE gpumem_torch_reserved_bytes gauge
-gpumem_torch_reserved_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="4242",rank="3"} 1.930428416e+10
+gpumem_torch_reserved_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank="3"} 1.930428416e+10
 `
 	if err := testutil.GatherAndCompare(e.Gatherer(), strings.NewReader(want), "gpumem_torch_reserved_bytes"); err != nil {
 		t.Error(err)
@@ -284,28 +306,33 @@ func TestSpool(t *testing.T) {
 	os.Rename(filepath.Join(dir, "6003.json"), filepath.Join(dir, ".6003.json.tmp1234")) // a writer's temporary file
 	writeFile(t, filepath.Join(dir, "README"), "not a record")
 
+	// 5002 and 5003 have the same labels (the pid is not one): their
+	// figures are summed, and gpumem_torch_process_info tells them apart.
 	want := `
 # HELP gpumem_torch_reserved_bytes Memory reserved from the device by the caching allocator, in bytes.
 # TYPE gpumem_torch_reserved_bytes gauge
-gpumem_torch_reserved_bytes{UUID="",gpu="0",hostname="node7",hpc_job="",pid="4300",rank=""} 1.930428416e+10
-gpumem_torch_reserved_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5002",rank="3"} 1.930428416e+10
-gpumem_torch_reserved_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5003",rank="3"} 1.930428416e+10
-gpumem_torch_reserved_bytes{UUID="GPU-55555555-6666-7777-8888-999999999999",gpu="1",hostname="node7",hpc_job="llm-7",pid="4242",rank="3"} 1.930428416e+10
+gpumem_torch_reserved_bytes{UUID="",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank=""} 1.930428416e+10
+gpumem_torch_reserved_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank="3"} 3.860856832e+10
+gpumem_torch_reserved_bytes{UUID="GPU-55555555-6666-7777-8888-999999999999",container="",gpu="1",hostname="node7",hpc_job="llm-7",namespace="",pod="",rank="3"} 1.930428416e+10
 # HELP gpumem_torch_inactive_split_peak_bytes Free memory inside split blocks (unusable for larger requests), peak since start or reset, in bytes.
 # TYPE gpumem_torch_inactive_split_peak_bytes gauge
-gpumem_torch_inactive_split_peak_bytes{UUID="",gpu="0",hostname="node7",hpc_job="",pid="4300",rank=""} 4.54046208e+09
-gpumem_torch_inactive_split_peak_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5002",rank="3"} 4.54046208e+09
-gpumem_torch_inactive_split_peak_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5003",rank="3"} 4.54046208e+09
-gpumem_torch_inactive_split_peak_bytes{UUID="GPU-55555555-6666-7777-8888-999999999999",gpu="1",hostname="node7",hpc_job="llm-7",pid="4242",rank="3"} 4.54046208e+09
+gpumem_torch_inactive_split_peak_bytes{UUID="",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank=""} 4.54046208e+09
+gpumem_torch_inactive_split_peak_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank="3"} 9.08092416e+09
+gpumem_torch_inactive_split_peak_bytes{UUID="GPU-55555555-6666-7777-8888-999999999999",container="",gpu="1",hostname="node7",hpc_job="llm-7",namespace="",pod="",rank="3"} 4.54046208e+09
 # HELP gpumem_torch_largest_free_block_ratio Largest free block in the cache over all free cached memory (reserved - active); 1 is unfragmented.
 # TYPE gpumem_torch_largest_free_block_ratio gauge
-gpumem_torch_largest_free_block_ratio{UUID="",gpu="0",hostname="node7",hpc_job="",pid="4300",rank=""} 0.02725538293813028
+gpumem_torch_largest_free_block_ratio{UUID="",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank=""} 0.02725538293813028
 # HELP gpumem_torch_device_allocs_total cudaMalloc calls of the allocator (num_device_alloc).
 # TYPE gpumem_torch_device_allocs_total counter
-gpumem_torch_device_allocs_total{UUID="",gpu="0",hostname="node7",hpc_job="",pid="4300",rank=""} 237
-gpumem_torch_device_allocs_total{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5002",rank="3"} 237
-gpumem_torch_device_allocs_total{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="5003",rank="3"} 237
-gpumem_torch_device_allocs_total{UUID="GPU-55555555-6666-7777-8888-999999999999",gpu="1",hostname="node7",hpc_job="llm-7",pid="4242",rank="3"} 237
+gpumem_torch_device_allocs_total{UUID="",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank=""} 237
+gpumem_torch_device_allocs_total{UUID="GPU-00000000-1111-2222-3333-444444444444",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank="3"} 474
+gpumem_torch_device_allocs_total{UUID="GPU-55555555-6666-7777-8888-999999999999",container="",gpu="1",hostname="node7",hpc_job="llm-7",namespace="",pod="",rank="3"} 237
+# HELP gpumem_torch_process_info One series a process writing to the spool, with its pid; 1.
+# TYPE gpumem_torch_process_info gauge
+gpumem_torch_process_info{UUID="",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pid="4300",pod="",rank=""} 1
+gpumem_torch_process_info{UUID="GPU-00000000-1111-2222-3333-444444444444",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pid="5002",pod="",rank="3"} 1
+gpumem_torch_process_info{UUID="GPU-00000000-1111-2222-3333-444444444444",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pid="5003",pod="",rank="3"} 1
+gpumem_torch_process_info{UUID="GPU-55555555-6666-7777-8888-999999999999",container="",gpu="1",hostname="node7",hpc_job="llm-7",namespace="",pid="4242",pod="",rank="3"} 1
 # HELP gpumem_spool_processes Processes whose allocator metrics are exported.
 # TYPE gpumem_spool_processes gauge
 gpumem_spool_processes 4
@@ -318,15 +345,15 @@ gpumem_spool_removed_files_total{reason="stale"} 1
 gpumem_spool_malformed_files_total 2
 `
 	names := []string{"gpumem_torch_reserved_bytes", "gpumem_torch_inactive_split_peak_bytes", "gpumem_torch_largest_free_block_ratio",
-		"gpumem_torch_device_allocs_total", "gpumem_spool_processes", "gpumem_spool_removed_files_total", "gpumem_spool_malformed_files_total"}
+		"gpumem_torch_device_allocs_total", "gpumem_torch_process_info", "gpumem_spool_processes", "gpumem_spool_removed_files_total", "gpumem_spool_malformed_files_total"}
 	if err := testutil.GatherAndCompare(e.Gatherer(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
 	// 1 - allocated/reserved of PyTorch's own figures: 68157440/19304284160.
-	if got := value(t, e, "gpumem_torch_fragmentation_ratio", "pid", "4242"); got != 0.996469310157523 {
+	if got := value(t, e, "gpumem_torch_fragmentation_ratio", "UUID", uuid1); got != 0.996469310157523 {
 		t.Errorf("fragmentation = %v", got)
 	}
-	if got := value(t, e, "gpumem_torch_last_update_timestamp_seconds", "pid", "4242"); got != float64(clock.Unix()-5) {
+	if got := value(t, e, "gpumem_torch_last_update_timestamp_seconds", "UUID", uuid1); got != float64(clock.Unix()-5) {
 		t.Errorf("last update = %v", got)
 	}
 	for _, name := range []string{"5000.json", "5001.json"} {
@@ -360,6 +387,14 @@ func TestRecordChecks(t *testing.T) {
 		{func(r map[string]any) { r["device"] = -2 }, "negative device -2"},
 		{func(r map[string]any) { delete(r, "time") }, "no time"},
 		{func(r map[string]any) { r["interval"] = 1e9 }, "interval 1e+09 s out of range"},
+		{func(r map[string]any) { r["pod"] = strings.Repeat("p", 300) }, "pod longer than 253 bytes or not utf-8"},
+		{func(r map[string]any) {
+			ms := maps.Clone(stats)
+			for i := range 2000 {
+				ms[fmt.Sprint("k", i)] = 1
+			}
+			r["memory_stats"] = ms
+		}, "2"}, // 2xxx memory_stats keys, more than 1024
 		{func(r map[string]any) { r["job"] = strings.Repeat("j", 200) }, "job longer than 128 bytes or not utf-8"},
 		{func(r map[string]any) { delete(r, "memory_stats") }, "no memory_stats"},
 		{func(r map[string]any) { r["memory_stats"] = map[string]float64{"reserved_bytes.all.current": 1} }, "memory_stats lacks allocated_bytes.all.current"},
@@ -371,12 +406,13 @@ func TestRecordChecks(t *testing.T) {
 		b, _ := json.Marshal(r)
 		path := filepath.Join(dir, "7.json")
 		writeFile(t, path, string(b))
-		_, err := readRecord(path, int64(len(b)))
+		_, _, _, err := readRecord(path)
 		if err == nil || !strings.HasPrefix(err.Error(), path+": "+c.want) {
 			t.Errorf("got %v, want %s: %s", err, path, c.want)
 		}
 	}
-	if _, err := readRecord(filepath.Join(dir, "7.json"), maxSpoolFile+1); err == nil || !strings.Contains(err.Error(), "more than a spool file may have") {
+	writeFile(t, filepath.Join(dir, "7.json"), strings.Repeat(" ", maxSpoolFile+1))
+	if _, _, _, err := readRecord(filepath.Join(dir, "7.json")); err == nil || !strings.Contains(err.Error(), "more than a spool file may have") {
 		t.Errorf("a huge file: %v", err)
 	}
 }
@@ -417,8 +453,8 @@ func TestTextfile(t *testing.T) {
 	if lines != n || n < 20 {
 		t.Errorf("gpumem.prom has %d series, a scrape %d", lines, n)
 	}
-	want := `DCGM_FI_DEV_FB_USED{UUID="GPU-00000000-1111-2222-3333-444444444444",device="nvidia0",gpu="0",hostname="node7",modelName="NVIDIA H200",pci_bus_id="00000000:19:00.0"} 102401`
-	if !strings.Contains(string(b), want+"\n") || !strings.Contains(string(b), `gpumem_torch_allocated_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",hpc_job="",pid="4242",rank="3"} 6.815744e+07`) {
+	want := `gpumem_gpu_memory_used_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",gpu="0",hostname="node7",modelName="NVIDIA H200"} 1.07375755264e+11`
+	if !strings.Contains(string(b), want+"\n") || !strings.Contains(string(b), `gpumem_torch_allocated_bytes{UUID="GPU-00000000-1111-2222-3333-444444444444",container="",gpu="0",hostname="node7",hpc_job="",namespace="",pod="",rank="3"} 6.815744e+07`) {
 		t.Errorf("gpumem.prom lacks the device or allocator series:\n%s", b)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -31,8 +32,10 @@ func (e *Exporter) Serve(ctx context.Context, listen, textfile string, interval 
 			}
 			fmt.Fprintln(w, `<html><body><h1>gpumem exporter</h1><p><a href="/metrics">metrics</a></p></body></html>`)
 		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { serveErr <- srv.Serve(ln) }()
+		l := e.http
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: l.ReadHeader, ReadTimeout: l.Read,
+			WriteTimeout: l.Write, IdleTimeout: l.Idle, MaxHeaderBytes: 16 << 10}
+		go func() { serveErr <- srv.Serve(limitListener(ln, l.MaxConns)) }()
 		defer srv.Close()
 		say(fmt.Sprintf("serving http://%s/metrics", ln.Addr()))
 	}
@@ -61,4 +64,49 @@ func (e *Exporter) Serve(ctx context.Context, listen, textfile string, interval 
 			}
 		}
 	}
+}
+
+// limitListener accepts at most n connections open at once; the next
+// waits in the kernel's backlog until one closes. (netutil.LimitListener
+// of golang.org/x/net does the same; it is not otherwise a dependency.)
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limited{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limited struct {
+	net.Listener
+	sem       chan struct{}
+	done      chan struct{} // closed by Close: a waiting Accept returns
+	closeOnce sync.Once
+}
+
+func (l *limited) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

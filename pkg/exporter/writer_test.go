@@ -57,7 +57,14 @@ func TestPythonWriters(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			spool := filepath.Join(t.TempDir(), "spool")
 			cmd := exec.Command("python3", "-c", c.code)
-			cmd.Env = append(os.Environ(), "PYTHONPATH="+fake+":"+scripts, "GPUMEM_SPOOL="+spool, "RANK=5")
+			// the Kubernetes variables count inside a pod only: the snippet
+			// runs outside, with a CONTAINER_NAME that is not Kubernetes'
+			k8s := "KUBERNETES_SERVICE_HOST="
+			if c.largest {
+				k8s += "10.0.0.1"
+			}
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+fake+":"+scripts, "GPUMEM_SPOOL="+spool, "RANK=5", k8s,
+				"POD_NAMESPACE=ml", "POD_NAME=trainer-0", "CONTAINER_NAME=train")
 			stdin, _ := cmd.StdinPipe()
 			out, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
@@ -73,7 +80,14 @@ func TestPythonWriters(t *testing.T) {
 			if err != nil || st.Mode().Perm() != 0o700 {
 				t.Errorf("spool folder: %v %v, want mode 0700", st.Mode(), err)
 			}
-			path := filepath.Join(spool, strconv.Itoa(pid)+".json")
+			// <pid>-<16 random hex digits>.json, and nothing else but the
+			// writer thread's temporary file of the moment (.NAME.…tmp)
+			files, _ := filepath.Glob(filepath.Join(spool, "[^.]*"))
+			if len(files) != 1 || !spoolName.MatchString(filepath.Base(files[0])) ||
+				!strings.HasPrefix(filepath.Base(files[0]), strconv.Itoa(pid)+"-") {
+				t.Fatalf("spool holds %q, want one %d-TOKEN.json", files, pid)
+			}
+			path := files[0]
 			if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 				t.Fatalf("%s: %v, want mode 0600", path, err)
 			}
@@ -84,7 +98,13 @@ func TestPythonWriters(t *testing.T) {
 			}
 			defer e.Close()
 			// gpu="1": the UUID places the process's device 0 on NVML's GPU 1.
-			labels := []string{"pid", strconv.Itoa(pid), "rank", "5", "gpu", "1", "UUID", uuid1}
+			labels := []string{"rank", "5", "gpu", "1", "UUID", uuid1}
+			if c.largest { // the module; the snippet has no Kubernetes labels
+				labels = append(labels, "namespace", "ml", "pod", "trainer-0", "container", "train")
+			}
+			if got := value(t, e, "gpumem_torch_process_info", append(labels, "pid", strconv.Itoa(pid))...); got != 1 {
+				t.Errorf("process info = %g", got)
+			}
 			for _, w := range []struct {
 				name string
 				want float64
@@ -99,7 +119,7 @@ func TestPythonWriters(t *testing.T) {
 					t.Errorf("%s = %g, want %g", w.name, got, w.want)
 				}
 			}
-			if rec, err := readRecord(path, 0); err != nil || rec.PIDNamespace != ownPIDNamespace() {
+			if rec, _, _, err := readRecord(path); err != nil || rec.PIDNamespace != ownPIDNamespace() {
 				t.Errorf("the record's pid namespace is %d (%v), this process's %d", rec.PIDNamespace, err, ownPIDNamespace())
 			}
 			if c.largest {
@@ -127,5 +147,39 @@ func TestPythonWriters(t *testing.T) {
 				t.Errorf("%g processes after exit, want 0", got)
 			}
 		})
+	}
+}
+
+// The largest free block (torch.cuda.memory_snapshot(), costly with a long
+// history) is measured at most LARGEST_FREE_BLOCK_SHARE of the time: a
+// snapshot taking 20 ms is not taken again within 10 s.
+func TestLargestFreeBlockSampling(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	fake := t.TempDir()
+	os.MkdirAll(filepath.Join(fake, "torch"), 0o755)
+	slow := fakeTorch + `
+import time
+calls = []
+_snapshot = cuda.memory_snapshot
+def _slow():
+    calls.append(1)
+    time.sleep(0.02)
+    return _snapshot()
+cuda.memory_snapshot = staticmethod(_slow)
+`
+	if err := os.WriteFile(filepath.Join(fake, "torch", "__init__.py"), []byte(slow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scripts, _ := filepath.Abs("../../scripts")
+	cmd := exec.Command("python3", "-c", `import gpumem_spool, json, torch
+p = gpumem_spool.publisher(interval=0.01)
+recs = [json.load(open(p.write_once())) for _ in range(5)]
+print(len(torch.calls), [r["largest_free_block"] for r in recs] == [4 << 20] * 5)`)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+fake+":"+scripts, "GPUMEM_SPOOL="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "1 True\n" {
+		t.Errorf("%v: %s (want one snapshot for five writes, its figure in each)", err, out)
 	}
 }

@@ -21,16 +21,19 @@ recording, SIGUSR1 to a process dumps it on demand.
 
 import atexit
 import contextlib
-import itertools
 import os
+import pickle
 import signal
+import stat
 import sys
+import tempfile
 import threading
 
 _state = {"path": "snapshot.pickle", "pid": None, "oom_dumped": False, "timer": None, "on": False, "hooked": False}
 
-
-_serial = itertools.count()
+# read once, at import, while only one thread runs
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def rank():
@@ -55,6 +58,59 @@ def snapshot_path(path="snapshot.pickle", tag=None):
 
 def _say(msg):
     print(f"gpumem_hooks: {msg}", file=sys.stderr, flush=True)
+
+
+def _write_snapshot(torch, out):
+    """Writes the snapshot to a new file created exclusively beside out
+    (its own random name: a periodic dump may run while the OOM dump does,
+    and no one can plant a link under it), flushes it to disk and renames
+    it over out, so out keeps its earlier snapshot when this one fails and
+    a reader never sees half of one. Raises on failure."""
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{out} is not a regular file")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out) or ".", prefix="." + os.path.basename(out) + ".", suffix=".tmp")
+    try:
+        snapshot = getattr(torch.cuda.memory, "_snapshot", None)
+        if snapshot is not None:
+            with os.fdopen(fd, "wb") as f:
+                fd = -1
+                pickle.dump(snapshot(), f)
+                f.flush()
+                os.fsync(f.fileno())
+        else:  # a torch without _snapshot writes the file itself
+            os.close(fd)
+            fd = -1
+            torch.cuda.memory._dump_snapshot(tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # as open() would have made it
+        os.replace(tmp, out)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _tell_gpumem(ok, out, why):
+    """Appends the outcome of a dump to the status file of `gpumem record`
+    ($GPUMEM_RECORD_STATUS), which reports a failed dump as a failure. The
+    file must exist: a stale variable creates nothing."""
+    path = os.environ.get("GPUMEM_RECORD_STATUS")
+    if not path:
+        return
+    line = "\t".join(" ".join(str(x).split()) for x in ("ok" if ok else "fail", out, why)) + "\n"
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
 
 
 def _is_oom(e):
@@ -139,17 +195,15 @@ def dump(tag=None, path=None, why=None):
     if _state["pid"] is not None and os.getpid() != _state["pid"]:
         return None
     out = snapshot_path(path or _state["path"], tag)
-    # a name of its own: a periodic dump may run while the OOM dump does
-    tmp = f"{out}.tmp{os.getpid()}.{next(_serial)}"
+    why = why or tag or "on request"
     try:
-        torch.cuda.memory._dump_snapshot(tmp)
-        os.replace(tmp, out)  # a reader never sees half a file
+        _write_snapshot(torch, out)
     except Exception as e:  # never hide the program's own outcome
-        _say(f"could not write {out}: {e}")
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
+        _say(f"could not write {out} ({why}): {e}")
+        _tell_gpumem(False, out, f"{why}: {e}")
         return None
-    _say(f"wrote {out} ({why or tag or 'on request'})")
+    _say(f"wrote {out} ({why})")
+    _tell_gpumem(True, out, why)
     return out
 
 

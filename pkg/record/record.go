@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,13 @@ type Result struct {
 	Written []string
 	// Glob replays all the ranks' snapshots (launchers only).
 	Glob string
+	// Failed are the dumps that could not be written, as "FILE (why):
+	// error", in the order they failed; the file keeps its earlier
+	// snapshot, if it had one.
+	Failed []string
+	// LastFailed says whether the last dump of some file failed: what the
+	// file holds is older than the run's end (or nothing).
+	LastFailed bool
 }
 
 // Check validates o against the command it will record.
@@ -101,10 +109,41 @@ func (r Result) Outcome(snapshot string) (line string, warning bool) {
 			len(r.Written), strings.Join(r.Written, ", "), r.Glob), false
 	case r.Launched:
 		return fmt.Sprintf("no rank wrote %s (ranks are the Python processes with RANK set)", r.Glob), true
+	case len(r.Written) > 0 && r.LastFailed:
+		return fmt.Sprintf("%s holds an earlier snapshot of this run; replay it with: gpumem replay %s", snapshot, snapshot), true
 	case len(r.Written) > 0:
 		return fmt.Sprintf("wrote %s; replay it with: gpumem replay %s", snapshot, snapshot), false
 	}
 	return fmt.Sprintf("no snapshot was written to %s", snapshot), true
+}
+
+// statusFile is the file in the run's private folder to which record.py
+// and gpumem_hooks.py append one line per dump: "ok|fail TAB file TAB
+// why"; the environment names it as GPUMEM_RECORD_STATUS.
+const statusFile = "status"
+
+// readStatus reads the dumps' outcomes: the failures, and whether the
+// last dump of some file failed. A missing file says nothing.
+func readStatus(path string) (failed []string, lastFailed bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	last := map[string]bool{} // file -> its last dump failed
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 || (f[0] != "ok" && f[0] != "fail") {
+			continue
+		}
+		last[f[1]] = f[0] == "fail"
+		if f[0] == "fail" {
+			failed = append(failed, fmt.Sprintf("%s (%s)", f[1], f[2]))
+		}
+	}
+	for _, f := range last {
+		lastFailed = lastFailed || f
+	}
+	return failed, lastFailed
 }
 
 // Run records the user's command: it writes the Python side into a private
@@ -135,8 +174,16 @@ func Run(o Options, user, env []string, run Runner) (Result, error) {
 			return res, err
 		}
 	}
+	status := filepath.Join(dir, statusFile)
+	if err := os.WriteFile(status, nil, 0o600); err != nil {
+		return res, err
+	}
+	env = append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, "GPUMEM_RECORD_STATUS=")
+	}), "GPUMEM_RECORD_STATUS="+status)
 	start := time.Now()
 	runErr := run(argv, env)
+	res.Failed, res.LastFailed = readStatus(status)
 	if res.Launched {
 		res.Written, res.Glob = rankSnapshots(o.Snapshot, start)
 	} else if writtenSince(o.Snapshot, start) {

@@ -11,7 +11,10 @@ runs the script as __main__ with sys.argv set to the script and its
 arguments, and writes torch.cuda.memory._dump_snapshot to the output file:
 at the first out-of-memory error (even one the script catches), when an
 out-of-memory error ends the script (before it is re-raised), and at exit.
-Each dump replaces the last, so the file ends up with the latest history.
+Each dump replaces the last, so the file ends up with the latest history;
+a dump goes to a new temporary file beside it, renamed over it once
+complete, so a dump that fails (a full disk) keeps the earlier snapshot,
+and a failed dump at exit makes the exit status 1 if the script's was 0.
 Replay it with `gpumem replay snapshot.pickle`.
 
 `gpumem record -- python3 train.py args...` runs this same file (it is
@@ -20,14 +23,79 @@ built into the gpumem binary). The exit status is the script's.
 
 import atexit
 import os
+import pickle
 import runpy
 import signal
+import stat
 import sys
+import tempfile
 
 USAGE = (
     "usage: record.py [-o FILE] [--max-entries N] [--stacks python|all] "
     "[--] script.py [args...] | -m module [args...] | -c CODE [args...]"
 )
+
+
+def write_snapshot(torch, out):
+    """Writes the snapshot to a new file created exclusively beside out
+    (no name another user can plant a link under), flushes it to disk and
+    renames it over out: out keeps its earlier snapshot when this one
+    fails, and a reader never sees half of one. Raises on failure."""
+    directory = os.path.dirname(out) or "."
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{out} is not a regular file")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(out) + ".", suffix=".tmp")
+    try:
+        snapshot = getattr(torch.cuda.memory, "_snapshot", None)
+        if snapshot is not None:
+            with os.fdopen(fd, "wb") as f:
+                fd = -1
+                pickle.dump(snapshot(), f)
+                f.flush()
+                os.fsync(f.fileno())
+        else:  # a torch without _snapshot writes the file itself
+            os.close(fd)
+            fd = -1
+            torch.cuda.memory._dump_snapshot(tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # as open() would have made it
+        os.replace(tmp, out)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def tell_gpumem(ok, out, why):
+    """Appends the outcome of a dump to the status file `gpumem record`
+    reads ($GPUMEM_RECORD_STATUS), so that it reports a failed dump as a
+    failure. The file must exist: a stale variable creates nothing."""
+    path = os.environ.get("GPUMEM_RECORD_STATUS")
+    if not path:
+        return
+    line = "\t".join(" ".join(str(x).split()) for x in ("ok" if ok else "fail", out, why)) + "\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+# read once, while only one thread runs
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def parse(argv):
@@ -93,6 +161,7 @@ def main():
     )
     pid = os.getpid()
     dumped_oom = False
+    state = {"status": 0, "failed": False}
 
     def dump(why):
         # forked children (DataLoader workers) inherit the hooks; only the
@@ -100,11 +169,25 @@ def main():
         if os.getpid() != pid:
             return
         try:
-            torch.cuda.memory._dump_snapshot(out)
+            write_snapshot(torch, out)
         except Exception as e:  # never hide the script's own outcome
+            state["failed"] = True
             print(f"record.py: could not write {out} ({why}): {e}", file=sys.stderr)
+            tell_gpumem(False, out, f"{why}: {e}")
             return
+        state["failed"] = False
         print(f"record.py: wrote {out} ({why})", file=sys.stderr)
+        tell_gpumem(True, out, why)
+
+    def at_exit():
+        dump("at exit")
+        if state["failed"] and state["status"] == 0:
+            # a script that succeeded but whose snapshot could not be
+            # written fails: the exit status cannot change from atexit
+            # any other way
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
 
     def on_oom(device, alloc, device_alloc, device_free):
         nonlocal dumped_oom
@@ -116,7 +199,7 @@ def main():
         torch._C._cuda_attach_out_of_memory_observer(on_oom)
     except (AttributeError, RuntimeError):
         pass  # older PyTorch: the except clause below still catches it
-    atexit.register(dump, "at exit")
+    atexit.register(at_exit)
     # schedulers stop jobs with SIGTERM, which would skip atexit
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
@@ -138,9 +221,16 @@ def main():
     oom_error = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
     try:
         run()
+    except SystemExit as e:
+        state["status"] = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        raise
     except oom_error:
+        state["status"] = 1
         if not dumped_oom:
             dump("out of memory")
+        raise
+    except BaseException:
+        state["status"] = 1
         raise
 
 

@@ -103,7 +103,7 @@ func TestRunFake(t *testing.T) {
 		if b, err := os.ReadFile(argv[1]); err != nil || !bytes.Equal(b, RecordPy) {
 			t.Errorf("record.py on disk: %v", err)
 		}
-		if !slices.Equal(env, []string{"A=1"}) {
+		if len(env) != 2 || env[0] != "A=1" || !strings.HasPrefix(env[1], "GPUMEM_RECORD_STATUS="+filepath.Dir(argv[1])) {
 			t.Errorf("env %q", env)
 		}
 		return errors.Join(os.WriteFile(snap, nil, 0o600), fail)
