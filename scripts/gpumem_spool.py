@@ -37,6 +37,7 @@ import threading
 import time
 
 DEFAULT_INTERVAL = 15.0
+MAX_INTERVAL = 3600  # the longest the exporter believes (pkg/exporter maxInterval)
 
 # The largest free block comes from torch.cuda.memory_snapshot(), which
 # builds every segment and block, and the whole allocation history when
@@ -266,6 +267,8 @@ def publisher(interval=DEFAULT_INTERVAL, device=None, rank=None, job=None, direc
     """A Publisher with start()'s defaults, not yet started."""
     import torch
 
+    if not 0 < float(interval) <= MAX_INTERVAL:
+        raise ValueError("gpumem_spool: interval %r s: the exporter reads 0 < interval <= %d" % (interval, MAX_INTERVAL))
     explicit = directory is not None or bool(os.environ.get("GPUMEM_SPOOL"))
     directory = directory or spool_dir()
     _prepare(directory, explicit)
