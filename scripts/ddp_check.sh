@@ -3,7 +3,7 @@
 # under torchrun with `gpumem record`, replay the per-rank snapshots as one
 # run, and print each rank's replayed peak reserved memory beside the
 # torch.cuda.max_memory_reserved() the rank printed; then try the trainer
-# callbacks of scripts/gpumem_hooks.py (Lightning, Hugging Face) where those
+# callbacks of python/gpumem_hooks.py (Lightning, Hugging Face) where those
 # packages are installed. Expects bin/gpumem built beforehand
 # (go build -o bin/gpumem ./cmd/gpumem). Writes its evidence to
 # ${OUT:-/tmp/ddp_check}. Exit 1 when a replayed peak differs.
@@ -41,8 +41,8 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-echo "== gpumem record -- torchrun --nproc_per_node 2 scripts/examples/ddp_train.py"
-$gm record --snapshot "$out/ddp.pickle" -- torchrun --standalone --nproc_per_node 2 scripts/examples/ddp_train.py \
+echo "== gpumem record -- torchrun --nproc_per_node 2 python/examples/ddp_train.py"
+$gm record --snapshot "$out/ddp.pickle" -- torchrun --standalone --nproc_per_node 2 python/examples/ddp_train.py \
   2> >(tee "$out/record.err" >&2) | tee "$out/train.log"
 ls -l "$out"/ddp.rank*.pickle
 
@@ -62,7 +62,7 @@ $gm hooks "$out/gpumem_hooks.py"
 for fw in lightning hf; do
   echo "== $fw callback (gpumem_hooks.py)"
   # one GPU: with two visible, the HF Trainer would run DataParallel over both
-  CUDA_VISIBLE_DEVICES=0 PYTHONPATH="$out" python3 scripts/examples/callbacks_train.py "$out" $fw 2>"$out/$fw.err" | tee "$out/$fw.log"
+  CUDA_VISIBLE_DEVICES=0 PYTHONPATH="$out" python3 python/examples/callbacks_train.py "$out" $fw 2>"$out/$fw.err" | tee "$out/$fw.log"
   tail -3 "$out/$fw.err"
   grep -q "not installed" "$out/$fw.log" && continue
   p=${fw/lightning/pl}

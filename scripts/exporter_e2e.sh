@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end test of `gpumem exporter` with a real Prometheus: six
-# "training processes" run scripts/gpumem_spool.py against a stand-in torch
+# "training processes" run python/gpumem_spool.py against a stand-in torch
 # whose memory_stats() are what real PyTorch runs reported (the fixtures'
 # truths); the exporter serves their spool, Prometheus scrapes it every
 # second, and the checks query Prometheus's HTTP API for the series and

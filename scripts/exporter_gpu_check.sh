@@ -2,7 +2,7 @@
 # Checks `gpumem exporter` on a real GPU: starts bin/gpumem exporter on a
 # free port with a temporary spool, runs a small PyTorch training loop
 # (about 600 MB at its largest) that publishes its allocator statistics
-# with scripts/gpumem_spool.py, and at three pauses of the loop scrapes
+# with python/gpumem_spool.py, and at three pauses of the loop scrapes
 # /metrics and prints, side by side:
 #   - DCGM_FI_DEV_FB_USED / _RESERVED / _TOTAL against nvidia-smi's figures,
 #     and the process's driver-attributed memory against nvidia-smi's;

@@ -35,6 +35,8 @@ echo "== every fuzz target, briefly, from its kept corpus"
 FUZZTIME=${FUZZTIME:-2s} bash scripts/fuzz.sh
 echo "== go mod tidy leaves go.mod and go.sum as they are"
 go mod tidy -diff
+echo "== the Python wheel, installed in a fresh environment"
+bash scripts/wheel_check.sh
 echo "== the HTML report in a headless browser"
 bash scripts/html_check.sh
 echo "== gpumem exporter with a real Prometheus"

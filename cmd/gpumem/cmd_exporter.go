@@ -31,7 +31,7 @@ func newExporterCmd(a *app) *cobra.Command {
 		Short: "Serve Prometheus metrics of the GPUs and of opted-in PyTorch processes",
 		Long: `exporter serves Prometheus metrics of the caching allocator inside every
 PyTorch process that writes its memory_stats() into the spool folder
-(scripts/gpumem_spool.py): reserved, allocated, fragmentation now and at
+(python/gpumem_spool.py): reserved, allocated, fragmentation now and at
 the peak, OOMs and retries, labelled by GPU, rank, job and Kubernetes
 namespace, pod and container (gpumem_torch_process_info carries the pid);
 and of this machine's GPUs: memory used and total, and per process.

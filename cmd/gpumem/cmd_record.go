@@ -3,16 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"os/signal"
-	"syscall"
-	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpumem/gpumem/pkg/record"
 	"github.com/gpumem/gpumem/pkg/textsafe"
@@ -40,7 +33,7 @@ however long that takes; a second signal kills the script 5 s later, a
 third at once. A snapshot whose last dump failed (a full disk) keeps the
 earlier one and makes the exit status 1 when the script's was 0.
 
-It is scripts/record.py, built into gpumem: 'python3 scripts/record.py -o
+It is python/gpumem_record.py, built into gpumem: 'python3 python/gpumem_record.py -o
 FILE -- train.py ARGS' does the same.
 
 Under a launcher (torchrun, python -m torch.distributed.run, accelerate
@@ -80,7 +73,9 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 }
 
 func runRecord(a *app, o record.Options, user []string) error {
-	res, err := record.Run(o, user, os.Environ(), func(argv, env []string) error { return runForwarding(a, argv, env) })
+	sup := record.Supervisor{Stdin: a.stdin, Stdout: a.stdout, Stderr: a.stderr, Release: a.releaseSignals,
+		Say: func(msg string) { fmt.Fprintf(a.stderr, "gpumem: %s\n", msg) }}
+	res, err := record.Run(o, user, os.Environ(), sup.Run)
 	var ue *record.UsageError
 	if errors.As(err, &ue) {
 		if ue.Hint != "" {
@@ -88,7 +83,7 @@ func runRecord(a *app, o record.Options, user []string) error {
 		}
 		return usageError{ue}
 	}
-	var ce childExit
+	var ce record.ChildExit
 	if err != nil && !errors.As(err, &ce) {
 		return err // the command did not start
 	}
@@ -112,131 +107,5 @@ func runRecord(a *app, o record.Options, user []string) error {
 		}
 		return nil
 	}
-	code := ce.ws.ExitStatus()
-	if ce.ws.Signaled() {
-		code = 128 + int(ce.ws.Signal())
-	}
-	return &exitError{code: code}
-}
-
-// childExit is how the recorded command ended, when not with status 0.
-type childExit struct{ ws syscall.WaitStatus }
-
-func (e childExit) Error() string { return fmt.Sprintf("the command ended with %v", e.ws) }
-
-// recordKillGrace is how long the script has after a second signal before
-// its process group is killed; a third signal kills it at once.
-const recordKillGrace = 5 * time.Second
-
-// forwarded are the signals record passes to the script.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
-
-// runForwarding runs argv on gpumem's own stdio, in a process group of
-// its own, and waits for it whatever gpumem is sent: SIGINT, SIGTERM and
-// SIGHUP go to the script's group (so a kill -INT of gpumem alone reaches
-// the script, which then writes its snapshot); a second signal gives it
-// recordKillGrace more, then SIGKILL; a third kills it at once. On a
-// terminal the script's group is the foreground one, so Ctrl-C reaches
-// it once, straight from the terminal, and it may read the terminal
-// (pdb). As PID 1 of a container gpumem also reaps the orphans that the
-// kernel gives it. The error is a childExit unless the script exited 0.
-func runForwarding(a *app, argv, env []string) error {
-	c := exec.Command(argv[0], argv[1:]...)
-	c.Env = env
-	c.Stdin, c.Stdout, c.Stderr = a.stdin, a.stdout, a.stderr
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	tty := foregroundTTY(a.stdin)
-	if tty >= 0 {
-		c.SysProcAttr.Foreground, c.SysProcAttr.Ctty = true, tty
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-	if a.releaseSignals != nil {
-		a.releaseSignals() // ours from now on: the root handler would exit early
-	}
-	if err := c.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", argv[0], err)
-	}
-	if tty >= 0 {
-		defer takeTerminalBack(tty)
-	}
-	pid := c.Process.Pid
-	done := make(chan error, 1)
-	if os.Getpid() == 1 {
-		go func() { done <- reapUntil(pid) }()
-	} else {
-		go func() { done <- c.Wait() }()
-	}
-	var kill <-chan time.Time
-	for n := 0; ; {
-		select {
-		case s := <-sigs:
-			n++
-			switch n {
-			case 1:
-				fmt.Fprintf(a.stderr, "gpumem: passing %v to the script and waiting for it (again to stop it)\n", s)
-				syscall.Kill(-pid, s.(syscall.Signal))
-			case 2:
-				fmt.Fprintf(a.stderr, "gpumem: killing the script in %v (again to kill it now)\n", recordKillGrace)
-				kill = time.After(recordKillGrace)
-			default:
-				syscall.Kill(-pid, syscall.SIGKILL)
-			}
-		case <-kill:
-			syscall.Kill(-pid, syscall.SIGKILL)
-		case err := <-done:
-			if ce, ok := err.(childExit); ok && ce.ws.Exited() && ce.ws.ExitStatus() == 0 {
-				return nil
-			}
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
-					return childExit{ws}
-				}
-			}
-			return err
-		}
-	}
-}
-
-// foregroundTTY is the descriptor of stdin when it is the terminal whose
-// foreground process group is gpumem's, else -1.
-func foregroundTTY(stdin io.Reader) int {
-	f, ok := stdin.(*os.File)
-	if !ok || !isatty.IsTerminal(f.Fd()) {
-		return -1
-	}
-	fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	if err != nil || fg != syscall.Getpgrp() {
-		return -1
-	}
-	return int(f.Fd())
-}
-
-// takeTerminalBack makes gpumem's process group the terminal's foreground
-// again, as a shell does when a job ends; from the background that takes
-// SIGTTOU ignored.
-func takeTerminalBack(tty int) {
-	signal.Ignore(syscall.SIGTTOU)
-	defer signal.Reset(syscall.SIGTTOU)
-	unix.IoctlSetPointerInt(tty, unix.TIOCSPGRP, syscall.Getpgrp())
-}
-
-// reapUntil waits for child as PID 1 must wait: it reaps every process
-// that ends, the orphans the kernel hands to PID 1 among them, until the
-// child ends, and returns the child's status as a childExit. (Its stdio
-// are gpumem's own files, so exec.Cmd has nothing left to collect.)
-func reapUntil(child int) error {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		switch {
-		case err == syscall.EINTR:
-		case err != nil:
-			return err
-		case pid == child:
-			return childExit{ws}
-		}
-	}
+	return &exitError{code: ce.Code()}
 }

@@ -47,7 +47,7 @@ Each process on a GPU is set beside its caching allocator: NVML's used
 memory, the allocator's reserved bytes, and the rest, which is the CUDA
 context and libraries (NCCL and library workspaces), not the caching
 allocator. The allocator's bytes come from the spool folder the exporter
-reads, where a process opted in with scripts/gpumem_spool.py writes its
+reads, where a process opted in with python/gpumem_spool.py writes its
 memory_stats(); --spool defaults, as the exporter's, to $GPUMEM_SPOOL, else
 $XDG_RUNTIME_DIR/gpumem-spool, else /tmp/gpumem-spool-UID.
 

@@ -57,7 +57,7 @@ torch.fail_next()             # the dump at exit fails
 
 	// standalone, record.py says the same through its exit status
 	stderr.Reset()
-	c := exec.Command("python3", "../../scripts/record.py", "-o", snap, "--", filepath.Join(dir, "train.py"))
+	c := exec.Command("python3", "../../python/gpumem_record.py", "-o", snap, "--", filepath.Join(dir, "train.py"))
 	c.Stderr = &stderr
 	if err := c.Run(); c.ProcessState.ExitCode() != 1 || !strings.Contains(stderr.String(), "record.py: could not write") {
 		t.Errorf("record.py alone: %v, stderr:\n%s", err, &stderr)

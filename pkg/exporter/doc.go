@@ -8,7 +8,7 @@
 // node that does not run dcgm-exporter; by default they are left to it.
 //
 // Allocator metrics come from the spool: a folder into which opted-in
-// training processes (the writers, scripts/gpumem_spool.py) write their
+// training processes (the writers, python/gpumem_spool.py) write their
 // torch.cuda.memory_stats() every few seconds, one record each, as
 // <pid>-<token>.json (the token is random, drawn once per process, so that
 // no two writers' names collide and none can guess another's). A record's

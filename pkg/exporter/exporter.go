@@ -183,7 +183,7 @@ func ownPIDNamespace() uint64 {
 
 // DefaultSpool is the spool folder when none is given: $GPUMEM_SPOOL,
 // else $XDG_RUNTIME_DIR/gpumem-spool, else /tmp/gpumem-spool-<uid>; the
-// same rule as scripts/gpumem_spool.py.
+// same rule as python/gpumem_spool.py.
 func DefaultSpool(getenv func(string) string, uid int) string {
 	if d := getenv("GPUMEM_SPOOL"); d != "" {
 		return d

@@ -18,7 +18,7 @@ import (
 )
 
 // Record is one spool file, DIR/<pid>-<token>.json, as
-// scripts/gpumem_spool.py writes it (<token>: 16 random hex digits the
+// python/gpumem_spool.py writes it (<token>: 16 random hex digits the
 // writer draws at start, so that the names of two processes never collide,
 // even two PID 1s of two containers, and no one can guess another's name;
 // older writers' DIR/<pid>.json is read too).

@@ -33,7 +33,7 @@ class cuda:
                 {"device": 1, "blocks": [{"state": "inactive", "size": 64 << 20}]}]
 `
 
-// TestPythonWriters runs scripts/gpumem_spool.py and the README snippet
+// TestPythonWriters runs python/gpumem_spool.py and the README snippet
 // against a fake torch and reads what they wrote as the exporter does.
 func TestPythonWriters(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
@@ -44,7 +44,7 @@ func TestPythonWriters(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fake, "torch", "__init__.py"), []byte(fakeTorch), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	scripts, _ := filepath.Abs("../../scripts")
+	scripts, _ := filepath.Abs("../../python")
 	for _, c := range []struct {
 		name, code string
 		largest    bool
@@ -172,7 +172,7 @@ cuda.memory_snapshot = staticmethod(_slow)
 	if err := os.WriteFile(filepath.Join(fake, "torch", "__init__.py"), []byte(slow), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	scripts, _ := filepath.Abs("../../scripts")
+	scripts, _ := filepath.Abs("../../python")
 	cmd := exec.Command("python3", "-c", `import gpumem_spool, json, torch
 p = gpumem_spool.publisher(interval=0.01)
 recs = [json.load(open(p.write_once())) for _ in range(5)]

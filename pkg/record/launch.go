@@ -18,7 +18,7 @@ import (
 // and every Options.Every.
 
 // HooksPy is the trainer hooks module (gpumem hooks writes it out);
-// scripts/gpumem_hooks.py is a link to it.
+// python/gpumem_hooks.py is a link to it.
 //
 //go:embed gpumem_hooks.py
 var HooksPy []byte

@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// RecordPy is the recording wrapper for one script; scripts/record.py is a
+// RecordPy is the recording wrapper for one script; python/gpumem_record.py is a
 // link to the same file for use without gpumem.
 //
 //go:embed record.py

@@ -12,19 +12,19 @@ import (
 )
 
 func TestRecordScriptInSync(t *testing.T) {
-	src, err := os.ReadFile("../../scripts/record.py")
+	src, err := os.ReadFile("../../python/gpumem_record.py")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(src, RecordPy) {
-		t.Fatal("scripts/record.py no longer shows the built-in pkg/record/record.py")
+		t.Fatal("python/gpumem_record.py no longer shows the built-in pkg/record/record.py")
 	}
 }
 
 func TestHooksScriptInSync(t *testing.T) {
-	src, err := os.ReadFile("../../scripts/gpumem_hooks.py")
+	src, err := os.ReadFile("../../python/gpumem_hooks.py")
 	if err != nil || !bytes.Equal(src, HooksPy) {
-		t.Fatalf("scripts/gpumem_hooks.py no longer shows the built-in pkg/record/gpumem_hooks.py (%v)", err)
+		t.Fatalf("python/gpumem_hooks.py no longer shows the built-in pkg/record/gpumem_hooks.py (%v)", err)
 	}
 }
 

@@ -41,7 +41,7 @@ var Formats = []Format{
 	{
 		Name:      "gpumem-text",
 		Desc:      "a gpumem text trace (docs/trace-format.md)",
-		WrittenBy: "`gpumem convert`, `scripts/gpumem_trace_writer.py`, any program",
+		WrittenBy: "`gpumem convert`, `python/gpumem_trace_writer.py`, any program",
 		Magic:     "first line starts with `" + textMagic + "` (after an optional UTF-8 byte-order mark)",
 		Sniff: func(head []byte) bool {
 			return bytes.HasPrefix(bytes.TrimPrefix(head, []byte(utf8BOM)), []byte(textMagic))

@@ -329,14 +329,14 @@ func eventsEqual(a, b [][]Event) bool {
 	return slices.EqualFunc(a, b, func(x, y []Event) bool { return slices.Equal(x, y) })
 }
 
-// TestPythonWriter checks scripts/gpumem_trace_writer.py against this
+// TestPythonWriter checks python/gpumem_trace_writer.py against this
 // reader: its conversions of the fixtures must read back as the pickles
 // do, and its hand-logging API must write what it says.
 func TestPythonWriter(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")
 	}
-	writer := filepath.Join("..", "..", "scripts", "gpumem_trace_writer.py")
+	writer := filepath.Join("..", "..", "python", "gpumem_trace_writer.py")
 	paths, _ := filepath.Glob("../../testdata/pytorch/*.pickle")
 	paths = append(paths, "pickle/testdata/seed_frag_segments.pickle")
 	for _, p := range paths {

@@ -3,7 +3,7 @@ tiny PyTorch Lightning module or a tiny Hugging Face GPT-2 built from a
 config. A framework that is not installed is skipped, and said so.
 
     gpumem hooks OUTDIR/gpumem_hooks.py
-    PYTHONPATH=OUTDIR python3 scripts/examples/callbacks_train.py OUTDIR lightning|hf
+    PYTHONPATH=OUTDIR python3 python/examples/callbacks_train.py OUTDIR lightning|hf
 
 writes OUTDIR/pl[.rankR].step2.pickle and OUTDIR/pl[.rankR].end.pickle (hf.*
 for the Hugging Face Trainer) and prints torch.cuda.max_memory_reserved():

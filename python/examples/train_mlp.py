@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small training run on CUDA, for trying `gpumem record` on a real GPU.
 
-    gpumem record --snapshot s.pickle -- python3 scripts/examples/train_mlp.py [--steps N] [--stats FILE] [--oom]
+    gpumem record --snapshot s.pickle -- python3 python/examples/train_mlp.py [--steps N] [--stats FILE] [--oom]
 
 Trains an MLP with AdamW on random data for a few steps with changing batch
 sizes (so the caching allocator splits, caches and reuses blocks), then

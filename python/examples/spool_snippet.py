@@ -1,4 +1,4 @@
-# The ten lines of scripts/gpumem_spool.py that `gpumem exporter` needs, to
+# The ten lines of python/gpumem_spool.py that `gpumem exporter` needs, to
 # paste into a training script after torch.cuda.set_device().
 import json, os, secrets, tempfile, threading, time, torch
 def _gpumem_spool(every=15.0, dev=torch.cuda.current_device(), pid=os.getpid()):
