@@ -85,7 +85,7 @@ print(gpumem_hooks.dump(path=sys.argv[2]) is None)
 gpumem_hooks.stop()
 `
 	c := exec.Command("python3", "-c", prog, filepath.Join(out, "s.pickle"), fifo)
-	c.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(dir, "fake")+":../../scripts")
+	c.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(dir, "fake")+":../../python")
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if err := c.Run(); err != nil || stdout.String() != "True\nTrue\nTrue\n" {
