@@ -93,6 +93,7 @@ EXIT STATUS
 	fl.StringVar(&c.Policy, "policy", "", "allocation policy: "+alloc.PolicyNames()+" (default pytorch)")
 	fl.Float64Var(&c.MemoryFraction, "memory-fraction", 0, "set_per_process_memory_fraction of the --must-fit card")
 	outputFlag(cmd, &o.output, output.FragcheckFormats)
+	registerReadFlags(cmd)
 	deprecatedFlag(cmd, &o.format, "format", "", "output")
 	fl.StringVar(&o.baseline, "baseline", "", "compare with the figures in this baseline file")
 	fl.BoolVar(&o.updateBaseline, "update-baseline", false, "write the figures to the baseline file instead of comparing")

@@ -25,6 +25,7 @@ import (
 	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/trace"
 	"github.com/gpumem/gpumem/pkg/version"
 )
 
@@ -45,6 +46,7 @@ type app struct {
 	color          bool // colour on stdout
 	errColor       bool // colour (and progress bars) on stderr
 	getenv         func(string) string
+	mem            *memoryGuard   // the --max-memory watchdog (memory.go)
 	nvml           nvml.Interface // nil: the real library; tests fake the GPUs
 }
 
@@ -112,6 +114,7 @@ EXIT STATUS
 				a.color, a.errColor = false, false
 			}
 			sizeNotes(a, cmd)
+			a.applyReadFlags(cmd)
 			return nil
 		},
 	}
@@ -148,7 +151,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := interruptible(stderr)
 	defer stop()
 	ctx = pipeline.WithStdin(ctx, stdin) // the trace path "-"
+	ctx, outOfMemory := context.WithCancelCause(ctx)
+	a.mem = &memoryGuard{cancel: outOfMemory}
 	err := root.ExecuteContext(ctx)
+	a.mem.stop()
+	if errors.Is(context.Cause(ctx), errOutOfMemory) {
+		err = usageError{withHint(&memoryError{a.mem.budget}, "give it more with --max-memory, if the machine has it")}
+	}
+	outOfMemory(nil)
 	code := printError(stderr, err)
 	if code == exitInterrupt && errors.Is(context.Cause(ctx), errTerminated) {
 		code = exitTerminated
@@ -234,6 +244,10 @@ func printError(stderr io.Writer, err error) int {
 			code = exitUsage
 		}
 		hints = append(hints, pe.Hints...)
+	}
+	var we *trace.WindowError
+	if errors.As(err, &we) {
+		hints = append(hints, "zstd --decompress --memory=N reads it, and so does gpumem with --zstd-max-window N, where there is the memory")
 	}
 	// one line, whatever the input files put in names and values
 	fmt.Fprintf(stderr, "gpumem: error: %s\n", textsafe.Line(firstLine(msg)))
