@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,4 +79,94 @@ func TestOutputsIntoFIFO(t *testing.T) {
 			t.Errorf("%v: the FIFO is now %v", args, fi.Mode())
 		}
 	}
+}
+
+// feedFIFO makes a FIFO that gives the file src to whoever opens it,
+// once.
+func feedFIFO(t *testing.T, src string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skip("no FIFOs:", err)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		w.Write(data)
+		w.Close()
+	}()
+	return p
+}
+
+// feedPipe is a pipe giving the file src, named as bash names <(cat src).
+func feedPipe(t *testing.T, src string) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.Write(data)
+		w.Close()
+	}()
+	return "/proc/self/fd/" + strconv.Itoa(int(r.Fd()))
+}
+
+// A trace given as a pipe or a FIFO, which can be read only once, replays
+// as the file does (a snapshot pickle is otherwise read in several
+// passes); a command that would read one twice says so instead of
+// waiting for good.
+func TestTracesFromPipes(t *testing.T) {
+	for _, name := range []string{"seed_frag.pickle", "gpt2_varlen_capped95.pickle"} {
+		src := pytorchFixture(name)
+		want := replayJSON(t, src)
+		for how, path := range map[string]string{"fifo": feedFIFO(t, src), "pipe": feedPipe(t, src)} {
+			done := make(chan map[string]any, 1)
+			go func() { done <- replayJSONOrNil(path) }()
+			select {
+			case got := <-done:
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s through a %s: the report differs from the file's", name, how)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%s through a %s: no answer in 60 s", name, how)
+			}
+		}
+	}
+	fifo := feedFIFO(t, pytorchFixture("seed_frag.pickle"))
+	done := make(chan string, 1)
+	go func() { _, errs, _ := gm(t, "diff", fifo, fifo, "-o", "json"); done <- errs }()
+	select {
+	case errs := <-done:
+		if !strings.Contains(errs, "read only once") {
+			t.Errorf("diff of a FIFO with itself: %s", errs)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("diff of a FIFO with itself: no answer in 60 s")
+	}
+}
+
+// replayJSONOrNil is replayJSON for a goroutine: nil on failure.
+func replayJSONOrNil(path string) map[string]any {
+	var o, e bytes.Buffer
+	if run([]string{"replay", path, "-o", "json"}, strings.NewReader(""), &o, &e) != 0 {
+		return map[string]any{"error": e.String()}
+	}
+	var m map[string]any
+	if json.Unmarshal(o.Bytes(), &m) != nil {
+		return nil
+	}
+	delete(m, "source")
+	return m
 }
