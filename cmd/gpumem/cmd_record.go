@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -69,6 +70,9 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 }
 
 func runRecord(a *app, o record.Options, user []string) error {
+	if err := tempDirUsable(); err != nil {
+		return err
+	}
 	res, err := record.Run(o, user, os.Environ(), func(argv, env []string) error { return runForwarding(a, argv, env) })
 	var ue *record.UsageError
 	if errors.As(err, &ue) {
@@ -94,6 +98,24 @@ func runRecord(a *app, o record.Options, user []string) error {
 		code = 128 + int(ws.Signal())
 	}
 	return &exitError{code: code}
+}
+
+// tempDirUsable checks the folder record writes its helper scripts in,
+// so that a bad TMPDIR is named as such, not as a bare "stat" error.
+func tempDirUsable() error {
+	dir := os.TempDir()
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a folder")
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return usageError{withHint(fmt.Errorf("the temporary folder %s (TMPDIR) is not usable: %w", dir, err), "set TMPDIR to a folder you can write to, or unset it")}
+	}
+	return nil
 }
 
 // runForwarding runs argv on gpumem's own stdio. Ctrl-C reaches the child

@@ -170,3 +170,13 @@ func replayJSONOrNil(path string) map[string]any {
 	delete(m, "source")
 	return m
 }
+
+// record with TMPDIR naming a missing folder says which variable is
+// wrong, not only "stat /nonexistent".
+func TestRecordNamesBadTMPDIR(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "nonexistent"))
+	_, errs, code := gm(t, "record", "--", "true")
+	if code != exitUsage || !strings.Contains(errs, "(TMPDIR) is not usable: no such file or directory") || !strings.Contains(errs, "gpumem: hint: set TMPDIR") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
