@@ -180,3 +180,37 @@ func TestRecordNamesBadTMPDIR(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
+
+// A bidi override or a control character in a trace's name never reaches
+// an HTML page raw (its <title>, its tables, its data): it shows as
+// [U+202E].
+func TestHTMLPagesShowBidiControls(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "evil\u202efdp.\x1btrace")
+	if err := os.WriteFile(in, []byte(tinyTrace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"replay", in, "-o", "json"},
+		{"diff", in, in, "-o", "json"},
+		{"sweep", in, "--grid", "defaults", "-o", "json"},
+		{"fragcheck", in},
+	} {
+		out := filepath.Join(dir, args[0]+".html")
+		if _, errs, code := gm(t, append(args, "--html", out)...); code != 0 && (args[0] != "fragcheck" || code != exitFailure) {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := string(b)
+		if strings.ContainsAny(page, "\u202e\x1b") {
+			t.Errorf("%s: a raw U+202E or ESC is in the page", args[0])
+		}
+		title, _, _ := strings.Cut(page[strings.Index(page, "<title>"):], "</title>")
+		if args[0] != "fragcheck" && !strings.Contains(title, "[U+202E]") {
+			t.Errorf("%s: title %q", args[0], title)
+		}
+	}
+}
