@@ -230,7 +230,7 @@ func printError(stderr io.Writer, err error) int {
 	msg := err.Error()
 	code := exitFailure
 	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, fileout.ErrIsInput) || strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "unknown flag") {
+	if errors.As(err, &ue) || errors.Is(err, fileout.ErrIsInput) || errors.Is(err, fileout.ErrUnwritable) || strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "unknown flag") {
 		code = exitUsage
 	}
 	var hints []string

@@ -214,3 +214,19 @@ func TestHTMLPagesShowBidiControls(t *testing.T) {
 		}
 	}
 }
+
+// An output path that cannot be written (a folder) is refused before any
+// work: exit 2, nothing on stdout.
+func TestUnwritableOutputRefusedFirst(t *testing.T) {
+	in := tinyTraceFile(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"replay", in, "--html", dir},
+		{"convert", in, dir},
+	} {
+		stdout, errs, code := gm(t, args...)
+		if code != exitUsage || stdout != "" || !strings.Contains(errs, "gpumem: error: writing "+dir+": is a folder") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %s", args, code, stdout, errs)
+		}
+	}
+}

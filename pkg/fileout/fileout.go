@@ -85,7 +85,7 @@ func placeOf(path string) (target string, direct bool, err error) {
 	if link {
 		if fi, err = os.Stat(path); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return "", false, errors.New("a dangling symlink: refusing to write through it")
+				return "", false, unwritable("a dangling symlink: refusing to write through it")
 			}
 			return "", false, unwrapPath(err)
 		}
@@ -111,12 +111,21 @@ func checkKind(m fs.FileMode) error {
 		m&os.ModeDevice != 0 && m&os.ModeCharDevice != 0:
 		return nil
 	case m.IsDir():
-		return errors.New("is a folder")
+		return unwritable("is a folder")
 	case m&os.ModeDevice != 0:
-		return errors.New("is a block device: refusing to write into it")
+		return unwritable("is a block device: refusing to write into it")
 	}
-	return fmt.Errorf("is not a regular file (%v): refusing to write into it", m.Type())
+	return unwritable(fmt.Sprintf("is not a regular file (%v): refusing to write into it", m.Type()))
 }
+
+// ErrUnwritable is (errors.Is) the error for an output path that cannot
+// be written: a folder, a block device, a dangling link.
+var ErrUnwritable = errors.New("cannot be written")
+
+type unwritable string
+
+func (u unwritable) Error() string        { return string(u) }
+func (u unwritable) Is(target error) bool { return target == ErrUnwritable }
 
 // throughFD says whether a chain of symlinks from path passes through
 // /proc or /dev/fd, whose links name open files rather than paths.
@@ -203,20 +212,37 @@ func Write(ctx context.Context, path string, inputs []string, write func(io.Writ
 	defer f.Abort()
 	w := bufio.NewWriterSize(Writer(ctx, f), 1<<20)
 	if err := write(w); err != nil {
-		return err
+		return f.named(err)
 	}
 	if err := w.Flush(); err != nil {
-		return err
+		return f.named(err)
 	}
 	return f.Commit()
+}
+
+// named makes a write error name the file the caller asked for, not the
+// temporary file ("writing r.html: no space left on device").
+func (f *File) named(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && pe.Path == f.Name() {
+		return fmt.Errorf("writing %s: %w", f.path, pe.Err)
+	}
+	return err
 }
 
 // ErrIsInput is returned for an output path that is one of the inputs.
 var ErrIsInput = errors.New("is also an input: refusing to overwrite it")
 
 // NotAnInput fails with ErrIsInput when path names one of inputs, for
-// commands that check their output paths before doing any work.
+// commands that check their output paths before doing any work. It also
+// fails for a path that cannot be written (a folder, a block device, a
+// dangling link), so that no work is done for nothing.
 func NotAnInput(path string, inputs ...string) error {
+	if path != "" {
+		if _, _, err := placeOf(path); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
 	out, err := os.Stat(path)
 	if err != nil {
 		return nil // a new file is no input

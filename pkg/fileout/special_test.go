@@ -2,6 +2,7 @@ package fileout
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func TestWriteIntoCharDevice(t *testing.T) {
 	// a full device fails as a write, and stays a device
 	full := mknod(t, 7)
 	err := writeString(full, strings.Repeat("x", 4<<20))
-	if err == nil || !strings.Contains(err.Error(), full) || !strings.Contains(err.Error(), "no space") {
+	if err == nil || err.Error() != "writing "+full+": no space left on device" {
 		t.Fatalf("full device: err %v", err)
 	}
 	if fi, _ := os.Lstat(full); fi.Mode()&os.ModeCharDevice == 0 {
@@ -148,4 +149,10 @@ func TestRefusesFolderAndDanglingLink(t *testing.T) {
 		t.Errorf("dangling link: err %v", err)
 	}
 	onlyFiles(t, dir, "dangling")
+	// both are refused before any work, by NotAnInput
+	for _, p := range []string{dir, link} {
+		if err := NotAnInput(p); !errors.Is(err, ErrUnwritable) || !strings.HasPrefix(err.Error(), "writing "+p+": ") {
+			t.Errorf("NotAnInput(%s): %v", p, err)
+		}
+	}
 }
