@@ -45,6 +45,7 @@ segments; it does not carry stack traces or record_function annotations.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.to, "to", "text", "output format: text")
 	fl.IntVar(&o.device, "device", -1, "write only this device's trace (default: all devices)")
+	registerReadFlags(cmd)
 	return cmd
 }
 

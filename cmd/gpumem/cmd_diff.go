@@ -63,6 +63,7 @@ memory is more than 5% above A's.`,
 	}
 	o.alloc.register(cmd)
 	outputFlag(cmd, &o.output, output.DiffFormats)
+	registerReadFlags(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&o.confB, "alloc-conf-b", "", "B's allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: as A)")
 	fl.IntVar(&o.device, "device", 0, "which device's trace of each snapshot (default: every device with events)")

@@ -93,6 +93,7 @@ EXIT STATUS
 	fl.Var((*units.Size)(&c.MustFit), "must-fit", "replay on a card of this size, e.g. 24GiB; an out-of-memory error fails")
 	o.alloc.registerSettings(cmd, "the --must-fit card")
 	outputFlag(cmd, &o.output, output.FragcheckFormats)
+	registerReadFlags(cmd)
 	deprecatedFlag(cmd, &o.format, "format", "", "output")
 	fl.StringVar(&o.baseline, "baseline", "", "compare with the figures in this baseline file")
 	fl.BoolVar(&o.updateBaseline, "update-baseline", false, "write the figures to the baseline file instead of comparing")

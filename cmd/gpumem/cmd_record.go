@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -73,6 +74,9 @@ periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
 }
 
 func runRecord(a *app, o record.Options, user []string) error {
+	if err := tempDirUsable(); err != nil {
+		return err
+	}
 	sup := record.Supervisor{Stdin: a.stdin, Stdout: a.stdout, Stderr: a.stderr, Release: a.releaseSignals,
 		Say: func(msg string) { fmt.Fprintf(a.stderr, "gpumem: %s\n", msg) }}
 	res, err := record.Run(o, user, os.Environ(), sup.Run)
@@ -108,4 +112,22 @@ func runRecord(a *app, o record.Options, user []string) error {
 		return nil
 	}
 	return &exitError{code: ce.Code()}
+}
+
+// tempDirUsable checks the folder record writes its helper scripts in,
+// so that a bad TMPDIR is named as such, not as a bare "stat" error.
+func tempDirUsable() error {
+	dir := os.TempDir()
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a folder")
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return usageError{withHint(fmt.Errorf("the temporary folder %s (TMPDIR) is not usable: %w", dir, err), "set TMPDIR to a folder you can write to, or unset it")}
+	}
+	return nil
 }

@@ -65,6 +65,7 @@ worst rank, the spread of their peaks, and the worst rank's full report.
 	}
 	o.alloc.register(cmd)
 	outputFlag(cmd, &o.output, output.ReplayFormats)
+	registerReadFlags(cmd)
 	fl := cmd.Flags()
 	fl.IntVar(&o.device, "device", 0, "which device's trace to replay")
 	fl.Float64Var(&o.warn, "warn", 0.20, "fragmentation ratio shown as a warning")

@@ -65,6 +65,7 @@ $XDG_RUNTIME_DIR/gpumem-spool, else /tmp/gpumem-spool-UID.
 	}
 	o.alloc.register(cmd)
 	outputFlag(cmd, &o.output, output.SummaryFormats)
+	registerReadFlags(cmd)
 	fl := cmd.Flags()
 	fl.StringArrayVar(&o.traceFile, "trace", nil, "drive the allocator with this trace (any format replay reads); several, a glob or a folder: the ranks of one job")
 	fl.StringVar(&o.workload, "workload", demoWorkload, "drive the allocator with this workload (name or script file)")

@@ -99,6 +99,7 @@ or each --grid setting; --param sets their shared parameters.`,
 	fl.StringVar(&o.deviceMemory, "device-memory", "", "card sizes, comma-separated (e.g. 24GiB,40GiB,80GiB); unlimited without it")
 	fl.Float64Var(&o.fraction, "memory-fraction", 0, "set_per_process_memory_fraction of each card, for every setting")
 	outputFlag(cmd, &o.output, output.SweepFormats)
+	registerReadFlags(cmd)
 	fl.IntVarP(&o.workers, "jobs", "j", runtime.GOMAXPROCS(0), "replays to run at once")
 	fl.IntVar(&o.device, "device", 0, "which device's trace to replay")
 	fl.StringVar(&o.html, "html", "", "also write a self-contained HTML report to `FILE`")

@@ -24,8 +24,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/pkg/fileout"
+	"github.com/gpumem/gpumem/pkg/membudget"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/pkg/trace"
 	"github.com/gpumem/gpumem/pkg/version"
 )
 
@@ -46,7 +48,8 @@ type app struct {
 	color          bool // colour on stdout
 	errColor       bool // colour (and progress bars) on stderr
 	getenv         func(string) string
-	nvml           nvml.Interface // nil: the real library; tests fake the GPUs
+	mem            *membudget.Guard // the --max-memory watchdog (memory.go)
+	nvml           nvml.Interface   // nil: the real library; tests fake the GPUs
 	// releaseSignals hands SIGINT and SIGTERM over to a command that
 	// handles them itself (record, which passes them to its script and
 	// waits): the root handler then no longer cancels or exits. Call it
@@ -118,6 +121,7 @@ EXIT STATUS
 				a.color, a.errColor = false, false
 			}
 			sizeNotes(a, cmd)
+			a.applyReadFlags(cmd)
 			return nil
 		},
 	}
@@ -155,7 +159,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	a.releaseSignals = release
 	ctx = pipeline.WithStdin(ctx, stdin) // the trace path "-"
+	ctx, outOfMemory := context.WithCancelCause(ctx)
+	a.mem = &membudget.Guard{Cancel: outOfMemory}
 	err := root.ExecuteContext(ctx)
+	a.mem.Stop()
+	if errors.Is(context.Cause(ctx), membudget.ErrOutOfMemory) {
+		err = usageError{withHint(&membudget.Error{Budget: a.mem.Budget()}, "give it more with --max-memory, if the machine has it")}
+	}
+	outOfMemory(nil)
 	code := printError(stderr, err)
 	if code == exitInterrupt && errors.Is(context.Cause(ctx), errTerminated) {
 		code = exitTerminated
@@ -233,7 +244,7 @@ func printError(stderr io.Writer, err error) int {
 	msg := err.Error()
 	code := exitFailure
 	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, fileout.ErrIsInput) || strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "unknown flag") {
+	if errors.As(err, &ue) || errors.Is(err, fileout.ErrIsInput) || errors.Is(err, fileout.ErrUnwritable) || strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "unknown flag") {
 		code = exitUsage
 	}
 	var hints []string
@@ -247,6 +258,10 @@ func printError(stderr io.Writer, err error) int {
 			code = exitUsage
 		}
 		hints = append(hints, pe.Hints...)
+	}
+	var we *trace.WindowError
+	if errors.As(err, &we) {
+		hints = append(hints, "zstd --decompress --memory=N reads it, and so does gpumem with --zstd-max-window N, where there is the memory")
 	}
 	// one line, whatever the input files put in names and values
 	fmt.Fprintf(stderr, "gpumem: error: %s\n", textsafe.Line(firstLine(msg)))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/gpumem/gpumem/pkg/units"
 )
@@ -54,19 +53,22 @@ func EntryOf(r *Result) Entry {
 	return e
 }
 
-// NewBaseline makes the baseline of rs. A case that could not run keeps
-// its entry from old (which may be nil), so that a broken input does not
-// erase what was committed.
+// NewBaseline makes the baseline of rs over old (which may be nil): a
+// case that ran gets its new figures; every other entry of old stays, a
+// case that could not run as one that was not run this time (a run of
+// some cases only), so that a broken input or a partial run does not
+// erase what was committed. An entry whose case is gone from the budget
+// file is removed by hand.
 func NewBaseline(rs []Result, old *Baseline) *Baseline {
 	b := &Baseline{Cases: map[string]Entry{}}
+	if old != nil {
+		for name, e := range old.Cases {
+			b.Cases[name] = e
+		}
+	}
 	for i := range rs {
-		r := &rs[i]
-		if r.Err == nil {
+		if r := &rs[i]; r.Err == nil {
 			b.Cases[r.Case.Name] = EntryOf(r)
-		} else if old != nil {
-			if e, ok := old.Cases[r.Case.Name]; ok {
-				b.Cases[r.Case.Name] = e
-			}
 		}
 	}
 	return b
@@ -87,9 +89,14 @@ func WriteBaseline(w io.Writer, b *Baseline) error {
 	return err
 }
 
-// ReadBaseline reads the baseline file at path.
+// maxBaselineSize bounds a baseline file: an entry takes about 300
+// bytes, so this holds tens of thousands of cases.
+const maxBaselineSize = 16 << 20
+
+// ReadBaseline reads the baseline file at path (a regular file of at
+// most maxBaselineSize bytes).
 func ReadBaseline(path string) (*Baseline, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, maxBaselineSize, "a baseline")
 	if err != nil {
 		return nil, err
 	}

@@ -188,8 +188,8 @@ func TestNewBaselineKeepsBrokenCases(t *testing.T) {
 	k := &Checker{}
 	rs := []Result{k.Check(testCase("gpt2", DefaultLimits()), gpt2), k.Failed(testCase("broken", DefaultLimits()), errors.New("x"))}
 	b := NewBaseline(rs, old)
-	if len(b.Cases) != 2 || b.Cases["broken"].PeakReserved != 5 || b.Cases["gpt2"].PeakReserved != gpt2.PeakReserved {
-		t.Errorf("baseline %+v: want gpt2 new, broken kept, gone dropped", b.Cases)
+	if len(b.Cases) != 3 || b.Cases["broken"].PeakReserved != 5 || b.Cases["gone"].PeakReserved != 7 || b.Cases["gpt2"].PeakReserved != gpt2.PeakReserved {
+		t.Errorf("baseline %+v: want gpt2 new, broken and gone (not run) kept", b.Cases)
 	}
 }
 

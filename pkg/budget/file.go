@@ -105,14 +105,12 @@ func Find(dir string) (string, error) {
 // maxFileSize bounds what ReadFile reads: budgets are a few kilobytes.
 const maxFileSize = 1 << 20
 
-// ReadFile reads and parses the budget file at path.
+// ReadFile reads and parses the budget file at path (a regular file of
+// at most maxFileSize bytes).
 func ReadFile(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, maxFileSize, "a budget file")
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > maxFileSize {
-		return nil, &FileError{File: path, Err: fmt.Errorf("%d bytes is too large for a budget file", len(data))}
 	}
 	return Parse(path, data)
 }
@@ -132,7 +130,24 @@ func Parse(name string, data []byte) (*File, error) {
 	return f, nil
 }
 
-type parser struct{ file string }
+// maxItems bounds the items (keys, list entries) a budget file expands
+// to, aliases followed: more than a file of maxFileSize bytes can hold
+// without aliases, so that a small file whose cases alias one long list
+// cannot make the parse hold gigabytes.
+const maxItems = maxFileSize / 4
+
+type parser struct {
+	file  string
+	items int // keys and list entries read so far, aliases followed
+}
+
+// count counts one more item at n, failing past maxItems.
+func (p *parser) count(n *yaml.Node) error {
+	if p.items++; p.items > maxItems {
+		return p.errorf(n, "the file expands to more than %d items, its aliases followed (cases that alias one long list?)", maxItems)
+	}
+	return nil
+}
 
 func (p *parser) errorf(n *yaml.Node, format string, args ...any) error {
 	line := 0
@@ -272,6 +287,9 @@ func (p *parser) each(n *yaml.Node, where string, known []string, fn func(key st
 			return p.errorf(k, "%s: key %q given twice", where, key)
 		}
 		seen[key] = true
+		if err := p.count(k); err != nil {
+			return err
+		}
 		if err := fn(key, k, v); err != nil {
 			return err
 		}
@@ -456,6 +474,9 @@ func (p *parser) parseCase(n *yaml.Node, defaults settingKeys) (Case, error) {
 				return p.errorf(v, "%s: traces: want a list of trace files or globs", where)
 			}
 			for _, item := range v.Content {
+				if err := p.count(item); err != nil {
+					return err
+				}
 				s, err := p.scalar(where+": traces", item)
 				if err != nil {
 					return err

@@ -59,7 +59,7 @@ func WriteFragcheck(w io.Writer, p FragcheckPage) error {
 	if err != nil {
 		return err
 	}
-	return pagesTmpl().ExecuteTemplate(w, "fragcheck", v)
+	return render(w, pagesTmpl(), "fragcheck", v)
 }
 
 var statuses = []string{"pass", "warn", "fail", "error"}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/report"
+	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/units"
 )
 
@@ -72,8 +73,27 @@ func execute(w io.Writer, t *template.Template) func(view any, err error) error 
 		if err != nil {
 			return err
 		}
-		return t.Execute(w, view)
+		return render(w, t, "", view)
 	}
+}
+
+// render runs t (its template name, unless "") on view into w. The page
+// goes through a textsafe.Writer: html/template escapes what would break
+// the markup, not bidi overrides or control characters, which names
+// from input files (a trace's path, a frame, a case) could put in the
+// <title> or any text of the page; they show as [U+202E] instead.
+func render(w io.Writer, t *template.Template, name string, view any) error {
+	sw := textsafe.NewWriter(w)
+	var err error
+	if name == "" {
+		err = t.Execute(sw, view)
+	} else {
+		err = t.ExecuteTemplate(sw, name, view)
+	}
+	if err != nil {
+		return err
+	}
+	return sw.Flush()
 }
 
 // page is what the template shows.

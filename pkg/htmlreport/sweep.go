@@ -76,7 +76,7 @@ func WriteSweep(w io.Writer, p SweepPage) error {
 	if err != nil {
 		return err
 	}
-	return pagesTmpl().ExecuteTemplate(w, "sweep", v)
+	return render(w, pagesTmpl(), "sweep", v)
 }
 
 // Sweep chart layout: a label column, the bars, their figures, then one

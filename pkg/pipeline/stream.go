@@ -34,10 +34,11 @@ var errNotPickle = errors.New("not a pickle")
 // streamPlans reads the snapshot pickle at path and plans each device's
 // trace as it is read. plans has one entry per device of the snapshot,
 // nil for a device without events. ok is false, with no error, when the
-// file must be read the usual way: not a pickle, standard input, a trace
-// a planner declined, or an error (which the usual way reports).
+// file must be read the usual way: not a pickle, a pipe or standard
+// input (which can be read only once), a trace a planner declined, or an
+// error (which the usual way reports).
 func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, ok bool) {
-	if path == Stdin {
+	if readsOnce(path) {
 		return nil, nil, false
 	}
 	snap, plans, ok, pickle := streamOnce(ctx, path, progress)

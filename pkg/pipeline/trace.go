@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -23,10 +24,70 @@ const Stdin = "-"
 
 type stdinKey struct{}
 
+// stdin is standard input, and the record of the paths that can be read
+// only once (see readsOnce) and have been.
+type stdin struct {
+	r    io.Reader
+	mu   sync.Mutex
+	read map[string]bool
+}
+
 // WithStdin gives the commands run under ctx r as standard input: the
-// trace path "-" reads it. Without it, "-" is refused.
+// trace path "-" reads it. Without it, "-" is refused. It also starts
+// the record of the pipes read under ctx: one is read once.
 func WithStdin(ctx context.Context, r io.Reader) context.Context {
-	return context.WithValue(ctx, stdinKey{}, r)
+	return context.WithValue(ctx, stdinKey{}, &stdin{r: r, read: map[string]bool{}})
+}
+
+// readsOnce says whether path can be read only once: standard input, or
+// anything that is not a regular file (a pipe such as <(cat x) or
+// /dev/stdin, a FIFO, a device). Such a path is read once, into memory,
+// never streamed in several passes as a big file is.
+func readsOnce(path string) bool {
+	if path == Stdin {
+		return true
+	}
+	fi, err := os.Stat(path)
+	return err == nil && !fi.Mode().IsRegular()
+}
+
+// readingOnce records that path, which can be read only once, is being
+// read, or fails if it already was under ctx (a second read would find
+// it empty, or wait for good for a writer that has gone).
+func readingOnce(ctx context.Context, path string) error {
+	in, _ := ctx.Value(stdinKey{}).(*stdin)
+	if in == nil {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.read[path] {
+		return fmt.Errorf("%s: a pipe can be read only once, and this one already was (save it to a file to use it twice)", path)
+	}
+	in.read[path] = true
+	return nil
+}
+
+type readLimitsKey struct{}
+
+// ReadLimits bound reading a trace, besides the process's memory limit
+// (which the trace readers also keep to).
+type ReadLimits struct {
+	// MaxWindow is the largest zstd window accepted; 0 means
+	// trace.DefaultMaxWindow.
+	MaxWindow uint64
+}
+
+// WithReadLimits gives the commands run under ctx the limits l.
+func WithReadLimits(ctx context.Context, l ReadLimits) context.Context {
+	return context.WithValue(ctx, readLimitsKey{}, l)
+}
+
+func maxWindow(ctx context.Context) uint64 {
+	if l, ok := ctx.Value(readLimitsKey{}).(ReadLimits); ok && l.MaxWindow > 0 {
+		return l.MaxWindow
+	}
+	return trace.DefaultMaxWindow
 }
 
 // OpenTrace reads a trace in any format, gzip- or zstd-compressed or not;
@@ -60,12 +121,17 @@ func readTrace(ctx context.Context, path string, progress io.Writer, read func(r
 	var raw io.Reader
 	size := int64(-1)
 	name := path
+	if readsOnce(path) {
+		if err := readingOnce(ctx, path); err != nil {
+			return err
+		}
+	}
 	if path == Stdin {
-		in, ok := ctx.Value(stdinKey{}).(io.Reader)
-		if !ok || in == nil {
+		in, _ := ctx.Value(stdinKey{}).(*stdin)
+		if in == nil || in.r == nil {
 			return errors.New("-: standard input is not available")
 		}
-		raw, name = in, "standard input"
+		raw, name = in.r, "standard input"
 	} else {
 		f, err := os.Open(path)
 		if err != nil {
@@ -90,7 +156,7 @@ func readTrace(ctx context.Context, path string, progress io.Writer, read func(r
 		defer bar.Finish()
 		raw = &r
 	}
-	dec, compression, closeDecoder, err := trace.Decompress(raw, name)
+	dec, compression, closeDecoder, err := trace.DecompressWindow(raw, name, maxWindow(ctx))
 	if err != nil {
 		return err
 	}

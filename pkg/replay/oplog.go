@@ -18,7 +18,12 @@ type opLog struct {
 	stack  int32
 }
 
-const logChunk = 1 << 20
+// A log's chunks grow from firstChunk to logChunk bytes: a small trace
+// (one of thousands of ranks) costs a few kilobytes, not a megabyte.
+const (
+	firstChunk = 4 << 10
+	logChunk   = 1 << 20
+)
 
 // Header byte of a packed op: its kind, then flags saying which fields
 // follow and how its Event and Stack relate to the previous op's.
@@ -106,7 +111,11 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 		l.event, l.stack = event[i], stack[i]
 		k := len(l.chunks) - 1
 		if k < 0 || len(l.chunks[k])+len(b) > cap(l.chunks[k]) {
-			l.chunks = append(l.chunks, make([]byte, 0, logChunk))
+			size := firstChunk
+			if k >= 0 {
+				size = min(2*cap(l.chunks[k]), logChunk)
+			}
+			l.chunks = append(l.chunks, make([]byte, 0, max(size, len(b))))
 			k++
 		}
 		l.chunks[k] = append(l.chunks[k], b...)

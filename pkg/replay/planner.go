@@ -183,8 +183,9 @@ func (pl *Planner) packed() *Plan {
 	p.Events = int(pl.b.counted)
 	p.byAddr, p.freeIDs = nil, nil
 	p.Ops, p.Event, p.Stack = nil, nil, nil
-	p.log = &pl.log
-	p.finalAt = pl.log.n
+	log := pl.log // a copy: the plan keeps the log, not the planner's buffers
+	p.log = &log
+	p.finalAt = log.n
 	return p
 }
 

@@ -1,6 +1,8 @@
 package textsafe
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -64,4 +66,44 @@ func FuzzLine(f *testing.F) {
 			t.Fatalf("clean %q changed", s)
 		}
 	})
+}
+
+// FuzzWriter: whatever goes in, cut into writes anywhere, what comes out
+// holds no control (but tab, CR, LF) or bidi character, and is what one
+// write of it gives.
+func FuzzWriter(f *testing.F) {
+	f.Add("<title>a\u202eb</title>", 3)
+	f.Add("\x1b[2J\u2066x\u200f\n\t", 1)
+	f.Add("\xe2\x80", 1)
+	f.Fuzz(func(t *testing.T, s string, cut int) {
+		var whole, parts bytes.Buffer
+		w := NewWriter(&whole)
+		w.Write([]byte(s))
+		w.Flush()
+		w = NewWriter(&parts)
+		step := max(cut%7, 1)
+		for i := 0; i < len(s); i += step {
+			w.Write([]byte(s[i:min(i+step, len(s))]))
+		}
+		w.Flush()
+		if whole.String() != parts.String() {
+			t.Fatalf("%q in writes of %d: %q, in one: %q", s, step, parts.String(), whole.String())
+		}
+		for _, r := range whole.String() {
+			if r != '\t' && r != '\n' && r != '\r' && unsafeRune(r) {
+				t.Fatalf("%q: %U left in %q", s, r, whole.String())
+			}
+		}
+	})
+}
+
+func TestWriterMarks(t *testing.T) {
+	var b bytes.Buffer
+	w := NewWriter(&b)
+	io.WriteString(w, "<title>gpumem replay of evil\xe2\x80")
+	io.WriteString(w, "\xaefdp.pickle\x1b</title>\n")
+	w.Flush()
+	if want := "<title>gpumem replay of evil[U+202E]fdp.pickle[U+001B]</title>\n"; b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
+	}
 }

@@ -5,8 +5,10 @@
 // [Open] recognises the format from the content.
 //
 // Every reader bounds what a hostile or corrupt file can cost: lines are
-// at most 64 KiB, memory is budgeted in proportion to the file size,
-// stack frames are truncated and capped, and errors quote at most a short
+// at most 64 KiB, memory is budgeted in proportion to the file size and
+// capped at half the process's soft memory limit (debug.SetMemoryLimit)
+// whatever the size, a zstd window is at most 128 MiB unless the caller
+// allows more ([DecompressWindow]), stack frames are truncated and capped, and errors quote at most a short
 // prefix of the offending value, naming the file and the line or byte.
 //
 // Terms: a segment's total_size is reserved memory; blocks in state

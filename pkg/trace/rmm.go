@@ -82,7 +82,7 @@ func ReadRMM(r io.Reader, name string, size int64) (*Snapshot, error) {
 	mem := memBudget{size: size}
 	add := func(line int, es ...Event) error {
 		if !grow(&mem, &events, len(es), eventCost, in.read) {
-			return lineErr(line, "the log needs more than %d MiB of memory for %d bytes of input (many short lines?)", limits.Memory(size, in.read)>>20, in.read)
+			return lineErr(line, "the log needs %s", limits.TooMuch(size, in.read, "many short lines?"))
 		}
 		events = append(events, es...)
 		return nil

@@ -48,7 +48,7 @@ const (
 )
 
 func (p *textParser) tooBig() error {
-	return p.in.errorf("the trace needs more than %d MiB of memory for %d bytes of input (many short lines?)", limits.Memory(p.mem.size, p.in.read)>>20, p.in.read)
+	return p.in.errorf("the trace needs %s", limits.TooMuch(p.mem.size, p.in.read, "many short lines?"))
 }
 
 // ReadText reads a gpumem text trace (docs/trace-format.md). name is used

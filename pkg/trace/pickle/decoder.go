@@ -188,6 +188,9 @@ func (d *decoder) checkMem() error {
 			return nil
 		}
 	}
+	if d.limit == limits.Cap() {
+		return d.errorf("decoding needs %s", limits.TooMuch(d.size, d.base+int64(d.pos), ""))
+	}
 	return d.errorf("decoding needs more than %d MiB of memory, out of proportion to the input (values referenced or nested millions of times?)", d.limit>>20)
 }
 
