@@ -119,6 +119,11 @@ func (r *Run) PeakSites(depth int) []figures.Site {
 			name = siteName(r.snap, st, depth)
 			names[st] = name
 		}
+		if name == "(no stack)" && r.cls != nil && i < len(r.plan.Event) {
+			if blk := r.cls.ByEvent(r.plan.Event[i]); blk != nil {
+				name = noStackName(r.cls, blk) // by its category and phase
+			}
+		}
 		s := by[name]
 		if s == nil {
 			s = &figures.Site{Frames: name}

@@ -43,6 +43,13 @@ type Document struct {
 
 	InferredCap *jsonCap        `json:"inferred_cap"`
 	Divergence  *jsonDivergence `json:"divergence"`
+
+	// Categories is what allocated memory held at its peak, by category
+	// (they sum to allocated_bytes.all.peak); null for a workload.
+	Categories       *jsonCategories     `json:"categories"`
+	CategoriesMethod *string             `json:"categories_method"`
+	CategorySites    []jsonCategorySites `json:"category_sites"`
+	Remedies         []jsonRemedy        `json:"remedies"`
 }
 
 type jsonOOMItem struct {
@@ -182,6 +189,7 @@ func NewDocument(r *figures.Replay) (*Document, error) {
 	for _, o := range r.OOMs {
 		doc.OOMs = append(doc.OOMs, jsonOOMItem{o.OpIndex, o.Size, o.Recorded})
 	}
+	addCategories(doc, r.Categories)
 	for _, s := range r.Skipped {
 		doc.Skipped = append(doc.Skipped, jsonSkip(s))
 	}

@@ -1,0 +1,205 @@
+package categories
+
+// The rules, by name; docs/categories.md gives each one's evidence and
+// known failure cases.
+const (
+	ruleStepTemp      = "born and freed in optimizer.step"
+	ruleStepKept      = "born in optimizer.step, kept past it"
+	ruleZeroFreed     = "freed by zero_grad"
+	ruleZeroTemp      = "born in zero_grad"
+	ruleSaved         = "born in forward, freed in backward"
+	rulePhaseTemp     = "born and freed in one phase"
+	ruleStepFreed     = "freed in optimizer.step"
+	ruleSetupParam    = "made before the first forward, kept to the end, a gradient's size"
+	ruleSetupBuffer   = "made before the first forward, kept to the end, no gradient's size"
+	ruleSetupNoGrad   = "made before the first forward, kept to the end (no gradients to tell)"
+	ruleKeptGrad      = "born in the first backward, kept to the end, a gradient's size"
+	ruleWorkspace     = "born in the first forward or backward, kept to the end"
+	ruleInput         = "made before its iteration's forward, kept past its step"
+	ruleOutlives      = "born in forward, kept past its step"
+	ruleBackwardKept  = "born in backward, kept past its step, a gradient's size"
+	ruleBeforeTrace   = "live before the trace began"
+	ruleNoStructure   = "no optimizer step in the trace"
+	ruleAfterTemp     = "born and freed after the last step"
+	ruleAfterKept     = "born in forward after the last step, kept to the end"
+	ruleNoStructPersi = "made before anything was freed, kept to the end (no optimizer step)"
+)
+
+// decide applies the rules to every block.
+func decide(r *Result, st *structure) {
+	k := len(st.steps)
+	grads := map[uint64]int{} // sizes of the first iteration's gradients → how many
+	gradIt := -1              // the iteration grads counts
+	addGrad := func(it int, size uint64) {
+		if gradIt < 0 {
+			gradIt = it
+		}
+		if it == gradIt {
+			grads[size]++
+		}
+	}
+	set := func(b *Block, c Category, p Phase, rule string) { b.Category, b.Phase, b.Rule = c, p, rule }
+	var setup []*Block // made before the first forward and kept: parameters or buffers
+	var keptBwd []*Block
+	firstFree := st.n
+	for _, b := range r.Blocks {
+		if b.Freed < st.n {
+			firstFree = min(firstFree, b.Freed)
+		}
+	}
+	for i := range r.Blocks {
+		b := &r.Blocks[i]
+		p := b.Born
+		if p < 0 {
+			switch {
+			case st.kept(b):
+				setup = append(setup, b)
+				b.Phase = Setup
+			case inAny(st.zero, b.Freed) >= 0:
+				set(b, Gradient, Backward, ruleZeroFreed)
+			default:
+				set(b, Unknown, Setup, ruleBeforeTrace)
+			}
+			continue
+		}
+		if k == 0 {
+			if p < firstFree && b.Freed == st.n {
+				setup = append(setup, b)
+				b.Phase = Setup
+			} else {
+				set(b, Unknown, After, ruleNoStructure)
+			}
+			continue
+		}
+		if j := inAny(st.steps, p); j >= 0 {
+			if b.Freed < st.steps[j].hi {
+				set(b, Temporary, Optimizer, ruleStepTemp)
+			} else {
+				set(b, OptimizerState, Optimizer, ruleStepKept)
+			}
+			continue
+		}
+		if j := inAny(st.zero, p); j >= 0 {
+			if b.Freed < st.zero[j].hi {
+				set(b, Temporary, ZeroGrad, ruleZeroTemp)
+			} else {
+				set(b, Unknown, ZeroGrad, ruleZeroTemp)
+			}
+			continue
+		}
+		it := st.iteration(p)
+		phase := Forward
+		switch {
+		case it == k:
+			phase = After
+		case p >= st.bwd[it]:
+			phase = Backward
+		case p < st.fwd[it] && it == 0:
+			phase = Setup
+		}
+		if inAny(st.zero, b.Freed) >= 0 {
+			set(b, Gradient, phase, ruleZeroFreed)
+			addGrad(it, b.Size)
+			continue
+		}
+		if it == k { // after the last step
+			switch {
+			case b.Freed < st.n:
+				set(b, Temporary, phase, ruleAfterTemp)
+			case p < st.fwd[it]:
+				set(b, Input, phase, ruleInput)
+			default:
+				set(b, Activation, phase, ruleAfterKept)
+			}
+			continue
+		}
+		stepEnd := st.steps[it].hi
+		switch {
+		case b.Freed < st.end[it]: // freed before its step
+			if p < st.bwd[it] && b.Freed >= st.bwd[it] {
+				set(b, Activation, phase, ruleSaved)
+			} else {
+				set(b, Temporary, phase, rulePhaseTemp)
+			}
+		case b.Freed < stepEnd:
+			set(b, Temporary, phase, ruleStepFreed)
+		case p < st.fwd[it]:
+			if it == 0 && st.kept(b) {
+				setup = append(setup, b)
+			} else {
+				set(b, Input, phase, ruleInput)
+			}
+		case p >= st.bwd[it]:
+			if it == 0 && st.kept(b) {
+				keptBwd = append(keptBwd, b)
+			} else {
+				set(b, Unknown, phase, ruleBackwardKept)
+				keptBwd = append(keptBwd, b)
+			}
+		default: // born in forward, kept past the step
+			if it == 0 && st.kept(b) {
+				set(b, Workspace, phase, ruleWorkspace)
+			} else {
+				set(b, Activation, phase, ruleOutlives)
+			}
+		}
+	}
+	// blocks born in backward and kept past the step: when no gradient was
+	// freed by zero_grad (zero_grad(set_to_none=False) keeps them),
+	// gradients if they have a parameter's size; else workspace
+	sized := func(size uint64) bool {
+		if len(grads) > 0 {
+			return false // zero_grad frees them: what backward kept is no gradient
+		}
+		return sizeOf(setup, size)
+	}
+	var kept []*Block
+	for _, b := range keptBwd {
+		if sized(b.Size) {
+			kept = append(kept, b)
+		} else if st.kept(b) {
+			set(b, Workspace, b.Phase, ruleWorkspace)
+		}
+	}
+	for _, b := range kept {
+		set(b, Gradient, b.Phase, ruleKeptGrad)
+		addGrad(st.iteration(b.Born), b.Size)
+	}
+	// what was made before the first forward and kept: a parameter when a
+	// gradient has its size, else a buffer
+	for _, b := range setup {
+		switch {
+		case k == 0 || len(grads) == 0:
+			rule := ruleSetupNoGrad
+			if k == 0 {
+				rule = ruleNoStructPersi
+			}
+			set(b, Parameter, Setup, rule)
+		case grads[b.Size] > 0:
+			grads[b.Size]--
+			set(b, Parameter, Setup, ruleSetupParam)
+		default:
+			set(b, Buffer, Setup, ruleSetupBuffer)
+		}
+	}
+}
+
+func sizeOf(bs []*Block, size uint64) bool {
+	for _, b := range bs {
+		if b.Size == size {
+			return true
+		}
+	}
+	return false
+}
+
+// method says how the categories were decided.
+func method(r *Result, stacks bool) string {
+	switch {
+	case r.Steps == 0:
+		return "lifetimes only (no optimizer step marks)"
+	case stacks:
+		return "lifetimes, annotations and stacks"
+	}
+	return "lifetimes and annotations"
+}

@@ -1,0 +1,47 @@
+package figures
+
+// Categories is what allocated memory was made of at its peak
+// (package categories decides each allocation's category).
+type Categories struct {
+	// Op is the operation after which allocated memory first peaked;
+	// Total the allocated bytes then: the sum of Shares' bytes.
+	Op    int
+	Total uint64
+	// Method says how the categories were decided, such as "lifetimes
+	// and annotations"; Steps counts the optimizer steps found.
+	Method string
+	Steps  int
+	// Shares lists every category, in the order reports show them
+	// (parameter ... workspace, unknown last), even when it held nothing.
+	Shares []CategoryShare
+	// Remedies are upper bounds, from the shares, of what common
+	// remedies could save at the peak.
+	Remedies []Remedy
+}
+
+// CategoryShare is what one category held at the peak.
+type CategoryShare struct {
+	Name  string // "parameter", "optimizer_state", ...
+	Bytes uint64
+	// Sites are its allocation sites holding the most bytes, named by
+	// their top user frames or, without any, by phase ("backward, no
+	// Python frame (autograd engine)").
+	Sites []Site
+}
+
+// Remedy is an upper bound on what a remedy could save at the peak.
+type Remedy struct {
+	Name  string // such as "activation checkpointing"
+	Bytes uint64 // at most this many bytes
+	Basis string // what the bound counts
+}
+
+// Bytes is what the category named name held, 0 if none.
+func (c *Categories) Bytes(name string) uint64 {
+	for _, s := range c.Shares {
+		if s.Name == name {
+			return s.Bytes
+		}
+	}
+	return 0
+}

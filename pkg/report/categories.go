@@ -1,0 +1,95 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/textsafe"
+)
+
+// jsonCategories is the bytes each category held at the peak of
+// allocated memory (package categories defines them).
+type jsonCategories struct {
+	Parameter      uint64 `json:"parameter"`
+	Buffer         uint64 `json:"buffer"`
+	Gradient       uint64 `json:"gradient"`
+	OptimizerState uint64 `json:"optimizer_state"`
+	Activation     uint64 `json:"activation"`
+	Temporary      uint64 `json:"temporary"`
+	Input          uint64 `json:"input"`
+	Workspace      uint64 `json:"workspace"`
+	Unknown        uint64 `json:"unknown"`
+}
+
+type jsonCategorySites struct {
+	Category string     `json:"category"`
+	Bytes    uint64     `json:"bytes"`
+	Sites    []jsonSite `json:"sites"`
+}
+
+type jsonSite struct {
+	Frames string `json:"frames"`
+	Bytes  uint64 `json:"bytes"`
+	Count  int    `json:"count"`
+}
+
+// jsonRemedy is an upper bound on what a remedy could save at the peak.
+type jsonRemedy struct {
+	Name  string `json:"name"`
+	Bytes uint64 `json:"at_most_bytes"`
+	Basis string `json:"basis"`
+}
+
+func addCategories(doc *Document, c *figures.Categories) {
+	doc.CategorySites, doc.Remedies = []jsonCategorySites{}, []jsonRemedy{}
+	if c == nil {
+		return
+	}
+	j := &jsonCategories{}
+	fields := map[string]*uint64{"parameter": &j.Parameter, "buffer": &j.Buffer, "gradient": &j.Gradient,
+		"optimizer_state": &j.OptimizerState, "activation": &j.Activation, "temporary": &j.Temporary,
+		"input": &j.Input, "workspace": &j.Workspace, "unknown": &j.Unknown}
+	for _, s := range c.Shares {
+		if f := fields[s.Name]; f != nil {
+			*f = s.Bytes
+		}
+		cs := jsonCategorySites{Category: s.Name, Bytes: s.Bytes, Sites: []jsonSite{}}
+		for _, site := range s.Sites {
+			cs.Sites = append(cs.Sites, jsonSite(site))
+		}
+		doc.CategorySites = append(doc.CategorySites, cs)
+	}
+	method := c.Method
+	doc.Categories, doc.CategoriesMethod = j, &method
+	for _, r := range c.Remedies {
+		doc.Remedies = append(doc.Remedies, jsonRemedy(r))
+	}
+}
+
+// categoriesTable writes what allocated memory was made of at its peak:
+// bytes and share per category, each with its top sites, then the
+// remedies' upper bounds.
+func categoriesTable(w io.Writer, c *figures.Categories) {
+	if c == nil || c.Total == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nAt the peak of allocated memory (%s, op %d), by category (%s):\n", ubytes(c.Total), c.Op, c.Method)
+	for _, s := range c.Shares {
+		if s.Bytes == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %-16s %10s  %5.1f%%\n", s.Name, ubytes(s.Bytes), 100*float64(s.Bytes)/float64(c.Total))
+		for _, site := range s.Sites {
+			frames := strings.SplitN(site.Frames, "\n", 2)[0]
+			fmt.Fprintf(w, "      %10s  %s\n", ubytes(site.Bytes), textsafe.Line(frames))
+		}
+	}
+	if len(c.Remedies) > 0 {
+		fmt.Fprintln(w, "Upper bounds from the categories (at most; gpumem estimate gives exact answers):")
+		for _, r := range c.Remedies {
+			fmt.Fprintf(w, "  %-62s %10s  (%s)\n", r.Name, ubytes(r.Bytes), r.Basis)
+		}
+	}
+}
