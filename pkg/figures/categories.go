@@ -1,5 +1,11 @@
 package figures
 
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
 // Categories is what allocated memory was made of at its peak
 // (package categories decides each allocation's category).
 type Categories struct {
@@ -44,4 +50,32 @@ func (c *Categories) Bytes(name string) uint64 {
 		}
 	}
 	return 0
+}
+
+// CategoryDelta is what one category held at each run's peak of
+// allocated memory.
+type CategoryDelta struct {
+	Name string
+	A, B uint64
+}
+
+// Change is B − A.
+func (c CategoryDelta) Change() int64 { return int64(c.B) - int64(c.A) }
+
+// DiffCategories compares two runs' categories, the largest change
+// first (ties: the larger B first, then by name); nil when either run
+// has none.
+func DiffCategories(a, b *Categories) []CategoryDelta {
+	if a == nil || b == nil {
+		return nil
+	}
+	out := make([]CategoryDelta, 0, len(a.Shares))
+	for _, s := range a.Shares {
+		out = append(out, CategoryDelta{Name: s.Name, A: s.Bytes, B: b.Bytes(s.Name)})
+	}
+	abs := func(n int64) int64 { return max(n, -n) }
+	slices.SortStableFunc(out, func(x, y CategoryDelta) int {
+		return cmp.Or(cmp.Compare(abs(y.Change()), abs(x.Change())), cmp.Compare(y.B, x.B), strings.Compare(x.Name, y.Name))
+	})
+	return out
 }

@@ -55,7 +55,8 @@ func DiffRuns(a, b *Run, depth int) (*figures.Diff, error) {
 	if depth <= 0 {
 		depth = DefaultSiteDepth
 	}
-	d := &figures.Diff{A: a.Report, B: b.Report, Depth: depth, MarksA: a.Marks(), MarksB: b.Marks(), RanksA: 1, RanksB: 1}
+	d := &figures.Diff{A: a.Report, B: b.Report, Depth: depth, MarksA: a.Marks(), MarksB: b.Marks(), RanksA: 1, RanksB: 1,
+		Categories: figures.DiffCategories(a.Report.Categories, b.Report.Categories)}
 	var err error
 	if d.Phases, err = diffPhases(a, b); err != nil {
 		return nil, err

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// profilerRecording is one of the programs recorded on an H200 beside
+// torch.profiler (scripts/categories; pkg/categories compares the two).
+func profilerRecording(name string) string {
+	return filepath.Join("..", "..", "pkg", "categories", "testdata", "profiler", name+".pickle.gz")
+}
+
+// The categories at the peak sum to allocated_bytes.all.peak, on every
+// recording with optimizer steps, with stacks and without, and leave
+// nothing unknown there.
+func TestReplayCategoriesSumToPeak(t *testing.T) {
+	for _, path := range []string{
+		profilerRecording("gpt"), profilerRecording("resnet"), profilerRecording("ckpt"), profilerRecording("leak"),
+		sweepFixture("gpt2_varlen_stacks.pickle"), sweepFixture("gpt2_varlen.pickle"), sweepFixture("resnet50_fp32.pickle"),
+		sweepFixture("oom_survive_resnet.pickle"), sweepFixture("graph_convnet.pickle"),
+		filepath.Join("..", "..", "testdata", "pytorch", "ddp", "ddp_gpt2.rank0.pickle"),
+	} {
+		out, errs, code := gm(t, "replay", path, "-o", "json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", path, code, errs)
+		}
+		var doc struct {
+			Stats      map[string]int64  `json:"memory_stats"`
+			Categories map[string]uint64 `json:"categories"`
+			Method     string            `json:"categories_method"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		var sum uint64
+		for _, n := range doc.Categories {
+			sum += n
+		}
+		if peak := doc.Stats["allocated_bytes.all.peak"]; int64(sum) != peak {
+			t.Errorf("%s: categories sum to %d, allocated_bytes.all.peak is %d", path, sum, peak)
+		}
+		if doc.Categories["unknown"] != 0 || !strings.HasPrefix(doc.Method, "lifetimes") {
+			t.Errorf("%s: %d bytes unknown, method %q", path, doc.Categories["unknown"], doc.Method)
+		}
+	}
+}
+
+// diff ranks categories by their change: checkpointing removes
+// activations; keeping evaluation losses with their graphs adds
+// activations that outlive their step.
+func TestDiffCategories(t *testing.T) {
+	for _, c := range []struct {
+		b    string
+		grow bool
+	}{{"ckpt", false}, {"leak", true}} {
+		out, errs, code := gm(t, "diff", profilerRecording("gpt"), profilerRecording(c.b), "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var doc struct {
+			Categories []struct {
+				Category string `json:"category"`
+				A, B     uint64
+				Delta    int64 `json:"delta"`
+			} `json:"categories"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Categories) != 9 {
+			t.Fatalf("%s: %d categories", c.b, len(doc.Categories))
+		}
+		top := doc.Categories[0]
+		if top.Category != "activation" || (top.Delta > 0) != c.grow || top.Delta != int64(top.B)-int64(top.A) {
+			t.Errorf("gpt → %s: the largest change is %+v", c.b, top)
+		}
+	}
+	out, _, _ := gm(t, "diff", profilerRecording("gpt"), profilerRecording("leak"))
+	if i, j := strings.Index(out, "by category, largest change first"), strings.Index(out, "Allocation sites"); i < 0 || j < i {
+		t.Errorf("the categories do not come before the sites:\n%s", out)
+	}
+}
