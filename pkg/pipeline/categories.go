@@ -20,19 +20,24 @@ const sitesPerCategory = 3
 // replay finds the operation after which allocated memory first peaked,
 // another stopped there lists the blocks then live. Nothing is added when
 // cls is nil or the replay ended in an out-of-memory.
-// TODO(categories): a replay package option to stop a packed plan after
-// op n would spare the lean replay its materialized operations.
+// A replay package option to stop a packed plan after op n would spare
+// a lean replay the unpacked copy.
 func (r *Run) addCategories(cls *categories.Result) error {
 	if cls == nil || r.res == nil || r.res.OOM != nil || r.plan.Len() == 0 {
 		return nil
 	}
-	// a streamed plan's operations are packed: the replay stopped at the
-	// peak needs them (memory a lean replay otherwise saves)
-	r.plan.Materialize()
 	r.cls = cls
+	// a streamed plan keeps its operations packed; the replay stopped at
+	// the peak needs them, unpacked in a copy for the time it takes
+	plan := r.plan
+	if plan.Ops == nil {
+		c := *plan
+		c.Materialize()
+		plan = &c
+	}
 	o := r.opts
-	o.Points, o.Check = len(r.plan.Ops), false
-	full, err := replay.Run(r.plan, o)
+	o.Points, o.Check = len(plan.Ops), false
+	full, err := replay.Run(plan, o)
 	if err != nil || full.Timeline == nil || full.Timeline.Stride != 1 {
 		return replayErr("replaying "+r.Report.Source+" for its categories", err)
 	}
@@ -42,8 +47,8 @@ func (r *Run) addCategories(cls *categories.Result) error {
 			peak = i
 		}
 	}
-	upto := *r.plan
-	upto.Ops = r.plan.Ops[:peak+1]
+	upto := *plan
+	upto.Ops = plan.Ops[:peak+1]
 	o.Points = 0
 	res, err := replay.Run(&upto, o)
 	if err != nil {
@@ -70,8 +75,8 @@ func (r *Run) addCategories(cls *categories.Result) error {
 			}
 			total += b.Size
 			var blk *categories.Block
-			if i, ok := opOf[b.ID]; ok && i < len(r.plan.Event) {
-				blk = cls.Lookup(r.plan.Event[i], b.Address)
+			if i, ok := opOf[b.ID]; ok && i < len(plan.Event) {
+				blk = cls.Lookup(plan.Event[i], b.Address)
 			} else {
 				blk = cls.Lookup(-1, b.Address)
 			}
