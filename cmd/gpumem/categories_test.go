@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,5 +82,29 @@ func TestDiffCategories(t *testing.T) {
 	out, _, _ := gm(t, "diff", profilerRecording("gpt"), profilerRecording("leak"))
 	if i, j := strings.Index(out, "by category, largest change first"), strings.Index(out, "Allocation sites"); i < 0 || j < i {
 		t.Errorf("the categories do not come before the sites:\n%s", out)
+	}
+}
+
+// A budget file limits categories at the peak: the leak's activations
+// fail it, the plain loop passes.
+func TestFragcheckCategoryBudget(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"gpt", "leak"} {
+		data, err := os.ReadFile(profilerRecording(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".pickle.gz"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "gpumem.yaml")
+	if err := os.WriteFile(cfg, []byte("version: 1\ndefaults:\n  activations: 1GiB\ncases:\n  - name: gpt\n    trace: gpt.pickle.gz\n  - name: leak\n    trace: leak.pickle.gz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := gm(t, "fragcheck", "--config", cfg)
+	if code != 1 || !strings.Contains(out, "leak: fail: activations: 1.12 GiB at the peak of allocated memory, above the limit of 1.00 GiB") ||
+		strings.Contains(out, "gpt: fail") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errs)
 	}
 }
