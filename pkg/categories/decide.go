@@ -97,6 +97,7 @@ func decide(r *Result, st *structure) {
 		case p < st.fwd[it] && it == 0:
 			phase = Setup
 		}
+		b.Phase = phase
 		if inAny(st.zero, b.Freed) >= 0 {
 			set(b, Gradient, phase, ruleZeroFreed)
 			addGrad(it, b.Size)

@@ -113,7 +113,7 @@ func stripStacks(snap *trace.Snapshot) *trace.Snapshot {
 // on an H200: block by block where the profiler knew the tensor, and in
 // total per category (-v prints the table of docs/categories.md).
 func TestProfilerRecordings(t *testing.T) {
-	var table strings.Builder
+	var table, agreement strings.Builder
 	table.WriteString("| program | category | gpumem MiB | profiler MiB |\n|---|---|--:|--:|\n")
 	mib := func(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }
 	for _, name := range []string{"gpt", "ckpt", "leak", "resnet"} {
@@ -156,6 +156,8 @@ func TestProfilerRecordings(t *testing.T) {
 			if known == 0 || float64(agree) < 0.98*float64(known) {
 				t.Errorf("%s (stacks %v): %d of the %d bytes the profiler categorised agree", name, stacks, agree, known)
 			}
+			fmt.Fprintf(&agreement, "%s, stacks %v: %d of %d bytes agree (%.3f%%), %d differ\n", name, stacks, agree, known,
+				100*float64(agree)/float64(known), known-agree)
 			if !stacks {
 				continue
 			}
@@ -177,5 +179,5 @@ func TestProfilerRecordings(t *testing.T) {
 				100*float64(agree)/float64(known), mib(int64(known)))
 		}
 	}
-	t.Log("\n" + table.String())
+	t.Log("\n" + table.String() + "\n" + agreement.String())
 }
