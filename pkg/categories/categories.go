@@ -105,7 +105,8 @@ type Result struct {
 	// "lifetimes and annotations" or "lifetimes, annotations and stacks".
 	Method string
 
-	times []int64 // the time of each position
+	times  []int64        // the time of each position
+	before map[uint64]int // address → index of the block live there before the trace (Lookup)
 }
 
 // Live returns the blocks live after position p.
@@ -261,10 +262,17 @@ func (r *Result) Lookup(e int32, addr uint64) *Block {
 	if e >= 0 {
 		return r.ByEvent(e)
 	}
-	for i := range r.Blocks {
-		if b := &r.Blocks[i]; b.Born < 0 && b.Addr == addr {
-			return b
+	if r.before == nil {
+		r.before = map[uint64]int{}
+		for i := range r.Blocks {
+			if r.Blocks[i].Born >= 0 {
+				break // Blocks are in birth order
+			}
+			r.before[r.Blocks[i].Addr] = i
 		}
+	}
+	if i, ok := r.before[addr]; ok {
+		return &r.Blocks[i]
 	}
 	return nil
 }

@@ -148,11 +148,15 @@ func decide(r *Result, st *structure) {
 	// blocks born in backward and kept past the step: when no gradient was
 	// freed by zero_grad (zero_grad(set_to_none=False) keeps them),
 	// gradients if they have a parameter's size; else workspace
+	setupSizes := map[uint64]bool{}
+	for _, b := range setup {
+		setupSizes[b.Size] = true
+	}
 	sized := func(size uint64) bool {
 		if len(grads) > 0 {
 			return false // zero_grad frees them: what backward kept is no gradient
 		}
-		return sizeOf(setup, size)
+		return setupSizes[size]
 	}
 	var kept []*Block
 	for _, b := range keptBwd {
@@ -183,15 +187,6 @@ func decide(r *Result, st *structure) {
 			set(b, Buffer, Setup, ruleSetupBuffer)
 		}
 	}
-}
-
-func sizeOf(bs []*Block, size uint64) bool {
-	for _, b := range bs {
-		if b.Size == size {
-			return true
-		}
-	}
-	return false
 }
 
 // method says how the categories were decided.

@@ -205,11 +205,20 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 	}
 	// the loss: the last such block freed before the end; else the last
 	// one (gradients kept by zero_grad(set_to_none=False) are kept too)
+	// the blocks born in [lo, end): Blocks are in birth order
+	from := sort.Search(len(r.Blocks), func(j int) bool { return r.Blocks[j].Born >= lo })
+	born := func(yield func(*Block) bool) {
+		for j := from; j < len(r.Blocks) && r.Blocks[j].Born < end; j++ {
+			if !yield(&r.Blocks[j]) {
+				return
+			}
+		}
+	}
 	loss, anyKept := -1, -1
-	for _, b := range r.Blocks {
-		if b.Born >= lo && b.Born < min(grad, end) && b.Freed >= st.steps[i].hi {
+	for b := range born {
+		if b.Born < min(grad, end) && b.Freed >= st.steps[i].hi {
 			anyKept = max(anyKept, b.Born)
-			if !st.kept(&b) {
+			if !st.kept(b) {
 				loss = max(loss, b.Born)
 			}
 		}
@@ -225,8 +234,8 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 	}
 	// where the iteration's transients peak
 	delta := map[int]int64{}
-	for _, b := range r.Blocks {
-		if b.Born >= lo && b.Born < end && b.Freed < end {
+	for b := range born {
+		if b.Freed < end {
 			delta[b.Born] += int64(b.Size)
 			delta[b.Freed] -= int64(b.Size)
 		}
