@@ -86,6 +86,13 @@ type Block struct {
 	Rule     string // the rule that decided it (docs/categories.md)
 }
 
+// KeptPastStep reports whether b is an activation kept past the step it
+// was born in: a result held with its graph across steps (a leak, or the
+// loss until the next iteration replaces it).
+func (b *Block) KeptPastStep() bool {
+	return b.Category == Activation && (b.Rule == ruleOutlives || b.Rule == ruleAfterKept)
+}
+
 // Result is the classification of one device's trace.
 type Result struct {
 	Device    int

@@ -7,11 +7,12 @@ import (
 )
 
 // Remedies are upper bounds on what the usual remedies could save at the
-// peak, from what each category held then (at, indexed by Category);
-// ranks is the data-parallel width the sharding bound assumes. They are
+// peak, from what each category held then (at, indexed by Category) and
+// the part of the activations kept past their step (kept); ranks is the
+// data-parallel width the sharding bound assumes. They are
 // bounds from one trace: the exact answer comes from re-running the
 // program (gpumem estimate).
-func Remedies(at [NumCategories]uint64, ranks int) []figures.Remedy {
+func Remedies(at [NumCategories]uint64, kept uint64, ranks int) []figures.Remedy {
 	if ranks < 2 {
 		ranks = 8
 	}
@@ -21,8 +22,11 @@ func Remedies(at [NumCategories]uint64, ranks int) []figures.Remedy {
 			out = append(out, figures.Remedy{Name: name, Bytes: bytes, Basis: basis})
 		}
 	}
-	add("activation checkpointing", at[Activation],
-		"every activation live at the peak; recomputation keeps a block's input, so less is saved")
+	kept = min(kept, at[Activation])
+	add("not keeping results past their step (a leak)", kept,
+		"activations kept past the step that made them: results held with their graphs")
+	add("activation checkpointing", at[Activation]-kept,
+		"the activations of the step live at the peak; recomputation keeps each checkpoint's input, so less is saved")
 	half := (at[Parameter] + at[Gradient] + at[Activation] + at[Temporary]) / 2
 	add("bf16 weights, gradients and activations", half,
 		"half of parameters, gradients, activations and temporaries, if all were fp32")

@@ -194,3 +194,24 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestRemedies(t *testing.T) {
+	var at [NumCategories]uint64
+	at[Parameter], at[Gradient], at[OptimizerState], at[Activation] = 100, 100, 200, 1000
+	got := map[string]uint64{}
+	for _, r := range Remedies(at, 400, 4) {
+		got[r.Name] = r.Bytes
+	}
+	want := map[string]uint64{
+		"not keeping results past their step (a leak)":                 400,
+		"activation checkpointing":                                     600,
+		"bf16 weights, gradients and activations":                      600,
+		"sharding optimizer state and gradients over 4 ranks (ZeRO-2)": 225,
+		"also sharding parameters over 4 ranks (ZeRO-3, FSDP)":         300,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}

@@ -23,6 +23,9 @@ type Categories struct {
 	// Remedies are upper bounds, from the shares, of what common
 	// remedies could save at the peak.
 	Remedies []Remedy
+	// KeptPastStep is the part of the activations that was kept past the
+	// step it was born in (results held with their graphs: a leak).
+	KeptPastStep uint64
 }
 
 // CategoryShare is what one category held at the peak.

@@ -50,6 +50,10 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 			[]tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight}, rows, md); err != nil {
 			return err
 		}
+		if ka, kb := d.A.Categories.KeptPastStep, d.B.Categories.KeptPastStep; max(ka, kb) >= 1<<20 {
+			fmt.Fprintf(bw, "activations kept past the step that made them: a %s, b %s (%s); results held with their graphs outlive their step\n",
+				figures.FormatUBytes(ka), figures.FormatUBytes(kb), signed(int64(kb)-int64(ka), true))
+		}
 	}
 	if len(d.Phases) > 0 {
 		fmt.Fprintln(bw, "\nAnnotated phases (record_function, optimizer steps), largest change of peak allocated first:")

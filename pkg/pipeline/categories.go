@@ -67,7 +67,7 @@ func (r *Run) addCategories(cls *categories.Result) error {
 	}
 	sites := map[key]*figures.Site{}
 	names := map[int32]string{}
-	var total uint64
+	var total, kept uint64
 	for _, s := range res.Segments {
 		for _, b := range s.Blocks {
 			if b.State != alloc.BlockAllocated {
@@ -86,6 +86,9 @@ func (r *Run) addCategories(cls *categories.Result) error {
 				name = r.siteOf(blk, names)
 			}
 			at[c] += b.Size
+			if blk != nil && blk.KeptPastStep() {
+				kept += b.Size
+			}
 			k := key{c, name}
 			if sites[k] == nil {
 				sites[k] = &figures.Site{Frames: name}
@@ -95,7 +98,7 @@ func (r *Run) addCategories(cls *categories.Result) error {
 		}
 	}
 	fc := &figures.Categories{Op: peak, Total: total, Method: cls.Method, Steps: cls.Steps,
-		Remedies: categories.Remedies(at, 8)}
+		Remedies: categories.Remedies(at, kept, 8), KeptPastStep: kept}
 	for c := categories.Category(0); c < categories.NumCategories; c++ {
 		share := figures.CategoryShare{Name: c.String(), Bytes: at[c]}
 		for k, s := range sites {

@@ -63,6 +63,7 @@ func addCategories(doc *Document, c *figures.Categories) {
 	}
 	method := c.Method
 	doc.Categories, doc.CategoriesMethod = j, &method
+	doc.ActivationsKeptPastStep = c.KeptPastStep
 	for _, r := range c.Remedies {
 		doc.Remedies = append(doc.Remedies, jsonRemedy(r))
 	}
@@ -81,6 +82,10 @@ func categoriesTable(w io.Writer, c *figures.Categories) {
 			continue
 		}
 		fmt.Fprintf(w, "  %-16s %10s  %5.1f%%\n", s.Name, ubytes(s.Bytes), 100*float64(s.Bytes)/float64(c.Total))
+		if s.Name == "activation" && c.KeptPastStep >= 1<<20 {
+			fmt.Fprintf(w, "      %10s  kept past the step that made them (results held with their graphs: a leak?)\n",
+				ubytes(c.KeptPastStep))
+		}
 		for _, site := range s.Sites {
 			frames := strings.SplitN(site.Frames, "\n", 2)[0]
 			fmt.Fprintf(w, "      %10s  %s\n", ubytes(site.Bytes), textsafe.Line(frames))

@@ -49,7 +49,10 @@ type Document struct {
 	Categories       *jsonCategories     `json:"categories"`
 	CategoriesMethod *string             `json:"categories_method"`
 	CategorySites    []jsonCategorySites `json:"category_sites"`
-	Remedies         []jsonRemedy        `json:"remedies"`
+	// ActivationsKeptPastStep is the part of categories.activation kept
+	// past the step it was born in (results held with their graphs).
+	ActivationsKeptPastStep uint64       `json:"activations_kept_past_step"`
+	Remedies                []jsonRemedy `json:"remedies"`
 }
 
 type jsonOOMItem struct {
