@@ -142,3 +142,66 @@ func noStackName(cls *categories.Result, blk *categories.Block) string {
 	}
 	return fmt.Sprintf("(no stack) %s: %s", phase, blk.Category)
 }
+
+// seriesPoints is the most points of the explorer's category series.
+const seriesPoints = 2000
+
+// explorerCategories gives each allocation of ex its category and samples
+// what each category held over the ops.
+func (r *Run) explorerCategories(ex *figures.Explorer, plan *replay.Plan) {
+	if r.cls == nil || ex == nil {
+		return
+	}
+	seeded := 0
+	for _, s := range plan.Seeds {
+		seeded += len(s.Blocks)
+	}
+	for c := categories.Category(0); c < categories.NumCategories; c++ {
+		ex.Categories = append(ex.Categories, c.String())
+	}
+	type change struct {
+		op    int32
+		cat   uint8
+		delta int64
+	}
+	changes := make([]change, 0, 2*len(ex.Allocs))
+	for k := range ex.Allocs {
+		a := &ex.Allocs[k]
+		var blk *categories.Block
+		switch {
+		case k < seeded:
+			blk = r.cls.Lookup(-1, a.Address)
+		case int(a.Start) < len(plan.Event):
+			blk = r.cls.ByEvent(plan.Event[a.Start])
+		}
+		c := categories.Unknown
+		if blk != nil {
+			c = blk.Category
+		}
+		a.Category = uint8(c) + 1
+		changes = append(changes, change{a.Start, uint8(c), int64(a.Size)}, change{a.End, uint8(c), -int64(a.Size)})
+	}
+	slices.SortStableFunc(changes, func(x, y change) int { return cmp.Compare(x.op, y.op) })
+	stride := max(1, (ex.Ops+seriesPoints-1)/seriesPoints)
+	var cur [categories.NumCategories]int64
+	var total int64
+	best, bestOp, bestTotal := cur, -1, int64(-1)
+	j := 0
+	for op := 0; op < ex.Ops; op++ {
+		for ; j < len(changes) && int(changes[j].op) <= op; j++ {
+			cur[changes[j].cat] += changes[j].delta
+			total += changes[j].delta
+		}
+		if total > bestTotal {
+			best, bestOp, bestTotal = cur, op, total
+		}
+		if (op+1)%stride == 0 || op == ex.Ops-1 {
+			p := figures.CategoryPoint{Op: bestOp, Bytes: make([]uint64, len(best))}
+			for c, n := range best {
+				p.Bytes[c] = uint64(max(n, 0))
+			}
+			ex.CategorySeries = append(ex.CategorySeries, p)
+			bestTotal = -1
+		}
+	}
+}

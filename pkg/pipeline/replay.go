@@ -177,6 +177,7 @@ func (r *Run) Detail() (figures.Detail, error) {
 	if r.Report.OOM != nil {
 		ex.Verdict = r.Report.OOM.Verdict()
 	}
+	r.explorerCategories(ex, r.plan)
 	if r.work != nil {
 		for i, p := range d.Phases {
 			end := ex.Ops
