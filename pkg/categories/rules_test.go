@@ -215,3 +215,30 @@ func TestRemedies(t *testing.T) {
 		}
 	}
 }
+
+// The same GPT-2 run recorded with and without stacks gets the same
+// categories: the rules need no stacks.
+func TestStacksOptional(t *testing.T) {
+	var at [2][NumCategories]uint64
+	for i, name := range []string{"gpt2_varlen", "gpt2_varlen_stacks"} {
+		snap, err := trace.Open("../../testdata/pytorch/" + name + ".pickle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Classify(snap, 0)
+		if want := []bool{false, true}[i]; r.Stacks != want || r.Steps != 8 {
+			t.Fatalf("%s: stacks %v, %d steps", name, r.Stacks, r.Steps)
+		}
+		at[i] = r.AtPeak
+	}
+	// the backward's start differs by an allocation: 512 B of the loss's
+	// gradient moves between activation and temporary
+	for c := range at[0] {
+		if d := int64(at[0][c]) - int64(at[1][c]); d > 4096 || d < -4096 {
+			t.Errorf("%s: %d without stacks, %d with", Category(c), at[0][c], at[1][c])
+		}
+	}
+	if at[0][Activation] == 0 || at[0][Parameter] == 0 || at[0][OptimizerState] != 2*at[0][Parameter] {
+		t.Errorf("without stacks %v", at[0])
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/olekukonko/tablewriter/tw"
+
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/textsafe"
 )
@@ -97,4 +99,26 @@ func categoriesTable(w io.Writer, c *figures.Categories) {
 			fmt.Fprintf(w, "  %-62s %10s  (%s)\n", r.Name, ubytes(r.Bytes), r.Basis)
 		}
 	}
+}
+
+// categoriesGrid is the breakdown at the peak as a table (Markdown): each
+// category that held memory, its share and its largest site; nil when
+// there are no categories.
+func categoriesGrid(c *figures.Categories) *grid {
+	if c == nil || c.Total == 0 {
+		return nil
+	}
+	g := &grid{header: []string{"category", "bytes", "share", "largest site"},
+		align: []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignLeft}}
+	for _, s := range c.Shares {
+		if s.Bytes == 0 {
+			continue
+		}
+		site := ""
+		if len(s.Sites) > 0 {
+			site = inlineCode(strings.SplitN(s.Sites[0].Frames, "\n", 2)[0])
+		}
+		g.rows = append(g.rows, []string{s.Name, ubytes(s.Bytes), fmt.Sprintf("%.1f%%", 100*float64(s.Bytes)/float64(c.Total)), site})
+	}
+	return g
 }

@@ -73,3 +73,17 @@ func TestCategoriesJSON(t *testing.T) {
 		t.Errorf("remedies %+v", doc.Remedies)
 	}
 }
+
+func TestCategoriesMarkdown(t *testing.T) {
+	var b bytes.Buffer
+	if err := Markdown(&b, withCategories(), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"### By category at the peak of allocated memory", "| activation | 2.00 MiB | 66.7%",
+		"`(no stack) backward, no Python frame (autograd engine): activation`"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
