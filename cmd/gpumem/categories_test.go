@@ -80,7 +80,7 @@ func TestDiffCategories(t *testing.T) {
 		}
 	}
 	out, _, _ := gm(t, "diff", profilerRecording("gpt"), profilerRecording("leak"))
-	if !strings.Contains(out, "activations kept past the step that made them: a 512 B, b 492.66 MiB") {
+	if !strings.Contains(out, "activations kept past the step that made them: a 0 B, b 492.66 MiB") {
 		t.Errorf("the leak's activations that outlive their step are not named:\n%s", out)
 	}
 	if i, j := strings.Index(out, "by category, largest change first"), strings.Index(out, "Allocation sites"); i < 0 || j < i {

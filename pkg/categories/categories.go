@@ -86,11 +86,11 @@ type Block struct {
 	Rule     string // the rule that decided it (docs/categories.md)
 }
 
-// KeptPastStep reports whether b is an activation kept past the step it
-// was born in: a result held with its graph across steps (a leak, or the
-// loss until the next iteration replaces it).
+// KeptPastStep reports whether b is an activation kept past the step
+// after the one it was born in, as blocks of several iterations are: a
+// leak, results held with their graphs across steps.
 func (b *Block) KeptPastStep() bool {
-	return b.Category == Activation && (b.Rule == ruleOutlives || b.Rule == ruleAfterKept)
+	return b.Category == Activation && b.Rule == ruleOutlives
 }
 
 // Result is the classification of one device's trace.

@@ -16,7 +16,10 @@ const (
 	ruleKeptGrad      = "born in the first backward, kept to the end, a gradient's size"
 	ruleWorkspace     = "born in the first forward or backward, kept to the end"
 	ruleInput         = "made before its iteration's forward, kept past its step"
-	ruleOutlives      = "born in forward, kept past its step"
+	ruleOutlives      = "born in forward, kept past the next step, in several iterations"
+	ruleHeld          = "born in forward, held into the next iteration"
+	ruleMadeOnce      = "born in one forward after the first step and kept, not again"
+	ruleBuckets       = "born in one forward after the first step and kept, not again, the parameters' size"
 	ruleBackwardKept  = "born in backward, kept past its step, a gradient's size"
 	ruleBeforeTrace   = "live before the trace began"
 	ruleNoStructure   = "no optimizer step in the trace"
@@ -41,6 +44,7 @@ func decide(r *Result, st *structure) {
 	set := func(b *Block, c Category, p Phase, rule string) { b.Category, b.Phase, b.Rule = c, p, rule }
 	var setup []*Block // made before the first forward and kept: parameters or buffers
 	var keptBwd []*Block
+	keptFwd := map[int][]*Block{} // iteration → blocks born in its forward and kept past the next step
 	firstFree := st.n
 	for _, b := range r.Blocks {
 		if b.Freed < st.n {
@@ -111,6 +115,7 @@ func decide(r *Result, st *structure) {
 				set(b, Input, phase, ruleInput)
 			default:
 				set(b, Activation, phase, ruleAfterKept)
+				keptFwd[it] = append(keptFwd[it], b)
 			}
 			continue
 		}
@@ -138,10 +143,17 @@ func decide(r *Result, st *structure) {
 				keptBwd = append(keptBwd, b)
 			}
 		default: // born in forward, kept past the step
-			if it == 0 && st.kept(b) {
+			switch {
+			case it == 0 && st.kept(b):
 				set(b, Workspace, phase, ruleWorkspace)
-			} else {
+			case it+1 == k && st.kept(b): // the last iteration's: held to the end, or a leak's
+				set(b, Activation, phase, ruleHeld)
+				keptFwd[it] = append(keptFwd[it], b)
+			case it+1 == k || b.Freed < st.steps[it+1].hi:
+				set(b, Activation, phase, ruleHeld) // a result the next iteration replaces
+			default:
 				set(b, Activation, phase, ruleOutlives)
+				keptFwd[it] = append(keptFwd[it], b)
 			}
 		}
 	}
@@ -185,6 +197,78 @@ func decide(r *Result, st *structure) {
 			set(b, Parameter, Setup, ruleSetupParam)
 		default:
 			set(b, Buffer, Setup, ruleSetupBuffer)
+		}
+	}
+	var params uint64
+	for _, b := range setup {
+		if b.Category == Parameter {
+			params += b.Size
+		}
+	}
+	resolveKept(keptFwd, k, params)
+}
+
+// resolveKept decides the blocks born in forward and kept past the next
+// step (keptFwd, by iteration; k-1 is the last iteration, k the tail
+// after the last step). A leak repeats: blocks of a size kept in two or
+// more iterations, and all such blocks when several iterations before
+// the last kept some, are activations kept past their step. What one
+// iteration before the last kept alone is state made once (oneOff); the
+// last iteration's and the tail's other blocks are results kept to the
+// end.
+func resolveKept(keptFwd map[int][]*Block, k int, params uint64) {
+	its := map[uint64]map[int]bool{} // size → the iterations that kept one
+	for it, bs := range keptFwd {
+		for _, b := range bs {
+			if its[b.Size] == nil {
+				its[b.Size] = map[int]bool{}
+			}
+			its[b.Size][it] = true
+		}
+	}
+	rest := map[int][]*Block{} // the middle iterations' blocks of no repeated size
+	for it, bs := range keptFwd {
+		for _, b := range bs {
+			switch {
+			case len(its[b.Size]) >= 2:
+				b.Category, b.Rule = Activation, ruleOutlives
+			case it < k-1:
+				rest[it] = append(rest[it], b)
+			}
+		}
+	}
+	if len(rest) >= 2 {
+		for _, bs := range rest {
+			for _, b := range bs {
+				b.Category, b.Rule = Activation, ruleOutlives
+			}
+		}
+		return
+	}
+	oneOff(rest, params)
+}
+
+// oneOff decides the blocks born in forward and kept past the next step
+// when only one iteration made any: no leak, which repeats, but state
+// made once after the first step. When they add up to the parameters'
+// size (within 10%) they are gradients, such as DistributedDataParallel's
+// buckets rebuilt at the second forward; else workspace. Blocks of
+// several iterations stay activations kept past their step.
+func oneOff(keptFwd map[int][]*Block, params uint64) {
+	if len(keptFwd) != 1 {
+		return
+	}
+	for _, bs := range keptFwd {
+		var sum uint64
+		for _, b := range bs {
+			sum += b.Size
+		}
+		c, rule := Workspace, ruleMadeOnce
+		if params > 0 && sum >= params-params/10 && sum <= params+params/10 {
+			c, rule = Gradient, ruleBuckets
+		}
+		for _, b := range bs {
+			b.Category, b.Rule = c, rule
 		}
 	}
 }

@@ -242,3 +242,23 @@ func TestStacksOptional(t *testing.T) {
 		t.Errorf("without stacks %v", at[0])
 	}
 }
+
+// DistributedDataParallel rebuilds its gradient buckets at the second
+// forward and keeps them: state made once, the parameters' size, so
+// gradients, and no leak.
+func TestDDPBuckets(t *testing.T) {
+	snap, err := trace.Open("../../testdata/pytorch/ddp/ddp_gpt2.rank0.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Classify(snap, 0)
+	p, g, o := r.AtPeak[Parameter], r.AtPeak[Gradient], r.AtPeak[OptimizerState]
+	if p == 0 || g < p-p/10 || g > p+p/10 || o != 2*p {
+		t.Errorf("parameters %d, gradients %d, optimizer state %d", p, g, o)
+	}
+	for _, b := range r.Blocks {
+		if b.KeptPastStep() {
+			t.Fatalf("a leak: %+v", b)
+		}
+	}
+}
