@@ -10,8 +10,8 @@ const (
 	ruleSaved         = "born in forward, freed in backward"
 	rulePhaseTemp     = "born and freed in one phase"
 	ruleStepFreed     = "freed in optimizer.step"
-	ruleSetupParam    = "made before the first forward, kept to the end, a gradient's size"
-	ruleSetupBuffer   = "made before the first forward, kept to the end, no gradient's size"
+	ruleSetupParam    = "made before the first forward, kept to the end, a parameter's size"
+	ruleSetupBuffer   = "made before the first forward, kept to the end, no parameter's size"
 	ruleSetupNoGrad   = "made before the first forward, kept to the end (no gradients to tell)"
 	ruleKeptGrad      = "born in the first backward, kept to the end, a gradient's size"
 	ruleWorkspace     = "born in the first forward or backward, kept to the end"
@@ -26,6 +26,7 @@ const (
 	ruleAfterTemp     = "born and freed after the last step"
 	ruleAfterKept     = "born in forward after the last step, kept to the end"
 	ruleNoStructPersi = "made before anything was freed, kept to the end (no optimizer step)"
+	ruleCublas        = "kept to the end, cuBLAS's workspace size"
 )
 
 // decide applies the rules to every block.
@@ -113,6 +114,8 @@ func decide(r *Result, st *structure) {
 				set(b, Temporary, phase, ruleAfterTemp)
 			case p < st.fwd[it]:
 				set(b, Input, phase, ruleInput)
+			case cublasWorkspace(r.Blocks, i):
+				set(b, Workspace, phase, ruleCublas)
 			default:
 				set(b, Activation, phase, ruleAfterKept)
 				keptFwd[it] = append(keptFwd[it], b)
@@ -135,6 +138,8 @@ func decide(r *Result, st *structure) {
 			} else {
 				set(b, Input, phase, ruleInput)
 			}
+		case p >= st.bwd[it] && st.kept(b) && cublasWorkspace(r.Blocks, i):
+			set(b, Workspace, phase, ruleCublas)
 		case p >= st.bwd[it]:
 			if it == 0 && st.kept(b) {
 				keptBwd = append(keptBwd, b)
@@ -144,6 +149,8 @@ func decide(r *Result, st *structure) {
 			}
 		default: // born in forward, kept past the step
 			switch {
+			case st.kept(b) && cublasWorkspace(r.Blocks, i):
+				set(b, Workspace, phase, ruleCublas)
 			case it == 0 && st.kept(b):
 				set(b, Workspace, phase, ruleWorkspace)
 			case it+1 == k && st.kept(b): // the last iteration's: held to the end, or a leak's
@@ -182,18 +189,23 @@ func decide(r *Result, st *structure) {
 		set(b, Gradient, b.Phase, ruleKeptGrad)
 		addGrad(st.iteration(b.Born), b.Size)
 	}
-	// what was made before the first forward and kept: a parameter when a
-	// gradient has its size, else a buffer
+	// what was made before the first forward and kept: a parameter when it
+	// has a parameter's size (paramSizes: a gradient's, else an optimizer
+	// state's), else a buffer
+	ps := st.paramSizes(r)
+	if len(ps) == 0 && len(grads) > 0 {
+		ps = grads // gradients kept by zero_grad(set_to_none=False), no optimizer state
+	}
 	for _, b := range setup {
 		switch {
-		case k == 0 || len(grads) == 0:
+		case k == 0 || len(ps) == 0:
 			rule := ruleSetupNoGrad
 			if k == 0 {
 				rule = ruleNoStructPersi
 			}
 			set(b, Parameter, Setup, rule)
-		case grads[b.Size] > 0:
-			grads[b.Size]--
+		case ps[b.Size] > 0:
+			ps[b.Size]--
 			set(b, Parameter, Setup, ruleSetupParam)
 		default:
 			set(b, Buffer, Setup, ruleSetupBuffer)
@@ -271,6 +283,20 @@ func oneOff(keptFwd map[int][]*Block, params uint64) {
 			b.Category, b.Rule = c, rule
 		}
 	}
+}
+
+// cublasWorkspace reports whether block i is one of the pair PyTorch
+// allocates once per cuBLAS handle (a thread and stream: the forward's,
+// the autograd engine's, a graph capture's): cuBLAS's workspace, 32 MiB
+// on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8) or 8 MiB + 128 KiB before
+// (:4096:2:16:8), then at once cuBLASLt's 1 MiB, both kept. Only the
+// pair counts: a result of 32 MiB alone is no workspace.
+func cublasWorkspace(blocks []Block, i int) bool {
+	big := func(size uint64) bool { return size == 32<<20 || size == 4096<<10*2+16<<10*8 }
+	pair := func(w, lt *Block) bool {
+		return big(w.Size) && lt.Size == 1<<20 && lt.Born == w.Born+1 && w.Freed == lt.Freed
+	}
+	return i+1 < len(blocks) && pair(&blocks[i], &blocks[i+1]) || i > 0 && pair(&blocks[i-1], &blocks[i])
 }
 
 // method says how the categories were decided.

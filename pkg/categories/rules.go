@@ -160,15 +160,10 @@ func (st *structure) phases(r *Result, engine []int) {
 		}
 	}
 	// iteration 0 also holds the setup: its forward begins with the first
-	// transient after the last block kept to the end whose size is that of
-	// a gradient (the last parameter made)
-	sizes := map[uint64]int{} // the first iteration's gradients, by size
-	for _, b := range r.Blocks {
-		if b.Born >= 0 && b.Born < st.end[0] && inAny(st.zero, b.Freed) >= 0 {
-			sizes[b.Size]++
-		}
-	}
-	last := -1 // each gradient stands for one parameter, made in order
+	// transient after the last block kept to the end that has a
+	// parameter's size (paramSizes): the last parameter made
+	sizes := st.paramSizes(r)
+	last := -1 // each size stands for one parameter, made in order
 	for _, b := range r.Blocks {
 		if b.Born >= 0 && b.Born < grad[0] && st.kept(&b) && sizes[b.Size] > 0 {
 			sizes[b.Size]--
@@ -249,4 +244,48 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 		}
 	}
 	return at
+}
+
+// paramSizes are the parameters' sizes, with how many have each: those
+// of the gradients zero_grad frees in the first iteration when there is
+// one per parameter (each has an optimizer state's size), else those of
+// the optimizer state the first step makes (halved when every count is
+// even: Adam makes two per parameter). Sharded and bucketed gradients
+// (FSDP's flat ones, DDP's buckets) do not have the parameters' sizes;
+// optimizer state, made per parameter, does.
+func (st *structure) paramSizes(r *Result) map[uint64]int {
+	grads, states := map[uint64]int{}, map[uint64]int{}
+	if len(st.steps) == 0 {
+		return grads
+	}
+	for _, b := range r.Blocks {
+		switch {
+		case b.Born < 0:
+		case b.Born < st.end[0] && inAny(st.zero, b.Born) < 0 && inAny(st.zero, b.Freed) >= 0:
+			grads[b.Size]++
+		case st.steps[0].has(b.Born) && b.Freed >= st.steps[0].hi:
+			states[b.Size]++
+		}
+	}
+	perParam := len(grads) > 0
+	for size := range grads {
+		if len(states) > 0 && states[size] == 0 {
+			perParam = false
+		}
+	}
+	if perParam {
+		return grads
+	}
+	// Adam-like optimizers keep two states per parameter: when every
+	// size's count is even, each pair stands for one parameter
+	even := true
+	for _, n := range states {
+		even = even && n%2 == 0
+	}
+	if even {
+		for size := range states {
+			states[size] /= 2
+		}
+	}
+	return states
 }

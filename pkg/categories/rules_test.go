@@ -262,3 +262,26 @@ func TestDDPBuckets(t *testing.T) {
 		}
 	}
 }
+
+// A CUDA graph's capture runs on a stream of its own, with a cuBLAS
+// handle and workspace pair of its own: workspace, not a leak, though
+// more than one iteration made one.
+func TestCublasPairsAreNoLeak(t *testing.T) {
+	snap, err := trace.Open("../../testdata/pytorch/graph_convnet.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Classify(snap, 0)
+	pairs := 0
+	for _, b := range r.Blocks {
+		if b.KeptPastStep() {
+			t.Errorf("a leak: %+v", b)
+		}
+		if b.Rule == ruleCublas && b.Size == 32<<20 {
+			pairs++
+		}
+	}
+	if pairs < 2 || r.AtPeak[Workspace] < 64<<20 {
+		t.Errorf("%d cuBLAS pairs, %d bytes of workspace at the peak", pairs, r.AtPeak[Workspace])
+	}
+}
