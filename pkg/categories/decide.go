@@ -20,7 +20,7 @@ const (
 	ruleHeld          = "born in forward, held into the next iteration"
 	ruleMadeOnce      = "born in one forward after the first step and kept, not again"
 	ruleBuckets       = "born in one forward after the first step and kept, not again, the parameters' size"
-	ruleBackwardKept  = "born in backward, kept past its step, a gradient's size"
+	ruleBackwardKept  = "born in backward, kept past its step, freed later but not by zero_grad"
 	ruleBeforeTrace   = "live before the trace began"
 	ruleNoStructure   = "no optimizer step in the trace"
 	ruleAfterTemp     = "born and freed after the last step"
