@@ -32,6 +32,10 @@ func TestReplayCategoriesSumToPeak(t *testing.T) {
 			Stats      map[string]int64  `json:"memory_stats"`
 			Categories map[string]uint64 `json:"categories"`
 			Method     string            `json:"categories_method"`
+			Timeline   []struct {
+				Allocated  int64             `json:"allocated"`
+				Categories map[string]uint64 `json:"categories"`
+			} `json:"timeline"`
 		}
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatal(err)
@@ -45,6 +49,18 @@ func TestReplayCategoriesSumToPeak(t *testing.T) {
 		}
 		if doc.Categories["unknown"] != 0 || !strings.HasPrefix(doc.Method, "lifetimes") {
 			t.Errorf("%s: %d bytes unknown, method %q", path, doc.Categories["unknown"], doc.Method)
+		}
+		// each timeline point's categories are requests: at most the
+		// point's allocated blocks, and near them
+		for i, p := range doc.Timeline {
+			var sum uint64
+			for _, n := range p.Categories {
+				sum += n
+			}
+			if len(p.Categories) != 9 || int64(sum) > p.Allocated || p.Allocated > 1<<20 && float64(sum) < 0.9*float64(p.Allocated) {
+				t.Errorf("%s: timeline point %d: categories sum to %d, allocated %d", path, i, sum, p.Allocated)
+				break
+			}
 		}
 	}
 }

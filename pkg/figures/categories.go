@@ -26,6 +26,11 @@ type Categories struct {
 	// KeptPastStep is the part of the activations that was kept past the
 	// step it was born in (results held with their graphs: a leak).
 	KeptPastStep uint64
+	// Timeline is, for each point of Replay.Timeline, what each category
+	// held after its operation, in Shares' order: bytes as asked (the
+	// requests of the live allocations, not their blocks); nil when not
+	// computed.
+	Timeline [][]uint64
 }
 
 // CategoryShare is what one category held at the peak.

@@ -75,8 +75,8 @@ func (r *Run) addCategories(cls *categories.Result) error {
 			}
 			total += b.Size
 			var blk *categories.Block
-			if i, ok := opOf[b.ID]; ok && i < len(plan.Event) {
-				blk = cls.Lookup(plan.Event[i], b.Address)
+			if i, ok := opOf[b.ID]; ok {
+				blk = opBlock(plan, cls, i)
 			} else {
 				blk = cls.Lookup(-1, b.Address)
 			}
@@ -112,8 +112,75 @@ func (r *Run) addCategories(cls *categories.Result) error {
 		share.Sites = share.Sites[:min(len(share.Sites), sitesPerCategory)]
 		fc.Shares = append(fc.Shares, share)
 	}
+	fc.Timeline = timelineCategories(r.Report.Timeline, full.Timeline.Allocated, plan, cls)
 	r.Report.Categories = fc
 	return nil
+}
+
+// timelineCategories is what each category held at each timeline point:
+// after the op of its stretch (up to the next point) where allocated
+// memory (allocated, one value per op) was highest, as the point's own
+// figures are; the requests of the allocations then live, by the
+// category of each (blocks live before the trace by their address).
+func timelineCategories(points []figures.Point, allocated []int64, plan *replay.Plan, cls *categories.Result) [][]uint64 {
+	if len(points) == 0 {
+		return nil
+	}
+	at := make([]int, len(points)) // the op each point stands for
+	for j, p := range points {
+		end := len(allocated)
+		if j+1 < len(points) {
+			end = min(end, points[j+1].Op)
+		}
+		at[j] = p.Op
+		for i := p.Op; i < end; i++ {
+			if allocated[i] > allocated[at[j]] {
+				at[j] = i
+			}
+		}
+	}
+	out := make([][]uint64, 0, len(points))
+	var sums [categories.NumCategories]int64
+	type live struct {
+		c    categories.Category
+		size uint64
+	}
+	byID := map[uint32]live{}
+	add := func(id uint32, blk *categories.Block, size uint64) {
+		c := categories.Unknown
+		if blk != nil {
+			c = blk.Category
+		}
+		byID[id] = live{c, size}
+		sums[c] += int64(size)
+	}
+	for _, s := range plan.Seeds {
+		for _, b := range s.Blocks {
+			add(b.ID, cls.Lookup(-1, s.Address+b.Offset), max(b.Requested, b.Size))
+		}
+	}
+	j := 0
+	for i, op := range plan.Ops {
+		switch op.Kind {
+		case alloc.OpAlloc:
+			if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
+				add(op.ID, opBlock(plan, cls, i), op.Size)
+			}
+		case alloc.OpFree, alloc.OpFreeRequest:
+			if l, ok := byID[op.ID]; ok {
+				sums[l.c] -= int64(l.size)
+				delete(byID, op.ID)
+			}
+		}
+		for ; j < len(points) && at[j] <= i; j++ {
+			p := make([]uint64, len(sums))
+			for c, n := range sums {
+				p[c] = uint64(max(n, 0))
+			}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // siteOf names blk's allocation site: its top user frames or, when it has
@@ -171,8 +238,8 @@ func (r *Run) explorerCategories(ex *figures.Explorer, plan *replay.Plan) {
 		switch {
 		case k < seeded:
 			blk = r.cls.Lookup(-1, a.Address)
-		case int(a.Start) < len(plan.Event):
-			blk = r.cls.ByEvent(plan.Event[a.Start])
+		default:
+			blk = opBlock(plan, r.cls, int(a.Start))
 		}
 		c := categories.Unknown
 		if blk != nil {
@@ -204,4 +271,14 @@ func (r *Run) explorerCategories(ex *figures.Explorer, plan *replay.Plan) {
 			bestTotal = -1
 		}
 	}
+}
+
+// opBlock is the classified block that alloc op i of plan made; nil for
+// an op of no alloc event (the request a recorded out-of-memory failed).
+func opBlock(plan *replay.Plan, cls *categories.Result, i int) *categories.Block {
+	if i < 0 || i >= len(plan.Ops) || i >= len(plan.Event) || plan.Ops[i].Kind != alloc.OpAlloc ||
+		plan.Ops[i].Flags&alloc.FlagRecordedOOM != 0 {
+		return nil
+	}
+	return cls.ByEvent(plan.Event[i])
 }

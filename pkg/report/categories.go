@@ -44,19 +44,41 @@ type jsonRemedy struct {
 	Basis string `json:"basis"`
 }
 
+// pointCategories is what each category held at timeline point i, nil
+// when not computed.
+func pointCategories(c *figures.Categories, i int) *jsonCategories {
+	if c == nil || i >= len(c.Timeline) {
+		return nil
+	}
+	return categoriesJSON(c.Shares, c.Timeline[i])
+}
+
+// categoriesJSON puts bytes[k], the bytes of shares[k]'s category, in
+// their keys.
+func categoriesJSON(shares []figures.CategoryShare, bytes []uint64) *jsonCategories {
+	j := &jsonCategories{}
+	fields := map[string]*uint64{"parameter": &j.Parameter, "buffer": &j.Buffer, "gradient": &j.Gradient,
+		"optimizer_state": &j.OptimizerState, "activation": &j.Activation, "temporary": &j.Temporary,
+		"input": &j.Input, "workspace": &j.Workspace, "unknown": &j.Unknown}
+	for k, s := range shares {
+		if f := fields[s.Name]; f != nil && k < len(bytes) {
+			*f = bytes[k]
+		}
+	}
+	return j
+}
+
 func addCategories(doc *Document, c *figures.Categories) {
 	doc.CategorySites, doc.Remedies = []jsonCategorySites{}, []jsonRemedy{}
 	if c == nil {
 		return
 	}
-	j := &jsonCategories{}
-	fields := map[string]*uint64{"parameter": &j.Parameter, "buffer": &j.Buffer, "gradient": &j.Gradient,
-		"optimizer_state": &j.OptimizerState, "activation": &j.Activation, "temporary": &j.Temporary,
-		"input": &j.Input, "workspace": &j.Workspace, "unknown": &j.Unknown}
+	at := make([]uint64, len(c.Shares))
+	for k, s := range c.Shares {
+		at[k] = s.Bytes
+	}
+	j := categoriesJSON(c.Shares, at)
 	for _, s := range c.Shares {
-		if f := fields[s.Name]; f != nil {
-			*f = s.Bytes
-		}
 		cs := jsonCategorySites{Category: s.Name, Bytes: s.Bytes, Sites: []jsonSite{}}
 		for _, site := range s.Sites {
 			cs.Sites = append(cs.Sites, jsonSite(site))

@@ -104,6 +104,9 @@ type jsonPoint struct {
 	Allocated int64 `json:"allocated"`
 	Reserved  int64 `json:"reserved"`
 	Active    int64 `json:"active"`
+	// Categories is what each category held after the op, bytes as asked
+	// (requests, not blocks); absent when the run has no categories.
+	Categories *jsonCategories `json:"categories,omitempty"`
 }
 
 type jsonOOM struct {
@@ -196,8 +199,9 @@ func NewDocument(r *figures.Replay) (*Document, error) {
 	for _, s := range r.Skipped {
 		doc.Skipped = append(doc.Skipped, jsonSkip(s))
 	}
-	for _, p := range r.Timeline {
-		doc.Timeline = append(doc.Timeline, jsonPoint(p))
+	for i, p := range r.Timeline {
+		doc.Timeline = append(doc.Timeline, jsonPoint{Op: p.Op, Allocated: p.Allocated, Reserved: p.Reserved, Active: p.Active,
+			Categories: pointCategories(r.Categories, i)})
 	}
 	if c := r.InferredCap; c != nil {
 		doc.InferredCap = &jsonCap{Low: c.Low, High: c.High, From: c.From}
