@@ -47,7 +47,23 @@ func TestConvertReplaysTheSame(t *testing.T) {
 		if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s: %v, mode %v", out, err, fi.Mode())
 		}
-		if a, b := replayJSON(t, in), replayJSON(t, out); !reflect.DeepEqual(a, b) {
+		a, b := replayJSON(t, in), replayJSON(t, out)
+		// the text format carries no annotations: without the optimizer's
+		// marks, the categories are read from lifetimes alone
+		if m, _ := b["categories_method"].(string); m != "lifetimes only (no optimizer step marks)" {
+			t.Errorf("%s: the text trace's categories were decided by %q", name, m)
+		}
+		for _, k := range []string{"categories", "categories_method", "category_sites", "activations_kept_past_step", "remedies"} {
+			delete(a, k)
+			delete(b, k)
+		}
+		for _, doc := range []map[string]any{a, b} {
+			tl, _ := doc["timeline"].([]any)
+			for _, p := range tl {
+				delete(p.(map[string]any), "categories")
+			}
+		}
+		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: the text trace replays differently from the pickle", name)
 		}
 	}

@@ -95,7 +95,20 @@ type Limits struct {
 	// MustFit is the card, in bytes, the case replays on; an
 	// out-of-memory error fails it. 0 = an unlimited device.
 	MustFit uint64
+	// Categories are the most bytes each category may hold at the peak
+	// of allocated memory, in CategoryNames order; 0 = no limit.
+	Categories [len(CategoryNames)]uint64
 }
+
+// CategoryNames are the categories of allocations (package categories
+// defines them), in the order Limits.Categories holds their limits.
+var CategoryNames = [...]string{"parameter", "buffer", "gradient", "optimizer_state", "activation",
+	"temporary", "input", "workspace", "unknown"}
+
+// CategoryKeys are the budget keys of the per-category limits, in
+// CategoryNames order: "activations: 6GiB".
+var CategoryKeys = [len(CategoryNames)]string{"parameters", "buffers", "gradients", "optimizer_state", "activations",
+	"temporaries", "inputs", "workspace", "unknown"}
 
 // DefaultLimits returns the limits a case has unless told otherwise.
 func DefaultLimits() Limits {

@@ -46,6 +46,9 @@ type Figures struct {
 	// MemoryStats is torch.cuda.memory_stats() at the end of the replay,
 	// under PyTorch's names.
 	MemoryStats map[string]int64
+	// Categories is what allocated memory held at its peak, by category
+	// name; nil when not measured (a workload).
+	Categories map[string]uint64
 }
 
 // FiguresOf takes the figures out of a replay's report.
@@ -56,7 +59,19 @@ func FiguresOf(r *figures.Replay) Figures {
 		Fragmentation: r.Fragmentation(),
 		OOM:           r.OOM,
 		MemoryStats:   r.Stats.Map(),
+		Categories:    categoriesOf(r.Categories),
 	}
+}
+
+func categoriesOf(c *figures.Categories) map[string]uint64 {
+	if c == nil {
+		return nil
+	}
+	out := map[string]uint64{}
+	for _, s := range c.Shares {
+		out[s.Name] = s.Bytes
+	}
+	return out
 }
 
 // Finding is one thing a check found: a limit crossed (Warn or Fail) or a
@@ -158,6 +173,17 @@ func (k *Checker) Check(c Case, f Figures) Result {
 	if l.MaxReserved > 0 && f.PeakReserved > 0 && uint64(f.PeakReserved) > l.MaxReserved {
 		add(Fail, "max_reserved", "peak reserved %s is above the limit of %s",
 			units.FormatBytes(f.PeakReserved), units.FormatUBytes(l.MaxReserved))
+	}
+	for i, limit := range l.Categories {
+		key, name := CategoryKeys[i], CategoryNames[i]
+		switch {
+		case limit == 0:
+		case f.Categories == nil:
+			add(Warn, key, "%s not measured: the case has no allocation categories (a trace with its events has them)", key)
+		case f.Categories[name] > limit:
+			add(Fail, key, "%s: %s at the peak of allocated memory, above the limit of %s", key,
+				units.FormatUBytes(f.Categories[name]), units.FormatUBytes(limit))
+		}
 	}
 	if k.Baseline != nil {
 		if e, ok := k.Baseline.Cases[c.Name]; ok {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -327,9 +328,11 @@ type settingKeys struct {
 	allocConf         *alloc.Config
 	policy            *alloc.Policy
 	memoryFraction    *float64
+	categories        [len(CategoryNames)]*uint64 // most bytes at the peak, per category
 }
 
-var settingNames = []string{"metric", "warn_frag", "max_frag", "max_reserved", "must_fit", "alloc_conf", "policy", "memory_fraction"}
+var settingNames = []string{"metric", "warn_frag", "max_frag", "max_reserved", "must_fit", "alloc_conf", "policy", "memory_fraction",
+	"parameters", "buffers", "gradients", "optimizer_state", "activations", "temporaries", "inputs", "workspace", "unknown"}
 
 func (p *parser) setting(s *settingKeys, key string, v *yaml.Node) error {
 	text, err := p.scalar(key, v)
@@ -379,6 +382,15 @@ func (p *parser) setting(s *settingKeys, key string, v *yaml.Node) error {
 			return wrap(err)
 		}
 		s.policy = &pol
+	case "parameters", "buffers", "gradients", "optimizer_state", "activations", "temporaries", "inputs", "workspace", "unknown":
+		n, err := units.ParseSize(text)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%q is zero bytes", text)
+		}
+		if err != nil {
+			return wrap(err)
+		}
+		s.categories[slices.Index(CategoryKeys[:], key)] = &n
 	case "memory_fraction":
 		r, err := units.ParseRatio(text)
 		if err == nil && (r == units.NoLimit || r == 0) {
@@ -394,12 +406,16 @@ func (p *parser) setting(s *settingKeys, key string, v *yaml.Node) error {
 
 // over returns s with the keys given in o replacing its own.
 func (s settingKeys) over(o settingKeys) settingKeys {
-	return settingKeys{
+	out := settingKeys{
 		metric: or(o.metric, s.metric), warnFrag: or(o.warnFrag, s.warnFrag), maxFrag: or(o.maxFrag, s.maxFrag),
 		maxReserved: or(o.maxReserved, s.maxReserved), mustFit: or(o.mustFit, s.mustFit),
 		allocConf: or(o.allocConf, s.allocConf), policy: or(o.policy, s.policy),
 		memoryFraction: or(o.memoryFraction, s.memoryFraction),
 	}
+	for i := range s.categories {
+		out.categories[i] = or(o.categories[i], s.categories[i])
+	}
+	return out
 }
 
 // or is a when it is set, else b.
@@ -430,6 +446,9 @@ func (s settingKeys) apply(c *Case) {
 	}
 	given(&c.Limits.MaxReserved, s.maxReserved)
 	given(&c.Limits.MustFit, s.mustFit)
+	for i, n := range s.categories {
+		given(&c.Limits.Categories[i], n)
+	}
 	c.Setup.Config = s.allocConf
 	given(&c.Setup.Policy, s.policy)
 	given(&c.Setup.Fraction, s.memoryFraction)

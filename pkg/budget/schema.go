@@ -22,6 +22,17 @@ type SettingDoc struct {
 	AllocConf      string `json:"alloc_conf,omitempty" jsonschema:"description=Allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax"`
 	Policy         string `json:"policy,omitempty" jsonschema:"description=Allocation policy: pytorch or another gpumem knows"`
 	MemoryFraction any    `json:"memory_fraction,omitempty" jsonschema:"oneof_type=string;number,description=set_per_process_memory_fraction of must_fit"`
+
+	// per-category limits at the peak of allocated memory (docs/categories.md)
+	Parameters     any `json:"parameters,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of parameters at the peak of allocated memory: bytes or 6GiB"`
+	Buffers        any `json:"buffers,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of module buffers at the peak"`
+	Gradients      any `json:"gradients,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of gradients at the peak"`
+	OptimizerState any `json:"optimizer_state,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of optimizer state at the peak"`
+	Activations    any `json:"activations,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of activations at the peak"`
+	Temporaries    any `json:"temporaries,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of temporaries at the peak"`
+	Inputs         any `json:"inputs,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of inputs at the peak"`
+	Workspace      any `json:"workspace,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of library workspace at the peak"`
+	Unknown        any `json:"unknown,omitempty" jsonschema:"oneof_type=string;integer,description=Fail above this many bytes of uncategorised memory at the peak"`
 }
 
 // CaseDoc is one case: a trace, several traces (ranks) or a workload,

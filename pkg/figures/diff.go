@@ -25,6 +25,10 @@ type Diff struct {
 	// RanksA and RanksB count the ranks of each side: above one, the side
 	// was a set of ranks and its worst rank stands for it.
 	RanksA, RanksB int
+	// Categories compares what each run's allocated memory held at its
+	// peak, by category, the largest change first; nil unless both runs
+	// have categories (DiffCategories).
+	Categories []CategoryDelta
 }
 
 // SiteDelta is what one allocation site held at each run's peak.

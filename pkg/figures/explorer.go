@@ -26,6 +26,18 @@ type Explorer struct {
 	// OOMSize is the failing request's size, OOMRounded after rounding.
 	OOMSize, OOMRounded uint64
 	Verdict             string // the OOM verdict, "" when none
+	// Categories name the allocations' categories (Lifetime.Category);
+	// nil when the run has none. CategorySeries samples the bytes each
+	// held (as asked) over the ops, at most a few thousand points.
+	Categories     []string
+	CategorySeries []CategoryPoint
+}
+
+// CategoryPoint is what each category held after op Op, in
+// Explorer.Categories order.
+type CategoryPoint struct {
+	Op    int
+	Bytes []uint64
 }
 
 // Lifetime is one allocation: made by op Start, freed by op End (Ops when
@@ -36,6 +48,8 @@ type Lifetime struct {
 	Size, Address        uint64 // as asked; where this replay put it
 	Stream               uint64
 	Stack                int32 // index into Stacks, -1 when none
+	// Category is 1 + its index into Explorer.Categories, 0 when none.
+	Category uint8
 }
 
 // Change is what one op did to the allocator's blocks, all segments' blocks

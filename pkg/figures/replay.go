@@ -49,6 +49,10 @@ type Replay struct {
 	// (Recorded: counted, and the replay went on; their figures are those
 	// of the moment, without the diagnosis), then OOM, if any.
 	OOMs []*OOM
+
+	// Categories is what allocated memory was made of at its peak; nil
+	// for a workload, or a trace the classification could not read.
+	Categories *Categories
 	// Pools describe the private memory pools the trace used (CUDA graphs,
 	// torch.cuda.MemPool), one line each, as the replay inferred them.
 	Pools []string

@@ -61,6 +61,11 @@ type exDevice struct {
 	Spans      [][3]any  `json:"spans"` // start, end, name
 	Keys       []int     `json:"keys"`  // the ops after which the key lists hold
 	Unit       uint64    `json:"unit"`  // block and segment sizes are in these units
+	// Cats name the bands' categories (column cat: 1 + index, 0 none);
+	// CatOps and CatBytes sample the bytes of each category over the ops.
+	Cats     []string   `json:"cats"`
+	CatOps   []int      `json:"catOps"`
+	CatBytes [][]uint64 `json:"catBytes"`
 	// Cols places each column in Bin: its offset, length in bytes and
 	// number of values.
 	Cols map[string][3]int `json:"cols"`
@@ -123,9 +128,9 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 		}
 	}
 	var c struct {
-		start, len, rel, size, addr, stream, stack, agg, time column
-		pos, del, ins, bsize, bstate, bband, bseg             column
-		klen, ksize, kstate, kband, kseg                      column
+		start, len, rel, size, addr, stream, stack, agg, time, cat column
+		pos, del, ins, bsize, bstate, bband, bseg                  column
+		klen, ksize, kstate, kband, kseg                           column
 	}
 	var aggDelta []int64
 	if len(e.Allocs) > maxBands {
@@ -147,6 +152,14 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 		c.addr.add(int64(a.Address), true)
 		c.stream.add(int64(a.Stream), true)
 		c.stack.add(int64(a.Stack), true)
+		if e.Categories != nil {
+			c.cat.add(int64(a.Category), false)
+		}
+	}
+	d.Cats = e.Categories
+	for _, p := range e.CategorySeries {
+		d.CatOps = append(d.CatOps, p.Op)
+		d.CatBytes = append(d.CatBytes, p.Bytes)
 	}
 	for _, v := range aggDelta[:min(len(aggDelta), e.Ops)] {
 		c.agg.add(v, false)
@@ -227,7 +240,7 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 		name string
 		c    *column
 	}{{"start", &c.start}, {"len", &c.len}, {"rel", &c.rel}, {"size", &c.size}, {"addr", &c.addr},
-		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time},
+		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time}, {"cat", &c.cat},
 		{"pos", &c.pos}, {"del", &c.del}, {"ins", &c.ins}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
 		{"bband", &c.bband}, {"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize},
 		{"kstate", &c.kstate}, {"kband", &c.kband}, {"kseg", &c.kseg}} {

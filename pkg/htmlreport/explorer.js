@@ -71,6 +71,7 @@
       var size = o.size = col(b, cs.size, false);
       o.addr = col(b, cs.addr, true); o.stream = col(b, cs.stream, true);
       o.stack = col(b, cs.stack, true, new Int32Array(n));
+      o.cat = cs.cat && cs.cat[2] ? col(b, cs.cat, false, new Int32Array(n)) : null;
       o.time = cs.time[2] ? col(b, cs.time, true) : null;
       // live bytes after each op: the aggregate, and it plus the bands
       var agg = o.agg = new Float64Array(ops), tot = new Float64Array(ops + 1), total = o.total = new Float64Array(ops);
@@ -171,6 +172,14 @@
       d.colors[i] = rgba(list[i].color);
     }
   }
+  // categories: the colours of the profiler's memory timeline where it has them
+  var CATCOL = { parameter: "#2e7d32", buffer: "#8bc34a", gradient: "#1f4fd1", optimizer_state: "#daa520", activation: "#d62728",
+    temporary: "#9370db", input: "#37474f", workspace: "#8c564b", unknown: "#9e9e9e" };
+  function buildCats(d) {
+    d.catList = (d.cats || []).map(function (name) { return { key: name, color: CATCOL[name] || "#9e9e9e" }; });
+    d.catColors = new Uint32Array(d.catList.length);
+    for (var i = 0; i < d.catList.length; i++) d.catColors[i] = rgba(d.catList[i].color);
+  }
   var probeCtx = document.createElement("canvas").getContext("2d");
   function rgba(css) {
     probeCtx.fillStyle = css; probeCtx.fillRect(0, 0, 1, 1);
@@ -179,7 +188,11 @@
   }
   var GREY = rgba("#8a949e"), HI = rgba("#111111"), DIM = rgba("#e9edf1");
 
-  var D = null, view = { x0: 0, x1: 1 }, mode = "op", scrub = 0, pinned = -1, selSite = -1, depth = 2;
+  var D = null, view = { x0: 0, x1: 1 }, mode = "op", scrub = 0, pinned = -1, selSite = -1, depth = 2, colorBy = "site";
+  // byCat says the bands are coloured by category, the sites table lists categories
+  function byCat() { return colorBy === "category" && D.cat && D.catList && D.catList.length > 0; }
+  function bandKey(bi) { return byCat() ? D.cat[bi] - 1 : D.siteOf[D.stack[bi] + 1]; }
+  function keys() { return byCat() ? D.catList : D.sites; }
   var cv = $("bands"), ctx = cv.getContext("2d"), off = document.createElement("canvas"), offView = null, offSrc = off;
   var samples = null; // the op drawn in each column of the last exact render
   var W = 0, H = 0;
@@ -214,7 +227,7 @@
     if (!D.ready) { drawPreview(); return; }
     var n = D.bands, img = ctx.createImageData(W, H), px = new Uint32Array(img.data.buffer);
     var start = D.start, end = D.end, size = D.size, stack = D.stack, byEnd = D.byEnd, total = D.total, agg = D.agg;
-    var siteOf = D.siteOf, colors = D.colors;
+    var siteOf = D.siteOf, colors = D.colors, cats = byCat() ? D.cat : null, catColors = D.catColors;
     var fen = new Float64Array(n + 1), LOG = 1;
     while (LOG * 2 <= n) LOG *= 2;
     function add(i, v) { for (i++; i <= n; i += i & -i) fen[i] += v; }
@@ -254,7 +267,8 @@
         var bi = find(pos), hiB = prefix(bi), loB = hiB - size[bi];
         var yTop = H - (base + hiB) * k2b, yBot = H - (base + loB) * k2b, col;
         if (yBot - yTop >= 1) {
-          col = bi === pinned ? HI : selSite >= 0 ? (siteOf[stack[bi] + 1] === selSite ? HI : DIM) : colors[siteOf[stack[bi] + 1]];
+          var key = cats ? cats[bi] - 1 : siteOf[stack[bi] + 1];
+          col = bi === pinned ? HI : selSite >= 0 ? (key === selSite ? HI : DIM) : cats ? (key >= 0 ? catColors[key] : GREY) : colors[key];
           for (r = Math.max(0, Math.round(yTop)); r < Math.round(yBot); r++) px[r * W + c] = col;
           pos = hiB;
         } else { // a pixel of bands too small to see
@@ -265,11 +279,35 @@
       }
     }
     ctx.putImageData(img, 0, 0);
+    drawArea();
     off.getContext("2d").clearRect(0, 0, W, H);
     off.getContext("2d").drawImage(cv, 0, 0);
     offSrc = off; offView = { x0: view.x0, x1: view.x1, mode: mode, exact: true };
     overlay();
     cv.dataset.rendered = String(+cv.dataset.rendered + 1 || 1);
+  }
+  // drawArea draws what each category held over the view, stacked, from
+  // the samples gpumem embeds (bytes as asked; every allocation, also
+  // those drawn together in grey above); hidden without categories
+  function drawArea() {
+    var area = $("catarea");
+    if (!area) return;
+    if (!D.cats || !D.catOps || !D.catOps.length) { area.style.display = "none"; return; }
+    area.style.display = ""; area.width = W;
+    var a = area.getContext("2d"), AH = +area.getAttribute("height"), ops = D.catOps, by = D.catBytes, ymax = 1, i, c;
+    for (i = 0; i < ops.length; i++) { var t = 0; for (c = 0; c < by[i].length; c++) t += by[i][c]; if (t > ymax) ymax = t; }
+    a.clearRect(0, 0, W, AH);
+    var lo = 0; while (lo < ops.length - 1 && ops[lo + 1] < view.x0) lo++;
+    var hi = ops.length - 1; while (hi > 0 && ops[hi - 1] > view.x1) hi--;
+    var base = new Float64Array(hi - lo + 1);
+    for (c = 0; c < D.cats.length; c++) {
+      if (selSite >= 0 && byCat() && c !== selSite) { for (i = lo; i <= hi; i++) base[i - lo] += by[i][c]; continue; }
+      a.beginPath();
+      for (i = lo; i <= hi; i++) a.lineTo(xOf(ops[i]), AH - (base[i - lo] + by[i][c]) / ymax * AH);
+      for (i = hi; i >= lo; i--) { a.lineTo(xOf(ops[i]), AH - base[i - lo] / ymax * AH); base[i - lo] += by[i][c]; }
+      a.closePath(); a.fillStyle = CATCOL[D.cats[c]] || "#9e9e9e"; a.fill();
+    }
+    area.dataset.drawn = String(+area.dataset.drawn + 1 || 1);
   }
   // drawPreview draws the whole trace from the preview gpumem embeds: the
   // image render makes at that width, as runs of palette entries (0
@@ -494,18 +532,19 @@
 
   // sites: bytes live after the peak, the OOM and the scrubber's op
   function liveBySite(op) {
-    var out = new Float64Array(D.sites.length);
+    var out = new Float64Array(keys().length);
     if (op < 0) return out;
-    for (var i = 0; i < D.bands && D.start[i] <= op; i++) if (D.end[i] > op) out[D.siteOf[D.stack[i] + 1]] += D.size[i];
+    for (var i = 0; i < D.bands && D.start[i] <= op; i++) if (D.end[i] > op) { var k = bandKey(i); if (k >= 0) out[k] += D.size[i]; }
     return out;
   }
   function drawSites() {
     var atPeak = liveBySite(D.peak), atOOM = D.oom >= 0 ? liveBySite(D.oom - 1) : null, atScrub = liveBySite(scrub - 1);
-    var idx = D.sites.map(function (_, i) { return i; }).filter(function (i) { return atPeak[i] || atScrub[i] || (atOOM && atOOM[i]); });
+    var list = keys();
+    var idx = list.map(function (_, i) { return i; }).filter(function (i) { return atPeak[i] || atScrub[i] || (atOOM && atOOM[i]); });
     idx.sort(function (a, b) { return atScrub[b] - atScrub[a] || atPeak[b] - atPeak[a]; });
     $("sites-oom-head").style.display = atOOM ? "" : "none";
     var rows = idx.slice(0, 40).map(function (i) {
-      var s = D.sites[i];
+      var s = list[i];
       return "<tr class=\"xsite" + (i === selSite ? " sel" : "") + "\" data-site=\"" + i + "\" data-peak=\"" + atPeak[i] + "\" data-scrub=\"" + atScrub[i] + "\">" +
         "<td><i class=\"sq\" style=\"background:" + s.color + "\"></i></td><td class=\"n\">" + bytes(atPeak[i]) + "</td>" +
         (atOOM ? "<td class=\"n\">" + bytes(atOOM[i]) + "</td>" : "") + "<td class=\"n\">" + bytes(atScrub[i]) + "</td><td><pre>" + esc(s.key) + "</pre></td></tr>";
@@ -543,6 +582,12 @@
   scrubTo.forEach(function (b) {
     b.addEventListener("click", function () { setScrub(b.dataset.scrubTo === "oom" ? D.oom + 1 : D.peak + 1); });
   });
+  var colorSel = $("colorby");
+  if (colorSel) colorSel.addEventListener("change", function () {
+    colorBy = colorSel.value; selSite = -1;
+    if (D.ready) drawSites();
+    render();
+  });
   var modeSel = $("xmode");
   modeSel.addEventListener("change", function () { mode = modeSel.value; render(); });
 
@@ -551,6 +596,11 @@
   function useDevice(k) {
     D = ALL[k];
     if (!D.sites) buildSites(D, depth);
+    if (!D.catList) buildCats(D);
+    if (colorSel) {
+      colorSel.parentNode.style.display = D.cats && D.cats.length ? "" : "none";
+      if (!(D.cats && D.cats.length)) { colorBy = "site"; colorSel.value = "site"; }
+    }
     ex.dataset.device = D.device;
     $("oom-btn").style.display = D.oom >= 0 ? "" : "none";
     modeSel.querySelector('[value="steps"]').disabled = !(D.spans && D.spans.length);

@@ -20,6 +20,17 @@ type DiffJSON struct {
 	Depth  int             `json:"site_depth"`
 	Sites  []DiffSite      `json:"sites"`
 	Phases []DiffPhase     `json:"phases"`
+	// Categories compares the runs' categories at their peaks of
+	// allocated memory, the largest |delta| first; [] unless both have them.
+	Categories []DiffCategory `json:"categories"`
+}
+
+// DiffCategory is what one category held at each run's peak.
+type DiffCategory struct {
+	Category string `json:"category"`
+	A        uint64 `json:"a"`
+	B        uint64 `json:"b"`
+	Delta    int64  `json:"delta"`
 }
 
 // DiffDelta is b − a of the figures the diff table compares. The keys are
@@ -56,7 +67,10 @@ type DiffPhase struct {
 }
 
 func diffJSON(w io.Writer, d *figures.Diff, _ Options) error {
-	doc := DiffJSON{Stamp: stamp(), Depth: d.Depth, Sites: []DiffSite{}, Phases: []DiffPhase{}}
+	doc := DiffJSON{Stamp: stamp(), Depth: d.Depth, Sites: []DiffSite{}, Phases: []DiffPhase{}, Categories: []DiffCategory{}}
+	for _, c := range d.Categories {
+		doc.Categories = append(doc.Categories, DiffCategory{c.Name, c.A, c.B, c.Change()})
+	}
 	a, err := report.NewDocument(d.A)
 	if err != nil {
 		return err

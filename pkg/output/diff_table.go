@@ -37,6 +37,25 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 	if err := writeTable(bw, []string{"", "a", "b", "b − a", "change"}, right, rows, md); err != nil {
 		return err
 	}
+	if len(d.Categories) > 0 {
+		fmt.Fprintln(bw, "\nWhat allocated memory held at each run's peak, by category, largest change first:")
+		fmt.Fprintln(bw)
+		rows = rows[:0]
+		for _, c := range d.Categories {
+			if c.A == 0 && c.B == 0 {
+				continue
+			}
+			rows = append(rows, []string{c.Name, units.FormatUBytes(c.A), units.FormatUBytes(c.B), signed(c.Change(), true)})
+		}
+		if err := writeTable(bw, []string{"category", "a", "b", "b − a"},
+			[]tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight}, rows, md); err != nil {
+			return err
+		}
+		if ka, kb := d.A.Categories.KeptPastStep, d.B.Categories.KeptPastStep; max(ka, kb) >= 1<<20 {
+			fmt.Fprintf(bw, "activations kept past the step that made them: a %s, b %s (%s); results held with their graphs outlive their step\n",
+				units.FormatUBytes(ka), units.FormatUBytes(kb), signed(int64(kb)-int64(ka), true))
+		}
+	}
 	if len(d.Phases) > 0 {
 		fmt.Fprintln(bw, "\nAnnotated phases (record_function, optimizer steps), largest change of peak allocated first:")
 		fmt.Fprintln(bw)

@@ -55,7 +55,8 @@ func DiffRuns(a, b *Run, depth int) (*figures.Diff, error) {
 	if depth <= 0 {
 		depth = DefaultSiteDepth
 	}
-	d := &figures.Diff{A: a.Report, B: b.Report, Depth: depth, MarksA: a.Marks(), MarksB: b.Marks(), RanksA: 1, RanksB: 1}
+	d := &figures.Diff{A: a.Report, B: b.Report, Depth: depth, MarksA: a.Marks(), MarksB: b.Marks(), RanksA: 1, RanksB: 1,
+		Categories: figures.DiffCategories(a.Report.Categories, b.Report.Categories)}
 	var err error
 	if d.Phases, err = diffPhases(a, b); err != nil {
 		return nil, err
@@ -118,6 +119,11 @@ func (r *Run) PeakSites(depth int) []figures.Site {
 		if !ok {
 			name = siteName(r.snap, st, depth)
 			names[st] = name
+		}
+		if name == "(no stack)" && r.cls != nil && i < len(r.plan.Event) {
+			if blk := r.cls.ByEvent(r.plan.Event[i]); blk != nil {
+				name = noStackName(r.cls, blk) // by its category and phase
+			}
 		}
 		s := by[name]
 		if s == nil {

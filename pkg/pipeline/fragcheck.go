@@ -10,9 +10,11 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/pkg/categories"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/setup"
+	"github.com/gpumem/gpumem/pkg/trace"
 	"github.com/gpumem/gpumem/pkg/workload"
 )
 
@@ -101,6 +103,9 @@ func runSetCase(ctx context.Context, c budget.Case) (budget.Figures, error) {
 		}
 		reports[i] = buildReport(rp.path, o, res, rp.plan, rp.snap)
 		reports[i].Device = rp.device
+		if err := caseCategories(c, reports[i], rp.plan, rp.snap, o, res, rp.cls); err != nil {
+			return budget.Figures{}, err
+		}
 	}
 	worst := reports[figures.Worst(reports)]
 	return budget.FiguresOf(worst), nil
@@ -124,7 +129,12 @@ func runTraceCase(ctx context.Context, c budget.Case) (budget.Figures, error) {
 	if err != nil {
 		return budget.Figures{}, fmt.Errorf("replaying %s: %w", path, err)
 	}
-	return budget.FiguresOf(buildReport(c.Source(), o, res, plan, snap)), nil
+	rep := buildReport(c.Source(), o, res, plan, snap)
+	rep.Device = c.Device
+	if err := caseCategories(c, rep, plan, snap, o, res, nil); err != nil {
+		return budget.Figures{}, err
+	}
+	return budget.FiguresOf(rep), nil
 }
 
 func runWorkloadCase(c budget.Case) (budget.Figures, error) {
@@ -170,4 +180,18 @@ func isBuiltin(name string) bool {
 		}
 	}
 	return false
+}
+
+// caseCategories adds the categories at the peak to a case's report when
+// the case limits a category.
+func caseCategories(c budget.Case, rep *figures.Replay, plan *replay.Plan, snap *trace.Snapshot, o replay.Options,
+	res *replay.Result, cls *categories.Result) error {
+	if c.Limits.Categories == ([len(budget.CategoryNames)]uint64{}) {
+		return nil
+	}
+	if cls == nil {
+		cls = categories.Classify(snap, rep.Device)
+	}
+	r := &Run{Report: rep, plan: plan, snap: snap, opts: o, res: res, device: rep.Device}
+	return r.addCategories(cls)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpumem/gpumem/pkg/categories"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/setup"
@@ -151,6 +152,7 @@ type rankPlan struct {
 	plan   *replay.Plan
 	times  []int64 // eventTimes
 	note   string  // why this device, when the file had others
+	cls    *categories.Result
 }
 
 // busiestDevice is the device of devs with the most alloc events in snap.
@@ -251,7 +253,8 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 			r = d
 		}
 		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
-			plan: replay.FromSnapshot(snap, d), times: timesFor(snap, d, src.Keep == KeepDetail), note: note})
+			plan: replay.FromSnapshot(snap, d), times: timesFor(snap, d, src.Keep == KeepDetail), note: note,
+			cls: categories.Classify(snap, d)})
 	}
 	if len(devs) == 1 {
 		snap.Traces = nil // the plans hold what the replays need; with several devices the HTML explorer replays them all
@@ -286,6 +289,9 @@ func ReplaySet(ctx context.Context, src SetSource, s Settings) (*Set, error) {
 		rp := ranks[i]
 		set.Ranks[i] = rp.rank
 		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, s)
+		if errs[i] == nil {
+			errs[i] = set.Runs[i].addCategories(rp.cls)
+		}
 		if errs[i] == nil && rp.note != "" {
 			set.Runs[i].Notes = append(set.Runs[i].Notes, rp.note)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gpumem/gpumem/pkg/categories"
 	"github.com/gpumem/gpumem/pkg/figures"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/setup"
@@ -25,7 +26,8 @@ type Run struct {
 	res  *replay.Result
 
 	device int
-	times  []int64 // the recorded time of each alloc/free_completed event; nil when none
+	times  []int64            // the recorded time of each alloc/free_completed event; nil when none
+	cls    *categories.Result // the categories of a trace's allocations; nil for workloads
 }
 
 // Replay replays src under s and builds its report. Once ctx is done it
@@ -67,7 +69,11 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 			return nil, err
 		}
 		if ok {
-			return replayPlanned(ctx, path, src.Device, ranks[0].snap, ranks[0].plan, nil, s)
+			r, err := replayPlanned(ctx, path, src.Device, ranks[0].snap, ranks[0].plan, nil, s)
+			if err == nil {
+				err = r.addCategories(ranks[0].cls)
+			}
+			return r, err
 		}
 	}
 	snap, err := openDevice(ctx, path, src.Device, src.Progress)
@@ -78,10 +84,18 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if src.StopAt > 0 && src.StopAt < len(plan.Ops) {
 		plan.Ops, plan.Event, plan.Stack = plan.Ops[:src.StopAt], plan.Event[:src.StopAt], plan.Stack[:src.StopAt]
 	}
+	var cls *categories.Result
+	if src.StopAt == 0 {
+		cls = categories.Classify(snap, src.Device)
+	}
 	if len(snap.Traces) == 1 {
 		snap.Traces = nil // the plan holds what the replay needs; Detail replays the other devices
 	}
-	return replayPlanned(ctx, path, src.Device, snap, plan, times, s)
+	r, err := replayPlanned(ctx, path, src.Device, snap, plan, times, s)
+	if err == nil {
+		err = r.addCategories(cls)
+	}
+	return r, err
 }
 
 // replayPlanned replays one device's plan of snap, read from path.
@@ -164,6 +178,7 @@ func (r *Run) Detail() (figures.Detail, error) {
 	if r.Report.OOM != nil {
 		ex.Verdict = r.Report.OOM.Verdict()
 	}
+	r.explorerCategories(ex, r.plan)
 	if r.work != nil {
 		for i, p := range d.Phases {
 			end := ex.Ops

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/gpumem/gpumem/pkg/categories"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -37,15 +38,15 @@ var errNotPickle = errors.New("not a pickle")
 // file must be read the usual way: not a pickle, a pipe or standard
 // input (which can be read only once), a trace a planner declined, or an
 // error (which the usual way reports).
-func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, ok bool) {
+func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, cls []*categories.Result, ok bool) {
 	if readsOnce(path) {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	snap, plans, ok, pickle := streamOnce(ctx, path, progress)
+	snap, plans, cls, ok, pickle := streamOnce(ctx, path, progress)
 	if !ok && pickle && ctx.Err() == nil {
 		return streamTwice(ctx, path, progress)
 	}
-	return snap, plans, ok
+	return snap, plans, cls, ok
 }
 
 // streamPickle reads the snapshot pickle at path with sink; it declines a
@@ -66,16 +67,19 @@ func streamPickle(ctx context.Context, path string, progress io.Writer, sink tra
 // streamOnce plans in one read the traces that start with the program and
 // have no segment events. pickle says the file is a pickle the planners
 // declined, which streamTwice may plan.
-func streamOnce(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, ok, pickle bool) {
+func streamOnce(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, cls []*categories.Result, ok, pickle bool) {
 	var planners []*replay.Planner
+	var builders []*categories.Builder
 	var lists []int
 	sink := trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list == len(planners) {
 				planners = append(planners, replay.NewPlanner())
+				builders = append(builders, categories.NewBuilder())
 			}
 			pl := planners[list]
 			pl.Add(e)
+			builders[list].Add(e)
 			if pl.Declined() != "" {
 				return errDeclined
 			}
@@ -87,23 +91,25 @@ func streamOnce(ctx context.Context, path string, progress io.Writer) (snap *tra
 	}
 	snap, lists, err := streamPickle(ctx, path, progress, sink)
 	if err != nil {
-		return nil, nil, false, errors.Is(err, errDeclined)
+		return nil, nil, nil, false, errors.Is(err, errDeclined)
 	}
 	plans = make([]*replay.Plan, len(lists))
+	cls = make([]*categories.Result, len(lists))
 	for d, l := range lists {
 		if l < 0 {
 			continue
 		}
 		if plans[d] = planners[l].Plan(snap); plans[d] == nil {
-			return nil, nil, false, true
+			return nil, nil, nil, false, true
 		}
+		cls[d] = builders[l].Result(snap, d)
 	}
-	return snap, plans, true, false
+	return snap, plans, cls, true, false
 }
 
 // streamTwice plans the snapshot pickle at path in two reads: the first
 // rebuilds the state each trace began in, the second plans it.
-func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, []*replay.Plan, bool) {
+func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, []*replay.Plan, []*categories.Result, bool) {
 	var starts []*replay.StartState
 	first, lists, err := streamPickle(ctx, path, progress, trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
@@ -115,7 +121,7 @@ func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.S
 		},
 	})
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	planners := make([]*replay.Planner, len(starts))
 	declined := false
@@ -128,18 +134,18 @@ func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.S
 	if declined {
 		return streamPools(ctx, path, progress, first, lists, starts)
 	}
-	snap, plans, err := planRead(ctx, path, progress, lists, planners)
+	snap, plans, cls, err := planRead(ctx, path, progress, lists, planners)
 	if errors.Is(err, errDeclined) {
 		return streamPools(ctx, path, progress, first, lists, starts)
 	}
-	return snap, plans, err == nil
+	return snap, plans, cls, err == nil
 }
 
 // streamPools plans the traces a snapshot planner declined (they used
 // private pools) in two more reads: one walks each trace for its pools,
 // the next plans it with them. first and starts come from the first read.
 func streamPools(ctx context.Context, path string, progress io.Writer, first *trace.Snapshot, lists []int,
-	starts []*replay.StartState) (*trace.Snapshot, []*replay.Plan, bool) {
+	starts []*replay.StartState) (*trace.Snapshot, []*replay.Plan, []*categories.Result, bool) {
 	walks := make([]*replay.PoolWalk, len(starts))
 	for d, l := range lists {
 		if l >= 0 {
@@ -156,7 +162,7 @@ func streamPools(ctx context.Context, path string, progress io.Writer, first *tr
 		},
 	})
 	if err != nil || !slices.Equal(lists, lists3) {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	planners := make([]*replay.Planner, len(starts))
 	for d, l := range lists {
@@ -165,13 +171,18 @@ func streamPools(ctx context.Context, path string, progress io.Writer, first *tr
 			walks[l], starts[l] = nil, nil // their per-event records are no longer needed
 		}
 	}
-	snap, plans, err := planRead(ctx, path, progress, lists, planners)
-	return snap, plans, err == nil
+	snap, plans, cls, err := planRead(ctx, path, progress, lists, planners)
+	return snap, plans, cls, err == nil
 }
 
 // planRead reads the snapshot pickle at path once more, planning each
-// device's trace with its planner; errDeclined when one declines.
-func planRead(ctx context.Context, path string, progress io.Writer, lists []int, planners []*replay.Planner) (*trace.Snapshot, []*replay.Plan, error) {
+// device's trace with its planner and classifying its allocations;
+// errDeclined when a planner declines.
+func planRead(ctx context.Context, path string, progress io.Writer, lists []int, planners []*replay.Planner) (*trace.Snapshot, []*replay.Plan, []*categories.Result, error) {
+	builders := make([]*categories.Builder, len(planners))
+	for i := range builders {
+		builders[i] = categories.NewBuilder()
+	}
 	snap, lists2, err := streamPickle(ctx, path, progress, trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list >= len(planners) || planners[list] == nil {
@@ -179,6 +190,7 @@ func planRead(ctx context.Context, path string, progress io.Writer, lists []int,
 			}
 			pl := planners[list]
 			pl.Add(e)
+			builders[list].Add(e)
 			if pl.Declined() != "" {
 				return errDeclined
 			}
@@ -186,27 +198,29 @@ func planRead(ctx context.Context, path string, progress io.Writer, lists []int,
 		},
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !slices.Equal(lists, lists2) {
-		return nil, nil, errors.New("the file changed between reads")
+		return nil, nil, nil, errors.New("the file changed between reads")
 	}
 	plans := make([]*replay.Plan, len(lists))
+	cls := make([]*categories.Result, len(lists))
 	for d, l := range lists {
 		if l < 0 {
 			continue
 		}
 		if plans[d] = planners[l].Plan(snap); plans[d] == nil {
-			return nil, nil, errDeclined
+			return nil, nil, nil, errDeclined
 		}
+		cls[d] = builders[l].Result(snap, d)
 	}
-	return snap, plans, nil
+	return snap, plans, cls, nil
 }
 
 // streamRank is openRank for a replay that reads only the report; ok is
 // false when the file must be opened the usual way.
 func streamRank(ctx context.Context, src SetSource, p string) ([]rankPlan, bool, error) {
-	snap, plans, ok := streamPlans(ctx, p, src.Progress)
+	snap, plans, cls, ok := streamPlans(ctx, p, src.Progress)
 	if !ok {
 		return nil, false, ctx.Err()
 	}
@@ -238,7 +252,7 @@ func streamRank(ctx context.Context, src SetSource, p string) ([]rankPlan, bool,
 		if r < 0 || len(devs) > 1 {
 			r = d
 		}
-		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap, plan: plans[d]})
+		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap, plan: plans[d], cls: cls[d]})
 	}
 	return ranks, true, nil
 }

@@ -47,6 +47,16 @@ type Document struct {
 	// InexactKeys names the memory_stats keys the trace cannot settle,
 	// each with why ({} when it settles all of them)
 	InexactKeys map[string]string `json:"inexact_keys"`
+
+	// Categories is what allocated memory held at its peak, by category
+	// (they sum to allocated_bytes.all.peak); null for a workload.
+	Categories       *jsonCategories     `json:"categories"`
+	CategoriesMethod *string             `json:"categories_method"`
+	CategorySites    []jsonCategorySites `json:"category_sites"`
+	// ActivationsKeptPastStep is the part of categories.activation kept
+	// past the step it was born in (results held with their graphs).
+	ActivationsKeptPastStep uint64       `json:"activations_kept_past_step"`
+	Remedies                []jsonRemedy `json:"remedies"`
 }
 
 type jsonOOMItem struct {
@@ -98,6 +108,9 @@ type jsonPoint struct {
 	Allocated int64 `json:"allocated"`
 	Reserved  int64 `json:"reserved"`
 	Active    int64 `json:"active"`
+	// Categories is what each category held after the op, bytes as asked
+	// (requests, not blocks); absent when the run has no categories.
+	Categories *jsonCategories `json:"categories,omitempty"`
 }
 
 type jsonOOM struct {
@@ -188,11 +201,13 @@ func NewDocument(r *figures.Replay) (*Document, error) {
 	for _, o := range r.OOMs {
 		doc.OOMs = append(doc.OOMs, jsonOOMItem{o.OpIndex, o.Size, o.Recorded})
 	}
+	addCategories(doc, r.Categories)
 	for _, s := range r.Skipped {
 		doc.Skipped = append(doc.Skipped, jsonSkip(s))
 	}
-	for _, p := range r.Timeline {
-		doc.Timeline = append(doc.Timeline, jsonPoint(p))
+	for i, p := range r.Timeline {
+		doc.Timeline = append(doc.Timeline, jsonPoint{Op: p.Op, Allocated: p.Allocated, Reserved: p.Reserved, Active: p.Active,
+			Categories: pointCategories(r.Categories, i)})
 	}
 	if c := r.InferredCap; c != nil {
 		doc.InferredCap = &jsonCap{Low: c.Low, High: c.High, From: c.From}

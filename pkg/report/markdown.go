@@ -45,6 +45,12 @@ func Markdown(w io.Writer, r *figures.Replay, o Options) error {
 	if err := writeGrid(bw, fragGrid(r, o, bold), true); err != nil {
 		return err
 	}
+	if g := categoriesGrid(r.Categories); g != nil {
+		fmt.Fprintf(bw, "\n### By category at the peak of allocated memory\n\n%s, %s.\n\n", ubytes(r.Categories.Total), r.Categories.Method)
+		if err := writeGrid(bw, *g, true); err != nil {
+			return err
+		}
+	}
 
 	if oom := r.OOM; oom != nil {
 		fmt.Fprintln(bw)

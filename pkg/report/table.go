@@ -42,6 +42,7 @@ func Table(w io.Writer, r *figures.Replay, o Options) error {
 	if err := writeGrid(bw, fragGrid(r, o, paint), false); err != nil {
 		return err
 	}
+	categoriesTable(bw, r.Categories)
 
 	if oom := r.OOM; oom != nil {
 		fmt.Fprintln(bw)

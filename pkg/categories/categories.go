@@ -1,0 +1,285 @@
+package categories
+
+import (
+	"sort"
+
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// Category is what an allocation holds.
+type Category uint8
+
+// The categories, in the order reports list them; Unknown is last.
+const (
+	Parameter Category = iota
+	Buffer
+	Gradient
+	OptimizerState
+	Activation
+	Temporary
+	Input
+	Workspace
+	Unknown
+	NumCategories
+)
+
+var names = [NumCategories]string{"parameter", "buffer", "gradient", "optimizer_state", "activation",
+	"temporary", "input", "workspace", "unknown"}
+
+// String is the category's name in JSON and budgets, such as
+// "optimizer_state".
+func (c Category) String() string {
+	if c < NumCategories {
+		return names[c]
+	}
+	return "unknown"
+}
+
+// Parse returns the category named s (its String, or a plural such as
+// "activations"), and whether there is one.
+func Parse(s string) (Category, bool) {
+	for c, n := range names {
+		if s == n || s == n+"s" || n == "optimizer_state" && s == "optimizer_states" {
+			return Category(c), true
+		}
+	}
+	return Unknown, false
+}
+
+// Phase is where in its iteration a block was born.
+type Phase uint8
+
+// The phases.
+const (
+	Setup Phase = iota
+	Forward
+	Backward
+	Optimizer
+	ZeroGrad
+	After
+)
+
+var phaseNames = [...]string{"setup", "forward", "backward", "optimizer.step", "zero_grad", "after the last step"}
+
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return "unknown"
+}
+
+// Block is one allocation of the trace.
+type Block struct {
+	// Size is the request rounded up as the caching allocator rounds it
+	// (512 B steps): a trace records requests, and a block can be larger
+	// still when the allocator did not split it (only a replay knows).
+	Addr, Size uint64
+	// Born and Freed are positions: -1 for a block live before the trace
+	// began; Freed is Result.Positions when the block is never freed.
+	Born, Freed int
+	// Event is the index of its alloc event among the device's alloc and
+	// free_completed events (replay.Plan's numbering); -1 if before the trace.
+	Event    int32
+	Stack    int32 // its alloc's stack, -1 if none
+	Category Category
+	Phase    Phase
+	Rule     string // the rule that decided it (docs/categories.md)
+}
+
+// KeptPastStep reports whether b is an activation kept past the step
+// after the one it was born in, as blocks of several iterations are: a
+// leak, results held with their graphs across steps.
+func (b *Block) KeptPastStep() bool {
+	return b.Category == Activation && b.Rule == ruleOutlives
+}
+
+// Result is the classification of one device's trace.
+type Result struct {
+	Device    int
+	Blocks    []Block // in the order they were born (blocks live before the trace first)
+	Positions int     // alloc and free_requested events
+
+	// Peak is the first position after which allocated memory was
+	// highest (-1: before the first event), PeakBytes that memory;
+	// AtPeak is what each category held then (they sum to PeakBytes).
+	Peak      int
+	PeakBytes uint64
+	AtPeak    [NumCategories]uint64
+
+	Steps  int  // optimizer steps found
+	Stacks bool // the trace recorded Python stacks for its events
+	// Method says how the classification was decided, such as
+	// "lifetimes and annotations" or "lifetimes, annotations and stacks".
+	Method string
+
+	times  []int64        // the time of each position
+	before map[uint64]int // address → index of the block live there before the trace (Lookup)
+}
+
+// Live returns the blocks live after position p.
+func (r *Result) Live(p int) []*Block {
+	var out []*Block
+	for i := range r.Blocks {
+		b := &r.Blocks[i]
+		if b.Born <= p && b.Freed > p {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// ByEvent returns the block whose alloc is event e (replay.Plan's
+// Event numbering), or nil.
+func (r *Result) ByEvent(e int32) *Block {
+	i := sort.Search(len(r.Blocks), func(i int) bool { return r.Blocks[i].Event >= e })
+	if i < len(r.Blocks) && r.Blocks[i].Event == e {
+		return &r.Blocks[i]
+	}
+	return nil
+}
+
+// Classify classifies the allocations of snap's trace of device.
+func Classify(snap *trace.Snapshot, device int) *Result {
+	b := NewBuilder()
+	if device >= 0 && device < len(snap.Traces) {
+		for i := range snap.Traces[device] {
+			b.Add(&snap.Traces[device][i])
+		}
+	}
+	return b.Result(snap, device)
+}
+
+// Builder gathers one device's events as they are read.
+type Builder struct {
+	blocks []Block
+	open   map[uint64]int // address → index into blocks of the live block there
+	times  []int64        // time of each position
+	stacks bool
+	events int32   // alloc and free_completed events so far
+	pre    []Block // blocks freed before the trace saw them allocated
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder { return &Builder{open: map[uint64]int{}} }
+
+// Add takes the device's next event.
+func (b *Builder) Add(e *trace.Event) {
+	switch e.Action {
+	case trace.ActionAlloc:
+		pos := len(b.times)
+		b.times = append(b.times, e.TimeUS)
+		if i, ok := b.open[e.Addr]; ok { // a second alloc at a live address: the first ended
+			b.blocks[i].Freed = pos
+		}
+		b.open[e.Addr] = len(b.blocks)
+		b.blocks = append(b.blocks, Block{Addr: e.Addr, Size: rounded(e.Size), Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
+		b.stacks = b.stacks || e.Stack >= 0
+		b.events++
+	case trace.ActionFreeRequested:
+		pos := len(b.times)
+		b.times = append(b.times, e.TimeUS)
+		if i, ok := b.open[e.Addr]; ok {
+			b.blocks[i].Freed = pos
+			delete(b.open, e.Addr)
+		} else {
+			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: pos, Event: -1, Stack: -1})
+		}
+	case trace.ActionFreeCompleted:
+		b.events++
+	}
+}
+
+// Result classifies what the builder was given; snap gives the
+// annotations, stacks and final segments (its traces are not read).
+func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
+	n := len(b.times)
+	r := &Result{Device: device, Positions: n, Stacks: b.stacks && len(snap.Stacks) > 0}
+	// blocks live at the end that the trace never saw allocated
+	var alive []Block
+	for si := range snap.Segments {
+		s := &snap.Segments[si]
+		if s.Device != device {
+			continue
+		}
+		for _, blk := range s.Blocks {
+			if blk.State != trace.BlockAllocated {
+				continue
+			}
+			if _, ok := b.open[blk.Address]; !ok {
+				alive = append(alive, Block{Addr: blk.Address, Size: blk.Size, Born: -1, Freed: n, Event: -1, Stack: blk.Stack})
+			}
+		}
+	}
+	r.Blocks = make([]Block, 0, len(b.pre)+len(alive)+len(b.blocks))
+	r.Blocks = append(append(append(r.Blocks, b.pre...), alive...), b.blocks...)
+	for i := range r.Blocks {
+		if r.Blocks[i].Freed == -2 {
+			r.Blocks[i].Freed = n
+		}
+	}
+	r.times = b.times
+	classify(r, snap, b.times)
+	r.peak()
+	return r
+}
+
+// peak finds the peak of allocated memory and what each category held.
+func (r *Result) peak() {
+	delta := make([]int64, r.Positions+1)
+	var cur int64
+	for _, b := range r.Blocks {
+		if b.Born < 0 {
+			cur += int64(b.Size)
+		} else {
+			delta[b.Born] += int64(b.Size)
+		}
+		if b.Freed < r.Positions {
+			delta[b.Freed] -= int64(b.Size)
+		}
+	}
+	best, at := cur, -1
+	for p := 0; p < r.Positions; p++ {
+		cur += delta[p]
+		if cur > best {
+			best, at = cur, p
+		}
+	}
+	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
+	for _, b := range r.Live(at) {
+		r.AtPeak[b.Category] += b.Size
+	}
+}
+
+// rounded is a request's size as the caching allocator rounds it.
+func rounded(n uint64) uint64 {
+	const step = 512
+	if n < step {
+		return step
+	}
+	if n > ^uint64(0)-step {
+		return n
+	}
+	return (n + step - 1) / step * step
+}
+
+// Lookup returns the block whose alloc is event e (replay.Plan's
+// numbering) or, for e < 0, the block live before the trace at addr;
+// nil when there is none.
+func (r *Result) Lookup(e int32, addr uint64) *Block {
+	if e >= 0 {
+		return r.ByEvent(e)
+	}
+	if r.before == nil {
+		r.before = map[uint64]int{}
+		for i := range r.Blocks {
+			if r.Blocks[i].Born >= 0 {
+				break // Blocks are in birth order
+			}
+			r.before[r.Blocks[i].Addr] = i
+		}
+	}
+	if i, ok := r.before[addr]; ok {
+		return &r.Blocks[i]
+	}
+	return nil
+}

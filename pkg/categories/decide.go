@@ -1,0 +1,311 @@
+package categories
+
+// The rules, by name; docs/categories.md gives each one's evidence and
+// known failure cases.
+const (
+	ruleStepTemp      = "born and freed in optimizer.step"
+	ruleStepKept      = "born in optimizer.step, kept past it"
+	ruleZeroFreed     = "freed by zero_grad"
+	ruleZeroTemp      = "born in zero_grad"
+	ruleSaved         = "born in forward, freed in backward"
+	rulePhaseTemp     = "born and freed in one phase"
+	ruleStepFreed     = "freed in optimizer.step"
+	ruleSetupParam    = "made before the first forward, kept to the end, a parameter's size"
+	ruleSetupBuffer   = "made before the first forward, kept to the end, no parameter's size"
+	ruleSetupNoGrad   = "made before the first forward, kept to the end (no gradients to tell)"
+	ruleKeptGrad      = "born in the first backward, kept to the end, a gradient's size"
+	ruleWorkspace     = "born in the first forward or backward, kept to the end"
+	ruleInput         = "made before its iteration's forward, kept past its step"
+	ruleOutlives      = "born in forward, kept past the next step, in several iterations"
+	ruleHeld          = "born in forward, held into the next iteration"
+	ruleMadeOnce      = "born in one forward after the first step and kept, not again"
+	ruleBuckets       = "born in one forward after the first step and kept, not again, the parameters' size"
+	ruleBackwardKept  = "born in backward, kept past its step, freed later but not by zero_grad"
+	ruleBeforeTrace   = "live before the trace began"
+	ruleNoStructure   = "no optimizer step in the trace"
+	ruleAfterTemp     = "born and freed after the last step"
+	ruleAfterKept     = "born in forward after the last step, kept to the end"
+	ruleNoStructPersi = "made before anything was freed, kept to the end (no optimizer step)"
+	ruleCublas        = "kept to the end, cuBLAS's workspace size"
+)
+
+// decide applies the rules to every block.
+func decide(r *Result, st *structure) {
+	k := len(st.steps)
+	grads := map[uint64]int{} // sizes of the first iteration's gradients → how many
+	gradIt := -1              // the iteration grads counts
+	addGrad := func(it int, size uint64) {
+		if gradIt < 0 {
+			gradIt = it
+		}
+		if it == gradIt {
+			grads[size]++
+		}
+	}
+	set := func(b *Block, c Category, p Phase, rule string) { b.Category, b.Phase, b.Rule = c, p, rule }
+	var setup []*Block // made before the first forward and kept: parameters or buffers
+	var keptBwd []*Block
+	keptFwd := map[int][]*Block{} // iteration → blocks born in its forward and kept past the next step
+	firstFree := st.n
+	for _, b := range r.Blocks {
+		if b.Freed < st.n {
+			firstFree = min(firstFree, b.Freed)
+		}
+	}
+	for i := range r.Blocks {
+		b := &r.Blocks[i]
+		p := b.Born
+		if p < 0 {
+			switch {
+			case st.kept(b):
+				setup = append(setup, b)
+				b.Phase = Setup
+			case inAny(st.zero, b.Freed) >= 0:
+				set(b, Gradient, Backward, ruleZeroFreed)
+			default:
+				set(b, Unknown, Setup, ruleBeforeTrace)
+			}
+			continue
+		}
+		if k == 0 {
+			if p < firstFree && b.Freed == st.n {
+				setup = append(setup, b)
+				b.Phase = Setup
+			} else {
+				set(b, Unknown, After, ruleNoStructure)
+			}
+			continue
+		}
+		if j := inAny(st.steps, p); j >= 0 {
+			if b.Freed < st.steps[j].hi {
+				set(b, Temporary, Optimizer, ruleStepTemp)
+			} else {
+				set(b, OptimizerState, Optimizer, ruleStepKept)
+			}
+			continue
+		}
+		if j := inAny(st.zero, p); j >= 0 {
+			if b.Freed < st.zero[j].hi {
+				set(b, Temporary, ZeroGrad, ruleZeroTemp)
+			} else {
+				set(b, Unknown, ZeroGrad, ruleZeroTemp)
+			}
+			continue
+		}
+		it := st.iteration(p)
+		phase := Forward
+		switch {
+		case it == k:
+			phase = After
+		case p >= st.bwd[it]:
+			phase = Backward
+		case p < st.fwd[it] && it == 0:
+			phase = Setup
+		}
+		b.Phase = phase
+		if inAny(st.zero, b.Freed) >= 0 {
+			set(b, Gradient, phase, ruleZeroFreed)
+			addGrad(it, b.Size)
+			continue
+		}
+		if it == k { // after the last step
+			switch {
+			case b.Freed < st.n:
+				set(b, Temporary, phase, ruleAfterTemp)
+			case p < st.fwd[it]:
+				set(b, Input, phase, ruleInput)
+			case cublasWorkspace(r.Blocks, i):
+				set(b, Workspace, phase, ruleCublas)
+			default:
+				set(b, Activation, phase, ruleAfterKept)
+				keptFwd[it] = append(keptFwd[it], b)
+			}
+			continue
+		}
+		stepEnd := st.steps[it].hi
+		switch {
+		case b.Freed < st.end[it]: // freed before its step
+			if p < st.bwd[it] && b.Freed >= st.bwd[it] {
+				set(b, Activation, phase, ruleSaved)
+			} else {
+				set(b, Temporary, phase, rulePhaseTemp)
+			}
+		case b.Freed < stepEnd:
+			set(b, Temporary, phase, ruleStepFreed)
+		case p < st.fwd[it]:
+			if it == 0 && st.kept(b) {
+				setup = append(setup, b)
+			} else {
+				set(b, Input, phase, ruleInput)
+			}
+		case p >= st.bwd[it] && st.kept(b) && cublasWorkspace(r.Blocks, i):
+			set(b, Workspace, phase, ruleCublas)
+		case p >= st.bwd[it]:
+			if it == 0 && st.kept(b) {
+				keptBwd = append(keptBwd, b)
+			} else {
+				set(b, Unknown, phase, ruleBackwardKept)
+				keptBwd = append(keptBwd, b)
+			}
+		default: // born in forward, kept past the step
+			switch {
+			case st.kept(b) && cublasWorkspace(r.Blocks, i):
+				set(b, Workspace, phase, ruleCublas)
+			case it == 0 && st.kept(b):
+				set(b, Workspace, phase, ruleWorkspace)
+			case it+1 == k && st.kept(b): // the last iteration's: held to the end, or a leak's
+				set(b, Activation, phase, ruleHeld)
+				keptFwd[it] = append(keptFwd[it], b)
+			case it+1 == k || b.Freed < st.steps[it+1].hi:
+				set(b, Activation, phase, ruleHeld) // a result the next iteration replaces
+			default:
+				set(b, Activation, phase, ruleOutlives)
+				keptFwd[it] = append(keptFwd[it], b)
+			}
+		}
+	}
+	// blocks born in backward and kept past the step: when no gradient was
+	// freed by zero_grad (zero_grad(set_to_none=False) keeps them),
+	// gradients if they have a parameter's size; else workspace
+	setupSizes := map[uint64]bool{}
+	for _, b := range setup {
+		setupSizes[b.Size] = true
+	}
+	sized := func(size uint64) bool {
+		if len(grads) > 0 {
+			return false // zero_grad frees them: what backward kept is no gradient
+		}
+		return setupSizes[size]
+	}
+	var kept []*Block
+	for _, b := range keptBwd {
+		if sized(b.Size) {
+			kept = append(kept, b)
+		} else if st.kept(b) {
+			set(b, Workspace, b.Phase, ruleWorkspace)
+		}
+	}
+	for _, b := range kept {
+		set(b, Gradient, b.Phase, ruleKeptGrad)
+		addGrad(st.iteration(b.Born), b.Size)
+	}
+	// what was made before the first forward and kept: a parameter when it
+	// has a parameter's size (paramSizes: a gradient's, else an optimizer
+	// state's), else a buffer
+	ps := st.paramSizes(r)
+	if len(ps) == 0 && len(grads) > 0 {
+		ps = grads // gradients kept by zero_grad(set_to_none=False), no optimizer state
+	}
+	for _, b := range setup {
+		switch {
+		case k == 0 || len(ps) == 0:
+			rule := ruleSetupNoGrad
+			if k == 0 {
+				rule = ruleNoStructPersi
+			}
+			set(b, Parameter, Setup, rule)
+		case ps[b.Size] > 0:
+			ps[b.Size]--
+			set(b, Parameter, Setup, ruleSetupParam)
+		default:
+			set(b, Buffer, Setup, ruleSetupBuffer)
+		}
+	}
+	var params uint64
+	for _, b := range setup {
+		if b.Category == Parameter {
+			params += b.Size
+		}
+	}
+	resolveKept(keptFwd, k, params)
+}
+
+// resolveKept decides the blocks born in forward and kept past the next
+// step (keptFwd, by iteration; k-1 is the last iteration, k the tail
+// after the last step). A leak repeats: blocks of a size kept in two or
+// more iterations, and all such blocks when several iterations before
+// the last kept some, are activations kept past their step. What one
+// iteration before the last kept alone is state made once (oneOff); the
+// last iteration's and the tail's other blocks are results kept to the
+// end.
+func resolveKept(keptFwd map[int][]*Block, k int, params uint64) {
+	its := map[uint64]map[int]bool{} // size → the iterations that kept one
+	for it, bs := range keptFwd {
+		for _, b := range bs {
+			if its[b.Size] == nil {
+				its[b.Size] = map[int]bool{}
+			}
+			its[b.Size][it] = true
+		}
+	}
+	rest := map[int][]*Block{} // the middle iterations' blocks of no repeated size
+	for it, bs := range keptFwd {
+		for _, b := range bs {
+			switch {
+			case len(its[b.Size]) >= 2:
+				b.Category, b.Rule = Activation, ruleOutlives
+			case it < k-1:
+				rest[it] = append(rest[it], b)
+			}
+		}
+	}
+	if len(rest) >= 2 {
+		for _, bs := range rest {
+			for _, b := range bs {
+				b.Category, b.Rule = Activation, ruleOutlives
+			}
+		}
+		return
+	}
+	oneOff(rest, params)
+}
+
+// oneOff decides the blocks born in forward and kept past the next step
+// when only one iteration made any: no leak, which repeats, but state
+// made once after the first step. When they add up to the parameters'
+// size (within 10%) they are gradients, such as DistributedDataParallel's
+// buckets rebuilt at the second forward; else workspace. Blocks of
+// several iterations stay activations kept past their step.
+func oneOff(keptFwd map[int][]*Block, params uint64) {
+	if len(keptFwd) != 1 {
+		return
+	}
+	for _, bs := range keptFwd {
+		var sum uint64
+		for _, b := range bs {
+			sum += b.Size
+		}
+		c, rule := Workspace, ruleMadeOnce
+		if params > 0 && sum >= params-params/10 && sum <= params+params/10 {
+			c, rule = Gradient, ruleBuckets
+		}
+		for _, b := range bs {
+			b.Category, b.Rule = c, rule
+		}
+	}
+}
+
+// cublasWorkspace reports whether block i is one of the pair PyTorch
+// allocates once per cuBLAS handle (a thread and stream: the forward's,
+// the autograd engine's, a graph capture's): cuBLAS's workspace, 32 MiB
+// on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8) or 8 MiB + 128 KiB before
+// (:4096:2:16:8), then at once cuBLASLt's 1 MiB, both kept. Only the
+// pair counts: a result of 32 MiB alone is no workspace.
+func cublasWorkspace(blocks []Block, i int) bool {
+	big := func(size uint64) bool { return size == 32<<20 || size == 4096<<10*2+16<<10*8 }
+	pair := func(w, lt *Block) bool {
+		return big(w.Size) && lt.Size == 1<<20 && lt.Born == w.Born+1 && w.Freed == lt.Freed
+	}
+	return i+1 < len(blocks) && pair(&blocks[i], &blocks[i+1]) || i > 0 && pair(&blocks[i-1], &blocks[i])
+}
+
+// method says how the categories were decided.
+func method(r *Result, stacks bool) string {
+	switch {
+	case r.Steps == 0:
+		return "lifetimes only (no optimizer step marks)"
+	case stacks:
+		return "lifetimes, annotations and stacks"
+	}
+	return "lifetimes and annotations"
+}

@@ -1,0 +1,287 @@
+package categories
+
+import (
+	"testing"
+
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// program writes a synthetic trace: each call adds an event one
+// microsecond after the last.
+type program struct {
+	snap trace.Snapshot
+	now  int64
+	next uint64
+}
+
+func (p *program) alloc(size uint64) uint64 {
+	p.next += 1 << 20
+	p.now++
+	p.snap.Traces[0] = append(p.snap.Traces[0], trace.Event{Action: trace.ActionAlloc, Addr: p.next, Size: size, Stack: -1, TimeUS: p.now})
+	return p.next
+}
+
+func (p *program) free(addr uint64) {
+	p.now++
+	p.snap.Traces[0] = append(p.snap.Traces[0], trace.Event{Action: trace.ActionFreeRequested, Addr: addr, Stack: -1, TimeUS: p.now})
+}
+
+func (p *program) mark(name, stage string) {
+	p.now++
+	p.snap.Annotations = append(p.snap.Annotations, trace.Annotation{TimeUS: p.now, Fields: map[string]string{"name": name, "stage": stage}})
+}
+
+// training writes steps iterations of a small training loop and returns
+// the category each address should get.
+func training(steps int, setToNone bool) (*trace.Snapshot, map[uint64]Category) {
+	p := &program{snap: trace.Snapshot{Traces: [][]trace.Event{nil}}}
+	want := map[uint64]Category{}
+	w1, w2 := p.alloc(4096), p.alloc(8192) // model.to(device)
+	want[w1], want[w2] = Parameter, Parameter
+	want[p.alloc(1024)] = Buffer // a running mean: no gradient has its size
+	var x, loss uint64
+	var states, grads []uint64
+	for i := range steps {
+		nx := p.alloc(65536) // the batch
+		if x != 0 {
+			p.free(x)
+		}
+		x = nx
+		want[x] = Input
+		t := p.alloc(16384) // forward: a temporary
+		want[t] = Temporary
+		a1 := p.alloc(32768)
+		p.free(t)
+		a2 := p.alloc(32768)
+		want[a1], want[a2] = Activation, Activation
+		if i == 0 {
+			ws := p.alloc(1 << 22) // cuBLAS's workspace, at the first matmul
+			want[ws] = Workspace
+		}
+		nl := p.alloc(512)
+		if loss != 0 {
+			p.free(loss)
+		}
+		loss = nl
+		want[loss] = Activation // the forward's result, kept past the step
+		// backward
+		bt := p.alloc(32768)
+		want[bt] = Temporary
+		if i == 0 || setToNone {
+			grads = []uint64{p.alloc(8192), p.alloc(4096)}
+			for _, g := range grads {
+				want[g] = Gradient
+			}
+		}
+		p.free(a2)
+		p.free(bt)
+		p.free(a1)
+		p.mark("Optimizer.step#AdamW.step", "START")
+		if i == 0 {
+			states = []uint64{p.alloc(4096), p.alloc(4096), p.alloc(8192), p.alloc(8192)}
+			for _, s := range states {
+				want[s] = OptimizerState
+			}
+		}
+		st := p.alloc(8192)
+		want[st] = Temporary
+		p.free(st)
+		p.mark("Optimizer.step#AdamW.step", "END")
+		p.mark("Optimizer.zero_grad#AdamW.zero_grad", "START")
+		if setToNone {
+			for _, g := range grads {
+				p.free(g)
+			}
+		}
+		p.mark("Optimizer.zero_grad#AdamW.zero_grad", "END")
+	}
+	return &p.snap, want
+}
+
+func check(t *testing.T, r *Result, want map[uint64]Category) {
+	t.Helper()
+	for _, b := range r.Blocks {
+		if w, ok := want[b.Addr]; ok && b.Category != w {
+			t.Errorf("block at %#x of %d B born at %d: %s (%s), want %s", b.Addr, b.Size, b.Born, b.Category, b.Rule, w)
+		}
+	}
+	var sum uint64
+	for _, n := range r.AtPeak {
+		sum += n
+	}
+	if sum != r.PeakBytes || sum == 0 {
+		t.Errorf("categories sum to %d at the peak, allocated %d", sum, r.PeakBytes)
+	}
+}
+
+func TestRulesTraining(t *testing.T) {
+	for _, setToNone := range []bool{true, false} {
+		snap, want := training(3, setToNone)
+		r := Classify(snap, 0)
+		if r.Steps != 3 || r.Method != "lifetimes and annotations" {
+			t.Errorf("set_to_none=%v: %d steps, method %q", setToNone, r.Steps, r.Method)
+		}
+		check(t, r, want)
+	}
+}
+
+func TestRulesLeak(t *testing.T) {
+	// losses kept with their graphs: every iteration's activations
+	// outlive it
+	p := &program{snap: trace.Snapshot{Traces: [][]trace.Event{nil}}}
+	want := map[uint64]Category{}
+	w := p.alloc(4096)
+	want[w] = Parameter
+	for i := range 3 {
+		t := p.alloc(4096)
+		p.free(t)
+		kept := p.alloc(32768) // saved by the graph the kept loss holds
+		want[t] = Temporary
+		want[kept] = Activation
+		if i == 0 {
+			want[kept] = Workspace // a known failure: kept from the first forward, like cuBLAS's workspace
+		}
+		g := p.alloc(4096)
+		want[g] = Gradient
+		p.mark("Optimizer.step#SGD.step", "START")
+		p.mark("Optimizer.step#SGD.step", "END")
+		p.mark("Optimizer.zero_grad#SGD.zero_grad", "START")
+		p.free(g)
+		p.mark("Optimizer.zero_grad#SGD.zero_grad", "END")
+	}
+	r := Classify(&p.snap, 0)
+	check(t, r, want)
+	if r.AtPeak[Activation] != 2*32768 {
+		t.Errorf("activations at the peak: %d, want the two graphs kept past the first iteration", r.AtPeak[Activation])
+	}
+}
+
+func TestRulesNoSteps(t *testing.T) {
+	p := &program{snap: trace.Snapshot{Traces: [][]trace.Event{nil}}}
+	w := p.alloc(4096)
+	x := p.alloc(8192)
+	p.free(x)
+	r := Classify(&p.snap, 0)
+	check(t, r, map[uint64]Category{w: Parameter, x: Unknown})
+	if r.Method != "lifetimes only (no optimizer step marks)" {
+		t.Errorf("method %q", r.Method)
+	}
+}
+
+func TestRulesBeforeTrace(t *testing.T) {
+	// a ring buffer kept the last events only: blocks freed without an
+	// alloc, and blocks of the final segments the trace never saw made
+	snap, want := training(2, true)
+	events := snap.Traces[0]
+	snap.Segments = []trace.Segment{{Device: 0, Address: 1 << 40, TotalSize: 1 << 20,
+		Blocks: []trace.Block{{Address: 1 << 40, Size: 1 << 20, State: trace.BlockAllocated, Stack: -1}}}}
+	snap.Traces[0] = append([]trace.Event{{Action: trace.ActionFreeRequested, Addr: 1 << 41, Size: 512, TimeUS: 0}}, events...)
+	r := Classify(snap, 0)
+	want[1<<40] = Buffer // no gradient has its size
+	want[1<<41] = Unknown
+	check(t, r, want)
+}
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Category
+		ok   bool
+	}{{"activations", Activation, true}, {"optimizer_state", OptimizerState, true}, {"optimizer_states", OptimizerState, true},
+		{"unknown", Unknown, true}, {"weights", Unknown, false}} {
+		if got, ok := Parse(c.in); got != c.want || ok != c.ok {
+			t.Errorf("Parse(%q) = %s, %v", c.in, got, ok)
+		}
+	}
+}
+
+func TestRemedies(t *testing.T) {
+	var at [NumCategories]uint64
+	at[Parameter], at[Gradient], at[OptimizerState], at[Activation] = 100, 100, 200, 1000
+	got := map[string]uint64{}
+	for _, r := range Remedies(at, 400, 4) {
+		got[r.Name] = r.Bytes
+	}
+	want := map[string]uint64{
+		"not keeping results past their step (a leak)":                 400,
+		"activation checkpointing":                                     600,
+		"bf16 weights, gradients and activations":                      600,
+		"sharding optimizer state and gradients over 4 ranks (ZeRO-2)": 225,
+		"also sharding parameters over 4 ranks (ZeRO-3, FSDP)":         300,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
+// The same GPT-2 run recorded with and without stacks gets the same
+// categories: the rules need no stacks.
+func TestStacksOptional(t *testing.T) {
+	var at [2][NumCategories]uint64
+	for i, name := range []string{"gpt2_varlen", "gpt2_varlen_stacks"} {
+		snap, err := trace.Open("../../testdata/pytorch/" + name + ".pickle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Classify(snap, 0)
+		if want := []bool{false, true}[i]; r.Stacks != want || r.Steps != 8 {
+			t.Fatalf("%s: stacks %v, %d steps", name, r.Stacks, r.Steps)
+		}
+		at[i] = r.AtPeak
+	}
+	// the backward's start differs by an allocation: 512 B of the loss's
+	// gradient moves between activation and temporary
+	for c := range at[0] {
+		if d := int64(at[0][c]) - int64(at[1][c]); d > 4096 || d < -4096 {
+			t.Errorf("%s: %d without stacks, %d with", Category(c), at[0][c], at[1][c])
+		}
+	}
+	if at[0][Activation] == 0 || at[0][Parameter] == 0 || at[0][OptimizerState] != 2*at[0][Parameter] {
+		t.Errorf("without stacks %v", at[0])
+	}
+}
+
+// DistributedDataParallel rebuilds its gradient buckets at the second
+// forward and keeps them: state made once, the parameters' size, so
+// gradients, and no leak.
+func TestDDPBuckets(t *testing.T) {
+	snap, err := trace.Open("../../testdata/pytorch/ddp/ddp_gpt2.rank0.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Classify(snap, 0)
+	p, g, o := r.AtPeak[Parameter], r.AtPeak[Gradient], r.AtPeak[OptimizerState]
+	if p == 0 || g < p-p/10 || g > p+p/10 || o != 2*p {
+		t.Errorf("parameters %d, gradients %d, optimizer state %d", p, g, o)
+	}
+	for _, b := range r.Blocks {
+		if b.KeptPastStep() {
+			t.Fatalf("a leak: %+v", b)
+		}
+	}
+}
+
+// A CUDA graph's capture runs on a stream of its own, with a cuBLAS
+// handle and workspace pair of its own: workspace, not a leak, though
+// more than one iteration made one.
+func TestCublasPairsAreNoLeak(t *testing.T) {
+	snap, err := trace.Open("../../testdata/pytorch/graph_convnet.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Classify(snap, 0)
+	pairs := 0
+	for _, b := range r.Blocks {
+		if b.KeptPastStep() {
+			t.Errorf("a leak: %+v", b)
+		}
+		if b.Rule == ruleCublas && b.Size == 32<<20 {
+			pairs++
+		}
+	}
+	if pairs < 2 || r.AtPeak[Workspace] < 64<<20 {
+		t.Errorf("%d cuBLAS pairs, %d bytes of workspace at the peak", pairs, r.AtPeak[Workspace])
+	}
+}
