@@ -98,7 +98,12 @@ type inferer struct {
 	surv       [][]int         // per run: whole-free segments it left
 	segOfAlloc []int32         // per event: the segment an alloc landed in, -1
 	claim      []bool
-	orderOK    bool // no GC or max_split_size: releases free every whole segment in order
+	// passed are the allocations that passed over a block best fit would
+	// have taken in another segment (read as an exclusion): if labelling
+	// puts both segments in one private pool after all, the allocation
+	// was a claim by address (passedClaims)
+	passed  []passing
+	orderOK bool // no GC or max_split_size: releases free every whole segment in order
 	// runStart: per run, where its global release begins; the segments
 	// before it were one pool's own release (~MemPool's emptyCache)
 	// just before an empty_cache(), so they share a pool (group)

@@ -13,6 +13,7 @@ import (
 
 // plan turns the labels into what the plan builder needs.
 func (f *inferer) plan(ids [][2]int64) *poolPlan {
+	f.passedClaims()
 	pp := &poolPlan{allocPool: make([]uint16, len(f.segOfAlloc)), claim: f.claim, runs: map[int]runInfo{}}
 	pools := make([]Pool, len(ids))
 	hows := make([]map[string]bool, len(ids))

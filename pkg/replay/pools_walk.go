@@ -238,6 +238,9 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 			}
 			if f.usable(r, c.size) && int(c.seg) != si {
 				f.differ(si, int(c.seg))
+				if f.claim != nil {
+					f.passed = append(f.passed, passing{event: i, seg: int32(si), other: c.seg})
+				}
 			}
 		}
 	}
@@ -333,6 +336,28 @@ func lessKey(a, b [4]uint64) bool {
 
 // setClaim marks alloc event i as a claim by address (nothing to mark in
 // a streamed walk, which only looks for evidence of private pools).
+// passing is an allocation (event) in segment seg that passed over a
+// free block of segment other that best fit would have taken.
+type passing struct {
+	event      int
+	seg, other int32
+}
+
+// passedClaims marks as claims the allocations that passed over a block
+// of their own private pool: best fit within the pool would have taken
+// it, so the allocation took its block by address — a CUDA graph tree's
+// checkpoint restore (setCheckpointPoolState's alloc_found_block), whose
+// blocks go back where the checkpoint had them. Read as exclusions while
+// walking, they are contradicted by the labels (the snapshot's pool ids
+// say both segments are one pool's).
+func (f *inferer) passedClaims() {
+	for _, p := range f.passed {
+		if l := f.segs[p.seg].label; l > 0 && l == f.segs[p.other].label {
+			f.setClaim(p.event)
+		}
+	}
+}
+
 func (f *inferer) setClaim(i int) {
 	if f.claim != nil {
 		f.claim[i] = true

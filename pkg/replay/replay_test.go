@@ -277,7 +277,7 @@ func TestReleaseRunBeforeCachedFit(t *testing.T) {
 // truth's settings as the replay command runs them: with the cap or card
 // the recording shows when the run set no memory fraction.
 func TestHeldOutRecordings(t *testing.T) {
-	for _, path := range recordings(t, "heldout", "*.truth.json", 8) {
+	for _, path := range recordings(t, "heldout", "*.truth.json", 9) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			var tr truth
 			readJSON(t, path, &tr)
