@@ -71,10 +71,15 @@ func overviewFacts(r *figures.Replay) []fact {
 		}
 		facts = append(facts, fact{key, fmt.Sprintf("%s × %s", count(int64(s.Count)), s.Reason)})
 	}
+	const shownPools = 8 // a program that makes pool after pool lists them in JSON
 	for i, p := range r.Pools {
 		key := ""
 		if i == 0 {
 			key = "pools"
+		}
+		if i == shownPools {
+			facts = append(facts, fact{key, fmt.Sprintf("… and %s more (-o json lists every one)", count(int64(len(r.Pools)-shownPools)))})
+			break
 		}
 		facts = append(facts, fact{key, p})
 	}
