@@ -21,22 +21,11 @@ type convertOpts struct {
 func newConvertCmd(a *app) *cobra.Command {
 	o := &convertOpts{}
 	cmd := &cobra.Command{
-		Use:   "convert IN OUT",
-		Short: "Convert a trace to gpumem's text trace format",
-		Long: `Convert an allocation trace to gpumem's text trace format
-(docs/trace-format.md): one event per line, easy to read, grep, edit and
-write from any language.
-
-IN may be any format gpumem reads: ` + trace.FormatList() + `.
-The format is detected from the file's first bytes. OUT "-" is the
-standard output.
-
-The text format carries events, allocator settings and the snapshot's final
-segments; it does not carry stack traces or record_function annotations.`,
-		Example: `  gpumem convert snapshot.pickle snapshot.trace
-  gpumem convert rmm_log.csv - | head
-  gpumem convert snapshot.pickle gpu1.trace --device 1`,
-		Args: usageArgs(cobra.ExactArgs(2)),
+		Use:     "convert IN OUT",
+		Short:   "Convert a trace to gpumem's text trace format",
+		Long:    helpText("convert", "$FORMATS", trace.FormatList()),
+		Example: helpText("convert.examples"),
+		Args:    usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.invocation = invoked(cmd)
 			return runConvert(a, o, args[0], args[1])

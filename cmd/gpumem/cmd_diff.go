@@ -30,25 +30,10 @@ type diffOpts struct {
 func newDiffCmd(a *app) *cobra.Command {
 	o := &diffOpts{}
 	cmd := &cobra.Command{
-		Use:   "diff A [B]",
-		Short: "Compare two runs: peaks, fragmentation, OOMs and the allocation sites that changed",
-		Long: `Replay two runs and put them side by side: peak reserved and allocated
-memory, the lower bound, fragmentation, device allocations, OOMs, and their
-differences; where stacks were recorded, the allocation sites (the top user
-frames of a stack, --depth of them) ranked by how much more or less they
-hold at each run's peak reserved memory.
-
-A and B are traces, or sets of ranks (a quoted glob or a folder: the worst
-rank of each stands for it). With --alloc-conf-b, B may be left out: the
-same trace is compared under two settings.
-
---fail-if-grows 5% makes it a CI check: exit 1 when B's peak reserved
-memory is more than 5% above A's.`,
-		Example: `  gpumem diff before.pickle after.pickle
-  gpumem diff snapshot.pickle --alloc-conf-b expandable_segments:True
-  gpumem diff 'main/run.rank*.pickle' 'pr/run.rank*.pickle' --fail-if-grows 5%
-  gpumem diff before.pickle after.pickle -o json
-  gpumem diff before.pickle after.pickle --html diff.html`,
+		Use:     "diff A [B]",
+		Short:   "Compare two runs: peaks, fragmentation, OOMs and the allocation sites that changed",
+		Long:    helpText("diff"),
+		Example: helpText("diff.examples"),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 2 {
 				return withHint(usageError{fmt.Errorf("diff compares two runs, not %d", len(args))},

@@ -29,25 +29,8 @@ func newExporterCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exporter",
 		Short: "Serve Prometheus metrics of the GPUs and of opted-in PyTorch processes",
-		Long: `exporter serves Prometheus metrics of the caching allocator inside every
-PyTorch process that writes its memory_stats() into the spool folder
-(python/gpumem_spool.py): reserved, allocated, fragmentation now and at
-the peak, OOMs and retries, labelled by GPU, rank, job and Kubernetes
-namespace, pod and container (gpumem_torch_process_info carries the pid);
-and of this machine's GPUs: memory used and total, and per process.
---dcgm-compat adds dcgm-exporter's device series (DCGM_FI_DEV_FB_USED and
-so on, in MiB) for a node that does not run dcgm-exporter.
-
-It listens on ` + defaultExporterListen + `, beside dcgm-exporter's 9400. Files of processes
-that exited, or that stopped writing for three intervals, are removed from
-the spool. With --textfile it writes the metrics into DIR/gpumem.prom
-every interval for node_exporter's textfile collector, and opens no port
-unless --listen is given too. SIGINT or SIGTERM stops it, with exit
-status 0.
-
-The spool defaults to $GPUMEM_SPOOL, else $XDG_RUNTIME_DIR/gpumem-spool,
-else /tmp/gpumem-spool-UID: the same rule as the Python writer.`,
-		Args: usageArgs(cobra.NoArgs),
+		Long:  helpText("exporter", "$LISTEN", defaultExporterListen),
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runExporter(cmd.Context(), a, o, cmd.Flags().Changed("listen"))
 		},

@@ -19,36 +19,9 @@ func newRecordCmd(a *app) *cobra.Command {
 		Use:                   "record [-f FILE] [--max-entries N] [--every D] -- python3 SCRIPT [ARGS...] | LAUNCHER ...",
 		DisableFlagsInUseLine: true,
 		Short:                 "Run a PyTorch script and record a memory snapshot of it",
-		Long: `Run an unmodified PyTorch training script with the CUDA caching allocator's
-history recording on (torch.cuda.memory._record_memory_history) and write a
-memory snapshot (torch.cuda.memory._dump_snapshot) at the first
-out-of-memory error and at exit. Replay the snapshot with 'gpumem replay'.
-
-The command is a Python interpreter with a script, '-m module' or '-c CODE',
-and its arguments; a bare script.py runs under python3. Interpreter options before
-the script (-u, -X ..., -W ...) are kept. The exit status is the script's.
-
-SIGINT, SIGTERM and SIGHUP sent to gpumem go to the script's process
-group, and gpumem waits for the script to write its snapshot and exit,
-however long that takes; a second signal kills the script 5 s later, a
-third at once. A snapshot whose last dump failed (a full disk) keeps the
-earlier one and makes the exit status 1 when the script's was 0.
-
-It is python/gpumem_record.py, built into gpumem: 'python3 python/gpumem_record.py -o
-FILE -- train.py ARGS' does the same.
-
-Under a launcher (torchrun, python -m torch.distributed.run, accelerate
-launch, deepspeed) every Python process it starts with a RANK records
-itself, through a sitecustomize on PYTHONPATH, and writes
-NAME.rank{R}.pickle (FILE without .pickle, then the rank): at exit, at its
-first out-of-memory error, on SIGUSR1 to that rank, and with --every,
-periodically. 'gpumem replay NAME.rank*.pickle' replays them as one run.`,
-		Example: `  gpumem record -- python3 train.py --epochs 1
-  gpumem record -f oom.pickle --max-entries 200000 -- python3 -m mypkg.train
-  gpumem replay oom.pickle --device-memory 24GiB
-  gpumem record -f ddp.pickle -- torchrun --nproc_per_node 8 train.py
-  gpumem replay 'ddp.rank*.pickle'`,
-		Args: usageArgs(cobra.MinimumNArgs(1)),
+		Long:                  helpText("record"),
+		Example:               helpText("record.examples"),
+		Args:                  usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := invoked(cmd)
 			if err := useDeprecated(a, in, "output", output, "file", "-f/--file", &o.Snapshot); err != nil {

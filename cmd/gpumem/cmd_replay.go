@@ -11,7 +11,6 @@ import (
 	"github.com/gpumem/gpumem/pkg/output"
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
-	"github.com/gpumem/gpumem/pkg/trace"
 )
 
 type replayOpts struct {
@@ -33,31 +32,11 @@ type replayOpts struct {
 func newReplayCmd(a *app) *cobra.Command {
 	o := &replayOpts{}
 	cmd := &cobra.Command{
-		Use:   "replay TRACE...",
-		Short: "Replay an allocation trace and report peak memory, fragmentation and OOMs",
-		Long: `Replay a recorded allocation trace through the allocator, under its
-recorded settings or any other, on a card of any size, and report what
-happened. TRACE is ` + trace.FormatList() + `;
-the format is recognised from the content. A snapshot whose history was cut
-short by max_entries is rebuilt from its final state.
-
-The replay stops at the first out-of-memory the recording did not have (a
-what-if on a smaller card or other settings); those the program survived
-are counted, as PyTorch counted them, and gone past. Under the recorded
-settings the replay checks itself against the recording and says where it
-first left it; a cap the recording shows is inferred and used unless
---device-memory or --memory-fraction is given.
-
-Several traces (files, globs, a folder) or a snapshot holding several
-devices' traces are the ranks of one distributed job: each rank replays in
-parallel on its own allocator, and the report has a row per rank, the
-worst rank, the spread of their peaks, and the worst rank's full report.
---device picks one device of each snapshot.`,
-		Example: `  gpumem replay snapshot.pickle
-  gpumem replay snapshot.pickle --alloc-conf expandable_segments:True
-  gpumem replay snapshot.pickle --device-memory 24GiB --output json
-  gpumem replay train.rank*.pickle`,
-		Args: usageArgs(cobra.MinimumNArgs(1)),
+		Use:     "replay TRACE...",
+		Short:   "Replay an allocation trace and report peak memory, fragmentation and OOMs",
+		Long:    helpText("replay"),
+		Example: helpText("replay.examples"),
+		Args:    usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.invocation = invoked(cmd)
 			return runReplay(a, o, args...)

@@ -25,15 +25,10 @@ type runOpts struct {
 func newRunCmd(a *app) *cobra.Command {
 	o := &runOpts{}
 	cmd := &cobra.Command{
-		Use:   "run WORKLOAD",
-		Short: "Run a scripted allocate/free workload and report its memory",
-		Long: `Run a built-in workload (see --list) or a workload script file through the
-allocator and print the same report as replay. Parameters of a workload are
-set with --param name=value.`,
-		Example: `  gpumem run --list
-  gpumem run frag-demo
-  gpumem run transformer --param layers=12 --param hidden=768 --param batch=8
-  gpumem run my_workload.gpumem --alloc-conf expandable_segments:True`,
+		Use:     "run WORKLOAD",
+		Short:   "Run a scripted allocate/free workload and report its memory",
+		Long:    helpText("run"),
+		Example: helpText("run.examples"),
 		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
 			if o.list {
 				return cobra.NoArgs(cmd, args)

@@ -36,28 +36,11 @@ type summaryOpts struct {
 func newSummaryCmd(a *app) *cobra.Command {
 	o := &summaryOpts{}
 	cmd := &cobra.Command{
-		Use:   "summary",
-		Short: "Show the GPUs and the allocator's memory summary after a workload",
-		Long: `Show every GPU (memory, BAR1, utilisation, the processes holding memory),
-then drive the allocator through a workload and print its memory summary with
-fragmentation figures. By default the workload is a built-in fragmenting demo
-(` + demoWorkload + `) on the GPU when one is usable, else on the simulated device.
-
-Each process on a GPU is set beside its caching allocator: NVML's used
-memory, the allocator's reserved bytes, and the rest, which is the CUDA
-context and libraries (NCCL and library workspaces), not the caching
-allocator. The allocator's bytes come from the spool folder the exporter
-reads, where a process opted in with python/gpumem_spool.py writes its
-memory_stats(); --spool defaults, as the exporter's, to $GPUMEM_SPOOL, else
-$XDG_RUNTIME_DIR/gpumem-spool, else /tmp/gpumem-spool-UID.
-
---watch refreshes the device table until interrupted.`,
-		Example: `  gpumem summary
-  gpumem summary --trace snapshot.pickle
-  gpumem summary --trace 'ddp.rank*.pickle'
-  gpumem summary --workload transformer --backend sim
-  gpumem summary --watch=2s`,
-		Args: usageArgs(cobra.NoArgs),
+		Use:     "summary",
+		Short:   "Show the GPUs and the allocator's memory summary after a workload",
+		Long:    helpText("summary", "$DEMO", demoWorkload),
+		Example: helpText("summary.examples"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.invocation = invoked(cmd)
 			return runSummary(a, o)

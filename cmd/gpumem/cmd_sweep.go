@@ -31,46 +31,10 @@ type sweepOpts struct {
 func newSweepCmd(a *app) *cobra.Command {
 	o := &sweepOpts{}
 	cmd := &cobra.Command{
-		Use:   "sweep TRACE... | --workload W | --strategies",
-		Short: "Replay under a grid of allocator settings and recommend the one that reserves least",
-		Long: `Replay a trace (or a workload) under many allocator settings at once, in
-parallel on every core, one allocator per replay, and print one table sorted
-by peak reserved memory: fragmentation at the peak, device allocations (each a
-slow cudaMalloc on a real GPU), allocation retries and out-of-memory errors.
-
-The default grid holds PyTorch's defaults, expandable_segments:True, several
-max_split_size_mb and roundup_power2_divisions values, the trace's recorded
-settings when they differ, and every other allocation policy gpumem offers
-(nocache). garbage_collection_threshold acts only under a cap, so its values
-join the grid when --memory-fraction is given. --grid replaces the grid:
-PYTORCH_CUDA_ALLOC_CONF values separated by ';' (or given one per --grid),
-"defaults", or a policy name; the defaults are always added as the baseline.
-
---device-memory takes one or more card sizes: each setting is replayed on each
-card, and a column per card says "fits" or the operation where it runs out of
-memory. The table's figures are then those of the largest card. Without it,
-the device is unlimited.
-
-The last line recommends the PYTORCH_CUDA_ALLOC_CONF that reserves least while
-fitting every card (ties go to fewer device allocations) and what it saves
-against the defaults. Policies PyTorch cannot be switched to through
-PYTORCH_CUDA_ALLOC_CONF are never recommended; a line above says when one
-would reserve less.
-
-Several traces (files, globs, a folder) or a snapshot with several
-devices' traces are the ranks of one job: each setting's row is its worst
-rank on each card, so the recommendation is the setting whose worst rank
-reserves least and that fits every rank on every card.
-
---strategies compares the strategy-* built-in workloads (the same toy training
-loop written five ways) in one table, one row per strategy, under the defaults
-or each --grid setting; --param sets their shared parameters.`,
-		Example: `  gpumem sweep snapshot.pickle
-  gpumem sweep snapshot.pickle --device-memory 24GiB,40GiB,80GiB
-  gpumem sweep snapshot.pickle --device-memory 80GiB --memory-fraction 0.9
-  gpumem sweep snapshot.pickle --grid 'expandable_segments:True;max_split_size_mb:256' -o json
-  gpumem sweep --workload transformer --param batch=16
-  gpumem sweep --strategies --device-memory 24GiB`,
+		Use:     "sweep TRACE... | --workload W | --strategies",
+		Short:   "Replay under a grid of allocator settings and recommend the one that reserves least",
+		Long:    helpText("sweep"),
+		Example: helpText("sweep.examples"),
 		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
 			if o.workload != "" || o.strategies {
 				if len(args) > 0 {
