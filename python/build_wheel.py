@@ -34,7 +34,7 @@ def main():
     for f in sorted(os.listdir(os.path.join(HERE, "gpumem"))):
         if f.endswith(".py"):
             files.append((f"gpumem/{f}", open(os.path.join(HERE, "gpumem", f), "rb").read(), False))
-    for m in MODULES:  # links to pkg/record's copies are read through
+    for m in MODULES:  # links to internal/record's copies are read through
         files.append((m, open(os.path.join(HERE, m), "rb").read(), False))
     exe = "gpumem.exe" if sys.platform == "win32" else "gpumem"
     files.append((f"{data}/scripts/{exe}", open(a.binary, "rb").read(), True))

@@ -1,1 +1,1 @@
-../pkg/record/gpumem_hooks.py
+../internal/record/gpumem_hooks.py

@@ -1,1 +1,1 @@
-../pkg/record/record.py
+../internal/record/record.py

@@ -37,7 +37,7 @@ import threading
 import time
 
 DEFAULT_INTERVAL = 15.0
-MAX_INTERVAL = 3600  # the longest the exporter believes (pkg/exporter maxInterval)
+MAX_INTERVAL = 3600  # the longest the exporter believes (internal/exporter maxInterval)
 
 # The largest free block comes from torch.cuda.memory_snapshot(), which
 # builds every segment and block, and the whole allocation history when

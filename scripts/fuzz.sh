@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every fuzz target under pkg/ for a short time each (FUZZTIME, 10s by
+# Run every fuzz target under pkg/ and internal/ for a short time each (FUZZTIME, 10s by
 # default) and print each one's executions per second. Targets are found
 # by grep, so a new FuzzX joins without editing this script. A failing
 # input is kept by go test under the package's testdata/fuzz/FuzzX/;
@@ -44,7 +44,7 @@ while IFS=: read -r file name; do
   if [[ -n "$secs" && "$secs" -gt 0 ]]; then rate=$((execs / secs)); fi
   summary+=$(printf '%-22s %-24s %8s execs %8s/sec  %s' "$name" "$pkg" "${execs:-?}" "$rate" "$result")$'\n'
   rm -f "$log"
-done < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' pkg | sed 's/:func /:/' | sort)
+done < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' pkg internal | sed 's/:func /:/' | sort)
 
 echo
 echo "$summary"

@@ -166,7 +166,7 @@ sites=$(grep -c '<tr class="site"' "$tmp/sites-dom.html" || true)
 [ "$sites" -gt 0 ] && pass "trace with stacks: $sites allocation sites at the peak" || fail "trace with stacks: no allocation sites"
 
 echo "== a million-point timeline"
-HTMLREPORT_LARGE="$tmp/large.html" go test -count=1 -run '^TestLargeTimeline$' ./pkg/htmlreport/ >/dev/null
+HTMLREPORT_LARGE="$tmp/large.html" go test -count=1 -run '^TestLargeTimeline$' ./internal/htmlreport/ >/dev/null
 probe "$tmp/large.html" "$tmp/large-probe.html"
 chrome --window-size=1400,1000 --dump-dom "file://$tmp/large-probe.html" >"$tmp/large-dom.html"
 ms=$(attr ms "$tmp/large-dom.html")

@@ -19,7 +19,7 @@ big=${1:-/tmp/gpumem_1m.pickle}
 [ -f "$big" ] || python3 scripts/gen_trace.py "$big" --events 1000000 >&2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go test -run '^$' -bench '^BenchmarkSweepGPT2$' -benchtime 60x -cpuprofile "$tmp/sweep.prof" -o "$tmp/pipeline.test" ./pkg/pipeline >/dev/null
+go test -run '^$' -bench '^BenchmarkSweepGPT2$' -benchtime 60x -cpuprofile "$tmp/sweep.prof" -o "$tmp/pipeline.test" ./internal/pipeline >/dev/null
 GPUMEM_BIG_TRACE=$big go test -run '^$' -bench '^Benchmark(Read|Stream)Pickle$' -benchtime 8x \
   -cpuprofile "$tmp/decode.prof" -o "$tmp/pickle.test" ./pkg/trace/pickle >/dev/null
 go test -run '^$' -bench '^BenchmarkOfflinePeak$/fast' -benchtime 30x -cpuprofile "$tmp/offline.prof" -o "$tmp/replay.test" ./pkg/replay >/dev/null

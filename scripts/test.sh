@@ -9,7 +9,7 @@ export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g}"
 
 echo "== go vet, gofmt"
 go vet ./...
-unformatted=$(gofmt -l cmd pkg deploy)
+unformatted=$(gofmt -l cmd pkg internal deploy)
 if [ -n "$unformatted" ]; then
   echo "gofmt would rewrite: $unformatted" >&2
   exit 1
@@ -18,7 +18,7 @@ echo "== race detector and AddressSanitizer on pkg/alloc (and the race detector 
 go test -count=1 -race ./pkg/alloc/
 # the exporter's collectors and its HTTP server run concurrently; ranks,
 # sweeps and the offline planner replay in parallel
-go test -count=1 -race ./pkg/exporter/ ./pkg/pipeline/ ./pkg/sweep/
+go test -count=1 -race ./internal/exporter/ ./internal/pipeline/ ./internal/sweep/
 go test -count=1 -asan ./pkg/alloc/
 go test -count=1 -asan -run Truncated ./pkg/replay/
 echo "== fidelity against PyTorch's own numbers"

@@ -9,9 +9,9 @@ import (
 )
 
 // profilerRecording is one of the programs recorded on an H200 beside
-// torch.profiler (scripts/categories; pkg/categories compares the two).
+// torch.profiler (scripts/categories; internal/categories compares the two).
 func profilerRecording(name string) string {
-	return filepath.Join("..", "..", "pkg", "categories", "testdata", "profiler", name+".pickle.gz")
+	return filepath.Join("..", "..", "internal", "categories", "testdata", "profiler", name+".pickle.gz")
 }
 
 // The categories at the peak sum to allocated_bytes.all.peak, on every

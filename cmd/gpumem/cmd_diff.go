@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/internal/fileout"
+	"github.com/gpumem/gpumem/internal/output"
+	"github.com/gpumem/gpumem/internal/pipeline"
+	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/figures"
-	"github.com/gpumem/gpumem/pkg/fileout"
-	"github.com/gpumem/gpumem/pkg/output"
-	"github.com/gpumem/gpumem/pkg/pipeline"
-	"github.com/gpumem/gpumem/pkg/units"
 )
 
 type diffOpts struct {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/exporter"
-	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/internal/exporter"
+	"github.com/gpumem/gpumem/internal/textsafe"
 )
 
 type exporterOpts struct {

@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/budget"
-	"github.com/gpumem/gpumem/pkg/fileout"
-	"github.com/gpumem/gpumem/pkg/output"
-	"github.com/gpumem/gpumem/pkg/pipeline"
-	"github.com/gpumem/gpumem/pkg/setup"
-	"github.com/gpumem/gpumem/pkg/textsafe"
-	"github.com/gpumem/gpumem/pkg/units"
+	"github.com/gpumem/gpumem/internal/budget"
+	"github.com/gpumem/gpumem/internal/fileout"
+	"github.com/gpumem/gpumem/internal/output"
+	"github.com/gpumem/gpumem/internal/pipeline"
+	"github.com/gpumem/gpumem/internal/setup"
+	"github.com/gpumem/gpumem/internal/textsafe"
+	"github.com/gpumem/gpumem/internal/units"
 )
 
 type fragcheckOpts struct {

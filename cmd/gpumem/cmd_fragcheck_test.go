@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gpumem/gpumem/pkg/budget"
+	"github.com/gpumem/gpumem/internal/budget"
 )
 
 func pytorchFixture(name string) string {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/fileout"
-	"github.com/gpumem/gpumem/pkg/record"
+	"github.com/gpumem/gpumem/internal/fileout"
+	"github.com/gpumem/gpumem/internal/record"
 )
 
 func newHooksCmd(a *app) *cobra.Command {

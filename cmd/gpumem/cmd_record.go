@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/record"
-	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/internal/record"
+	"github.com/gpumem/gpumem/internal/textsafe"
 )
 
 func newRecordCmd(a *app) *cobra.Command {

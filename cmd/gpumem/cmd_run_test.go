@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumem/gpumem/pkg/workload"
+	"github.com/gpumem/gpumem/internal/workload"
 )
 
 // Every built-in workload runs on the simulated device with its report.

@@ -10,11 +10,11 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/exporter"
-	"github.com/gpumem/gpumem/pkg/output"
-	"github.com/gpumem/gpumem/pkg/pipeline"
-	"github.com/gpumem/gpumem/pkg/probe"
-	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/internal/exporter"
+	"github.com/gpumem/gpumem/internal/output"
+	"github.com/gpumem/gpumem/internal/pipeline"
+	"github.com/gpumem/gpumem/internal/probe"
+	"github.com/gpumem/gpumem/internal/textsafe"
 )
 
 // demoWorkload is what summary drives the allocator with by default: the

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumem/gpumem/pkg/output"
-	"github.com/gpumem/gpumem/pkg/sweep"
-	"github.com/gpumem/gpumem/pkg/workload"
+	"github.com/gpumem/gpumem/internal/output"
+	"github.com/gpumem/gpumem/internal/sweep"
+	"github.com/gpumem/gpumem/internal/workload"
 )
 
 func sweepFixture(name string) string {

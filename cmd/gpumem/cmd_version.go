@@ -3,8 +3,8 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/output"
-	"github.com/gpumem/gpumem/pkg/version"
+	"github.com/gpumem/gpumem/internal/output"
+	"github.com/gpumem/gpumem/internal/version"
 )
 
 func newVersionCmd(a *app) *cobra.Command {

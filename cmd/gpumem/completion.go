@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/internal/workload"
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/workload"
 )
 
 // Shell completion: cobra's "gpumem completion bash|zsh|fish|powershell"

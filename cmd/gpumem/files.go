@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gpumem/gpumem/pkg/fileout"
-	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/internal/fileout"
+	"github.com/gpumem/gpumem/internal/textsafe"
 )
 
 // The files commands write besides stdout: --html reports, converted

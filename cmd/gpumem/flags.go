@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/internal/output"
+	"github.com/gpumem/gpumem/internal/pipeline"
+	"github.com/gpumem/gpumem/internal/setup"
+	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/output"
-	"github.com/gpumem/gpumem/pkg/pipeline"
-	"github.com/gpumem/gpumem/pkg/setup"
-	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // This file holds the flags several commands share.

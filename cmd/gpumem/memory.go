@@ -3,9 +3,9 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/membudget"
-	"github.com/gpumem/gpumem/pkg/pipeline"
-	"github.com/gpumem/gpumem/pkg/units"
+	"github.com/gpumem/gpumem/internal/membudget"
+	"github.com/gpumem/gpumem/internal/pipeline"
+	"github.com/gpumem/gpumem/internal/units"
 )
 
 // The memory budget. Commands that read traces take --max-memory (and

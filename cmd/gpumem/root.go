@@ -23,12 +23,12 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/gpumem/gpumem/pkg/fileout"
-	"github.com/gpumem/gpumem/pkg/membudget"
-	"github.com/gpumem/gpumem/pkg/pipeline"
-	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/internal/fileout"
+	"github.com/gpumem/gpumem/internal/membudget"
+	"github.com/gpumem/gpumem/internal/pipeline"
+	"github.com/gpumem/gpumem/internal/textsafe"
+	"github.com/gpumem/gpumem/internal/version"
 	"github.com/gpumem/gpumem/pkg/trace"
-	"github.com/gpumem/gpumem/pkg/version"
 )
 
 // Exit codes, documented in the root command's help and the README.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/gpumem/gpumem/pkg/schema"
+	"github.com/gpumem/gpumem/internal/schema"
 )
 
 // loadSchemas compiles every schema in docs/schema, by file name.

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
-	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // Cap is a per-process memory cap (set_per_process_memory_fraction)

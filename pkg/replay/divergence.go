@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
-	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // A replay under the recorded settings must do on the device what the

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumem/gpumem/internal/report"
 	"github.com/gpumem/gpumem/pkg/alloc"
-	"github.com/gpumem/gpumem/pkg/report"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 

@@ -5,7 +5,7 @@ torch.profiler's, on the recordings record.py made, as a Markdown table
 
 Usage: python3 compare.py GPUMEM DIR   (DIR holds PROGRAM.pickle.gz and
 PROGRAM.profiler.json.gz; the repository keeps them in
-pkg/categories/testdata/profiler)
+internal/categories/testdata/profiler)
 
 The profiler has no buffer or workspace category and splits temporaries
 into temporary and autograd_detail: buffers count as its parameters,

@@ -15,7 +15,7 @@ Usage: python3 record.py PROGRAM OUTDIR
 PROGRAM: gpt | resnet | ckpt | leak (see docs/categories.md)
 
 scripts/categories/run.sh records all four; gpumem's comparison is
-`go test ./pkg/categories -run Profiler -v`.
+`go test ./internal/categories -run Profiler -v`.
 """
 import gzip
 import json

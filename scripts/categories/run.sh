@@ -3,7 +3,7 @@
 # profiler") on a CUDA machine with PyTorch and torchvision, each in its
 # own process, into OUTDIR (default: $OUT, else ./categories-out):
 # PROGRAM.pickle.gz (snapshot) and PROGRAM.profiler.json.gz (the
-# profiler's categories). Copy them to pkg/categories/testdata/profiler/.
+# profiler's categories). Copy them to internal/categories/testdata/profiler/.
 set -u
 out=${1:-${OUT:-categories-out}}
 here=$(dirname "$0")

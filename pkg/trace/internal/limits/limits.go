@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/gpumem/gpumem/pkg/textsafe"
+	"github.com/gpumem/gpumem/internal/textsafe"
 )
 
 // MaxLine bounds a line of a text trace (gpumem text, RMM CSV).

@@ -1,0 +1,175 @@
+package htmlreport
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem/internal/figures"
+)
+
+// unpack reads one packed column back, as explorer.js does.
+func unpack(t *testing.T, d exDevice, bin []byte, name string, delta bool) []int64 {
+	t.Helper()
+	c, ok := d.Cols[name]
+	if !ok {
+		t.Fatalf("no column %q", name)
+	}
+	var out []int64
+	var u uint64
+	var shift uint
+	var last int64
+	for _, x := range bin[c[0] : c[0]+c[1]] {
+		u |= uint64(x&127) << shift
+		if x&128 != 0 {
+			shift += 7
+			continue
+		}
+		v := int64(u>>1) ^ -int64(u&1)
+		if delta {
+			last += v
+			v = last
+		}
+		out = append(out, v)
+		u, shift = 0, 0
+	}
+	if c[2] >= 0 && len(out) != c[2] { // -1: as many as there are
+		t.Fatalf("column %s: %d values, says %d", name, len(out), c[2])
+	}
+	return out
+}
+
+func testExplorer() *figures.Explorer {
+	e := &figures.Explorer{Ops: 6, PeakOp: 3, OOMOp: -1, TimeUS: []int64{10, 20, 20, 35, 50, 51},
+		Stacks: [][]int32{{0, 1}}, Frames: []string{"f </script><b>x</b> (a.py:1)", "g (torch/x.py:2)"}, User: []bool{true, false},
+		Spans: []figures.Span{{Name: "step", Start: 1, End: 4}}}
+	sizes := []uint64{512, 3 << 20, 1000, 7 << 30}
+	for i, s := range sizes {
+		e.Allocs = append(e.Allocs, figures.Lifetime{Start: int32(i), End: int32(i + 2), Released: int32(i + 2), Size: s,
+			Address: 0x7f0000000000 + uint64(i)<<21, Stream: 7, Stack: int32(i%2) - 1})
+	}
+	for range e.Ops {
+		e.Changes = append(e.Changes, figures.Change{})
+	}
+	e.Changes[0] = figures.Change{Ins: []figures.BlockRec{
+		{Address: 0x7f0000000000, Size: 512, State: figures.StateAllocated, First: true, SegSize: 2 << 20, Alloc: 0},
+		{Address: 0x7f0000000200, Size: 2<<20 - 512, State: figures.StateSplit, Alloc: -1}}}
+	return e
+}
+
+// TestExplorerData packs an explorer and reads it back: the columns hold
+// the figures given, a frame's "</script>" cannot end the script element,
+// and above the band limit the largest allocations keep their bands.
+func TestExplorerData(t *testing.T) {
+	js, jsBin, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(js), "</script") || strings.Contains(string(js), "<b>") {
+		t.Fatalf("raw markup in the script element: %.200s", js)
+	}
+	var ds []exDevice
+	var bins []string
+	if err := json.Unmarshal([]byte(js), &ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil || len(bins) != 1 {
+		t.Fatalf("columns %.100s: %v", jsBin, err)
+	}
+	d := ds[0]
+	z, _ := base64.StdEncoding.DecodeString(bins[0])
+	bin, err := io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Bands != 4 || d.Aggregated != 0 || d.Frames[0] != "f </script><b>x</b> (a.py:1)" || d.Unit != 512 {
+		t.Errorf("bands %d, aggregated %d, frame %q, unit %d", d.Bands, d.Aggregated, d.Frames[0], d.Unit)
+	}
+	if got := unpack(t, d, bin, "size", false); got[2] != 1000 || got[3] != 7<<30 {
+		t.Errorf("sizes %v", got)
+	}
+	if got := unpack(t, d, bin, "addr", true); got[3] != 0x7f0000000000+3<<21 {
+		t.Errorf("addresses %x", got)
+	}
+	if got := unpack(t, d, bin, "time", true); got[5] != 51 {
+		t.Errorf("times %v", got)
+	}
+	// the first change: an allocated block (band 0, one back from the one
+	// band made so far) and the rest of its segment
+	if got := unpack(t, d, bin, "bsize", false); len(got) != 2 || got[0] != 1 || got[1] != (2<<20-512)/512 {
+		t.Errorf("block sizes %v", got)
+	}
+	if got := unpack(t, d, bin, "bband", false); got[0] != 1 || got[1] != 0 {
+		t.Errorf("block bands %v", got)
+	}
+	if got := unpack(t, d, bin, "bseg", false); got[0] != 0x7f0000000000 || got[1] != (2<<20)/512 {
+		t.Errorf("segment records %x", got)
+	}
+
+	js, jsBin, err = explorerData([]*figures.Explorer{testExplorer()}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(js), &ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil {
+		t.Fatal(err)
+	}
+	d = ds[0]
+	z, _ = base64.StdEncoding.DecodeString(bins[0])
+	bin, _ = io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+	if got := unpack(t, d, bin, "size", false); d.Bands != 2 || d.Aggregated != 2 || len(got) != 2 || got[0] != 3<<20 || got[1] != 7<<30 {
+		t.Errorf("limit 2: bands %d (%v), aggregated %d", d.Bands, got, d.Aggregated)
+	}
+	// the aggregate: +512 at op 0, +1000 at 2, -512 at 2, -1000 at 4
+	if got := unpack(t, d, bin, "agg", false); len(got) != 6 || got[0] != 512 || got[2] != 488 || got[4] != -1000 {
+		t.Errorf("aggregate %v", got)
+	}
+	// the block of an aggregated allocation names no band
+	if got := unpack(t, d, bin, "bband", false); got[0] != 0 {
+		t.Errorf("block bands %v", got)
+	}
+}
+
+// TestExplorerFirstView checks what the page draws before its columns are
+// decoded: the preview covers the whole image, shows at the op with the
+// 7 GiB allocation that allocation's site from the top row down and
+// nothing where nothing is live, and the first segment map is the block
+// list after the peak's op.
+func TestExplorerFirstView(t *testing.T) {
+	js, _, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds []exDevice
+	if err := json.Unmarshal([]byte(js), &ds); err != nil {
+		t.Fatal(err)
+	}
+	d := ds[0]
+	runs, _ := base64.StdEncoding.DecodeString(d.Preview)
+	vals := unpack(t, exDevice{Cols: map[string][3]int{"p": {0, len(runs), -1}}}, runs, "p", false)
+	var img []int64 // column after column
+	for i := 0; i+1 < len(vals); i += 2 {
+		for range vals[i+1] {
+			img = append(img, vals[i])
+		}
+	}
+	if d.PreviewW != previewW || d.PreviewH != previewH || len(img) != previewW*previewH {
+		t.Fatalf("preview %dx%d with %d pixels", d.PreviewW, d.PreviewH, len(img))
+	}
+	at := func(op, row int) int64 { return img[(op*previewW/6+previewW/12)*previewH+row] }
+	// op 3: the 7 GiB block (stack 0, palette 3) under the top; op 5: nothing
+	if at(3, 0) != 3 || at(3, previewH/2) != 3 || at(5, 0) != 0 || at(5, previewH-1) != 0 {
+		t.Errorf("op 3 rows 0 and %d: %d %d; op 5: %d %d", previewH/2, at(3, 0), at(3, previewH/2), at(5, 0), at(5, previewH-1))
+	}
+	want := [][6]int64{{0x7f0000000000, 512, int64(figures.StateAllocated), 1, 2 << 20, 0}, {0x7f0000000200, 2<<20 - 512, int64(figures.StateSplit), 0, 0, -1}}
+	if d.First.Op != 4 || !slices.Equal(d.First.Blocks, want) {
+		t.Errorf("first map after op %d: %v", d.First.Op, d.First.Blocks)
+	}
+}

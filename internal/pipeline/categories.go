@@ -1,0 +1,284 @@
+package pipeline
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/gpumem/gpumem/internal/categories"
+	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/replay"
+)
+
+// sitesPerCategory is how many sites the report names per category.
+const sitesPerCategory = 3
+
+// addCategories sums cls's categories at the peak of allocated memory and
+// puts them in the report. A trace records requests, not the blocks the
+// allocator handed out, so the sizes come from the replay: one stepped
+// replay finds the operation after which allocated memory first peaked,
+// another stopped there lists the blocks then live. Nothing is added when
+// cls is nil or the replay ended in an out-of-memory.
+// A replay package option to stop a packed plan after op n would spare
+// a lean replay the unpacked copy.
+func (r *Run) addCategories(cls *categories.Result) error {
+	if cls == nil || r.res == nil || r.res.OOM != nil || r.plan.Len() == 0 {
+		return nil
+	}
+	r.cls = cls
+	// a streamed plan keeps its operations packed; the replay stopped at
+	// the peak needs them, unpacked in a copy for the time it takes
+	plan := r.plan
+	if plan.Ops == nil {
+		c := *plan
+		c.Materialize()
+		plan = &c
+	}
+	o := r.opts
+	o.Points, o.Check = len(plan.Ops), false
+	full, err := replay.Run(plan, o)
+	if err != nil || full.Timeline == nil || full.Timeline.Stride != 1 {
+		return replayErr("replaying "+r.Report.Source+" for its categories", err)
+	}
+	peak := 0
+	for i, a := range full.Timeline.Allocated {
+		if a > full.Timeline.Allocated[peak] {
+			peak = i
+		}
+	}
+	upto := *plan
+	upto.Ops = plan.Ops[:peak+1]
+	o.Points = 0
+	res, err := replay.Run(&upto, o)
+	if err != nil {
+		return replayErr("replaying "+r.Report.Source+" to its peak", err)
+	}
+	opOf := map[uint32]int{} // allocation id → the op that made it
+	for i, op := range upto.Ops {
+		if op.Kind == alloc.OpAlloc {
+			opOf[op.ID] = i
+		}
+	}
+	var at [categories.NumCategories]uint64
+	type key struct {
+		c    categories.Category
+		site string
+	}
+	sites := map[key]*figures.Site{}
+	names := map[int32]string{}
+	var total, kept uint64
+	for _, s := range res.Segments {
+		for _, b := range s.Blocks {
+			if b.State != alloc.BlockAllocated {
+				continue
+			}
+			total += b.Size
+			var blk *categories.Block
+			if i, ok := opOf[b.ID]; ok {
+				blk = opBlock(plan, cls, i)
+			} else {
+				blk = cls.Lookup(-1, b.Address)
+			}
+			c, name := categories.Unknown, "(no stack)"
+			if blk != nil {
+				c = blk.Category
+				name = r.siteOf(blk, names)
+			}
+			at[c] += b.Size
+			if blk != nil && blk.KeptPastStep() {
+				kept += b.Size
+			}
+			k := key{c, name}
+			if sites[k] == nil {
+				sites[k] = &figures.Site{Frames: name}
+			}
+			sites[k].Bytes += b.Size
+			sites[k].Count++
+		}
+	}
+	fc := &figures.Categories{Op: peak, Total: total, Method: cls.Method, Steps: cls.Steps,
+		Remedies: categories.Remedies(at, kept, 8), KeptPastStep: kept}
+	for c := categories.Category(0); c < categories.NumCategories; c++ {
+		share := figures.CategoryShare{Name: c.String(), Bytes: at[c]}
+		for k, s := range sites {
+			if k.c == c {
+				share.Sites = append(share.Sites, *s)
+			}
+		}
+		slices.SortFunc(share.Sites, func(x, y figures.Site) int {
+			return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Frames, y.Frames))
+		})
+		share.Sites = share.Sites[:min(len(share.Sites), sitesPerCategory)]
+		fc.Shares = append(fc.Shares, share)
+	}
+	fc.Timeline = timelineCategories(r.Report.Timeline, full.Timeline.Allocated, plan, cls)
+	r.Report.Categories = fc
+	return nil
+}
+
+// timelineCategories is what each category held at each timeline point:
+// after the op of its stretch (up to the next point) where allocated
+// memory (allocated, one value per op) was highest, as the point's own
+// figures are; the requests of the allocations then live, by the
+// category of each (blocks live before the trace by their address).
+func timelineCategories(points []figures.Point, allocated []int64, plan *replay.Plan, cls *categories.Result) [][]uint64 {
+	if len(points) == 0 {
+		return nil
+	}
+	at := make([]int, len(points)) // the op each point stands for
+	for j, p := range points {
+		end := len(allocated)
+		if j+1 < len(points) {
+			end = min(end, points[j+1].Op)
+		}
+		at[j] = p.Op
+		for i := p.Op; i < end; i++ {
+			if allocated[i] > allocated[at[j]] {
+				at[j] = i
+			}
+		}
+	}
+	out := make([][]uint64, 0, len(points))
+	var sums [categories.NumCategories]int64
+	type live struct {
+		c    categories.Category
+		size uint64
+	}
+	byID := map[uint32]live{}
+	add := func(id uint32, blk *categories.Block, size uint64) {
+		c := categories.Unknown
+		if blk != nil {
+			c = blk.Category
+		}
+		byID[id] = live{c, size}
+		sums[c] += int64(size)
+	}
+	for _, s := range plan.Seeds {
+		for _, b := range s.Blocks {
+			add(b.ID, cls.Lookup(-1, s.Address+b.Offset), max(b.Requested, b.Size))
+		}
+	}
+	j := 0
+	for i, op := range plan.Ops {
+		switch op.Kind {
+		case alloc.OpAlloc:
+			if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
+				add(op.ID, opBlock(plan, cls, i), op.Size)
+			}
+		case alloc.OpFree, alloc.OpFreeRequest:
+			if l, ok := byID[op.ID]; ok {
+				sums[l.c] -= int64(l.size)
+				delete(byID, op.ID)
+			}
+		}
+		for ; j < len(points) && at[j] <= i; j++ {
+			p := make([]uint64, len(sums))
+			for c, n := range sums {
+				p[c] = uint64(max(n, 0))
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// siteOf names blk's allocation site: its top user frames or, when it has
+// none, its category and the phase it was born in.
+func (r *Run) siteOf(blk *categories.Block, names map[int32]string) string {
+	if blk.Stack >= 0 && r.snap != nil {
+		name, ok := names[blk.Stack]
+		if !ok {
+			name = siteName(r.snap, blk.Stack, DefaultSiteDepth)
+			names[blk.Stack] = name
+		}
+		if name != "(no stack)" {
+			return name
+		}
+	}
+	return noStackName(r.cls, blk)
+}
+
+// noStackName names an allocation with no Python frame by its phase and
+// category, such as "(no stack) backward, no Python frame (autograd
+// engine): activation".
+func noStackName(cls *categories.Result, blk *categories.Block) string {
+	phase := blk.Phase.String()
+	if blk.Phase == categories.Backward && cls != nil && cls.Stacks {
+		phase = "backward, no Python frame (autograd engine)"
+	}
+	return fmt.Sprintf("(no stack) %s: %s", phase, blk.Category)
+}
+
+// seriesPoints is the most points of the explorer's category series.
+const seriesPoints = 2000
+
+// explorerCategories gives each allocation of ex its category and samples
+// what each category held over the ops.
+func (r *Run) explorerCategories(ex *figures.Explorer, plan *replay.Plan) {
+	if r.cls == nil || ex == nil {
+		return
+	}
+	seeded := 0
+	for _, s := range plan.Seeds {
+		seeded += len(s.Blocks)
+	}
+	for c := categories.Category(0); c < categories.NumCategories; c++ {
+		ex.Categories = append(ex.Categories, c.String())
+	}
+	type change struct {
+		op    int32
+		cat   uint8
+		delta int64
+	}
+	changes := make([]change, 0, 2*len(ex.Allocs))
+	for k := range ex.Allocs {
+		a := &ex.Allocs[k]
+		var blk *categories.Block
+		switch {
+		case k < seeded:
+			blk = r.cls.Lookup(-1, a.Address)
+		default:
+			blk = opBlock(plan, r.cls, int(a.Start))
+		}
+		c := categories.Unknown
+		if blk != nil {
+			c = blk.Category
+		}
+		a.Category = uint8(c) + 1
+		changes = append(changes, change{a.Start, uint8(c), int64(a.Size)}, change{a.End, uint8(c), -int64(a.Size)})
+	}
+	slices.SortStableFunc(changes, func(x, y change) int { return cmp.Compare(x.op, y.op) })
+	stride := max(1, (ex.Ops+seriesPoints-1)/seriesPoints)
+	var cur [categories.NumCategories]int64
+	var total int64
+	best, bestOp, bestTotal := cur, -1, int64(-1)
+	j := 0
+	for op := 0; op < ex.Ops; op++ {
+		for ; j < len(changes) && int(changes[j].op) <= op; j++ {
+			cur[changes[j].cat] += changes[j].delta
+			total += changes[j].delta
+		}
+		if total > bestTotal {
+			best, bestOp, bestTotal = cur, op, total
+		}
+		if (op+1)%stride == 0 || op == ex.Ops-1 {
+			p := figures.CategoryPoint{Op: bestOp, Bytes: make([]uint64, len(best))}
+			for c, n := range best {
+				p.Bytes[c] = uint64(max(n, 0))
+			}
+			ex.CategorySeries = append(ex.CategorySeries, p)
+			bestTotal = -1
+		}
+	}
+}
+
+// opBlock is the classified block that alloc op i of plan made; nil for
+// an op of no alloc event (the request a recorded out-of-memory failed).
+func opBlock(plan *replay.Plan, cls *categories.Result, i int) *categories.Block {
+	if i < 0 || i >= len(plan.Ops) || i >= len(plan.Event) || plan.Ops[i].Kind != alloc.OpAlloc ||
+		plan.Ops[i].Flags&alloc.FlagRecordedOOM != 0 {
+		return nil
+	}
+	return cls.ByEvent(plan.Event[i])
+}

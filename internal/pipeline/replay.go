@@ -1,0 +1,210 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gpumem/gpumem/internal/categories"
+	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/internal/setup"
+	"github.com/gpumem/gpumem/internal/workload"
+	"github.com/gpumem/gpumem/pkg/replay"
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// Run is one replay of a source and its report.
+type Run struct {
+	Report *figures.Replay
+	// Notes are facts about the input worth telling on stderr, such as a
+	// trace cut short by its ring buffer.
+	Notes []string
+
+	plan *replay.Plan       // workloads: their ops alone
+	snap *trace.Snapshot    // nil for workloads
+	work *workload.Workload // nil for traces
+	opts replay.Options
+	res  *replay.Result
+
+	device int
+	times  []int64            // the recorded time of each alloc/free_completed event; nil when none
+	cls    *categories.Result // the categories of a trace's allocations; nil for workloads
+}
+
+// Replay replays src under s and builds its report. Once ctx is done it
+// stops, with ctx's error, wherever it is.
+func Replay(ctx context.Context, src Source, s Settings) (*Run, error) {
+	if src.Trace != "" {
+		return replayTrace(ctx, src, s)
+	}
+	lim := workload.DefaultLimits
+	lim.Context = ctx
+	if src.MaxOps > 0 {
+		lim.Ops, lim.OpsHint = src.MaxOps, "raise it with --max-ops"
+	}
+	// Open checks the workload without keeping its operations: Replay
+	// streams them to the allocator, so a long script needs no memory for
+	// them (Detail makes them when the HTML report needs them).
+	w, err := workload.Open(src.Workload, src.Params, lim)
+	if err != nil {
+		return nil, workloadErr(err)
+	}
+	o, err := s.options(nil)
+	if err != nil {
+		return nil, err
+	}
+	o.Context = ctx
+	r := &Run{plan: &replay.Plan{Ops: w.Ops}, work: w, opts: o}
+	if r.res, err = w.Replay(o); err != nil {
+		return nil, replayErr("running "+w.Name, err)
+	}
+	r.Report = buildReport(w.Name, o, r.res, r.plan, nil)
+	return r, nil
+}
+
+func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
+	path := src.Trace
+	if src.Keep == KeepReport && src.StopAt == 0 {
+		ranks, ok, err := streamRank(ctx, SetSource{Device: src.Device, DeviceGiven: true, Progress: src.Progress}, path)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			r, err := replayPlanned(ctx, path, src.Device, ranks[0].snap, ranks[0].plan, nil, s)
+			if err == nil {
+				err = r.addCategories(ranks[0].cls)
+			}
+			return r, err
+		}
+	}
+	snap, err := openDevice(ctx, path, src.Device, src.Progress)
+	if err != nil {
+		return nil, err
+	}
+	plan, times := replay.FromSnapshot(snap, src.Device), timesFor(snap, src.Device, src.Keep == KeepDetail)
+	if src.StopAt > 0 && src.StopAt < len(plan.Ops) {
+		plan.Ops, plan.Event, plan.Stack = plan.Ops[:src.StopAt], plan.Event[:src.StopAt], plan.Stack[:src.StopAt]
+	}
+	var cls *categories.Result
+	if src.StopAt == 0 {
+		cls = categories.Classify(snap, src.Device)
+	}
+	if len(snap.Traces) == 1 {
+		snap.Traces = nil // the plan holds what the replay needs; Detail replays the other devices
+	}
+	r, err := replayPlanned(ctx, path, src.Device, snap, plan, times, s)
+	if err == nil {
+		err = r.addCategories(cls)
+	}
+	return r, err
+}
+
+// replayPlanned replays one device's plan of snap, read from path.
+func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64, s Settings) (*Run, error) {
+	o, err := s.options(setup.Recorded(snap.Settings))
+	if err != nil {
+		return nil, err
+	}
+	o.Context = ctx
+	r := &Run{plan: plan, snap: snap, opts: o, times: times}
+	if r.plan.Truncated {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s starts after the program had allocated (a max_entries ring buffer): "+
+			"%d segments and %d live blocks were rebuilt from its final state; peaks cover the kept events only",
+			path, len(r.plan.Seeds), r.plan.Seeded))
+	}
+	r.device = device
+	if r.res, err = replay.Run(r.plan, o); err != nil {
+		return nil, replayErr("replaying "+path, err)
+	}
+	if r.res.OOM != nil {
+		plan.Materialize() // the report reads the stacks up to the out-of-memory
+	}
+	if r.res.SeedOOM {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: the state the trace starts in (%d segments rebuilt from its final state) "+
+			"does not fit the card: out of memory before its first event", path, len(plan.Seeds)))
+	}
+	if c := r.res.Cap; c != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s; override with --device-memory/--memory-fraction", path, c.Describe()))
+	}
+	if d := r.res.Divergence; d != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", path, d.Describe()))
+	}
+	r.Report = buildReport(path, o, r.res, r.plan, snap)
+	r.Report.Device = device
+	return r, nil
+}
+
+// Detail is what the HTML report adds to the report: the segments at the
+// peak, which takes a second replay stopped just after the peak operation,
+// the allocation sites live there when the trace recorded stacks, a
+// workload's phases, and the explorer's data for each device of the trace
+// (a third replay, stepped one op at a time; the other devices' replays).
+func (r *Run) Detail() (figures.Detail, error) {
+	var d figures.Detail
+	r.plan.Materialize()
+	if r.work != nil {
+		d.Phases = make([]figures.Phase, len(r.work.Phases))
+		for i, p := range r.work.Phases {
+			d.Phases[i] = figures.Phase{Name: p.Name, Op: p.Op}
+		}
+	}
+	if r.work != nil && r.work.Ops == nil {
+		if err := r.work.Materialize(); err != nil {
+			return d, workloadErr(err)
+		}
+		r.plan.Ops = r.work.Ops
+	}
+	n := min(r.res.Extra.PeakOp+1, len(r.plan.Ops))
+	if r.res.Done == 0 || n <= 0 {
+		return d, nil
+	}
+	o := r.opts
+	o.Points, o.Check = 0, false
+	upto := *r.plan // the same plan, seeds included, stopped after the peak
+	upto.Ops = r.plan.Ops[:n]
+	peak, err := replay.Run(&upto, o)
+	if err != nil {
+		doing := "replaying "
+		if r.work != nil {
+			doing = "running "
+		}
+		return d, fmt.Errorf("%s%s to its peak: %w", doing, r.Report.Source, err)
+	}
+	d.PeakSegments = segmentMaps(peak.Segments)
+	d.Sites = peakSites(r.plan, r.snap, n)
+	ex, err := explorer(r.device, r.plan, r.opts, r.res, r.snap, opTimes(r.times, r.plan))
+	if err != nil {
+		return d, fmt.Errorf("stepping through %s: %w", r.Report.Source, err)
+	}
+	if r.Report.OOM != nil {
+		ex.Verdict = r.Report.OOM.Verdict()
+	}
+	r.explorerCategories(ex, r.plan)
+	if r.work != nil {
+		for i, p := range d.Phases {
+			end := ex.Ops
+			if i+1 < len(d.Phases) {
+				end = d.Phases[i+1].Op
+			}
+			ex.Spans = append(ex.Spans, figures.Span{Name: p.Name, Start: p.Op, End: end})
+		}
+	}
+	d.Explorers = append(d.Explorers, ex)
+	if r.snap != nil {
+		for dev, events := range r.snap.Traces {
+			if dev == r.device || len(events) == 0 {
+				continue
+			}
+			plan := replay.FromSnapshot(r.snap, dev)
+			res, err := replay.Run(plan, o)
+			if err != nil {
+				return d, fmt.Errorf("replaying device %d of %s: %w", dev, r.Report.Source, err)
+			}
+			ex, err := explorer(dev, plan, o, res, r.snap, opTimes(eventTimes(r.snap, dev), plan))
+			if err != nil {
+				return d, fmt.Errorf("stepping through device %d of %s: %w", dev, r.Report.Source, err)
+			}
+			d.Explorers = append(d.Explorers, ex)
+		}
+	}
+	return d, nil
+}
