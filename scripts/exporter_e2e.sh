@@ -75,7 +75,7 @@ mkdir -p "$textfile"
 interval=1
 # writer NAME TRUTH DEVICE RANK JOB: one training process; its pid goes in pid_NAME.
 writer() {
-  FAKE_TRUTH=$2 FAKE_DEVICE=$3 RANK=$4 GPUMEM_JOB=$5 GPUMEM_SPOOL=$spool PYTHONPATH="$tmp/fake:scripts" \
+  FAKE_TRUTH=$2 FAKE_DEVICE=$3 RANK=$4 GPUMEM_JOB=$5 GPUMEM_SPOOL=$spool PYTHONPATH="$tmp/fake:python" \
     "$py" -c "import gpumem_spool, time; gpumem_spool.start(interval=$interval); time.sleep(600)" &
   pids+=("$!")
   printf -v "pid_$1" %s $!

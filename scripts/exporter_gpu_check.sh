@@ -88,7 +88,7 @@ for n, (width, batch) in enumerate([(1024, 256), (2048, 512), (4096, 1024)]):
     del model, opt, x, y, loss
 EOF
 trainer=${EXPORTER_CHECK_TRAINER:-$tmp/train.py}
-GPUMEM_SPOOL=$spool PYTHONPATH="$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}" "$py" "$trainer" "$ctl" &
+GPUMEM_SPOOL=$spool PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" "$py" "$trainer" "$ctl" &
 trainer_pid=$!
 pids+=("$trainer_pid")
 
