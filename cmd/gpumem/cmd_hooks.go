@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +12,8 @@ import (
 )
 
 func newHooksCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:   "hooks [FILE]",
 		Short: "Write the Python module that records snapshots from inside a trainer",
 		Long: `Write gpumem_hooks.py (to FILE, default ./gpumem_hooks.py; '-' for stdout),
@@ -24,9 +26,12 @@ memory snapshots from inside a training program:
   gpumem_hooks.hf_callback(steps=[10, 100])              Hugging Face Trainer
 
 Under a launcher each rank writes NAME.rank{RANK}[.TAG].pickle; replay them
-together with 'gpumem replay 'NAME.rank*.pickle''.`,
+together, the glob quoted: gpumem replay 'NAME.rank*.pickle'
+
+An existing FILE is left as it is unless --force is given.`,
 		Example: `  gpumem hooks
-  gpumem hooks src/gpumem_hooks.py`,
+  gpumem hooks src/gpumem_hooks.py
+  gpumem hooks --force          # replace the copy written by an older gpumem`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "gpumem_hooks.py"
@@ -37,6 +42,9 @@ together with 'gpumem replay 'NAME.rank*.pickle''.`,
 				_, err := a.stdout.Write(record.HooksPy)
 				return err
 			}
+			if _, err := os.Lstat(path); err == nil && !force {
+				return usageError{withHint(fmt.Errorf("%s: already exists", path), "--force replaces it")}
+			}
 			if err := fileout.Write(cmd.Context(), path, nil, func(w io.Writer) error { _, err := w.Write(record.HooksPy); return err }); err != nil {
 				return err
 			}
@@ -44,4 +52,6 @@ together with 'gpumem replay 'NAME.rank*.pickle''.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
+	return cmd
 }

@@ -21,9 +21,11 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/pipeline"
+	"github.com/gpumem/gpumem/pkg/suggest"
 	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/version"
 )
@@ -116,7 +118,17 @@ EXIT STATUS
 		},
 	}
 	root.PersistentFlags().BoolVar(&noColor, "no-color", false, "never use colour")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if name, ok := suggest.UnknownFlag(err.Error()); ok {
+			var names, hints []string
+			c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+			for _, s := range suggest.Closest(name, names) {
+				hints = append(hints, "did you mean --"+s+"?")
+			}
+			err = withHint(err, hints...)
+		}
+		return usageError{err}
+	})
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newReplayCmd(a),
@@ -132,6 +144,16 @@ EXIT STATUS
 		newVersionCmd(a),
 	)
 	registerCompletions(root)
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Args = func(c *cobra.Command, args []string) error { // cobra's prints its help and exits 0
+			if len(args) == 0 {
+				return nil
+			}
+			return usageError{withHint(fmt.Errorf("unknown shell %q", args[0]), "usage: gpumem completion bash|zsh|fish|powershell")}
+		}
+		c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
 	return root
 }
 
@@ -243,23 +265,12 @@ func printError(stderr io.Writer, err error) int {
 	if code == exitUsage && strings.HasPrefix(msg, "unknown command ") {
 		// cobra's suggestions follow the first line: "Did you mean this?"
 		// and one tab-indented name a line.
-		for _, s := range suggestions(msg) {
+		for _, s := range suggest.CobraCommands(msg) {
 			fmt.Fprintf(stderr, "gpumem: hint: did you mean %s?\n", s)
 		}
 		fmt.Fprintln(stderr, "gpumem: hint: run 'gpumem --help' for the list of commands")
 	}
 	return code
-}
-
-// suggestions are the names cobra suggests in an "unknown command" error.
-func suggestions(msg string) []string {
-	var out []string
-	for _, l := range strings.Split(msg, "\n")[1:] {
-		if strings.HasPrefix(l, "\t") && strings.TrimSpace(l) != "" {
-			out = append(out, strings.TrimSpace(l))
-		}
-	}
-	return out
 }
 
 func firstLine(s string) string {
