@@ -15,7 +15,7 @@ func TestClosest(t *testing.T) {
 		{"POLICY", nil}, // the same name in other case is not a suggestion
 		{"devce-memory", []string{"device-memory"}},
 		{"device", []string{"device-memory"}}, // a prefix
-		{"hepl", []string{"help", "html"}},   // nearest first, then by name
+		{"hepl", []string{"help", "html"}},    // nearest first, then by name
 		{"xyzzy", nil},
 		{"", nil},
 	} {
