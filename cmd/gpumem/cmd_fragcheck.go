@@ -61,7 +61,10 @@ With --baseline FILE, each case is also compared with its committed
 figures: it fails when its peak reserved memory grew by more than
 --tolerance of the baseline's, or its fragmentation by more than
 --tolerance in absolute terms (5% = five points). --update-baseline
-rewrites the file instead. Baselines hold no timestamps or machine paths.
+writes the file instead (and its directory). A budget file's baseline
+that is not recorded yet is no error: the cases are checked against their
+limits, and a note says how to record it. Baselines hold no timestamps or
+machine paths.
 
 Cases run in parallel. A case whose input cannot be read fails alone; the
 others still run and report. With GITHUB_ACTIONS=true, warnings and
@@ -72,7 +75,7 @@ EXIT STATUS
   1  a budget exceeded: a limit crossed or a regression from the baseline
   2  usage error, unreadable budget or baseline file, or a case whose
      input could not be read or replayed (the other cases still report)`,
-		Example: `  gpumem fragcheck testdata/gpt2.pickle --max-frag 25% --max-reserved 20GiB
+		Example: `  gpumem fragcheck testdata/pytorch/gpt2_varlen.pickle --max-frag 25% --max-reserved 20GiB
   gpumem fragcheck --workload transformer --param layers=12 --must-fit 24GiB
   gpumem fragcheck -o junit > fragcheck.xml
   gpumem fragcheck --baseline fragcheck-baseline.json --update-baseline`,
@@ -146,10 +149,11 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	if err := o.ctx.Err(); err != nil {
 		return err
 	}
+	if n := b.Note(); n != "" {
+		fmt.Fprintf(a.stderr, "gpumem: note: %s\n", textsafe.Line(n))
+	}
 	if o.updateBaseline {
-		nb := budget.NewBaseline(results, b.Keep)
-		// replaced whole, so that an interrupted run never leaves half of one
-		if err := fileout.Write(o.ctx, baseline, b.Inputs(), func(w io.Writer) error { return budget.WriteBaseline(w, nb) }); err != nil {
+		if err := b.WriteBaseline(o.ctx, results); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stderr, "gpumem: wrote the baseline %s\n", textsafe.Line(baseline))
