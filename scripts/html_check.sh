@@ -2,8 +2,8 @@
 # Checks the HTML report in a real browser: writes the report of a shared
 # fixture with `gpumem replay --html`, opens it in headless Chromium, reads
 # the rendered DOM for the figures it must show, drives hover and zoom
-# through the page's own script, times a million-point report, and takes
-# the README screenshot (docs/report.png). The explorer is checked on the
+# through the page's own script, opens a million-point report, and takes
+# the README's screenshots. The explorer is checked on the
 # trace with stacks: its first view (drawn from gpumem's preview before a
 # worker has decoded the columns) is the exact render's image and map,
 # hover shows a band's recorded frames, a click pins it,
@@ -18,8 +18,11 @@
 # DOM and checked against the commands' table and JSON output, and bars'
 # drawn geometry against their figures. Then `diff --html`: both runs'
 # timelines drawn, the alignment note, the table as the terminal's, hover
-# and zoom, no script errors (docs/diff.png). With SHOTS=DIR it leaves
-# screenshots of the run, sweep and fragcheck reports in DIR.
+# and zoom, no script errors. Timings are printed, never judged (a loaded
+# machine is slower; scripts/bench_html.sh measures). It writes nothing in
+# the repository: with SHOTS=DIR it leaves its screenshots in DIR (the
+# report, diff, run, sweep and fragcheck pages; report.png and diff.png are
+# the README's, copy them to docs/ to refresh it).
 #
 # Installs Debian's chromium when /usr/bin/chromium is missing (needs root).
 set -euo pipefail
@@ -170,7 +173,10 @@ HTMLREPORT_LARGE="$tmp/large.html" go test -count=1 -run '^TestLargeTimeline$' .
 probe "$tmp/large.html" "$tmp/large-probe.html"
 chrome --window-size=1400,1000 --dump-dom "file://$tmp/large-probe.html" >"$tmp/large-dom.html"
 ms=$(attr ms "$tmp/large-dom.html")
-[ -n "$ms" ] && [ "$ms" -lt 1000 ] && pass "opened and scripted in $ms ms ($(wc -c <"$tmp/large.html") bytes)" || fail "million-point report took '${ms}' ms"
+# how long it took is printed, not judged: a loaded machine is slower, and
+# timing targets belong to scripts/bench_html.sh
+[ -z "$(attr error "$tmp/large-dom.html")" ] && [ -n "$ms" ] && pass "opened and scripted ($ms ms here, $(wc -c <"$tmp/large.html") bytes)" ||
+  fail "million-point report: its script did not run to the end ($(attr error "$tmp/large-dom.html"))"
 
 shots=${SHOTS:-$tmp}
 mkdir -p "$shots"
@@ -578,8 +584,8 @@ esac
 zoom=$(attr zoom "$dd") reset=$(attr reset "$dd")
 [ "$zoom" != "$reset" ] && [ "${zoom%% *}" -gt 0 ] && pass "diff: drag zooms to '$zoom', double-click resets to '$reset'" ||
   fail "diff zoom: '$zoom', reset '$reset'"
-chrome --window-size=1300,1000 --screenshot=docs/diff.png "file://$tmp/diff.html" >/dev/null
-[ -s docs/diff.png ] && pass "docs/diff.png" || fail "no diff screenshot"
+chrome --window-size=1300,1000 --screenshot="$shots/diff.png" "file://$tmp/diff.html" >/dev/null
+[ -s "$shots/diff.png" ] && pass "diff screenshot" || fail "no diff screenshot"
 
 echo "== the explorer on a million-event snapshot (measured; scripts/bench_html.sh)"
 python3 scripts/gen_trace.py "$tmp/big1m.pickle" --events 1000000 >/dev/null
@@ -593,9 +599,8 @@ fi
 rm -f "$tmp/big1m.pickle"
 
 echo "== screenshot"
-mkdir -p docs
-chrome --window-size=1400,1000 --screenshot=docs/report.png "file://$tmp/report.html" >/dev/null
-[ -s docs/report.png ] && pass "docs/report.png" || fail "no screenshot"
+chrome --window-size=1400,1000 --screenshot="$shots/report.png" "file://$tmp/report.html" >/dev/null
+[ -s "$shots/report.png" ] && pass "report screenshot" || fail "no screenshot"
 
 if [ "$fails" -gt 0 ]; then
   echo "$fails checks failed"
