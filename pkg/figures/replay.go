@@ -98,6 +98,10 @@ type Divergence struct {
 	Event int // index of the recorded event in the device's trace, -1 if none
 	// What the recording and the replay did there, and the likely cause.
 	Recorded, Replayed, Cause string
+	// WhatIf: the replay left the recording only because it was asked
+	// another question (other settings, a cap, a smaller card); the
+	// human reports say nothing of it, the JSON keeps it.
+	WhatIf bool `json:"-"`
 }
 
 // Text is the divergence in a sentence.

@@ -111,7 +111,7 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 	if c := r.res.Cap; c != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s; override with --device-memory/--memory-fraction", path, c.Describe()))
 	}
-	if d := r.res.Divergence; d != nil {
+	if d := r.res.Divergence; d != nil && !d.WhatIf { // a what-if's own answer is no news
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", path, d.Describe()))
 	}
 	r.Report = buildReport(path, o, r.res, r.plan, snap)

@@ -93,7 +93,7 @@ func overviewFacts(r *figures.Replay) []fact {
 			count(int64(k)), count(int64(r.OOMs[0].OpIndex)))
 	}
 	facts = append(facts, fact{"outcome", outcome})
-	if d := r.Divergence; d != nil {
+	if d := r.Divergence; d != nil && !d.WhatIf {
 		facts = append(facts, fact{"divergence", "left the recording " + d.Where()})
 	}
 	for i, line := range inexactLines(r.Inexact) {
