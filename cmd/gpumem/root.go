@@ -144,6 +144,7 @@ EXIT STATUS
 		newVersionCmd(a),
 	)
 	registerCompletions(root)
+	root.SetOut(a.stdout) // the completion command keeps the writer it is made with
 	root.InitDefaultCompletionCmd()
 	if c, _, err := root.Find([]string{"completion"}); err == nil {
 		c.Args = func(c *cobra.Command, args []string) error { // cobra's prints its help and exits 0

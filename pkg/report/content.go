@@ -378,6 +378,10 @@ func keepUnits(words []string) []string {
 	return out
 }
 
+// Wrap breaks s into lines of at most width columns at spaces, keeping a
+// figure and its unit together.
+func Wrap(s string, width int) []string { return wrap(s, width) }
+
 // wrap breaks s into lines of at most width columns at spaces.
 func wrap(s string, width int) []string {
 	var lines []string
