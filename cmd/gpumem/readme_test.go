@@ -112,9 +112,8 @@ var skipped = map[string]string{
 	"bash scripts/test.sh": "the whole test suite, this test included",
 	"python3 make_trace.py | gpumem replay -": "make_trace.py stands for the user's own program " +
 		"(reading - from stdin: testdata/script/stdin_compressed.txtar)",
-	"gpumem record -f snapshot.pickle -- python3 train.py --batch 8": "needs a GPU and the user's training script",
-	"gpumem record -f s.pickle -- python3 scripts/examples/train_mlp.py": "needs a GPU (PyTorch on CUDA); " +
-		"scripts/gpu_check.sh runs it on one",
+	"gpumem record -f snapshot.pickle -- python3 train.py --batch 8":     "needs a GPU and the user's training script",
+	"gpumem record -f s.pickle -- python3 scripts/examples/train_mlp.py": "needs a GPU (PyTorch on CUDA)",
 	"gpumem replay s.pickle": "s.pickle is what the line before records on a GPU",
 	"gpumem record -f ddp.pickle -- torchrun --nproc_per_node 8 train.py":   "needs 8 GPUs and the user's training script",
 	"gpumem record -f ddp.pickle --every 10m -- accelerate launch train.py": "needs GPUs, accelerate and the user's training script",
