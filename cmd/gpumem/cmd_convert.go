@@ -10,6 +10,7 @@ import (
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/trace"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 type convertOpts struct {
@@ -76,7 +77,7 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 			events += len(tr)
 		}
 	}
-	fmt.Fprintf(a.stderr, "gpumem: wrote %s (%d events)\n", textsafe.Line(out), events)
+	fmt.Fprintf(a.stderr, "gpumem: wrote %s (%s events)\n", textsafe.Line(out), units.FormatCount(int64(events)))
 	if len(snap.Stacks) > 0 || len(snap.Annotations) > 0 {
 		fmt.Fprintln(a.stderr, "gpumem: note: stack traces and annotations are not carried by the text format")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpumem/gpumem/pkg/pipeline"
 	"github.com/gpumem/gpumem/pkg/textsafe"
 	"github.com/gpumem/gpumem/pkg/trace"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 type replayOpts struct {
@@ -135,7 +136,7 @@ func (o *replayOpts) oomStatus(runs ...*pipeline.Run) error {
 	}
 	for _, r := range runs {
 		if oom := r.Report.OOM; oom != nil && !oom.Recorded {
-			return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: out of memory at operation %d (--fail-on-oom)", r.Report.Source, oom.OpIndex)}
+			return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: out of memory at operation %s (--fail-on-oom)", r.Report.Source, units.FormatCount(int64(oom.OpIndex)))}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/units"
 )
 
 // Replay is everything a report shows about one replay. The pipeline fills
@@ -112,9 +113,9 @@ func (d *Divergence) Text() string {
 // Where says where it happened.
 func (d *Divergence) Where() string {
 	if d.Event < 0 {
-		return fmt.Sprintf("at op %d", d.Op)
+		return "at operation " + units.FormatCount(int64(d.Op))
 	}
-	return fmt.Sprintf("at op %d (trace event #%d)", d.Op, d.Event)
+	return fmt.Sprintf("at operation %s (trace event %s)", units.FormatCount(int64(d.Op)), units.FormatCount(int64(d.Event)))
 }
 
 // Skip counts trace anomalies of one kind that the replay stepped over.

@@ -137,7 +137,7 @@ func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phas
 		attr("data-cap", strconv.FormatUint(r.Allowed, 10)),
 	)
 	if r.OOM != nil {
-		c.Marks = append(c.Marks, c.oomMark(r.Ops, "OOM at event "+units.FormatCount(int64(r.OOM.OpIndex))))
+		c.Marks = append(c.Marks, c.oomMark(r.Ops, "OOM at operation "+units.FormatCount(int64(r.OOM.OpIndex))))
 		c.Attrs = append(c.Attrs, attr("data-oom-op", strconv.Itoa(r.Ops)))
 	}
 	return c

@@ -237,7 +237,7 @@ func diffChart(p *DiffPage) (*chart, template.JS, error) {
 		peak.LabelY += 20 * k
 		c.Marks = append(c.Marks, peak)
 		if r.r.OOM != nil {
-			m := c.oomMark(int(math.Round(r.x(r.r.Ops))), r.name+" OOM at event "+units.FormatCount(int64(r.r.OOM.OpIndex)))
+			m := c.oomMark(int(math.Round(r.x(r.r.Ops))), r.name+" OOM at operation "+units.FormatCount(int64(r.r.OOM.OpIndex)))
 			m.LabelY += 16 * (k + 1)
 			c.Marks = append(c.Marks, m)
 			c.Attrs = append(c.Attrs, attr("data-oom-"+r.name, strconv.Itoa(r.r.Ops)))

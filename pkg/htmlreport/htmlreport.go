@@ -271,7 +271,7 @@ func siteRows(sites []figures.Site) []siteRow {
 	for i, s := range sites[:min(len(sites), maxSites)] {
 		first, _, more := strings.Cut(s.Frames, "\n")
 		if first == "" {
-			first = "(no frames)"
+			first = "(no stack recorded)"
 		}
 		rows = append(rows, siteRow{
 			Rank: i + 1, Bytes: s.Bytes, Count: s.Count,

@@ -86,7 +86,7 @@ func oomCell(sw *sweep.Report, o *alloc.OOM, ok, prefix string) string {
 	if o == nil {
 		return ok
 	}
-	s := fmt.Sprintf("%sop %d", prefix, o.OpIndex)
+	s := prefix + "op " + units.FormatCount(int64(o.OpIndex))
 	if p := figures.PhaseAt(sw.Phases, o.OpIndex); p != "" {
 		s += " (" + p + ")"
 	}

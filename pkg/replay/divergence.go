@@ -61,9 +61,9 @@ type Divergence struct {
 
 // Describe is the one-line account for people.
 func (d *Divergence) Describe() string {
-	where := fmt.Sprintf("at op %d", d.Op)
+	where := "at operation " + units.FormatCount(int64(d.Op))
 	if d.Event >= 0 {
-		where += fmt.Sprintf(" (trace event #%d)", d.Event)
+		where += " (trace event " + units.FormatCount(int64(d.Event)) + ")"
 	}
 	return fmt.Sprintf("the replay left its recording %s: the recording %s, the replay %s; %s",
 		where, d.Recorded, d.Replayed, d.Cause)
