@@ -174,9 +174,11 @@ func renderReplay(a *app, in invocation, format string, run *pipeline.Run, opts 
 			return err
 		}
 	}
-	d, err := run.Detail()
-	if err != nil {
-		return err
-	}
-	return writeHTML(a, in, path, inputs, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d, opts.MaxBands) })
+	return writeHTML(a, in, path, inputs, func(w io.Writer) error { // the detail takes more replays: under the spinner
+		d, err := run.Detail()
+		if err != nil {
+			return err
+		}
+		return output.ReplayHTML(w, run.Report, d, opts.MaxBands)
+	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/figures"
+	"github.com/gpumem/gpumem/pkg/progress"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/setup"
 	"github.com/gpumem/gpumem/pkg/units"
@@ -148,6 +149,7 @@ func RunCasesBeside(ctx context.Context, cases []Case, cards []uint64, workers i
 					once.Do(func() { firstErr = err; cancel() })
 					continue
 				}
+				progress.Tick(ctx) // a bar the caller put in ctx
 				if j.k < 0 {
 					rows[j.c].Outcome = out
 				} else {
