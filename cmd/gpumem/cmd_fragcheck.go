@@ -60,11 +60,8 @@ above --max-reserved, or when it runs out of memory on the --must-fit card.
 With --baseline FILE, each case is also compared with its committed
 figures: it fails when its peak reserved memory grew by more than
 --tolerance of the baseline's, or its fragmentation by more than
---tolerance in absolute terms (5% = five points). --update-baseline
-writes the file instead (and its directory). A budget file's baseline
-that is not recorded yet is no error: the cases are checked against their
-limits, and a note says how to record it. Baselines hold no timestamps or
-machine paths.
+--tolerance in absolute terms (5% = five points); until --update-baseline
+writes it (and its directory) a budget file's baseline is only a note.
 
 Cases run in parallel. A case whose input cannot be read fails alone; the
 others still run and report. With GITHUB_ACTIONS=true, warnings and
@@ -137,8 +134,8 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	if b.KeepErr != nil {
-		fmt.Fprintf(a.stderr, "gpumem: warning: rewriting the unreadable baseline %s: %s\n", textsafe.Line(b.Baseline), textsafe.Line(b.KeepErr.Error()))
+	for _, n := range b.Notes() {
+		fmt.Fprintf(a.stderr, "gpumem: %s\n", textsafe.Line(n))
 	}
 	baseline := b.Baseline
 
@@ -148,9 +145,6 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	results := pipeline.Check(o.ctx, b.Cases, b.Checker, o.jobs)
 	if err := o.ctx.Err(); err != nil {
 		return err
-	}
-	if n := b.Note(); n != "" {
-		fmt.Fprintf(a.stderr, "gpumem: note: %s\n", textsafe.Line(n))
 	}
 	if o.updateBaseline {
 		if err := b.WriteBaseline(o.ctx, results); err != nil {

@@ -26,18 +26,12 @@ memory snapshots from inside a training program:
   gpumem_hooks.hf_callback(steps=[10, 100])              Hugging Face Trainer
 
 Under a launcher each rank writes NAME.rank{RANK}[.TAG].pickle; replay them
-together, the glob quoted: gpumem replay 'NAME.rank*.pickle'
-
-An existing FILE is left as it is unless --force is given.`,
+together, the glob quoted: gpumem replay 'NAME.rank*.pickle'`,
 		Example: `  gpumem hooks
-  gpumem hooks src/gpumem_hooks.py
-  gpumem hooks --force          # replace the copy written by an older gpumem`,
+  gpumem hooks src/gpumem_hooks.py --force`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "gpumem_hooks.py"
-			if len(args) == 1 {
-				path = args[0]
-			}
+			path := append(args, "gpumem_hooks.py")[0] // FILE, or the default
 			if path == "-" {
 				_, err := a.stdout.Write(record.HooksPy)
 				return err
@@ -52,6 +46,6 @@ An existing FILE is left as it is unless --force is given.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
+	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists (without it, an existing FILE is an error)")
 	return cmd
 }

@@ -15,9 +15,7 @@ import (
 // writeHTML writes an HTML report to path, with a spinner on a terminal
 // while write builds it, and says so on stderr.
 func writeHTML(a *app, in invocation, path string, inputs []string, write func(io.Writer) error) error {
-	bar := progress.Spinner(a.progress(), "building the HTML report "+path)
-	err := fileout.Write(in.ctx, path, inputs, write)
-	if bar.Done(); err != nil {
+	if err := progress.During(a.progress(), "building the HTML report "+path, func() error { return fileout.Write(in.ctx, path, inputs, write) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stderr, "gpumem: wrote %s\n", textsafe.Line(path))

@@ -21,7 +21,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/gpumem/gpumem/pkg/fileout"
 	"github.com/gpumem/gpumem/pkg/pipeline"
@@ -119,15 +118,7 @@ EXIT STATUS
 	}
 	root.PersistentFlags().BoolVar(&noColor, "no-color", false, "never use colour")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		if name, ok := suggest.UnknownFlag(err.Error()); ok {
-			var names, hints []string
-			c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-			for _, s := range suggest.Closest(name, names) {
-				hints = append(hints, "did you mean --"+s+"?")
-			}
-			err = withHint(err, hints...)
-		}
-		return usageError{err}
+		return usageError{withHint(err, suggest.FlagHints(c, err)...)}
 	})
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
@@ -146,14 +137,8 @@ EXIT STATUS
 	registerCompletions(root)
 	root.SetOut(a.stdout) // the completion command keeps the writer it is made with
 	root.InitDefaultCompletionCmd()
-	if c, _, err := root.Find([]string{"completion"}); err == nil {
-		c.Args = func(c *cobra.Command, args []string) error { // cobra's prints its help and exits 0
-			if len(args) == 0 {
-				return nil
-			}
-			return usageError{withHint(fmt.Errorf("unknown shell %q", args[0]), "usage: gpumem completion bash|zsh|fish|powershell")}
-		}
-		c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	if c, _, err := root.Find([]string{"completion"}); err == nil { // cobra's exits 0 with its help for a shell it lacks
+		c.Use, c.Args, c.RunE = "completion SHELL", usageArgs(cobra.NoArgs), func(c *cobra.Command, _ []string) error { return c.Help() }
 	}
 	return root
 }
@@ -258,18 +243,13 @@ func printError(stderr io.Writer, err error) int {
 		}
 		hints = append(hints, pe.Hints...)
 	}
+	if strings.HasPrefix(msg, "unknown command ") {
+		hints = append(hints, suggest.CommandHints(msg, "gpumem")...)
+	}
 	// one line, whatever the input files put in names and values
 	fmt.Fprintf(stderr, "gpumem: error: %s\n", textsafe.Line(firstLine(msg)))
 	for _, h := range hints {
 		fmt.Fprintf(stderr, "gpumem: hint: %s\n", textsafe.Line(h))
-	}
-	if code == exitUsage && strings.HasPrefix(msg, "unknown command ") {
-		// cobra's suggestions follow the first line: "Did you mean this?"
-		// and one tab-indented name a line.
-		for _, s := range suggest.CobraCommands(msg) {
-			fmt.Fprintf(stderr, "gpumem: hint: did you mean %s?\n", s)
-		}
-		fmt.Fprintln(stderr, "gpumem: hint: run 'gpumem --help' for the list of commands")
 	}
 	return code
 }

@@ -137,13 +137,18 @@ type Budget struct {
 	Unrecorded bool
 }
 
-// Note is what to tell the user about the baseline before the results,
-// or "".
-func (b *Budget) Note() string {
-	if !b.Unrecorded {
-		return ""
+// Notes are what to tell the user about the baseline before the results,
+// each "warning: ..." or "note: ...".
+func (b *Budget) Notes() []string {
+	var out []string
+	if b.KeepErr != nil {
+		out = append(out, fmt.Sprintf("warning: rewriting the unreadable baseline %s: %s", b.Baseline, b.KeepErr))
 	}
-	return fmt.Sprintf("no baseline %s yet: the cases are checked against their limits only; record it with: gpumem fragcheck --update-baseline", b.Baseline)
+	if b.Unrecorded {
+		out = append(out, fmt.Sprintf("note: no baseline %s yet: the cases are checked against their limits only; "+
+			"record it with: gpumem fragcheck --update-baseline", b.Baseline))
+	}
+	return out
 }
 
 // WriteBaseline replaces the baseline file with the figures of results

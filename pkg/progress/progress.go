@@ -74,6 +74,13 @@ func (p *Phase) Done() {
 	}
 }
 
+// During runs f with a spinner labelled label on w.
+func During(w io.Writer, label string, f func() error) error {
+	p := Spinner(w, label)
+	defer p.Done()
+	return f()
+}
+
 type phaseKey struct{}
 
 // WithPhase is ctx carrying p, for Tick.

@@ -3,6 +3,9 @@ package suggest
 import (
 	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // maxDistance is the most edits a suggestion may be away: cobra's default
@@ -41,6 +44,22 @@ func Closest(typed string, names []string) []string {
 	return names
 }
 
+// FlagHints are the hints for err, a flag error of c: "did you mean
+// --policy?" for each flag of c close to an unknown one; none for other
+// errors.
+func FlagHints(c *cobra.Command, err error) []string {
+	name, ok := UnknownFlag(err.Error())
+	if !ok {
+		return nil
+	}
+	var names, hints []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	for _, s := range Closest(name, names) {
+		hints = append(hints, "did you mean --"+s+"?")
+	}
+	return hints
+}
+
 // UnknownFlag returns the flag name of an "unknown flag: --name" error
 // message of the flag parser (pflag), without its dashes and value, and
 // false for other messages (shorthand flags are one letter: nothing to
@@ -52,6 +71,17 @@ func UnknownFlag(msg string) (string, bool) {
 	}
 	name, _, _ := strings.Cut(rest, "=")
 	return name, true
+}
+
+// CommandHints are the hints for cobra's "unknown command" error msg of
+// program: "did you mean replay?" for each command cobra suggests, then
+// where the list of commands is.
+func CommandHints(msg, program string) []string {
+	var hints []string
+	for _, s := range CobraCommands(msg) {
+		hints = append(hints, "did you mean "+s+"?")
+	}
+	return append(hints, "run '"+program+" --help' for the list of commands")
 }
 
 // CobraCommands returns the names cobra suggests after the first line of
