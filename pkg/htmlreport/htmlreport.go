@@ -237,7 +237,7 @@ func newOOMView(r *figures.Replay) *oomView {
 	o := r.OOM
 	v := &oomView{Hints: report.Hints(r)}
 	if !o.Fragmented() && !strings.Contains(r.Settings, "expandable_segments:True") {
-		v.Comment = "PyTorch's message below suggests expandable_segments:True against fragmentation; " +
+		v.Comment = "PyTorch's message suggests expandable_segments:True against fragmentation; " +
 			"here the cached free memory could not have met the request, so it would not avoid this out-of-memory."
 	}
 	*v = oomView{Hints: v.Hints, Comment: v.Comment,
