@@ -258,7 +258,7 @@ var r = box(cv);
 put("ops", D.ops);
 // hover up the column of the peak until a band of the top site at the
 // peak (the static table below, from the Go side) is under the pointer
-var want = document.querySelector("#sites tr.site pre").textContent, x = r.left + (D.peak + 0.5) / D.ops * r.width, hit = null;
+var want = document.querySelector("#sites tr.site").dataset.frames, x = r.left + (D.peak + 0.5) / D.ops * r.width, hit = null;
 for (var y = r.bottom - 1; y > r.top && !hit; y -= 2) {
   cv.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: x, clientY: y }));
   var pre = document.querySelector("#tip pre.frames");

@@ -487,9 +487,10 @@
     ds.allocated = sums[2]; ds.active = sums[2] + sums[3]; ds.splitBytes = sums[1]; ds.split = counts[1];
     ds.largestFree = largest ? largest[1] : 0;
     ds.digest = segs.map(function (s) { return hex(s.addr) + ":" + s.size + "[" + s.blocks.map(function (b) { return b[1] + STATES[b[2]][0]; }).join(",") + "]"; }).join(" ");
-    $("segmap-legend").innerHTML = [0, 1, 2, 3].map(function (q) {
+    // in the order and words of the static maps' legends below
+    $("segmap-legend").innerHTML = [2, 3, 1, 0].map(function (q) {
       return "<span><i class=\"sq\" style=\"background:" + SCOL[q] + "\"></i>" + STATES[q] + " " + bytes(sums[q]) + " in " + counts[q] + " blocks</span>";
-    }).join("") + (largest ? "<span><i class=\"sq largest\"></i>largest hole " + bytes(largest[1]) + "</span>" : "") +
+    }).join("") + (largest ? "<span><i class=\"sq largest\"></i>largest free block " + bytes(largest[1]) + "</span>" : "") +
       (oomHere ? "<span><i class=\"sq oomreq\"></i>the request that failed: " + bytes(D.oomSize) + " (rounded " + bytes(D.oomRounded) + ")</span>" : "");
     $("segmap-title").textContent = "Segments after " + commas(k) + " of " + commas(D.ops) + " operations" +
       (k === D.peak + 1 ? " (the peak)" : "") + (oomHere ? " (the out-of-memory, after its release steps)" : "");

@@ -258,6 +258,9 @@ func newOOMView(r *figures.Replay) *oomView {
 // maxSites is how many allocation sites the report lists.
 const maxSites = 15
 
+// siteFrames is how many frames name a site in the table.
+const siteFrames = 2
+
 func siteRows(sites []figures.Site) []siteRow {
 	if len(sites) == 0 {
 		return nil
@@ -269,8 +272,12 @@ func siteRows(sites []figures.Site) []siteRow {
 	}
 	var rows []siteRow
 	for i, s := range sites[:min(len(sites), maxSites)] {
-		first, _, more := strings.Cut(s.Frames, "\n")
-		if first == "" {
+		// named by its first siteFrames frames, innermost first, as the
+		// terminal and the explorer's default name sites: two stacks that
+		// share an innermost frame no longer look like one site twice
+		frames := strings.Split(s.Frames, "\n")
+		first, more := strings.Join(frames[:min(len(frames), siteFrames)], " ← "), len(frames) > siteFrames
+		if s.Frames == "" {
 			first = "(no stack recorded)"
 		}
 		rows = append(rows, siteRow{
