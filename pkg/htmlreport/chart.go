@@ -68,6 +68,7 @@ type mark struct {
 	Class, Text string
 	Anchor      string // of the label: "start", or "end" near the right edge
 	LabelY      int
+	DX          int // where the label starts, from the line
 }
 
 // PlotRight is the right edge of the plot area.
@@ -293,7 +294,14 @@ func (c *chart) mark(op int, class, text string) mark {
 	if x > chartW-160 {
 		anchor = "end"
 	}
-	return mark{Op: op, X: num(x), Class: class, Text: text, Anchor: anchor, LabelY: labelRow + 2} // the top row
+	m := mark{Op: op, X: num(x), Class: class, Text: text, Anchor: anchor, LabelY: labelRow + 2, DX: 4} // the top row
+	// the y axis's caption shares the top row, at the plot's left
+	if caption := float64(c.PlotX + captionCharW*len([]rune(c.LabelLeft)) + 8); anchor == "end" {
+		m.DX = -4
+	} else if x+4 < caption {
+		m.DX = int(math.Ceil(caption - x))
+	}
+	return m
 }
 
 // Phase labels: about charW pixels a character, in a row of their own
@@ -303,6 +311,9 @@ const (
 	// labelRow is the height of a row of labels above the plot.
 	labelRow = 16
 )
+
+// captionCharW is about how wide a character of an axis caption is.
+const captionCharW = 7
 
 // addLabelRows makes room for n more rows of labels above the plot (the
 // first row, at the top, holds the peak's); call it before the axes.
@@ -322,7 +333,7 @@ func (c *chart) phaseMarks(phases []figures.Phase) []mark {
 			continue
 		}
 		m := c.mark(p.Op, "phase", "")
-		m.Anchor, m.LabelY = "start", c.PlotY-8
+		m.Anchor, m.LabelY, m.DX = "start", c.PlotY-8, 4
 		x := c.pixX(float64(p.Op))
 		room := float64(c.PlotRight()) - x - 4
 		if x >= free && room >= 4*charW {
@@ -342,7 +353,7 @@ func (c *chart) phaseMarks(phases []figures.Phase) []mark {
 // goes inside the plot, left of the line, clear of the peak's.
 func (c *chart) oomMark(op int, text string) mark {
 	m := c.mark(op, "oom", text)
-	m.Anchor, m.LabelY = "end", c.PlotY+14
+	m.Anchor, m.LabelY, m.DX = "end", c.PlotY+14, -4
 	return m
 }
 

@@ -100,6 +100,16 @@ type fact struct {
 	Raw          string // data-value: the exact figure, when there is one
 }
 
+// Span is how many columns of the grid a fact takes: a long word (a
+// setting such as max_split_size_mb:128) gets the room not to be broken.
+func (f fact) Span() int {
+	longest := 0
+	for w := range strings.FieldsSeq(f.Value) {
+		longest = max(longest, len([]rune(w)))
+	}
+	return min(1+longest/12, 3)
+}
+
 type siteRow struct {
 	Rank    int
 	Bytes   uint64
