@@ -19,6 +19,9 @@ import (
 //     begins with the rest, and the "gpumem: " lines are looked for on
 //     stderr;
 //   - the workload script (the plain block starting "seed") runs;
+//   - python blocks (lines of the user's training program) and the GitHub
+//     Actions workflow are skipped, saying so; a block of another kind
+//     fails;
 //   - the budget file (the ```yaml block with cases:) works as pasted: a
 //     first fragcheck passes and says how to record the baseline, which
 //     --update-baseline then writes, directory and all.
@@ -92,11 +95,20 @@ func TestREADME(t *testing.T) {
 				if out, errs, code := gm(t, "run", script); code != 0 || !strings.Contains(out, "outcome     completed") {
 					t.Errorf("README.md:%d: the workload script: exit %d\n%s%s", b.start, code, out, errs)
 				}
+			} else {
+				t.Errorf("README.md:%d: a plain block that is not a workload script: give it a language", b.start)
 			}
 		case "yaml":
 			if strings.Contains(b.text, "\ncases:") {
 				checkBudgetExample(t, b)
+			} else {
+				t.Logf("skipped: the yaml block at README.md:%d: a GitHub Actions workflow, which runs on GitHub", b.start)
 			}
+		case "python":
+			t.Logf("skipped: the python block at README.md:%d: lines for the user's training program, "+
+				"which need torch on a GPU", b.start)
+		default:
+			t.Errorf("README.md:%d: a block of %q, which this test does not know how to run", b.start, b.lang)
 		}
 	}
 	for cmd := range skipped {
