@@ -8,9 +8,10 @@
 // NO_COLOR, a test) makes a Phase that draws nothing, so that the code
 // doing the work never asks. Three kinds:
 //
-//   - Bytes: a file read, its bar the share of the file read so far and
-//     the time since the phase began (no speed: the first buffers of a read
-//     come from the page cache at rates that mean nothing);
+//   - Bytes: a file read, its bar the share of the file read so far, the
+//     time since the phase began and, once half a second has passed, the
+//     read's average speed since it began (the rolling rate of its first
+//     buffers, which come from the page cache, read 255 GB/s);
 //   - Count: a number of like jobs, done in any order (Tick);
 //   - Spinner: work of unknown length.
 //

@@ -17,7 +17,17 @@ const throttle = 100 * time.Millisecond
 // Phase is one bar; the nil Phase draws nothing.
 type Phase struct {
 	bar *progressbar.ProgressBar
+	// label is the bar's description; a read's also shows its average
+	// speed since start, once settle has passed.
+	label string
+	start time.Time
+	read  int64
+	shown time.Time
 }
+
+// settle is how long a read runs before its speed is shown: until then
+// the figure is the page cache's, not the read's.
+const settle = 500 * time.Millisecond
 
 func newPhase(w io.Writer, max int64, label string, opts ...progressbar.Option) *Phase {
 	if w == nil {
@@ -30,7 +40,7 @@ func newPhase(w io.Writer, max int64, label string, opts ...progressbar.Option) 
 		progressbar.OptionSetPredictTime(false),
 		progressbar.OptionClearOnFinish(),
 	}, opts...)
-	return &Phase{progressbar.NewOptions64(max, opts...)}
+	return &Phase{bar: progressbar.NewOptions64(max, opts...), label: label, start: time.Now()}
 }
 
 // Bytes is the phase of reading size bytes, labelled "verb name (size)".
@@ -49,13 +59,31 @@ func Spinner(w io.Writer, label string) *Phase {
 		progressbar.OptionSetRenderBlankState(true))
 }
 
-// Reader counts what is read from r on the phase's bar.
+// Reader counts what is read from r on the phase's bar, and shows the
+// average speed of the read in the label.
 func (p *Phase) Reader(r io.Reader) io.Reader {
 	if p == nil {
 		return r
 	}
 	pr := progressbar.NewReader(r, p.bar)
-	return &pr
+	return &speedReader{&pr, p}
+}
+
+type speedReader struct {
+	r io.Reader
+	p *Phase
+}
+
+func (s *speedReader) Read(b []byte) (int, error) {
+	n, err := s.r.Read(b)
+	p := s.p
+	p.read += int64(n)
+	if now := time.Now(); now.Sub(p.start) >= settle && now.Sub(p.shown) >= throttle {
+		p.shown = now
+		rate := float64(p.read) / now.Sub(p.start).Seconds()
+		p.bar.Describe(textsafe.Line(p.label) + ", " + units.FormatBytes(int64(rate)) + "/s")
+	}
+	return n, err
 }
 
 // Tick counts one job done.

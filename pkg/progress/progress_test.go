@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +62,44 @@ func TestBarsLabelledAndCleared(t *testing.T) {
 		}
 		if strings.Contains(out, "/s") {
 			t.Errorf("%s: a speed is shown: %q", name, out)
+		}
+	}
+}
+
+// slowReader hands out n bytes a read, waiting pause before each.
+type slowReader struct {
+	left, n int
+	pause   time.Duration
+}
+
+func (s *slowReader) Read(b []byte) (int, error) {
+	if s.left == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(s.pause)
+	n := min(s.n, s.left, len(b))
+	s.left -= n
+	return n, nil
+}
+
+// A read shows its average speed once settle has passed, never the rate
+// of its first buffers: whatever the machine's load, the figure cannot
+// pass what was read over the time waited before it is shown.
+func TestReadSpeed(t *testing.T) {
+	var buf bytes.Buffer
+	const size = 8 << 20
+	p := Bytes(&buf, "reading", "big.pickle", size)
+	io.CopyBuffer(struct{ io.Writer }{io.Discard}, p.Reader(&slowReader{left: size, n: 1 << 20, pause: settle / 4}), make([]byte, 1<<20))
+	p.Done()
+	m := regexp.MustCompile(`big\.pickle \(8\.00 MiB\), ([\d.]+) (B|KiB|MiB|GiB)/s`).FindAllStringSubmatch(buf.String(), -1)
+	if len(m) == 0 {
+		t.Fatalf("no speed shown: %q", buf.String())
+	}
+	for _, s := range m {
+		v, _ := strconv.ParseFloat(s[1], 64)
+		v *= map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[s[2]]
+		if v > size/settle.Seconds()*1.01 {
+			t.Errorf("speed %s %s/s: more than %d bytes in %v", s[1], s[2], size, settle)
 		}
 	}
 }
