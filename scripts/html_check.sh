@@ -2,8 +2,8 @@
 # Checks the HTML report in a real browser: writes the report of a shared
 # fixture with `gpumem replay --html`, opens it in headless Chromium, reads
 # the rendered DOM for the figures it must show, drives hover and zoom
-# through the page's own script, times a million-point report, and takes
-# the README screenshot (docs/report.png). The explorer is checked on the
+# through the page's own script, opens a million-point report, and takes
+# the README's screenshots. The explorer is checked on the
 # trace with stacks: its first view (drawn from gpumem's preview before a
 # worker has decoded the columns) is the exact render's image and map,
 # hover shows a band's recorded frames, a click pins it,
@@ -18,8 +18,11 @@
 # DOM and checked against the commands' table and JSON output, and bars'
 # drawn geometry against their figures. Then `diff --html`: both runs'
 # timelines drawn, the alignment note, the table as the terminal's, hover
-# and zoom, no script errors (docs/diff.png). With SHOTS=DIR it leaves
-# screenshots of the run, sweep and fragcheck reports in DIR.
+# and zoom, no script errors. Timings are printed, never judged (a loaded
+# machine is slower; scripts/bench_html.sh measures). It writes nothing in
+# the repository: with SHOTS=DIR it leaves its screenshots in DIR (the
+# report, diff, run, sweep and fragcheck pages; report.png and diff.png are
+# the README's, copy them to docs/ to refresh it).
 #
 # Installs Debian's chromium when /usr/bin/chromium is missing (needs root).
 set -euo pipefail
@@ -170,7 +173,10 @@ HTMLREPORT_LARGE="$tmp/large.html" go test -count=1 -run '^TestLargeTimeline$' .
 probe "$tmp/large.html" "$tmp/large-probe.html"
 chrome --window-size=1400,1000 --dump-dom "file://$tmp/large-probe.html" >"$tmp/large-dom.html"
 ms=$(attr ms "$tmp/large-dom.html")
-[ -n "$ms" ] && [ "$ms" -lt 1000 ] && pass "opened and scripted in $ms ms ($(wc -c <"$tmp/large.html") bytes)" || fail "million-point report took '${ms}' ms"
+# how long it took is printed, not judged: a loaded machine is slower, and
+# timing targets belong to scripts/bench_html.sh
+[ -n "$ms" ] && pass "opened and scripted ($ms ms here, $(wc -c <"$tmp/large.html") bytes)" ||
+  fail "million-point report: the page's script did not run"
 
 shots=${SHOTS:-$tmp}
 mkdir -p "$shots"
@@ -252,7 +258,7 @@ var r = box(cv);
 put("ops", D.ops);
 // hover up the column of the peak until a band of the top site at the
 // peak (the static table below, from the Go side) is under the pointer
-var want = document.querySelector("#sites tr.site pre").textContent, x = r.left + (D.peak + 0.5) / D.ops * r.width, hit = null;
+var want = document.querySelector("#sites tr.site").dataset.frames, x = r.left + (D.peak + 0.5) / D.ops * r.width, hit = null;
 for (var y = r.bottom - 1; y > r.top && !hit; y -= 2) {
   cv.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: x, clientY: y }));
   var pre = document.querySelector("#tip pre.frames");
@@ -409,7 +415,7 @@ put("sorted", sorted);
 var d = svg.querySelector('rect.bar[data-label="defaults"]');
 put("defaults", d.dataset.peakReserved);
 // drawn to scale: the defaults bar's right end against the lower bound line
-var bound = svg.querySelector("g.vl.bound"), line = bound.querySelector("line");
+var bound = svg.querySelector("g.vl.bound"), line = bound.querySelector("path.vline");
 var x0 = box(d).left, lx = box(line).left + box(line).width / 2;
 var want = +d.dataset.peakReserved / +bound.dataset.lowerBound, got = (box(d).right - x0) / (lx - x0);
 put("scale", Math.abs(got / want - 1) < 0.01 ? "ok" : got.toFixed(4) + " vs " + want.toFixed(4));
@@ -578,8 +584,92 @@ esac
 zoom=$(attr zoom "$dd") reset=$(attr reset "$dd")
 [ "$zoom" != "$reset" ] && [ "${zoom%% *}" -gt 0 ] && pass "diff: drag zooms to '$zoom', double-click resets to '$reset'" ||
   fail "diff zoom: '$zoom', reset '$reset'"
-chrome --window-size=1300,1000 --screenshot=docs/diff.png "file://$tmp/diff.html" >/dev/null
-[ -s docs/diff.png ] && pass "docs/diff.png" || fail "no diff screenshot"
+chrome --window-size=1300,1000 --screenshot="$shots/diff.png" "file://$tmp/diff.html" >/dev/null
+[ -s "$shots/diff.png" ] && pass "diff screenshot" || fail "no diff screenshot"
+
+echo "== layout: no text box over another, no line or curve through a label, every axis named"
+# On every page above, at two common window sizes: SVG text boxes that
+# overlap; mark, card and limit lines and memory curves drawn through a
+# label; a chart with ticks and no axis caption, a canvas without its
+# aria-label; a word of a fact or recommendation broken across lines.
+cat >"$tmp/layout-probe.js" <<'JS'
+// layout: text boxes that overlap, and axes without a label
+var texts = [];
+function visible(e) { var r = e.getBoundingClientRect(); var cs = getComputedStyle(e); return r.width > 0 && r.height > 0 && cs.visibility !== "hidden" && cs.display !== "none" && +cs.opacity !== 0; }
+function name(e) { return (e.getAttribute("class") || e.tagName) + ":" + (e.textContent || "").trim().slice(0, 40); }
+document.querySelectorAll("svg text").forEach(function (e) { if (visible(e) && e.textContent.trim()) texts.push(e); });
+var over = [];
+for (var i = 0; i < texts.length; i++) {
+  var a = texts[i].getBoundingClientRect();
+  for (var j = i + 1; j < texts.length; j++) {
+    var b = texts[j].getBoundingClientRect();
+    var w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    if (w > 1 && h > 1) over.push(name(texts[i]) + " × " + name(texts[j]));
+  }
+}
+put("overlaps", over.length + (over.length ? ": " + over.slice(0, 6).join(" | ") : ""));
+// lines and rects drawn over a text: dashed card lines, curves
+var crossed = [];
+function onPath(p, tb) { // a point of the curve p inside the box tb
+  var n = p.getTotalLength(), m = p.getScreenCTM(), pt = p.ownerSVGElement.createSVGPoint();
+  for (var k = 0; k <= 400; k++) {
+    var q = p.getPointAtLength(n * k / 400); pt.x = q.x; pt.y = q.y; var s = pt.matrixTransform(m);
+    if (s.x > tb.left && s.x < tb.right && s.y > tb.top && s.y < tb.bottom) return true;
+  }
+  return false;
+}
+document.querySelectorAll("svg line, svg path.line, svg path.vline").forEach(function (l) {
+  var cs = getComputedStyle(l), lb = l.getBoundingClientRect();
+  if (cs.display === "none" || cs.visibility === "hidden" || lb.width + lb.height === 0 || l.closest("g.xticks, g.yticks, g.ticks, defs") || l.closest(".grid")) return;
+  lb = { left: lb.left - 0.5, right: lb.right + 0.5, top: lb.top - 0.5, bottom: lb.bottom + 0.5 };
+  texts.forEach(function (t) {
+    if (t.closest("g") === l.closest("g") && l.closest("g.mark")) return; // a mark's own label
+    if (l.tagName === "path" && /^stroke/.test(getComputedStyle(t).paintOrder)) return; // drawn on a halo that hides a curve
+    var tb = t.getBoundingClientRect();
+    var w = Math.min(lb.right, tb.right) - Math.max(lb.left, tb.left), h = Math.min(lb.bottom, tb.bottom) - Math.max(lb.top, tb.top);
+    if (w > 0.5 && h > 1 && (l.tagName === "line" || onPath(l, tb))) crossed.push(name(t) + " × " + l.tagName + "." + (l.getAttribute("class") || l.parentNode.getAttribute("class") || ""));
+  });
+});
+put("crossed", crossed.length + (crossed.length ? ": " + crossed.slice(0, 12).join(" | ") : ""));
+// every chart with ticks names its axes
+var bare = [];
+document.querySelectorAll("svg").forEach(function (s) {
+  if (s.parentNode.closest("svg")) return;
+  var hasX = s.querySelector("g.xticks text, g.ticks text"), hasY = s.querySelector("g.yticks text");
+  var caps = s.querySelectorAll("text.caption, text.axis-title, text.axis.caption").length;
+  if ((hasX || hasY) && caps < (hasX ? 1 : 0) + (hasY ? 1 : 0)) bare.push((s.id || s.parentNode.id || s.getAttribute("class")) + " " + caps + " captions");
+});
+document.querySelectorAll("canvas").forEach(function (c) { if (visible(c) && !c.getAttribute("aria-label")) bare.push("canvas#" + c.id + " unlabelled"); });
+put("bare", bare.length + (bare.length ? ": " + bare.join(" | ") : ""));
+// words broken inside: a fact or recommendation that wraps in the middle
+// of a setting name (expandable_segme nts)
+var broken = [];
+document.querySelectorAll(".fact .v, p.rec").forEach(function (e) {
+  if (!visible(e)) return;
+  var words = e.textContent.split(/\s+/), range = document.createRange(), walker = document.createTreeWalker(e, NodeFilter.SHOW_TEXT), n;
+  while ((n = walker.nextNode())) {
+    var re = /\S+/g, m;
+    while ((m = re.exec(n.data))) {
+      range.setStart(n, m.index); range.setEnd(n, m.index + m[0].length);
+      if (range.getClientRects().length > 1) broken.push(m[0]);
+    }
+  }
+});
+put("broken", broken.length + (broken.length ? ": " + broken.join(" | ") : ""));
+JS
+page_probe "$tmp/layout-probe.js" "$tmp/layout-probe.html"
+for page in report oom sites run sweep frag diff; do
+  inject "$tmp/$page.html" "$tmp/layout-probe.html" "$tmp/$page-layout.html"
+  for size in 1400,1000 1024,768; do
+    chrome --window-size=$size --virtual-time-budget=$budget --dump-dom "file://$tmp/$page-layout.html" >"$tmp/layout-dom.html"
+    bad=""
+    for k in error overlaps crossed bare broken; do
+      v=$(attr "$k" "$tmp/layout-dom.html" || true)
+      case "$k:$v" in error:) ;; *:0) ;; *) bad="$bad $k=$v" ;; esac
+    done
+    [ -z "$bad" ] && pass "layout of $page.html at $size" || fail "layout of $page.html at $size:$bad"
+  done
+done
 
 echo "== the explorer on a million-event snapshot (measured; scripts/bench_html.sh)"
 python3 scripts/gen_trace.py "$tmp/big1m.pickle" --events 1000000 >/dev/null
@@ -593,9 +683,8 @@ fi
 rm -f "$tmp/big1m.pickle"
 
 echo "== screenshot"
-mkdir -p docs
-chrome --window-size=1400,1000 --screenshot=docs/report.png "file://$tmp/report.html" >/dev/null
-[ -s docs/report.png ] && pass "docs/report.png" || fail "no screenshot"
+chrome --window-size=1400,1000 --screenshot="$shots/report.png" "file://$tmp/report.html" >/dev/null
+[ -s "$shots/report.png" ] && pass "report screenshot" || fail "no screenshot"
 
 if [ "$fails" -gt 0 ]; then
   echo "$fails checks failed"

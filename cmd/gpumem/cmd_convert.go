@@ -9,6 +9,7 @@ import (
 	"github.com/gpumem/gpumem/internal/fileout"
 	"github.com/gpumem/gpumem/internal/pipeline"
 	"github.com/gpumem/gpumem/internal/textsafe"
+	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -66,7 +67,7 @@ func runConvert(a *app, o *convertOpts, in, out string) error {
 			events += len(tr)
 		}
 	}
-	fmt.Fprintf(a.stderr, "gpumem: wrote %s (%d events)\n", textsafe.Line(out), events)
+	fmt.Fprintf(a.stderr, "gpumem: wrote %s (%s events)\n", textsafe.Line(out), units.FormatCount(int64(events)))
 	if len(snap.Stacks) > 0 || len(snap.Annotations) > 0 {
 		fmt.Fprintln(a.stderr, "gpumem: note: stack traces and annotations are not carried by the text format")
 	}

@@ -60,8 +60,8 @@ above --max-reserved, or when it runs out of memory on the --must-fit card.
 With --baseline FILE, each case is also compared with its committed
 figures: it fails when its peak reserved memory grew by more than
 --tolerance of the baseline's, or its fragmentation by more than
---tolerance in absolute terms (5% = five points). --update-baseline
-rewrites the file instead. Baselines hold no timestamps or machine paths.
+--tolerance in absolute terms (5% = five points); until --update-baseline
+writes it (and its directory) a budget file's baseline is only a note.
 
 Cases run in parallel. A case whose input cannot be read fails alone; the
 others still run and report. With GITHUB_ACTIONS=true, warnings and
@@ -72,7 +72,7 @@ EXIT STATUS
   1  a budget exceeded: a limit crossed or a regression from the baseline
   2  usage error, unreadable budget or baseline file, or a case whose
      input could not be read or replayed (the other cases still report)`,
-		Example: `  gpumem fragcheck testdata/gpt2.pickle --max-frag 25% --max-reserved 20GiB
+		Example: `  gpumem fragcheck testdata/pytorch/gpt2_varlen.pickle --max-frag 25% --max-reserved 20GiB
   gpumem fragcheck --workload transformer --param layers=12 --must-fit 24GiB
   gpumem fragcheck -o junit > fragcheck.xml
   gpumem fragcheck --baseline fragcheck-baseline.json --update-baseline`,
@@ -135,8 +135,8 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	if b.KeepErr != nil {
-		fmt.Fprintf(a.stderr, "gpumem: warning: rewriting the unreadable baseline %s: %s\n", textsafe.Line(b.Baseline), textsafe.Line(b.KeepErr.Error()))
+	for _, n := range b.Notes() {
+		fmt.Fprintf(a.stderr, "gpumem: %s\n", textsafe.Line(n))
 	}
 	baseline := b.Baseline
 
@@ -148,9 +148,7 @@ func runFragcheck(a *app, o *fragcheckOpts, args []string) error {
 		return err
 	}
 	if o.updateBaseline {
-		nb := budget.NewBaseline(results, b.Keep)
-		// replaced whole, so that an interrupted run never leaves half of one
-		if err := fileout.Write(o.ctx, baseline, b.Inputs(), func(w io.Writer) error { return budget.WriteBaseline(w, nb) }); err != nil {
+		if err := b.WriteBaseline(o.ctx, results); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stderr, "gpumem: wrote the baseline %s\n", textsafe.Line(baseline))

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +12,8 @@ import (
 )
 
 func newHooksCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:   "hooks [FILE]",
 		Short: "Write the Python module that records snapshots from inside a trainer",
 		Long: `Write gpumem_hooks.py (to FILE, default ./gpumem_hooks.py; '-' for stdout),
@@ -24,18 +26,18 @@ memory snapshots from inside a training program:
   gpumem_hooks.hf_callback(steps=[10, 100])              Hugging Face Trainer
 
 Under a launcher each rank writes NAME.rank{RANK}[.TAG].pickle; replay them
-together with 'gpumem replay 'NAME.rank*.pickle''.`,
+together, the glob quoted: gpumem replay 'NAME.rank*.pickle'`,
 		Example: `  gpumem hooks
-  gpumem hooks src/gpumem_hooks.py`,
+  gpumem hooks src/gpumem_hooks.py --force`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "gpumem_hooks.py"
-			if len(args) == 1 {
-				path = args[0]
-			}
+			path := append(args, "gpumem_hooks.py")[0] // FILE, or the default
 			if path == "-" {
 				_, err := a.stdout.Write(record.HooksPy)
 				return err
+			}
+			if _, err := os.Lstat(path); err == nil && !force {
+				return usageError{withHint(fmt.Errorf("%s: already exists", path), "--force replaces it")}
 			}
 			if err := fileout.Write(cmd.Context(), path, nil, func(w io.Writer) error { _, err := w.Write(record.HooksPy); return err }); err != nil {
 				return err
@@ -44,4 +46,6 @@ together with 'gpumem replay 'NAME.rank*.pickle''.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists (without it, an existing FILE is an error)")
+	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gpumem/gpumem/internal/output"
 	"github.com/gpumem/gpumem/internal/pipeline"
 	"github.com/gpumem/gpumem/internal/textsafe"
+	"github.com/gpumem/gpumem/internal/units"
 )
 
 type replayOpts struct {
@@ -115,7 +116,7 @@ func (o *replayOpts) oomStatus(runs ...*pipeline.Run) error {
 	}
 	for _, r := range runs {
 		if oom := r.Report.OOM; oom != nil && !oom.Recorded {
-			return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: out of memory at operation %d (--fail-on-oom)", r.Report.Source, oom.OpIndex)}
+			return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: out of memory at operation %s (--fail-on-oom)", r.Report.Source, units.FormatCount(int64(oom.OpIndex)))}
 		}
 	}
 	return nil
@@ -153,9 +154,11 @@ func renderReplay(a *app, in invocation, format string, run *pipeline.Run, opts 
 			return err
 		}
 	}
-	d, err := run.Detail()
-	if err != nil {
-		return err
-	}
-	return writeHTML(a, in, path, inputs, func(w io.Writer) error { return output.ReplayHTML(w, run.Report, d, opts.MaxBands) })
+	return writeHTML(a, in, path, inputs, func(w io.Writer) error { // the detail takes more replays: under the spinner
+		d, err := run.Detail()
+		if err != nil {
+			return err
+		}
+		return output.ReplayHTML(w, run.Report, d, opts.MaxBands)
+	})
 }

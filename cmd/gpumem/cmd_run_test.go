@@ -35,6 +35,13 @@ func TestRunList(t *testing.T) {
 			t.Errorf("--list lacks %s: %q", b.Name, b.Description)
 		}
 	}
+	// every parameter with its default and its constraints: the one that
+	// 'run transformer --param hidden=1024' breaks among them
+	for _, want := range []string{"--param hidden=768  ", "a multiple of heads", "--param heads=12 ", "--param maxseq=2048 ", "128 to 1048576", "--param steps  "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--list lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // The "4 GiB free, yet a 2 GiB request fails" demo ends in a fragmentation

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumem/gpumem/internal/output"
 	"github.com/gpumem/gpumem/internal/sweep"
+	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/internal/workload"
 )
 
@@ -207,7 +208,7 @@ func TestSweepCards(t *testing.T) {
 	}
 	out, _, code := gm(t, "sweep", trace, "--device-memory", "16GiB,24GiB", "--grid", "expandable_segments:True;nocache")
 	op := *jsonRow(t, doc, "defaults").Cards[0].OOMOpIndex
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("OOM at op %d", op)) || !strings.Contains(out, "note: no setting fits 16.00 GiB") {
+	if code != 0 || !strings.Contains(out, "OOM at op "+units.FormatCount(int64(op))) || !strings.Contains(out, "note: no setting fits 16.00 GiB") {
 		t.Errorf("exit %d, table without 'OOM at op %d' or the note:\n%s", code, op, out)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/gpumem/gpumem/internal/fileout"
 	"github.com/gpumem/gpumem/internal/membudget"
 	"github.com/gpumem/gpumem/internal/pipeline"
+	"github.com/gpumem/gpumem/internal/suggest"
 	"github.com/gpumem/gpumem/internal/textsafe"
 	"github.com/gpumem/gpumem/internal/version"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -126,7 +127,9 @@ EXIT STATUS
 		},
 	}
 	root.PersistentFlags().BoolVar(&noColor, "no-color", false, "never use colour")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{withHint(err, suggest.FlagHints(c, err)...)}
+	})
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newReplayCmd(a),
@@ -142,6 +145,11 @@ EXIT STATUS
 		newVersionCmd(a),
 	)
 	registerCompletions(root)
+	root.SetOut(a.stdout) // the completion command keeps the writer it is made with
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil { // cobra's exits 0 with its help for a shell it lacks
+		c.Use, c.Args, c.RunE = "completion SHELL", usageArgs(cobra.NoArgs), func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
 	return root
 }
 
@@ -263,31 +271,15 @@ func printError(stderr io.Writer, err error) int {
 	if errors.As(err, &we) {
 		hints = append(hints, "zstd --decompress --memory=N reads it, and so does gpumem with --zstd-max-window N, where there is the memory")
 	}
+	if strings.HasPrefix(msg, "unknown command ") {
+		hints = append(hints, suggest.CommandHints(msg, "gpumem")...)
+	}
 	// one line, whatever the input files put in names and values
 	fmt.Fprintf(stderr, "gpumem: error: %s\n", textsafe.Line(firstLine(msg)))
 	for _, h := range hints {
 		fmt.Fprintf(stderr, "gpumem: hint: %s\n", textsafe.Line(h))
 	}
-	if code == exitUsage && strings.HasPrefix(msg, "unknown command ") {
-		// cobra's suggestions follow the first line: "Did you mean this?"
-		// and one tab-indented name a line.
-		for _, s := range suggestions(msg) {
-			fmt.Fprintf(stderr, "gpumem: hint: did you mean %s?\n", s)
-		}
-		fmt.Fprintln(stderr, "gpumem: hint: run 'gpumem --help' for the list of commands")
-	}
 	return code
-}
-
-// suggestions are the names cobra suggests in an "unknown command" error.
-func suggestions(msg string) []string {
-	var out []string
-	for _, l := range strings.Split(msg, "\n")[1:] {
-		if strings.HasPrefix(l, "\t") && strings.TrimSpace(l) != "" {
-			out = append(out, strings.TrimSpace(l))
-		}
-	}
-	return out
 }
 
 func firstLine(s string) string {

@@ -92,10 +92,12 @@ func TestInterruptStopsEveryCommand(t *testing.T) {
 			took := time.Since(sent)
 			code := cmd.ProcessState.ExitCode()
 			// the exit status says it stopped on the signal rather than
-			// finishing; the bound only catches a hang (a loaded machine
-			// answers in well under a second, but not always in one)
-			if code != c.code || took > 10*time.Second {
-				t.Errorf("exit %d after %v (want %d, at once): %v\nstderr: %s", code, took, c.code, err, stderr.String())
+			// finishing; how long it took is logged, not judged (no
+			// wall-clock limit in a test: a loaded machine is slower, and
+			// a hang is go test's -timeout)
+			t.Logf("stopped %v after the signal", took)
+			if code != c.code {
+				t.Errorf("exit %d after %v (want %d): %v\nstderr: %s", code, took, c.code, err, stderr.String())
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("an interrupted run printed %d bytes of result", stdout.Len())

@@ -157,8 +157,8 @@ func (k *Checker) Check(c Case, f Figures) Result {
 		if o.Allowed > 0 && o.Allowed < o.DeviceTotal {
 			card += ", " + units.FormatUBytes(o.Allowed) + " allowed"
 		}
-		add(Fail, "must_fit", "out of memory (%s) at operation %d: tried to allocate %s, a %s",
-			card, o.OpIndex, units.FormatUBytes(o.AllocSize), o.Verdict())
+		add(Fail, "must_fit", "out of memory (%s) at operation %s: tried to allocate %s, a %s",
+			card, units.FormatCount(int64(o.OpIndex)), units.FormatUBytes(o.AllocSize), o.Verdict())
 	}
 	frag := l.Metric.Of(f.Fragmentation)
 	def := fmt.Sprintf("%s: %s", l.Metric, l.Metric.Definition())

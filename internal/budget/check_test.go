@@ -70,7 +70,7 @@ func TestCheckOOM(t *testing.T) {
 	l := DefaultLimits()
 	l.MustFit = 16 << 30
 	r := (&Checker{}).Check(testCase("gpt2", l), f)
-	want := "out of memory (16.00 GiB card) at operation 3041: tried to allocate 1.54 GiB, a real shortage"
+	want := "out of memory (16.00 GiB card) at operation 3,041: tried to allocate 1.54 GiB, a real shortage"
 	if r.Status() != Fail || !reflect.DeepEqual(r.Crossed(), []string{"must_fit"}) || messages(r) != want {
 		t.Errorf("status %v crossed %v findings %q; want fail, must_fit, %q", r.Status(), r.Crossed(), messages(r), want)
 	}

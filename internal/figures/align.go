@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gpumem/gpumem/internal/units"
 )
 
 // Mark is an annotation of a run placed at an operation: the START or END
@@ -107,15 +109,15 @@ func Align(a, b []Mark, opsA, opsB int) *Alignment {
 		var named []string
 		for i, n := range al.Names {
 			if i == 3 {
-				named = append(named, fmt.Sprintf("%d more", len(al.Names)-3))
+				named = append(named, units.FormatCount(int64(len(al.Names)-3))+" more")
 				break
 			}
-			named = append(named, fmt.Sprintf("%d× %s", times[n], n))
+			named = append(named, units.FormatCount(int64(times[n]))+"× "+n)
 		}
-		al.Note = fmt.Sprintf("aligned on the annotations both runs recorded: %s (%d marks); b's operations are stretched between them so that each lines up with a's",
-			strings.Join(named, ", "), lined)
+		al.Note = fmt.Sprintf("aligned on the annotations both runs recorded: %s (%s marks); b's operations are stretched between them so that each lines up with a's",
+			strings.Join(named, ", "), units.FormatCount(int64(lined)))
 		if al.UnmatchedA+al.UnmatchedB > 0 {
-			al.Note += fmt.Sprintf("; %d of a's and %d of b's marks have no counterpart", al.UnmatchedA, al.UnmatchedB)
+			al.Note += fmt.Sprintf("; %s of a's and %s of b's marks have no counterpart", units.FormatCount(int64(al.UnmatchedA)), units.FormatCount(int64(al.UnmatchedB)))
 		}
 	case len(a) == 0 && len(b) == 0:
 		al.Note = "no annotations in either run: aligned on operation index"

@@ -59,16 +59,6 @@ func (r *Replay) Fragmentation() Fragmentation {
 	return FragmentationOf(r.Stats, r.PeakAllocatedAtPeakReserved, r.LargestFree)
 }
 
-// EndShown is the End ratio as a report shows it: NaN (not applicable)
-// when nothing is allocated at the end. A run that frees everything keeps
-// its cache, and 1 − 0/reserved = 100% says nothing about fragmentation.
-func (r *Replay) EndShown() float64 {
-	if r.Stats.AllocatedBytes[alloc.All].Current == 0 {
-		return math.NaN()
-	}
-	return r.Fragmentation().End
-}
-
 // CachedFree is the bytes of free cached blocks at the end.
 func (r *Replay) CachedFree() int64 { return CachedFree(r.Stats) }
 

@@ -3,6 +3,7 @@ package figures
 import (
 	"fmt"
 
+	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/pkg/alloc"
 )
 
@@ -102,6 +103,10 @@ type Divergence struct {
 	Event int // index of the recorded event in the device's trace, -1 if none
 	// What the recording and the replay did there, and the likely cause.
 	Recorded, Replayed, Cause string
+	// WhatIf: the replay left the recording only because it was asked
+	// another question (other settings, a cap, a smaller card); the
+	// human reports say nothing of it, the JSON keeps it.
+	WhatIf bool `json:"-"`
 }
 
 // Text is the divergence in a sentence.
@@ -112,9 +117,9 @@ func (d *Divergence) Text() string {
 // Where says where it happened.
 func (d *Divergence) Where() string {
 	if d.Event < 0 {
-		return fmt.Sprintf("at op %d", d.Op)
+		return "at operation " + units.FormatCount(int64(d.Op))
 	}
-	return fmt.Sprintf("at op %d (trace event #%d)", d.Op, d.Event)
+	return fmt.Sprintf("at operation %s (trace event %s)", units.FormatCount(int64(d.Op)), units.FormatCount(int64(d.Event)))
 }
 
 // Skip counts trace anomalies of one kind that the replay stepped over.

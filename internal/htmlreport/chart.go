@@ -68,6 +68,7 @@ type mark struct {
 	Class, Text string
 	Anchor      string // of the label: "start", or "end" near the right edge
 	LabelY      int
+	DX          int // where the label starts, from the line
 }
 
 // PlotRight is the right edge of the plot area.
@@ -84,6 +85,9 @@ func attr(name, value string) template.HTMLAttr {
 
 func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phase) *chart {
 	c := newChart("timeline", 330, pts, r)
+	if len(phases) > 0 {
+		c.addLabelRows(1)
+	}
 	peak := peakReserved(r, pts)
 	top := peak
 	for _, pt := range pts {
@@ -137,7 +141,7 @@ func timelineChart(r *figures.Replay, pts []figures.Point, phases []figures.Phas
 		attr("data-cap", strconv.FormatUint(r.Allowed, 10)),
 	)
 	if r.OOM != nil {
-		c.Marks = append(c.Marks, c.oomMark(r.Ops, "OOM at event "+units.FormatCount(int64(r.OOM.OpIndex))))
+		c.Marks = append(c.Marks, c.oomMark(r.Ops, "OOM at operation "+units.FormatCount(int64(r.OOM.OpIndex))))
 		c.Attrs = append(c.Attrs, attr("data-oom-op", strconv.Itoa(r.Ops)))
 	}
 	return c
@@ -290,38 +294,52 @@ func (c *chart) mark(op int, class, text string) mark {
 	if x > chartW-160 {
 		anchor = "end"
 	}
-	return mark{Op: op, X: num(x), Class: class, Text: text, Anchor: anchor, LabelY: c.PlotY - 8}
+	m := mark{Op: op, X: num(x), Class: class, Text: text, Anchor: anchor, LabelY: labelRow + 2, DX: 4} // the top row
+	// the y axis's caption shares the top row, at the plot's left
+	if caption := float64(c.PlotX + captionCharW*len([]rune(c.LabelLeft)) + 8); anchor == "end" {
+		m.DX = -4
+	} else if x+4 < caption {
+		m.DX = int(math.Ceil(caption - x))
+	}
+	return m
 }
 
-// Phase labels: about charW pixels a character; each label has at least
-// phaseRoom pixels, overlapping the marks of short phases after it, but
-// never another label.
+// Phase labels: about charW pixels a character, in a row of their own
+// above the plot, so that no curve or mark line crosses them.
 const (
-	charW     = 6
-	phaseRoom = 96
+	charW = 6
+	// labelRow is the height of a row of labels above the plot.
+	labelRow = 16
 )
 
-// phaseMarks marks where each phase starts, labelled along the plot's
-// foot where there is room; the hover read-out names every phase.
+// captionCharW is about how wide a character of an axis caption is.
+const captionCharW = 7
+
+// addLabelRows makes room for n more rows of labels above the plot (the
+// first row, at the top, holds the peak's); call it before the axes.
+func (c *chart) addLabelRows(n int) {
+	c.PlotY += n * labelRow
+	c.PlotH -= n * labelRow
+}
+
+// phaseMarks marks where each phase starts, labelled in the row just above
+// the plot (see addLabelRows) where a label does not run into the one
+// before it; the hover read-out names every phase.
 func (c *chart) phaseMarks(phases []figures.Phase) []mark {
 	var ms []mark
 	free := math.Inf(-1) // where the next label may start
-	for i, p := range phases {
+	for _, p := range phases {
 		if p.Op < c.X0 || p.Op > c.X0+c.XSpan {
 			continue
 		}
 		m := c.mark(p.Op, "phase", "")
-		m.Anchor, m.LabelY = "start", c.PlotBottom()-6
+		m.Anchor, m.LabelY, m.DX = "start", c.PlotY-8, 4
 		x := c.pixX(float64(p.Op))
-		room := phaseRoom - 8.0
-		if i+1 < len(phases) {
-			room = max(room, c.pixX(float64(phases[i+1].Op))-x-8)
-		}
-		room = min(room, float64(c.PlotRight())-x-4)
+		room := float64(c.PlotRight()) - x - 4
 		if x >= free && room >= 4*charW {
 			r := []rune(p.Name)
 			if n := int(room / charW); len(r) > n {
-				r = append(r[:n-1], '…')
+				r = append(r[:n-1], '…') // at the plot's right edge only
 			}
 			m.Text = string(r)
 			free = x + 4 + float64(len(r)*charW) + 8
@@ -335,7 +353,7 @@ func (c *chart) phaseMarks(phases []figures.Phase) []mark {
 // goes inside the plot, left of the line, clear of the peak's.
 func (c *chart) oomMark(op int, text string) mark {
 	m := c.mark(op, "oom", text)
-	m.Anchor, m.LabelY = "end", c.PlotY+14
+	m.Anchor, m.LabelY, m.DX = "end", c.PlotY+14, -4
 	return m
 }
 

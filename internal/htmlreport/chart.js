@@ -108,5 +108,5 @@ var gmChart = (function () {
     document.querySelectorAll("button.reset").forEach(function (b) { b.addEventListener("click", reset); });
   }
 
-  return { bytes: bytes, esc: esc, commas: commas, show: show, hide: hide, zoomable: zoomable };
+  return { bytes: bytes, esc: esc, commas: commas, show: show, hide: hide, zoomable: zoomable, nice: nice };
 })();

@@ -92,7 +92,7 @@ type diffRow struct {
 type diffSiteRow struct {
 	DiffSite
 	Rank    int
-	Class   string // "up" or "down"
+	Class   string // "up", "down", or "" when unchanged
 	Top     string // the innermost frame
 	HasMore bool
 }
@@ -123,8 +123,11 @@ func newDiffView(p *DiffPage) (*diffView, error) {
 	}
 	for i, s := range p.Sites[:min(len(p.Sites), maxDiffSites)] {
 		first, _, more := strings.Cut(s.Frames, "\n")
-		r := diffSiteRow{DiffSite: s, Rank: i + 1, Class: "up", Top: first, HasMore: more}
-		if s.Change < 0 {
+		r := diffSiteRow{DiffSite: s, Rank: i + 1, Top: first, HasMore: more}
+		switch { // an unchanged site is neither (it was drawn red)
+		case s.Change > 0:
+			r.Class = "up"
+		case s.Change < 0:
 			r.Class = "down"
 		}
 		v.SiteRows = append(v.SiteRows, r)
@@ -180,7 +183,24 @@ func diffChart(p *DiffPage) (*chart, template.JS, error) {
 			top = max(top, pt.Reserved, pt.Allocated)
 		}
 	}
+	// the phases both runs share, where a's start; the peaks; the OOMs
+	var phases []figures.Phase
+	matched := map[int]bool{}
+	for _, pr := range al.Pairs {
+		matched[pr[0]] = true
+	}
+	for _, m := range p.A.Marks {
+		if matched[m.Op] && m.Stage != "END" && (len(phases) == 0 || phases[len(phases)-1].Op != m.Op) {
+			phases = append(phases, figures.Phase{Name: m.Name, Op: m.Op})
+		}
+	}
 	c := spanChart("diff-timeline", 380, 0, int(math.Ceil(end)))
+	// a row of labels above the plot for each run's peak, and one for the
+	// shared phases: none drawn over a curve
+	c.addLabelRows(len(runs) - 1)
+	if len(phases) > 0 && len(phases) <= maxDiffMarks {
+		c.addLabelRows(1)
+	}
 	c.byteAxis(top)
 	c.LabelLeft = "memory"
 	if al.Aligned() {
@@ -209,17 +229,6 @@ func diffChart(p *DiffPage) (*chart, template.JS, error) {
 		}
 	}
 	c.Legend = c.Lines
-	// the phases both runs share, where a's start; the peaks; the OOMs
-	var phases []figures.Phase
-	matched := map[int]bool{}
-	for _, pr := range al.Pairs {
-		matched[pr[0]] = true
-	}
-	for _, m := range p.A.Marks {
-		if matched[m.Op] && m.Stage != "END" && (len(phases) == 0 || phases[len(phases)-1].Op != m.Op) {
-			phases = append(phases, figures.Phase{Name: m.Name, Op: m.Op})
-		}
-	}
 	if len(phases) > 0 {
 		ph := make([][2]any, len(phases))
 		for i, f := range phases {
@@ -234,10 +243,10 @@ func diffChart(p *DiffPage) (*chart, template.JS, error) {
 	c.Attrs = append(c.Attrs, attr("data-phases", strconv.Itoa(len(phases))))
 	for k, r := range runs {
 		peak := c.mark(int(math.Round(r.x(r.r.PeakOp))), "peak peak-"+r.name, r.name+" peak "+units.FormatBytes(peakReserved(r.r, r.pts)))
-		peak.LabelY += 20 * k
+		peak.LabelY += labelRow * k
 		c.Marks = append(c.Marks, peak)
 		if r.r.OOM != nil {
-			m := c.oomMark(int(math.Round(r.x(r.r.Ops))), r.name+" OOM at event "+units.FormatCount(int64(r.r.OOM.OpIndex)))
+			m := c.oomMark(int(math.Round(r.x(r.r.Ops))), r.name+" OOM at operation "+units.FormatCount(int64(r.r.OOM.OpIndex)))
 			m.LabelY += 16 * (k + 1)
 			c.Marks = append(c.Marks, m)
 			c.Attrs = append(c.Attrs, attr("data-oom-"+r.name, strconv.Itoa(r.r.Ops)))

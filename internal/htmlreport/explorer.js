@@ -359,6 +359,17 @@
     ctx.fillStyle = "#7b4fa0"; ctx.fillRect(Math.round(xOf(D.peak)), 0, 1, H);
     if (D.oom >= 0) { ctx.fillStyle = "#d62728"; ctx.fillRect(Math.round(xOf(D.oom)), 0, 2, H); }
     ctx.fillStyle = "#111"; ctx.fillRect(Math.round(xOf(scrub - 1)), 0, 1, H);
+    // the y axis: bytes live, ticks at round binary sizes from the foot
+    var unit = 1, names = ["B", "KiB", "MiB", "GiB", "TiB"], ui = 0;
+    while (D.ymax / unit >= 1024 && ui < names.length - 1) { unit *= 1024; ui++; }
+    var ystep = gmChart.nice(D.ymax / unit / 4) * unit, yticks = 0;
+    ctx.font = "11px system-ui,sans-serif";
+    for (var yv = ystep; yv <= D.ymax; yv += ystep) {
+      var yy = Math.round(H - yv / D.ymax * H), lab = +(yv / unit).toFixed(2) + " " + names[ui];
+      ctx.fillStyle = "rgba(255,255,255,.85)"; ctx.fillRect(0, yy - 12, ctx.measureText(lab).width + 10, 14);
+      ctx.fillStyle = "#66707a"; ctx.fillRect(0, yy, 6, 1); ctx.fillText(lab, 8, yy - 2); yticks++;
+    }
+    cv.dataset.yTicks = yticks;
     // axis ticks
     var ax = axis.getContext("2d"); axis.width = W; ax.clearRect(0, 0, W, 40); ax.fillStyle = "#66707a"; ax.font = "11px system-ui,sans-serif";
     var ticks = [];
@@ -367,8 +378,9 @@
     } else if (mode === "time" && D.time) {
       var t0 = D.time[Math.floor(view.x0)], t1 = D.time[Math.min(Math.ceil(view.x1), D.ops) - 1];
       for (var q = 0; q <= 8; q++) ticks.push([q / 8 * W, ((t0 + q / 8 * (t1 - t0) - D.time[0]) / 1000).toFixed(1) + " ms"]);
-    } else {
-      for (q = 0; q <= 8; q++) ticks.push([q / 8 * W, commas(view.x0 + q / 8 * (view.x1 - view.x0))]);
+    } else { // whole, round operation numbers (eighths of the view fell at 74,999)
+      var step = gmChart.nice((view.x1 - view.x0) / 8);
+      for (var v = Math.ceil(view.x0 / step) * step; v <= view.x1; v += step) ticks.push([xOf(v), commas(v)]);
     }
     var lastX = -1e9, drawn = 0;
     ticks.forEach(function (t) {
@@ -383,7 +395,12 @@
       var x0 = xOf(s[0]), x1 = Math.max(xOf(s[1]), x0 + 2);
       if (x1 < 0 || x0 > W) return;
       sp.fillStyle = i % 2 ? "#b9c7d8" : "#cfd9e6"; sp.fillRect(x0, 2, x1 - x0, 14);
-      if (x1 - x0 > 30) { sp.fillStyle = "#1d2329"; sp.fillText(s[2], Math.max(x0, 0) + 3, 13, x1 - x0 - 4); }
+      // a label at its size, cut with an ellipsis to its bar (squeezed to fit, it was unreadable)
+      var room = Math.min(x1, W) - Math.max(x0, 0) - 6, label = s[2];
+      if (room > 30) {
+        while (label.length > 1 && sp.measureText(label).width > room) label = label.slice(0, -2) + "…";
+        sp.fillStyle = "#1d2329"; sp.fillText(label, Math.max(x0, 0) + 3, 13);
+      }
       shown++;
     });
     spansEl.dataset.spans = shown;
@@ -508,9 +525,10 @@
     ds.allocated = sums[2]; ds.active = sums[2] + sums[3]; ds.splitBytes = sums[1]; ds.split = counts[1];
     ds.largestFree = largest ? largest[1] : 0;
     ds.digest = segs.map(function (s) { return hex(s.addr) + ":" + s.size + "[" + s.blocks.map(function (b) { return b[1] + STATES[b[2]][0]; }).join(",") + "]"; }).join(" ");
-    $("segmap-legend").innerHTML = [0, 1, 2, 3].map(function (q) {
+    // in the order and words of the static maps' legends below
+    $("segmap-legend").innerHTML = [2, 3, 1, 0].map(function (q) {
       return "<span><i class=\"sq\" style=\"background:" + SCOL[q] + "\"></i>" + STATES[q] + " " + bytes(sums[q]) + " in " + counts[q] + " blocks</span>";
-    }).join("") + (largest ? "<span><i class=\"sq largest\"></i>largest hole " + bytes(largest[1]) + "</span>" : "") +
+    }).join("") + (largest ? "<span><i class=\"sq largest\"></i>largest free block " + bytes(largest[1]) + "</span>" : "") +
       (oomHere ? "<span><i class=\"sq oomreq\"></i>the request that failed: " + bytes(D.oomSize) + " (rounded " + bytes(D.oomRounded) + ")</span>" : "");
     $("segmap-title").textContent = "Segments after " + commas(k) + " of " + commas(D.ops) + " operations" +
       (k === D.peak + 1 ? " (the peak)" : "") + (oomHere ? " (the out-of-memory, after its release steps)" : "");

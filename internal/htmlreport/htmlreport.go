@@ -120,6 +120,16 @@ type fact struct {
 	Raw          string // data-value: the exact figure, when there is one
 }
 
+// Span is how many columns of the grid a fact takes: a long word (a
+// setting such as max_split_size_mb:128) gets the room not to be broken.
+func (f fact) Span() int {
+	longest := 0
+	for w := range strings.FieldsSeq(f.Value) {
+		longest = max(longest, len([]rune(w)))
+	}
+	return min(1+longest/12, 3)
+}
+
 type siteRow struct {
 	Rank    int
 	Bytes   uint64
@@ -257,7 +267,7 @@ func newOOMView(r *figures.Replay) *oomView {
 	o := r.OOM
 	v := &oomView{Hints: report.Hints(r)}
 	if !o.Fragmented() && !strings.Contains(r.Settings, "expandable_segments:True") {
-		v.Comment = "PyTorch's message below suggests expandable_segments:True against fragmentation; " +
+		v.Comment = "PyTorch's message suggests expandable_segments:True against fragmentation; " +
 			"here the cached free memory could not have met the request, so it would not avoid this out-of-memory."
 	}
 	*v = oomView{Hints: v.Hints, Comment: v.Comment,
@@ -278,6 +288,9 @@ func newOOMView(r *figures.Replay) *oomView {
 // maxSites is how many allocation sites the report lists.
 const maxSites = 15
 
+// siteFrames is how many frames name a site in the table.
+const siteFrames = 2
+
 func siteRows(sites []figures.Site) []siteRow {
 	if len(sites) == 0 {
 		return nil
@@ -289,9 +302,13 @@ func siteRows(sites []figures.Site) []siteRow {
 	}
 	var rows []siteRow
 	for i, s := range sites[:min(len(sites), maxSites)] {
-		first, _, more := strings.Cut(s.Frames, "\n")
-		if first == "" {
-			first = "(no frames)"
+		// named by its first siteFrames frames, innermost first, as the
+		// terminal and the explorer's default name sites: two stacks that
+		// share an innermost frame no longer look like one site twice
+		frames := strings.Split(s.Frames, "\n")
+		first, more := strings.Join(frames[:min(len(frames), siteFrames)], " ← "), len(frames) > siteFrames
+		if s.Frames == "" {
+			first = "(no stack recorded)"
 		}
 		rows = append(rows, siteRow{
 			Rank: i + 1, Bytes: s.Bytes, Count: s.Count,

@@ -108,7 +108,7 @@ func TestFigures(t *testing.T) {
 		`data-key="lower-bound" data-value="4718592000"`,
 		`data-verdict="fragmentation OOM"`,
 		`train&lt;1&gt;.pickle`, // escaped
-		"(no frames)",
+		"(no stack recorded)",
 		"largest free block 512.00 MiB (segment 0x7f0000000000)",
 	} {
 		if !strings.Contains(got, want) {

@@ -88,7 +88,9 @@ const (
 	swRowH   = 26
 	swBarH   = 16
 	swValueW = 150
-	swLineH  = 17 // one label line under the bars
+	// valueCharW is about how wide a character of a value label is.
+	valueCharW = 7
+	swLineH    = 17 // one label line under the bars
 	// swOffScale: a card line is drawn when the card is at most this many
 	// times the largest bar; larger cards would squash the bars.
 	swOffScale = 1.5
@@ -139,7 +141,14 @@ type sweepBar struct {
 	Recommends bool
 }
 
+// valueBox is where a bar's value label is drawn.
+type valueBox struct {
+	top, bottom int
+	x0, x1      float64
+}
+
 type vline struct {
+	D                             template.HTML // the line, in pieces around value labels
 	X, Class, Text, Anchor, TextX string
 	LabelY                        int
 	Attrs                         []template.HTMLAttr
@@ -338,6 +347,7 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 	c.AxisY, c.GridTop = swTop-24, swTop-16
 	c.LabelX, c.BarY, c.BarH, c.TextY, c.RowH = swLabelW, (swRowH-swBarH)/2, swBarH, swRowH/2+4, swRowH
 	y := swTop
+	var values []valueBox
 	for i := range p.Rows {
 		r := &p.Rows[i]
 		b := sweepBar{
@@ -367,7 +377,6 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 		if r.Label == p.Best {
 			b.Attrs = append(b.Attrs, attr("data-recommended", "true"))
 		}
-		b.ValueX = num(px(max(r.PeakReserved, 0)) + 6)
 		b.Value = units.FormatBytes(r.PeakReserved)
 		switch vs := vsBaseline(r, base); {
 		case r.OOM != "":
@@ -375,6 +384,13 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 		case vs != "-":
 			b.Value += " · " + strings.Replace(vs, "-", "−", 1)
 		}
+		if b.Recommends {
+			b.Value += " · recommended"
+		}
+		vx := px(max(r.PeakReserved, 0)) + 6
+		b.ValueX = num(vx)
+		values = append(values, valueBox{top: y + c.TextY - 12, bottom: y + c.TextY + 4, x0: vx - 2,
+			x1: vx + valueCharW*float64(len([]rune(b.Value)))})
 		if bound == 0 && r.LowerBound > 0 {
 			b.BoundX = num(px(r.LowerBound))
 		}
@@ -406,6 +422,15 @@ func sweepBars(p *SweepPage, base *SweepRow) *sweepChart {
 	addLine := func(v int64, class, text string, attrs ...template.HTMLAttr) {
 		x := px(v)
 		l := vline{X: num(x), Class: class, Text: text, LabelY: ly, Anchor: "start", TextX: num(x + 4), Attrs: attrs}
+		// drawn in pieces between the value labels it would cross
+		d, from := "", c.GridTop
+		for _, b := range values {
+			if x >= b.x0 && x <= b.x1 {
+				d += fmt.Sprintf("M%s %dV%d", num(x), from, b.top)
+				from = b.bottom
+			}
+		}
+		l.D = template.HTML(d + fmt.Sprintf("M%s %dV%d", num(x), from, c.GridBottom))
 		if x > float64(c.PlotX+c.PlotW/2) {
 			l.Anchor, l.TextX = "end", num(x-4)
 		}

@@ -80,7 +80,7 @@ func diffText(w io.Writer, d *figures.Diff, md bool) error {
 		return err
 	}
 	if n := len(d.Sites) - diffSitesShown; n > 0 {
-		fmt.Fprintf(bw, "(%d more sites in -o json)\n", n)
+		fmt.Fprintf(bw, "(%s more sites in -o json)\n", units.FormatCount(int64(n)))
 	}
 	return bw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumem/gpumem/internal/budget"
 	"github.com/gpumem/gpumem/internal/htmlreport"
+	"github.com/gpumem/gpumem/internal/units"
 )
 
 // FragcheckHTML writes the self-contained HTML report of a fragcheck run.
@@ -31,7 +32,7 @@ func fragcheckPage(rs []budget.Result) htmlreport.FragcheckPage {
 			c.Err = r.Err.Error()
 		}
 		if o := r.Figures.OOM; o != nil {
-			c.OOM = fmt.Sprintf("operation %d (%s)", o.OpIndex, o.Verdict())
+			c.OOM = fmt.Sprintf("operation %s (%s)", units.FormatCount(int64(o.OpIndex)), o.Verdict())
 		}
 		for _, f := range r.Findings {
 			c.Findings = append(c.Findings, htmlreport.CaseFinding{Status: f.Status.String(), Text: f.Message})

@@ -86,7 +86,7 @@ func oomCell(sw *sweep.Report, o *alloc.OOM, ok, prefix string) string {
 	if o == nil {
 		return ok
 	}
-	s := fmt.Sprintf("%sop %d", prefix, o.OpIndex)
+	s := prefix + "op " + units.FormatCount(int64(o.OpIndex))
 	if p := figures.PhaseAt(sw.Phases, o.OpIndex); p != "" {
 		s += " (" + p + ")"
 	}
@@ -154,8 +154,8 @@ func sweepVerdict(sw *sweep.Report) (notes []string, last string) {
 		return notes, fmt.Sprintf("recommendation: %s%s: fits%s where the defaults do not; peak reserved %s (defaults %s)",
 			env, frac, where, units.FormatBytes(best.PeakReserved()), units.FormatBytes(base.PeakReserved()))
 	case rec.Saved == 0:
-		return notes, fmt.Sprintf("recommendation: %s%s: the same peak reserved as the defaults (%s) with %d fewer device allocations",
-			env, frac, units.FormatBytes(best.PeakReserved()), base.DeviceAllocs()-best.DeviceAllocs())
+		return notes, fmt.Sprintf("recommendation: %s%s: the same peak reserved as the defaults (%s) with %s fewer device allocations",
+			env, frac, units.FormatBytes(best.PeakReserved()), units.FormatCount(int64(base.DeviceAllocs()-best.DeviceAllocs())))
 	}
 	return notes, fmt.Sprintf("recommendation: %s%s: peak reserved %s, saves %s against the defaults",
 		env, frac, units.FormatBytes(best.PeakReserved()), saving(rec.Saved, base.PeakReserved()))

@@ -7,10 +7,14 @@ import (
 
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/gpumem/gpumem/internal/report"
 	"github.com/gpumem/gpumem/internal/sweep"
 	"github.com/gpumem/gpumem/internal/textsafe"
 	"github.com/gpumem/gpumem/internal/units"
 )
+
+// noteWidth is the most columns a note below the table takes, wrapped.
+const noteWidth = 100
 
 // sweepText writes the sweep as a table for people, or in Markdown.
 func sweepText(w io.Writer, sw *sweep.Report, md bool) error {
@@ -34,9 +38,15 @@ func sweepText(w io.Writer, sw *sweep.Report, md bool) error {
 	notes, last := sweepVerdict(sw)
 	fmt.Fprintln(bw)
 	for _, n := range notes {
-		fmt.Fprintln(bw, n)
 		if md {
-			fmt.Fprintln(bw)
+			fmt.Fprintf(bw, "%s\n\n", n)
+			continue
+		}
+		for i, l := range report.Wrap(n, noteWidth) {
+			if i > 0 {
+				l = "  " + l
+			}
+			fmt.Fprintln(bw, l)
 		}
 	}
 	if md {

@@ -1,7 +1,6 @@
 package output
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -15,12 +14,14 @@ var VersionFormats = &Registry[version.Info]{Kind: "The version of `gpumem versi
 			_, err := fmt.Fprintln(w, v.String())
 			return err
 		})},
-	{JSON, "the same fields as an object (version.go)",
+	{JSON, "the same fields as an object, after schema_version and generator (version.go)",
 		RenderFunc[version.Info](func(w io.Writer, v version.Info, _ Options) error {
-			out, err := json.MarshalIndent(v, "", "  ")
-			if err == nil {
-				_, err = fmt.Fprintf(w, "%s\n", out)
-			}
-			return err
+			return writeJSON(w, VersionJSON{stamp(), v}, true)
 		})},
 }}
+
+// VersionJSON is the document of `gpumem version -o json`.
+type VersionJSON struct {
+	Stamp
+	version.Info
+}

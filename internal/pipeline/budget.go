@@ -1,14 +1,17 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/gpumem/gpumem/internal/budget"
+	"github.com/gpumem/gpumem/internal/fileout"
 	"github.com/gpumem/gpumem/internal/setup"
 	"github.com/gpumem/gpumem/internal/units"
 )
@@ -128,6 +131,38 @@ type Budget struct {
 	// cases that cannot run now); KeepErr says why they could not be read.
 	Keep    *budget.Baseline
 	KeepErr error
+	// Unrecorded: the budget file names a baseline that does not exist
+	// yet. The cases are checked against their limits alone; Note says
+	// how to record it.
+	Unrecorded bool
+}
+
+// Notes are what to tell the user about the baseline before the results,
+// each "warning: ..." or "note: ...".
+func (b *Budget) Notes() []string {
+	var out []string
+	if b.KeepErr != nil {
+		out = append(out, fmt.Sprintf("warning: rewriting the unreadable baseline %s: %s", b.Baseline, b.KeepErr))
+	}
+	if b.Unrecorded {
+		out = append(out, fmt.Sprintf("note: no baseline %s yet: the cases are checked against their limits only; "+
+			"record it with: gpumem fragcheck --update-baseline", b.Baseline))
+	}
+	return out
+}
+
+// WriteBaseline replaces the baseline file with the figures of results
+// (and the kept entries of cases that could not run), creating its
+// directory if need be. It is replaced whole, so that an interrupted run
+// never leaves half of one.
+func (b *Budget) WriteBaseline(ctx context.Context, results []budget.Result) error {
+	nb := budget.NewBaseline(results, b.Keep)
+	if dir := filepath.Dir(b.Baseline); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("writing the baseline: %w", err)
+		}
+	}
+	return fileout.Write(ctx, b.Baseline, b.Inputs(), func(w io.Writer) error { return budget.WriteBaseline(w, nb) })
 }
 
 // PlanBudget gathers the cases, the budget file, the checker and the
@@ -173,6 +208,12 @@ func PlanBudget(r BudgetRequest) (*Budget, error) {
 		b.Keep = old
 	case b.Baseline != "":
 		old, err := budget.ReadBaseline(b.Baseline)
+		if errors.Is(err, os.ErrNotExist) && r.Baseline == "" {
+			// the budget file's, before its first --update-baseline; one
+			// named on the command line must exist
+			b.Unrecorded = true
+			break
+		}
 		if err != nil {
 			return nil, hint(Input, fmt.Errorf("reading the baseline: %w", err), "write it with --update-baseline")
 		}

@@ -147,7 +147,7 @@ func (r *Run) PeakSites(depth int) []figures.Site {
 // frames outside torch itself, or, when a stack has none, its top frames.
 func siteName(snap *trace.Snapshot, st int32, depth int) string {
 	if st < 0 || int(st) >= len(snap.Stacks) {
-		return "(no stack)"
+		return "(no stack recorded)"
 	}
 	var user, any []string
 	for _, f := range snap.Stacks[st] {
@@ -163,7 +163,7 @@ func siteName(snap *trace.Snapshot, st int32, depth int) string {
 		user = any
 	}
 	if len(user) == 0 {
-		return "(no stack)"
+		return "(no stack recorded)"
 	}
 	return strings.Join(user, "\n")
 }

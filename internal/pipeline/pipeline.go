@@ -134,5 +134,5 @@ func workloadErr(err error) error {
 	if errors.As(err, &le) {
 		return &Error{Kind: Input, Err: err}
 	}
-	return hint(Input, err, "run 'gpumem run --list' for the built-in workloads")
+	return hint(Input, err, "run 'gpumem run --list' for the built-in workloads and their parameters")
 }

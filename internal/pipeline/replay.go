@@ -7,6 +7,7 @@ import (
 	"github.com/gpumem/gpumem/internal/categories"
 	"github.com/gpumem/gpumem/internal/figures"
 	"github.com/gpumem/gpumem/internal/setup"
+	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/internal/workload"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -108,8 +109,8 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 	r := &Run{plan: plan, snap: snap, opts: o, times: times}
 	if r.plan.Truncated {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s starts after the program had allocated (a max_entries ring buffer): "+
-			"%d segments and %d live blocks were rebuilt from its final state; peaks cover the kept events only",
-			path, len(r.plan.Seeds), r.plan.Seeded))
+			"%s segments and %s live blocks were rebuilt from its final state; peaks cover the kept events only",
+			path, units.FormatCount(int64(len(r.plan.Seeds))), units.FormatCount(int64(r.plan.Seeded))))
 	}
 	r.device = device
 	if r.res, err = replay.Run(r.plan, o); err != nil {
@@ -119,13 +120,13 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 		plan.Materialize() // the report reads the stacks up to the out-of-memory
 	}
 	if r.res.SeedOOM {
-		r.Notes = append(r.Notes, fmt.Sprintf("%s: the state the trace starts in (%d segments rebuilt from its final state) "+
-			"does not fit the card: out of memory before its first event", path, len(plan.Seeds)))
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: the state the trace starts in (%s segments rebuilt from its final state) "+
+			"does not fit the card: out of memory before its first event", path, units.FormatCount(int64(len(plan.Seeds)))))
 	}
 	if c := r.res.Cap; c != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s; override with --device-memory/--memory-fraction", path, c.Describe()))
 	}
-	if d := r.res.Divergence; d != nil {
+	if d := r.res.Divergence; d != nil && !d.WhatIf { // a what-if's own answer is no news
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", path, d.Describe()))
 	}
 	r.Report = buildReport(path, o, r.res, r.plan, snap)

@@ -57,7 +57,7 @@ func buildReport(source string, o replay.Options, res *replay.Result, plan *repl
 	}
 	r.Inexact = res.Inexact
 	if d := res.Divergence; d != nil {
-		r.Divergence = &figures.Divergence{Op: d.Op, Event: d.Event, Recorded: d.Recorded, Replayed: d.Replayed, Cause: d.Cause}
+		r.Divergence = &figures.Divergence{Op: d.Op, Event: d.Event, Recorded: d.Recorded, Replayed: d.Replayed, Cause: d.Cause, WhatIf: d.WhatIf}
 	}
 	for _, o := range res.OOMs {
 		if o == res.OOM {

@@ -111,7 +111,7 @@ func streamOnce(ctx context.Context, path string, progress io.Writer) (snap *tra
 // rebuilds the state each trace began in, the second plans it.
 func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, []*replay.Plan, []*categories.Result, bool) {
 	var starts []*replay.StartState
-	first, lists, err := streamPickle(ctx, path, progress, trace.PickleSink{
+	first, lists, err := streamPickle(ctx, path, inPhase(progress, "finding the start state of"), trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list == len(starts) {
 				starts = append(starts, replay.NewStartState())
@@ -152,7 +152,7 @@ func streamPools(ctx context.Context, path string, progress io.Writer, first *tr
 			walks[l] = replay.NewPoolWalk(first, d, starts[l])
 		}
 	}
-	_, lists3, err := streamPickle(ctx, path, progress, trace.PickleSink{
+	_, lists3, err := streamPickle(ctx, path, inPhase(progress, "inferring the private pools of"), trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list >= len(walks) || walks[list] == nil {
 				return errDeclined // a list of no device: the usual way reports it
@@ -183,7 +183,7 @@ func planRead(ctx context.Context, path string, progress io.Writer, lists []int,
 	for i := range builders {
 		builders[i] = categories.NewBuilder()
 	}
-	snap, lists2, err := streamPickle(ctx, path, progress, trace.PickleSink{
+	snap, lists2, err := streamPickle(ctx, path, inPhase(progress, "planning"), trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list >= len(planners) || planners[list] == nil {
 				return errDeclined // a list of no device: the usual way reports it

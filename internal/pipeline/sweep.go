@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/internal/progress"
 	"github.com/gpumem/gpumem/internal/setup"
 	"github.com/gpumem/gpumem/internal/sweep"
 	"github.com/gpumem/gpumem/internal/units"
@@ -111,7 +112,11 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	// The offline planner is one long serial job, the grid many short
 	// ones: it goes to the workers first (-j 1: before the replays).
 	var offline uint64
-	if rep.Rows, err = sweep.RunCasesBeside(ctx, cases, rep.Cards, in.Workers, func() { offline = offlinePeak(rep, cases) }); err != nil {
+	n := len(cases) * max(len(rep.Cards), 1)
+	bar := progress.Count(in.Progress, fmt.Sprintf("replaying %s, %s replays", rep.Source, units.FormatCount(int64(n))), n)
+	rep.Rows, err = sweep.RunCasesBeside(progress.WithPhase(ctx, bar), cases, rep.Cards, in.Workers, func() { offline = offlinePeak(rep, cases) })
+	bar.Done()
+	if err != nil {
 		return nil, fmt.Errorf("sweeping %s: %w", rep.Source, err)
 	}
 	rep.OfflinePeak = offline

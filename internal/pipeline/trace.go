@@ -7,17 +7,41 @@ import (
 	"io"
 	"os"
 	"sync"
-	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/gpumem/gpumem/internal/fileout"
+	"github.com/gpumem/gpumem/internal/progress"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
 // progressFrom is the trace size from which reading it shows a progress
 // bar: smaller ones read in well under a second.
 const progressFrom = 64 << 20
+
+// phased is a progress writer for a read that is one pass of several:
+// its bar says what the pass does ("planning", not "reading").
+type phased struct {
+	io.Writer
+	verb string
+}
+
+// inPhase is w for a pass that verb describes; nil stays nil.
+func inPhase(w io.Writer, verb string) io.Writer {
+	if w == nil {
+		return nil
+	}
+	if p, ok := w.(phased); ok {
+		w = p.Writer
+	}
+	return phased{w, verb}
+}
+
+// phaseOf is the writer and the verb of a read's bar.
+func phaseOf(w io.Writer) (io.Writer, string) {
+	if p, ok := w.(phased); ok {
+		return p.Writer, p.verb
+	}
+	return w, "reading"
+}
 
 // Stdin is the trace path that reads standard input.
 const Stdin = "-"
@@ -117,7 +141,7 @@ func openTrace(ctx context.Context, path string, progress io.Writer) (snap *trac
 // readTrace opens path as OpenTrace does and hands read its decompressed
 // contents, the name to use in errors, the compression ("" for none) and
 // the size (-1 when not known).
-func readTrace(ctx context.Context, path string, progress io.Writer, read func(r io.Reader, name, compression string, size int64) error) error {
+func readTrace(ctx context.Context, path string, pw io.Writer, read func(r io.Reader, name, compression string, size int64) error) error {
 	var raw io.Reader
 	size := int64(-1)
 	name := path
@@ -143,18 +167,12 @@ func readTrace(ctx context.Context, path string, progress io.Writer, read func(r
 		}
 		raw = f
 	}
-	if progress != nil && size >= progressFrom {
+	if pw != nil && size >= progressFrom {
 		// the bar counts the bytes read from the file, compressed or not
-		bar := progressbar.NewOptions64(size,
-			progressbar.OptionSetWriter(progress),
-			progressbar.OptionSetDescription("reading "+path),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-		r := progressbar.NewReader(raw, bar)
-		defer bar.Finish()
-		raw = &r
+		w, verb := phaseOf(pw)
+		bar := progress.Bytes(w, verb, path, size)
+		defer bar.Done()
+		raw = bar.Reader(raw)
 	}
 	dec, compression, closeDecoder, err := trace.DecompressWindow(raw, name, maxWindow(ctx))
 	if err != nil {

@@ -98,7 +98,7 @@ func overviewFacts(r *figures.Replay) []fact {
 			count(int64(k)), count(int64(r.OOMs[0].OpIndex)))
 	}
 	facts = append(facts, fact{"outcome", outcome})
-	if d := r.Divergence; d != nil {
+	if d := r.Divergence; d != nil && !d.WhatIf {
 		facts = append(facts, fact{"divergence", "left the recording " + d.Where()})
 	}
 	for i, line := range inexactLines(r.Inexact) {
@@ -184,16 +184,18 @@ func fragRows(r *figures.Replay) []fragRow {
 	f := r.Fragmentation()
 	// The ratios at the peak set the memory a run needs: they get a level.
 	// Those at the end describe the cache once the work is done, which is
-	// no trouble, unless the end is an out-of-memory error.
+	// no trouble, unless the end is an out-of-memory error: then they are
+	// named after it, so that a row's name says whether it gets a level.
 	end, holes := math.NaN(), math.NaN()
+	when := "at the end"
 	if r.OOM != nil {
-		end, holes = r.EndShown(), f.Holes
+		end, holes, when = f.End, f.Holes, "at the out-of-memory"
 	}
 	return []fragRow{
-		{"1 − allocated/reserved, at the end", percent(r.EndShown()), end},
-		{fmt.Sprintf("1 − allocated/reserved, at peak reserved (op %s)", count(int64(r.PeakOp))), percent(f.AtPeak), f.AtPeak},
+		{"1 − allocated/reserved, " + when, percent(f.End), end},
+		{fmt.Sprintf("1 − allocated/reserved, at peak reserved (operation %s)", count(int64(r.PeakOp))), percent(f.AtPeak), f.AtPeak},
 		{"1 − peak allocated/peak reserved", percent(f.Peaks), f.Peaks},
-		{"1 − largest free block/cached free", percent(f.Holes), holes},
+		{"1 − largest free block/cached free, " + when, percent(f.Holes), holes},
 		{"largest free block", ubytes(r.LargestFree), math.NaN()},
 		{"cached free (reserved − active)", units.FormatBytes(r.CachedFree()), math.NaN()},
 		{"lower bound (peak live bytes, 512 B each)", ubytes(r.LowerBound), math.NaN()},
@@ -323,7 +325,7 @@ func segmentLines(o *figures.OOM, width int) []string {
 	var lines []string
 	for i, s := range o.Segments {
 		if i == maxSegments {
-			lines = append(lines, fmt.Sprintf("… and %d more", len(o.Segments)-maxSegments))
+			lines = append(lines, fmt.Sprintf("… and %s more", count(int64(len(o.Segments)-maxSegments))))
 			break
 		}
 		var free, largest uint64
@@ -383,6 +385,10 @@ func keepUnits(words []string) []string {
 	return out
 }
 
+// Wrap breaks s into lines of at most width columns at spaces, keeping a
+// figure and its unit together.
+func Wrap(s string, width int) []string { return wrap(s, width) }
+
 // wrap breaks s into lines of at most width columns at spaces.
 func wrap(s string, width int) []string {
 	var lines []string
@@ -415,19 +421,19 @@ func addressesText(a *figures.Addresses) string {
 	var s string
 	switch {
 	case a.ModelledFrom < 0:
-		s = fmt.Sprintf("recorded (all %d segments)", a.Segments)
+		s = fmt.Sprintf("recorded (all %s segments)", count(int64(a.Segments)))
 	case a.ModelledFrom == 0:
-		s = fmt.Sprintf("modelled (all %d segments)", a.Segments)
+		s = fmt.Sprintf("modelled (all %s segments)", count(int64(a.Segments)))
 	case a.ModelledFrom == 1:
-		s = fmt.Sprintf("the first segment's recorded, the other %d modelled", a.Segments-1)
+		s = fmt.Sprintf("the first segment's recorded, the other %s modelled", count(int64(a.Segments-1)))
 	default:
-		s = fmt.Sprintf("recorded for the first %d segments, modelled from segment %d of %d", a.ModelledFrom, a.ModelledFrom+1, a.Segments)
+		s = fmt.Sprintf("recorded for the first %s segments, modelled from segment %s of %s", count(int64(a.ModelledFrom)), count(int64(a.ModelledFrom+1)), count(int64(a.Segments)))
 	}
 	if a.Recorded > 0 {
-		s += fmt.Sprintf("; %d of %d at their recorded address", a.Matched, a.Recorded)
+		s += fmt.Sprintf("; %s of %s at their recorded address", count(int64(a.Matched)), count(int64(a.Recorded)))
 	}
 	if a.Predicted > 0 {
-		s += fmt.Sprintf(", %d of them where the model would have put them", a.Predicted)
+		s += fmt.Sprintf(", %s of them where the model would have put them", count(int64(a.Predicted)))
 	}
 	return s
 }

@@ -49,10 +49,11 @@
 // The human reports colour a ratio yellow from Options.Warn (0.20) and red
 // from Options.Alarm (0.30), and say "high" and "very high" in words, so
 // that nothing depends on colour. Only ratios that mean trouble get a
-// level: those at the peak, and those at the end when the end is an
-// out-of-memory error; after a run that completed they describe what the
-// cache holds. 1 − allocated/reserved at the end is n/a when nothing is
-// allocated (a run that freed everything keeps its cache).
+// level: those at the peak, and those at an out-of-memory error, which a
+// report names so ("at the out-of-memory"); after a run that completed
+// the ratios "at the end" describe what the cache holds and get none, so
+// that one row never has a level in one report and none in another. A
+// run that freed everything and kept its cache is 100% at the end.
 //
 // An out-of-memory error is a fragmentation OOM when the free cached bytes
 // and what the device (and the cap) would still give together hold the

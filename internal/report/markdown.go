@@ -22,7 +22,7 @@ func Markdown(w io.Writer, r *figures.Replay, o Options) error {
 
 	fmt.Fprintf(bw, "## Replay of %s\n\n", inlineCode(r.Source))
 	writeBullets(bw, overviewFacts(r)) // the divergence fact comes last: its text continues it
-	if d := r.Divergence; d != nil {
+	if d := r.Divergence; d != nil && !d.WhatIf {
 		fmt.Fprintf(bw, "  %s\n", d.Text())
 	}
 	fmt.Fprintln(bw)

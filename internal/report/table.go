@@ -27,7 +27,7 @@ func Table(w io.Writer, r *figures.Replay, o Options) error {
 
 	fmt.Fprintln(bw, p.bold.Sprint("Replay"))
 	writeFacts(bw, overviewFacts(r))
-	if d := r.Divergence; d != nil {
+	if d := r.Divergence; d != nil && !d.WhatIf {
 		for _, l := range wrap(d.Text(), o.Width-4) {
 			fmt.Fprintln(bw, "    "+l)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/gpumem/gpumem/internal/budget"
 	"github.com/gpumem/gpumem/internal/output"
-	"github.com/gpumem/gpumem/internal/version"
 )
 
 // base is where the schemas are published, for their $id.
@@ -32,7 +31,7 @@ var Files = []struct {
 	{"fragcheck.schema.json", "gpumem fragcheck -o json", &output.FragcheckJSON{}},
 	{"summary.schema.json", "gpumem summary -o json", &output.SummaryJSON{}},
 	{"sweep.schema.json", "gpumem sweep -o json", &output.SweepJSON{}},
-	{"version.schema.json", "gpumem version -o json", &version.Info{}},
+	{"version.schema.json", "gpumem version -o json", &output.VersionJSON{}},
 }
 
 // Generate returns the schema of the file called name in docs/schema.

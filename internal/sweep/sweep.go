@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/internal/progress"
 	"github.com/gpumem/gpumem/internal/setup"
 	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -148,6 +149,7 @@ func RunCasesBeside(ctx context.Context, cases []Case, cards []uint64, workers i
 					once.Do(func() { firstErr = err; cancel() })
 					continue
 				}
+				progress.Tick(ctx) // a bar the caller put in ctx
 				if j.k < 0 {
 					rows[j.c].Outcome = out
 				} else {

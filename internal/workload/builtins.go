@@ -115,12 +115,12 @@ func repeatN(n int, f func(int) error) func() error {
 // length changes every step, so that the same work under each strategy
 // can be compared: peak reserved, fragmentation, device calls.
 var strategyParams = []Param{
-	{"steps", "20", "training steps"},
-	{"seed", "7", "seed of the per-step sequence lengths"},
-	{"layers", "6", "layers"},
-	{"hidden", "1024", "hidden size"},
-	{"batch", "16", "batch size"},
-	{"maxseq", "2048", "longest sequence; each step draws a multiple of 128 up to it"},
+	{"steps", "20", "training steps, 1 to 1048576"},
+	{"seed", "7", "seed of the per-step sequence lengths, 1 to 1048576"},
+	{"layers", "6", "layers, 1 to 1048576"},
+	{"hidden", "1024", "hidden size, 1 to 1048576"},
+	{"batch", "16", "batch size, 1 to 1048576"},
+	{"maxseq", "2048", "longest sequence, 128 to 1048576; each step draws a multiple of 128 up to it"},
 }
 
 type strategy struct {
@@ -140,7 +140,7 @@ func strategies() []Builtin {
 		{name: "strategy-default", desc: "toy training loop with varying sequence length, PyTorch defaults: intermediates and last outputs stay referenced", keep: true},
 		{name: "strategy-free-early", desc: "the same loop freeing each intermediate as soon as it is dead (del, no lingering outputs)"},
 		{name: "strategy-empty-cache", desc: "the default loop calling empty_cache every N steps", keep: true, everyParam: true,
-			extra: []Param{{"every", "5", "steps between empty_cache calls"}}},
+			extra: []Param{{"every", "5", "steps between empty_cache calls, 1 to 1048576"}}},
 		{name: "strategy-pool", desc: "the same loop with buffers preallocated for the longest sequence and reused", pool: true},
 		{name: "strategy-warmup", desc: "the default loop after one warm-up step at the longest sequence", keep: true, warmup: true},
 	}

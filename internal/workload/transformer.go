@@ -7,19 +7,19 @@ import (
 )
 
 var transformerParams = []Param{
-	{"layers", "12", "transformer blocks"},
-	{"hidden", "768", "hidden size"},
-	{"heads", "12", "attention heads"},
-	{"seq", "1024", "sequence length, or a comma-separated list used one per step, cycling"},
-	{"batch", "8", "batch size"},
-	{"vocab", "50257", "vocabulary size"},
-	{"positions", "1024", "rows of the position embedding (at least the longest seq)"},
+	{"layers", "12", "transformer blocks, 1 to 1024"},
+	{"hidden", "768", "hidden size, 1 to 65536, a multiple of heads"},
+	{"heads", "12", "attention heads, 1 to 1024"},
+	{"seq", "1024", "sequence length, or a comma-separated list used one per step, cycling; each at most positions"},
+	{"batch", "8", "batch size, 1 to 65536"},
+	{"vocab", "50257", "vocabulary size, 1 to 4194304"},
+	{"positions", "1024", "rows of the position embedding, 1 to 4194304 (at least the longest seq)"},
 	{"dtype", "fp32", "fp32, or bf16 for autocast mixed precision"},
-	{"checkpoint", "false", "gradient checkpointing of every block"},
+	{"checkpoint", "false", "gradient checkpointing of every block (true or false)"},
 	{"attention", "sdpa", "sdpa (fused, as PyTorch picks by default) or eager (materialised scores)"},
-	{"dropout", "true", "dropout after embeddings, attention and MLP (as GPT-2 trains)"},
+	{"dropout", "true", "dropout after embeddings, attention and MLP, as GPT-2 trains (true or false)"},
 	{"optimizer", "adamw", "adamw or sgd"},
-	{"steps", "", "training steps (default: one per seq in the list, or 3)"},
+	{"steps", "", "training steps, 1 to 65536 (default: one per seq in the list, or 3)"},
 }
 
 // tfConfig is a parsed set of transformer parameters.

@@ -67,8 +67,8 @@ func (c *Cap) From() string {
 	if c.OOMs > 0 {
 		ev = append(ev, fmt.Sprintf("%d out-of-memory error%s", c.OOMs, plural(c.OOMs, "", "s")))
 	}
-	return fmt.Sprintf("%s that an uncapped run would not have (the tightest at trace event #%d) and a reserved peak of %s",
-		strings.Join(ev, " and "), c.Event, units.FormatBytes(int64(c.Low)))
+	return fmt.Sprintf("%s that an uncapped run would not have (the tightest at trace event %s) and a reserved peak of %s",
+		strings.Join(ev, " and "), units.FormatCount(int64(c.Event)), units.FormatBytes(int64(c.Low)))
 }
 
 // Describe is the one-line account of the cap for people.

@@ -51,13 +51,19 @@ type Divergence struct {
 	Event int
 	// Recorded and Replayed say what each did there; Cause the likely reason.
 	Recorded, Replayed, Cause string
+	// WhatIf: the replay left the recording because it asked another
+	// question than the recording answered (other settings or cap than the
+	// recorded ones, or a given card too small to hold what the recording
+	// cached): expected, and nothing to warn about.
+	WhatIf bool
+	short  bool // the replay ran short of memory where the recording did not
 }
 
 // Describe is the one-line account for people.
 func (d *Divergence) Describe() string {
-	where := fmt.Sprintf("at op %d", d.Op)
+	where := "at operation " + units.FormatCount(int64(d.Op))
 	if d.Event >= 0 {
-		where += fmt.Sprintf(" (trace event #%d)", d.Event)
+		where += " (trace event " + units.FormatCount(int64(d.Event)) + ")"
 	}
 	return fmt.Sprintf("the replay left its recording %s: the recording %s, the replay %s; %s",
 		where, d.Recorded, d.Replayed, d.Cause)
@@ -158,7 +164,17 @@ var callAction = map[alloc.DeviceCallKind]trace.Action{
 
 // diverge compares a replay of p's ops with the recording. log is the
 // allocator's device log; res the replay's result, cfg its settings.
-func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *Divergence {
+func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config, card bool) *Divergence {
+	d := p.divergeAt(log, res, cfg)
+	if d != nil {
+		d.WhatIf = p.settingsCause(res, cfg) != "" || card && d.short
+	}
+	return d
+}
+
+// divergeAt is the first divergence (see diverge); card: the caller gave
+// the card's size.
+func (p *Plan) divergeAt(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *Divergence {
 	// the ops the replay ran: all, or up to the failing one, whose release
 	// steps ran
 	end := p.Len()
@@ -213,8 +229,9 @@ func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *D
 		slices.SortFunc(r, cmpCall)
 		slices.SortFunc(l, cmpCall)
 		if !slices.Equal(r, l) {
+			c, short := cause(r, l, res)
 			return &Divergence{Op: op, Event: event, Recorded: describeCalls(r), Replayed: describeCalls(l),
-				Cause: p.settingsCause(res, cfg) + cause(r, l, res)}
+				Cause: p.settingsCause(res, cfg) + c, short: short}
 		}
 	}
 	if res.OOMOp >= 0 || !p.HasFinal || p.Len() != p.finalAt {
@@ -376,8 +393,10 @@ func (p *Plan) configDiff(cfg alloc.Config) []string {
 	return diff
 }
 
-// cause guesses why one op's device calls differ.
-func cause(r, l []call, res *Result) string {
+// cause guesses why one op's device calls differ; short: the replay ran
+// short of memory where the recording did not (released its cache or ran
+// out).
+func cause(r, l []call, res *Result) (why string, short bool) {
 	count := func(cs []call, kinds ...trace.Action) int {
 		n := 0
 		for _, c := range cs {
@@ -394,17 +413,17 @@ func cause(r, l []call, res *Result) string {
 	switch {
 	case rOOM > lOOM:
 		return "the recording ran out of memory here and the replay did not: the program probably ran under a memory cap " +
-			"(set_per_process_memory_fraction) or on a fuller card"
+			"(set_per_process_memory_fraction) or on a fuller card", false
 	case lOOM > rOOM:
-		return "the replay ran out of memory here and the recording did not: its card or cap is smaller than the recording's"
+		return "the replay ran out of memory here and the recording did not: its card or cap is smaller than the recording's", true
 	case rRel > 0 && lRel == 0:
 		if res.Allowed > 0 {
-			return "the recording released cached segments here and the replay did not: the program probably ran under a lower cap than the replay's, or called empty_cache"
+			return "the recording released cached segments here and the replay did not: the program probably ran under a lower cap than the replay's, or called empty_cache", false
 		}
 		return "the recording released cached segments here and the replay did not: the program probably ran under a memory cap " +
-			"(set_per_process_memory_fraction) or called empty_cache"
+			"(set_per_process_memory_fraction) or called empty_cache", false
 	case lRel > 0 && rRel == 0:
-		return "the replay released cached segments here and the recording did not: it runs under a tighter cap or a smaller card than the recording"
+		return "the replay released cached segments here and the recording did not: it runs under a tighter cap or a smaller card than the recording", true
 	}
 	only := func(cs []call, kinds []trace.Action) []call {
 		var out []call
@@ -417,7 +436,7 @@ func cause(r, l []call, res *Result) string {
 	}
 	if !slices.Equal(only(r, releases), only(l, releases)) {
 		return "both released cached segments here, but not the same ones: the caps differ " +
-			"(garbage collection releases down to its threshold × the cap), or the caches did"
+			"(garbage collection releases down to its threshold × the cap), or the caches did", false
 	}
 	rGet, lGet := only(r, gets), only(l, gets)
 	switch {
@@ -432,17 +451,17 @@ func cause(r, l []call, res *Result) string {
 		}
 		if slices.Equal(sizes(rGet), sizes(lGet)) {
 			return "the replay's addresses left the recording (an address the recording got was taken or not offered): " +
-				"best fit now breaks ties between equal blocks differently"
+				"best fit now breaks ties between equal blocks differently", false
 		}
-		return "the segments differ in size: recorded under other rounding or segment-size settings"
+		return "the segments differ in size: recorded under other rounding or segment-size settings", false
 	case len(rGet) > len(lGet):
 		return "the recording asked the device for memory where the replay found a cached block: the caches differ " +
-			"(other settings, or an earlier free that completed at another point)"
+			"(other settings, or an earlier free that completed at another point)", false
 	case len(lGet) > len(rGet):
 		return "the replay asked the device for memory where the recording found a cached block: the caches differ " +
-			"(other settings, or an earlier free that completed at another point)"
+			"(other settings, or an earlier free that completed at another point)", false
 	}
-	return "the device calls differ: the caches differ"
+	return "the device calls differ: the caches differ", false
 }
 
 // describeCalls says what one side did in an op, e.g. "released 53 cached

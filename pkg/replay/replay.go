@@ -172,7 +172,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 	r := finish(a, res, tl, eventOf)
 	r.Cap = inferred
 	if compare {
-		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config)
+		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config, o.DeviceTotal > 0)
 	}
 	return r, nil
 }
