@@ -128,6 +128,7 @@ EXIT STATUS
 		newSweepCmd(a),
 		newConvertCmd(a),
 		newRecordCmd(a),
+		newEstimateCmd(a),
 		newExporterCmd(a),
 		newVersionCmd(a),
 	)
