@@ -8,9 +8,13 @@ import sys
 def _gpumem_estimate():
     here = os.path.dirname(os.path.abspath(__file__))
     if os.environ.get("GPUMEM_ESTIMATE_FDS"):
-        import gpumem_estimate
+        try:
+            import gpumem_estimate
 
-        gpumem_estimate.install()
+            gpumem_estimate.install()
+        except BaseException as e:  # never run the script on a real GPU instead
+            print(f"gpumem: error: the CUDA emulator could not start: {type(e).__name__}: {e}", file=sys.stderr)
+            os._exit(3)
     import importlib.machinery
     import importlib.util
 

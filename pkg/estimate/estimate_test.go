@@ -1,0 +1,96 @@
+package estimate
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// python returns the interpreter with torch 2.11 that scripts/pyenv.sh
+// prepares ($GPUMEM_TEST_PYTHON, or its default place). Without one the
+// tests skip, except in CI, where they must run.
+func python(t *testing.T) string {
+	t.Helper()
+	py := os.Getenv("GPUMEM_TEST_PYTHON")
+	if py == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		py = filepath.Join(cache, "gpumem", "venv-torch-2.11.0", "bin", "python")
+	}
+	if _, err := os.Stat(py); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Python with torch 2.11 at %s: run scripts/pyenv.sh", py)
+		}
+		t.Skipf("no Python with torch 2.11 at %s: run scripts/pyenv.sh to run the estimate tests", py)
+	}
+	return py
+}
+
+// estimateScript runs testdata/NAME under the emulator on a card of the
+// given size and returns the result, the script's output and the trace.
+func estimateScript(t *testing.T, name, deviceMemory string) (*Result, string, string) {
+	t.Helper()
+	py := python(t)
+	set, err := NewSettings("H200", deviceMemory, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Check = true
+	var out, trace bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("testdata", name)}, os.Environ(), &trace,
+		func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String(), trace.String()
+}
+
+func TestMemoryAPI(t *testing.T) {
+	res, out, _ := estimateScript(t, "memory_api.py", "")
+	if res.Err != nil || !strings.Contains(out, "memory api ok") {
+		t.Fatalf("%v\n%s", res.Err, out)
+	}
+	if res.Info == nil || len(res.Info.StandIns) != 1 || res.Info.StandIns[0].Kind != "item" {
+		t.Errorf("the .item() stand-in is not counted: %+v", res.Info)
+	}
+}
+
+func TestModuleToCuda(t *testing.T) {
+	res, out, trace := estimateScript(t, "to_cuda.py", "")
+	if res.Err != nil || !strings.Contains(out, "to cuda ok") {
+		t.Fatalf("%v\n%s", res.Err, out)
+	}
+	c := res.Info.Composition
+	if c["parameter"] != 1024000+262144+1024 || c["optimizer_state"] == 0 {
+		t.Errorf("composition: %v", c)
+	}
+	if !strings.HasPrefix(trace, "# gpumem-trace v1") || !strings.Contains(trace, "\nsegment ") {
+		t.Errorf("trace:\n%.400s", trace)
+	}
+}
+
+func TestOutOfMemory(t *testing.T) {
+	res, out, _ := estimateScript(t, "oom.py", "64MiB")
+	if res.Err == nil || !strings.Contains(out, "caught") || !strings.Contains(out, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 100.00 MiB") {
+		t.Fatalf("want the script to catch one OOM and die of the next: %v\n%s", res.Err, out)
+	}
+	if len(res.OOMs) != 2 || res.Info == nil || len(res.Info.OOMs) != 2 {
+		t.Fatalf("OOMs: %+v", res.OOMs)
+	}
+	if site := res.Info.OOMs[1].Site; !strings.HasSuffix(site, "oom.py:11") {
+		t.Errorf("the failing allocation is at %s, not oom.py:11", site)
+	}
+	if e := res.Info.Error; e == nil || e.Type != "OutOfMemoryError" || !strings.HasSuffix(e.Site, "oom.py:11") {
+		t.Errorf("error: %+v", e)
+	}
+}
