@@ -14,16 +14,8 @@ import (
 // tests skip, except in CI, where they must run.
 func python(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("GPUMEM_TEST_PYTHON")
-	if py == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		py = filepath.Join(cache, "gpumem", "venv-torch-2.11.0", "bin", "python")
-	}
-	if _, err := os.Stat(py); err != nil {
+	py, ok := TestInterpreter()
+	if !ok {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("no Python with torch 2.11 at %s: run scripts/pyenv.sh", py)
 		}
