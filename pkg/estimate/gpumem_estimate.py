@@ -63,7 +63,7 @@ class _Card:
 
 # Labels of what an allocation holds (docs/estimate.md "composition").
 LABELS = ["parameter", "buffer", "gradient", "optimizer_state", "activation",
-          "backward_temporary", "optimizer_temporary", "other"]
+          "backward_temporary", "optimizer_temporary", "other", "library_workspace"]
 _L = {n: i for i, n in enumerate(LABELS)}
 
 
@@ -214,6 +214,10 @@ def _malloc(key, nbytes, storage):
             st.frames_of[i] = fr
             _dev_history(calls)
             _history_add("alloc", addr, _round(nbytes), stream, fr)
+        if storage is None:  # a library's workspace: held to the end
+            st.label[i] = _L["library_workspace"]
+            st.module_of.pop(i, None)
+            return i
         ref = weakref.ref(storage, lambda _r, key=key: _free(key))
         st.live[key] = [i, nbytes, ref, addr, stream]
         return i
@@ -271,6 +275,43 @@ def _relabel_free_then_alloc(key, n, s):
     with _st.card.lock:
         _st.ops.append(2 * i + 1)
         _st.card.send(f"f {i}")
+
+
+# --- what PyTorch allocates beyond the tensors (docs/estimate.md, "rules") ---
+
+_CUBLAS_WORKSPACE = 32 << 20  # on the first cuBLAS call of a stream (H200, PyTorch 2.11)
+_CUBLASLT_WORKSPACE = 1 << 20  # on the first addmm with a bias of a stream (cuBLASLt)
+_workspaces = set()
+
+
+def _blas_workspaces(func, args):
+    import torch
+    aten = torch.ops.aten
+    if func in (aten.addmm.default, aten.addmm.out) and args and getattr(args[0], "dim", lambda: 0)() == 1:
+        kinds = [("cublaslt", _CUBLASLT_WORKSPACE)]
+    elif func in _blas_ops():
+        kinds = [("cublas", _CUBLAS_WORKSPACE)]
+    else:
+        return
+    stream = _current_stream_id()
+    for kind, size in kinds:
+        if (kind, stream) not in _workspaces:
+            _workspaces.add((kind, stream))
+            _malloc(None, size, None)
+
+
+_blas = None
+
+
+def _blas_ops():
+    global _blas
+    if _blas is None:
+        import torch
+        a = torch.ops.aten
+        _blas = {a.mm.default, a.mm.out, a.addmm.default, a.addmm.out, a.bmm.default, a.bmm.out,
+                 a.baddbmm.default, a.baddbmm.out, a.addbmm.default, a.addmv.default, a.mv.default,
+                 a.dot.default, a.vdot.default, a._scaled_mm.default, a.addmm_.default, a.baddbmm_.default}
+    return _blas
 
 
 # --- streams -----------------------------------------------------------------
@@ -331,6 +372,7 @@ def _make_mode():
                     f"gpumem estimate: {f}:{line}: {func} has no meta kernel, so its memory cannot be "
                     f"estimated (a custom CUDA extension?); gpumem estimate does not support it") from e
             _track(out)
+            _blas_workspaces(func, args)
             return out
 
     return fake, Emulator()
@@ -692,6 +734,48 @@ def _patch_cuda(torch):
     torch.compile = compile_unsupported
 
 
+# --- scaled_dot_product_attention ----------------------------------------------
+
+def _patch_sdpa(torch):
+    """Pick SDPA's kernel as PyTorch does on the card. The choice is made in
+    C++ from the device's properties (which need the driver), so fake
+    tensors get the math path, which materialises the attention matrix.
+    Flash attention first (fp16/bf16, no mask, head dim up to 256), then
+    memory-efficient attention (head dim a multiple of 8, or of 4 in
+    fp32), then math, honouring torch.backends.cuda's switches."""
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    orig = F.scaled_dot_product_attention
+    aten = torch.ops.aten
+    be = torch.backends.cuda
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        fake = isinstance(query, FakeTensor) and query.device.type == "cuda"
+        if not fake or query.dim() != 4 or key.dim() != 4 or value.dim() != 4 or enable_gqa:
+            return orig(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                        scale=scale, enable_gqa=enable_gqa)
+        hd = query.shape[-1]
+        same = key.shape[-1] == hd and value.shape[-1] == hd and query.shape[0] == key.shape[0] and \
+            query.shape[1] == key.shape[1]
+        half = query.dtype in (torch.float16, torch.bfloat16)
+        if be.flash_sdp_enabled() and half and attn_mask is None and same and hd <= 256 and hd % 8 == 0:
+            return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False,
+                                                            scale=scale)[0]
+        need_lse = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+        if be.mem_efficient_sdp_enabled() and same and hd % (8 if half else 4) == 0 and \
+                query.dtype in (torch.float16, torch.bfloat16, torch.float32):
+            bias = attn_mask
+            if bias is not None and bias.dtype == torch.bool:
+                return orig(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                            scale=scale)
+            return aten._scaled_dot_product_efficient_attention(query, key, value, bias, need_lse, dropout_p,
+                                                                is_causal, scale=scale)[0]
+        return orig(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+
+    F.scaled_dot_product_attention = sdpa
+
+
 # --- composition: module and optimizer hooks -----------------------------------
 
 def _relabel(t, label):
@@ -913,6 +997,7 @@ def install():
     torch._C._set_only_lift_cpu_tensors(True)
     _patch_cuda(torch)
     _patch_apply(torch)
+    _patch_sdpa(torch)
     _install_hooks(torch)
     _fake, mode = _make_mode()
     mode.__enter__()
