@@ -279,8 +279,10 @@ def _relabel_free_then_alloc(key, n, s):
 
 # --- what PyTorch allocates beyond the tensors (docs/estimate.md, "rules") ---
 
-_CUBLAS_WORKSPACE = 32 << 20  # on the first cuBLAS call of a stream (H200, PyTorch 2.11)
-_CUBLASLT_WORKSPACE = 1 << 20  # on the first addmm with a bias of a stream (cuBLASLt)
+# PyTorch keeps a workspace per cuBLAS handle (one a thread: the autograd
+# engine's backward thread has its own) and stream
+_CUBLAS_WORKSPACE = 32 << 20  # on the first cuBLAS call (H200, PyTorch 2.11)
+_CUBLASLT_WORKSPACE = 1 << 20  # on the first addmm with a bias (cuBLASLt)
 _workspaces = set()
 
 
@@ -293,10 +295,10 @@ def _blas_workspaces(func, args):
         kinds = [("cublas", _CUBLAS_WORKSPACE)]
     else:
         return
-    stream = _current_stream_id()
+    key = (threading.get_ident(), _current_stream_id())
     for kind, size in kinds:
-        if (kind, stream) not in _workspaces:
-            _workspaces.add((kind, stream))
+        if (kind, key) not in _workspaces:
+            _workspaces.add((kind, key))
             _malloc(None, size, None)
 
 
@@ -736,6 +738,19 @@ def _patch_cuda(torch):
 
 # --- scaled_dot_product_attention ----------------------------------------------
 
+def _patch_foreach(torch):
+    """Let optimizers and grad clipping take their foreach (multi-tensor)
+    path for fake tensors as for real ones: they test the tensor's exact
+    type, and the single-tensor path has other temporaries."""
+    import torch.optim.optimizer as oo
+    import torch.utils._foreach_utils as fu
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for types in (oo._foreach_supported_types, fu._foreach_supported_types):
+        if FakeTensor not in types:
+            types.append(FakeTensor)
+
+
 def _patch_sdpa(torch):
     """Pick SDPA's kernel as PyTorch does on the card. The choice is made in
     C++ from the device's properties (which need the driver), so fake
@@ -998,6 +1013,7 @@ def install():
     _patch_cuda(torch)
     _patch_apply(torch)
     _patch_sdpa(torch)
+    _patch_foreach(torch)
     _install_hooks(torch)
     _fake, mode = _make_mode()
     mode.__enter__()
