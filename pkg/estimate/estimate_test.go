@@ -2,11 +2,15 @@ package estimate
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/pipeline"
 )
 
 // python returns the interpreter with torch 2.11 that scripts/pyenv.sh
@@ -84,5 +88,32 @@ func TestOutOfMemory(t *testing.T) {
 	}
 	if e := res.Info.Error; e == nil || e.Type != "OutOfMemoryError" || !strings.HasSuffix(e.Site, "oom.py:11") {
 		t.Errorf("error: %+v", e)
+	}
+}
+
+func TestDumpSnapshotReplays(t *testing.T) {
+	py := python(t)
+	snap := filepath.Join(t.TempDir(), "s.pickle")
+	set, err := NewSettings("H200", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("testdata", "dump.py"), snap}, os.Environ(), nil,
+		func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
+	}
+	run, err := pipeline.Replay(context.Background(), pipeline.Source{Trace: snap}, pipeline.Settings{Policy: "pytorch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("reserved peak %d", run.Report.Stats.ReservedBytes[0].Peak)
+	if !strings.Contains(out.String(), want) || run.Report.Divergence != nil {
+		t.Errorf("the snapshot replays to %q (divergence %v); the script said:\n%s", want, run.Report.Divergence, out.String())
 	}
 }

@@ -590,6 +590,7 @@ def _snapshot(include_traces=True):
             if ent is not None:
                 byaddr[ent[3]] = ent[0]
     for s in segs:
+        s["segment_pool_id"] = tuple(s["segment_pool_id"])
         for b in s["blocks"]:
             i = b.pop("id")
             b["frames"] = st.frames_of.get(i, []) if b["state"] != "inactive" else []
