@@ -290,7 +290,8 @@ def _blas_workspaces(func, args):
     import torch
     aten = torch.ops.aten
     if func in (aten.addmm.default, aten.addmm.out) and args and getattr(args[0], "dim", lambda: 0)() == 1:
-        kinds = [("cublaslt", _CUBLASLT_WORKSPACE)]
+        # cuBLASLt's path sets up the thread's cuBLAS handle too
+        kinds = [("cublas", _CUBLAS_WORKSPACE), ("cublaslt", _CUBLASLT_WORKSPACE)]
     elif func in _blas_ops():
         kinds = [("cublas", _CUBLAS_WORKSPACE)]
     else:
