@@ -114,3 +114,23 @@ func TestSessionRefusesBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// The request pipe is open to the script (fd 4): whatever is written to
+// it ends the estimate with an error, never a panic, and the replica
+// stays consistent (Check).
+func FuzzSession(f *testing.F) {
+	f.Add("a 1 4000 0\na 2 1048580 0\nf 2\ns\ne\nm\np\nq\n")
+	f.Add("x 0.5\na 1 600000000 0\nx 0.9\ng\nr\n")
+	f.Add("a 1 18446744073709551615 0\nf 1\nf 1\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		s := newTestSession(t, 1<<30, &bytes.Buffer{})
+		var out bytes.Buffer
+		_ = s.Serve(strings.NewReader(in), &out)
+		if err := s.Allocator().Check(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

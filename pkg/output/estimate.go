@@ -106,6 +106,8 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 	fmt.Fprintf(w, "Virtual card: %s, %s; PYTORCH_CUDA_ALLOC_CONF %s\n", r.Card.Name, size(int64(r.Card.Total)), conf)
 	fmt.Fprintf(w, "Peak allocated: %s   Peak reserved: %s\n", size(d.PeakAllocated), size(d.PeakReserved))
 	switch {
+	case d.Error != nil && d.Error.Type == "OutOfMemoryError" && len(d.OOMs) > 0:
+		fmt.Fprintf(w, "The script died of an out-of-memory error at %s (the last below)\n", d.Error.Site)
 	case d.Error != nil:
 		fmt.Fprintf(w, "The script failed at %s: %s: %s\n", d.Error.Site, d.Error.Type, firstLine(d.Error.Message))
 	case !d.ExitOK:
