@@ -20,6 +20,11 @@ import (
 //go:embed gpumem_estimate.py
 var EmulatorPy []byte
 
+// emulatorTorchPy is the emulator's changes to torch itself.
+//
+//go:embed gpumem_estimate_torch.py
+var emulatorTorchPy []byte
+
 //go:embed estimate_site.py
 var sitePy []byte
 
@@ -123,7 +128,7 @@ func Run(o Options, argv, env []string, trace io.Writer, run Runner) (*Result, e
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	for name, b := range map[string][]byte{"gpumem_estimate.py": EmulatorPy, "sitecustomize.py": sitePy} {
+	for name, b := range map[string][]byte{"gpumem_estimate.py": EmulatorPy, "gpumem_estimate_torch.py": emulatorTorchPy, "sitecustomize.py": sitePy} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			return nil, err
 		}

@@ -2,7 +2,6 @@
 small training and inference steps in plain torch, of the kinds of the
 shared fixtures. Each is build() -> model (on the CPU), optimizer(model),
 step(model, opt, i) for STEPS[name] steps; setup() runs first."""
-import math
 
 import torch
 import torch.nn as nn
