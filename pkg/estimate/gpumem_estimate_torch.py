@@ -288,6 +288,19 @@ def patch_cuda(torch):
         return self.to(device=d, non_blocking=non_blocking, memory_format=memory_format)
 
     torch.Tensor.cuda = tensor_cuda
+
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    numpy = torch.Tensor.numpy
+
+    def tensor_numpy(self, *, force=False):
+        if isinstance(self, FakeTensor):
+            f, line, _ = core._script_site()
+            raise RuntimeError(f"gpumem estimate: {f}:{line}: .numpy() needs the values of a tensor that came from "
+                               f"the virtual card, which an estimate does not compute")
+        return numpy(self, force=force)
+
+    torch.Tensor.numpy = tensor_numpy
     torch.Tensor.record_stream = lambda self, stream: None
 
     # the memory API, at the level torch.cuda.memory's functions call
