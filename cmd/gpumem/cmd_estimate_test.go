@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -110,5 +112,53 @@ func TestEstimateJSON(t *testing.T) {
 	if len(v.Trials) != 2 || !v.Trials[0].Fits || v.Trials[1].Fits || !strings.Contains(v.Trials[1].Failure, "out of memory") ||
 		v.Trials[0].PeakReserved != doc.PeakReserved {
 		t.Errorf("--vary: %+v", v.Trials)
+	}
+}
+
+// The renderers' JSON follows the schemas without a Python to run: an
+// estimate's report built from a replay, with every part filled in.
+func TestEstimateRenderers(t *testing.T) {
+	schemas := loadSchemas(t)
+	set, err := estimate.NewSettings("H200", "30MiB", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(t.TempDir(), "t.trace")
+	if err := os.WriteFile(trace, []byte("# gpumem-trace v1\nalloc 0x7f0000000000 1048576\nalloc 0x7f0000200000 512\nfree 0x7f0000000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := &estimate.Result{Ops: 3, Info: &estimate.Info{
+		Composition:    map[string]int64{"parameter": 1048576, "other": 512},
+		TopActivations: []estimate.ModuleBytes{{Module: "layers.0", Bytes: 512}},
+		StandIns:       []estimate.StandIn{{Kind: "item", Site: "train.py:3", Count: 2}},
+		OOMs:           []estimate.OOMSite{{Op: 4, Size: 1 << 30, Site: "train.py:9", Stack: []string{"x"}}},
+		Error:          &estimate.ScriptError{Type: "OutOfMemoryError", Message: "CUDA out of memory.", Site: "train.py:9"},
+	}, OOMs: []estimate.OOM{{Op: 4, Size: 1 << 30, Message: "CUDA out of memory."}}}
+	res.Stats.ReservedBytes[0].Allocated, res.Stats.ReservedBytes[0].Current = 2<<20, 2<<20
+	res.Stats.AllocatedBytes[0].Allocated = 1048576 + 512
+	rep, err := estimate.Build(context.Background(), set, []string{"python3", "train.py"}, trace, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := output.EstimateFormats.Render(&b, "json", rep, output.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(schemas["estimate.schema.json"], b.String()); err != nil {
+		t.Errorf("estimate.schema.json: %v\n%s", err, b.String())
+	}
+	b.Reset()
+	if err := output.EstimateFormats.Render(&b, "table", rep, output.Options{}); err != nil || !strings.Contains(b.String(), "layers.0") {
+		t.Errorf("table: %v\n%s", err, b.String())
+	}
+	max := int64(7)
+	v := &output.VaryResult{Name: "BS", Card: set.Card, Command: []string{"python3", "t.py", "{BS}"}, FindMax: true, Max: &max,
+		Trials: []estimate.Trial{{Value: "7", PeakAllocated: 1, PeakReserved: 2, Fits: true}, {Value: "8", Fits: false, Failure: "out of memory"}}}
+	b.Reset()
+	if err := output.VaryFormats.Render(&b, "json", v, output.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(schemas["estimate-vary.schema.json"], b.String()); err != nil {
+		t.Errorf("estimate-vary.schema.json: %v\n%s", err, b.String())
 	}
 }

@@ -79,12 +79,12 @@ class _State:
         self.next_id = 1
         self.live = {}  # storage key -> [id, nbytes, weakref]
         self.ops = array.array("q")  # 2*id alloc, 2*id+1 free, 0 other op
-        self.size = {}  # id -> bytes (each rounded up to 512)
-        self.label = {}  # id -> label index
+        # by allocation id - 1 (ids count from 1; one that met an OOM holds 0)
+        self.size = array.array("Q")  # bytes, each rounded up to 512
+        self.label = array.array("b")  # label index
         self.module_of = {}  # id -> module name (activations)
         self.site = {}  # id -> (file, line) of the script that allocated it
         self.history = None  # _record_memory_history entries, or None when off
-        self.history_max = 0
         self.frames_of = {}  # id -> frames, while history is on
         self.stand_ins = collections.Counter()  # (kind, site) -> count
         self.ooms = []
@@ -172,8 +172,7 @@ def _history_add(action, addr, size, stream, frames=None, **extra):
          "time_us": int(time.time() * 1e6), "frames": frames or []}
     e.update(extra)
     h.append(e)
-    if len(h) > _st.history_max:
-        del h[0]
+    # h is a deque bounded by max_entries: the oldest entries go
 
 
 def _dev_history(calls):
@@ -186,6 +185,8 @@ def _malloc(key, nbytes, storage):
     with st.card.lock:
         i = st.next_id
         st.next_id += 1
+        st.size.append(0)
+        st.label.append(_L["other"])
         stream = _current_stream_id()
         rep = st.card.ask(f"a {i} {nbytes} {stream}")
         parts = rep.split(" ")
@@ -204,9 +205,9 @@ def _malloc(key, nbytes, storage):
         addr = int(parts[1])
         calls, _ = _parse_dev(parts[2:])
         st.ops.append(2 * i)
-        st.size[i] = _round(nbytes)
+        st.size[i - 1] = _round(nbytes)
         lab, mod = _current_label()
-        st.label[i] = lab
+        st.label[i - 1] = lab
         if mod is not None:
             st.module_of[i] = mod
         if st.history is not None:
@@ -215,7 +216,7 @@ def _malloc(key, nbytes, storage):
             _dev_history(calls)
             _history_add("alloc", addr, _round(nbytes), stream, fr)
         if storage is None:  # a library's workspace: held to the end
-            st.label[i] = _L["library_workspace"]
+            st.label[i - 1] = _L["library_workspace"]
             st.module_of.pop(i, None)
             return i
         ref = weakref.ref(storage, lambda _r, key=key: _free(key))
@@ -397,7 +398,7 @@ def _relabel(t, label):
     if isinstance(t, FakeTensor) and t.device.type == "cuda":
         ent = _st.live.get(t.untyped_storage()._cdata)
         if ent is not None:
-            _st.label[ent[0]] = _L[label]
+            _st.label[ent[0] - 1] = _L[label]
             _st.module_of.pop(ent[0], None)
 
 
@@ -475,10 +476,10 @@ def _composition(op):
     by = collections.Counter()
     mods = collections.Counter()
     for i in live:
-        lab = LABELS[st.label.get(i, _L["other"])]
-        by[lab] += st.size[i]
+        lab = LABELS[st.label[i - 1]]
+        by[lab] += st.size[i - 1]
         if lab == "activation":
-            mods[st.module_of.get(i, "?")] += st.size[i]
+            mods[st.module_of.get(i, "?")] += st.size[i - 1]
     return dict(by), mods.most_common(10)
 
 

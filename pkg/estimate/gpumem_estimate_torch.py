@@ -2,6 +2,7 @@
 (imported by gpumem_estimate.install): torch.cuda answering as the virtual
 card, CUDA's device guard without a driver, Module._apply onto fake
 tensors, SDPA's kernel choice, the optimizers' foreach path."""
+import collections
 import os
 import sys
 
@@ -353,8 +354,9 @@ def patch_cuda(torch):
             st.frames_of = {}
             return
         if st.history is None or clear_history:
-            st.history = []
-        st.history_max = max_entries
+            st.history = collections.deque(maxlen=max_entries)
+        elif st.history.maxlen != max_entries:
+            st.history = collections.deque(st.history, maxlen=max_entries)
 
     cuda.memory._record_memory_history = record_history
     C._cuda_memorySnapshot = lambda *a, **k: _snapshot()
