@@ -52,6 +52,7 @@ func estimateScript(t *testing.T, name, deviceMemory string) (*Result, string, s
 }
 
 func TestMemoryAPI(t *testing.T) {
+	t.Parallel()
 	res, out, _ := estimateScript(t, "memory_api.py", "")
 	if res.Err != nil || !strings.Contains(out, "memory api ok") {
 		t.Fatalf("%v\n%s", res.Err, out)
@@ -62,6 +63,7 @@ func TestMemoryAPI(t *testing.T) {
 }
 
 func TestModuleToCuda(t *testing.T) {
+	t.Parallel()
 	res, out, trace := estimateScript(t, "to_cuda.py", "")
 	if res.Err != nil || !strings.Contains(out, "to cuda ok") {
 		t.Fatalf("%v\n%s", res.Err, out)
@@ -76,6 +78,7 @@ func TestModuleToCuda(t *testing.T) {
 }
 
 func TestOutOfMemory(t *testing.T) {
+	t.Parallel()
 	res, out, _ := estimateScript(t, "oom.py", "64MiB")
 	if res.Err == nil || !strings.Contains(out, "caught") || !strings.Contains(out, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 100.00 MiB") {
 		t.Fatalf("want the script to catch one OOM and die of the next: %v\n%s", res.Err, out)
@@ -92,6 +95,7 @@ func TestOutOfMemory(t *testing.T) {
 }
 
 func TestDumpSnapshotReplays(t *testing.T) {
+	t.Parallel()
 	py := python(t)
 	snap := filepath.Join(t.TempDir(), "s.pickle")
 	set, err := NewSettings("H200", "", "", 0)

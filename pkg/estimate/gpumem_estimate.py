@@ -551,3 +551,10 @@ def install():
     mode.__enter__()
     atexit.register(_finish)
     sys.excepthook = _excepthook(sys.excepthook)
+    # a forked child (a DataLoader worker) shares the pipes: it must not
+    # talk on them, nor free the parent's blocks as it drops references
+    os.register_at_fork(after_in_child=_forked)
+
+
+def _forked():
+    _st.card.closed = True
