@@ -110,6 +110,18 @@ def _script_site():
     return "?", 0, "?"
 
 
+def _user_stack():
+    """The program's frames (not torch's, not the emulator's), outermost
+    first, as FILE:LINE in NAME."""
+    torch_dir = os.path.dirname(os.path.abspath(__import__("torch").__file__))
+    out = []
+    for fr in traceback.extract_stack():
+        if fr.filename.startswith(torch_dir) or os.path.dirname(fr.filename) == _HERE or fr.filename.startswith("<frozen"):
+            continue
+        out.append(f"{fr.filename}:{fr.lineno} in {fr.name}")
+    return out[-16:]
+
+
 def _frames():
     """The Python stack, innermost first, as PyTorch's snapshots give it."""
     out = []
@@ -199,7 +211,7 @@ def _malloc(key, nbytes, storage):
             msg = " ".join(rest)
             site = _script_site()
             st.ooms.append({"op": len(st.ops), "size": nbytes, "site": f"{site[0]}:{site[1]}",
-                            "stack": traceback.format_stack()[-12:-2]})
+                            "stack": _user_stack()})
             import torch
             raise torch.OutOfMemoryError(msg)
         addr = int(parts[1])

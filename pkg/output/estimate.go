@@ -113,8 +113,14 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 	case !d.ExitOK:
 		fmt.Fprintf(w, "The script failed (see its output above)\n")
 	}
-	for _, oom := range d.OOMs {
+	for i, oom := range d.OOMs {
 		fmt.Fprintf(w, "torch.OutOfMemoryError at %s: %s\n", oom.Site, oom.Message)
+		if i == len(d.OOMs)-1 && len(oom.Stack) > 0 {
+			fmt.Fprintf(w, "  raised from (innermost last):\n")
+			for _, fr := range oom.Stack[max(len(oom.Stack)-6, 0):] {
+				fmt.Fprintf(w, "    %s\n", fr)
+			}
+		}
 	}
 	if len(d.Composition) > 0 {
 		var total int64

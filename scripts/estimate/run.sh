@@ -3,6 +3,8 @@
 # programs.py for real (record.py, memory_stats and a snapshot), under
 # gpumem estimate (no GPU used) and under MemTracker in fake mode, then
 # compare (compare.py). Expects bin/gpumem.
+# Everything it writes is also packed into DIR.tar.gz: a device that sends
+# back a limited number of files sends that one whole.
 # Usage: scripts/estimate/run.sh DIR [NAME...]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,4 +30,5 @@ for n in "${names[@]}"; do
   timeout 120 $py scripts/estimate/memtracker.py "$n" >"$o/$n.mt.json" 2>"$o/$n.mt.err"
 done
 wait
-$py scripts/estimate/compare.py "$o" "${names[@]}"
+$py scripts/estimate/compare.py "$o" "${names[@]}" | tee "$o/compare.md"
+tar czf "$o.tar.gz" -C "$o" --exclude '*.est.trace' .
