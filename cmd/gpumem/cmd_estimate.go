@@ -65,8 +65,8 @@ operations without a meta kernel are refused. See docs/estimate.md.`,
 	fl.Float64Var(&o.fraction, "memory-fraction", 0, "set_per_process_memory_fraction before the script starts")
 	fl.StringVarP(&o.file, "file", "f", "estimate.trace", "write the run's allocation trace to `FILE` (a gpumem text trace)")
 	outputFlag(cmd, &o.output, output.EstimateFormats)
-	fl.StringVar(&o.vary, "vary", "", "`NAME=v1,v2,...`: run once per value with {NAME} in the command replaced, and tabulate")
-	fl.StringVar(&o.findMax, "find-max", "", "`NAME=LO..HI`: find the largest integer value of {NAME} that fits on the card")
+	fl.StringVar(&o.vary, "vary", "", "run once per value of `NAME=v1,v2,...` with {NAME} in the command replaced, and tabulate")
+	fl.StringVar(&o.findMax, "find-max", "", "find the largest integer {NAME} in `NAME=LO..HI` that fits on the card (bisection)")
 	return cmd
 }
 

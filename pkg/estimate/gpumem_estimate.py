@@ -89,7 +89,7 @@ class _State:
         self.stand_ins = collections.Counter()  # (kind, site) -> count
         self.ooms = []
         self.error = None
-        self.fraction = 1.0
+        self.fraction = float(env.get("GPUMEM_ESTIMATE_FRACTION", "0")) or 1.0
         self.streams = 1
         self.started = time.time()
 

@@ -211,7 +211,8 @@ func childEnv(o Options, env []string, dir, info string) []string {
 		"GPUMEM_ESTIMATE_NAME="+o.Card.Name,
 		"GPUMEM_ESTIMATE_TOTAL="+strconv.FormatUint(o.Card.Total, 10),
 		"GPUMEM_ESTIMATE_CC="+o.Card.Capability,
-		"GPUMEM_ESTIMATE_SMS="+strconv.Itoa(o.Card.Multiprocs))
+		"GPUMEM_ESTIMATE_SMS="+strconv.Itoa(o.Card.Multiprocs),
+		"GPUMEM_ESTIMATE_FRACTION="+strconv.FormatFloat(max(o.Fraction, 0), 'g', -1, 64))
 	if o.AllocConf != "" {
 		out = append(out, "PYTORCH_CUDA_ALLOC_CONF="+o.AllocConf)
 	}
