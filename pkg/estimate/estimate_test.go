@@ -3,6 +3,7 @@ package estimate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -119,5 +120,58 @@ func TestDumpSnapshotReplays(t *testing.T) {
 	want := fmt.Sprintf("reserved peak %d", run.Report.Stats.ReservedBytes[0].Peak)
 	if !strings.Contains(out.String(), want) || run.Report.Divergence != nil {
 		t.Errorf("the snapshot replays to %q (divergence %v); the script said:\n%s", want, run.Report.Divergence, out.String())
+	}
+}
+
+// scripts/estimate/probe.py under the emulator against its run on the
+// H200 (testdata/probe_h200.jsonl, PyTorch 2.11): allocated and reserved
+// after each step are the H200's, up to the first convolution, whose cuDNN
+// workspace is not modelled (allocated stays equal after it).
+func TestProbeMatchesH200(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	set, err := NewSettings("H200", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "probe.py")}, os.Environ(), nil,
+		func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
+	}
+	type step struct {
+		Step                string
+		Allocated, Reserved int64
+	}
+	read := func(text string) []step {
+		var steps []step
+		for _, line := range strings.Split(text, "\n") {
+			var s step
+			if strings.HasPrefix(line, `{"step"`) && json.Unmarshal([]byte(line), &s) == nil {
+				steps = append(steps, s)
+			}
+		}
+		return steps
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "probe_h200.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := read(string(b)), read(out.String())
+	if len(want) != 15 || len(got) != len(want) {
+		t.Fatalf("%d steps on the H200, %d emulated:\n%s", len(want), len(got), out.String())
+	}
+	conv := false
+	for i, w := range want {
+		g := got[i]
+		conv = conv || w.Step == "first conv2d"
+		if g.Step != w.Step || g.Allocated != w.Allocated || (!conv && g.Reserved != w.Reserved) {
+			t.Errorf("%s: emulated allocated %d reserved %d, the H200 %d %d", w.Step, g.Allocated, g.Reserved, w.Allocated, w.Reserved)
+		}
 	}
 }
