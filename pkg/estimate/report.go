@@ -26,6 +26,10 @@ type Report struct {
 // checks that they are.
 func Build(ctx context.Context, s Settings, argv []string, tracePath string, res *Result) (*Report, error) {
 	r := &Report{Command: argv, Card: s.Card, AllocConf: s.AllocConf, Trace: tracePath, Result: res}
+	if res.Info == nil {
+		r.Notes = append(r.Notes, "warning: the CUDA emulator did not report at exit: the command started no Python "+
+			"process with torch, or it was killed (the figures cover what it did until then)")
+	}
 	if res.Ops == 0 {
 		return r, nil
 	}
