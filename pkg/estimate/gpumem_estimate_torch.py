@@ -182,8 +182,8 @@ class _StreamContext:
 
 def _unsupported(what):
     def f(*a, **k):
-        raise RuntimeError(f"gpumem estimate: {what} is not supported: an estimate of it would be wrong, "
-                           f"so gpumem estimate stops here")
+        raise RuntimeError(f"gpumem estimate does not support {what}: an eager estimate would be wrong for it, "
+                           f"so the estimate stops here")
     return f
 
 
@@ -280,6 +280,10 @@ def patch_cuda(torch):
     cuda.graph = _unsupported("CUDA graphs (torch.cuda.graph)")
     cuda.CUDAGraph = _unsupported("CUDA graphs (torch.cuda.CUDAGraph)")
     cuda.make_graphed_callables = _unsupported("CUDA graphs (torch.cuda.make_graphed_callables)")
+    cuda.MemPool = _unsupported("private memory pools (torch.cuda.MemPool)")
+    cuda.use_mem_pool = _unsupported("private memory pools (torch.cuda.use_mem_pool)")
+    cuda.memory.MemPool = cuda.MemPool
+    cuda.memory.use_mem_pool = cuda.use_mem_pool
     torch.Tensor.pin_memory = lambda self, device=None: self
 
     def tensor_cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
