@@ -93,6 +93,10 @@ func runEstimate(a *app, o *estimateOpts, argv []string) error {
 	if err != nil {
 		return err
 	}
+	var ee *exec.ExitError
+	if res.Err != nil && !errors.As(res.Err, &ee) {
+		return res.Err // the command did not start
+	}
 	if err := trace.Commit(); err != nil {
 		return err
 	}
@@ -185,6 +189,10 @@ func runEstimateVary(a *app, o *estimateOpts, set estimate.Settings, argv []stri
 		})
 		if err != nil {
 			return estimate.Trial{}, err
+		}
+		var ee *exec.ExitError
+		if res.Err != nil && !errors.As(res.Err, &ee) {
+			return estimate.Trial{}, res.Err // the command did not start
 		}
 		return estimate.NewTrial(value, res), nil
 	}
