@@ -175,3 +175,31 @@ func TestProbeMatchesH200(t *testing.T) {
 		}
 	}
 }
+
+// A GPT training step with activation checkpointing (fp32, SDPA, AdamW)
+// from scripts/estimate/programs.py against its run on the H200, PyTorch
+// 2.11 (docs/estimate.md: 1489.6 MiB allocated and 1810.0 MiB reserved at
+// the peak, as scripts/estimate/compare.py printed them).
+func TestCheckpointedGPTMatchesH200(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	set, err := NewSettings("H200", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "record.py"), "gpt_checkpoint"},
+		os.Environ(), nil, func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
+	}
+	const mib = 1 << 20
+	alloc, reserved := res.Stats.AllocatedBytes[0].Peak, res.Stats.ReservedBytes[0].Peak
+	if reserved != 1810*mib || fmt.Sprintf("%.1f", float64(alloc)/mib) != "1489.6" {
+		t.Errorf("peak allocated %.1f MiB, reserved %.1f MiB; the H200: 1489.6 and 1810.0", float64(alloc)/mib, float64(reserved)/mib)
+	}
+}
