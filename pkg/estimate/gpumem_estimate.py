@@ -393,9 +393,19 @@ def _make_mode():
     return fake, Emulator()
 
 
+# A line that needs more stand-ins than this is a loop whose end depends on
+# values (a generate loop waiting for an end-of-sequence token): stop it
+# rather than run forever.
+MAX_STAND_INS = 1000
+
+
 def _stand_in(t, kind):
     f, line, _ = _script_site()
-    _st.stand_ins[(kind, f"{f}:{line}")] += 1
+    n = _st.stand_ins[(kind, f"{f}:{line}")] = _st.stand_ins[(kind, f"{f}:{line}")] + 1
+    if n > MAX_STAND_INS:
+        raise RuntimeError(f"gpumem estimate: {f}:{line}: more than {MAX_STAND_INS} values of CUDA tensors asked "
+                           f"here: a loop whose end depends on them cannot be estimated (tensors on the virtual "
+                           f"card hold no data)")
     if t.dtype == __import__("torch").bool:
         return False
     if t.dtype.is_floating_point or t.dtype.is_complex:

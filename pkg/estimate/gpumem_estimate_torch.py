@@ -181,10 +181,12 @@ class _StreamContext:
 
 
 def _unsupported(what):
-    def f(*a, **k):
+    """A class that refuses to be made (a class, not a function: scripts and
+    libraries use torch.cuda.CUDAGraph and MemPool in type annotations)."""
+    def refuse(self, *a, **k):
         raise RuntimeError(f"gpumem estimate does not support {what}: an eager estimate would be wrong for it, "
                            f"so the estimate stops here")
-    return f
+    return type("Unsupported", (), {"__init__": refuse, "__doc__": f"{what}: not supported by gpumem estimate"})
 
 
 def _stats_nested(flat):
