@@ -29,6 +29,15 @@ if [ -f ../shared/tools/fidelity.py ] && command -v python3 >/dev/null; then
 else
   echo "skipped: ../shared/tools/fidelity.py or python3 is missing (the recorded fixtures' replays still run in go test)"
 fi
+echo "== a Python with torch 2.11.0 for gpumem estimate's tests (cached: installs once)"
+if py=$(bash scripts/pyenv.sh); then
+  export GPUMEM_TEST_PYTHON=$py
+elif [ "${CI:-}" = true ]; then
+  echo "test.sh: scripts/pyenv.sh failed; CI runs the estimate tests" >&2
+  exit 1
+else
+  echo "test.sh: no torch 2.11.0 venv: the estimate tests will skip" >&2
+fi
 echo "== go test ./..."
 go test -count=1 ./...
 echo "== every fuzz target, briefly, from its kept corpus"

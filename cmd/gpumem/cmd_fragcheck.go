@@ -39,43 +39,10 @@ func newFragcheckCmd(a *app) *cobra.Command {
 	c := &o.cases
 	c.WarnFrag, c.MaxFrag = budget.DefaultWarnFrag, budget.DefaultMaxFrag
 	cmd := &cobra.Command{
-		Use:   "fragcheck [TRACE...] [--workload W]",
-		Short: "Check traces and workloads against memory budgets (for CI)",
-		Long: `Replay traces and workloads and check each against its memory budget:
-a fragmentation warning level and limit, a peak reserved memory limit, and a
-card it must fit on. Made to gate CI.
-
-Cases come from the command line (each TRACE and --workload is one case,
-under the limit flags) or, with none given, from a budget file: --config
-FILE, or gpumem.yaml or .gpumem.yaml in the working directory or above.
-A budget file lists named cases, each with its own limits and settings:
-
-` + budget.Example + `
-Fragmentation limits (0.3, 30% or none) use one ratio, --metric (default
-peaks):
-` + budget.MetricList() + `
-A case warns above --warn-frag (20%) and fails above --max-frag (30%),
-above --max-reserved, or when it runs out of memory on the --must-fit card.
-
-With --baseline FILE, each case is also compared with its committed
-figures: it fails when its peak reserved memory grew by more than
---tolerance of the baseline's, or its fragmentation by more than
---tolerance in absolute terms (5% = five points); until --update-baseline
-writes it (and its directory) a budget file's baseline is only a note.
-
-Cases run in parallel. A case whose input cannot be read fails alone; the
-others still run and report. With GITHUB_ACTIONS=true, warnings and
-failures are also written to stderr as GitHub Actions annotations.
-
-EXIT STATUS
-  0  every case passed (warnings allowed, unless --strict)
-  1  a budget exceeded: a limit crossed or a regression from the baseline
-  2  usage error, unreadable budget or baseline file, or a case whose
-     input could not be read or replayed (the other cases still report)`,
-		Example: `  gpumem fragcheck testdata/pytorch/gpt2_varlen.pickle --max-frag 25% --max-reserved 20GiB
-  gpumem fragcheck --workload transformer --param layers=12 --must-fit 24GiB
-  gpumem fragcheck -o junit > fragcheck.xml
-  gpumem fragcheck --baseline fragcheck-baseline.json --update-baseline`,
+		Use:     "fragcheck [TRACE...] [--workload W]",
+		Short:   "Check traces and workloads against memory budgets (for CI)",
+		Long:    helpText("fragcheck", "$EXAMPLE", budget.Example, "$METRICS", budget.MetricList()),
+		Example: helpText("fragcheck.examples"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.invocation = invoked(cmd)
 			return runFragcheck(a, o, args)

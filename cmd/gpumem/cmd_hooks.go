@@ -14,22 +14,11 @@ import (
 func newHooksCmd(a *app) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "hooks [FILE]",
-		Short: "Write the Python module that records snapshots from inside a trainer",
-		Long: `Write gpumem_hooks.py (to FILE, default ./gpumem_hooks.py; '-' for stdout),
-the one-file Python module (no dependency beyond torch) that records
-memory snapshots from inside a training program:
-
-  with gpumem_hooks.recording("snapshot.pickle"): ...   dumps on OOM and at exit
-  gpumem_hooks.dump("after_warmup")                      a snapshot now
-  gpumem_hooks.lightning_callback(steps=[10, 100])       PyTorch Lightning
-  gpumem_hooks.hf_callback(steps=[10, 100])              Hugging Face Trainer
-
-Under a launcher each rank writes NAME.rank{RANK}[.TAG].pickle; replay them
-together, the glob quoted: gpumem replay 'NAME.rank*.pickle'`,
-		Example: `  gpumem hooks
-  gpumem hooks src/gpumem_hooks.py --force`,
-		Args: usageArgs(cobra.MaximumNArgs(1)),
+		Use:     "hooks [FILE]",
+		Short:   "Write the Python module that records snapshots from inside a trainer",
+		Long:    helpText("hooks"),
+		Example: helpText("hooks.examples"),
+		Args:    usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := append(args, "gpumem_hooks.py")[0] // FILE, or the default
 			if path == "-" {

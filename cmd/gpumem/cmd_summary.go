@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
 	"github.com/gpumem/gpumem/internal/exporter"
@@ -77,7 +75,8 @@ func runSummary(a *app, o *summaryOpts) error {
 		fmt.Fprintf(a.stderr, "gpumem: %s: showing the simulated device\n", why)
 	}
 	if o.watch > 0 {
-		return watchDevices(o.ctx, a, lib, o.watch)
+		return output.WatchDevices(o.ctx, a.stdout, func() (*probe.System, error) { return probe.Probe(lib) }, o.watch,
+			output.Options{Color: a.color}, isTerminal(a.stdout))
 	}
 	backend := o.backend
 	if backend == "" {
@@ -109,21 +108,17 @@ func runSummary(a *app, o *summaryOpts) error {
 }
 
 // processMemory sets the processes on the GPUs beside their allocators'
-// stats from the spool; a spool it cannot read is a warning, and leaves
-// every process without stats.
+// stats from the spool; what it cannot read is a warning.
 func processMemory(a *app, o *summaryOpts, sys *probe.System) ([]exporter.ProcessMemory, string) {
 	dir := o.spool
 	if dir == "" {
 		dir = exporter.DefaultSpool(a.getenv, os.Getuid())
 	}
-	recs, malformed, err := exporter.ReadSpool(dir)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "gpumem: warning: spool: %s\n", textsafe.Line(err.Error()))
+	procs, warnings := exporter.SpoolMemory(sys, dir)
+	for _, w := range warnings {
+		fmt.Fprintf(a.stderr, "gpumem: warning: spool: %s\n", textsafe.Line(w))
 	}
-	for _, m := range malformed {
-		fmt.Fprintf(a.stderr, "gpumem: warning: spool: skipping %s\n", textsafe.Line(m.Error()))
-	}
-	return exporter.Reconcile(sys, recs), dir
+	return procs, dir
 }
 
 // summaryTraces replays --trace: one trace, or the ranks of a job, each
@@ -164,25 +159,4 @@ func summaryTraces(a *app, o *summaryOpts, sum *output.Summary) error {
 		sum.Ranks = set.Figures()
 	}
 	return nil
-}
-
-// watchDevices redraws the device table every interval, like nvtop, until
-// the command's context is cancelled (Ctrl-C).
-func watchDevices(ctx context.Context, a *app, lib nvml.Interface, every time.Duration) error {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		sys, err := probe.Probe(lib)
-		if err != nil {
-			return err
-		}
-		if err := output.Devices(a.stdout, sys, output.Options{Color: a.color}, isTerminal(a.stdout)); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -125,15 +124,9 @@ func useDeprecated(a *app, in invocation, old, value, replacement, name string, 
 // sizeNotes says on stderr when a size flag's decimal value is close to
 // a common card's size in GiB (80GB for an 80 GiB card).
 func sizeNotes(a *app, cmd *cobra.Command) {
-	for _, name := range []string{"device-memory"} {
-		f := cmd.Flags().Lookup(name)
-		if f == nil || !f.Changed {
-			continue
-		}
-		for item := range strings.SplitSeq(f.Value.String(), ",") {
-			if n := units.SizeNote(item); n != "" {
-				fmt.Fprintf(a.stderr, "gpumem: note: --%s %s\n", name, n)
-			}
+	if f := cmd.Flags().Lookup("device-memory"); f != nil && f.Changed {
+		for _, n := range units.SizeNotes(f.Value.String()) {
+			fmt.Fprintf(a.stderr, "gpumem: note: --device-memory %s\n", n)
 		}
 	}
 }

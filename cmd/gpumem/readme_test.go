@@ -124,12 +124,17 @@ var skipped = map[string]string{
 	"bash scripts/test.sh": "the whole test suite, this test included",
 	"python3 make_trace.py | gpumem replay -": "make_trace.py stands for the user's own program " +
 		"(reading - from stdin: testdata/script/stdin_compressed.txtar)",
-	"gpumem record -f snapshot.pickle -- python3 train.py --batch 8":     "needs a GPU and the user's training script",
+	"gpumem record -f snapshot.pickle -- python3 train.py --batch 8":    "needs a GPU and the user's training script",
 	"gpumem record -f s.pickle -- python3 python/examples/train_mlp.py": "needs a GPU (PyTorch on CUDA)",
 	"gpumem replay s.pickle": "s.pickle is what the line before records on a GPU",
 	"gpumem record -f ddp.pickle -- torchrun --nproc_per_node 8 train.py":   "needs 8 GPUs and the user's training script",
 	"gpumem record -f ddp.pickle --every 10m -- accelerate launch train.py": "needs GPUs, accelerate and the user's training script",
-	"gpumem exporter": "a daemon serving until stopped; scripts/exporter_e2e.sh scrapes it with Prometheus",
+	"gpumem estimate -- python3 train.py --batch-size 32": "train.py stands for the user's training script; " +
+		"cmd_estimate_test.go runs estimate on test scripts under torch",
+	"gpumem estimate --device-memory 24GiB -o json -- python3 train.py":          "the user's training script, as above",
+	"gpumem estimate --find-max BS=1..512 -- python3 train.py --batch-size {BS}": "the user's training script, as above",
+	"gpumem sweep estimate.trace":                                                "estimate.trace is what the lines before write",
+	"gpumem exporter":                                                            "a daemon serving until stopped; scripts/exporter_e2e.sh scrapes it with Prometheus",
 	"gpumem exporter --textfile /var/lib/node_exporter/textfile": "a daemon writing into a system directory until stopped; " +
 		"cmd_exporter_test.go runs --textfile",
 }

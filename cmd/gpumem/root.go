@@ -101,18 +101,9 @@ func isTerminal(w io.Writer) bool {
 func newRootCmd(a *app) *cobra.Command {
 	var noColor bool
 	root := &cobra.Command{
-		Use:   "gpumem",
-		Short: "GPU memory profiler: replay allocation traces, explain out-of-memory errors, gate fragmentation",
-		Long: `gpumem replays GPU allocation traces and scripted workloads through a
-replica of PyTorch's CUDA caching allocator (on a simulated device, or on a
-real GPU), and reports peak memory, fragmentation and out-of-memory errors.
-
-EXIT STATUS
-  0  success
-  1  runtime failure, or a memory budget exceeded (fragcheck)
-  2  usage error or bad input file
-  3  --require-gpu given and no usable GPU
-  130 interrupted (Ctrl-C); 143 terminated (SIGTERM)`,
+		Use:               "gpumem",
+		Short:             "GPU memory profiler: replay allocation traces, explain out-of-memory errors, gate fragmentation",
+		Long:              helpText("gpumem"),
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		DisableAutoGenTag: true,
@@ -141,6 +132,7 @@ EXIT STATUS
 		newSweepCmd(a),
 		newConvertCmd(a),
 		newRecordCmd(a),
+		newEstimateCmd(a),
 		newExporterCmd(a),
 		newVersionCmd(a),
 	)
@@ -275,16 +267,9 @@ func printError(stderr io.Writer, err error) int {
 		hints = append(hints, suggest.CommandHints(msg, "gpumem")...)
 	}
 	// one line, whatever the input files put in names and values
-	fmt.Fprintf(stderr, "gpumem: error: %s\n", textsafe.Line(firstLine(msg)))
+	fmt.Fprintf(stderr, "gpumem: error: %s\n", textsafe.FirstLine(msg))
 	for _, h := range hints {
 		fmt.Fprintf(stderr, "gpumem: hint: %s\n", textsafe.Line(h))
 	}
 	return code
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

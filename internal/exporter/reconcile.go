@@ -49,3 +49,18 @@ func Reconcile(sys *probe.System, recs []Record) []ProcessMemory {
 	}
 	return out
 }
+
+// SpoolMemory reads the spool folder dir and sets each GPU process of
+// sys beside its allocator's stats; warnings say what could not be read
+// (a spool it cannot read leaves every process without stats).
+func SpoolMemory(sys *probe.System, dir string) ([]ProcessMemory, []string) {
+	recs, malformed, err := ReadSpool(dir)
+	var warnings []string
+	if err != nil {
+		warnings = append(warnings, err.Error())
+	}
+	for _, m := range malformed {
+		warnings = append(warnings, "skipping "+m.Error())
+	}
+	return Reconcile(sys, recs), warnings
+}

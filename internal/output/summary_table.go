@@ -1,8 +1,10 @@
 package output
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/olekukonko/tablewriter/tw"
 
@@ -89,4 +91,25 @@ func Devices(w io.Writer, sys *probe.System, o Options, redraw bool) error {
 		fmt.Fprint(w, "\033[H\033[2J")
 	}
 	return probe.WriteTable(w, sys, o.Color)
+}
+
+// WatchDevices redraws the device table every interval, like nvtop, from
+// what read reports, until ctx is done (Ctrl-C).
+func WatchDevices(ctx context.Context, w io.Writer, read func() (*probe.System, error), every time.Duration, o Options, redraw bool) error {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		sys, err := read()
+		if err != nil {
+			return err
+		}
+		if err := Devices(w, sys, o, redraw); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }

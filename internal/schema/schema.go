@@ -31,6 +31,8 @@ var Files = []struct {
 	{"fragcheck.schema.json", "gpumem fragcheck -o json", &output.FragcheckJSON{}},
 	{"summary.schema.json", "gpumem summary -o json", &output.SummaryJSON{}},
 	{"sweep.schema.json", "gpumem sweep -o json", &output.SweepJSON{}},
+	{"estimate.schema.json", "gpumem estimate -o json", &output.EstimateJSON{}},
+	{"estimate-vary.schema.json", "gpumem estimate --vary or --find-max -o json", &output.VaryJSON{}},
 	{"version.schema.json", "gpumem version -o json", &output.VersionJSON{}},
 }
 

@@ -2,6 +2,7 @@ package setup
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -64,4 +65,35 @@ func (f Flags) Read() (Setup, error) {
 	}
 	s.Backend, s.Fraction, s.IgnoreAddresses = b, f.Fraction, f.IgnoreAddresses
 	return s, nil
+}
+
+// CompleteAllocConf completes the key after the last comma of a
+// PYTORCH_CUDA_ALLOC_CONF being typed: "expandable_s" gives
+// "expandable_segments:", "max_split_size_mb:128,g" gives
+// "max_split_size_mb:128,garbage_collection_threshold:"; nothing once a
+// value is being typed.
+func CompleteAllocConf(typed string) []string {
+	done, last := "", typed
+	if i := strings.LastIndexByte(typed, ','); i >= 0 {
+		done, last = typed[:i+1], typed[i+1:]
+	}
+	if strings.Contains(last, ":") {
+		return nil
+	}
+	var out []string
+	for _, k := range alloc.ConfKeys() {
+		if strings.HasPrefix(k.Name, last) {
+			out = append(out, done+k.Name+":")
+		}
+	}
+	return out
+}
+
+// PolicyNames are the names --policy takes.
+func PolicyNames() []string {
+	var out []string
+	for _, p := range alloc.PolicyInfos() {
+		out = append(out, string(p.Name))
+	}
+	return out
 }

@@ -108,3 +108,12 @@ func GitHubProperty(s string) string {
 	s = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 	return Line(s)
 }
+
+// FirstLine is Line of s's first line: an error message whose library
+// added lines (cobra's suggestions) prints as one.
+func FirstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return Line(s)
+}

@@ -181,3 +181,15 @@ func ParsePercent(s string) (float64, error) {
 	}
 	return v / 100, nil
 }
+
+// SizeNotes are the SizeNote of each size of a comma-separated list
+// (a sweep's cards), those that have one.
+func SizeNotes(list string) []string {
+	var out []string
+	for item := range strings.SplitSeq(list, ",") {
+		if n := SizeNote(item); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -333,3 +333,17 @@ func parseBool(s string) (bool, error) {
 	}
 	return false, fmt.Errorf("%s is not true or false", quote(s))
 }
+
+// Completions are the built-in workloads as shell completion offers
+// them: each name, a tab, the first line of its description.
+func Completions() []string {
+	var out []string
+	for _, b := range Builtins() {
+		d := b.Description
+		if i := strings.IndexByte(d, '\n'); i >= 0 {
+			d = d[:i]
+		}
+		out = append(out, b.Name+"\t"+d)
+	}
+	return out
+}

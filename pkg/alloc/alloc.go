@@ -425,6 +425,12 @@ func (a *Allocator) Alloc(id uint32, size, stream uint64) (uint64, error) {
 	return addr, err
 }
 
+// AllocOrOOM is Alloc that also describes an out-of-memory: on
+// ErrOutOfMemory the *OOM says what failed, as Run reports it.
+func (a *Allocator) AllocOrOOM(id uint32, size, stream uint64) (uint64, *OOM, error) {
+	return a.applyOne(Op{Kind: OpAlloc, ID: id, Size: size, Stream: stream})
+}
+
 // Free frees allocation id.
 func (a *Allocator) Free(id uint32) error {
 	_, _, err := a.applyOne(Op{Kind: OpFree, ID: id})

@@ -53,16 +53,20 @@ func (a *Allocator) LogDevice() error {
 
 // DeviceLog returns the device calls made since LogDevice, in order; nil
 // when logging was not started.
-func (a *Allocator) DeviceLog() []DeviceCall {
+func (a *Allocator) DeviceLog() []DeviceCall { return a.DeviceLogFrom(0) }
+
+// DeviceLogFrom returns the device calls after the first k of DeviceLog:
+// a caller that follows the log as it grows reads each call once.
+func (a *Allocator) DeviceLogFrom(k int) []DeviceCall {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var ev *C.gm_devlog_event_t
 	n := int(C.gm_devlog_events(a.c, &ev))
-	if n == 0 {
+	if n <= k {
 		return nil
 	}
-	out := make([]DeviceCall, n)
-	for i, e := range unsafe.Slice(ev, n) {
+	out := make([]DeviceCall, n-k)
+	for i, e := range unsafe.Slice(ev, n)[k:] {
 		out[i] = DeviceCall{Op: int(e.op), Kind: DeviceCallKind(e.kind), Addr: uint64(e.addr), Size: uint64(e.size)}
 	}
 	return out

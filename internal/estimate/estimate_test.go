@@ -1,0 +1,205 @@
+package estimate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem/internal/pipeline"
+)
+
+// python returns the interpreter with torch 2.11 that scripts/pyenv.sh
+// prepares ($GPUMEM_TEST_PYTHON, or its default place). Without one the
+// tests skip, except in CI, where they must run.
+func python(t *testing.T) string {
+	t.Helper()
+	py, ok := TestInterpreter()
+	if !ok {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Python with torch 2.11 at %s: run scripts/pyenv.sh", py)
+		}
+		t.Skipf("no Python with torch 2.11 at %s: run scripts/pyenv.sh to run the estimate tests", py)
+	}
+	return py
+}
+
+// estimateScript runs testdata/NAME under the emulator on a card of the
+// given size and returns the result, the script's output and the trace.
+func estimateScript(t *testing.T, name, deviceMemory string) (*Result, string, string) {
+	t.Helper()
+	py := python(t)
+	set, err := NewSettings("H200", deviceMemory, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Check = true
+	var out, trace bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("testdata", name)}, os.Environ(), &trace,
+		func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String(), trace.String()
+}
+
+func TestMemoryAPI(t *testing.T) {
+	t.Parallel()
+	res, out, _ := estimateScript(t, "memory_api.py", "")
+	if res.Err != nil || !strings.Contains(out, "memory api ok") {
+		t.Fatalf("%v\n%s", res.Err, out)
+	}
+	if res.Info == nil || len(res.Info.StandIns) != 1 || res.Info.StandIns[0].Kind != "item" {
+		t.Errorf("the .item() stand-in is not counted: %+v", res.Info)
+	}
+}
+
+func TestModuleToCuda(t *testing.T) {
+	t.Parallel()
+	res, out, trace := estimateScript(t, "to_cuda.py", "")
+	if res.Err != nil || !strings.Contains(out, "to cuda ok") {
+		t.Fatalf("%v\n%s", res.Err, out)
+	}
+	c := res.Info.Composition
+	if c["parameter"] != 1024000+262144+1024 || c["optimizer_state"] == 0 {
+		t.Errorf("composition: %v", c)
+	}
+	if !strings.HasPrefix(trace, "# gpumem-trace v1") || !strings.Contains(trace, "\nsegment ") {
+		t.Errorf("trace:\n%.400s", trace)
+	}
+}
+
+func TestOutOfMemory(t *testing.T) {
+	t.Parallel()
+	res, out, _ := estimateScript(t, "oom.py", "64MiB")
+	if res.Err == nil || !strings.Contains(out, "caught") || !strings.Contains(out, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 100.00 MiB") {
+		t.Fatalf("want the script to catch one OOM and die of the next: %v\n%s", res.Err, out)
+	}
+	if len(res.OOMs) != 2 || res.Info == nil || len(res.Info.OOMs) != 2 {
+		t.Fatalf("OOMs: %+v", res.OOMs)
+	}
+	if site := res.Info.OOMs[1].Site; !strings.HasSuffix(site, "oom.py:11") {
+		t.Errorf("the failing allocation is at %s, not oom.py:11", site)
+	}
+	if e := res.Info.Error; e == nil || e.Type != "OutOfMemoryError" || !strings.HasSuffix(e.Site, "oom.py:11") {
+		t.Errorf("error: %+v", e)
+	}
+}
+
+func TestDumpSnapshotReplays(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	snap := filepath.Join(t.TempDir(), "s.pickle")
+	set, err := NewSettings("H200", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("testdata", "dump.py"), snap}, os.Environ(), nil,
+		func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
+	}
+	run, err := pipeline.Replay(context.Background(), pipeline.Source{Trace: snap}, pipeline.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("reserved peak %d", run.Report.Stats.ReservedBytes[0].Peak)
+	if !strings.Contains(out.String(), want) || run.Report.Divergence != nil {
+		t.Errorf("the snapshot replays to %q (divergence %v); the script said:\n%s", want, run.Report.Divergence, out.String())
+	}
+}
+
+// scripts/estimate/probe.py under the emulator against its run on the
+// H200 (testdata/probe_h200.jsonl, PyTorch 2.11): allocated and reserved
+// after each step are the H200's, up to the first convolution, whose cuDNN
+// workspace is not modelled (allocated stays equal after it).
+func TestProbeMatchesH200(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	set, err := NewSettings("H200", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "probe.py")}, os.Environ(), nil,
+		func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
+	}
+	type step struct {
+		Step                string
+		Allocated, Reserved int64
+	}
+	read := func(text string) []step {
+		var steps []step
+		for _, line := range strings.Split(text, "\n") {
+			var s step
+			if strings.HasPrefix(line, `{"step"`) && json.Unmarshal([]byte(line), &s) == nil {
+				steps = append(steps, s)
+			}
+		}
+		return steps
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "probe_h200.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := read(string(b)), read(out.String())
+	if len(want) != 15 || len(got) != len(want) {
+		t.Fatalf("%d steps on the H200, %d emulated:\n%s", len(want), len(got), out.String())
+	}
+	conv := false
+	for i, w := range want {
+		g := got[i]
+		conv = conv || w.Step == "first conv2d"
+		if g.Step != w.Step || g.Allocated != w.Allocated || (!conv && g.Reserved != w.Reserved) {
+			t.Errorf("%s: emulated allocated %d reserved %d, the H200 %d %d", w.Step, g.Allocated, g.Reserved, w.Allocated, w.Reserved)
+		}
+	}
+}
+
+// A GPT training step with activation checkpointing (fp32, SDPA, AdamW)
+// from scripts/estimate/programs.py against its run on the H200, PyTorch
+// 2.11 (docs/estimate.md: 1489.6 MiB allocated and 1810.0 MiB reserved at
+// the peak, as scripts/estimate/compare.py printed them).
+func TestCheckpointedGPTMatchesH200(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	set, err := NewSettings("H200", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "record.py"), "gpt_checkpoint"},
+		os.Environ(), nil, func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
+	}
+	const mib = 1 << 20
+	alloc, reserved := res.Stats.AllocatedBytes[0].Peak, res.Stats.ReservedBytes[0].Peak
+	if reserved != 1810*mib || fmt.Sprintf("%.1f", float64(alloc)/mib) != "1489.6" {
+		t.Errorf("peak allocated %.1f MiB, reserved %.1f MiB; the H200: 1489.6 and 1810.0", float64(alloc)/mib, float64(reserved)/mib)
+	}
+}

@@ -1,0 +1,582 @@
+"""gpumem estimate's CUDA emulator (built into gpumem; see docs/estimate.md).
+
+Imported by the sitecustomize gpumem puts on PYTHONPATH, before the script
+runs. It makes CUDA tensors fake (torch's FakeTensorMode: shapes, dtypes and
+storages, no data, no compute) while CPU tensors stay real, and serves every
+allocation and free of a CUDA tensor's storage from gpumem's allocator
+replica, over a pipe pair to the gpumem process (requests on one fd,
+replies on the other; the protocol is in pkg/estimate/protocol.go). The
+torch.cuda memory API answers from the replica; a full virtual card raises
+torch.OutOfMemoryError at the allocation that fails.
+"""
+import array
+import atexit
+import collections
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import weakref
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _Card:
+    """The connection to gpumem's allocator replica."""
+
+    def __init__(self, rfd, wfd):
+        self.r = os.fdopen(rfd, "rb")
+        self.w = os.fdopen(wfd, "wb", buffering=1 << 16)
+        self.lock = threading.RLock()
+        self.closed = False
+
+    def send(self, line):
+        if not self.closed:
+            self.w.write(line.encode() + b"\n")
+
+    def ask(self, line):
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("gpumem estimate: the virtual card is closed")
+            self.send(line)
+            self.w.flush()
+            rep = self.r.readline().decode()
+            if not rep:
+                raise RuntimeError("gpumem estimate: the gpumem process went away")
+            return rep.rstrip("\n")
+
+    def ask_json(self, line):
+        rep = self.ask(line)
+        if not rep.startswith("j "):
+            raise RuntimeError(f"gpumem estimate: unexpected reply {rep[:60]!r}")
+        return json.loads(rep[2:])
+
+    def close(self):
+        with self.lock:
+            if not self.closed:
+                self.send("q")
+                self.w.flush()
+                self.closed = True
+
+
+# Labels of what an allocation holds (docs/estimate.md "composition").
+LABELS = ["parameter", "buffer", "gradient", "optimizer_state", "activation",
+          "backward_temporary", "optimizer_temporary", "other", "library_workspace"]
+_L = {n: i for i, n in enumerate(LABELS)}
+
+
+class _State:
+    def __init__(self, card, env):
+        self.card = card
+        self.total = int(env.get("GPUMEM_ESTIMATE_TOTAL", "0"))
+        self.name = env.get("GPUMEM_ESTIMATE_NAME", "gpumem virtual GPU")
+        cc = env.get("GPUMEM_ESTIMATE_CC", "9.0").split(".")
+        self.cc = (int(cc[0]), int(cc[1]))
+        self.sms = int(env.get("GPUMEM_ESTIMATE_SMS", "132"))
+        self.info_path = env.get("GPUMEM_ESTIMATE_INFO", "")
+        self.next_id = 1
+        self.live = {}  # storage key -> [id, nbytes, weakref]
+        self.ops = array.array("q")  # 2*id alloc, 2*id+1 free, 0 other op
+        # by allocation id - 1 (ids count from 1; one that met an OOM holds 0)
+        self.size = array.array("Q")  # bytes, each rounded up to 512
+        self.label = array.array("b")  # label index
+        self.module_of = {}  # id -> module name (activations)
+        self.site = {}  # id -> (file, line) of the script that allocated it
+        self.history = None  # _record_memory_history entries, or None when off
+        self.frames_of = {}  # id -> frames, while history is on
+        self.stand_ins = collections.Counter()  # (kind, site) -> count
+        self.ooms = []
+        self.error = None
+        self.fraction = float(env.get("GPUMEM_ESTIMATE_FRACTION", "0")) or 1.0
+        self.streams = 1
+        self.started = time.time()
+
+
+_st = None
+_tls = threading.local()
+
+
+def _script_site():
+    """The innermost frame outside torch and this module: (file, line, name)."""
+    f = sys._getframe(1)
+    torch_dir = os.path.dirname(os.path.abspath(__import__("torch").__file__))
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (fn.startswith(torch_dir) or os.path.dirname(fn) == _HERE or fn.startswith("<frozen")):
+            return fn, f.f_lineno, f.f_code.co_name
+        f = f.f_back
+    return "?", 0, "?"
+
+
+def _user_stack():
+    """The program's frames (not torch's, not the emulator's), outermost
+    first, as FILE:LINE in NAME."""
+    torch_dir = os.path.dirname(os.path.abspath(__import__("torch").__file__))
+    out = []
+    for fr in traceback.extract_stack():
+        if fr.filename.startswith(torch_dir) or os.path.dirname(fr.filename) == _HERE or fr.filename.startswith("<frozen"):
+            continue
+        out.append(f"{fr.filename}:{fr.lineno} in {fr.name}")
+    return out[-16:]
+
+
+def _frames():
+    """The Python stack, innermost first, as PyTorch's snapshots give it."""
+    out = []
+    f = sys._getframe(2)
+    while f is not None and len(out) < 64:
+        out.append({"filename": f.f_code.co_filename, "line": f.f_lineno, "name": f.f_code.co_name})
+        f = f.f_back
+    return out
+
+
+def _current_label():
+    import torch
+
+    if torch._C._current_graph_task_id() != -1:
+        return _L["backward_temporary"], None
+    if getattr(_tls, "in_optimizer", 0):
+        return _L["optimizer_temporary"], None
+    stack = getattr(_tls, "modules", None)
+    if stack:
+        return _L["activation"], _module_name(stack[-1])
+    return _L["other"], None
+
+
+_names = weakref.WeakKeyDictionary()
+
+
+def _module_name(m):
+    n = _names.get(m)
+    if n is None:
+        # a module first seen outside any other is a root: name its tree
+        try:
+            for name, sub in m.named_modules():
+                if sub not in _names:
+                    _names[sub] = name or type(sub).__name__
+        except Exception:
+            pass
+        n = _names.get(m, type(m).__name__)
+    return n
+
+
+def _round(n):
+    return (n + 511) // 512 * 512
+
+
+def _parse_dev(parts):
+    """Device calls of a reply: N KIND:ADDR:SIZE..."""
+    n = int(parts[0])
+    calls = []
+    for p in parts[1:1 + n]:
+        kind, addr, size = p.split(":")
+        calls.append((kind, int(addr), int(size)))
+    return calls, parts[1 + n:]
+
+
+def _history_add(action, addr, size, stream, frames=None, **extra):
+    h = _st.history
+    if h is None:
+        return
+    e = {"action": action, "addr": addr, "size": size, "stream": stream,
+         "time_us": int(time.time() * 1e6), "frames": frames or []}
+    e.update(extra)
+    h.append(e)
+    # h is a deque bounded by max_entries: the oldest entries go
+
+
+def _dev_history(calls):
+    for kind, addr, size in calls:
+        _history_add(kind, addr, size, 0)
+
+
+def _malloc(key, nbytes, storage):
+    st = _st
+    with st.card.lock:
+        i = st.next_id
+        st.next_id += 1
+        st.size.append(0)
+        st.label.append(_L["other"])
+        stream = _current_stream_id()
+        rep = st.card.ask(f"a {i} {nbytes} {stream}")
+        parts = rep.split(" ")
+        if parts[0] == "o":
+            st.ops.append(0)
+            calls, rest = _parse_dev(parts[2:])
+            _dev_history(calls)
+            _history_add("oom", int(parts[1]), nbytes, stream, _frames() if st.history is not None else None,
+                         device_free=int(parts[1]))
+            msg = " ".join(rest)
+            site = _script_site()
+            st.ooms.append({"op": len(st.ops), "size": nbytes, "site": f"{site[0]}:{site[1]}",
+                            "stack": _user_stack()})
+            import torch
+            raise torch.OutOfMemoryError(msg)
+        addr = int(parts[1])
+        calls, _ = _parse_dev(parts[2:])
+        st.ops.append(2 * i)
+        st.size[i - 1] = _round(nbytes)
+        lab, mod = _current_label()
+        st.label[i - 1] = lab
+        if mod is not None:
+            st.module_of[i] = mod
+        if st.history is not None:
+            fr = _frames()
+            st.frames_of[i] = fr
+            _dev_history(calls)
+            _history_add("alloc", addr, _round(nbytes), stream, fr)
+        if storage is None:  # a library's workspace: held to the end
+            st.label[i - 1] = _L["library_workspace"]
+            st.module_of.pop(i, None)
+            return i
+        ref = weakref.ref(storage, lambda _r, key=key: _free(key))
+        st.live[key] = [i, nbytes, ref, addr, stream]
+        return i
+
+
+def _free(key):
+    st = _st
+    if st is None or st.card.closed:
+        return
+    with st.card.lock:
+        ent = st.live.pop(key, None)
+        if ent is None:
+            return
+        i = ent[0]
+        st.ops.append(2 * i + 1)
+        st.card.send(f"f {i}")
+        if st.history is not None:
+            fr = st.frames_of.pop(i, [])
+            _history_add("free_requested", ent[3], _round(ent[1]), ent[4], fr)
+            _history_add("free_completed", ent[3], _round(ent[1]), ent[4], fr)
+
+
+def _track(out):
+    """Allocate the new CUDA storages among an op's outputs."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._pytree import tree_leaves
+
+    for t in tree_leaves(out):
+        if not isinstance(t, FakeTensor) or t.device.type != "cuda":
+            continue
+        s = t.untyped_storage()
+        key = s._cdata
+        n = s.nbytes()
+        ent = _st.live.get(key)
+        if ent is not None:
+            if n > ent[1]:  # resized in place: a new block, then the old one goes
+                _relabel_free_then_alloc(key, n, s)
+            continue
+        if n == 0:
+            continue  # PyTorch's allocator serves 0 bytes without a block
+        _malloc(key, n, s)
+
+
+def _relabel_free_then_alloc(key, n, s):
+    old = _st.live.pop(key)
+    # the weakref of the old entry must not free the new block
+    _st.live[key] = None
+    try:
+        _malloc(key, n, s)
+    finally:
+        if _st.live.get(key) is None:
+            _st.live.pop(key, None)
+    i = old[0]
+    with _st.card.lock:
+        _st.ops.append(2 * i + 1)
+        _st.card.send(f"f {i}")
+
+
+# --- what PyTorch allocates beyond the tensors (docs/estimate.md, "rules") ---
+
+# PyTorch keeps a workspace per cuBLAS handle (one a thread: the autograd
+# engine's backward thread has its own) and stream
+_CUBLAS_WORKSPACE = 32 << 20  # on the first cuBLAS call (H200, PyTorch 2.11)
+_CUBLASLT_WORKSPACE = 1 << 20  # on the first addmm with a bias (cuBLASLt)
+_workspaces = set()
+
+
+def _blas_workspaces(func, args):
+    import torch
+    aten = torch.ops.aten
+    if func in (aten.addmm.default, aten.addmm.out) and args and getattr(args[0], "dim", lambda: 0)() == 1:
+        # cuBLASLt's path sets up the thread's cuBLAS handle too
+        kinds = [("cublas", _CUBLAS_WORKSPACE), ("cublaslt", _CUBLASLT_WORKSPACE)]
+    elif func in _blas_ops():
+        kinds = [("cublas", _CUBLAS_WORKSPACE)]
+    else:
+        return
+    key = (threading.get_ident(), _current_stream_id())
+    for kind, size in kinds:
+        if (kind, key) not in _workspaces:
+            _workspaces.add((kind, key))
+            _malloc(None, size, None)
+
+
+_blas = None
+
+
+def _blas_ops():
+    global _blas
+    if _blas is None:
+        import torch
+        a = torch.ops.aten
+        _blas = {a.mm.default, a.mm.out, a.addmm.default, a.addmm.out, a.bmm.default, a.bmm.out,
+                 a.baddbmm.default, a.baddbmm.out, a.addbmm.default, a.addmv.default, a.mv.default,
+                 a.dot.default, a.vdot.default, a._scaled_mm.default, a.addmm_.default, a.baddbmm_.default}
+    return _blas
+
+
+# --- streams -----------------------------------------------------------------
+
+def _current_stream_id():
+    s = getattr(_tls, "stream", None)
+    return 0 if s is None else s.cuda_stream
+
+
+# --- the dispatch mode ---------------------------------------------------------
+
+def _make_mode():
+    import torch
+    from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
+                                               FakeTensor, FakeTensorMode, UnsupportedOperatorException)
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    import torch._subclasses.fake_tensor as ft
+
+    ft.init_gpu_context = lambda device: None  # it would create a real CUDA tensor
+    class Fake(FakeTensorMode):
+        # never fold a copy to the card into a real one (torch.cuda says a
+        # GPU is there, and this would otherwise believe it)
+        avoid_device_init = True
+
+    fake = Fake(allow_non_fake_inputs=True)
+    aten = torch.ops.aten
+    scalar_ops = {aten._local_scalar_dense.default}
+
+    def wants_fake(args, kwargs):
+        d = kwargs.get("device")
+        if d is not None and torch.device(d).type == "cuda":
+            return True
+        for a in tree_leaves((args, kwargs)):
+            if isinstance(a, FakeTensor):
+                return True
+        return False
+
+    class Emulator(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if not wants_fake(args, kwargs):
+                return func(*args, **kwargs)
+            if func in scalar_ops:
+                return _stand_in(args[0], "item")
+            try:
+                with fake:
+                    out = func(*args, **kwargs)
+            except (DynamicOutputShapeException, DataDependentOutputException) as e:
+                f, line, _ = _script_site()
+                raise RuntimeError(
+                    f"gpumem estimate: {f}:{line}: {func} needs the values of a CUDA tensor, which an "
+                    f"estimate does not compute (tensors on the virtual card hold no data)") from e
+            except UnsupportedOperatorException as e:
+                f, line, _ = _script_site()
+                raise RuntimeError(
+                    f"gpumem estimate: {f}:{line}: {func} has no meta kernel, so its memory cannot be "
+                    f"estimated (a custom CUDA extension?); gpumem estimate does not support it") from e
+            _track(out)
+            _blas_workspaces(func, args)
+            return out
+
+    return fake, Emulator()
+
+
+# A line that needs more stand-ins than this is a loop whose end depends on
+# values (a generate loop waiting for an end-of-sequence token): stop it
+# rather than run forever.
+MAX_STAND_INS = 1000
+
+
+def _stand_in(t, kind):
+    f, line, _ = _script_site()
+    n = _st.stand_ins[(kind, f"{f}:{line}")] = _st.stand_ins[(kind, f"{f}:{line}")] + 1
+    if n > MAX_STAND_INS:
+        raise RuntimeError(f"gpumem estimate: {f}:{line}: more than {MAX_STAND_INS} values of CUDA tensors asked "
+                           f"here: a loop whose end depends on them cannot be estimated (tensors on the virtual "
+                           f"card hold no data)")
+    if t.dtype == __import__("torch").bool:
+        return False
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return 0.0
+    return 1
+
+
+# --- composition: module and optimizer hooks -----------------------------------
+
+def _relabel(t, label):
+    from torch._subclasses.fake_tensor import FakeTensor
+    if isinstance(t, FakeTensor) and t.device.type == "cuda":
+        ent = _st.live.get(t.untyped_storage()._cdata)
+        if ent is not None:
+            _st.label[ent[0] - 1] = _L[label]
+            _st.module_of.pop(ent[0], None)
+
+
+def _module_tensors(m):
+    for p in m._parameters.values():
+        if p is not None:
+            _relabel(p, "parameter")
+            if p.grad is not None:
+                _relabel(p.grad, "gradient")
+    for b in m._buffers.values():
+        if b is not None:
+            _relabel(b, "buffer")
+
+
+def _optimizer_tensors(opt):
+    for g in opt.param_groups:
+        for p in g["params"]:
+            _relabel(p, "parameter")
+            if p.grad is not None:
+                _relabel(p.grad, "gradient")
+    for s in opt.state.values():
+        if isinstance(s, dict):
+            for v in s.values():
+                _relabel(v, "optimizer_state")
+
+
+_optimizers = weakref.WeakSet()
+_modules = weakref.WeakSet()
+
+
+def _install_hooks(torch):
+    import torch.nn.modules.module as mm
+    import torch.optim.optimizer as om
+
+    def pre(m, args):
+        stack = getattr(_tls, "modules", None)
+        if stack is None:
+            stack = _tls.modules = []
+        stack.append(m)
+        _modules.add(m)
+        _module_tensors(m)
+
+    def post(m, args, out):
+        stack = getattr(_tls, "modules", None)
+        if stack and stack[-1] is m:
+            stack.pop()
+
+    mm.register_module_forward_pre_hook(pre)
+    mm.register_module_forward_hook(post, always_call=True)
+
+    def opt_pre(opt, args, kwargs):
+        _optimizers.add(opt)
+        _optimizer_tensors(opt)
+        _tls.in_optimizer = getattr(_tls, "in_optimizer", 0) + 1
+
+    def opt_post(opt, args, kwargs):
+        _tls.in_optimizer = max(getattr(_tls, "in_optimizer", 1) - 1, 0)
+        _optimizer_tensors(opt)
+
+    om.register_optimizer_step_pre_hook(opt_pre)
+    om.register_optimizer_step_post_hook(opt_post)
+
+
+def _composition(op):
+    """Bytes by label and the top modules' activations, live after op."""
+    st = _st
+    live = set()
+    for k in st.ops[:op]:
+        if k == 0:
+            continue
+        if k & 1:
+            live.discard(k >> 1)
+        else:
+            live.add(k >> 1)
+    by = collections.Counter()
+    mods = collections.Counter()
+    for i in live:
+        lab = LABELS[st.label[i - 1]]
+        by[lab] += st.size[i - 1]
+        if lab == "activation":
+            mods[st.module_of.get(i, "?")] += st.size[i - 1]
+    return dict(by), mods.most_common(10)
+
+
+def _finish():
+    st = _st
+    if st is None or st.card.closed:
+        return
+    try:
+        for m in list(_modules):
+            _module_tensors(m)
+        for o in list(_optimizers):
+            _optimizer_tensors(o)
+        with st.card.lock:
+            st.card.w.flush()
+            peaks = st.card.ask_json("p")
+        comp, mods = _composition(peaks["allocated_op"])
+        info = {
+            "composition": comp,
+            "top_activation_modules": [{"module": m, "bytes": b} for m, b in mods],
+            "stand_ins": [{"kind": k, "site": s, "count": n} for (k, s), n in sorted(st.stand_ins.items())],
+            "ooms": st.ooms,
+            "error": st.error,
+            "seconds": time.time() - st.started,
+        }
+        if st.info_path:
+            with open(st.info_path, "w") as f:
+                json.dump(info, f)
+    finally:
+        st.card.close()
+
+
+def _excepthook(orig):
+    def hook(tp, value, tb):
+        if _st is not None:
+            site = "?"
+            for fr in traceback.extract_tb(tb):
+                if not fr.filename.startswith(os.path.dirname(__import__("torch").__file__)) \
+                        and os.path.dirname(fr.filename) != _HERE:
+                    site = f"{fr.filename}:{fr.lineno}"
+            _st.error = {"type": tp.__name__, "message": str(value)[:2000], "site": site}
+        orig(tp, value, tb)
+    return hook
+
+
+def install():
+    """Start emulating CUDA in this process, if gpumem asked for it."""
+    global _st
+    ours = {k: v for k, v in os.environ.items() if k.startswith("GPUMEM_ESTIMATE_")}
+    for k in ours:
+        del os.environ[k]  # children do not emulate again on a pipe that is not theirs
+    fds = ours.get("GPUMEM_ESTIMATE_FDS", "")
+    if not fds or _st is not None:
+        return
+    rfd, wfd = (int(x) for x in fds.split(","))
+    import torch
+    import torch.cuda.memory  # noqa: F401 (patched below)
+
+    import gpumem_estimate_torch as patches
+
+    _st = _State(_Card(rfd, wfd), ours)
+    patches.no_cuda_guard(torch)
+    torch._C._set_only_lift_cpu_tensors(True)
+    patches.patch_cuda(torch)
+    patches.patch_apply(torch)
+    patches.patch_sdpa(torch)
+    patches.patch_foreach(torch)
+    _install_hooks(torch)
+    _fake, mode = _make_mode()
+    mode.__enter__()
+    atexit.register(_finish)
+    sys.excepthook = _excepthook(sys.excepthook)
+    # a forked child (a DataLoader worker) shares the pipes: it must not
+    # talk on them, nor free the parent's blocks as it drops references
+    os.register_at_fork(after_in_child=_forked)
+
+
+def _forked():
+    _st.card.closed = True

@@ -1,0 +1,82 @@
+package estimate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+
+	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/internal/fileout"
+	"github.com/gpumem/gpumem/internal/pipeline"
+	"github.com/gpumem/gpumem/internal/setup"
+	"github.com/gpumem/gpumem/pkg/alloc"
+)
+
+// Report is an estimate's result as the renderers read it.
+type Report struct {
+	Command   []string
+	Card      Card
+	AllocConf string
+	Trace     string          // the trace file written
+	Replay    *figures.Replay // the replay report of the trace
+	Result    *Result
+	Notes     []string
+}
+
+// Build replays the trace an estimate wrote, under the card and settings
+// it ran on, for the usual report. The replay runs the same requests
+// through the same allocator, so its figures are the run's own; Build
+// checks that they are.
+func Build(ctx context.Context, s Settings, argv []string, tracePath string, res *Result) (*Report, error) {
+	r := &Report{Command: argv, Card: s.Card, AllocConf: s.AllocConf, Trace: tracePath, Result: res}
+	if res.Info == nil {
+		r.Notes = append(r.Notes, "warning: the CUDA emulator did not report at exit: the command started no Python "+
+			"process with torch, or it was killed (the figures cover what it did until then)")
+	}
+	if res.Ops == 0 {
+		return r, nil
+	}
+	run, err := pipeline.Replay(ctx, pipeline.Source{Trace: tracePath, Keep: pipeline.KeepReport}, pipeline.Settings{
+		Setup: setup.Setup{Card: s.Card.Total, Fraction: res.Fraction}, Points: 2000,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.Replay, r.Notes = run.Report, run.Notes
+	live, rep := res.Stats, run.Report.Stats
+	// reset_peak_memory_stats in the script changed the run's peaks, not
+	// the replay's: compare what no reset touches
+	if live.ReservedBytes[alloc.All].Allocated != rep.ReservedBytes[alloc.All].Allocated ||
+		live.AllocatedBytes[alloc.All].Allocated != rep.AllocatedBytes[alloc.All].Allocated ||
+		live.ReservedBytes[alloc.All].Current != rep.ReservedBytes[alloc.All].Current {
+		return nil, fmt.Errorf("internal error: the replay of %s does not match the run (reserved %d bytes in all against %d)",
+			tracePath, rep.ReservedBytes[alloc.All].Allocated, live.ReservedBytes[alloc.All].Allocated)
+	}
+	return r, nil
+}
+
+// RunWithTrace runs an estimate of argv with run, writes its trace to
+// path (safely: the file appears once complete), and builds the report;
+// res.Err is how the script ended. An error is returned when the script
+// could not start or the trace could not be written.
+func RunWithTrace(ctx context.Context, set Settings, argv, env []string, path string, run Runner) (*Report, *Result, error) {
+	trace, err := fileout.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer trace.Abort()
+	res, err := Run(set.Options, argv, env, trace, run)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ee *exec.ExitError
+	if res.Err != nil && !errors.As(res.Err, &ee) {
+		return nil, nil, res.Err // the command did not start
+	}
+	if err := trace.Commit(); err != nil {
+		return nil, nil, err
+	}
+	rep, err := Build(ctx, set, argv, path, res)
+	return rep, res, err
+}
