@@ -31,7 +31,7 @@ runs=${RUNS:-5}
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=1
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
-[ -x /usr/bin/chromium ] || { echo "bench_html: needs /usr/bin/chromium (scripts/html_check.sh installs it)" >&2; exit 2; }
+[ -x /usr/bin/chromium ] || { echo "bench_html: needs /usr/bin/chromium (test/html_check.sh installs it)" >&2; exit 2; }
 
 tmp=$(mktemp -d)
 pid=

@@ -47,6 +47,6 @@ go mod tidy -diff
 echo "== the Python wheel, installed in a fresh environment"
 bash scripts/wheel_check.sh
 echo "== the HTML report in a headless browser"
-bash scripts/html_check.sh
+bash test/html_check.sh
 echo "== gpumem exporter with a real Prometheus"
-bash scripts/exporter_e2e.sh
+bash test/exporter_e2e.sh

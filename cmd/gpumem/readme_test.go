@@ -134,7 +134,7 @@ var skipped = map[string]string{
 	"gpumem estimate --device-memory 24GiB -o json -- python3 train.py":          "the user's training script, as above",
 	"gpumem estimate --find-max BS=1..512 -- python3 train.py --batch-size {BS}": "the user's training script, as above",
 	"gpumem sweep estimate.trace":                                                "estimate.trace is what the lines before write",
-	"gpumem exporter":                                                            "a daemon serving until stopped; scripts/exporter_e2e.sh scrapes it with Prometheus",
+	"gpumem exporter":                                                            "a daemon serving until stopped; test/exporter_e2e.sh scrapes it with Prometheus",
 	"gpumem exporter --textfile /var/lib/node_exporter/textfile": "a daemon writing into a system directory until stopped; " +
 		"cmd_exporter_test.go runs --textfile",
 }

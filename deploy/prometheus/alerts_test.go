@@ -11,7 +11,7 @@ import (
 func TestAlertRules(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("no promtool (Debian: apt-get install prometheus); scripts/exporter_e2e.sh installs it")
+		t.Skip("no promtool (Debian: apt-get install prometheus); test/exporter_e2e.sh installs it")
 	}
 	for _, args := range [][]string{
 		{"check", "rules", "gpumem-alerts.yml"},

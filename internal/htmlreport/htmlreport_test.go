@@ -260,7 +260,7 @@ func extremes(pts []figures.Point, v func(figures.Point) int64) (lo, hi int64) {
 
 // TestLargeTimeline checks that a million-point timeline makes a small
 // report, drawn from at most MaxPoints points. With HTMLREPORT_LARGE set
-// it also writes the report there, for scripts/html_check.sh to time in a
+// it also writes the report there, for test/html_check.sh to time in a
 // browser.
 func TestLargeTimeline(t *testing.T) {
 	r, _ := sample()

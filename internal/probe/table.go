@@ -10,6 +10,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gpumem/gpumem/internal/textsafe"
+	"github.com/gpumem/gpumem/internal/units"
 )
 
 // Thresholds, in percent of total memory in use, at which the table turns
@@ -120,21 +121,12 @@ func fill(used, total uint64, useColor bool) string {
 	return c.Sprint(s)
 }
 
-const gibBytes = 1 << 30
+func inGiB(b uint64) string { return units.FormatGiB(b) }
 
-func inGiB(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/gibBytes) }
-
-func gibPair(used, total uint64) string {
-	return fmt.Sprintf("%.1f / %.1f GiB", float64(used)/gibBytes, float64(total)/gibBytes)
-}
+func gibPair(used, total uint64) string { return units.FormatGiBPair(used, total) }
 
 // human formats a process's memory: MiB below 1 GiB, GiB above.
-func human(b uint64) string {
-	if b < gibBytes {
-		return fmt.Sprintf("%d MiB", b>>20)
-	}
-	return inGiB(b)
-}
+func human(b uint64) string { return units.FormatCompact(b) }
 
 func percent(p uint32) string { return strconv.FormatUint(uint64(p), 10) + "%" }
 

@@ -76,3 +76,21 @@ func FormatCount(n int64) string {
 	}
 	return sign + s
 }
+
+// FormatGiB is a card-sized figure as device tables (nvidia-smi's) show
+// it: GiB with one decimal, "79.6 GiB".
+func FormatGiB(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+// FormatGiBPair is used / total in GiB with one decimal: "12.0 / 79.6 GiB".
+func FormatGiBPair(used, total uint64) string {
+	return fmt.Sprintf("%.1f / %.1f GiB", float64(used)/(1<<30), float64(total)/(1<<30))
+}
+
+// FormatCompact is a process's memory as device tables show it: whole
+// MiB below 1 GiB ("300 MiB"), FormatGiB above.
+func FormatCompact(b uint64) string {
+	if b < 1<<30 {
+		return fmt.Sprintf("%d MiB", b>>20)
+	}
+	return FormatGiB(b)
+}
