@@ -5,29 +5,18 @@ import (
 	"context"
 	"errors"
 	"io"
-	"slices"
 
 	"github.com/gpumem/gpumem/internal/categories"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-// A replay that reads only the report can plan a snapshot pickle's traces
-// as the file is read (replay.Planner) and keep no event: a big trace then
-// needs memory for its live blocks and packed operations alone, a few
-// bytes an event. Traces with segment events, or cut short by a ring
-// buffer, need their end state and their peak before the first event is
-// planned: the file is read twice, once for those (replay.StartState),
-// once to plan (replay.NewSnapshotPlanner). Traces that used private pools
-// need their pools before the first event is planned: the planner
-// declines them, and two more reads walk them for their pools
-// (replay.PoolWalk, 9 bytes an event) and plan them with those
-// (replay.NewPoolPlanner). The events' times are not kept: they place the
-// annotations (Run.Marks, the HTML report), which a lean replay does not
-// read.
-
-// errDeclined stops reading a trace that cannot be planned as it streams.
-var errDeclined = errors.New("the trace cannot be planned as it is read")
+// A replay that reads only the report plans a snapshot pickle's traces
+// as the file is read, keeping no event (replay.PlanReads decides how
+// many reads each trace needs); the events' times are not kept: they
+// place the annotations (Run.Marks, the HTML report), which a lean replay
+// does not read. The categories of each device's allocations are built
+// from the read that planned it.
 
 // errNotPickle stops reading a file that is not a pickle.
 var errNotPickle = errors.New("not a pickle")
@@ -42,11 +31,34 @@ func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *tr
 	if readsOnce(path) {
 		return nil, nil, nil, false
 	}
-	snap, plans, cls, ok, pickle := streamOnce(ctx, path, progress)
-	if !ok && pickle && ctx.Err() == nil {
-		return streamTwice(ctx, path, progress)
+	read := func(phase string, sink trace.PickleSink) (*trace.Snapshot, []int, error) {
+		p := progress
+		if phase != "reading" {
+			p = inPhase(progress, phase)
+		}
+		return streamPickle(ctx, path, p, sink)
 	}
-	return snap, plans, cls, ok
+	var builders []*categories.Builder // of the read that planned
+	watch := func() func(int, *trace.Event) {
+		builders = nil
+		return func(list int, e *trace.Event) {
+			for list >= len(builders) {
+				builders = append(builders, categories.NewBuilder())
+			}
+			builders[list].Add(e)
+		}
+	}
+	snap, plans, lists, ok := replay.PlanReads(read, watch)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	cls = make([]*categories.Result, len(plans))
+	for d, l := range lists {
+		if l >= 0 && l < len(builders) {
+			cls[d] = builders[l].Result(snap, d)
+		}
+	}
+	return snap, plans, cls, true
 }
 
 // streamPickle reads the snapshot pickle at path with sink; it declines a
@@ -62,159 +74,6 @@ func streamPickle(ctx context.Context, path string, progress io.Writer, sink tra
 		return err
 	})
 	return snap, lists, err
-}
-
-// streamOnce plans in one read the traces that start with the program and
-// have no segment events. pickle says the file is a pickle the planners
-// declined, which streamTwice may plan.
-func streamOnce(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, cls []*categories.Result, ok, pickle bool) {
-	var planners []*replay.Planner
-	var builders []*categories.Builder
-	var lists []int
-	sink := trace.PickleSink{
-		Event: func(list int, e *trace.Event) error {
-			if list == len(planners) {
-				planners = append(planners, replay.NewPlanner())
-				builders = append(builders, categories.NewBuilder())
-			}
-			pl := planners[list]
-			pl.Add(e)
-			builders[list].Add(e)
-			if pl.Declined() != "" {
-				return errDeclined
-			}
-			return nil
-		},
-		// the end state a replay is checked against needs the whole
-		// trace: streamTwice reads it first
-		Segment: func(*trace.Segment) error { return errDeclined },
-	}
-	snap, lists, err := streamPickle(ctx, path, progress, sink)
-	if err != nil {
-		return nil, nil, nil, false, errors.Is(err, errDeclined)
-	}
-	plans = make([]*replay.Plan, len(lists))
-	cls = make([]*categories.Result, len(lists))
-	for d, l := range lists {
-		if l < 0 {
-			continue
-		}
-		if plans[d] = planners[l].Plan(snap); plans[d] == nil {
-			return nil, nil, nil, false, true
-		}
-		cls[d] = builders[l].Result(snap, d)
-	}
-	return snap, plans, cls, true, false
-}
-
-// streamTwice plans the snapshot pickle at path in two reads: the first
-// rebuilds the state each trace began in, the second plans it.
-func streamTwice(ctx context.Context, path string, progress io.Writer) (*trace.Snapshot, []*replay.Plan, []*categories.Result, bool) {
-	var starts []*replay.StartState
-	first, lists, err := streamPickle(ctx, path, inPhase(progress, "finding the start state of"), trace.PickleSink{
-		Event: func(list int, e *trace.Event) error {
-			if list == len(starts) {
-				starts = append(starts, replay.NewStartState())
-			}
-			starts[list].Add(e)
-			return nil
-		},
-	})
-	if err != nil {
-		return nil, nil, nil, false
-	}
-	planners := make([]*replay.Planner, len(starts))
-	declined := false
-	for d, l := range lists {
-		if l >= 0 {
-			planners[l] = replay.NewSnapshotPlanner(first, d, starts[l])
-			declined = declined || planners[l].Declined() != ""
-		}
-	}
-	if declined {
-		return streamPools(ctx, path, progress, first, lists, starts)
-	}
-	snap, plans, cls, err := planRead(ctx, path, progress, lists, planners)
-	if errors.Is(err, errDeclined) {
-		return streamPools(ctx, path, progress, first, lists, starts)
-	}
-	return snap, plans, cls, err == nil
-}
-
-// streamPools plans the traces a snapshot planner declined (they used
-// private pools) in two more reads: one walks each trace for its pools,
-// the next plans it with them. first and starts come from the first read.
-func streamPools(ctx context.Context, path string, progress io.Writer, first *trace.Snapshot, lists []int,
-	starts []*replay.StartState) (*trace.Snapshot, []*replay.Plan, []*categories.Result, bool) {
-	walks := make([]*replay.PoolWalk, len(starts))
-	for d, l := range lists {
-		if l >= 0 {
-			walks[l] = replay.NewPoolWalk(first, d, starts[l])
-		}
-	}
-	_, lists3, err := streamPickle(ctx, path, inPhase(progress, "inferring the private pools of"), trace.PickleSink{
-		Event: func(list int, e *trace.Event) error {
-			if list >= len(walks) || walks[list] == nil {
-				return errDeclined // a list of no device: the usual way reports it
-			}
-			walks[list].Add(e)
-			return nil
-		},
-	})
-	if err != nil || !slices.Equal(lists, lists3) {
-		return nil, nil, nil, false
-	}
-	planners := make([]*replay.Planner, len(starts))
-	for d, l := range lists {
-		if l >= 0 {
-			planners[l] = replay.NewPoolPlanner(first, d, starts[l], walks[l])
-			walks[l], starts[l] = nil, nil // their per-event records are no longer needed
-		}
-	}
-	snap, plans, cls, err := planRead(ctx, path, progress, lists, planners)
-	return snap, plans, cls, err == nil
-}
-
-// planRead reads the snapshot pickle at path once more, planning each
-// device's trace with its planner and classifying its allocations;
-// errDeclined when a planner declines.
-func planRead(ctx context.Context, path string, progress io.Writer, lists []int, planners []*replay.Planner) (*trace.Snapshot, []*replay.Plan, []*categories.Result, error) {
-	builders := make([]*categories.Builder, len(planners))
-	for i := range builders {
-		builders[i] = categories.NewBuilder()
-	}
-	snap, lists2, err := streamPickle(ctx, path, inPhase(progress, "planning"), trace.PickleSink{
-		Event: func(list int, e *trace.Event) error {
-			if list >= len(planners) || planners[list] == nil {
-				return errDeclined // a list of no device: the usual way reports it
-			}
-			pl := planners[list]
-			pl.Add(e)
-			builders[list].Add(e)
-			if pl.Declined() != "" {
-				return errDeclined
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if !slices.Equal(lists, lists2) {
-		return nil, nil, nil, errors.New("the file changed between reads")
-	}
-	plans := make([]*replay.Plan, len(lists))
-	cls := make([]*categories.Result, len(lists))
-	for d, l := range lists {
-		if l < 0 {
-			continue
-		}
-		if plans[d] = planners[l].Plan(snap); plans[d] == nil {
-			return nil, nil, nil, errDeclined
-		}
-		cls[d] = builders[l].Result(snap, d)
-	}
-	return snap, plans, cls, nil
 }
 
 // streamRank is openRank for a replay that reads only the report; ok is

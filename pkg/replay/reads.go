@@ -1,0 +1,190 @@
+package replay
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/gpumem/gpumem/pkg/trace"
+)
+
+// A snapshot file can be planned as it is read, keeping no event: a big
+// trace then needs memory for its live blocks and packed operations alone,
+// a few bytes an event. PlanReads decides how many reads a trace needs,
+// the one place that choice is made:
+//
+//  1. one read, a Planner: a trace that starts with the program and has
+//     no segment events;
+//  2. else two, a StartState then NewSnapshotPlanner: segment events, or a
+//     ring buffer's cut, need the trace's end state and peak before its
+//     first event is planned;
+//  3. else, for a trace that used private pools (their inference labels
+//     allocations from what happened later), two more: a PoolWalk (9
+//     bytes an event) then NewPoolPlanner;
+//  4. else none: the caller reads the file whole (FromSnapshot).
+
+// A Reader reads the snapshot file once more from its start, handing sink
+// each event and final segment, and returns the snapshot without its
+// events and, per device, the index of its event list (-1: none). phase
+// names the read, for a progress bar. A sink's ErrDeclined stops the read
+// and comes back as its error.
+type Reader func(phase string, sink trace.PickleSink) (*trace.Snapshot, []int, error)
+
+// ErrDeclined stops a read whose trace cannot be planned as it streams.
+var ErrDeclined = errors.New("the trace cannot be planned as it is read")
+
+// PlanReads plans each device's trace of a snapshot file, reading it with
+// read as few times as the traces need (see above). watch, when not nil,
+// is called before each read that plans and returns what sees its events
+// (the list's index and the event): what the caller derives from the
+// events, beside the plan, comes from the last such read. ok is false when
+// the file must be read whole (a planner declined every way, or a read
+// failed: reading it whole reports why). lists are the devices' list
+// indexes, as the Reader returns them.
+func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *trace.Snapshot, plans []*Plan, lists []int, ok bool) {
+	snap, plans, lists, err := planOnce(read, watch)
+	if err == nil {
+		return snap, plans, lists, true
+	}
+	if !errors.Is(err, ErrDeclined) {
+		return nil, nil, nil, false // not a pickle, a bad file, an interrupt
+	}
+	var starts []*StartState
+	first, lists, err := read("finding the start state of", trace.PickleSink{
+		Event: func(list int, e *trace.Event) error {
+			if list == len(starts) {
+				starts = append(starts, NewStartState())
+			}
+			starts[list].Add(e)
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, nil, nil, false
+	}
+	planners := make([]*Planner, len(starts))
+	declined := false
+	for d, l := range lists {
+		if l >= 0 {
+			planners[l] = NewSnapshotPlanner(first, d, starts[l])
+			declined = declined || planners[l].Declined() != ""
+		}
+	}
+	if !declined {
+		snap, plans, err := planRead(read, watch, lists, planners)
+		if err == nil {
+			return snap, plans, lists, true
+		}
+		if !errors.Is(err, ErrDeclined) {
+			return nil, nil, nil, false
+		}
+	}
+	// private pools: walk each trace for them, then plan with them
+	walks := make([]*PoolWalk, len(starts))
+	for d, l := range lists {
+		if l >= 0 {
+			walks[l] = NewPoolWalk(first, d, starts[l])
+		}
+	}
+	_, lists3, err := read("inferring the private pools of", trace.PickleSink{
+		Event: func(list int, e *trace.Event) error {
+			if list >= len(walks) || walks[list] == nil {
+				return ErrDeclined // a list of no device: reading it whole reports it
+			}
+			walks[list].Add(e)
+			return nil
+		},
+	})
+	if err != nil || !slices.Equal(lists, lists3) {
+		return nil, nil, nil, false
+	}
+	for d, l := range lists {
+		if l >= 0 {
+			planners[l] = NewPoolPlanner(first, d, starts[l], walks[l])
+			walks[l], starts[l] = nil, nil // their per-event records are no longer needed
+		}
+	}
+	snap, plans, err = planRead(read, watch, lists, planners)
+	if err != nil {
+		return nil, nil, nil, false
+	}
+	return snap, plans, lists, true
+}
+
+// planOnce plans in one read the traces that start with the program and
+// have no segment events; ErrDeclined when a planner declines.
+func planOnce(read Reader, watch func() func(int, *trace.Event)) (*trace.Snapshot, []*Plan, []int, error) {
+	var planners []*Planner
+	see := watcher(watch)
+	snap, lists, err := read("reading", trace.PickleSink{
+		Event: func(list int, e *trace.Event) error {
+			if list == len(planners) {
+				planners = append(planners, NewPlanner())
+			}
+			pl := planners[list]
+			pl.Add(e)
+			see(list, e)
+			if pl.Declined() != "" {
+				return ErrDeclined
+			}
+			return nil
+		},
+		// the end state a replay is checked against needs the whole
+		// trace: the start state's read takes it first
+		Segment: func(*trace.Segment) error { return ErrDeclined },
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	snap, plans, err := finishPlans(snap, lists, planners)
+	return snap, plans, lists, err
+}
+
+// planRead reads the file once more, planning each device's trace with
+// its planner; ErrDeclined when a planner declines.
+func planRead(read Reader, watch func() func(int, *trace.Event), lists []int, planners []*Planner) (*trace.Snapshot, []*Plan, error) {
+	see := watcher(watch)
+	snap, lists2, err := read("planning", trace.PickleSink{
+		Event: func(list int, e *trace.Event) error {
+			if list >= len(planners) || planners[list] == nil {
+				return ErrDeclined // a list of no device: reading it whole reports it
+			}
+			pl := planners[list]
+			pl.Add(e)
+			see(list, e)
+			if pl.Declined() != "" {
+				return ErrDeclined
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !slices.Equal(lists, lists2) {
+		return nil, nil, errors.New("the file changed between reads")
+	}
+	return finishPlans(snap, lists, planners)
+}
+
+// finishPlans ends each device's planner; ErrDeclined when one declines
+// now that it sees the snapshot.
+func finishPlans(snap *trace.Snapshot, lists []int, planners []*Planner) (*trace.Snapshot, []*Plan, error) {
+	plans := make([]*Plan, len(lists))
+	for d, l := range lists {
+		if l < 0 {
+			continue
+		}
+		if plans[d] = planners[l].Plan(snap); plans[d] == nil {
+			return nil, nil, ErrDeclined
+		}
+	}
+	return snap, plans, nil
+}
+
+// watcher is a planning read's watch, or one that sees nothing.
+func watcher(watch func() func(int, *trace.Event)) func(int, *trace.Event) {
+	if watch == nil {
+		return func(int, *trace.Event) {}
+	}
+	return watch()
+}
