@@ -141,13 +141,8 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 		at(i)
 		e := &events[i]
 		switch e.Action {
-		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
-			afterOOM = false
-		case trace.ActionOOM:
-			afterOOM = true
-		}
-		switch e.Action {
 		case trace.ActionSegmentAlloc:
+			afterOOM = false
 			if i == 0 || events[i-1].Action != trace.ActionSegmentFree {
 				low = max(low, gc.quiet(reserved))
 			}
@@ -155,6 +150,7 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 			reserved += e.Size
 		case trace.ActionSegmentMap:
 			// the cap check counts the whole request, not the pages mapped
+			afterOOM = false
 			if i == 0 || events[i-1].Action != trace.ActionSegmentMap {
 				low = max(low, reserved+max(need(allocAfter(i)), e.Size))
 			}
@@ -219,6 +215,7 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 			}
 			i = j - 1
 		case trace.ActionOOM:
+			afterOOM = true
 			a := allocationSize(e.Size) // the entry's size is already rounded
 			if e.Addr >= a {            // device_free: the device had room, so a cap refused it
 				bounds = append(bounds, capBound{v: reserved + a, event: i, oom: true})
