@@ -1,25 +1,38 @@
-"""Build the gpumem wheel for this platform: the gpumem command (built
+"""Build a gpumem wheel for the platform of a gpumem binary: the gpumem command (built
 beforehand with go build) as the wheel's script, the gpumem package (a
 thin API over the command's JSON) and the recording helpers as top-level
 modules, the way ruff and uv ship their binaries. Standard library only.
 
 usage: python3 python/build_wheel.py BINARY OUTDIR [--version V]
-Prints the wheel's path. The platform tag is the build machine's: a
-manylinux tag of its glibc (the binary needs at least that one), or the
-platform's own elsewhere."""
-import argparse, base64, hashlib, io, os, platform, stat, sys, sysconfig, zipfile
+Prints the wheel's path. The platform tag is the binary's (see
+platform_tag), so scripts/build_wheels.sh can build each Linux wheel on
+one machine with a cross compiler."""
+import argparse, base64, hashlib, io, os, re, stat, sys, sysconfig, zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULES = ["gpumem_spool.py", "gpumem_hooks.py", "gpumem_trace_writer.py", "gpumem_record.py"]
 
 
-def platform_tag():
-    plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
-    libc, ver = platform.libc_ver()
-    if plat.startswith("linux_") and libc == "glibc" and ver:
-        major, minor = ver.split(".")[:2]
-        return f"manylinux_{major}_{minor}_{plat[len('linux_'):]}"
-    return plat
+ELF_MACHINES = {3: "i686", 62: "x86_64", 40: "armv7l", 183: "aarch64", 21: "ppc64le", 22: "s390x"}
+
+
+def platform_tag(binary):
+    """The wheel's platform tag, read from the binary itself, as auditwheel
+    does: a Linux ELF binary gets manylinux_X_Y_ARCH, where ARCH is the ELF
+    header's machine and X.Y the newest GLIBC_ symbol version it needs (so
+    a binary cross-built for arm64 is tagged for arm64, and the tag does not
+    depend on the build machine's glibc). Anything else: this platform's."""
+    with open(binary, "rb") as f:
+        head = f.read(64)
+        if head[:4] == b"\x7fELF" and head[4] == 2 and head[5] == 1:  # 64-bit, little-endian
+            machine = int.from_bytes(head[18:20], "little")
+            if machine not in ELF_MACHINES:
+                sys.exit(f"build_wheel.py: {binary}: unknown ELF machine {machine}")
+            f.seek(0)
+            needs = {tuple(map(int, m)) for m in re.findall(rb"GLIBC_(\d+)\.(\d+)", f.read())}
+            major, minor = max(needs) if needs else (2, 17)
+            return f"manylinux_{major}_{minor}_{ELF_MACHINES[machine]}"
+    return sysconfig.get_platform().replace("-", "_").replace(".", "_")
 
 
 def main():
@@ -28,7 +41,7 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--version", default="0.0.0.dev0")
     a = ap.parse_args()
-    name, ver, tag = "gpumem", a.version, f"py3-none-{platform_tag()}"
+    name, ver, tag = "gpumem", a.version, f"py3-none-{platform_tag(a.binary)}"
     dist, data = f"{name}-{ver}.dist-info", f"{name}-{ver}.data"
     files = []  # (arcname, bytes, executable)
     for f in sorted(os.listdir(os.path.join(HERE, "gpumem"))):
@@ -36,7 +49,7 @@ def main():
             files.append((f"gpumem/{f}", open(os.path.join(HERE, "gpumem", f), "rb").read(), False))
     for m in MODULES:  # links to internal/record's copies are read through
         files.append((m, open(os.path.join(HERE, m), "rb").read(), False))
-    exe = "gpumem.exe" if sys.platform == "win32" else "gpumem"
+    exe = "gpumem"
     files.append((f"{data}/scripts/{exe}", open(a.binary, "rb").read(), True))
     readme = open(os.path.join(HERE, "..", "README.md"), encoding="utf-8").read()
     meta = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {ver}\n"
