@@ -1,7 +1,8 @@
 """A Llama-3-8B-shaped training step (32 layers, hidden 4096, GQA 32/8 heads,
 MLP 14336, vocab 128256, bf16, AdamW), built on the meta device and moved
 with to_empty: the speed check of gpumem estimate (docs/estimate.md).
-usage: llama8b.py [SEQ] [BATCH]"""
+usage: llama8b.py [SEQ] [BATCH]
+(llama8b_memtracker.py runs the same step under MemTracker.)"""
 import sys
 import time
 
@@ -9,8 +10,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-seq = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
-batch = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 D, L, H, KV, FF, V = 4096, 32, 32, 8, 14336, 128256
 
 
@@ -49,17 +48,29 @@ class Llama(nn.Module):
         return self.head(self.norm(x))
 
 
-t0 = time.time()
-with torch.device("meta"):
-    model = Llama().to(torch.bfloat16)
-model = model.to_empty(device="cuda")
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-x = torch.randint(0, V, (batch, seq), device="cuda")
-t1 = time.time()
-loss = F.cross_entropy(model(x).view(-1, V).float(), x.view(-1))
-loss.backward()
-opt.step()
-opt.zero_grad(set_to_none=True)
-t2 = time.time()
-print(f"build {t1 - t0:.1f} s, step {t2 - t1:.1f} s, peak allocated {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, "
-      f"peak reserved {torch.cuda.max_memory_reserved() / 2**30:.2f} GiB")
+def step(model, opt, x):
+    loss = F.cross_entropy(model(x).view(-1, V).float(), x.view(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def main():
+    seq = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
+    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    t0 = time.time()
+    with torch.device("meta"):
+        model = Llama().to(torch.bfloat16)
+    model = model.to_empty(device="cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, V, (batch, seq), device="cuda")
+    t1 = time.time()
+    step(model, opt, x)
+    t2 = time.time()
+    a, r = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    print(f"build {t1 - t0:.1f} s, step {t2 - t1:.1f} s, peak allocated {a / 2**30:.2f} GiB ({a} B), "
+          f"peak reserved {r / 2**30:.2f} GiB ({r} B)")
+
+
+if __name__ == "__main__":
+    main()
