@@ -64,11 +64,11 @@ const Example = `  defaults:
   baseline: fragcheck-baseline.json
   cases:
     - name: gpt2
-      trace: testdata/gpt2.pickle
+      trace: testdata/pytorch/gpt2_varlen.pickle
       max_reserved: 20GiB
     - name: toy
       workload: transformer
-      params: {layers: 4}
+      params: {layers: 4, batch: 4}
       must_fit: 8GiB
 `
 
