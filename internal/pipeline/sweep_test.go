@@ -28,9 +28,10 @@ func TestParseGrids(t *testing.T) {
 // A sweep with workers to spare plans each trace ahead of its private
 // pools; its report is the same as with one worker, which plans it whole:
 // on traces without pools (the plan made ahead stands) and with them
-// (mempool_single, graph_convnet: the sweep runs again on the settled
-// plan), alone or as the ranks of a set, on cards where they run out of
-// memory too.
+// (mempool_single: the sweep runs again on the settled plan;
+// graph_convnet, whose end names its pool: planned with it at once),
+// alone or as the ranks of a set, on cards where they run out of memory
+// too.
 func TestSweepAheadSameReport(t *testing.T) {
 	sets := [][]string{
 		{pytorchFixture("gpt2_varlen.pickle")},
