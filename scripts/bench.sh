@@ -1,111 +1,138 @@
 #!/usr/bin/env bash
-# bench.sh — the big-trace and sweep benchmarks as one markdown table,
-# measured side by side in one run (runs interleaved, medians):
-#   - `gpumem replay FILE --output json` against CPython's pickle.load of the
-#     same file and against a Go loop that only walks its pickle opcodes
-#     (BenchmarkOpcodeWalk, the floor): CPU time (user+sys) and max RSS
-#     against the file size, on a synthetic snapshot of 1,000,000 events
-#     (and of 10,000,000 with --10m);
-#   - `gpumem sweep FIXTURE` at -j 2 against -j 1, wall time.
-# With --real the snapshots are shaped like real ones: segment events, final
-# segments, and a trace cut short by max_entries (gen_trace.py --max-entries).
-# Usage: scripts/bench.sh [--real] [--10m] [RUNS]
-# Env: BIN (a gpumem binary, default: build bin/gpumem), BIG1M / BIG10M
-# (snapshots of 1M and 10M events; made with scripts/gen_trace.py when missing;
-# with --real: BIG1M_REAL / BIG10M_REAL),
-# SWEEP_TRACE (default testdata/pytorch/gpt2_varlen.pickle).
+# bench.sh — the README's benchmark table, every row a ratio of whole
+# commands (bin/gpumem ..., as users run them) measured side by side in one
+# run (scripts/bench.py runs each row's commands interleaved, medians):
+#   - `gpumem replay FILE -o json` on a synthetic snapshot (1M events; and
+#     10M with --10m) against CPython's pickle.load of the same file and a
+#     Go loop that only walks its pickle opcodes (BenchmarkOpcodeWalk, the
+#     floor): CPU time and max RSS;
+#   - the same with --html, against the plain replay (1M);
+#   - traces with private pools (mempool_single repeated to 1M events with
+#     the same addresses; graph_convnet to 100k, each copy at addresses of
+#     its own; --10m adds 5M and 250k) against the walk and CPython;
+#   - the largest snapshot compressed with zstd and gzip against the plain
+#     file and `zstd -dc`;
+#   - `gpumem sweep gpt2_varlen.pickle` at -j 2 against -j 1, wall time;
+#   - process start, `gpumem version` against /bin/true;
+#   - PyTorch's own `python -m torch.cuda._memory_viz stats / trace /
+#     trace_plot` on the 1M snapshot, when a Python with torch is at hand.
+# It prints one markdown block: a caption naming the machine, the table
+# (measured, goal, met or not) and the absolute figures of the run.
+#
+# Usage: scripts/bench.sh [--10m] [--real] [--runs N] [--readme NAME | --paste NAME FILE]
+#   --10m     add the 10M-event snapshot (and bigger pool traces): minutes more
+#   --real    snapshots shaped like real ones (segment events, final segments,
+#             a trace cut short by max_entries: gen_trace.py --max-entries)
+#   --runs N  runs of each command (default 3; the sweep 11, start 21)
+#   --readme NAME  also write the block into README.md, between its
+#             "<!-- bench.sh NAME: begin -->" and "... end -->" markers
+#             (the README has two: quiet, a quiet 2-core machine; loaded,
+#             the shared development machine)
+#   --paste NAME FILE  only write FILE (a block this script printed, on
+#             another machine say) into README.md there, and exit
+# Env: BIN (a gpumem binary; default: build bin/gpumem), WALK (the
+# pkg/trace/pickle test binary; default: build bin/pickle.test), PY (a
+# Python with torch; default: scripts/pyenv.sh's venv when installed, else
+# python3 when it imports torch, else the anchor row is left out), WORK
+# (where the inputs are made and kept, default /tmp/gpumem-bench), MACHINE
+# (the machine's name in the caption; default: the host name).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ten=0
-real=0
-if [ "${1:-}" = "--real" ]; then real=1; shift; fi
-if [ "${1:-}" = "--10m" ]; then ten=1; shift; fi
-runs=${1:-3}
-big1m=${BIG1M:-/tmp/gpumem_1m.pickle}
-big10m=${BIG10M:-/tmp/gpumem_10m.pickle}
-if [ "$real" = 1 ]; then
-  big1m=${BIG1M_REAL:-/tmp/gpumem_1m_real.pickle}
-  big10m=${BIG10M_REAL:-/tmp/gpumem_10m_real.pickle}
+ten=0 real=0 runs=3 readme=
+while [ $# -gt 0 ]; do
+  case $1 in
+  --10m) ten=1 ;;
+  --real) real=1 ;;
+  --runs) runs=$2; shift ;;
+  --readme) readme=$2; shift ;;
+  --paste) readme=$2 paste=$3; shift 2 ;;
+  [0-9]*) runs=$1 ;;
+  *) echo "usage: scripts/bench.sh [--10m] [--real] [--runs N] [--readme NAME | --paste NAME FILE]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# paste_readme NAME FILE: put FILE between README.md's markers NAME
+paste_readme() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+name, block = sys.argv[1], open(sys.argv[2]).read().strip()
+text = open("README.md").read()
+begin, end = f"<!-- bench.sh {name}: begin -->", f"<!-- bench.sh {name}: end -->"
+if begin not in text or end not in text:
+    sys.exit(f"bench.sh: README.md has no {begin} ... {end} markers")
+head, rest = text.split(begin, 1)
+_, tail = rest.split(end, 1)
+open("README.md", "w").write(head + begin + "\n" + block + "\n" + end + tail)
+print(f"bench.sh: wrote the table between README.md's {name} markers", file=sys.stderr)
+PY
+}
+if [ -n "${paste:-}" ]; then
+  paste_readme "$readme" "$paste"
+  exit
 fi
-sweep=${SWEEP_TRACE:-testdata/pytorch/gpt2_varlen.pickle}
+
+export CGO_ENABLED=1
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g}"
 bin=${BIN:-bin/gpumem}
+walk=${WALK:-bin/pickle.test}
 if [ -z "${BIN:-}" ]; then go build -o bin/gpumem ./cmd/gpumem; fi
-go test -c -o bin/pickle.test ./pkg/trace/pickle
-# a real-shaped trace keeps the last N of 1.2 N events
-make() { # OUT N
+if [ -z "${WALK:-}" ]; then go test -c -o bin/pickle.test ./pkg/trace/pickle; fi
+py=${PY:-}
+if [ -z "$py" ]; then
+  venv=${XDG_CACHE_HOME:-$HOME/.cache}/gpumem/venv-torch-2.11.0
+  if [ -f "$venv/.gpumem-ok" ]; then
+    py=$venv/bin/python
+  elif python3 -c 'import torch' 2>/dev/null; then
+    py=python3
+  fi
+fi
+work=${WORK:-/tmp/gpumem-bench}
+mkdir -p "$work"
+fix=testdata/pytorch
+
+# make OUT N: a synthetic snapshot of N events (a real-shaped one keeps the
+# last N of 1.2 N events)
+mk() {
+  [ -f "$1" ] && return
   if [ "$real" = 1 ]; then
     python3 scripts/gen_trace.py "$1" --events $(($2 * 6 / 5)) --max-entries "$2" >&2
   else
     python3 scripts/gen_trace.py "$1" --events "$2" >&2
   fi
 }
-[ -f "$big1m" ] || make "$big1m" 1000000
-files=("$big1m")
+tag=$([ "$real" = 1 ] && echo _real || true)
+mk "$work/1m$tag.pickle" 1000000
+replay=("1000000=$work/1m$tag.pickle")
+big=$work/1m$tag.pickle
 if [ "$ten" = 1 ]; then
-  [ -f "$big10m" ] || make "$big10m" 10000000
-  files+=("$big10m")
+  mk "$work/10m$tag.pickle" 10000000
+  replay+=("10000000=$work/10m$tag.pickle")
+  big=$work/10m$tag.pickle
 fi
-python3 - "$bin" "$runs" "$sweep" "${files[@]}" <<'PY'
-import os, statistics, subprocess, sys, time
+zst=$big.zst
+if ! command -v zstd >/dev/null; then
+  zst= # the row says zstd is missing
+elif [ ! -f "$zst" ]; then
+  zstd -q -f -o "$zst" "$big"
+fi
+[ -f "$big.gz" ] || gzip -c "$big" >"$big.gz"
 
-bin, runs, sweep, files = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+# repeat NAME EVENTS [--shift]: a fixture's events repeated
+pools=()
+repeat() {
+  local out=$work/$1_$2.pickle
+  [ -f "$out" ] || python3 scripts/repeat_trace.py "$fix/$1.pickle" "$out" --events "$2" ${3:-} >&2
+  pools+=("$1:$2=$out")
+}
+repeat mempool_single 1000000
+[ "$ten" = 1 ] && repeat mempool_single 5000000
+repeat graph_convnet 100000 --shift
+[ "$ten" = 1 ] && repeat graph_convnet 250000 --shift
 
-def run(argv, env=None):
-    """CPU seconds, wall seconds and max RSS bytes of one command."""
-    t = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, status, ru = os.wait4(p.pid, 0)
-    if status != 0:
-        sys.exit(f"failed: {' '.join(argv)}")
-    return ru.ru_utime + ru.ru_stime, time.perf_counter() - t, ru.ru_maxrss * 1024
-
-cols = []
-for path, events in zip(files, (1_000_000, 10_000_000)):
-    env = dict(os.environ, GPUMEM_BIG_TRACE=path)
-    cmds = {
-        "gpumem": [bin, "replay", path, "--output", "json"],
-        "walk": ["bin/pickle.test", "-test.run", "^$", "-test.bench", "^BenchmarkOpcodeWalk$", "-test.benchtime", "1x"],
-        "cpython": [sys.executable, "-c", "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))", path],
-    }
-    cpu = {k: [] for k in cmds}
-    rss = []
-    for _ in range(runs):
-        for name, argv in cmds.items():
-            c, _, r = run(argv, env)
-            cpu[name].append(c)
-            if name == "gpumem":
-                rss.append(r)
-    cols.append({"path": path, "size": os.path.getsize(path), "cpu": {k: statistics.median(v) for k, v in cpu.items()},
-                 "rss": max(rss), "events": events})
-
-sw = {1: [], 2: []}
-for _ in range(max(runs, 5)):
-    for j in (1, 2):
-        _, w, _ = run([bin, "sweep", "-j", str(j), sweep, "--output", "json"])
-        sw[j].append(w)
-sw = {j: statistics.median(v) for j, v in sw.items()}
-
-model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown CPU")
-load = open("/proc/loadavg").read().split()[0]
-print(f"Machine: {os.cpu_count()} cores ({model}), load {load}; median of {runs} runs, measured side by side.\n")
-head = "| measure | " + " | ".join(f"{c['events']/1e6:.0f}M events ({c['size']/1e6:.0f} MB)" for c in cols) + " |"
-print(head)
-print("| --- |" + " --- |" * len(cols))
-def row(name, f):
-    print(f"| {name} | " + " | ".join(f(c) for c in cols) + " |")
-row("`gpumem replay -o json`, CPU", lambda c: f"{c['cpu']['gpumem']:.2f} s")
-row("opcode walk (floor), CPU", lambda c: f"{c['cpu']['walk']:.2f} s")
-row("CPython `pickle.load`, CPU", lambda c: f"{c['cpu']['cpython']:.2f} s")
-row("gpumem / opcode walk", lambda c: f"{c['cpu']['gpumem']/c['cpu']['walk']:.2f}×")
-row("gpumem / CPython", lambda c: f"{c['cpu']['gpumem']/c['cpu']['cpython']:.3f}×")
-row("gpumem max RSS", lambda c: f"{c['rss']/2**20:.0f} MiB = {c['rss']/c['size']:.2f}× the file")
-def bound(c):
-    b = 64 * 2**20 + 8 * c["events"]
-    return f"{'within' if c['rss'] <= b else 'OVER'} {b/2**20:.0f} MiB"
-row("bound: 64 MiB + 8 B/event", bound)
-print(f"\n| `gpumem sweep {os.path.basename(sweep)}` | wall |")
-print("| --- | --- |")
-print(f"| -j 1 | {sw[1]*1e3:.0f} ms |")
-print(f"| -j 2 | {sw[2]*1e3:.0f} ms |")
-print(f"| -j 2 / -j 1 | {sw[2]/sw[1]:.2f}× |")
-PY
+out=$work/bench.md
+python3 scripts/bench.py --bin "$bin" --walk "$walk" --py "$py" --runs "$runs" --work "$work" \
+  --replay "${replay[@]}" --pools "${pools[@]}" --zst "$zst" --gz "$big.gz" \
+  --sweep "$fix/gpt2_varlen.pickle" --machine "${MACHINE:-}" >"$out"
+cat "$out"
+if [ -n "$readme" ]; then paste_readme "$readme" "$out"; fi

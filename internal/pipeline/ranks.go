@@ -141,6 +141,13 @@ type SetSource struct {
 	DeviceGiven bool      // --device picks one device of each file
 	Progress    io.Writer // see Source
 	Keep        Keep      // see Source
+	// PlansOnly: the caller reads the plans alone (a sweep): no
+	// categories, no event times.
+	PlansOnly bool
+	// Ahead: plan each rank read whole ahead of its private pools
+	// (replay.FromSnapshotAhead), for a caller with a core to spare;
+	// rankPlan.settle then settles the plan.
+	Ahead bool
 }
 
 // rankPlan is one rank ready to replay.
@@ -153,6 +160,9 @@ type rankPlan struct {
 	times  []int64 // eventTimes
 	note   string  // why this device, when the file had others
 	cls    *categories.Result
+	// settle, when the plan was made ahead (SetSource.Ahead), returns
+	// the plan to use: plan itself, or one planned with private pools.
+	settle func() *replay.Plan
 }
 
 // busiestDevice is the device of devs with the most alloc events in snap.
@@ -252,9 +262,16 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 		if r < 0 || len(devs) > 1 {
 			r = d
 		}
-		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap,
-			plan: replay.FromSnapshot(snap, d), times: timesFor(snap, d, src.Keep == KeepDetail), note: note,
-			cls: categories.Classify(snap, d)})
+		rp := rankPlan{path: p, device: d, rank: r, snap: snap, note: note}
+		if src.Ahead {
+			rp.plan, rp.settle = replay.FromSnapshotAhead(snap, d)
+		} else {
+			rp.plan = replay.FromSnapshot(snap, d)
+		}
+		if !src.PlansOnly {
+			rp.times, rp.cls = timesFor(snap, d, src.Keep == KeepDetail), categories.Classify(snap, d)
+		}
+		ranks = append(ranks, rp)
 	}
 	if len(devs) == 1 {
 		snap.Traces = nil // the plans hold what the replays need; with several devices the HTML explorer replays them all
@@ -307,10 +324,18 @@ func ReplaySet(ctx context.Context, src SetSource, s Settings) (*Set, error) {
 
 // rankSweepCases makes a case of every rank under every setting; merge
 // folds the rows back into one per setting, each the worst of its ranks.
-func rankSweepCases(ctx context.Context, rep *sweep.Report, in SweepInput) (cases []sweep.Case, merge func([]sweep.Row) []sweep.Row, err error) {
-	ranks, err := openRanks(ctx, SetSource{Paths: in.Traces, Device: in.Device, DeviceGiven: in.DeviceGiven, Progress: in.Progress})
+// With more than one worker the ranks are planned ahead of their private
+// pools: settles holds, per rank, the plan made ahead and its settle.
+func rankSweepCases(ctx context.Context, rep *sweep.Report, in SweepInput) (cases []sweep.Case, merge func([]sweep.Row) []sweep.Row, settles []settling, err error) {
+	ranks, err := openRanks(ctx, SetSource{Paths: in.Traces, Device: in.Device, DeviceGiven: in.DeviceGiven, Progress: in.Progress,
+		PlansOnly: true, Ahead: in.Workers > 1})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	for _, rp := range ranks {
+		if rp.settle != nil {
+			settles = append(settles, settling{rp.plan, rp.settle})
+		}
 	}
 	grid := in.Grid
 	rec := setup.Recorded(ranks[0].snap.Settings)
@@ -321,7 +346,7 @@ func rankSweepCases(ctx context.Context, rep *sweep.Report, in SweepInput) (case
 	if len(ranks) == 1 {
 		rp := ranks[0]
 		rep.Source, rep.Ops, rep.Baseline = rp.path, len(rp.plan.Ops), sweep.DefaultsLabel
-		return onePlan(rp.plan, grid), nil, nil
+		return onePlan(rp.plan, grid), nil, settles, nil
 	}
 	rep.Source = fmt.Sprintf("%d ranks (%s, ...)", len(ranks), ranks[0].path)
 	rep.Baseline = sweep.DefaultsLabel
@@ -353,7 +378,7 @@ func rankSweepCases(ctx context.Context, rep *sweep.Report, in SweepInput) (case
 		sweep.Sort(out)
 		return out
 	}
-	return cases, merge, nil
+	return cases, merge, settles, nil
 }
 
 // worseOutcome is the worse of two ranks' replays: one that ran out of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gpumem/gpumem/internal/figures"
 	"github.com/gpumem/gpumem/internal/progress"
@@ -92,6 +93,7 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	rep := &sweep.Report{Cards: in.Cards, Fraction: in.Fraction}
 	var cases []sweep.Case
 	var merge func([]sweep.Row) []sweep.Row
+	var settles []settling
 	var err error
 	switch {
 	case in.Strategies:
@@ -99,7 +101,7 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	case in.Workload != "":
 		cases, err = workloadCases(rep, in)
 	case len(in.Traces) > 0:
-		cases, merge, err = rankSweepCases(ctx, rep, in)
+		cases, merge, settles, err = rankSweepCases(ctx, rep, in)
 	default:
 		cases, err = traceCases(ctx, rep, in)
 	}
@@ -109,21 +111,68 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 	for i := range cases {
 		cases[i].Setting.Fraction = in.Fraction
 	}
-	// The offline planner is one long serial job, the grid many short
-	// ones: it goes to the workers first (-j 1: before the replays).
-	var offline uint64
-	n := len(cases) * max(len(rep.Cards), 1)
-	bar := progress.Count(in.Progress, fmt.Sprintf("replaying %s, %s replays", rep.Source, units.FormatCount(int64(n))), n)
-	rep.Rows, err = sweep.RunCasesBeside(progress.WithPhase(ctx, bar), cases, rep.Cards, in.Workers, func() { offline = offlinePeak(rep, cases) })
-	bar.Done()
+	rep.Rows, rep.OfflinePeak, err = runSweep(ctx, in, rep, cases, settles)
 	if err != nil {
 		return nil, fmt.Errorf("sweeping %s: %w", rep.Source, err)
 	}
-	rep.OfflinePeak = offline
 	if merge != nil {
 		rep.Rows = merge(rep.Rows)
 	}
 	return rep, nil
+}
+
+// A settling is a plan made ahead of its private pools and what settles
+// it (replay.FromSnapshotAhead).
+type settling struct {
+	ahead  *replay.Plan
+	settle func() *replay.Plan
+}
+
+// runSweep replays the cases and runs the offline planner beside them.
+// The offline planner is one long serial job, the grid many short ones:
+// it goes to the workers first (-j 1: before the replays), then the
+// settling of the plans made ahead, each beside the replays of the plan
+// it settles. Most traces used no private pool and their plan stands; a
+// plan that changes stops the replays of the plans made ahead, and the
+// sweep runs again on the settled plans.
+func runSweep(ctx context.Context, in SweepInput, rep *sweep.Report, cases []sweep.Case, settles []settling) ([]sweep.Row, uint64, error) {
+	var offline uint64
+	run, stop := context.WithCancel(ctx)
+	defer stop()
+	settled := make([]*replay.Plan, len(settles))
+	var changed atomic.Bool
+	jobs := []func(){func() { offline = offlinePeak(rep, cases) }}
+	for i, s := range settles {
+		jobs = append(jobs, func() {
+			if settled[i] = s.settle(); settled[i] != s.ahead {
+				changed.Store(true)
+				stop()
+			}
+		})
+	}
+	n := len(cases) * max(len(rep.Cards), 1)
+	bar := progress.Count(in.Progress, fmt.Sprintf("replaying %s, %s replays", rep.Source, units.FormatCount(int64(n))), n)
+	rows, err := sweep.RunCasesBeside(progress.WithPhase(run, bar), cases, rep.Cards, in.Workers, jobs...)
+	bar.Done()
+	if !changed.Load() || ctx.Err() != nil {
+		return rows, offline, err
+	}
+	cases = slices.Clone(cases)
+	for i, s := range settles {
+		if settled[i] == nil { // its job was not reached before the stop
+			settled[i] = s.settle()
+		}
+		for k := range cases {
+			if cases[k].Plan == s.ahead {
+				cases[k].Plan = settled[i]
+			}
+		}
+	}
+	rep.Ops = 0
+	for _, c := range cases {
+		rep.Ops = max(rep.Ops, len(c.Plan.Ops))
+	}
+	return runSweep(ctx, in, rep, cases, nil)
 }
 
 // offlinePeak is the offline planner's peak for one plan, or the highest

@@ -212,8 +212,9 @@ func TestWorkers(t *testing.T) {
 	}
 }
 
-// The job beside the replays runs once, whatever the workers, and the rows
-// are the same with it; a sweep refused before it starts does not run it.
+// Each job beside the replays runs once, whatever the workers (one worker
+// takes them in their order), and the rows are the same with them; a
+// sweep refused before it starts runs none.
 func TestRunCasesBeside(t *testing.T) {
 	p := &replay.Plan{Ops: []alloc.Op{{Kind: alloc.OpAlloc, ID: 0, Size: 1 << 20}, {Kind: alloc.OpFree, ID: 0}}}
 	var cases []Case
@@ -225,13 +226,17 @@ func TestRunCasesBeside(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, workers := range []int{1, 3} {
-		var runs atomic.Int32
-		rows, err := RunCasesBeside(context.Background(), cases, nil, workers, func() { runs.Add(1) })
+		var runs, second atomic.Int32
+		rows, err := RunCasesBeside(context.Background(), cases, nil, workers, func() { runs.Add(1) },
+			func() { second.Store(runs.Load()*10 + second.Load() + 1) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if runs.Load() != 1 {
-			t.Errorf("%d workers: beside ran %d times", workers, runs.Load())
+		if runs.Load() != 1 || second.Load()%10 != 1 {
+			t.Errorf("%d workers: the jobs beside ran %d and %d times", workers, runs.Load(), second.Load()%10)
+		}
+		if workers == 1 && second.Load() != 11 {
+			t.Errorf("one worker ran the second job beside before the first")
 		}
 		for i := range rows {
 			if rows[i].Label != plain[i].Label || rows[i].Stats != plain[i].Stats {

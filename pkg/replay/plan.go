@@ -167,12 +167,18 @@ func reservedPeak(events []trace.Event, start uint64) uint64 {
 }
 
 func (p *Plan) build(events []trace.Event, final []trace.Segment, cfg alloc.Config) {
+	p.buildWith(events, cfg, inferPools(events, final, cfg))
+}
+
+// buildWith is build with the trace's private pools already inferred (pp;
+// nil: none).
+func (p *Plan) buildWith(events []trace.Event, cfg alloc.Config, pp *poolPlan) {
 	var start uint64
 	for _, s := range p.Seeds {
 		start += s.Size
 	}
 	b := &builder{p: p, cfg: cfg, reserved: start, peak: reservedPeak(events, start)}
-	b.usePools(inferPools(events, final, cfg))
+	b.usePools(pp)
 	// size the op lists once: replays of big traces must stay within a
 	// small multiple of the file's size
 	n := 0

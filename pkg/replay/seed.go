@@ -2,6 +2,7 @@ package replay
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -35,6 +36,41 @@ type seedBlock struct {
 // back. What is left at the start becomes the plan's Seeds, and the replay
 // starts from there.
 func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
+	return fromSnapshot(snap, device, true, nil)
+}
+
+// FromSnapshotAhead is [FromSnapshot] in two steps, for a caller with a
+// core to spare: ahead is the plan as if the trace used no private pool
+// (CUDA graphs, MemPool), as most do, planned without inferring them;
+// settle infers them (about two thirds of FromSnapshot's time) and
+// returns the plan FromSnapshot would: ahead itself when the trace used
+// none, else a new plan. The caller may replay ahead while settle runs,
+// and drop the snapshot's events: settle keeps them until it has run
+// (once; later calls return the same plan). It changes neither plan. A
+// snapshot whose final segments name a private pool (a captured CUDA
+// graph's, kept to the end) is planned with its pools at once, and
+// settle returns that plan.
+func FromSnapshotAhead(snap *trace.Snapshot, device int) (ahead *Plan, settle func() *Plan) {
+	for _, s := range deviceSegments(snap, device) {
+		if s.PoolID != [2]int64{} {
+			p := FromSnapshot(snap, device)
+			return p, func() *Plan { return p }
+		}
+	}
+	ahead = fromSnapshot(snap, device, false, nil)
+	kept := *snap
+	return ahead, sync.OnceValue(func() *Plan {
+		pp := inferPools(kept.Traces[device], deviceSegments(&kept, device), settingsConfig(kept.Settings))
+		if pp == nil {
+			return ahead
+		}
+		return fromSnapshot(&kept, device, false, pp)
+	})
+}
+
+// fromSnapshot is FromSnapshot: infer true infers the trace's private
+// pools, else they are pp's (nil: none).
+func fromSnapshot(snap *trace.Snapshot, device int, infer bool, pp *poolPlan) *Plan {
 	events := snap.Traces[device]
 	segs, live := finalState(snap, device)
 	for i := len(events) - 1; i >= 0; i-- {
@@ -58,7 +94,11 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 	p := newPlan()
 	defer p.noteSnapshot(snap, device, events) // once the plan is built
 	p.seed(segs, live)
-	p.build(events, deviceSegments(snap, device), settingsConfig(snap.Settings))
+	if infer {
+		p.build(events, deviceSegments(snap, device), settingsConfig(snap.Settings))
+	} else {
+		p.buildWith(events, settingsConfig(snap.Settings), pp)
+	}
 	return p
 }
 
