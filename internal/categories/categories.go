@@ -83,7 +83,7 @@ type Block struct {
 	Stack    int32 // its alloc's stack, -1 if none
 	Category Category
 	Phase    Phase
-	Rule     string // the rule that decided it (docs/categories.md)
+	Rule     Rule // the rule that decided it (docs/categories.md)
 }
 
 // KeptPastStep reports whether b is an activation kept past the step
@@ -190,7 +190,9 @@ func (b *Builder) Add(e *trace.Event) {
 }
 
 // Result classifies what the builder was given; snap gives the
-// annotations, stacks and final segments (its traces are not read).
+// annotations, stacks and final segments (its traces are not read). The
+// result may share the builder's storage: the builder takes no more
+// events after it.
 func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	n := len(b.times)
 	r := &Result{Device: device, Positions: n, Stacks: b.stacks && len(snap.Stacks) > 0}
@@ -210,8 +212,12 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			}
 		}
 	}
-	r.Blocks = make([]Block, 0, len(b.pre)+len(alive)+len(b.blocks))
-	r.Blocks = append(append(append(r.Blocks, b.pre...), alive...), b.blocks...)
+	if len(b.pre)+len(alive) == 0 {
+		r.Blocks = b.blocks // the usual case: no copy of a big trace's blocks
+	} else {
+		r.Blocks = make([]Block, 0, len(b.pre)+len(alive)+len(b.blocks))
+		r.Blocks = append(append(append(r.Blocks, b.pre...), alive...), b.blocks...)
+	}
 	for i := range r.Blocks {
 		if r.Blocks[i].Freed == -2 {
 			r.Blocks[i].Freed = n

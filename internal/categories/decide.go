@@ -1,33 +1,73 @@
 package categories
 
-// The rules, by name; docs/categories.md gives each one's evidence and
-// known failure cases.
+// Rule names the rule that decided a block's category; docs/categories.md
+// gives each one's evidence and known failure cases. A block keeps the
+// rule's number, not its text: a big trace has millions of blocks.
+type Rule uint8
+
+// The rules; ruleNone is a block no rule has decided yet.
 const (
-	ruleStepTemp      = "born and freed in optimizer.step"
-	ruleStepKept      = "born in optimizer.step, kept past it"
-	ruleZeroFreed     = "freed by zero_grad"
-	ruleZeroTemp      = "born in zero_grad"
-	ruleSaved         = "born in forward, freed in backward"
-	rulePhaseTemp     = "born and freed in one phase"
-	ruleStepFreed     = "freed in optimizer.step"
-	ruleSetupParam    = "made before the first forward, kept to the end, a parameter's size"
-	ruleSetupBuffer   = "made before the first forward, kept to the end, no parameter's size"
-	ruleSetupNoGrad   = "made before the first forward, kept to the end (no gradients to tell)"
-	ruleKeptGrad      = "born in the first backward, kept to the end, a gradient's size"
-	ruleWorkspace     = "born in the first forward or backward, kept to the end"
-	ruleInput         = "made before its iteration's forward, kept past its step"
-	ruleOutlives      = "born in forward, kept past the next step, in several iterations"
-	ruleHeld          = "born in forward, held into the next iteration"
-	ruleMadeOnce      = "born in one forward after the first step and kept, not again"
-	ruleBuckets       = "born in one forward after the first step and kept, not again, the parameters' size"
-	ruleBackwardKept  = "born in backward, kept past its step, freed later but not by zero_grad"
-	ruleBeforeTrace   = "live before the trace began"
-	ruleNoStructure   = "no optimizer step in the trace"
-	ruleAfterTemp     = "born and freed after the last step"
-	ruleAfterKept     = "born in forward after the last step, kept to the end"
-	ruleNoStructPersi = "made before anything was freed, kept to the end (no optimizer step)"
-	ruleCublas        = "kept to the end, cuBLAS's workspace size"
+	ruleNone Rule = iota
+	ruleStepTemp
+	ruleStepKept
+	ruleZeroFreed
+	ruleZeroTemp
+	ruleSaved
+	rulePhaseTemp
+	ruleStepFreed
+	ruleSetupParam
+	ruleSetupBuffer
+	ruleSetupNoGrad
+	ruleKeptGrad
+	ruleWorkspace
+	ruleInput
+	ruleOutlives
+	ruleHeld
+	ruleMadeOnce
+	ruleBuckets
+	ruleBackwardKept
+	ruleBeforeTrace
+	ruleNoStructure
+	ruleAfterTemp
+	ruleAfterKept
+	ruleNoStructPersi
+	ruleCublas
 )
+
+var ruleNames = [...]string{ruleNone: "",
+	ruleStepTemp:      "born and freed in optimizer.step",
+	ruleStepKept:      "born in optimizer.step, kept past it",
+	ruleZeroFreed:     "freed by zero_grad",
+	ruleZeroTemp:      "born in zero_grad",
+	ruleSaved:         "born in forward, freed in backward",
+	rulePhaseTemp:     "born and freed in one phase",
+	ruleStepFreed:     "freed in optimizer.step",
+	ruleSetupParam:    "made before the first forward, kept to the end, a parameter's size",
+	ruleSetupBuffer:   "made before the first forward, kept to the end, no parameter's size",
+	ruleSetupNoGrad:   "made before the first forward, kept to the end (no gradients to tell)",
+	ruleKeptGrad:      "born in the first backward, kept to the end, a gradient's size",
+	ruleWorkspace:     "born in the first forward or backward, kept to the end",
+	ruleInput:         "made before its iteration's forward, kept past its step",
+	ruleOutlives:      "born in forward, kept past the next step, in several iterations",
+	ruleHeld:          "born in forward, held into the next iteration",
+	ruleMadeOnce:      "born in one forward after the first step and kept, not again",
+	ruleBuckets:       "born in one forward after the first step and kept, not again, the parameters' size",
+	ruleBackwardKept:  "born in backward, kept past its step, freed later but not by zero_grad",
+	ruleBeforeTrace:   "live before the trace began",
+	ruleNoStructure:   "no optimizer step in the trace",
+	ruleAfterTemp:     "born and freed after the last step",
+	ruleAfterKept:     "born in forward after the last step, kept to the end",
+	ruleNoStructPersi: "made before anything was freed, kept to the end (no optimizer step)",
+	ruleCublas:        "kept to the end, cuBLAS's workspace size",
+}
+
+// String is the rule's text, such as "born and freed in one phase".
+func (r Rule) String() string {
+	if int(r) < len(ruleNames) {
+		return ruleNames[r]
+	}
+	return ""
+}
 
 // decide applies the rules to every block.
 func decide(r *Result, st *structure) {
@@ -42,7 +82,7 @@ func decide(r *Result, st *structure) {
 			grads[size]++
 		}
 	}
-	set := func(b *Block, c Category, p Phase, rule string) { b.Category, b.Phase, b.Rule = c, p, rule }
+	set := func(b *Block, c Category, p Phase, rule Rule) { b.Category, b.Phase, b.Rule = c, p, rule }
 	var setup []*Block // made before the first forward and kept: parameters or buffers
 	var keptBwd []*Block
 	keptFwd := map[int][]*Block{} // iteration → blocks born in its forward and kept past the next step

@@ -1,7 +1,9 @@
 package categories
 
 import (
+	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -283,5 +285,23 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 	}
 	if pairs < 2 || r.AtPeak[Workspace] < 64<<20 {
 		t.Errorf("%d cuBLAS pairs, %d bytes of workspace at the peak", pairs, r.AtPeak[Workspace])
+	}
+}
+
+// A big trace has millions of blocks, each kept until the trace is read:
+// a block holds its rule's number, not its text, and its fields pack into
+// 48 bytes. The rule still prints as its text.
+func TestBlockSize(t *testing.T) {
+	if n := unsafe.Sizeof(Block{}); n > 48 {
+		t.Errorf("a Block takes %d bytes, want at most 48", n)
+	}
+	b := Block{Category: Activation, Rule: ruleOutlives}
+	if got := fmt.Sprintf("%s", b.Rule); got != "born in forward, kept past the next step, in several iterations" || !b.KeptPastStep() {
+		t.Errorf("rule prints as %q, kept past step %v", got, b.KeptPastStep())
+	}
+	for r := ruleNone + 1; int(r) < len(ruleNames); r++ {
+		if r.String() == "" {
+			t.Errorf("rule %d has no text", r)
+		}
 	}
 }
