@@ -151,12 +151,48 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 
 // Builder gathers one device's events as they are read.
 type Builder struct {
-	blocks []Block
+	blocks chunked[Block]
 	open   map[uint64]int // address → index into blocks of the live block there
-	times  []int64        // time of each position
+	times  chunked[int64] // time of each position
 	stacks bool
 	events int32   // alloc and free_completed events so far
 	pre    []Block // blocks freed before the trace saw them allocated
+}
+
+// chunked is an append-only list of a Builder: past its first chunkLen
+// elements it grows a chunk at a time, so that a big trace's millions of
+// blocks are copied once, into the Result, not again at every growth of
+// one slice (by 1.25x past a few hundred elements: each time a copy and
+// fresh pages); a small trace's list stays one small slice.
+type chunked[T any] struct {
+	chunks [][]T
+	n      int
+}
+
+const chunkBits = 16 // chunkLen = 1 << chunkBits elements
+
+func (c *chunked[T]) add(v T) {
+	k := len(c.chunks) - 1
+	if k < 0 || len(c.chunks[k]) == 1<<chunkBits {
+		c.chunks = append(c.chunks, make([]T, 0, min(1<<chunkBits, max(c.n, 64))))
+		k++
+	}
+	c.chunks[k] = append(c.chunks[k], v)
+	c.n++
+}
+
+// at is element i (i < n).
+func (c *chunked[T]) at(i int) *T { return &c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+
+// moveTo appends the list to dst and empties it, giving each chunk back
+// as soon as it is copied.
+func (c *chunked[T]) moveTo(dst []T) []T {
+	for k, ch := range c.chunks {
+		dst = append(dst, ch...)
+		c.chunks[k] = nil
+	}
+	c.chunks, c.n = nil, 0
+	return dst
 }
 
 // NewBuilder returns an empty Builder.
@@ -166,20 +202,20 @@ func NewBuilder() *Builder { return &Builder{open: map[uint64]int{}} }
 func (b *Builder) Add(e *trace.Event) {
 	switch e.Action {
 	case trace.ActionAlloc:
-		pos := len(b.times)
-		b.times = append(b.times, e.TimeUS)
+		pos := b.times.n
+		b.times.add(e.TimeUS)
 		if i, ok := b.open[e.Addr]; ok { // a second alloc at a live address: the first ended
-			b.blocks[i].Freed = pos
+			b.blocks.at(i).Freed = pos
 		}
-		b.open[e.Addr] = len(b.blocks)
-		b.blocks = append(b.blocks, Block{Addr: e.Addr, Size: rounded(e.Size), Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
+		b.open[e.Addr] = b.blocks.n
+		b.blocks.add(Block{Addr: e.Addr, Size: rounded(e.Size), Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
 		b.stacks = b.stacks || e.Stack >= 0
 		b.events++
 	case trace.ActionFreeRequested:
-		pos := len(b.times)
-		b.times = append(b.times, e.TimeUS)
+		pos := b.times.n
+		b.times.add(e.TimeUS)
 		if i, ok := b.open[e.Addr]; ok {
-			b.blocks[i].Freed = pos
+			b.blocks.at(i).Freed = pos
 			delete(b.open, e.Addr)
 		} else {
 			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: pos, Event: -1, Stack: -1})
@@ -191,10 +227,10 @@ func (b *Builder) Add(e *trace.Event) {
 
 // Result classifies what the builder was given; snap gives the
 // annotations, stacks and final segments (its traces are not read). The
-// result may share the builder's storage: the builder takes no more
+// builder's blocks and times move into the result: it takes no more
 // events after it.
 func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
-	n := len(b.times)
+	n := b.times.n
 	r := &Result{Device: device, Positions: n, Stacks: b.stacks && len(snap.Stacks) > 0}
 	// blocks live at the end that the trace never saw allocated
 	var alive []Block
@@ -212,19 +248,16 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			}
 		}
 	}
-	if len(b.pre)+len(alive) == 0 {
-		r.Blocks = b.blocks // the usual case: no copy of a big trace's blocks
-	} else {
-		r.Blocks = make([]Block, 0, len(b.pre)+len(alive)+len(b.blocks))
-		r.Blocks = append(append(append(r.Blocks, b.pre...), alive...), b.blocks...)
-	}
+	r.Blocks = make([]Block, 0, len(b.pre)+len(alive)+b.blocks.n)
+	r.Blocks = b.blocks.moveTo(append(append(r.Blocks, b.pre...), alive...))
+	times := b.times.moveTo(make([]int64, 0, n))
 	for i := range r.Blocks {
 		if r.Blocks[i].Freed == -2 {
 			r.Blocks[i].Freed = n
 		}
 	}
-	r.times = b.times
-	classify(r, snap, b.times)
+	r.times = times
+	classify(r, snap, times)
 	r.peak()
 	return r
 }
