@@ -1,6 +1,7 @@
 package categories
 
 import (
+	"iter"
 	"sort"
 
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -96,8 +97,7 @@ func (b *Block) KeptPastStep() bool {
 // Result is the classification of one device's trace.
 type Result struct {
 	Device    int
-	Blocks    []Block // in the order they were born (blocks live before the trace first)
-	Positions int     // alloc and free_requested events
+	Positions int // alloc and free_requested events
 
 	// Peak is the first position after which allocated memory was
 	// highest (-1: before the first event), PeakBytes that memory;
@@ -112,15 +112,52 @@ type Result struct {
 	// "lifetimes and annotations" or "lifetimes, annotations and stacks".
 	Method string
 
+	// the blocks in the order they were born: those live before the
+	// trace (head), then the trace's own (born), kept in the chunks the
+	// Builder grew (a big trace's are not copied into one slice)
+	head   []Block
+	born   chunked[Block]
 	times  []int64        // the time of each position
 	before map[uint64]int // address → index of the block live there before the trace (Lookup)
+}
+
+// NumBlocks is the number of blocks, the allocations of the trace and
+// those live before it.
+func (r *Result) NumBlocks() int { return len(r.head) + r.born.n }
+
+// Block is block i (i < NumBlocks), in the order they were born (blocks
+// live before the trace first).
+func (r *Result) Block(i int) *Block {
+	if i < len(r.head) {
+		return &r.head[i]
+	}
+	return r.born.at(i - len(r.head))
+}
+
+// All yields each block with its index, in the order they were born.
+func (r *Result) All() iter.Seq2[int, *Block] {
+	return func(yield func(int, *Block) bool) {
+		for i := range r.head {
+			if !yield(i, &r.head[i]) {
+				return
+			}
+		}
+		i := len(r.head)
+		for _, ch := range r.born.chunks {
+			for k := range ch {
+				if !yield(i, &ch[k]) {
+					return
+				}
+				i++
+			}
+		}
+	}
 }
 
 // Live returns the blocks live after position p.
 func (r *Result) Live(p int) []*Block {
 	var out []*Block
-	for i := range r.Blocks {
-		b := &r.Blocks[i]
+	for _, b := range r.All() {
 		if b.Born <= p && b.Freed > p {
 			out = append(out, b)
 		}
@@ -131,9 +168,10 @@ func (r *Result) Live(p int) []*Block {
 // ByEvent returns the block whose alloc is event e (replay.Plan's
 // Event numbering), or nil.
 func (r *Result) ByEvent(e int32) *Block {
-	i := sort.Search(len(r.Blocks), func(i int) bool { return r.Blocks[i].Event >= e })
-	if i < len(r.Blocks) && r.Blocks[i].Event == e {
-		return &r.Blocks[i]
+	n := r.NumBlocks()
+	i := sort.Search(n, func(i int) bool { return r.Block(i).Event >= e })
+	if i < n && r.Block(i).Event == e {
+		return r.Block(i)
 	}
 	return nil
 }
@@ -157,6 +195,12 @@ type Builder struct {
 	stacks bool
 	events int32   // alloc and free_completed events so far
 	pre    []Block // blocks freed before the trace saw them allocated
+	// the allocated memory of the blocks the trace saw born, after each
+	// position: now, its highest and the first position it was reached
+	// (-1: none above 0), which is the peak when no block came before the
+	// trace but those live at its end (Result.peak)
+	cur, best int64
+	bestAt    int
 }
 
 // chunked is an append-only list of a Builder: past its first chunkLen
@@ -196,7 +240,7 @@ func (c *chunked[T]) moveTo(dst []T) []T {
 }
 
 // NewBuilder returns an empty Builder.
-func NewBuilder() *Builder { return &Builder{open: map[uint64]int{}} }
+func NewBuilder() *Builder { return &Builder{open: map[uint64]int{}, bestAt: -1} }
 
 // Add takes the device's next event.
 func (b *Builder) Add(e *trace.Event) {
@@ -205,17 +249,25 @@ func (b *Builder) Add(e *trace.Event) {
 		pos := b.times.n
 		b.times.add(e.TimeUS)
 		if i, ok := b.open[e.Addr]; ok { // a second alloc at a live address: the first ended
-			b.blocks.at(i).Freed = pos
+			old := b.blocks.at(i)
+			old.Freed = pos
+			b.cur -= int64(old.Size)
 		}
 		b.open[e.Addr] = b.blocks.n
-		b.blocks.add(Block{Addr: e.Addr, Size: rounded(e.Size), Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
+		size := rounded(e.Size)
+		b.blocks.add(Block{Addr: e.Addr, Size: size, Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
+		if b.cur += int64(size); b.cur > b.best {
+			b.best, b.bestAt = b.cur, pos
+		}
 		b.stacks = b.stacks || e.Stack >= 0
 		b.events++
 	case trace.ActionFreeRequested:
 		pos := b.times.n
 		b.times.add(e.TimeUS)
 		if i, ok := b.open[e.Addr]; ok {
-			b.blocks.at(i).Freed = pos
+			blk := b.blocks.at(i)
+			blk.Freed = pos
+			b.cur -= int64(blk.Size)
 			delete(b.open, e.Addr)
 		} else {
 			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: pos, Event: -1, Stack: -1})
@@ -248,17 +300,28 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			}
 		}
 	}
-	r.Blocks = make([]Block, 0, len(b.pre)+len(alive)+b.blocks.n)
-	r.Blocks = b.blocks.moveTo(append(append(r.Blocks, b.pre...), alive...))
+	// with no block freed before the trace saw it, the peak is the
+	// builder's, over the blocks live at the end
+	streamed := len(b.pre) == 0
+	var base int64
+	for _, blk := range alive {
+		base += int64(blk.Size)
+	}
+	r.head = append(b.pre, alive...)
+	r.born, b.blocks = b.blocks, chunked[Block]{}
 	times := b.times.moveTo(make([]int64, 0, n))
-	for i := range r.Blocks {
-		if r.Blocks[i].Freed == -2 {
-			r.Blocks[i].Freed = n
+	for _, blk := range r.All() {
+		if blk.Freed == -2 {
+			blk.Freed = n
 		}
 	}
 	r.times = times
 	classify(r, snap, times)
-	r.peak()
+	if streamed {
+		r.setPeak(b.bestAt, base+b.best)
+	} else {
+		r.peak()
+	}
 	return r
 }
 
@@ -266,7 +329,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 func (r *Result) peak() {
 	delta := make([]int64, r.Positions+1)
 	var cur int64
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if b.Born < 0 {
 			cur += int64(b.Size)
 		} else {
@@ -283,6 +346,12 @@ func (r *Result) peak() {
 			best, at = cur, p
 		}
 	}
+	r.setPeak(at, best)
+}
+
+// setPeak sets the peak, after position at (-1: before the first event),
+// of best bytes, and what each category held then.
+func (r *Result) setPeak(at int, best int64) {
 	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
 	for _, b := range r.Live(at) {
 		r.AtPeak[b.Category] += b.Size
@@ -310,15 +379,12 @@ func (r *Result) Lookup(e int32, addr uint64) *Block {
 	}
 	if r.before == nil {
 		r.before = map[uint64]int{}
-		for i := range r.Blocks {
-			if r.Blocks[i].Born >= 0 {
-				break // Blocks are in birth order
-			}
-			r.before[r.Blocks[i].Addr] = i
+		for i := range r.head { // the blocks live before the trace
+			r.before[r.head[i].Addr] = i
 		}
 	}
 	if i, ok := r.before[addr]; ok {
-		return &r.Blocks[i]
+		return &r.head[i]
 	}
 	return nil
 }

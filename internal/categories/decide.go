@@ -87,13 +87,12 @@ func decide(r *Result, st *structure) {
 	var keptBwd []*Block
 	keptFwd := map[int][]*Block{} // iteration → blocks born in its forward and kept past the next step
 	firstFree := st.n
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if b.Freed < st.n {
 			firstFree = min(firstFree, b.Freed)
 		}
 	}
-	for i := range r.Blocks {
-		b := &r.Blocks[i]
+	for i, b := range r.All() {
 		p := b.Born
 		if p < 0 {
 			switch {
@@ -154,7 +153,7 @@ func decide(r *Result, st *structure) {
 				set(b, Temporary, phase, ruleAfterTemp)
 			case p < st.fwd[it]:
 				set(b, Input, phase, ruleInput)
-			case cublasWorkspace(r.Blocks, i):
+			case cublasWorkspace(r, i):
 				set(b, Workspace, phase, ruleCublas)
 			default:
 				set(b, Activation, phase, ruleAfterKept)
@@ -178,7 +177,7 @@ func decide(r *Result, st *structure) {
 			} else {
 				set(b, Input, phase, ruleInput)
 			}
-		case p >= st.bwd[it] && st.kept(b) && cublasWorkspace(r.Blocks, i):
+		case p >= st.bwd[it] && st.kept(b) && cublasWorkspace(r, i):
 			set(b, Workspace, phase, ruleCublas)
 		case p >= st.bwd[it]:
 			if it == 0 && st.kept(b) {
@@ -189,7 +188,7 @@ func decide(r *Result, st *structure) {
 			}
 		default: // born in forward, kept past the step
 			switch {
-			case st.kept(b) && cublasWorkspace(r.Blocks, i):
+			case st.kept(b) && cublasWorkspace(r, i):
 				set(b, Workspace, phase, ruleCublas)
 			case it == 0 && st.kept(b):
 				set(b, Workspace, phase, ruleWorkspace)
@@ -331,12 +330,12 @@ func oneOff(keptFwd map[int][]*Block, params uint64) {
 // on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8) or 8 MiB + 128 KiB before
 // (:4096:2:16:8), then at once cuBLASLt's 1 MiB, both kept. Only the
 // pair counts: a result of 32 MiB alone is no workspace.
-func cublasWorkspace(blocks []Block, i int) bool {
+func cublasWorkspace(r *Result, i int) bool {
 	big := func(size uint64) bool { return size == 32<<20 || size == 4096<<10*2+16<<10*8 }
 	pair := func(w, lt *Block) bool {
 		return big(w.Size) && lt.Size == 1<<20 && lt.Born == w.Born+1 && w.Freed == lt.Freed
 	}
-	return i+1 < len(blocks) && pair(&blocks[i], &blocks[i+1]) || i > 0 && pair(&blocks[i-1], &blocks[i])
+	return i+1 < r.NumBlocks() && pair(r.Block(i), r.Block(i+1)) || i > 0 && pair(r.Block(i-1), r.Block(i))
 }
 
 // method says how the categories were decided.
