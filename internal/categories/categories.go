@@ -117,7 +117,6 @@ type Result struct {
 	// Builder grew (a big trace's are not copied into one slice)
 	head   []Block
 	born   chunked[Block]
-	times  []int64        // the time of each position
 	before map[uint64]int // address → index of the block live there before the trace (Lookup)
 }
 
@@ -205,9 +204,9 @@ type Builder struct {
 
 // chunked is an append-only list of a Builder: past its first chunkLen
 // elements it grows a chunk at a time, so that a big trace's millions of
-// blocks are copied once, into the Result, not again at every growth of
-// one slice (by 1.25x past a few hundred elements: each time a copy and
-// fresh pages); a small trace's list stays one small slice.
+// blocks are never copied, as one slice's are at each growth (by 1.25x
+// past a few hundred elements: each time a copy and fresh pages); the
+// Result keeps the chunks. A small trace's list stays one small slice.
 type chunked[T any] struct {
 	chunks [][]T
 	n      int
@@ -227,17 +226,6 @@ func (c *chunked[T]) add(v T) {
 
 // at is element i (i < n).
 func (c *chunked[T]) at(i int) *T { return &c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
-
-// moveTo appends the list to dst and empties it, giving each chunk back
-// as soon as it is copied.
-func (c *chunked[T]) moveTo(dst []T) []T {
-	for k, ch := range c.chunks {
-		dst = append(dst, ch...)
-		c.chunks[k] = nil
-	}
-	c.chunks, c.n = nil, 0
-	return dst
-}
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder { return &Builder{open: map[uint64]int{}, bestAt: -1} }
@@ -309,14 +297,13 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	}
 	r.head = append(b.pre, alive...)
 	r.born, b.blocks = b.blocks, chunked[Block]{}
-	times := b.times.moveTo(make([]int64, 0, n))
 	for _, blk := range r.All() {
 		if blk.Freed == -2 {
 			blk.Freed = n
 		}
 	}
-	r.times = times
-	classify(r, snap, times)
+	classify(r, snap, &b.times)
+	b.times = chunked[int64]{}
 	if streamed {
 		r.setPeak(b.bestAt, base+b.best)
 	} else {
