@@ -175,6 +175,28 @@ func (r *Result) ByEvent(e int32) *Block {
 	return nil
 }
 
+// InOrder returns ByEvent for callers that ask for events in increasing
+// order, as a plan's allocations come: it steps through the blocks
+// instead of searching them each time (it searches when asked out of
+// order).
+func (r *Result) InOrder() func(e int32) *Block {
+	next := 0
+	return func(e int32) *Block {
+		n := r.NumBlocks()
+		if next > 0 && r.Block(next-1).Event >= e {
+			return r.ByEvent(e)
+		}
+		for next < n && r.Block(next).Event < e {
+			next++
+		}
+		if next < n && r.Block(next).Event == e {
+			next++
+			return r.Block(next - 1)
+		}
+		return nil
+	}
+}
+
 // Classify classifies the allocations of snap's trace of device.
 func Classify(snap *trace.Snapshot, device int) *Result {
 	b := NewBuilder()

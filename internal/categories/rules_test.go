@@ -339,3 +339,24 @@ func TestPeakAsRead(t *testing.T) {
 		t.Error("no trace had its peak followed as it was read")
 	}
 }
+
+// InOrder finds what ByEvent finds, asked in order or not.
+func TestInOrder(t *testing.T) {
+	snap, err := trace.Open("testdata/profiler/gpt.pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Classify(snap, 0)
+	var last int32
+	for _, b := range r.All() {
+		last = max(last, b.Event)
+	}
+	for _, events := range [][]int32{{-1, 0, 1, 2, 3, 5, 8, 13, last, last + 1}, {7, 3, 3, 9, 0, last}} {
+		in := r.InOrder()
+		for _, e := range events {
+			if got, want := in(e), r.ByEvent(e); got != want {
+				t.Errorf("event %d of %v: %p, ByEvent %p", e, events, got, want)
+			}
+		}
+	}
+}

@@ -174,6 +174,7 @@ func timelineCategories(points []figures.Point, at []int, plan *replay.Plan, cls
 		}
 	}
 	j := 0
+	byEvent := cls.InOrder()
 	_ = plan.Each(func(base int, ops []alloc.Op, event, _ []int32) error {
 		for k := range ops {
 			op, i := &ops[k], base+k
@@ -182,7 +183,7 @@ func timelineCategories(points []figures.Point, at []int, plan *replay.Plan, cls
 				if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
 					var blk *categories.Block
 					if event != nil {
-						blk = cls.ByEvent(event[k])
+						blk = byEvent(event[k])
 					}
 					add(op.ID, blk, op.Size)
 				}
