@@ -5,7 +5,8 @@
 #
 # The profile merges what users run most: the whole sweep of gpt2_varlen
 # (decode, plan, the grid's replays, the offline planner) and the decoding
-# of a 1,000,000-event snapshot, read whole and streamed. With it the sweep
+# of a 1,000,000-event snapshot, read whole and streamed, and the whole
+# `gpumem replay -o json` of that snapshot (BenchmarkReplayBigTrace). With it the sweep
 # takes about 6-10 % less wall time than without (side by side, 31 runs,
 # 2-core machine); rerun this script when those paths change much, and
 # check the gain with `python3`-timed runs of both binaries (see README).
@@ -23,5 +24,7 @@ go test -run '^$' -bench '^BenchmarkSweepGPT2$' -benchtime 60x -cpuprofile "$tmp
 GPUMEM_BIG_TRACE=$big go test -run '^$' -bench '^Benchmark(Read|Stream)Pickle$' -benchtime 8x \
   -cpuprofile "$tmp/decode.prof" -o "$tmp/pickle.test" ./pkg/trace/pickle >/dev/null
 go test -run '^$' -bench '^BenchmarkOfflinePeak$/fast' -benchtime 30x -cpuprofile "$tmp/offline.prof" -o "$tmp/replay.test" ./pkg/replay >/dev/null
-go tool pprof -proto "$tmp/sweep.prof" "$tmp/decode.prof" "$tmp/offline.prof" >cmd/gpumem/default.pgo
+GPUMEM_BIG_TRACE=$big go test -run '^$' -bench '^BenchmarkReplayBigTrace$' -benchtime 4x \
+  -cpuprofile "$tmp/replay.prof" -o "$tmp/pipeline.test" ./internal/pipeline >/dev/null
+go tool pprof -proto "$tmp/sweep.prof" "$tmp/decode.prof" "$tmp/offline.prof" "$tmp/replay.prof" >cmd/gpumem/default.pgo
 echo "wrote cmd/gpumem/default.pgo ($(wc -c <cmd/gpumem/default.pgo) bytes)" >&2

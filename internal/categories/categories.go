@@ -1,6 +1,7 @@
 package categories
 
 import (
+	"iter"
 	"sort"
 
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -83,7 +84,7 @@ type Block struct {
 	Stack    int32 // its alloc's stack, -1 if none
 	Category Category
 	Phase    Phase
-	Rule     string // the rule that decided it (docs/categories.md)
+	Rule     Rule // the rule that decided it (docs/categories.md)
 }
 
 // KeptPastStep reports whether b is an activation kept past the step
@@ -96,8 +97,7 @@ func (b *Block) KeptPastStep() bool {
 // Result is the classification of one device's trace.
 type Result struct {
 	Device    int
-	Blocks    []Block // in the order they were born (blocks live before the trace first)
-	Positions int     // alloc and free_requested events
+	Positions int // alloc and free_requested events
 
 	// Peak is the first position after which allocated memory was
 	// highest (-1: before the first event), PeakBytes that memory;
@@ -112,15 +112,51 @@ type Result struct {
 	// "lifetimes and annotations" or "lifetimes, annotations and stacks".
 	Method string
 
-	times  []int64        // the time of each position
+	// the blocks in the order they were born: those live before the
+	// trace (head), then the trace's own (born), kept in the chunks the
+	// Builder grew (a big trace's are not copied into one slice)
+	head   []Block
+	born   chunked[Block]
 	before map[uint64]int // address → index of the block live there before the trace (Lookup)
+}
+
+// NumBlocks is the number of blocks, the allocations of the trace and
+// those live before it.
+func (r *Result) NumBlocks() int { return len(r.head) + r.born.n }
+
+// Block is block i (i < NumBlocks), in the order they were born (blocks
+// live before the trace first).
+func (r *Result) Block(i int) *Block {
+	if i < len(r.head) {
+		return &r.head[i]
+	}
+	return r.born.at(i - len(r.head))
+}
+
+// All yields each block with its index, in the order they were born.
+func (r *Result) All() iter.Seq2[int, *Block] {
+	return func(yield func(int, *Block) bool) {
+		for i := range r.head {
+			if !yield(i, &r.head[i]) {
+				return
+			}
+		}
+		i := len(r.head)
+		for _, ch := range r.born.chunks {
+			for k := range ch {
+				if !yield(i, &ch[k]) {
+					return
+				}
+				i++
+			}
+		}
+	}
 }
 
 // Live returns the blocks live after position p.
 func (r *Result) Live(p int) []*Block {
 	var out []*Block
-	for i := range r.Blocks {
-		b := &r.Blocks[i]
+	for _, b := range r.All() {
 		if b.Born <= p && b.Freed > p {
 			out = append(out, b)
 		}
@@ -131,11 +167,34 @@ func (r *Result) Live(p int) []*Block {
 // ByEvent returns the block whose alloc is event e (replay.Plan's
 // Event numbering), or nil.
 func (r *Result) ByEvent(e int32) *Block {
-	i := sort.Search(len(r.Blocks), func(i int) bool { return r.Blocks[i].Event >= e })
-	if i < len(r.Blocks) && r.Blocks[i].Event == e {
-		return &r.Blocks[i]
+	n := r.NumBlocks()
+	i := sort.Search(n, func(i int) bool { return r.Block(i).Event >= e })
+	if i < n && r.Block(i).Event == e {
+		return r.Block(i)
 	}
 	return nil
+}
+
+// InOrder returns ByEvent for callers that ask for events in increasing
+// order, as a plan's allocations come: it steps through the blocks
+// instead of searching them each time (it searches when asked out of
+// order).
+func (r *Result) InOrder() func(e int32) *Block {
+	next := 0
+	return func(e int32) *Block {
+		n := r.NumBlocks()
+		if next > 0 && r.Block(next-1).Event >= e {
+			return r.ByEvent(e)
+		}
+		for next < n && r.Block(next).Event < e {
+			next++
+		}
+		if next < n && r.Block(next).Event == e {
+			next++
+			return r.Block(next - 1)
+		}
+		return nil
+	}
 }
 
 // Classify classifies the allocations of snap's trace of device.
@@ -151,35 +210,74 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 
 // Builder gathers one device's events as they are read.
 type Builder struct {
-	blocks []Block
+	blocks chunked[Block]
 	open   map[uint64]int // address → index into blocks of the live block there
-	times  []int64        // time of each position
+	times  chunked[int64] // time of each position
 	stacks bool
 	events int32   // alloc and free_completed events so far
 	pre    []Block // blocks freed before the trace saw them allocated
+	// the allocated memory of the blocks the trace saw born, after each
+	// position: now, its highest and the first position it was reached
+	// (-1: none above 0), which is the peak when no block came before the
+	// trace but those live at its end (Result.peak)
+	cur, best int64
+	bestAt    int
 }
 
+// chunked is an append-only list of a Builder: past its first chunkLen
+// elements it grows a chunk at a time, so that a big trace's millions of
+// blocks are never copied, as one slice's are at each growth (by 1.25x
+// past a few hundred elements: each time a copy and fresh pages); the
+// Result keeps the chunks. A small trace's list stays one small slice.
+type chunked[T any] struct {
+	chunks [][]T
+	n      int
+}
+
+const chunkBits = 16 // chunkLen = 1 << chunkBits elements
+
+func (c *chunked[T]) add(v T) {
+	k := len(c.chunks) - 1
+	if k < 0 || len(c.chunks[k]) == 1<<chunkBits {
+		c.chunks = append(c.chunks, make([]T, 0, min(1<<chunkBits, max(c.n, 64))))
+		k++
+	}
+	c.chunks[k] = append(c.chunks[k], v)
+	c.n++
+}
+
+// at is element i (i < n).
+func (c *chunked[T]) at(i int) *T { return &c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+
 // NewBuilder returns an empty Builder.
-func NewBuilder() *Builder { return &Builder{open: map[uint64]int{}} }
+func NewBuilder() *Builder { return &Builder{open: map[uint64]int{}, bestAt: -1} }
 
 // Add takes the device's next event.
 func (b *Builder) Add(e *trace.Event) {
 	switch e.Action {
 	case trace.ActionAlloc:
-		pos := len(b.times)
-		b.times = append(b.times, e.TimeUS)
+		pos := b.times.n
+		b.times.add(e.TimeUS)
 		if i, ok := b.open[e.Addr]; ok { // a second alloc at a live address: the first ended
-			b.blocks[i].Freed = pos
+			old := b.blocks.at(i)
+			old.Freed = pos
+			b.cur -= int64(old.Size)
 		}
-		b.open[e.Addr] = len(b.blocks)
-		b.blocks = append(b.blocks, Block{Addr: e.Addr, Size: rounded(e.Size), Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
+		b.open[e.Addr] = b.blocks.n
+		size := rounded(e.Size)
+		b.blocks.add(Block{Addr: e.Addr, Size: size, Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
+		if b.cur += int64(size); b.cur > b.best {
+			b.best, b.bestAt = b.cur, pos
+		}
 		b.stacks = b.stacks || e.Stack >= 0
 		b.events++
 	case trace.ActionFreeRequested:
-		pos := len(b.times)
-		b.times = append(b.times, e.TimeUS)
+		pos := b.times.n
+		b.times.add(e.TimeUS)
 		if i, ok := b.open[e.Addr]; ok {
-			b.blocks[i].Freed = pos
+			blk := b.blocks.at(i)
+			blk.Freed = pos
+			b.cur -= int64(blk.Size)
 			delete(b.open, e.Addr)
 		} else {
 			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: pos, Event: -1, Stack: -1})
@@ -190,9 +288,11 @@ func (b *Builder) Add(e *trace.Event) {
 }
 
 // Result classifies what the builder was given; snap gives the
-// annotations, stacks and final segments (its traces are not read).
+// annotations, stacks and final segments (its traces are not read). The
+// builder's blocks and times move into the result: it takes no more
+// events after it.
 func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
-	n := len(b.times)
+	n := b.times.n
 	r := &Result{Device: device, Positions: n, Stacks: b.stacks && len(snap.Stacks) > 0}
 	// blocks live at the end that the trace never saw allocated
 	var alive []Block
@@ -210,16 +310,27 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			}
 		}
 	}
-	r.Blocks = make([]Block, 0, len(b.pre)+len(alive)+len(b.blocks))
-	r.Blocks = append(append(append(r.Blocks, b.pre...), alive...), b.blocks...)
-	for i := range r.Blocks {
-		if r.Blocks[i].Freed == -2 {
-			r.Blocks[i].Freed = n
+	// with no block freed before the trace saw it, the peak is the
+	// builder's, over the blocks live at the end
+	streamed := len(b.pre) == 0
+	var base int64
+	for _, blk := range alive {
+		base += int64(blk.Size)
+	}
+	r.head = append(b.pre, alive...)
+	r.born, b.blocks = b.blocks, chunked[Block]{}
+	for _, blk := range r.All() {
+		if blk.Freed == -2 {
+			blk.Freed = n
 		}
 	}
-	r.times = b.times
-	classify(r, snap, b.times)
-	r.peak()
+	classify(r, snap, &b.times)
+	b.times = chunked[int64]{}
+	if streamed {
+		r.setPeak(b.bestAt, base+b.best)
+	} else {
+		r.peak()
+	}
 	return r
 }
 
@@ -227,7 +338,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 func (r *Result) peak() {
 	delta := make([]int64, r.Positions+1)
 	var cur int64
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if b.Born < 0 {
 			cur += int64(b.Size)
 		} else {
@@ -244,6 +355,12 @@ func (r *Result) peak() {
 			best, at = cur, p
 		}
 	}
+	r.setPeak(at, best)
+}
+
+// setPeak sets the peak, after position at (-1: before the first event),
+// of best bytes, and what each category held then.
+func (r *Result) setPeak(at int, best int64) {
 	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
 	for _, b := range r.Live(at) {
 		r.AtPeak[b.Category] += b.Size
@@ -271,15 +388,12 @@ func (r *Result) Lookup(e int32, addr uint64) *Block {
 	}
 	if r.before == nil {
 		r.before = map[uint64]int{}
-		for i := range r.Blocks {
-			if r.Blocks[i].Born >= 0 {
-				break // Blocks are in birth order
-			}
-			r.before[r.Blocks[i].Addr] = i
+		for i := range r.head { // the blocks live before the trace
+			r.before[r.head[i].Addr] = i
 		}
 	}
 	if i, ok := r.before[addr]; ok {
-		return &r.Blocks[i]
+		return &r.head[i]
 	}
 	return nil
 }

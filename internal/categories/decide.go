@@ -1,33 +1,73 @@
 package categories
 
-// The rules, by name; docs/categories.md gives each one's evidence and
-// known failure cases.
+// Rule names the rule that decided a block's category; docs/categories.md
+// gives each one's evidence and known failure cases. A block keeps the
+// rule's number, not its text: a big trace has millions of blocks.
+type Rule uint8
+
+// The rules; ruleNone is a block no rule has decided yet.
 const (
-	ruleStepTemp      = "born and freed in optimizer.step"
-	ruleStepKept      = "born in optimizer.step, kept past it"
-	ruleZeroFreed     = "freed by zero_grad"
-	ruleZeroTemp      = "born in zero_grad"
-	ruleSaved         = "born in forward, freed in backward"
-	rulePhaseTemp     = "born and freed in one phase"
-	ruleStepFreed     = "freed in optimizer.step"
-	ruleSetupParam    = "made before the first forward, kept to the end, a parameter's size"
-	ruleSetupBuffer   = "made before the first forward, kept to the end, no parameter's size"
-	ruleSetupNoGrad   = "made before the first forward, kept to the end (no gradients to tell)"
-	ruleKeptGrad      = "born in the first backward, kept to the end, a gradient's size"
-	ruleWorkspace     = "born in the first forward or backward, kept to the end"
-	ruleInput         = "made before its iteration's forward, kept past its step"
-	ruleOutlives      = "born in forward, kept past the next step, in several iterations"
-	ruleHeld          = "born in forward, held into the next iteration"
-	ruleMadeOnce      = "born in one forward after the first step and kept, not again"
-	ruleBuckets       = "born in one forward after the first step and kept, not again, the parameters' size"
-	ruleBackwardKept  = "born in backward, kept past its step, freed later but not by zero_grad"
-	ruleBeforeTrace   = "live before the trace began"
-	ruleNoStructure   = "no optimizer step in the trace"
-	ruleAfterTemp     = "born and freed after the last step"
-	ruleAfterKept     = "born in forward after the last step, kept to the end"
-	ruleNoStructPersi = "made before anything was freed, kept to the end (no optimizer step)"
-	ruleCublas        = "kept to the end, cuBLAS's workspace size"
+	ruleNone Rule = iota
+	ruleStepTemp
+	ruleStepKept
+	ruleZeroFreed
+	ruleZeroTemp
+	ruleSaved
+	rulePhaseTemp
+	ruleStepFreed
+	ruleSetupParam
+	ruleSetupBuffer
+	ruleSetupNoGrad
+	ruleKeptGrad
+	ruleWorkspace
+	ruleInput
+	ruleOutlives
+	ruleHeld
+	ruleMadeOnce
+	ruleBuckets
+	ruleBackwardKept
+	ruleBeforeTrace
+	ruleNoStructure
+	ruleAfterTemp
+	ruleAfterKept
+	ruleNoStructPersi
+	ruleCublas
 )
+
+var ruleNames = [...]string{ruleNone: "",
+	ruleStepTemp:      "born and freed in optimizer.step",
+	ruleStepKept:      "born in optimizer.step, kept past it",
+	ruleZeroFreed:     "freed by zero_grad",
+	ruleZeroTemp:      "born in zero_grad",
+	ruleSaved:         "born in forward, freed in backward",
+	rulePhaseTemp:     "born and freed in one phase",
+	ruleStepFreed:     "freed in optimizer.step",
+	ruleSetupParam:    "made before the first forward, kept to the end, a parameter's size",
+	ruleSetupBuffer:   "made before the first forward, kept to the end, no parameter's size",
+	ruleSetupNoGrad:   "made before the first forward, kept to the end (no gradients to tell)",
+	ruleKeptGrad:      "born in the first backward, kept to the end, a gradient's size",
+	ruleWorkspace:     "born in the first forward or backward, kept to the end",
+	ruleInput:         "made before its iteration's forward, kept past its step",
+	ruleOutlives:      "born in forward, kept past the next step, in several iterations",
+	ruleHeld:          "born in forward, held into the next iteration",
+	ruleMadeOnce:      "born in one forward after the first step and kept, not again",
+	ruleBuckets:       "born in one forward after the first step and kept, not again, the parameters' size",
+	ruleBackwardKept:  "born in backward, kept past its step, freed later but not by zero_grad",
+	ruleBeforeTrace:   "live before the trace began",
+	ruleNoStructure:   "no optimizer step in the trace",
+	ruleAfterTemp:     "born and freed after the last step",
+	ruleAfterKept:     "born in forward after the last step, kept to the end",
+	ruleNoStructPersi: "made before anything was freed, kept to the end (no optimizer step)",
+	ruleCublas:        "kept to the end, cuBLAS's workspace size",
+}
+
+// String is the rule's text, such as "born and freed in one phase".
+func (r Rule) String() string {
+	if int(r) < len(ruleNames) {
+		return ruleNames[r]
+	}
+	return ""
+}
 
 // decide applies the rules to every block.
 func decide(r *Result, st *structure) {
@@ -42,18 +82,17 @@ func decide(r *Result, st *structure) {
 			grads[size]++
 		}
 	}
-	set := func(b *Block, c Category, p Phase, rule string) { b.Category, b.Phase, b.Rule = c, p, rule }
+	set := func(b *Block, c Category, p Phase, rule Rule) { b.Category, b.Phase, b.Rule = c, p, rule }
 	var setup []*Block // made before the first forward and kept: parameters or buffers
 	var keptBwd []*Block
 	keptFwd := map[int][]*Block{} // iteration → blocks born in its forward and kept past the next step
 	firstFree := st.n
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if b.Freed < st.n {
 			firstFree = min(firstFree, b.Freed)
 		}
 	}
-	for i := range r.Blocks {
-		b := &r.Blocks[i]
+	for i, b := range r.All() {
 		p := b.Born
 		if p < 0 {
 			switch {
@@ -114,7 +153,7 @@ func decide(r *Result, st *structure) {
 				set(b, Temporary, phase, ruleAfterTemp)
 			case p < st.fwd[it]:
 				set(b, Input, phase, ruleInput)
-			case cublasWorkspace(r.Blocks, i):
+			case cublasWorkspace(r, i):
 				set(b, Workspace, phase, ruleCublas)
 			default:
 				set(b, Activation, phase, ruleAfterKept)
@@ -138,7 +177,7 @@ func decide(r *Result, st *structure) {
 			} else {
 				set(b, Input, phase, ruleInput)
 			}
-		case p >= st.bwd[it] && st.kept(b) && cublasWorkspace(r.Blocks, i):
+		case p >= st.bwd[it] && st.kept(b) && cublasWorkspace(r, i):
 			set(b, Workspace, phase, ruleCublas)
 		case p >= st.bwd[it]:
 			if it == 0 && st.kept(b) {
@@ -149,7 +188,7 @@ func decide(r *Result, st *structure) {
 			}
 		default: // born in forward, kept past the step
 			switch {
-			case st.kept(b) && cublasWorkspace(r.Blocks, i):
+			case st.kept(b) && cublasWorkspace(r, i):
 				set(b, Workspace, phase, ruleCublas)
 			case it == 0 && st.kept(b):
 				set(b, Workspace, phase, ruleWorkspace)
@@ -291,12 +330,12 @@ func oneOff(keptFwd map[int][]*Block, params uint64) {
 // on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8) or 8 MiB + 128 KiB before
 // (:4096:2:16:8), then at once cuBLASLt's 1 MiB, both kept. Only the
 // pair counts: a result of 32 MiB alone is no workspace.
-func cublasWorkspace(blocks []Block, i int) bool {
+func cublasWorkspace(r *Result, i int) bool {
 	big := func(size uint64) bool { return size == 32<<20 || size == 4096<<10*2+16<<10*8 }
 	pair := func(w, lt *Block) bool {
 		return big(w.Size) && lt.Size == 1<<20 && lt.Born == w.Born+1 && w.Freed == lt.Freed
 	}
-	return i+1 < len(blocks) && pair(&blocks[i], &blocks[i+1]) || i > 0 && pair(&blocks[i-1], &blocks[i])
+	return i+1 < r.NumBlocks() && pair(r.Block(i), r.Block(i+1)) || i > 0 && pair(r.Block(i-1), r.Block(i))
 }
 
 // method says how the categories were decided.

@@ -26,7 +26,7 @@ func FuzzClassify(f *testing.F) {
 		if sum != r.PeakBytes {
 			t.Fatalf("categories sum to %d, peak %d", sum, r.PeakBytes)
 		}
-		for _, b := range r.Blocks {
+		for _, b := range r.All() {
 			if b.Category >= NumCategories {
 				t.Fatalf("block %+v has no category", b)
 			}

@@ -25,9 +25,9 @@ type structure struct {
 
 // ranges returns the [START, END] ranges of the annotations of device
 // whose name starts with prefix, as positions.
-func ranges(snap *trace.Snapshot, device int, times []int64, prefix string) []span {
+func ranges(snap *trace.Snapshot, device int, times *chunked[int64], prefix string) []span {
 	pos := func(t int64, after bool) int {
-		return sort.Search(len(times), func(i int) bool { return times[i] > t || !after && times[i] == t })
+		return sort.Search(times.n, func(i int) bool { ti := *times.at(i); return ti > t || !after && ti == t })
 	}
 	var out []span
 	open := -1
@@ -83,7 +83,7 @@ func (st *structure) iteration(p int) int {
 }
 
 // classify puts every block of r into a category.
-func classify(r *Result, snap *trace.Snapshot, times []int64) {
+func classify(r *Result, snap *trace.Snapshot, times *chunked[int64]) {
 	st := &structure{n: r.Positions}
 	st.steps = ranges(snap, r.Device, times, "Optimizer.step")
 	st.zero = ranges(snap, r.Device, times, "Optimizer.zero_grad")
@@ -102,7 +102,7 @@ func engineAllocs(r *Result, snap *trace.Snapshot) []int {
 		return nil
 	}
 	out := []int{}
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if b.Born >= 0 && !hasPythonFrame(snap, b.Stack) {
 			out = append(out, b.Born)
 		}
@@ -147,7 +147,7 @@ func (st *structure) phases(r *Result, engine []int) {
 	// born in backward
 	grad := make([]int, k+1)
 	copy(grad, st.end)
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if b.Born < 0 || inAny(st.steps, b.Born) >= 0 || inAny(st.zero, b.Born) >= 0 {
 			continue
 		}
@@ -164,15 +164,15 @@ func (st *structure) phases(r *Result, engine []int) {
 	// parameter's size (paramSizes): the last parameter made
 	sizes := st.paramSizes(r)
 	last := -1 // each size stands for one parameter, made in order
-	for _, b := range r.Blocks {
-		if b.Born >= 0 && b.Born < grad[0] && st.kept(&b) && sizes[b.Size] > 0 {
+	for _, b := range r.All() {
+		if b.Born >= 0 && b.Born < grad[0] && st.kept(b) && sizes[b.Size] > 0 {
 			sizes[b.Size]--
 			last = max(last, b.Born)
 		}
 	}
 	if last >= 0 {
 		st.fwd[0] = st.end[0]
-		for _, b := range r.Blocks {
+		for _, b := range r.All() {
 			if b.Born > last && b.Born < st.end[0] && b.Freed < st.end[0] && inAny(st.zero, b.Born) < 0 {
 				st.fwd[0] = min(st.fwd[0], b.Born)
 			}
@@ -201,10 +201,11 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 	// the loss: the last such block freed before the end; else the last
 	// one (gradients kept by zero_grad(set_to_none=False) are kept too)
 	// the blocks born in [lo, end): Blocks are in birth order
-	from := sort.Search(len(r.Blocks), func(j int) bool { return r.Blocks[j].Born >= lo })
+	n := r.NumBlocks()
+	from := sort.Search(n, func(j int) bool { return r.Block(j).Born >= lo })
 	born := func(yield func(*Block) bool) {
-		for j := from; j < len(r.Blocks) && r.Blocks[j].Born < end; j++ {
-			if !yield(&r.Blocks[j]) {
+		for j := from; j < n && r.Block(j).Born < end; j++ {
+			if !yield(r.Block(j)) {
 				return
 			}
 		}
@@ -258,7 +259,7 @@ func (st *structure) paramSizes(r *Result) map[uint64]int {
 	if len(st.steps) == 0 {
 		return grads
 	}
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		switch {
 		case b.Born < 0:
 		case b.Born < st.end[0] && inAny(st.zero, b.Born) < 0 && inAny(st.zero, b.Freed) >= 0:

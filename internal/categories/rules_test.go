@@ -1,7 +1,9 @@
 package categories
 
 import (
+	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -100,7 +102,7 @@ func training(steps int, setToNone bool) (*trace.Snapshot, map[uint64]Category) 
 
 func check(t *testing.T, r *Result, want map[uint64]Category) {
 	t.Helper()
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if w, ok := want[b.Addr]; ok && b.Category != w {
 			t.Errorf("block at %#x of %d B born at %d: %s (%s), want %s", b.Addr, b.Size, b.Born, b.Category, b.Rule, w)
 		}
@@ -256,7 +258,7 @@ func TestDDPBuckets(t *testing.T) {
 	if p == 0 || g < p-p/10 || g > p+p/10 || o != 2*p {
 		t.Errorf("parameters %d, gradients %d, optimizer state %d", p, g, o)
 	}
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if b.KeptPastStep() {
 			t.Fatalf("a leak: %+v", b)
 		}
@@ -273,7 +275,7 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 	}
 	r := Classify(snap, 0)
 	pairs := 0
-	for _, b := range r.Blocks {
+	for _, b := range r.All() {
 		if b.KeptPastStep() {
 			t.Errorf("a leak: %+v", b)
 		}
@@ -283,5 +285,78 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 	}
 	if pairs < 2 || r.AtPeak[Workspace] < 64<<20 {
 		t.Errorf("%d cuBLAS pairs, %d bytes of workspace at the peak", pairs, r.AtPeak[Workspace])
+	}
+}
+
+// A big trace has millions of blocks, each kept until the trace is read:
+// a block holds its rule's number, not its text, and its fields pack into
+// 48 bytes. The rule still prints as its text.
+func TestBlockSize(t *testing.T) {
+	if n := unsafe.Sizeof(Block{}); n > 48 {
+		t.Errorf("a Block takes %d bytes, want at most 48", n)
+	}
+	b := Block{Category: Activation, Rule: ruleOutlives}
+	if got := fmt.Sprintf("%s", b.Rule); got != "born in forward, kept past the next step, in several iterations" || !b.KeptPastStep() {
+		t.Errorf("rule prints as %q, kept past step %v", got, b.KeptPastStep())
+	}
+	for r := ruleNone + 1; int(r) < len(ruleNames); r++ {
+		if r.String() == "" {
+			t.Errorf("rule %d has no text", r)
+		}
+	}
+}
+
+// The peak a Builder follows as it reads (no block freed before the
+// trace saw it) is the one the blocks' lifetimes give when summed after
+// the fact: same position, bytes and categories.
+func TestPeakAsRead(t *testing.T) {
+	paths := []string{"testdata/profiler/gpt.pickle.gz", "testdata/profiler/leak.pickle.gz", "testdata/profiler/resnet.pickle.gz"}
+	for _, name := range []string{"gpt2_varlen", "gpt2_varlen_stacks", "oom_survive_resnet", "graph_convnet", "multistream", "seed_frag"} {
+		paths = append(paths, "../../testdata/pytorch/"+name+".pickle")
+	}
+	streamed := 0
+	for _, path := range paths {
+		snap, err := trace.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := NewBuilder()
+		for i := range snap.Traces[0] {
+			b.Add(&snap.Traces[0][i])
+		}
+		if len(b.pre) == 0 {
+			streamed++
+		}
+		r := b.Result(snap, 0)
+		peak, bytes, at := r.Peak, r.PeakBytes, r.AtPeak
+		r.AtPeak = [NumCategories]uint64{}
+		r.peak()
+		if r.Peak != peak || r.PeakBytes != bytes || r.AtPeak != at {
+			t.Errorf("%s: peak after position %d of %d B %v, summed after the fact %d, %d B %v", path, peak, bytes, at, r.Peak, r.PeakBytes, r.AtPeak)
+		}
+	}
+	if streamed == 0 {
+		t.Error("no trace had its peak followed as it was read")
+	}
+}
+
+// InOrder finds what ByEvent finds, asked in order or not.
+func TestInOrder(t *testing.T) {
+	snap, err := trace.Open("testdata/profiler/gpt.pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Classify(snap, 0)
+	var last int32
+	for _, b := range r.All() {
+		last = max(last, b.Event)
+	}
+	for _, events := range [][]int32{{-1, 0, 1, 2, 3, 5, 8, 13, last, last + 1}, {7, 3, 3, 9, 0, last}} {
+		in := r.InOrder()
+		for _, e := range events {
+			if got, want := in(e), r.ByEvent(e); got != want {
+				t.Errorf("event %d of %v: %p, ByEvent %p", e, events, got, want)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -11,55 +12,67 @@ import (
 	"github.com/gpumem/gpumem/pkg/replay"
 )
 
+// errPastPeak stops a pass over a plan's operations at the peak.
+var errPastPeak = errors.New("past the peak")
+
 // sitesPerCategory is how many sites the report names per category.
 const sitesPerCategory = 3
 
 // addCategories sums cls's categories at the peak of allocated memory and
 // puts them in the report. A trace records requests, not the blocks the
-// allocator handed out, so the sizes come from the replay: one stepped
-// replay finds the operation after which allocated memory first peaked,
-// another stopped there lists the blocks then live. Nothing is added when
-// cls is nil or the replay ended in an out-of-memory.
-// A replay package option to stop a packed plan after op n would spare
-// a lean replay the unpacked copy.
+// allocator handed out, so the sizes come from the replay: its timeline
+// names the operation after which allocated memory first peaked (a replay
+// with one timeline point finds it when the report keeps none), and a
+// replay stopped there lists the blocks then live. A streamed plan stays
+// packed: both read it a batch at a time. Nothing is added when cls is
+// nil or the replay ended in an out-of-memory.
 func (r *Run) addCategories(cls *categories.Result) error {
 	if cls == nil || r.res == nil || r.res.OOM != nil || r.plan.Len() == 0 {
 		return nil
 	}
 	r.cls = cls
-	// a streamed plan keeps its operations packed; the replay stopped at
-	// the peak needs them, unpacked in a copy for the time it takes
 	plan := r.plan
-	if plan.Ops == nil {
-		c := *plan
-		c.Materialize()
-		plan = &c
-	}
 	o := r.opts
-	o.Points, o.Check = len(plan.Ops), false
-	full, err := replay.Run(plan, o)
-	if err != nil || full.Timeline == nil || full.Timeline.Stride != 1 {
-		return replayErr("replaying "+r.Report.Source+" for its categories", err)
-	}
-	peak := 0
-	for i, a := range full.Timeline.Allocated {
-		if a > full.Timeline.Allocated[peak] {
-			peak = i
+	o.Check, o.NoDivergence = false, true
+	tl := r.res.Timeline
+	if tl == nil || len(tl.AllocatedOp) != len(tl.Allocated) || len(r.Report.Timeline) != len(tl.Allocated) {
+		o.Points = 1
+		full, err := replay.Run(plan, o)
+		if err != nil || full.Timeline == nil {
+			return replayErr("replaying "+r.Report.Source+" for its categories", err)
 		}
+		tl = full.Timeline
 	}
-	upto := *plan
-	upto.Ops = plan.Ops[:peak+1]
-	o.Points = 0
-	res, err := replay.Run(&upto, o)
+	peak := tl.PeakOp()
+	if peak < 0 {
+		return nil
+	}
+	o.Points, o.Stop = 0, peak+1
+	res, err := replay.Run(plan, o)
 	if err != nil {
 		return replayErr("replaying "+r.Report.Source+" to its peak", err)
 	}
-	opOf := map[uint32]int{} // allocation id → the op that made it
-	for i, op := range upto.Ops {
-		if op.Kind == alloc.OpAlloc {
-			opOf[op.ID] = i
+	// allocation id → the alloc event of the op that made it (ids are
+	// reused once freed: the last one up to the peak is the live one);
+	// -1 for a failed request's, -2 for an id no op made (a seeded block)
+	evOf := []int32{}
+	_ = plan.Each(func(base int, ops []alloc.Op, event, _ []int32) error {
+		for i := range ops {
+			if base+i > peak {
+				return errPastPeak
+			}
+			if op := &ops[i]; op.Kind == alloc.OpAlloc {
+				for int(op.ID) >= len(evOf) {
+					evOf = append(evOf, -2)
+				}
+				evOf[op.ID] = -1
+				if op.Flags&alloc.FlagRecordedOOM == 0 && event != nil {
+					evOf[op.ID] = event[i]
+				}
+			}
 		}
-	}
+		return nil
+	})
 	var at [categories.NumCategories]uint64
 	type key struct {
 		c    categories.Category
@@ -75,9 +88,12 @@ func (r *Run) addCategories(cls *categories.Result) error {
 			}
 			total += b.Size
 			var blk *categories.Block
-			if i, ok := opOf[b.ID]; ok {
-				blk = opBlock(plan, cls, i)
-			} else {
+			switch e := int32(-2); {
+			case int(b.ID) < len(evOf) && evOf[b.ID] != -2:
+				if e = evOf[b.ID]; e >= 0 {
+					blk = cls.ByEvent(e)
+				}
+			default:
 				blk = cls.Lookup(-1, b.Address)
 			}
 			c, name := categories.Unknown, "(no stack)"
@@ -112,46 +128,44 @@ func (r *Run) addCategories(cls *categories.Result) error {
 		share.Sites = share.Sites[:min(len(share.Sites), sitesPerCategory)]
 		fc.Shares = append(fc.Shares, share)
 	}
-	fc.Timeline = timelineCategories(r.Report.Timeline, full.Timeline.Allocated, plan, cls)
+	fc.Timeline = timelineCategories(r.Report.Timeline, tl.AllocatedOp, plan, cls)
 	r.Report.Categories = fc
 	return nil
 }
 
 // timelineCategories is what each category held at each timeline point:
 // after the op of its stretch (up to the next point) where allocated
-// memory (allocated, one value per op) was highest, as the point's own
-// figures are; the requests of the allocations then live, by the
-// category of each (blocks live before the trace by their address).
-func timelineCategories(points []figures.Point, allocated []int64, plan *replay.Plan, cls *categories.Result) [][]uint64 {
-	if len(points) == 0 {
+// memory was highest, as the point's own figures are (at: that op, per
+// point, from the replay's timeline); the requests of the allocations
+// then live, by the category of each (blocks live before the trace by
+// their address).
+func timelineCategories(points []figures.Point, at []int, plan *replay.Plan, cls *categories.Result) [][]uint64 {
+	if len(points) == 0 || len(at) != len(points) {
 		return nil
 	}
-	at := make([]int, len(points)) // the op each point stands for
+	at = slices.Clone(at)
 	for j, p := range points {
-		end := len(allocated)
-		if j+1 < len(points) {
-			end = min(end, points[j+1].Op)
-		}
-		at[j] = p.Op
-		for i := p.Op; i < end; i++ {
-			if allocated[i] > allocated[at[j]] {
-				at[j] = i
-			}
+		if at[j] < 0 { // a stretch no op reached
+			at[j] = p.Op
 		}
 	}
 	out := make([][]uint64, 0, len(points))
 	var sums [categories.NumCategories]int64
 	type live struct {
-		c    categories.Category
 		size uint64
+		c    categories.Category
+		ok   bool
 	}
-	byID := map[uint32]live{}
+	var byID []live // allocation ids are small integers, reused once freed
 	add := func(id uint32, blk *categories.Block, size uint64) {
 		c := categories.Unknown
 		if blk != nil {
 			c = blk.Category
 		}
-		byID[id] = live{c, size}
+		if int(id) >= len(byID) {
+			byID = slices.Grow(byID, int(id)+1-len(byID))[:int(id)+1]
+		}
+		byID[id] = live{size, c, true}
 		sums[c] += int64(size)
 	}
 	for _, s := range plan.Seeds {
@@ -160,26 +174,36 @@ func timelineCategories(points []figures.Point, allocated []int64, plan *replay.
 		}
 	}
 	j := 0
-	for i, op := range plan.Ops {
-		switch op.Kind {
-		case alloc.OpAlloc:
-			if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
-				add(op.ID, opBlock(plan, cls, i), op.Size)
+	byEvent := cls.InOrder()
+	_ = plan.Each(func(base int, ops []alloc.Op, event, _ []int32) error {
+		for k := range ops {
+			op, i := &ops[k], base+k
+			switch op.Kind {
+			case alloc.OpAlloc:
+				if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
+					var blk *categories.Block
+					if event != nil {
+						blk = byEvent(event[k])
+					}
+					add(op.ID, blk, op.Size)
+				}
+			case alloc.OpFree, alloc.OpFreeRequest:
+				if int(op.ID) < len(byID) && byID[op.ID].ok {
+					l := byID[op.ID]
+					sums[l.c] -= int64(l.size)
+					byID[op.ID] = live{}
+				}
 			}
-		case alloc.OpFree, alloc.OpFreeRequest:
-			if l, ok := byID[op.ID]; ok {
-				sums[l.c] -= int64(l.size)
-				delete(byID, op.ID)
+			for ; j < len(points) && at[j] <= i; j++ {
+				p := make([]uint64, len(sums))
+				for c, n := range sums {
+					p[c] = uint64(max(n, 0))
+				}
+				out = append(out, p)
 			}
 		}
-		for ; j < len(points) && at[j] <= i; j++ {
-			p := make([]uint64, len(sums))
-			for c, n := range sums {
-				p[c] = uint64(max(n, 0))
-			}
-			out = append(out, p)
-		}
-	}
+		return nil
+	})
 	return out
 }
 

@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"reflect"
 	"testing"
+
+	"github.com/gpumem/gpumem/internal/figures"
 )
 
 // The explorer colours every allocation by its category and samples what
@@ -45,6 +48,40 @@ func TestExplorerCategories(t *testing.T) {
 	for k, n := range p.Bytes {
 		if n > p.Bytes[4] {
 			t.Errorf("at op %d, %s holds %d, more than the activations' %d", p.Op, ex.Categories[k], n, p.Bytes[4])
+		}
+	}
+}
+
+// The categories at the peak come from the report's own timeline when it
+// has one, and from a replay of their own when it has none: both find the
+// same peak and shares, read whole or streamed, and the peak's total is
+// the replay's allocated bytes at its peak.
+func TestCategoriesPeakWithoutTimeline(t *testing.T) {
+	path := pytorchFixture("gpt2_varlen_stacks.pickle")
+	var ref *figures.Categories
+	for _, keep := range []Keep{KeepPlan, KeepReport} {
+		for _, points := range []int{0, 2000} {
+			r, err := Replay(context.Background(), Source{Trace: path, Keep: keep}, Settings{Points: points})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.Report.Categories
+			if c == nil {
+				t.Fatalf("keep %d, %d points: no categories", keep, points)
+			}
+			if got, want := int64(c.Total), r.Report.Stats.AllocatedBytes[0].Peak; got != want {
+				t.Errorf("keep %d, %d points: %d bytes at the peak op %d, want the allocated peak %d", keep, points, got, c.Op, want)
+			}
+			if points > 0 && len(c.Timeline) != len(r.Report.Timeline) {
+				t.Errorf("keep %d: %d timeline points of categories, want %d", keep, len(c.Timeline), len(r.Report.Timeline))
+			}
+			if ref == nil {
+				ref = c
+				continue
+			}
+			if c.Op != ref.Op || !reflect.DeepEqual(c.Shares, ref.Shares) {
+				t.Errorf("keep %d, %d points: peak op %d, shares %v; want %d, %v", keep, points, c.Op, c.Shares, ref.Op, ref.Shares)
+			}
 		}
 	}
 }

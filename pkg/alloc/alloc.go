@@ -302,13 +302,46 @@ type Result struct {
 type Timeline struct {
 	Stride                      int
 	Allocated, Reserved, Active []int64
+	// AllocatedOp is, per bucket, the first operation (its index in the
+	// whole stream) after which Allocated was reached; -1 for a bucket no
+	// operation reached. The first op after which allocated memory was
+	// highest is the AllocatedOp of the first bucket holding the largest
+	// Allocated (Timeline.PeakOp).
+	AllocatedOp []int
 }
 
 // NewTimeline sizes a timeline for n operations in at most buckets points.
 func NewTimeline(n, buckets int) *Timeline {
 	stride := max((n+buckets-1)/max(buckets, 1), 1)
 	k := (n + stride - 1) / stride
-	return &Timeline{Stride: stride, Allocated: make([]int64, k), Reserved: make([]int64, k), Active: make([]int64, k)}
+	at := make([]int, k)
+	for i := range at {
+		at[i] = -1
+	}
+	return &Timeline{Stride: stride, Allocated: make([]int64, k), Reserved: make([]int64, k), Active: make([]int64, k), AllocatedOp: at}
+}
+
+// PeakOp is the first operation after which allocated memory was at its
+// highest over the timeline, -1 when no operation was sampled.
+func (t *Timeline) PeakOp() int {
+	best := -1
+	for k, op := range t.AllocatedOp {
+		if op >= 0 && (best < 0 || t.Allocated[k] > t.Allocated[best]) {
+			best = k
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	return t.AllocatedOp[best]
+}
+
+// Truncate keeps the first k buckets.
+func (t *Timeline) Truncate(k int) {
+	t.Allocated, t.Reserved, t.Active = t.Allocated[:k], t.Reserved[:k], t.Active[:k]
+	if len(t.AllocatedOp) > k {
+		t.AllocatedOp = t.AllocatedOp[:k]
+	}
 }
 
 // Run applies ops in order, in one crossing into C, and stops at the first
@@ -327,22 +360,34 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 		n := len(tl.Allocated)
 		ctl = (*C.gm_timeline_t)(C.calloc(1, C.sizeof_gm_timeline_t))
 		defer C.free(unsafe.Pointer(ctl))
-		arr := (*C.int64_t)(C.calloc(C.size_t(3*n), 8))
+		withOp := len(tl.AllocatedOp) == n
+		arr := (*C.int64_t)(C.calloc(C.size_t(4*n), 8))
 		defer C.free(unsafe.Pointer(arr))
-		all := unsafe.Slice((*int64)(unsafe.Pointer(arr)), 3*n)
+		all := unsafe.Slice((*int64)(unsafe.Pointer(arr)), 4*n)
 		copy(all[0:n], tl.Allocated)
 		copy(all[n:2*n], tl.Reserved)
-		copy(all[2*n:], tl.Active)
+		copy(all[2*n:3*n], tl.Active)
 		ctl.stride = C.uint64_t(tl.Stride)
 		ctl.base = C.uint64_t(base)
 		ctl.nbuckets = C.uint64_t(n)
 		ctl.allocated = arr
 		ctl.reserved = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 8*n))
 		ctl.active = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 16*n))
+		if withOp {
+			for k, op := range tl.AllocatedOp {
+				all[3*n+k] = int64(op)
+			}
+			ctl.allocated_op = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 24*n))
+		}
 		defer func() {
 			copy(tl.Allocated, all[0:n])
 			copy(tl.Reserved, all[n:2*n])
-			copy(tl.Active, all[2*n:])
+			copy(tl.Active, all[2*n:3*n])
+			if withOp {
+				for k := range tl.AllocatedOp {
+					tl.AllocatedOp[k] = int(all[3*n+k])
+				}
+			}
 		}()
 	}
 	C.gm_devlog_at(a.c, C.uint64_t(base)) // device log events carry stream indexes

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -121,6 +122,38 @@ func TestTimeline(t *testing.T) {
 	if tl.Allocated[0] != 30*mib || tl.Reserved[0] != 30*mib || tl.Active[0] != 30*mib ||
 		tl.Allocated[1] != 512 || tl.Reserved[1] != 30*mib+2*mib {
 		t.Errorf("timeline %+v", tl)
+	}
+	if tl.AllocatedOp[0] != 0 || tl.AllocatedOp[1] != 2 || tl.PeakOp() != 0 {
+		t.Errorf("ops of the allocated maxima %v, peak op %d: want [0 2], 0", tl.AllocatedOp, tl.PeakOp())
+	}
+}
+
+// TestTimelinePeakOp: the first op after which allocated memory was
+// highest, with the ops handed over in batches (base) and a bucket
+// straddling two of them, and a later bucket only equal to the peak.
+func TestTimelinePeakOp(t *testing.T) {
+	a := withConfig(t, "")
+	ops := []Op{
+		{Kind: OpAlloc, ID: 1, Size: mib}, // 0
+		{Kind: OpAlloc, ID: 2, Size: mib}, // 1
+		{Kind: OpFree, ID: 1},             // 2
+		{Kind: OpAlloc, ID: 3, Size: mib}, // 3: 2 MiB again, after the peak op 1
+		{Kind: OpAlloc, ID: 4, Size: mib}, // 4: 3 MiB, the peak
+		{Kind: OpFree, ID: 4},             // 5
+		{Kind: OpAlloc, ID: 5, Size: mib}, // 6: 3 MiB, equal: not the first
+		{Kind: OpFree, ID: 5},             // 7
+	}
+	tl := NewTimeline(len(ops), 3) // stride 3: buckets [0,3) [3,6) [6,8)
+	for _, cut := range [][2]int{{0, 2}, {2, 5}, {5, 8}} {
+		if _, err := a.Run(ops[cut[0]:cut[1]], cut[0], tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []int{1, 4, 6}; !slices.Equal(tl.AllocatedOp, want) || tl.PeakOp() != 4 {
+		t.Errorf("ops of the allocated maxima %v, peak op %d: want %v, 4", tl.AllocatedOp, tl.PeakOp(), want)
+	}
+	if empty := NewTimeline(3, 3); empty.PeakOp() != -1 {
+		t.Errorf("peak op of an empty timeline %d, want -1", empty.PeakOp())
 	}
 }
 

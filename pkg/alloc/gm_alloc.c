@@ -551,7 +551,14 @@ static void sample(gm_alloc_t *a, gm_timeline_t *tl, size_t i) {
   int64_t al = a->st.allocated_bytes[GM_STAT_ALL].current;
   int64_t re = a->st.reserved_bytes[GM_STAT_ALL].current;
   int64_t ac = a->st.active_bytes[GM_STAT_ALL].current;
-  if (al > tl->allocated[k]) tl->allocated[k] = al;
+  if (tl->allocated_op) {
+    if (tl->allocated_op[k] < 0 || al > tl->allocated[k]) {
+      tl->allocated[k] = al;
+      tl->allocated_op[k] = (int64_t)(tl->base + i);
+    }
+  } else if (al > tl->allocated[k]) {
+    tl->allocated[k] = al;
+  }
   if (re > tl->reserved[k]) tl->reserved[k] = re;
   if (ac > tl->active[k]) tl->active[k] = ac;
 }

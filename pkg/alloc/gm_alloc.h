@@ -273,6 +273,10 @@ typedef struct gm_oom {
 typedef struct gm_timeline {
   uint64_t stride, base, nbuckets;
   int64_t *allocated, *reserved, *active;
+  /* allocated_op[k], when not NULL: the first op (counted from 0, as base
+   * is) after which allocated[k] was reached; -1 while bucket k has had
+   * no op */
+  int64_t *allocated_op;
 } gm_timeline_t;
 
 /* gm_set_follows_recording says that the replay runs under its recording's

@@ -193,10 +193,10 @@ func (l *opLog) each(f func(ops []alloc.Op, event, stack []int32) error) error {
 	return nil
 }
 
-// run replays the log on a, Batch operations at a time, as RunBatches
-// does a slice; events maps the op index of each out-of-memory to its
-// Event.
-func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32) (alloc.Result, error) {
+// run replays the log's first limit operations on a, Batch operations at
+// a time, as RunBatches does a slice; events maps the op index of each
+// out-of-memory to its Event.
+func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int) (alloc.Result, error) {
 	var total alloc.Result
 	stop := errStop{}
 	err := l.each(func(ops []alloc.Op, event, _ []int32) error {
@@ -206,6 +206,12 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 			}
 		}
 		base := total.Done
+		if base >= limit {
+			return stop
+		}
+		if len(ops) > limit-base {
+			ops = ops[:limit-base]
+		}
 		res, err := a.Run(ops, base, tl)
 		total.Done += res.Done
 		total.OOM = res.OOM

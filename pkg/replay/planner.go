@@ -208,6 +208,36 @@ func (p *Plan) Len() int {
 	return len(p.Ops)
 }
 
+// Each hands f the plan's operations in order, with their Event and Stack
+// (nil when the plan has none), up to Batch at a time: base is the index
+// of ops[0]. A streamed plan's are unpacked a batch at a time into slices
+// Each reuses, so that a pass over a big plan needs no copy of it. Each
+// stops at f's first error and returns it.
+func (p *Plan) Each(f func(base int, ops []alloc.Op, event, stack []int32) error) error {
+	if p.log != nil {
+		base := 0
+		return p.log.each(func(ops []alloc.Op, event, stack []int32) error {
+			err := f(base, ops, event, stack)
+			base += len(ops)
+			return err
+		})
+	}
+	for base := 0; base < len(p.Ops); base += Batch {
+		end := min(base+Batch, len(p.Ops))
+		var event, stack []int32
+		if len(p.Event) == len(p.Ops) {
+			event = p.Event[base:end]
+		}
+		if len(p.Stack) == len(p.Ops) {
+			stack = p.Stack[base:end]
+		}
+		if err := f(base, p.Ops[base:end], event, stack); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Materialize unpacks a streamed plan's operations into Ops, Event and
 // Stack, for what reads them beyond the replay (the HTML report, the
 // stacks of an out-of-memory).

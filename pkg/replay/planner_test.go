@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"github.com/gpumem/gpumem/pkg/alloc"
+
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -92,5 +94,54 @@ func TestPlannerDeclines(t *testing.T) {
 	}
 	if p, why := streamPlan(full, nil); p != nil || why != "the snapshot has segments" {
 		t.Errorf("no events but segments: plan %v, declined %q", p != nil, why)
+	}
+}
+
+// Options.Stop replays a plan's first operations alone, packed or not,
+// to the state a plan cut there reaches; Each hands over a packed plan's
+// operations as Materialize unpacks them, batch by batch.
+func TestStopAndEach(t *testing.T) {
+	snap := withoutSegments(t, "gpt2_varlen")
+	want := FromSnapshot(snap, 0)
+	packed, why := streamPlan(snap, snap.Traces[0])
+	if packed == nil || packed.log == nil {
+		t.Fatalf("not planned packed: %s", why)
+	}
+	n := len(want.Ops)
+	for _, stop := range []int{1, n / 3, Batch + 7, n - 1} {
+		if stop >= n {
+			continue
+		}
+		cut := *want
+		cut.Ops, cut.Event, cut.Stack = want.Ops[:stop], want.Event[:stop], want.Stack[:stop]
+		o := Options{RecordedCap: true, NoDivergence: true}
+		ref, err := Run(&cut, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Stop = stop
+		for name, p := range map[string]*Plan{"ops": want, "packed": packed} {
+			got, err := Run(p, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Done != stop || !reflect.DeepEqual(got.Stats, ref.Stats) || !reflect.DeepEqual(got.Segments, ref.Segments) {
+				t.Errorf("%s, Stop %d: done %d, stats or segments differ from the plan cut there", name, stop, got.Done)
+			}
+		}
+	}
+	for name, p := range map[string]*Plan{"ops": want, "packed": packed} {
+		var ops []alloc.Op
+		var event, stack []int32
+		err := p.Each(func(base int, o []alloc.Op, e, s []int32) error {
+			if base != len(ops) || len(o) > Batch {
+				t.Errorf("%s: a batch of %d at %d after %d ops", name, len(o), base, len(ops))
+			}
+			ops, event, stack = append(ops, o...), append(event, e...), append(stack, s...)
+			return nil
+		})
+		if err != nil || !reflect.DeepEqual(ops, want.Ops) || !reflect.DeepEqual(event, want.Event) || !reflect.DeepEqual(stack, want.Stack) {
+			t.Errorf("%s: Each handed over other ops than the plan's (%d of %d): %v", name, len(ops), len(want.Ops), err)
+		}
 	}
 }

@@ -30,6 +30,11 @@ type Options struct {
 	// recording's (Result.Divergence stays nil): a caller that reads only
 	// the statistics saves the device log.
 	NoDivergence bool
+	// Stop, when above 0, replays only the plan's first Stop operations,
+	// and compares nothing with the recording (as NoDivergence): the
+	// state after an operation of interest, such as the peak, without
+	// unpacking a streamed plan.
+	Stop int
 }
 
 // Result is what a replay ended with.
@@ -140,7 +145,13 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 			return nil, err
 		}
 	}
-	compare := !o.NoDivergence && p.comparable()
+	if o.Stop > 0 && o.Stop < len(ops) {
+		ops = ops[:o.Stop]
+		if len(event) > o.Stop {
+			event = event[:o.Stop]
+		}
+	}
+	compare := !o.NoDivergence && o.Stop == 0 && p.comparable()
 	if compare {
 		if err := a.LogDevice(); err != nil {
 			return nil, err
@@ -149,6 +160,9 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 	n := len(ops)
 	if p != nil && p.log != nil {
 		n = p.log.n
+		if o.Stop > 0 {
+			n = min(n, o.Stop)
+		}
 	}
 	var tl *alloc.Timeline
 	if o.Points > 0 && n > 0 {
@@ -158,7 +172,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 	eventOf := func(op int) int { return int(event[op]) }
 	if p != nil && p.log != nil {
 		events := map[int]int32{} // of the out-of-memory ops
-		res, err = p.log.run(o.Context, a, tl, events)
+		res, err = p.log.run(o.Context, a, tl, events, n)
 		eventOf = func(op int) int { return int(events[op]) }
 	} else {
 		res, err = RunBatches(o.Context, a, ops, 0, tl)
@@ -203,7 +217,7 @@ func finish(a *alloc.Allocator, res alloc.Result, tl *alloc.Timeline, eventOf fu
 		r.OOMs = append(r.OOMs, r.OOM)
 		if tl != nil { // the timeline ends at the OOM
 			k := (r.OOMOp + tl.Stride - 1) / tl.Stride
-			tl.Allocated, tl.Reserved, tl.Active = tl.Allocated[:k], tl.Reserved[:k], tl.Active[:k]
+			tl.Truncate(k)
 		}
 	}
 	return r
