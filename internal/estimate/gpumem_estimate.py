@@ -96,6 +96,8 @@ class _State:
 
 _st = None
 _tls = threading.local()
+_fake_mode = None  # the FakeTensorMode CUDA tensors are made in
+_op_hook = None  # gpumem_estimate_dist's, called first for every op
 
 
 def _script_site():
@@ -369,6 +371,10 @@ def _make_mode():
     class Emulator(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if _op_hook is not None:
+                r = _op_hook(func, args, kwargs)
+                if r is not NotImplemented:
+                    return r
             if not wants_fake(args, kwargs):
                 return func(*args, **kwargs)
             if func in scalar_ops:
@@ -569,7 +575,10 @@ def install():
     patches.patch_sdpa(torch)
     patches.patch_foreach(torch)
     _install_hooks(torch)
-    _fake, mode = _make_mode()
+    global _fake_mode
+    _fake_mode, mode = _make_mode()
+    import gpumem_estimate_dist
+    gpumem_estimate_dist.install(torch)
     mode.__enter__()
     atexit.register(_finish)
     sys.excepthook = _excepthook(sys.excepthook)
