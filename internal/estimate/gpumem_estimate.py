@@ -98,6 +98,7 @@ _st = None
 _tls = threading.local()
 _fake_mode = None  # the FakeTensorMode CUDA tensors are made in
 _op_hook = None  # gpumem_estimate_dist's, called first for every op
+_CONTINUE = object()  # what _op_hook returns to let the op run as usual
 
 
 def _script_site():
@@ -372,8 +373,8 @@ def _make_mode():
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if _op_hook is not None:
-                r = _op_hook(func, args, kwargs)
-                if r is not NotImplemented:
+                r = _op_hook(func, types, args, kwargs)
+                if r is not _CONTINUE:
                     return r
             if not wants_fake(args, kwargs):
                 return func(*args, **kwargs)

@@ -54,6 +54,8 @@ def install(torch):
     def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
                            group_name="", pg_options=None, device_id=None, _ranks=None):
         from torch.testing._internal.distributed.fake_pg import FakeStore
+        global _backend
+        _backend = _cuda_backend(backend)
         r, w, _, _ = world()
         rank = r if rank is None or rank < 0 else rank
         world_size = w if world_size is None or world_size < 0 else world_size
@@ -76,7 +78,40 @@ def install(torch):
         dm.init_process_group = init_process_group
     _patch_ddp(torch)
     _patch_accelerator(torch)
+    _patch_storage_resize(torch)
     core._op_hook = _op_hook
+
+
+def _patch_storage_resize(torch):
+    """A CUDA storage resized in place (FSDP2 frees its unsharded
+    parameters with storage.resize_(0) and allocates them again with
+    resize_(bytes)) frees its block at 0 bytes, allocates one when it grows
+    from 0, and otherwise allocates the new block before freeing the old,
+    as PyTorch's resize does. A storage method, not an op: the dispatch
+    mode does not see it."""
+    import weakref
+    orig = torch.UntypedStorage.resize_
+    emptied = {}  # key -> weak reference: CUDA storages resized to 0 (a fake one's device is meta)
+
+    def resize_(self, size):
+        out = orig(self, size)
+        if core._st is None or core._st.card.closed:
+            return out
+        key, n = self._cdata, self.nbytes()
+        ent = core._st.live.get(key)
+        if n == 0:
+            if ent is not None:
+                core._free(key)
+                emptied[key] = weakref.ref(self, lambda _r, key=key: emptied.pop(key, None))
+        elif ent is None:
+            if emptied.pop(key, None) is not None:
+                core._malloc(key, n, self)
+        elif n != ent[1]:
+            core._relabel_free_then_alloc(key, n, self)
+        return out
+
+    resize_.__wrapped__ = orig
+    torch.UntypedStorage.resize_ = resize_
 
 
 def _patch_accelerator(torch):
@@ -93,6 +128,23 @@ def _patch_accelerator(torch):
     acc.current_device_index = lambda: 0
     acc.current_device_idx = lambda: 0
     acc.synchronize = lambda device=None: None
+
+
+_backend = "nccl"  # what the script's default group would use for CUDA tensors
+
+
+def _cuda_backend(backend):
+    """The backend a group of the script would use for CUDA tensors:
+    nccl by default, gloo when it asks for gloo alone ("gloo", or
+    "cuda:gloo" in a per-device list)."""
+    b = str(backend or "").lower()
+    if ":" in b:
+        for part in b.split(","):
+            dev, _, name = part.partition(":")
+            if dev.strip() == "cuda":
+                return name.strip()
+        return "nccl"
+    return b if b in ("gloo", "nccl") else "nccl"
 
 
 # --- DDP -----------------------------------------------------------------------
@@ -163,20 +215,43 @@ def _cpu_timer_for_cuda(torch):
 
 # --- collectives -----------------------------------------------------------------
 
-def _op_hook(func, args, kwargs):
+def _op_hook(func, types, args, kwargs):
     """Called by the emulator's dispatch mode before every op: every CUDA
-    device index is the rank's one card (cuda:0), and c10d's collectives
-    run on the fake backend with works whose futures hold their outputs,
-    as NCCL's do (DDP's Reducer reads them). Returns NotImplemented to let
-    the op run as usual."""
+    device index is the rank's one card (cuda:0); an op on a tensor
+    subclass of its own (a DTensor: FSDP2's parameters, their gradients
+    and optimizer states) goes to the subclass first (NotImplemented), so
+    that the ops it runs on its local fake tensors come back through the
+    mode and are allocated; c10d's collectives run on the fake backend with
+    works whose futures hold their outputs, as NCCL's do (DDP's Reducer
+    reads them). Returns core._CONTINUE to let the op run as usual."""
+    for t in types:
+        if t not in _plain and not _plain_type(t):
+            return NotImplemented
     d = kwargs.get("device")
     if d is not None:
         dd = d if isinstance(d, __import__("torch").device) else __import__("torch").device(d)
         if dd.type == "cuda" and dd.index not in (None, 0):
             kwargs["device"] = __import__("torch").device("cuda", 0)
     if getattr(func, "namespace", "") != "c10d":
-        return NotImplemented
+        return core._CONTINUE
     return _collective(func, args, kwargs)
+
+
+_plain = set()  # types whose ops the mode handles itself
+
+
+def _plain_type(t):
+    """Tensor, Parameter, FakeTensor and their subclasses without a
+    __torch_dispatch__ of their own: the mode's own."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+    for base in getattr(t, "__mro__", ()):
+        if base in (FakeTensor, torch.Tensor, torch.nn.Parameter):
+            break
+        if "__torch_dispatch__" in base.__dict__:
+            return False
+    _plain.add(t)
+    return True
 
 
 def _collective(func, args, kwargs):
@@ -185,17 +260,32 @@ def _collective(func, args, kwargs):
     from torch._subclasses.fake_tensor import FakeTensor
 
     name = func._schema.name.split("::")[-1]
-    temp = None
+
+    def cuda(t):
+        return isinstance(t, FakeTensor) and t.device.type == "cuda"
+
+    shape = None  # of the temporary the backend allocates for the collective
+    like = None
     if name == "allgather_":
         # NCCL (and gloo) gather a list of same-sized outputs through one
         # flat tensor of them all, made before the collective and freed
         # after it (H200: DDP's parameter check, world sizes 1 and 2)
         outs = args[0][0] if args and args[0] else []
-        if outs and all(isinstance(t, FakeTensor) and t.device.type == "cuda" for t in outs) and \
-                len({(tuple(t.shape), t.dtype) for t in outs}) == 1:
-            with core._fake_mode:  # inside the dispatch mode: make and allocate as it would
-                temp = torch.empty((len(outs),) + tuple(outs[0].shape), dtype=outs[0].dtype, device=outs[0].device)
-            core._track(temp)
+        if outs and all(cuda(t) for t in outs) and len({(tuple(t.shape), t.dtype) for t in outs}) == 1:
+            shape, like = (len(outs),) + tuple(outs[0].shape), outs[0]
+    elif _backend == "gloo" and name in ("_allgather_base_", "_reduce_scatter_base_") and len(args) > 1:
+        # gloo stages a CUDA all_gather_into_tensor (reduce_scatter_tensor)
+        # through a temporary the size of its output (input) on the
+        # current stream, freed when it returns; NCCL allocates nothing
+        # (H200, FSDP2: gloo with two ranks, NCCL with one)
+        t = args[0] if name == "_allgather_base_" else args[1]
+        if cuda(t):
+            shape, like = tuple(t.shape), t
+    temp = None
+    if shape is not None:
+        with core._fake_mode:  # inside the dispatch mode: make and allocate as the backend would
+            temp = torch.empty(shape, dtype=like.dtype, device=like.device)
+        core._track(temp)
     with core._fake_mode:
         out = func(*args, **kwargs)
     del temp
