@@ -178,6 +178,17 @@ def _patch_ddp(torch):
     du._verify_param_shape_across_processes = verify
     ddp._verify_param_shape_across_processes = verify
 
+    orig_to = du._recursive_to
+
+    def recursive_to(inputs, target_device, use_side_stream_for_tensor_copies):
+        # DDP moves its inputs to device_ids[0]: every CUDA index is cuda:0
+        # here, so inputs on the card stay where they are, as on the rank's GPU
+        if isinstance(target_device, torch.device) and target_device.type == "cuda":
+            target_device = torch.device("cuda", 0)
+        return orig_to(inputs, target_device, use_side_stream_for_tensor_copies)
+
+    du._recursive_to = recursive_to
+
 
 def _cpu_timer_for_cuda(torch):
     """c10d's timer registry (an std::unordered_map from device type to a
