@@ -25,7 +25,11 @@ def mib(n):
 
 
 def diff(est, real):
-    return "exact" if est == real else f"{(est - real) / real * 100:+.2f} %"
+    if est == real:
+        return "exact"
+    if abs(est - real) * 10000 < real:  # under 0.01 %: the bytes
+        return f"{est - real:+d} B"
+    return f"{(est - real) / real * 100:+.2f} %"
 
 
 d = sys.argv[1]
