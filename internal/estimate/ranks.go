@@ -119,13 +119,21 @@ func notStarted(rs []*Result) error {
 	return nil
 }
 
-// Worst is the rank that needs the most: the highest peak reserved, then
-// allocated, then the lowest rank.
+// Worst is the rank that needs the most: one that ran out of memory
+// before one that did not (its peak is where it stopped), then the
+// highest peak reserved, then allocated, then the lowest rank.
 func Worst(rs []*Result) int {
 	w := 0
+	key := func(x *Result) [3]int64 {
+		oom := int64(0)
+		if len(x.OOMs) > 0 {
+			oom = 1
+		}
+		return [3]int64{oom, x.Stats.ReservedBytes[0].Peak, x.Stats.AllocatedBytes[0].Peak}
+	}
 	for r, x := range rs {
-		a, b := x.Stats.ReservedBytes[0].Peak, rs[w].Stats.ReservedBytes[0].Peak
-		if a > b || a == b && x.Stats.AllocatedBytes[0].Peak > rs[w].Stats.AllocatedBytes[0].Peak {
+		a, b := key(x), key(rs[w])
+		if a[0] > b[0] || a[0] == b[0] && (a[1] > b[1] || a[1] == b[1] && a[2] > b[2]) {
 			w = r
 		}
 	}

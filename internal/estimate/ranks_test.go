@@ -34,6 +34,27 @@ func TestRankEnv(t *testing.T) {
 	}
 }
 
+func TestWorst(t *testing.T) {
+	rank := func(reserved, allocated int64, ooms int) *Result {
+		r := &Result{OOMs: make([]OOM, ooms)}
+		r.Stats.ReservedBytes[0].Peak, r.Stats.AllocatedBytes[0].Peak = reserved, allocated
+		return r
+	}
+	for _, c := range []struct {
+		rs   []*Result
+		want int
+	}{
+		{[]*Result{rank(10, 5, 0), rank(20, 1, 0)}, 1},
+		{[]*Result{rank(20, 5, 0), rank(20, 6, 0), rank(20, 6, 0)}, 1},
+		{[]*Result{rank(30, 5, 0), rank(2, 1, 1)}, 1}, // out of memory early: still the worst
+		{[]*Result{rank(3, 3, 0)}, 0},
+	} {
+		if got := Worst(c.rs); got != c.want {
+			t.Errorf("%v: worst %d, want %d", c.rs, got, c.want)
+		}
+	}
+}
+
 func TestRankTracePath(t *testing.T) {
 	for in, want := range map[string]string{"estimate.trace": "estimate.rank1.trace", "out/x": "out/x.rank1",
 		"a.b/run": "a.b/run.rank1"} {
