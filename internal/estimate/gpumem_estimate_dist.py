@@ -79,6 +79,7 @@ def install(torch):
     _patch_ddp(torch)
     _patch_accelerator(torch)
     _patch_storage_resize(torch)
+    _patch_object_collectives(torch, c10d)
     core._op_hook = _op_hook
 
 
@@ -112,6 +113,64 @@ def _patch_storage_resize(torch):
 
     resize_.__wrapped__ = orig
     torch.UntypedStorage.resize_ = resize_
+
+
+def _patch_object_collectives(torch, c10d):
+    """all_gather_object, gather_object and broadcast_object_list move
+    pickled objects through tensors whose values fake tensors do not hold.
+    Every rank is taken to hold what this one does: the gathered list is
+    this rank's object in every slot, broadcast_object_list leaves the
+    rank's own list. Their CUDA tensors are allocated as PyTorch's NCCL
+    path makes them (the sizes, then the bytes, each object as big as this
+    rank's); gloo's path uses CPU tensors."""
+    import io
+    import pickle
+
+    def nbytes(obj):
+        f = io.BytesIO()
+        c10d._pickler(f).dump(obj)
+        return len(f.getvalue())
+
+    def copy(obj):
+        return pickle.loads(pickle.dumps(obj))
+
+    def dev():
+        return torch.device("cuda", 0) if _backend == "nccl" else None
+
+    def all_gather_object(object_list, obj, group=None):
+        n, w = nbytes(obj), c10d.get_world_size(group)  # (raises without a process group, as PyTorch)
+        d = dev()
+        if d is not None:
+            data = torch.empty(n, dtype=torch.uint8, device=d)
+            size = torch.empty(1, dtype=torch.long, device=d)
+            sizes = torch.zeros(w, dtype=torch.long, device=d)
+            c10d.all_gather([sizes[i].unsqueeze(0) for i in range(w)], size, group=group)
+            out = torch.empty(n * w, dtype=torch.uint8, device=d)
+            c10d.all_gather([out[n * i:n * (i + 1)] for i in range(w)], data, group=group)
+            del data, size, sizes, out
+        for i in range(len(object_list)):
+            object_list[i] = copy(obj)
+
+    def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
+        c10d.get_world_size(group)
+        if object_gather_list is not None:
+            for i in range(len(object_gather_list)):
+                object_gather_list[i] = copy(obj)
+
+    def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
+        c10d.get_world_size(group)
+        d = dev() if device is None else torch.device(device)
+        if d is not None and d.type == "cuda":
+            sizes = [nbytes(o) for o in object_list]
+            size_t = torch.empty(len(sizes), dtype=torch.long, device=d)
+            data = torch.empty(sum(sizes), dtype=torch.uint8, device=d)
+            del size_t, data
+
+    for name, f in (("all_gather_object", all_gather_object), ("gather_object", gather_object),
+                    ("broadcast_object_list", broadcast_object_list)):
+        f.__wrapped__ = getattr(c10d, name)
+        setattr(c10d, name, f)
+        setattr(torch.distributed, name, f)
 
 
 def _patch_accelerator(torch):

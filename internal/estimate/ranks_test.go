@@ -177,7 +177,8 @@ func TestDDPTwoRanks(t *testing.T) {
 	}
 	rest := b2 + w2 + b1 + w1
 	for r, x := range res {
-		if x.Err != nil || !strings.Contains(out, fmt.Sprintf("rank %d of 2 ok", r)) {
+		gathered := fmt.Sprintf("rank %d of 2 ok, gathered [{'rank': %d}, {'rank': %d}]", r, r, r)
+		if x.Err != nil || !strings.Contains(out, gathered) {
 			t.Fatalf("rank %d: %v\n%s", r, x.Err, out)
 		}
 		es := events(t, traces[r])

@@ -1,7 +1,8 @@
 """Compares, per program and rank, what PyTorch reported on the GPU
 (NAME.BACKEND.N.real.jsonl, from dist_run.sh) with gpumem estimate --nproc
-N's figures (NAME.est.N.json, its -o json), as a Markdown table.
-usage: dist_compare.py DIR NAME..."""
+N's figures (NAME.est.N.json, its -o json, in ESTDIR, default DIR), as a
+Markdown table. The H200's of docs/estimate.md are in scripts/estimate/h200_dist.
+usage: dist_compare.py DIR [--est ESTDIR] NAME..."""
 import json
 import os
 import sys
@@ -33,15 +34,19 @@ def diff(est, real):
 
 
 d = sys.argv[1]
+names = sys.argv[2:]
+est_dir = d
+if names[:1] == ["--est"]:
+    est_dir, names = names[1], names[2:]
 print("| program | real run | rank | real max allocated (MiB) | estimate | Δ | real max reserved (MiB) | estimate | Δ |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-for n in sys.argv[2:]:
+for n in names:
     for backend, nproc in (("gloo", 2), ("nccl", 1), ("nccl", 2)):
         r = real(os.path.join(d, f"{n}.{backend}.{nproc}.real.jsonl"))
         if not r:
             continue
         try:
-            with open(os.path.join(d, f"{n}.est.{nproc}.json")) as f:
+            with open(os.path.join(est_dir, f"{n}.est.{nproc}.json")) as f:
                 e = {k["rank"]: k for k in json.load(f)["ranks"]}
         except (OSError, ValueError, KeyError):
             e = {}

@@ -22,5 +22,7 @@ for step in range(3):
     ddp(x).square().mean().backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
-print(f"rank {rank} of {dist.get_world_size()} ok", flush=True)
+objs = [None] * dist.get_world_size()
+dist.all_gather_object(objs, {"rank": rank})  # emulated: this rank's object in every slot
+print(f"rank {rank} of {dist.get_world_size()} ok, gathered {objs}", flush=True)
 dist.destroy_process_group()
