@@ -14,6 +14,8 @@ import ctypes
 import os
 import sys
 
+import torch  # imported by gpumem_estimate.install before this module
+
 import gpumem_estimate as core
 
 # the DDP Reducer's timer for CUDA parameters records CUDA events, which need
@@ -220,7 +222,6 @@ def _patch_ddp(torch):
         strides, one int64 each, broadcast; all freed. Its answer reads the
         gathered values, which fake tensors do not hold: every rank is
         taken to have the same model, as torchrun's ranks of one script do."""
-        _cpu_timer_for_cuda(torch)
         dev = next((t.device for t in tensors if t.device.type == "cuda"), None)
         if dev is None:
             return None
@@ -247,6 +248,15 @@ def _patch_ddp(torch):
         return orig_to(inputs, target_device, use_side_stream_for_tensor_copies)
 
     du._recursive_to = recursive_to
+
+    orig_init = ddp.DistributedDataParallel.__init__
+
+    def ddp_init(self, *a, **k):
+        _cpu_timer_for_cuda(torch)  # before the Reducer is made
+        orig_init(self, *a, **k)
+
+    ddp_init.__wrapped__ = orig_init
+    ddp.DistributedDataParallel.__init__ = ddp_init
 
 
 def _cpu_timer_for_cuda(torch):
@@ -299,9 +309,9 @@ def _op_hook(func, types, args, kwargs):
             return NotImplemented
     d = kwargs.get("device")
     if d is not None:
-        dd = d if isinstance(d, __import__("torch").device) else __import__("torch").device(d)
+        dd = d if isinstance(d, torch.device) else torch.device(d)
         if dd.type == "cuda" and dd.index not in (None, 0):
-            kwargs["device"] = __import__("torch").device("cuda", 0)
+            kwargs["device"] = torch.device("cuda", 0)
     if getattr(func, "namespace", "") != "c10d":
         return core._CONTINUE
     return _collective(func, args, kwargs)
@@ -313,7 +323,6 @@ _plain = set()  # types whose ops the mode handles itself
 def _plain_type(t):
     """Tensor, Parameter, FakeTensor and their subclasses without a
     __torch_dispatch__ of their own: the mode's own."""
-    import torch
     from torch._subclasses.fake_tensor import FakeTensor
     for base in getattr(t, "__mro__", ()):
         if base in (FakeTensor, torch.Tensor, torch.nn.Parameter):
@@ -325,7 +334,6 @@ def _plain_type(t):
 
 
 def _collective(func, args, kwargs):
-    import torch
     from torch._C._distributed_c10d import _create_work_from_future
     from torch._subclasses.fake_tensor import FakeTensor
 
