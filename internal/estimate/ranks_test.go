@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -253,5 +254,47 @@ func TestFSDP2TwoRanks(t *testing.T) {
 		if n != 3*2 {
 			t.Errorf("rank %d: %d blocks of %d bytes on the default stream in 2 steps, want 6", r, n, round512(2*shard0))
 		}
+	}
+}
+
+// RunWithTrace of two ranks: a trace file a rank, the report of the worst
+// rank (the one holding more) with both rows, and the failed rank's exit
+// status for the whole.
+func TestRanksWithTrace(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	set, err := NewSettings("H200", "", "", 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "e.trace")
+	var out bytes.Buffer
+	var mu sync.Mutex
+	lw := lockedWriter{&mu, &out}
+	rep, res, err := RunWithTrace(context.Background(), set, []string{py, filepath.Join("testdata", "ranks_exit.py")},
+		os.Environ(), path, func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, lw, lw, files
+			return c.Run()
+		})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if code, ok := ExitCode(res.Err); !ok || code != 3 {
+		t.Errorf("exit status %v, want rank 1's 3", res.Err)
+	}
+	if rep.Rank != 1 || len(rep.Ranks) != 2 || rep.Replay == nil || rep.Trace != RankTracePath(path, 1) {
+		t.Fatalf("report of rank %d, %d rows, trace %s", rep.Rank, len(rep.Ranks), rep.Trace)
+	}
+	for r, row := range rep.Ranks {
+		if _, err := os.Stat(RankTracePath(path, r)); err != nil {
+			t.Error(err)
+		}
+		if row.PeakAllocated != int64(r+1)<<20 || row.OK != (r == 0) {
+			t.Errorf("rank %d: %+v", r, row)
+		}
+	}
+	if got := rep.Replay.Stats.AllocatedBytes[0].Peak; got != 2<<20 {
+		t.Errorf("the report's peak allocated is %d, not rank 1's 2 MiB", got)
 	}
 }
