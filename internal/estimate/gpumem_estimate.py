@@ -138,6 +138,9 @@ def _frames():
 def _current_label():
     import torch
 
+    forced = getattr(_tls, "label", None)  # gpumem_estimate_dist: DDP's gradient buckets
+    if forced is not None:
+        return _L[forced], None
     if torch._C._current_graph_task_id() != -1:
         return _L["backward_temporary"], None
     if getattr(_tls, "in_optimizer", 0):

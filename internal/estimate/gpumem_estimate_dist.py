@@ -249,6 +249,22 @@ def _patch_ddp(torch):
 
     du._recursive_to = recursive_to
 
+    # the Reducer's gradient buckets (made with it, and again when they are
+    # rebuilt in the second forward) are gradients, not a module's activations
+    base = ddp.dist.Reducer
+
+    class Reducer(base):
+        def __init__(self, *a, **k):
+            with _labelled("gradient"):
+                super().__init__(*a, **k)
+
+        def _rebuild_buckets(self):
+            with _labelled("gradient"):
+                return super()._rebuild_buckets()
+
+    Reducer.__name__ = Reducer.__qualname__ = "Reducer"
+    ddp.dist.Reducer = Reducer
+
     orig_init = ddp.DistributedDataParallel.__init__
 
     def ddp_init(self, *a, **k):
@@ -257,6 +273,20 @@ def _patch_ddp(torch):
 
     ddp_init.__wrapped__ = orig_init
     ddp.DistributedDataParallel.__init__ = ddp_init
+
+
+class _labelled:
+    """Label what is allocated inside (docs/estimate.md, composition)."""
+
+    def __init__(self, label):
+        self.label = label
+
+    def __enter__(self):
+        self.prev = getattr(core._tls, "label", None)
+        core._tls.label = self.label
+
+    def __exit__(self, *exc):
+        core._tls.label = self.prev
 
 
 def _cpu_timer_for_cuda(torch):
