@@ -15,6 +15,7 @@ type estimateOpts struct {
 	invocation
 	gpu, deviceMemory, conf string
 	fraction                float64
+	nproc                   int
 	file                    string
 	output                  string
 	vary                    string
@@ -45,6 +46,7 @@ func newEstimateCmd(a *app) *cobra.Command {
 	outputFlag(cmd, &o.output, output.EstimateFormats)
 	fl.StringVar(&o.vary, "vary", "", "run once per value of `NAME=v1,v2,...` with {NAME} in the command replaced, and tabulate")
 	fl.StringVar(&o.findMax, "find-max", "", "find the largest integer {NAME} in `NAME=LO..HI` that fits on the card (bisection)")
+	fl.IntVar(&o.nproc, "nproc", 0, "run a torchrun-style script as `N` ranks (fake process groups), a virtual card each; report the worst")
 	return cmd
 }
 
@@ -53,7 +55,7 @@ func runEstimate(a *app, o *estimateOpts, argv []string) error {
 	if o.changed("alloc-conf") {
 		conf = o.conf
 	}
-	set, err := estimate.NewSettings(o.gpu, o.deviceMemory, conf, o.fraction)
+	set, err := estimate.NewSettings(o.gpu, o.deviceMemory, conf, o.fraction, o.nproc)
 	if err != nil {
 		return usageError{err}
 	}
@@ -67,7 +69,7 @@ func runEstimate(a *app, o *estimateOpts, argv []string) error {
 	for _, n := range rep.Notes {
 		fmt.Fprintf(a.stderr, "gpumem: %s\n", n)
 	}
-	fmt.Fprintf(a.stderr, "gpumem: wrote %s (gpumem replay %s)\n", o.file, o.file)
+	fmt.Fprintf(a.stderr, "gpumem: wrote %s\n", rep.Wrote())
 	if err := output.EstimateFormats.Render(a.stdout, o.output, rep, output.Options{Color: a.color}); err != nil {
 		return err
 	}

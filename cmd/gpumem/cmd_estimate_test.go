@@ -119,7 +119,7 @@ func TestEstimateJSON(t *testing.T) {
 // estimate's report built from a replay, with every part filled in.
 func TestEstimateRenderers(t *testing.T) {
 	schemas := loadSchemas(t)
-	set, err := estimate.NewSettings("H200", "30MiB", "", 0)
+	set, err := estimate.NewSettings("H200", "30MiB", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,8 @@ type Settings struct {
 }
 
 // NewSettings resolves a card name or size, the PYTORCH_CUDA_ALLOC_CONF
-// string and a memory fraction.
-func NewSettings(gpu, deviceMemory, conf string, fraction float64) (Settings, error) {
+// string, a memory fraction and --nproc (0: one process, not torchrun's).
+func NewSettings(gpu, deviceMemory, conf string, fraction float64, nproc int) (Settings, error) {
 	var s Settings
 	c, ok := cards[strings.ToUpper(gpu)]
 	if !ok {
@@ -62,6 +62,9 @@ func NewSettings(gpu, deviceMemory, conf string, fraction float64) (Settings, er
 	if err := setup.CheckFraction(fraction); err != nil {
 		return s, fmt.Errorf("--memory-fraction: %w", err)
 	}
-	s.Options = Options{Card: c, AllocConf: conf, Config: cfg, Fraction: fraction}
+	if nproc < 0 || nproc > MaxProcs {
+		return s, fmt.Errorf("--nproc: %d: want 1 to %d ranks", nproc, MaxProcs)
+	}
+	s.Options = Options{Card: c, AllocConf: conf, Config: cfg, Fraction: fraction, NProc: nproc}
 	return s, nil
 }

@@ -34,7 +34,7 @@ func python(t *testing.T) string {
 func estimateScript(t *testing.T, name, deviceMemory string) (*Result, string, string) {
 	t.Helper()
 	py := python(t)
-	set, err := NewSettings("H200", deviceMemory, "", 0)
+	set, err := NewSettings("H200", deviceMemory, "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestDumpSnapshotReplays(t *testing.T) {
 	t.Parallel()
 	py := python(t)
 	snap := filepath.Join(t.TempDir(), "s.pickle")
-	set, err := NewSettings("H200", "", "", 0)
+	set, err := NewSettings("H200", "", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestDumpSnapshotReplays(t *testing.T) {
 func TestProbeMatchesH200(t *testing.T) {
 	t.Parallel()
 	py := python(t)
-	set, err := NewSettings("H200", "", "", 0)
+	set, err := NewSettings("H200", "", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestProbeMatchesH200(t *testing.T) {
 func TestCheckpointedGPTMatchesH200(t *testing.T) {
 	t.Parallel()
 	py := python(t)
-	set, err := NewSettings("H200", "", "", 0)
+	set, err := NewSettings("H200", "", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,6 +96,9 @@ class _State:
 
 _st = None
 _tls = threading.local()
+_fake_mode = None  # the FakeTensorMode CUDA tensors are made in
+_op_hook = None  # gpumem_estimate_dist's, called first for every op
+_CONTINUE = object()  # what _op_hook returns to let the op run as usual
 
 
 def _script_site():
@@ -135,6 +138,9 @@ def _frames():
 def _current_label():
     import torch
 
+    forced = getattr(_tls, "label", None)  # gpumem_estimate_dist: DDP's gradient buckets
+    if forced is not None:
+        return _L[forced], None
     if torch._C._current_graph_task_id() != -1:
         return _L["backward_temporary"], None
     if getattr(_tls, "in_optimizer", 0):
@@ -369,6 +375,10 @@ def _make_mode():
     class Emulator(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if _op_hook is not None:
+                r = _op_hook(func, types, args, kwargs)
+                if r is not _CONTINUE:
+                    return r
             if not wants_fake(args, kwargs):
                 return func(*args, **kwargs)
             if func in scalar_ops:
@@ -569,7 +579,10 @@ def install():
     patches.patch_sdpa(torch)
     patches.patch_foreach(torch)
     _install_hooks(torch)
-    _fake, mode = _make_mode()
+    global _fake_mode
+    _fake_mode, mode = _make_mode()
+    import gpumem_estimate_dist
+    gpumem_estimate_dist.install(torch)
     mode.__enter__()
     atexit.register(_finish)
     sys.excepthook = _excepthook(sys.excepthook)

@@ -228,6 +228,9 @@ def patch_cuda(torch):
     global _default_stream
     _default_stream = _Stream(stream_ptr=0)
 
+    import gpumem_estimate_dist
+    devices = gpumem_estimate_dist.devices()
+
     def dev_check(device=None):
         if device is None:
             return 0
@@ -238,7 +241,8 @@ def patch_cuda(torch):
             if d.type != "cuda":
                 raise ValueError(f"Expected a cuda device, but got: {d}")
             i = 0 if d.index is None else d.index
-        if i not in (0, -1):
+        # --nproc: each rank sees its local world's GPUs, all its one card (gpumem_estimate_dist)
+        if not -1 <= i < devices:
             raise RuntimeError("CUDA error: invalid device ordinal (gpumem estimate emulates one GPU)")
         return 0
 
@@ -247,7 +251,7 @@ def patch_cuda(torch):
             return st.card.ask_json("s")
 
     cuda.is_available = lambda: True
-    cuda.device_count = lambda: 1
+    cuda.device_count = lambda: devices
     cuda.current_device = lambda: 0
     cuda.set_device = lambda device: dev_check(device) and None
     cuda._lazy_init = lambda: None

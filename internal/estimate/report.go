@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
+	"strings"
 
 	"github.com/gpumem/gpumem/internal/figures"
 	"github.com/gpumem/gpumem/internal/fileout"
@@ -22,6 +24,22 @@ type Report struct {
 	Replay    *figures.Replay // the replay report of the trace
 	Result    *Result
 	Notes     []string
+	// Ranks are the ranks of --nproc, in order (none without it); the
+	// report above them is the worst rank's, Rank.
+	Ranks []RankRow
+	Rank  int
+}
+
+// Wrote says which trace files the estimate wrote and how to replay them.
+func (r *Report) Wrote() string {
+	if len(r.Ranks) == 0 {
+		return fmt.Sprintf("%s (gpumem replay %s)", r.Trace, r.Trace)
+	}
+	names := make([]string, len(r.Ranks))
+	for i, k := range r.Ranks {
+		names[i] = k.Trace
+	}
+	return fmt.Sprintf("%s, one a rank (gpumem replay %s)", strings.Join(names, ", "), strings.Join(names, " "))
 }
 
 // Build replays the trace an estimate wrote, under the card and settings
@@ -61,6 +79,9 @@ func Build(ctx context.Context, s Settings, argv []string, tracePath string, res
 // res.Err is how the script ended. An error is returned when the script
 // could not start or the trace could not be written.
 func RunWithTrace(ctx context.Context, set Settings, argv, env []string, path string, run Runner) (*Report, *Result, error) {
+	if set.NProc > 0 {
+		return runRanksWithTrace(ctx, set, argv, env, path, run)
+	}
 	trace, err := fileout.Create(path)
 	if err != nil {
 		return nil, nil, err
@@ -79,4 +100,49 @@ func RunWithTrace(ctx context.Context, set Settings, argv, env []string, path st
 	}
 	rep, err := Build(ctx, set, argv, path, res)
 	return rep, res, err
+}
+
+// runRanksWithTrace is RunWithTrace of --nproc: a trace a rank
+// (RankTracePath), a report of the worst rank with every rank's row. The
+// Result returned is the worst rank's with the first failed rank's error:
+// the exit status of the whole, as torchrun's.
+func runRanksWithTrace(ctx context.Context, set Settings, argv, env []string, path string, run Runner) (*Report, *Result, error) {
+	n := set.NProc
+	files := make([]*fileout.File, n)
+	traces := make([]io.Writer, n)
+	for r := range files {
+		f, err := fileout.Create(RankTracePath(path, r))
+		if err != nil {
+			return nil, nil, err
+		}
+		defer f.Abort()
+		files[r], traces[r] = f, f
+	}
+	rs, err := RunRanks(set.Options, argv, env, traces, run)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := notStarted(rs); err != nil {
+		return nil, nil, err
+	}
+	for _, f := range files {
+		if err := f.Commit(); err != nil {
+			return nil, nil, err
+		}
+	}
+	w := Worst(rs)
+	rep, err := Build(ctx, set, argv, RankTracePath(path, w), rs[w])
+	if err != nil {
+		return nil, nil, err
+	}
+	rep.Rank = w
+	for r, res := range rs {
+		rep.Ranks = append(rep.Ranks, rankRow(r, RankTracePath(path, r), res))
+		if res.Info == nil && r != w {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("warning: rank %d: the CUDA emulator did not report at exit", r))
+		}
+	}
+	out := *rs[w]
+	out.Err = firstFailure(rs)
+	return rep, &out, nil
 }

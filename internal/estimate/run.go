@@ -25,6 +25,11 @@ var EmulatorPy []byte
 //go:embed gpumem_estimate_torch.py
 var emulatorTorchPy []byte
 
+// emulatorDistPy is the emulator's torch.distributed: several ranks.
+//
+//go:embed gpumem_estimate_dist.py
+var emulatorDistPy []byte
+
 //go:embed estimate_site.py
 var sitePy []byte
 
@@ -43,6 +48,9 @@ type Options struct {
 	Config    alloc.Config
 	Fraction  float64 // a set_per_process_memory_fraction from the command line; 0: none
 	Check     bool    // check the replica's invariants after every op (tests)
+	// NProc is --nproc: 0 runs the command once; N runs it as N
+	// torchrun-style ranks, each with a virtual card of its own.
+	NProc int
 }
 
 // Runner runs argv with env to its end, with files as its file
@@ -128,7 +136,8 @@ func Run(o Options, argv, env []string, trace io.Writer, run Runner) (*Result, e
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	for name, b := range map[string][]byte{"gpumem_estimate.py": EmulatorPy, "gpumem_estimate_torch.py": emulatorTorchPy, "sitecustomize.py": sitePy} {
+	for name, b := range map[string][]byte{"gpumem_estimate.py": EmulatorPy, "gpumem_estimate_torch.py": emulatorTorchPy,
+		"gpumem_estimate_dist.py": emulatorDistPy, "sitecustomize.py": sitePy} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			return nil, err
 		}

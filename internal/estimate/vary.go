@@ -3,7 +3,6 @@ package estimate
 import (
 	"errors"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -165,15 +164,21 @@ func (t Trials) Run(set Settings, argv, env []string, run Runner, say func(value
 	try := func(value string) (Trial, error) {
 		cmdline, _ := Substitute(argv, t.Name, value)
 		say(value)
-		res, err := Run(set.Options, cmdline, env, nil, run)
+		rs, err := runAll(set.Options, cmdline, env, nil, run)
 		if err != nil {
 			return Trial{}, err
 		}
-		var ee *exec.ExitError
-		if res.Err != nil && !errors.As(res.Err, &ee) {
-			return Trial{}, res.Err // the command did not start
+		if err := notStarted(rs); err != nil {
+			return Trial{}, err
 		}
-		return NewTrial(value, res), nil
+		// several ranks: the worst one's peaks; it fits when all fit
+		t := NewTrial(value, rs[Worst(rs)])
+		for _, r := range rs {
+			if !r.Fits() && t.Fits {
+				t.Fits, t.Failure = false, NewTrial(value, r).Failure
+			}
+		}
+		return t, nil
 	}
 	if t.Range == nil {
 		var trials []Trial

@@ -33,6 +33,10 @@ type EstimateJSON struct {
 	StandIns       []estimate.StandIn     `json:"stand_ins"`
 	OOMs           []estimateOOM          `json:"ooms"`
 	Replay         *report.Document       `json:"replay"`
+	// --nproc: every rank, in order, and the worst one, whose figures the
+	// document's are; no ranks and a null worst_rank without it
+	Ranks     []estimate.RankRow `json:"ranks"`
+	WorstRank *int               `json:"worst_rank"`
 }
 
 type estimateCard struct {
@@ -53,7 +57,11 @@ func estimateDoc(r *estimate.Report) (EstimateJSON, error) {
 		AllocConf: r.AllocConf, Trace: r.Trace, ExitOK: res.Err == nil,
 		PeakAllocated: res.Stats.AllocatedBytes[0].Peak, PeakReserved: res.Stats.ReservedBytes[0].Peak,
 		Composition: map[string]int64{}, TopActivations: []estimate.ModuleBytes{}, StandIns: []estimate.StandIn{},
-		OOMs: []estimateOOM{}}
+		OOMs: []estimateOOM{}, Ranks: []estimate.RankRow{}}
+	if len(r.Ranks) > 0 {
+		w := r.Rank
+		d.Ranks, d.WorstRank = r.Ranks, &w
+	}
 	if r.Replay != nil {
 		d.PeakAllocated, d.PeakReserved = r.Replay.Stats.AllocatedBytes[0].Peak, r.Replay.Stats.ReservedBytes[0].Peak
 		doc, err := report.NewDocument(r.Replay)
@@ -104,6 +112,9 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 		conf = "(defaults)"
 	}
 	fmt.Fprintf(w, "Virtual card: %s, %s; PYTORCH_CUDA_ALLOC_CONF %s\n", r.Card.Name, size(int64(r.Card.Total)), conf)
+	if len(d.Ranks) > 0 {
+		rankTable(w, d, size)
+	}
 	fmt.Fprintf(w, "Peak allocated: %s   Peak reserved: %s\n", size(d.PeakAllocated), size(d.PeakReserved))
 	switch {
 	case d.Error != nil && d.Error.Type == "OutOfMemoryError" && len(d.OOMs) > 0:
@@ -153,6 +164,28 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 	}
 	fmt.Fprintf(w, "\nThe script allocated no CUDA memory.\n")
 	return nil
+}
+
+// rankTable lists the ranks of --nproc; the rest of the report is the
+// worst rank's.
+func rankTable(w io.Writer, d EstimateJSON, size func(int64) string) {
+	fmt.Fprintf(w, "Ranks: %d (torchrun-style, fake process groups, a virtual card each)\n", len(d.Ranks))
+	fmt.Fprintf(w, "  %-6s %16s %16s %6s  %s\n", "rank", "peak allocated", "peak reserved", "OOMs", "script")
+	for _, k := range d.Ranks {
+		st := "ok"
+		if !k.OK {
+			st = "failed"
+			if k.Failure != "" {
+				st += ": " + k.Failure
+			}
+		}
+		mark := ""
+		if k.Rank == *d.WorstRank {
+			mark = " (worst)"
+		}
+		fmt.Fprintf(w, "  %-6d %16s %16s %6d  %s%s\n", k.Rank, size(k.PeakAllocated), size(k.PeakReserved), k.OOMs, st, mark)
+	}
+	fmt.Fprintf(w, "The worst rank is rank %d; the figures below are its own.\n", *d.WorstRank)
 }
 
 func firstLine(s string) string {
