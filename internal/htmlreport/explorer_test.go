@@ -66,7 +66,7 @@ func testExplorer() *figures.Explorer {
 // the figures given, a frame's "</script>" cannot end the script element,
 // and above the band limit the largest allocations keep their bands.
 func TestExplorerData(t *testing.T) {
-	js, jsBin, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
+	js, jsBin, err := explorerData([]*figures.Explorer{testExplorer()}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestExplorerData(t *testing.T) {
 		t.Errorf("segment records %x", got)
 	}
 
-	js, jsBin, err = explorerData([]*figures.Explorer{testExplorer()}, 2)
+	js, jsBin, err = explorerData([]*figures.Explorer{testExplorer()}, nil, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestExplorerData(t *testing.T) {
 // nothing where nothing is live, and the first segment map is the block
 // list after the peak's op.
 func TestExplorerFirstView(t *testing.T) {
-	js, _, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
+	js, _, err := explorerData([]*figures.Explorer{testExplorer()}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

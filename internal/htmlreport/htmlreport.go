@@ -196,10 +196,10 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 	}
 	p.Sites = siteRows(extra.Sites)
 	var err error
-	if p.Explorer, p.ExplorerBin, err = explorerData(extra.Explorers, extra.MaxBands); err != nil {
+	if p.Explorer, p.ExplorerBin, err = explorerData(extra.Explorers, extra.Packed, extra.MaxBands); err != nil {
 		return nil, err
 	}
-	if len(extra.Explorers) > 0 {
+	if len(extra.Explorers)+len(extra.Packed) > 0 {
 		p.Script = template.JS(explorerJS)
 	}
 	return p, nil
