@@ -300,6 +300,13 @@ func seedOOM(a *alloc.Allocator, s *Seed) *Result {
 // stops at the first out-of-memory (the failing op's after call sees the
 // state after the release steps) or when after returns false.
 func Step(p *Plan, o Options, after func(i int, a *alloc.Allocator) bool) error {
+	return StepEach(p, o, func(i int, _ alloc.Op, _, _ int32, a *alloc.Allocator) bool { return after(i, a) })
+}
+
+// StepEach is Step for a plan whose operations may still be packed (a
+// streamed plan, which it does not unpack): after also sees op i, its
+// Event and its Stack (see Plan.Each).
+func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack int32, a *alloc.Allocator) bool) error {
 	a, _, err := newAllocator(o, p) // the same allocator, and cap, as Run
 	if err != nil {
 		return err
@@ -310,14 +317,22 @@ func Step(p *Plan, o Options, after func(i int, a *alloc.Allocator) bool) error 
 			return err
 		}
 	}
-	for i := range p.Ops {
-		res, err := a.Run(p.Ops[i:i+1], i, nil)
-		if err != nil {
-			return err
+	i := 0
+	err = p.Each(func(ops []alloc.Op, event, stack []int32) error {
+		for j := range ops {
+			res, err := a.Run(ops[j:j+1], i, nil)
+			if err != nil {
+				return err
+			}
+			if !after(i, ops[j], event[j], stack[j], a) || res.OOM != nil {
+				return errStop{}
+			}
+			i++
 		}
-		if !after(i, a) || res.OOM != nil {
-			return nil
-		}
+		return nil
+	})
+	if err == (errStop{}) {
+		return nil
 	}
-	return nil
+	return err
 }
