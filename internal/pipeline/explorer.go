@@ -162,10 +162,11 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	}
 	o := s.o
 	o.Points, o.Check = 0, false
-	var prev, cur2 []alloc.FlatBlock
+	var flat []alloc.FlatBlock
 	var ins, whole []figures.BlockRec // reused: a sink sees them only during its call
-	var buf alloc.SnapshotBuffer
-	defer buf.Free()
+	var bs alloc.BlockSteps
+	defer bs.Free()
+	var stepErr error
 	sinceKey, lastKey := 0, 0
 	var last int64 // the last op's time: times are kept monotonic
 	s.reached = false
@@ -233,9 +234,19 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				}
 			}
 		}
-		cur2 = a.AppendBlocks(cur2[:0], &buf)
-		c := diff(ins, prev, cur2, live)
+		pos, del, changed, nblocks, err := bs.Step(a, flat[:0])
+		if err != nil {
+			stepErr = err
+			return false
+		}
+		flat = changed
+		c := figures.Change{Pos: int32(pos), Del: int32(del), Ins: records(ins[:0], changed, live)}
 		ins = c.Ins
+		wholeList := func() []figures.BlockRec {
+			flat = bs.Blocks(flat[:0])
+			whole = records(whole[:0], flat, live)
+			return whole
+		}
 		if made != nil {
 			k := live[op.ID].k
 			for _, b := range c.Ins {
@@ -265,17 +276,15 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				annOp[nextAnn] = i
 			}
 		}
-		sink.Op(i, t, c, func() []figures.BlockRec { whole = diff(whole, nil, cur2, live).Ins; return whole })
+		sink.Op(i, t, c, wholeList)
 		// a key once the changes since the last one hold as many blocks as
 		// the list: keys at most double the data, and the page applies at
 		// most that many blocks' worth of changes to reach any op
 		sinceKey += len(c.Ins) + 1
-		if sinceKey >= len(cur2) && i+1-lastKey >= minKeyGap {
-			whole = diff(whole, nil, cur2, live).Ins
-			sink.Key(i+1, whole)
+		if sinceKey >= nblocks && i+1-lastKey >= minKeyGap {
+			sink.Key(i+1, wholeList())
 			sinceKey, lastKey = 0, i+1
 		}
-		prev, cur2 = cur2, prev
 		if s.cls != nil {
 			if total > bestTotal {
 				best, bestOp, bestTotal = cur, i, total
@@ -291,6 +300,9 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}
 		return true
 	})
+	if err == nil {
+		err = stepErr
+	}
 	if err != nil {
 		return err
 	}
@@ -329,20 +341,11 @@ func allocOps(plan *replay.Plan, res *replay.Result, n int) int {
 // minKeyGap is the fewest ops between two keyframes of the block list.
 const minKeyGap = 1024
 
-// diff is the one replacement that turns prev into cur: the blocks between
-// their common head and tail. An allocation id names one allocation from
-// one op to the next, so equal blocks of consecutive ops are the same.
-func diff(dst []figures.BlockRec, prev, cur []alloc.FlatBlock, live map[uint32]liveAlloc) figures.Change {
-	p := 0
-	for p < len(prev) && p < len(cur) && same(prev[p], cur[p]) {
-		p++
-	}
-	s := 0
-	for s < len(prev)-p && s < len(cur)-p && same(prev[len(prev)-1-s], cur[len(cur)-1-s]) {
-		s++
-	}
-	c := figures.Change{Pos: int32(p), Del: int32(len(prev) - p - s), Ins: dst[:0]}
-	for _, b := range cur[p : len(cur)-s] {
+// records appends the explorer's records of blocks to dst: an
+// allocation id names one allocation from one op to the next, so a used
+// block's record names the allocation live under its id.
+func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live map[uint32]liveAlloc) []figures.BlockRec {
+	for _, b := range blocks {
 		r := figures.BlockRec{Address: b.Address, Size: b.Size, First: b.SegSize != 0, SegSize: b.SegSize, Alloc: -1}
 		switch {
 		case b.State == alloc.BlockAllocated:
@@ -359,19 +362,17 @@ func diff(dst []figures.BlockRec, prev, cur []alloc.FlatBlock, live map[uint32]l
 				r.Alloc = l.k
 			}
 		}
-		c.Ins = append(c.Ins, r)
+		dst = append(dst, r)
 	}
-	return c
+	return dst
 }
 
-// same says two blocks of consecutive ops are one unchanged block. A
-// block's segment gaining or losing other blocks does not change it: only
-// a free block's colour depends on that, and a whole free segment's only
-// block changes when the segment splits.
-func same(a, b alloc.FlatBlock) bool {
-	return a.Address == b.Address && a.Size == b.Size && a.SegSize == b.SegSize && a.ID == b.ID && a.State == b.State
-}
-
+// Two blocks of consecutive ops are one unchanged block when their
+// address, size, segment size, allocation id and state are the same
+// (alloc.BlockSteps compares them so). A block's segment gaining or
+// losing other blocks does not change it: only a free block's colour
+// depends on that, and a whole free segment's only block changes when the
+// segment splits.
 // internFrames writes each distinct frame once.
 func internFrames(stacks [][]trace.Frame) ([][]int32, []string, []bool) {
 	idx := map[trace.Frame]int32{}

@@ -376,6 +376,34 @@ void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
                  gm_block_info_t *blks, size_t nblk, size_t *need_seg,
                  size_t *need_blk);
 
+/* A flat block of gm_flat_step: every mapped block in address order,
+ * seg_size on the first block of each segment (mapped run), 0 on the rest. */
+typedef struct gm_flat_block {
+  uint64_t address, size, seg_size;
+  uint32_t id;         /* allocation id, or UINT32_MAX when inactive */
+  uint32_t seg_blocks; /* blocks of its segment */
+  int32_t state;       /* GM_BLOCK_* */
+  int32_t pad;
+} gm_flat_block_t;
+
+/* gm_flat_t follows the block list from one gm_flat_step to the next;
+ * zero it before the first, gm_flat_free it after the last. */
+typedef struct gm_flat {
+  gm_flat_block_t *prev, *cur;
+  size_t nprev, ncur, prev_cap, cur_cap;
+  size_t pos, del, nins; /* cur[pos, pos+nins) replaced prev[pos, pos+del) */
+  const struct gm_seg **list, **sorted;
+  uint64_t *bases;
+  size_t nseg, list_cap, sorted_cap, bases_cap;
+} gm_flat_t;
+
+/* gm_flat_step makes cur the block list now and sets pos, del and nins:
+ * the one replacement that turns the previous call's list into it (the
+ * blocks between their common head and tail). GM_EBACKEND when out of host
+ * memory. */
+int gm_flat_step(const gm_alloc_t *a, gm_flat_t *f);
+void gm_flat_free(gm_flat_t *f);
+
 /* gm_largest_free returns the size of the largest free mapped block. */
 uint64_t gm_largest_free(const gm_alloc_t *a);
 

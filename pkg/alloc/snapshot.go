@@ -6,7 +6,10 @@ package alloc
 */
 import "C"
 
-import "unsafe"
+import (
+	"errors"
+	"unsafe"
+)
 
 // BlockState is what a block holds.
 type BlockState uint8
@@ -139,3 +142,46 @@ func (a *Allocator) AppendBlocks(dst []FlatBlock, buf *SnapshotBuffer) []FlatBlo
 	}
 	return dst
 }
+
+// BlockSteps follows an allocator's block list (AppendBlocks's) from one
+// Step to the next, doing the walk and the comparison in C: what a
+// caller that looks at the list after every op needs, at the cost of a
+// walk, not of a copy of the list into Go. Free it after the last Step.
+type BlockSteps struct {
+	f C.gm_flat_t
+}
+
+// Step reads a's block list and returns the one replacement that turns
+// the list of the previous Step (empty before the first) into it: del
+// blocks from pos on were replaced by ins (appended to dst), and the
+// list now holds n blocks.
+func (s *BlockSteps) Step(a *Allocator, dst []FlatBlock) (pos, del int, ins []FlatBlock, n int, err error) {
+	a.mu.Lock()
+	rc := C.gm_flat_step(a.c, &s.f)
+	a.mu.Unlock()
+	if rc != C.GM_OK {
+		return 0, 0, dst, 0, errors.New("alloc: out of host memory for the block list")
+	}
+	pos, del, n = int(s.f.pos), int(s.f.del), int(s.f.ncur)
+	return pos, del, s.appendRange(dst, pos, pos+int(s.f.nins)), n, nil
+}
+
+// Blocks appends the whole block list of the last Step to dst.
+func (s *BlockSteps) Blocks(dst []FlatBlock) []FlatBlock {
+	return s.appendRange(dst, 0, int(s.f.ncur))
+}
+
+func (s *BlockSteps) appendRange(dst []FlatBlock, lo, hi int) []FlatBlock {
+	if hi <= lo {
+		return dst
+	}
+	cur := unsafe.Slice(s.f.cur, int(s.f.ncur))
+	for _, b := range cur[lo:hi] {
+		dst = append(dst, FlatBlock{Address: uint64(b.address), Size: uint64(b.size), SegSize: uint64(b.seg_size),
+			SegBlocks: uint32(b.seg_blocks), ID: uint32(b.id), State: BlockState(b.state)})
+	}
+	return dst
+}
+
+// Free releases what the steps hold in C.
+func (s *BlockSteps) Free() { C.gm_flat_free(&s.f) }
