@@ -173,3 +173,57 @@ func TestExplorerFirstView(t *testing.T) {
 		t.Errorf("first map after op %d: %v", d.First.Op, d.First.Blocks)
 	}
 }
+
+// Columns that grew past spillAt are deflated as they grow, each apart;
+// the parts, one after the other, still inflate to the columns' bytes one
+// after the other, as the page reads them.
+func TestColumnsDeflatedAsTheyGrow(t *testing.T) {
+	var cols [4]column
+	var want []byte
+	x := uint64(1)
+	for k := range cols {
+		n := []int{10, 3 * spillAt / 2, 7, spillAt + 5}[k] // small, spilled once, small, spilled
+		for range n {
+			x = x*6364136223846793005 + 1442695040888963407
+			cols[k].add(int64(x>>60)-8, k%2 == 1)
+		}
+	}
+	ptrs := make([]*column, len(cols))
+	for k := range cols {
+		ptrs[k] = &cols[k]
+		if (k%2 == 1) != (cols[k].z != nil) {
+			t.Fatalf("column %d: spilled %v", k, cols[k].z != nil)
+		}
+	}
+	// what the columns hold, written out again without spilling
+	for k := range cols {
+		var c column
+		c.last = 0
+		x := uint64(1)
+		for j := 0; j <= k; j++ {
+			n := []int{10, 3 * spillAt / 2, 7, spillAt + 5}[j]
+			for range n {
+				x = x*6364136223846793005 + 1442695040888963407
+				if j == k {
+					d := int64(x>>60) - 8
+					if k%2 == 1 {
+						d, c.last = d-c.last, d
+					}
+					u := uint64(d<<1) ^ uint64(d>>63)
+					for u >= 0x80 {
+						want = append(want, byte(u)|0x80)
+						u >>= 7
+					}
+					want = append(want, byte(u))
+				}
+			}
+		}
+	}
+	got, err := io.ReadAll(flate.NewReader(bytes.NewReader(deflateColumns(ptrs))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("inflated %d bytes, want %d", len(got), len(want))
+	}
+}
