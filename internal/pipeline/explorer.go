@@ -166,15 +166,23 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	var ins, whole []figures.BlockRec // reused: a sink sees them only during its call
 	var bs alloc.BlockSteps
 	defer bs.Free()
-	var stepErr error
-	sinceKey, lastKey := 0, 0
 	var last int64 // the last op's time: times are kept monotonic
 	s.reached = false
 	steps := max(n, s.peakN)
 	if s.clock != nil {
 		s.clock.rewind()
 	}
-	err := replay.StepEach(plan, o, func(i int, op alloc.Op, event, stack int32, a *alloc.Allocator) bool {
+	// the allocator's state is at hand at these ops: the peak's, and those
+	// after which the page's first segment map may show (the peak's, the
+	// out-of-memory's, the first and the last)
+	pauses := []int{0, n - 1, res.Extra.PeakOp, s.peakN - 1}
+	if res.OOM != nil {
+		pauses = append(pauses, res.OOMOp)
+	}
+	// a key once the changes since the last one hold as many blocks as the
+	// list: keys at most double the data, and the page applies at most that
+	// many blocks' worth of changes to reach any op
+	err := replay.StepBlocks(plan, o, &bs, minKeyGap, pauses, func(i int, op alloc.Op, event, stack int32, bc alloc.BlockChange, a *alloc.Allocator) bool {
 		if i >= steps {
 			return false
 		}
@@ -234,17 +242,15 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				}
 			}
 		}
-		pos, del, changed, nblocks, err := bs.Step(a, flat[:0])
-		if err != nil {
-			stepErr = err
-			return false
-		}
-		flat = changed
-		c := figures.Change{Pos: int32(pos), Del: int32(del), Ins: records(ins[:0], changed, live)}
+		c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(ins[:0], bc.Ins, live)}
 		ins = c.Ins
 		wholeList := func() []figures.BlockRec {
-			flat = bs.Blocks(flat[:0])
-			whole = records(whole[:0], flat, live)
+			list := bc.Whole
+			if list == nil && a != nil {
+				flat = bs.Blocks(flat[:0])
+				list = flat
+			}
+			whole = records(whole[:0], list, live)
 			return whole
 		}
 		if made != nil {
@@ -277,13 +283,8 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 			}
 		}
 		sink.Op(i, t, c, wholeList)
-		// a key once the changes since the last one hold as many blocks as
-		// the list: keys at most double the data, and the page applies at
-		// most that many blocks' worth of changes to reach any op
-		sinceKey += len(c.Ins) + 1
-		if sinceKey >= nblocks && i+1-lastKey >= minKeyGap {
+		if bc.Whole != nil {
 			sink.Key(i+1, wholeList())
-			sinceKey, lastKey = 0, i+1
 		}
 		if s.cls != nil {
 			if total > bestTotal {
@@ -300,9 +301,6 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}
 		return true
 	})
-	if err == nil {
-		err = stepErr
-	}
 	if err != nil {
 		return err
 	}
