@@ -6,10 +6,7 @@ package alloc
 */
 import "C"
 
-import (
-	"errors"
-	"unsafe"
-)
+import "unsafe"
 
 // BlockState is what a block holds.
 type BlockState uint8
@@ -144,31 +141,16 @@ func (a *Allocator) AppendBlocks(dst []FlatBlock, buf *SnapshotBuffer) []FlatBlo
 }
 
 // BlockSteps follows an allocator's block list (AppendBlocks's) from one
-// Step to the next, doing the walk and the comparison in C: what a
+// op to the next (Run), doing the walk and the comparison in C: what a
 // caller that looks at the list after every op needs, at the cost of a
-// walk, not of a copy of the list into Go. Free it after the last Step.
+// walk, not of a copy of the list into Go. Free it when done.
 type BlockSteps struct {
 	f          C.gm_flat_t
 	s          C.gm_steps_t
 	ins, whole []FlatBlock
 }
 
-// Step reads a's block list and returns the one replacement that turns
-// the list of the previous Step (empty before the first) into it: del
-// blocks from pos on were replaced by ins (appended to dst), and the
-// list now holds n blocks (compared as BlockChange says).
-func (s *BlockSteps) Step(a *Allocator, dst []FlatBlock) (pos, del int, ins []FlatBlock, n int, err error) {
-	a.mu.Lock()
-	rc := C.gm_flat_step(a.c, &s.f)
-	a.mu.Unlock()
-	if rc != C.GM_OK {
-		return 0, 0, dst, 0, errors.New("alloc: out of host memory for the block list")
-	}
-	pos, del, n = int(s.f.pos), int(s.f.del), int(s.f.ncur)
-	return pos, del, s.appendRange(dst, pos, pos+int(s.f.nins)), n, nil
-}
-
-// Blocks appends the whole block list of the last Step to dst.
+// Blocks appends the whole block list after the last op Run applied to dst.
 func (s *BlockSteps) Blocks(dst []FlatBlock) []FlatBlock {
 	return s.appendRange(dst, 0, int(s.f.ncur))
 }
@@ -197,8 +179,8 @@ type BlockChange struct {
 }
 
 // Run applies ops to a one at a time, as a's Run would one by one (their
-// indexes from base), following the block list after each as Step does,
-// in one call into C; Change then reads each op's change. It stops after
+// indexes from base), following the block list after each, in one call
+// into C; Changes then reads each op's change. It stops after
 // an op that ran out of memory (oom, that op counted in done) or at an
 // error. Run gives the whole list after an op where the changes since the
 // last whole list (of this BlockSteps) hold as many blocks as the list and
