@@ -438,6 +438,7 @@ func (p *packer) Finish() error {
 		c.len.add(int64(p.bEnd[b]-p.bStart[b]), false)
 		c.rel.add(int64(p.bRel[b]-p.bEnd[b]), false)
 	}
+	p.bRel, p.bandOf = nil, nil // for the preview's memory
 	d := &p.d
 	d.Verdict, d.Stacks, d.Frames, d.User = e.Verdict, e.Stacks, e.Frames, e.User
 	d.Cats = e.Categories

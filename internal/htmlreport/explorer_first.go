@@ -32,10 +32,7 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 	if ops == 0 {
 		return out
 	}
-	size := make([]float64, n)
-	for j, v := range sizes {
-		size[j] = float64(v)
-	}
+	size := func(j int) float64 { return float64(sizes[j]) }
 	// the live bands' sizes in a Fenwick tree, in band order
 	fen, log := make([]float64, n+1), 1
 	for log*2 <= n {
@@ -63,15 +60,15 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		}
 		return s
 	}
-	byEnd := make([]int, n)
+	byEnd := make([]int32, n) // 4 bytes a band: a big trace has millions
 	for j := range byEnd {
-		byEnd[j] = j
+		byEnd[j] = int32(j)
 	}
-	slices.SortStableFunc(byEnd, func(a, b int) int { return int(end[a] - end[b]) })
+	slices.SortStableFunc(byEnd, func(a, b int32) int { return int(end[a] - end[b]) })
 	s0, pa, pe := samples[0], 0, 0
 	for i := range n {
 		if int(start[i]) <= s0 && int(end[i]) > s0 {
-			fen[i+1] += size[i]
+			fen[i+1] += size(i)
 		}
 	}
 	for i := 1; i <= n; i++ {
@@ -93,12 +90,12 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		if s != prev {
 			for ; pa < n && int(start[pa]) <= s; pa++ {
 				if int(end[pa]) > s {
-					add(pa, size[pa])
+					add(pa, size(pa))
 				}
 			}
 			for ; pe < n && int(end[byEnd[pe]]) <= s; pe++ {
-				if k := byEnd[pe]; int(start[k]) <= prev {
-					add(k, -size[k])
+				if k := int(byEnd[pe]); int(start[k]) <= prev {
+					add(k, -size(k))
 				}
 			}
 			prev = s
@@ -118,7 +115,7 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		for pos < tot {
 			bi := find(pos)
 			hiB := prefix(bi)
-			loB := hiB - size[bi]
+			loB := hiB - size(bi)
 			yTop, yBot := H-(base+hiB)*k2b, H-(base+loB)*k2b
 			if yBot-yTop >= 1 {
 				for r := max(0, round(yTop)); r < round(yBot); r++ {
