@@ -37,7 +37,56 @@ type stepOpts struct {
 type liveAlloc struct {
 	k     int32 // its index among the explorer's allocations
 	size  uint64
-	ended bool // freed (its block may still wait for another stream)
+	ended bool  // freed (its block may still wait for another stream)
+	cat   uint8 // its category, when there are categories
+	ok    bool  // in the set
+}
+
+// liveSet holds the allocations whose blocks are held, by id: a slice
+// for the small ids a plan reuses (looked up for every block an op
+// changes), a map for the rest.
+type liveSet struct {
+	dense  []liveAlloc
+	sparse map[uint32]liveAlloc
+}
+
+// denseIDs is the most ids liveSet keeps in its slice.
+const denseIDs = 1 << 20
+
+func (l *liveSet) get(id uint32) (liveAlloc, bool) {
+	if id < denseIDs {
+		if int(id) < len(l.dense) && l.dense[id].ok {
+			return l.dense[id], true
+		}
+		return liveAlloc{}, false
+	}
+	v, ok := l.sparse[id]
+	return v, ok
+}
+
+func (l *liveSet) put(id uint32, v liveAlloc) {
+	v.ok = true
+	if id < denseIDs {
+		for int(id) >= len(l.dense) {
+			l.dense = append(l.dense, liveAlloc{})
+		}
+		l.dense[id] = v
+		return
+	}
+	if l.sparse == nil {
+		l.sparse = map[uint32]liveAlloc{}
+	}
+	l.sparse[id] = v
+}
+
+func (l *liveSet) del(id uint32) {
+	if id < denseIDs {
+		if int(id) < len(l.dense) {
+			l.dense[id] = liveAlloc{}
+		}
+		return
+	}
+	delete(l.sparse, id)
 }
 
 // explore steps through one device's plan, one op at a time, and hands
@@ -105,15 +154,13 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	var total int64
 	stride := max(1, (n+seriesPoints-1)/seriesPoints)
 	best, bestOp, bestTotal := cur, -1, int64(-1)
-	catOf := make(map[int32]uint8) // live allocation → category, when there are categories
-	addCat := func(k int32, c categories.Category, size int64) {
+	addCat := func(c categories.Category, size int64) {
 		if s.cls != nil {
-			catOf[k] = uint8(c)
 			cur[c] += size
 			total += size
 		}
 	}
-	live := map[uint32]liveAlloc{}
+	live := &liveSet{}
 	var nk int32
 	for _, sd := range plan.Seeds {
 		for _, b := range sd.Blocks {
@@ -125,9 +172,9 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 					c = blk.Category
 				}
 				a.Category = uint8(c) + 1
-				addCat(nk, c, int64(a.Size))
+				addCat(c, int64(a.Size))
 			}
-			live[b.ID] = liveAlloc{k: nk, size: a.Size}
+			live.put(b.ID, liveAlloc{k: nk, size: a.Size, cat: a.Category - 1})
 			sink.Alloc(nk, a)
 			nk++
 		}
@@ -203,6 +250,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 						yield(v.stack, v.size)
 					}
 				})
+				allocated = nil // past the peak, no longer needed
 			}
 		}
 		if i >= n {
@@ -218,8 +266,6 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 			}
 			made = &figures.Lifetime{Start: int32(i), End: int32(n), Released: int32(n),
 				Size: op.Size, Stream: op.Stream, Stack: validStack(stack)}
-			live[op.ID] = liveAlloc{k: nk, size: op.Size}
-			nk++
 			if s.cls != nil {
 				madeCat = categories.Unknown
 				if op.Flags&alloc.FlagRecordedOOM == 0 {
@@ -229,15 +275,15 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				}
 				made.Category = uint8(madeCat) + 1
 			}
+			live.put(op.ID, liveAlloc{k: nk, size: op.Size, cat: uint8(madeCat)})
+			nk++
 		case alloc.OpFree, alloc.OpFreeRequest:
-			if l, ok := live[op.ID]; ok && !l.ended {
+			if l, ok := live.get(op.ID); ok && !l.ended {
 				l.ended = true
-				live[op.ID] = l
+				live.put(op.ID, l)
 				freed = &l
 				if s.cls != nil {
-					c := catOf[l.k]
-					delete(catOf, l.k)
-					cur[c] -= int64(l.size)
+					cur[l.cat] -= int64(l.size)
 					total -= int64(l.size)
 				}
 			}
@@ -254,7 +300,8 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 			return whole
 		}
 		if made != nil {
-			k := live[op.ID].k
+			l, _ := live.get(op.ID)
+			k := l.k
 			for _, b := range c.Ins {
 				if b.Alloc == k && b.State == figures.StateAllocated {
 					made.Address = b.Address
@@ -262,15 +309,15 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				}
 			}
 			sink.Alloc(k, *made)
-			addCat(k, madeCat, int64(made.Size))
+			addCat(madeCat, int64(made.Size))
 		}
 		if freed != nil {
 			sink.Freed(freed.k, int32(i), freed.size)
 		}
 		if op.Kind == alloc.OpFreeComplete || op.Kind == alloc.OpFree {
-			if l, ok := live[op.ID]; ok {
+			if l, ok := live.get(op.ID); ok {
 				sink.Released(l.k, int32(i))
-				delete(live, op.ID)
+				live.del(op.ID)
 			}
 		}
 
@@ -342,7 +389,7 @@ const minKeyGap = 1024
 // records appends the explorer's records of blocks to dst: an
 // allocation id names one allocation from one op to the next, so a used
 // block's record names the allocation live under its id.
-func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live map[uint32]liveAlloc) []figures.BlockRec {
+func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live *liveSet) []figures.BlockRec {
 	for _, b := range blocks {
 		r := figures.BlockRec{Address: b.Address, Size: b.Size, First: b.SegSize != 0, SegSize: b.SegSize, Alloc: -1}
 		switch {
@@ -356,7 +403,7 @@ func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live map[uint32]l
 			r.State = figures.StateFree
 		}
 		if r.State >= figures.StateAllocated {
-			if l, ok := live[b.ID]; ok {
+			if l, ok := live.get(b.ID); ok {
 				r.Alloc = l.k
 			}
 		}
