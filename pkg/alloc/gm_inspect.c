@@ -269,8 +269,10 @@ int gm_flat_step(const gm_alloc_t *a, gm_flat_t *f) {
     f->bases[i] = s->base;
   }
   if (!same) {
-    memcpy(f->sorted, f->list, ns * sizeof *f->sorted);
-    qsort(f->sorted, ns, sizeof *f->sorted, cmp_seg_base);
+    if (ns) {
+      memcpy(f->sorted, f->list, ns * sizeof *f->sorted);
+      qsort(f->sorted, ns, sizeof *f->sorted, cmp_seg_base);
+    }
     f->nseg = ns;
   }
   /* this call's list goes where the one before the last was */

@@ -19,6 +19,7 @@ static int grow_steps(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 static int put_blocks(gm_steps_t *s, const gm_flat_block_t *b, size_t n) {
+  if (n == 0) return GM_OK;
   if (grow_steps((void **)&s->blocks, &s->blocks_cap, s->nblocks + n, sizeof *s->blocks) != GM_OK) return GM_EBACKEND;
   memcpy(s->blocks + s->nblocks, b, n * sizeof *b);
   s->nblocks += n;
