@@ -155,7 +155,7 @@ func renderReplay(a *app, in invocation, format string, run *pipeline.Run, opts 
 		}
 	}
 	return writeHTML(a, in, path, inputs, func(w io.Writer) error { // the detail takes more replays: under the spinner
-		d, err := run.Detail()
+		d, err := run.Detail(output.ExplorerPacker(opts.MaxBands))
 		if err != nil {
 			return err
 		}

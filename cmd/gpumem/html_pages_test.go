@@ -62,10 +62,14 @@ func TestRunHTML(t *testing.T) {
 		t.Errorf("the report lacks the run's peak reserved %d", peak)
 	}
 	// frag-demo's three phases, marked and named for the hover read-out
-	for _, want := range []string{`data-phases="3"`, `"ph":[[0,"tensors"],`, `,"teardown"]]`, `id="segmap-peak"`, "gpumem replay of frag-demo"} {
+	for _, want := range []string{`data-phases="3"`, `"ph":[[0,"tensors"],`, `,"teardown"]]`, `id="segmap-live"`, "gpumem replay of frag-demo"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("run report lacks %q", want)
 		}
+	}
+	// the peak's segments once: in the explorer, which opens there
+	if strings.Contains(page, `id="segmap-peak"`) {
+		t.Error("the run report shows the peak's segment map twice")
 	}
 }
 

@@ -1,5 +1,7 @@
 package figures
 
+import "errors"
+
 // Explorer is what the HTML report's explorer draws for one device: every
 // allocation's lifetime, what each operation did to the allocator's blocks
 // (so that the page can rebuild the segment map after any operation), the
@@ -94,3 +96,46 @@ type Span struct {
 	Name       string
 	Start, End int
 }
+
+// ExplorerSink takes one device's explorer data as a replay stepped one op
+// at a time makes it, so that the page's builder packs it as it comes
+// instead of holding the whole Explorer: for each op i in order, Alloc
+// for each allocation op i made (the seeds before op 0), Freed and
+// Released for those it ended, then Op; Key after the op a key follows.
+// The slices it is handed are only valid during the call.
+type ExplorerSink interface {
+	Start(s ExplorerStart)
+	// Alloc is allocation k (numbered in order from 0), made by op
+	// a.Start; its End and Released are Ops until Freed and Released say
+	// otherwise.
+	Alloc(k int32, a Lifetime)
+	Freed(k, op int32, size uint64)
+	Released(k, op int32)
+	// Op is what op i did to the blocks, at the recorded time t (0 when
+	// untimed); blocks returns the whole block list after it.
+	Op(i int, t int64, ch Change, blocks func() []BlockRec)
+	Key(op int, blocks []BlockRec)
+	// Finish ends the device: Start's Head now holds its Spans,
+	// CategorySeries and Verdict.
+	Finish() error
+}
+
+// ExplorerStart is what an ExplorerSink knows before the first op.
+type ExplorerStart struct {
+	// Head is the device's Explorer without Allocs, Changes or Keys.
+	Head *Explorer
+	// Timed says each op comes with its recorded time.
+	Timed bool
+	// Allocs is how many allocations there will be; Sizes hands their
+	// sizes to yield in order, for a sink that must rank them first.
+	Allocs int
+	Sizes  func(yield func(size uint64)) error
+}
+
+// ErrExplorerAgain is an ExplorerSink's Finish asking for the ops once
+// more from Start: what it learned on the way changes how it packs.
+var ErrExplorerAgain = errors.New("explorer: step through the ops again")
+
+// ExplorerPacker makes a sink for each device's explorer, in the order
+// of Detail.Explorers; Packed are the sinks, finished.
+type ExplorerPacker func() ExplorerSink

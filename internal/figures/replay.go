@@ -193,6 +193,10 @@ type Detail struct {
 	// Explorers hold the explorer's data, one per device of the trace, the
 	// replayed device first.
 	Explorers []*Explorer
+	// Packed holds them instead, packed as they were made by the sinks
+	// of the ExplorerPacker given to the pipeline (bounded memory for a
+	// big trace); the renderer that made the sinks reads them.
+	Packed []ExplorerSink
 	// PeakSegments is the allocator's segments, in address order, just
 	// after the operation at which reserved memory peaked.
 	PeakSegments []SegmentMap

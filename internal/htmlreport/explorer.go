@@ -6,7 +6,9 @@ import (
 	"compress/flate"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"html/template"
+	"math"
 	"slices"
 
 	"github.com/gpumem/gpumem/internal/figures"
@@ -23,11 +25,29 @@ const DefaultMaxBands = 2_000_000
 // the columns in a Web Worker (explorer.js) and meanwhile draws its first
 // view from a small preview and segment map (explorer_first.go).
 
-// column is one packed integer column.
+// column is one packed integer column. Past spillAt bytes, what it holds
+// is deflated into zb (see deflateColumns), so that a big trace's columns
+// take their deflated size in memory.
 type column struct {
 	b    []byte
 	last int64
 	n    int
+	size int // bytes deflated into zb
+	z    *flate.Writer
+	zb   *bytes.Buffer
+}
+
+// spillAt is how many bytes a column holds before deflating them.
+const spillAt = 256 << 10
+
+func (c *column) spill() {
+	if c.z == nil {
+		c.zb = new(bytes.Buffer)
+		c.z, _ = flate.NewWriter(c.zb, flate.DefaultCompression) // the level is valid
+	}
+	c.z.Write(c.b)
+	c.size += len(c.b)
+	c.b = c.b[:0]
 }
 
 // add appends v, as the difference from the last value when delta.
@@ -43,6 +63,9 @@ func (c *column) add(v int64, delta bool) {
 	}
 	c.b = append(c.b, byte(u))
 	c.n++
+	if len(c.b) >= spillAt {
+		c.spill()
+	}
 }
 
 type exDevice struct {
@@ -82,19 +105,29 @@ type exDevice struct {
 
 // explorerData packs the explorers for the page: their figures, and apart
 // from them their columns (a list of each device's Bin); "null" when none.
-func explorerData(exs []*figures.Explorer, maxBands int) (meta, bins template.JS, err error) {
-	if len(exs) == 0 {
+// exs are whole explorers, packed here; packed are sinks of
+// NewExplorerPacker that packed theirs as the pipeline made them.
+func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBands int) (meta, bins template.JS, err error) {
+	if len(exs) == 0 && len(packed) == 0 {
 		return "null", "null", nil
-	}
-	if maxBands <= 0 {
-		maxBands = DefaultMaxBands
 	}
 	var out []exDevice
 	var bs []string
 	for _, e := range exs {
-		d := packExplorer(e, maxBands)
-		out = append(out, d)
-		bs = append(bs, d.Bin)
+		p, err := packExplorer(e, maxBands)
+		if err != nil {
+			return "", "", err
+		}
+		out = append(out, p.d)
+		bs = append(bs, p.d.Bin)
+	}
+	for _, s := range packed {
+		p, ok := s.(*packer)
+		if !ok || !p.done {
+			return "", "", errors.New("htmlreport: an explorer not packed by NewExplorerPacker")
+		}
+		out = append(out, p.d)
+		bs = append(bs, p.d.Bin)
 	}
 	// json.Marshal writes <, > and & as \u003c..., so no "</script>" can
 	// end the script element early.
@@ -109,133 +142,316 @@ func explorerData(exs []*figures.Explorer, maxBands int) (meta, bins template.JS
 	return template.JS(m), template.JS(b), nil
 }
 
-func packExplorer(e *figures.Explorer, maxBands int) exDevice {
-	d := exDevice{Device: e.Device, Ops: e.Ops, Peak: e.PeakOp, OOM: e.OOMOp, OOMSize: e.OOMSize,
-		OOMRounded: e.OOMRounded, Verdict: e.Verdict, Stacks: e.Stacks, Frames: e.Frames, User: e.User}
-	// the allocations that keep a band: all, or the largest maxBands
-	keep := make([]int32, len(e.Allocs)) // index among kept bands, -1 aggregated
-	if len(e.Allocs) > maxBands {
-		order := make([]int, len(e.Allocs))
-		for i := range order {
-			order[i] = i
+// NewExplorerPacker makes the sinks that pack each device's explorer as
+// the pipeline steps through it (see figures.ExplorerSink), keeping per
+// allocation a few figures and per op nothing: the columns are deflated
+// as they grow. maxBands is as Extra.MaxBands.
+func NewExplorerPacker(maxBands int) figures.ExplorerPacker {
+	return func() figures.ExplorerSink { return &packer{maxBands: maxBands} }
+}
+
+// packExplorer packs a whole explorer: it hands e to a packer as the
+// pipeline would have, op by op.
+func packExplorer(e *figures.Explorer, maxBands int) (*packer, error) {
+	p := &packer{maxBands: maxBands}
+	n := int32(e.Ops)
+	for {
+		head := *e
+		head.Allocs, head.Changes, head.Keys = nil, nil, nil
+		p.Start(figures.ExplorerStart{Head: &head, Timed: e.TimeUS != nil, Allocs: len(e.Allocs),
+			Sizes: func(yield func(uint64)) error {
+				for _, a := range e.Allocs {
+					yield(a.Size)
+				}
+				return nil
+			}})
+		// the allocations by the op that made them, ended them and released them
+		byEnd := make([][]int32, e.Ops+1)
+		byRel := make([][]int32, e.Ops+1)
+		for k, a := range e.Allocs {
+			if a.End < n {
+				byEnd[a.End] = append(byEnd[a.End], int32(k))
+			}
+			if a.Released < n {
+				byRel[a.Released] = append(byRel[a.Released], int32(k))
+			}
 		}
-		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(e.Allocs[b].Size, e.Allocs[a].Size) })
-		for i := range keep {
-			keep[i] = -1
+		k, key := 0, 0
+		for i := range e.Ops {
+			for ; k < len(e.Allocs) && int(e.Allocs[k].Start) <= i; k++ {
+				a := e.Allocs[k]
+				a.End, a.Released = n, n
+				p.Alloc(int32(k), a)
+			}
+			for _, j := range byEnd[i] {
+				p.Freed(j, int32(i), e.Allocs[j].Size)
+			}
+			for _, j := range byRel[i] {
+				p.Released(j, int32(i))
+			}
+			var t int64
+			if e.TimeUS != nil {
+				t = e.TimeUS[i]
+			}
+			p.Op(i, t, e.Changes[i], func() []figures.BlockRec { return blocksAt(e, i+1) })
+			for ; key < len(e.Keys) && e.Keys[key].Op <= i+1; key++ {
+				p.Key(e.Keys[key].Op, e.Keys[key].Blocks)
+			}
 		}
-		for _, i := range order[:maxBands] {
-			keep[i] = 0
+		err := p.Finish()
+		if err == figures.ErrExplorerAgain {
+			continue
 		}
+		return p, err
 	}
-	var c struct {
+}
+
+// packer packs one device's explorer as it is made (figures.ExplorerSink).
+type packer struct {
+	maxBands int
+	unit1    bool // a block size not a multiple of 512 was seen: the next pass writes bytes
+	done     bool
+	d        exDevice
+	head     *figures.Explorer
+	ops      int
+	timed    bool
+
+	// which allocations keep a band: all, or those larger than thr and
+	// the first thrLeft of size thr (the largest maxBands, ties to the
+	// earliest, as a stable sort by size would keep)
+	all     bool
+	thr     uint64
+	thrLeft int
+	bandOf  []int32 // allocation → band, -1 aggregated; nil when all keep one
+	allocs  int32
+	// per band: what the len and rel columns and the preview need
+	bStart, bEnd, bRel, bStack []int32
+	bSize                      []uint64
+
+	aggOp   int64 // the aggregated bytes op's allocations made less those it ended
+	aggLive int64 // the aggregated bytes live
+	live    int64 // all allocations' bytes live
+	ymax    float64
+	// the preview's columns: each one's stretch of ops and the op of it
+	// where the most bytes were live, with the aggregated bytes then
+	sa, sb    []int
+	best      []int
+	bestTotal []int64
+	bestAgg   []int64
+	col0      int
+	firstOp   int
+	odd       bool // a block size not a multiple of 512
+
+	c struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
 		pos, del, ins, bsize, bstate, bband, bseg                  column
 		klen, ksize, kstate, kband, kseg                           column
 	}
-	var aggDelta []int64
-	if len(e.Allocs) > maxBands {
-		aggDelta = make([]int64, e.Ops+1)
+}
+
+func (p *packer) Start(s figures.ExplorerStart) {
+	*p = packer{maxBands: p.maxBands, unit1: p.unit1, head: s.Head, ops: s.Head.Ops, timed: s.Timed}
+	if p.maxBands <= 0 {
+		p.maxBands = DefaultMaxBands
 	}
-	for i, a := range e.Allocs {
-		if keep[i] < 0 {
-			d.Aggregated++
-			aggDelta[a.Start] += int64(a.Size)
-			aggDelta[a.End] -= int64(a.Size)
-			continue
+	e := s.Head
+	p.d = exDevice{Device: e.Device, Ops: e.Ops, Peak: e.PeakOp, OOM: e.OOMOp, OOMSize: e.OOMSize,
+		OOMRounded: e.OOMRounded, Unit: 512}
+	if p.unit1 {
+		p.d.Unit = 1
+	}
+	p.all = s.Allocs <= p.maxBands
+	if !p.all {
+		sizes := make([]uint64, 0, s.Allocs)
+		_ = s.Sizes(func(v uint64) { sizes = append(sizes, v) })
+		slices.SortFunc(sizes, func(a, b uint64) int { return cmp.Compare(b, a) })
+		p.thr = sizes[p.maxBands-1]
+		above, _ := slices.BinarySearchFunc(sizes, p.thr, func(a, t uint64) int { return cmp.Compare(t, a) })
+		p.thrLeft = p.maxBands - above
+		p.bandOf = make([]int32, 0, s.Allocs)
+	}
+	W := previewW
+	p.sa, p.sb = make([]int, W), make([]int, W)
+	p.best, p.bestTotal, p.bestAgg = make([]int, W), make([]int64, W), make([]int64, W)
+	for c := range W {
+		at := func(f float64) float64 { return 0 + f*float64(p.ops) }
+		a := max(0, int(math.Floor(at(float64(c)/float64(W)))))
+		b := min(p.ops, max(a+1, int(math.Floor(at(float64(c+1)/float64(W))))))
+		if c == W-1 {
+			b = min(p.ops, max(a+1, p.ops))
 		}
-		keep[i] = int32(d.Bands)
-		d.Bands++
-		c.start.add(int64(a.Start), true)
-		c.len.add(int64(a.End-a.Start), false)
-		c.rel.add(int64(a.Released-a.End), false)
-		c.size.add(int64(a.Size), false)
-		c.addr.add(int64(a.Address), true)
-		c.stream.add(int64(a.Stream), true)
-		c.stack.add(int64(a.Stack), true)
-		if e.Categories != nil {
-			c.cat.add(int64(a.Category), false)
-		}
+		p.sa[c], p.sb[c], p.best[c] = a, b, min(a, p.ops-1)
 	}
-	d.Cats = e.Categories
-	for _, p := range e.CategorySeries {
-		d.CatOps = append(d.CatOps, p.Op)
-		d.CatBytes = append(d.CatBytes, p.Bytes)
+	p.ymax = 1
+	p.firstOp = firstOp(e)
+	p.d.First = exFirstMap{Op: p.firstOp, Blocks: [][6]int64{}}
+	p.d.Keys = []int{}
+}
+
+func (p *packer) keeps(size uint64) bool {
+	switch {
+	case p.all || size > p.thr:
+		return true
+	case size == p.thr && p.thrLeft > 0:
+		p.thrLeft--
+		return true
 	}
-	for _, v := range aggDelta[:min(len(aggDelta), e.Ops)] {
-		c.agg.add(v, false)
+	return false
+}
+
+func (p *packer) Alloc(k int32, a figures.Lifetime) {
+	p.allocs++
+	p.live += int64(a.Size)
+	if !p.keeps(a.Size) {
+		p.bandOf = append(p.bandOf, -1)
+		p.d.Aggregated++
+		p.aggOp += int64(a.Size)
+		p.aggLive += int64(a.Size)
+		return
 	}
-	for _, t := range e.TimeUS {
+	if p.bandOf != nil {
+		p.bandOf = append(p.bandOf, int32(p.d.Bands))
+	}
+	p.d.Bands++
+	p.bStart = append(p.bStart, a.Start)
+	p.bEnd = append(p.bEnd, a.End)
+	p.bRel = append(p.bRel, a.Released)
+	p.bSize = append(p.bSize, a.Size)
+	p.bStack = append(p.bStack, a.Stack)
+	c := &p.c
+	c.start.add(int64(a.Start), true)
+	c.size.add(int64(a.Size), false)
+	c.addr.add(int64(a.Address), true)
+	c.stream.add(int64(a.Stream), true)
+	c.stack.add(int64(a.Stack), true)
+	if p.head.Categories != nil {
+		c.cat.add(int64(a.Category), false)
+	}
+}
+
+// band is allocation k's band, -1 when aggregated.
+func (p *packer) band(k int32) int32 {
+	if p.bandOf == nil {
+		return k
+	}
+	return p.bandOf[k]
+}
+
+func (p *packer) Freed(k, op int32, size uint64) {
+	if b := p.band(k); b < 0 {
+		p.aggOp -= int64(size)
+		p.aggLive -= int64(size)
+	} else {
+		p.bEnd[b] = op
+	}
+	p.live -= int64(size)
+}
+
+func (p *packer) Released(k, op int32) {
+	if b := p.band(k); b >= 0 {
+		p.bRel[b] = op
+	}
+}
+
+func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.BlockRec) {
+	c := &p.c
+	if p.timed {
 		c.time.add(t, true)
 	}
-	// Block sizes are written in units of 512 bytes when they all allow
-	// it (PyTorch rounds every block so); a block's address only on the
-	// first block of its segment, the page adds up the sizes for the rest.
-	d.Unit = 512
-	each := func(f func(b figures.BlockRec)) {
-		for _, ch := range e.Changes {
-			for _, b := range ch.Ins {
-				f(b)
-			}
-		}
-		for _, k := range e.Keys {
-			for _, b := range k.Blocks {
-				f(b)
-			}
+	if !p.all {
+		c.agg.add(p.aggOp, false)
+		p.aggOp = 0
+	}
+	// the preview: the op of each column's stretch with the most bytes live
+	total := p.live
+	p.ymax = max(p.ymax, float64(total))
+	for p.col0 < previewW && p.sb[p.col0] <= i {
+		p.col0++
+	}
+	for k := p.col0; k < previewW && p.sa[k] <= i; k++ {
+		if i == p.sa[k] || total > p.bestTotal[k] {
+			p.best[k], p.bestTotal[k], p.bestAgg[k] = i, total, p.aggLive
 		}
 	}
-	each(func(b figures.BlockRec) {
-		if b.Size%d.Unit != 0 || b.SegSize%d.Unit != 0 {
-			d.Unit = 1
-		}
-	})
-	// a used block's band counts back from the newest band made so far:
-	// most changes are the op's own allocation
-	made, startOf := 0, func(i int) int32 { return e.Allocs[i].Start }
-	kept := make([]int, 0, d.Bands) // allocation index of each band
-	for i := range e.Allocs {
-		if keep[i] >= 0 {
-			kept = append(kept, i)
-		}
-	}
-	upto := func(op int) { // bands made by ops before op
-		for made < len(kept) && int(startOf(kept[made])) < op {
-			made++
-		}
-	}
-	blocks := func(bs []figures.BlockRec, size, state, band, seg *column) {
-		for _, b := range bs {
-			size.add(int64(b.Size/d.Unit), false)
-			st := int64(b.State)
+	c.pos.add(int64(ch.Pos), true)
+	c.del.add(int64(ch.Del), false)
+	c.ins.add(int64(len(ch.Ins)), false)
+	p.blocks(ch.Ins, &c.bsize, &c.bstate, &c.bband, &c.bseg)
+	if i+1 == p.firstOp {
+		for _, b := range blocks() {
+			first, seg, band := int64(0), int64(0), int64(-1)
 			if b.First {
-				st |= 4
-				seg.add(int64(b.Address), true)
-				seg.add(int64(b.SegSize/d.Unit), false)
+				first, seg = 1, int64(b.SegSize)
 			}
-			state.add(st, false)
-			k := int64(0)
-			if b.Alloc >= 0 && keep[b.Alloc] >= 0 {
-				k = int64(made) - int64(keep[b.Alloc])
+			if b.Alloc >= 0 {
+				band = int64(p.band(b.Alloc))
 			}
-			band.add(k, false)
+			p.d.First.Blocks = append(p.d.First.Blocks, [6]int64{int64(b.Address), int64(b.Size), int64(b.State), first, seg, band})
 		}
 	}
-	for i, ch := range e.Changes {
-		upto(i + 1)
-		c.pos.add(int64(ch.Pos), true)
-		c.del.add(int64(ch.Del), false)
-		c.ins.add(int64(len(ch.Ins)), false)
-		blocks(ch.Ins, &c.bsize, &c.bstate, &c.bband, &c.bseg)
+}
+
+func (p *packer) Key(op int, blocks []figures.BlockRec) {
+	c := &p.c
+	p.d.Keys = append(p.d.Keys, op)
+	c.klen.add(int64(len(blocks)), false)
+	p.blocks(blocks, &c.ksize, &c.kstate, &c.kband, &c.kseg)
+}
+
+// blocks writes a list of blocks. Block sizes are written in units of 512
+// bytes when they all allow it (PyTorch rounds every block so; else the
+// packer asks for the ops again and writes bytes); a block's address only
+// on the first block of its segment, the page adds up the sizes for the
+// rest. A used block's band counts back from the newest band made so far:
+// most changes are the op's own allocation.
+func (p *packer) blocks(bs []figures.BlockRec, size, state, band, seg *column) {
+	made := int64(p.d.Bands)
+	for _, b := range bs {
+		if b.Size%512 != 0 || b.SegSize%512 != 0 {
+			p.odd = true
+		}
+		size.add(int64(b.Size/p.d.Unit), false)
+		st := int64(b.State)
+		if b.First {
+			st |= 4
+			seg.add(int64(b.Address), true)
+			seg.add(int64(b.SegSize/p.d.Unit), false)
+		}
+		state.add(st, false)
+		k := int64(0)
+		if b.Alloc >= 0 {
+			if bd := p.band(b.Alloc); bd >= 0 {
+				k = made - int64(bd)
+			}
+		}
+		band.add(k, false)
 	}
-	made = 0
-	d.Keys = []int{}
-	for _, k := range e.Keys {
-		upto(k.Op)
-		d.Keys = append(d.Keys, k.Op)
-		c.klen.add(int64(len(k.Blocks)), false)
-		blocks(k.Blocks, &c.ksize, &c.kstate, &c.kband, &c.kseg)
+}
+
+func (p *packer) Finish() error {
+	if p.odd && !p.unit1 {
+		p.unit1 = true
+		return figures.ErrExplorerAgain
 	}
-	var bin bytes.Buffer
+	e, c := p.head, &p.c
+	for b := range p.bStart {
+		c.len.add(int64(p.bEnd[b]-p.bStart[b]), false)
+		c.rel.add(int64(p.bRel[b]-p.bEnd[b]), false)
+	}
+	p.bRel, p.bandOf = nil, nil // for the preview's memory
+	d := &p.d
+	d.Verdict, d.Stacks, d.Frames, d.User = e.Verdict, e.Stacks, e.Frames, e.User
+	d.Cats = e.Categories
+	for _, s := range e.CategorySeries {
+		d.CatOps = append(d.CatOps, s.Op)
+		d.CatBytes = append(d.CatBytes, s.Bytes)
+	}
+	for _, s := range e.Spans {
+		d.Spans = append(d.Spans, [3]any{s.Start, s.End, s.Name})
+	}
 	d.Cols = map[string][3]int{}
+	var cols []*column
+	off := 0
 	for _, col := range []struct {
 		name string
 		c    *column
@@ -244,24 +460,61 @@ func packExplorer(e *figures.Explorer, maxBands int) exDevice {
 		{"pos", &c.pos}, {"del", &c.del}, {"ins", &c.ins}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
 		{"bband", &c.bband}, {"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize},
 		{"kstate", &c.kstate}, {"kband", &c.kband}, {"kseg", &c.kseg}} {
-		d.Cols[col.name] = [3]int{bin.Len(), len(col.c.b), col.c.n}
-		bin.Write(col.c.b)
+		d.Cols[col.name] = [3]int{off, col.c.size + len(col.c.b), col.c.n}
+		off += col.c.size + len(col.c.b)
+		cols = append(cols, col.c)
 	}
-	var z bytes.Buffer
-	w, _ := flate.NewWriter(&z, flate.DefaultCompression) // the level is valid
-	w.Write(bin.Bytes())
-	w.Close()
-	d.Bin = base64.StdEncoding.EncodeToString(z.Bytes())
-	for _, s := range e.Spans {
-		d.Spans = append(d.Spans, [3]any{s.Start, s.End, s.Name})
+	d.Bin = base64.StdEncoding.EncodeToString(deflateColumns(cols))
+	for k := range p.best { // each column's op and what was aggregated then
+		if p.best[k] < 0 {
+			p.best[k] = 0
+		}
 	}
-	agg := make([]int64, e.Ops) // aggregated bytes live after each op
-	for i, acc := 0, int64(0); i < min(len(aggDelta), e.Ops); i++ {
-		acc += aggDelta[i]
-		agg[i] = acc
-	}
-	d.Preview = base64.StdEncoding.EncodeToString(preview(e, kept, agg).b)
+	d.Preview = base64.StdEncoding.EncodeToString(preview(p.ops, p.best, p.bestAgg, p.ymax,
+		p.bStart, p.bEnd, p.bSize, p.bStack).b)
 	d.PreviewW, d.PreviewH = previewW, previewH
-	d.First = firstMap(e, keep)
-	return d
+	p.bStart, p.bEnd, p.bRel, p.bSize, p.bStack, p.bandOf = nil, nil, nil, nil, nil, nil
+	p.c = struct {
+		start, len, rel, size, addr, stream, stack, agg, time, cat column
+		pos, del, ins, bsize, bstate, bband, bseg                  column
+		klen, ksize, kstate, kband, kseg                           column
+	}{}
+	p.done = true
+	return nil
+}
+
+// deflateColumns deflates the columns one after the other as one stream.
+// Columns that grew past spillAt were deflated as they grew, each on its
+// own: their parts, each ended by a sync flush, are byte-aligned blocks
+// that refer back only into their own column, so one after the other
+// they are one deflate stream of the columns' bytes. Small explorers,
+// none spilled, deflate all at once, as they always have.
+func deflateColumns(cols []*column) []byte {
+	var z bytes.Buffer
+	spilled := false
+	for _, c := range cols {
+		spilled = spilled || c.z != nil
+	}
+	w, _ := flate.NewWriter(&z, flate.DefaultCompression) // the level is valid
+	if !spilled {
+		for _, c := range cols {
+			w.Write(c.b)
+		}
+		w.Close()
+		return z.Bytes()
+	}
+	for _, c := range cols {
+		if c.z == nil {
+			w.Reset(&z)
+			w.Write(c.b)
+			w.Flush()
+			continue
+		}
+		c.z.Write(c.b)
+		c.z.Flush()
+		z.Write(c.zb.Bytes())
+	}
+	w.Reset(&z)
+	w.Close() // the final, empty block
+	return z.Bytes()
 }

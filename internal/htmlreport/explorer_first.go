@@ -21,45 +21,18 @@ const previewW, previewH = 1200, 320
 // at previewW x previewH, with the same arithmetic, and returns its pixels,
 // column after column from the top left (they have the longer runs), as
 // runs: a palette entry (0 nothing, 1 the grey of aggregated and sub-pixel
-// bands, 2+k the colour of stack k-1's site), then a length. bands are the kept allocations in band order
-// and agg the aggregated bytes live after each op.
-func preview(e *figures.Explorer, bands []int, agg []int64) *column {
-	ops, n, W, H := e.Ops, len(bands), previewW, float64(previewH)
+// bands, 2+k the colour of stack k-1's site), then a length. Column c
+// shows op samples[c], the op of its stretch where the most bytes were
+// live (ymax the most of all, at least 1), with agg[c] aggregated bytes
+// live then; the bands are the kept allocations in band order, each made
+// by op start, ended by op end.
+func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int32, sizes []uint64, stack []int32) *column {
+	n, W, H := len(start), previewW, float64(previewH)
 	out := &column{}
 	if ops == 0 {
 		return out
 	}
-	start, end, size := make([]int, n), make([]int, n), make([]float64, n)
-	delta := make([]int64, ops+1)
-	for j, i := range bands {
-		a := e.Allocs[i]
-		start[j], end[j], size[j] = int(a.Start), int(a.End), float64(a.Size)
-		delta[a.Start] += int64(a.Size)
-		delta[a.End] -= int64(a.Size)
-	}
-	total, ymax, acc := make([]float64, ops), 1.0, int64(0)
-	for i := range ops {
-		acc += delta[i]
-		total[i] = float64(acc + agg[i])
-		ymax = max(ymax, total[i])
-	}
-	// each column shows the op of its stretch where the most bytes were live
-	samples := make([]int, W)
-	for c := range samples {
-		at := func(f float64) float64 { return 0 + f*float64(ops) }
-		a := max(0, int(math.Floor(at(float64(c)/float64(W)))))
-		b := min(ops, max(a+1, int(math.Floor(at(float64(c+1)/float64(W))))))
-		if c == W-1 {
-			b = min(ops, max(a+1, ops))
-		}
-		best := min(a, ops-1)
-		for o := a; o < b; o++ {
-			if total[o] > total[best] {
-				best = o
-			}
-		}
-		samples[c] = best
-	}
+	size := func(j int) float64 { return float64(sizes[j]) }
 	// the live bands' sizes in a Fenwick tree, in band order
 	fen, log := make([]float64, n+1), 1
 	for log*2 <= n {
@@ -87,15 +60,15 @@ func preview(e *figures.Explorer, bands []int, agg []int64) *column {
 		}
 		return s
 	}
-	byEnd := make([]int, n)
+	byEnd := make([]int32, n) // 4 bytes a band: a big trace has millions
 	for j := range byEnd {
-		byEnd[j] = j
+		byEnd[j] = int32(j)
 	}
-	slices.SortStableFunc(byEnd, func(a, b int) int { return end[a] - end[b] })
+	slices.SortStableFunc(byEnd, func(a, b int32) int { return int(end[a] - end[b]) })
 	s0, pa, pe := samples[0], 0, 0
 	for i := range n {
-		if start[i] <= s0 && end[i] > s0 {
-			fen[i+1] += size[i]
+		if int(start[i]) <= s0 && int(end[i]) > s0 {
+			fen[i+1] += size(i)
 		}
 	}
 	for i := 1; i <= n; i++ {
@@ -103,10 +76,10 @@ func preview(e *figures.Explorer, bands []int, agg []int64) *column {
 			fen[j] += fen[i]
 		}
 	}
-	for pa < n && start[pa] <= s0 {
+	for pa < n && int(start[pa]) <= s0 {
 		pa++
 	}
-	for pe < n && end[byEnd[pe]] <= s0 {
+	for pe < n && int(end[byEnd[pe]]) <= s0 {
 		pe++
 	}
 	round := func(x float64) int { return int(math.Floor(x + 0.5)) } // as JavaScript's Math.round
@@ -115,19 +88,19 @@ func preview(e *figures.Explorer, bands []int, agg []int64) *column {
 		px := func(r int) *int64 { return &img[c*previewH+r] }
 		s := samples[c]
 		if s != prev {
-			for ; pa < n && start[pa] <= s; pa++ {
-				if end[pa] > s {
-					add(pa, size[pa])
+			for ; pa < n && int(start[pa]) <= s; pa++ {
+				if int(end[pa]) > s {
+					add(pa, size(pa))
 				}
 			}
-			for ; pe < n && end[byEnd[pe]] <= s; pe++ {
-				if k := byEnd[pe]; start[k] <= prev {
-					add(k, -size[k])
+			for ; pe < n && int(end[byEnd[pe]]) <= s; pe++ {
+				if k := int(byEnd[pe]); int(start[k]) <= prev {
+					add(k, -size(k))
 				}
 			}
 			prev = s
 		}
-		base, y := float64(agg[s]), previewH
+		base, y := float64(agg[c]), previewH
 		if base > 0 {
 			top := H - base*k2b
 			for r := max(0, round(top)); r < y; r++ {
@@ -142,11 +115,11 @@ func preview(e *figures.Explorer, bands []int, agg []int64) *column {
 		for pos < tot {
 			bi := find(pos)
 			hiB := prefix(bi)
-			loB := hiB - size[bi]
+			loB := hiB - size(bi)
 			yTop, yBot := H-(base+hiB)*k2b, H-(base+loB)*k2b
 			if yBot-yTop >= 1 {
 				for r := max(0, round(yTop)); r < round(yBot); r++ {
-					*px(r) = int64(e.Allocs[bands[bi]].Stack) + 3
+					*px(r) = int64(stack[bi]) + 3
 				}
 				pos = hiB
 			} else { // a pixel of bands too small to see
@@ -200,25 +173,6 @@ func blocksAt(e *figures.Explorer, k int) []figures.BlockRec {
 func keyBefore(keys []figures.Keyframe, k int) int {
 	i, _ := slices.BinarySearchFunc(keys, k+1, func(kf figures.Keyframe, t int) int { return kf.Op - t })
 	return i - 1
-}
-
-// firstMap is the segment map where the scrubber starts, as stateAt in
-// explorer.js gives it: each block's address, size, state, whether it
-// starts a segment (1) and the segment's size, and its band (-1 none).
-func firstMap(e *figures.Explorer, keep []int32) exFirstMap {
-	k := firstOp(e)
-	m := exFirstMap{Op: k, Blocks: [][6]int64{}}
-	for _, b := range blocksAt(e, k) {
-		first, seg, band := int64(0), int64(0), int64(-1)
-		if b.First {
-			first, seg = 1, int64(b.SegSize)
-		}
-		if b.Alloc >= 0 && keep[b.Alloc] >= 0 {
-			band = int64(keep[b.Alloc])
-		}
-		m.Blocks = append(m.Blocks, [6]int64{int64(b.Address), int64(b.Size), int64(b.State), first, seg, band})
-	}
-	return m
 }
 
 type exFirstMap struct {

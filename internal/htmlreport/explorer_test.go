@@ -66,7 +66,7 @@ func testExplorer() *figures.Explorer {
 // the figures given, a frame's "</script>" cannot end the script element,
 // and above the band limit the largest allocations keep their bands.
 func TestExplorerData(t *testing.T) {
-	js, jsBin, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
+	js, jsBin, err := explorerData([]*figures.Explorer{testExplorer()}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestExplorerData(t *testing.T) {
 		t.Errorf("segment records %x", got)
 	}
 
-	js, jsBin, err = explorerData([]*figures.Explorer{testExplorer()}, 2)
+	js, jsBin, err = explorerData([]*figures.Explorer{testExplorer()}, nil, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestExplorerData(t *testing.T) {
 // nothing where nothing is live, and the first segment map is the block
 // list after the peak's op.
 func TestExplorerFirstView(t *testing.T) {
-	js, _, err := explorerData([]*figures.Explorer{testExplorer()}, 0)
+	js, _, err := explorerData([]*figures.Explorer{testExplorer()}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,5 +171,59 @@ func TestExplorerFirstView(t *testing.T) {
 	want := [][6]int64{{0x7f0000000000, 512, int64(figures.StateAllocated), 1, 2 << 20, 0}, {0x7f0000000200, 2<<20 - 512, int64(figures.StateSplit), 0, 0, -1}}
 	if d.First.Op != 4 || !slices.Equal(d.First.Blocks, want) {
 		t.Errorf("first map after op %d: %v", d.First.Op, d.First.Blocks)
+	}
+}
+
+// Columns that grew past spillAt are deflated as they grow, each apart;
+// the parts, one after the other, still inflate to the columns' bytes one
+// after the other, as the page reads them.
+func TestColumnsDeflatedAsTheyGrow(t *testing.T) {
+	var cols [4]column
+	var want []byte
+	x := uint64(1)
+	for k := range cols {
+		n := []int{10, 3 * spillAt / 2, 7, spillAt + 5}[k] // small, spilled once, small, spilled
+		for range n {
+			x = x*6364136223846793005 + 1442695040888963407
+			cols[k].add(int64(x>>60)-8, k%2 == 1)
+		}
+	}
+	ptrs := make([]*column, len(cols))
+	for k := range cols {
+		ptrs[k] = &cols[k]
+		if (k%2 == 1) != (cols[k].z != nil) {
+			t.Fatalf("column %d: spilled %v", k, cols[k].z != nil)
+		}
+	}
+	// what the columns hold, written out again without spilling
+	for k := range cols {
+		var c column
+		c.last = 0
+		x := uint64(1)
+		for j := 0; j <= k; j++ {
+			n := []int{10, 3 * spillAt / 2, 7, spillAt + 5}[j]
+			for range n {
+				x = x*6364136223846793005 + 1442695040888963407
+				if j == k {
+					d := int64(x>>60) - 8
+					if k%2 == 1 {
+						d, c.last = d-c.last, d
+					}
+					u := uint64(d<<1) ^ uint64(d>>63)
+					for u >= 0x80 {
+						want = append(want, byte(u)|0x80)
+						u >>= 7
+					}
+					want = append(want, byte(u))
+				}
+			}
+		}
+	}
+	got, err := io.ReadAll(flate.NewReader(bytes.NewReader(deflateColumns(ptrs))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("inflated %d bytes, want %d", len(got), len(want))
 	}
 }

@@ -182,7 +182,12 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 	} else {
 		p.Data = "null"
 	}
-	if len(extra.PeakSegments) > 0 {
+	// the explorer's segment map opens at the peak (or at an
+	// out-of-memory, with a button back to the peak): a static map of the
+	// peak beside it would show the same segments twice, under another
+	// legend
+	explorer := len(extra.Explorers)+len(extra.Packed) > 0
+	if len(extra.PeakSegments) > 0 && !explorer {
 		p.Maps = append(p.Maps, newSegMap("segmap-peak",
 			fmt.Sprintf("Segments at the peak (after operation %s)", units.FormatCount(int64(r.PeakOp))),
 			"every segment the allocator held when reserved memory peaked, in address order", extra.PeakSegments))
@@ -196,10 +201,10 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 	}
 	p.Sites = siteRows(extra.Sites)
 	var err error
-	if p.Explorer, p.ExplorerBin, err = explorerData(extra.Explorers, extra.MaxBands); err != nil {
+	if p.Explorer, p.ExplorerBin, err = explorerData(extra.Explorers, extra.Packed, extra.MaxBands); err != nil {
 		return nil, err
 	}
-	if len(extra.Explorers) > 0 {
+	if explorer {
 		p.Script = template.JS(explorerJS)
 	}
 	return p, nil

@@ -361,3 +361,18 @@ func BenchmarkWriteMillion(b *testing.B) {
 		}
 	}
 }
+
+// The explorer's segment map opens at the peak: the page then shows the
+// peak's segments there alone, not again as a static map under another
+// legend; the map of the out-of-memory's holes stays.
+func TestPeakMapOnce(t *testing.T) {
+	r, e := sample()
+	e.Explorers = []*figures.Explorer{testExplorer()}
+	got := write(t, r, e)
+	if strings.Contains(got, `id="segmap-peak"`) || strings.Count(got, `id="segmap-live"`) != 1 {
+		t.Error("the peak's segments are not shown once, in the explorer")
+	}
+	if !strings.Contains(got, `id="segmap-oom"`) {
+		t.Error("the out-of-memory's map is gone")
+	}
+}

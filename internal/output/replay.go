@@ -53,6 +53,13 @@ func replayTable(w io.Writer, r *figures.Replay, o Options) error {
 	return nil
 }
 
+// ExplorerPacker makes the sinks that pack the HTML explorer of each
+// device as the pipeline makes it (pipeline.Run.Detail), for ReplayHTML:
+// a big trace's page without its whole history in memory.
+func ExplorerPacker(maxBands int) figures.ExplorerPacker {
+	return htmlreport.NewExplorerPacker(maxBands)
+}
+
 // ReplayHTML writes the self-contained HTML report of a replay.
 func ReplayHTML(w io.Writer, r *figures.Replay, d figures.Detail, maxBands int) error {
 	return htmlreport.Write(w, r, htmlreport.Extra{Detail: d, MaxBands: maxBands, Generator: generatorLine()})

@@ -20,7 +20,7 @@ func TestExplorerCategories(t *testing.T) {
 	if c == nil || c.Total != uint64(r.Report.Stats.AllocatedBytes[0].Peak) || c.Bytes("activation") == 0 || c.KeptPastStep == 0 {
 		t.Fatalf("categories %+v", c)
 	}
-	d, err := r.Detail()
+	d, err := r.Detail(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,124 +1,396 @@
 package pipeline
 
 import (
+	"encoding/binary"
+	"slices"
 	"sort"
 	"strconv"
 
+	"github.com/gpumem/gpumem/internal/categories"
 	"github.com/gpumem/gpumem/internal/figures"
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-// explorer builds what the HTML report's explorer draws for one device's
-// plan: the allocations' lifetimes from the ops, and the block-level
-// changes of each op from a replay stepped one op at a time, each step's
-// blocks compared with the last. times holds each op's recorded time (nil:
-// none); snap gives the stacks and annotations (nil for workloads).
-func explorer(device int, plan *replay.Plan, o replay.Options, res *replay.Result,
-	snap *trace.Snapshot, times []int64) (*figures.Explorer, error) {
+// stepOpts is what one device's stepped replay is for beyond the explorer.
+type stepOpts struct {
+	device int
+	plan   *replay.Plan
+	o      replay.Options
+	res    *replay.Result
+	snap   *trace.Snapshot    // the stacks and annotations; nil for workloads
+	clock  *clock             // the ops' recorded times; nil when none
+	cls    *categories.Result // the allocations' categories; nil when none
+	// peakN > 0 takes the segments and the allocation sites live after the
+	// first peakN ops, into peak and sites (reached says it got there).
+	peakN   int
+	peak    []figures.SegmentMap
+	sites   []figures.Site
+	reached bool
+	// finish completes the head (verdict, a workload's phases) before the
+	// sink's Finish.
+	finish func(e *figures.Explorer)
+}
+
+// liveAlloc is an allocation whose block is still held.
+type liveAlloc struct {
+	k     int32 // its index among the explorer's allocations
+	size  uint64
+	ended bool  // freed (its block may still wait for another stream)
+	cat   uint8 // its category, when there are categories
+	ok    bool  // in the set
+}
+
+// liveSet holds the allocations whose blocks are held, by id: a slice
+// for the small ids a plan reuses (looked up for every block an op
+// changes), a map for the rest.
+type liveSet struct {
+	dense  []liveAlloc
+	sparse map[uint32]liveAlloc
+}
+
+// denseIDs is the most ids liveSet keeps in its slice.
+const denseIDs = 1 << 20
+
+func (l *liveSet) get(id uint32) (liveAlloc, bool) {
+	if id < denseIDs {
+		if int(id) < len(l.dense) && l.dense[id].ok {
+			return l.dense[id], true
+		}
+		return liveAlloc{}, false
+	}
+	v, ok := l.sparse[id]
+	return v, ok
+}
+
+func (l *liveSet) put(id uint32, v liveAlloc) {
+	v.ok = true
+	if id < denseIDs {
+		for int(id) >= len(l.dense) {
+			l.dense = append(l.dense, liveAlloc{})
+		}
+		l.dense[id] = v
+		return
+	}
+	if l.sparse == nil {
+		l.sparse = map[uint32]liveAlloc{}
+	}
+	l.sparse[id] = v
+}
+
+func (l *liveSet) del(id uint32) {
+	if id < denseIDs {
+		if int(id) < len(l.dense) {
+			l.dense[id] = liveAlloc{}
+		}
+		return
+	}
+	delete(l.sparse, id)
+}
+
+// explore steps through one device's plan, one op at a time, and hands
+// sink what the HTML report's explorer draws: the allocations' lifetimes
+// from the ops, and each op's block-level change, each step's blocks
+// compared with the last, with a key of the whole list now and then. It
+// keeps only the live blocks and allocations: the sink packs the rest as
+// it comes.
+func explore(sink figures.ExplorerSink, s *stepOpts) error {
+	for {
+		err := exploreOnce(sink, s)
+		if err == nil {
+			err = sink.Finish()
+		}
+		if err != figures.ErrExplorerAgain {
+			return err
+		}
+	}
+}
+
+func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
+	plan, res, snap := s.plan, s.res, s.snap
 	n := res.Done
 	if res.OOM != nil {
 		n = res.OOMOp + 1 // the failing op, after its release steps
 	}
-	e := &figures.Explorer{Device: device, Ops: n, PeakOp: res.Extra.PeakOp, OOMOp: -1}
+	e := &figures.Explorer{Device: s.device, Ops: n, PeakOp: res.Extra.PeakOp, OOMOp: -1}
 	if res.OOM != nil {
 		e.OOMOp, e.OOMSize, e.OOMRounded = res.OOMOp, res.OOM.Size, res.OOM.Rounded
 	}
-	if len(times) >= n && n > 0 {
-		e.TimeUS = times[:n]
+	if snap != nil && len(snap.Stacks) > 0 {
+		e.Stacks, e.Frames, e.User = internFrames(snap.Stacks)
 	}
-	live := map[uint32]int32{} // allocation id → index in e.Allocs
-	for _, s := range plan.Seeds {
-		for _, b := range s.Blocks {
-			live[b.ID] = int32(len(e.Allocs))
-			e.Allocs = append(e.Allocs, figures.Lifetime{Start: 0, End: int32(n), Released: int32(n),
-				Size: max(b.Requested, b.Size), Address: s.Address + b.Offset, Stream: s.Stream, Stack: -1})
+	if s.cls != nil {
+		for c := categories.Category(0); c < categories.NumCategories; c++ {
+			e.Categories = append(e.Categories, c.String())
 		}
 	}
-	stackOf := func(i int) int32 {
-		if i < len(plan.Stack) && snap != nil && plan.Stack[i] >= 0 && int(plan.Stack[i]) < len(snap.Stacks) {
-			return plan.Stack[i]
+	timed := s.clock != nil && n > 0
+	seeds := 0
+	for _, sd := range plan.Seeds {
+		seeds += len(sd.Blocks)
+	}
+	sink.Start(figures.ExplorerStart{Head: e, Timed: timed, Allocs: seeds + allocOps(plan, res, n),
+		Sizes: func(yield func(uint64)) error {
+			for _, sd := range plan.Seeds {
+				for _, b := range sd.Blocks {
+					yield(max(b.Requested, b.Size))
+				}
+			}
+			i := 0
+			return plan.Each(func(ops []alloc.Op, _, _ []int32) error {
+				for _, op := range ops {
+					if i < n && op.Kind == alloc.OpAlloc && !(res.OOM != nil && i == res.OOMOp) {
+						yield(op.Size)
+					}
+					i++
+				}
+				return nil
+			})
+		}})
+	// what each category holds, sampled as the ops go: the op of each
+	// stride where the most was live
+	var cur [categories.NumCategories]int64
+	var total int64
+	stride := max(1, (n+seriesPoints-1)/seriesPoints)
+	best, bestOp, bestTotal := cur, -1, int64(-1)
+	addCat := func(c categories.Category, size int64) {
+		if s.cls != nil {
+			cur[c] += size
+			total += size
+		}
+	}
+	live := &liveSet{}
+	var nk int32
+	for _, sd := range plan.Seeds {
+		for _, b := range sd.Blocks {
+			a := figures.Lifetime{Start: 0, End: int32(n), Released: int32(n),
+				Size: max(b.Requested, b.Size), Address: sd.Address + b.Offset, Stream: sd.Stream, Stack: -1}
+			if s.cls != nil {
+				c := categories.Unknown
+				if blk := s.cls.Lookup(-1, a.Address); blk != nil {
+					c = blk.Category
+				}
+				a.Category = uint8(c) + 1
+				addCat(c, int64(a.Size))
+			}
+			live.put(b.ID, liveAlloc{k: nk, size: a.Size, cat: a.Category - 1})
+			sink.Alloc(nk, a)
+			nk++
+		}
+	}
+	// the annotations' times, in order, to find the op each falls at
+	var ann []int // indexes into snap.Annotations of this device's, by time
+	var annOp []int
+	if snap != nil && timed {
+		for k, a := range snap.Annotations {
+			if a.Device == s.device {
+				ann = append(ann, k)
+			}
+		}
+		sort.SliceStable(ann, func(i, j int) bool { return snap.Annotations[ann[i]].TimeUS < snap.Annotations[ann[j]].TimeUS })
+		annOp = make([]int, len(ann))
+	}
+	nextAnn := 0
+	// the allocations still allocated (not freed), for the sites at the peak
+	type siteAlloc struct {
+		stack int32
+		size  uint64
+	}
+	var allocated map[uint32]siteAlloc
+	if s.peakN > 0 && snap != nil {
+		allocated = map[uint32]siteAlloc{}
+	}
+	validStack := func(st int32) int32 {
+		if snap != nil && st >= 0 && int(st) < len(snap.Stacks) {
+			return st
 		}
 		return -1
 	}
+	o := s.o
 	o.Points, o.Check = 0, false
-	var prev, cur []alloc.FlatBlock
-	var buf alloc.SnapshotBuffer
-	defer buf.Free()
-	sinceKey, lastKey := 0, 0
-	err := replay.Step(plan, o, func(i int, a *alloc.Allocator) bool {
-		if i >= n {
+	var flat []alloc.FlatBlock
+	var ins, whole []figures.BlockRec // reused: a sink sees them only during its call
+	var bs alloc.BlockSteps
+	defer bs.Free()
+	var last int64 // the last op's time: times are kept monotonic
+	s.reached = false
+	steps := max(n, s.peakN)
+	if s.clock != nil {
+		s.clock.rewind()
+	}
+	// the allocator's state is at hand at these ops: the peak's, and those
+	// after which the page's first segment map may show (the peak's, the
+	// out-of-memory's, the first and the last)
+	pauses := []int{0, n - 1, res.Extra.PeakOp, s.peakN - 1}
+	if res.OOM != nil {
+		pauses = append(pauses, res.OOMOp)
+	}
+	// a key once the changes since the last one hold as many blocks as the
+	// list: keys at most double the data, and the page applies at most that
+	// many blocks' worth of changes to reach any op
+	err := replay.StepBlocks(plan, o, &bs, minKeyGap, pauses, func(i int, op alloc.Op, event, stack int32, bc alloc.BlockChange, a *alloc.Allocator) bool {
+		if i >= steps {
 			return false
 		}
-		op := plan.Ops[i]
+		if allocated != nil {
+			switch op.Kind {
+			case alloc.OpAlloc:
+				allocated[op.ID] = siteAlloc{validStack(stack), op.Size}
+			case alloc.OpFree, alloc.OpFreeRequest:
+				delete(allocated, op.ID) // no longer allocated, even if still pending
+			}
+		}
+		if i == s.peakN-1 {
+			s.reached = true
+			s.peak = segmentMaps(a.Snapshot())
+			if allocated != nil {
+				s.sites = sitesOf(snap, func(yield func(st int32, size uint64)) {
+					for _, v := range allocated {
+						yield(v.stack, v.size)
+					}
+				})
+				allocated = nil // past the peak, no longer needed
+			}
+		}
+		if i >= n {
+			return true
+		}
+		var made *figures.Lifetime
+		var madeCat categories.Category
+		var freed *liveAlloc
 		switch op.Kind {
 		case alloc.OpAlloc:
 			if res.OOM != nil && i == res.OOMOp {
 				break // the failing request holds no block
 			}
-			live[op.ID] = int32(len(e.Allocs))
-			e.Allocs = append(e.Allocs, figures.Lifetime{Start: int32(i), End: int32(n), Released: int32(n),
-				Size: op.Size, Stream: op.Stream, Stack: stackOf(i)})
+			made = &figures.Lifetime{Start: int32(i), End: int32(n), Released: int32(n),
+				Size: op.Size, Stream: op.Stream, Stack: validStack(stack)}
+			if s.cls != nil {
+				madeCat = categories.Unknown
+				if op.Flags&alloc.FlagRecordedOOM == 0 {
+					if blk := s.cls.ByEvent(event); blk != nil {
+						madeCat = blk.Category
+					}
+				}
+				made.Category = uint8(madeCat) + 1
+			}
+			live.put(op.ID, liveAlloc{k: nk, size: op.Size, cat: uint8(madeCat)})
+			nk++
 		case alloc.OpFree, alloc.OpFreeRequest:
-			if k, ok := live[op.ID]; ok && e.Allocs[k].End == int32(n) {
-				e.Allocs[k].End = int32(i)
+			if l, ok := live.get(op.ID); ok && !l.ended {
+				l.ended = true
+				live.put(op.ID, l)
+				freed = &l
+				if s.cls != nil {
+					cur[l.cat] -= int64(l.size)
+					total -= int64(l.size)
+				}
 			}
 		}
-		cur = a.AppendBlocks(cur[:0], &buf)
-		c := diff(prev, cur, live)
-		for _, b := range c.Ins {
-			if b.Alloc >= 0 && b.State == figures.StateAllocated && e.Allocs[b.Alloc].Address == 0 {
-				e.Allocs[b.Alloc].Address = b.Address
+		c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(ins[:0], bc.Ins, live)}
+		ins = c.Ins
+		wholeList := func() []figures.BlockRec {
+			list := bc.Whole
+			if list == nil && a != nil {
+				flat = bs.Blocks(flat[:0])
+				list = flat
 			}
+			whole = records(whole[:0], list, live)
+			return whole
+		}
+		if made != nil {
+			l, _ := live.get(op.ID)
+			k := l.k
+			for _, b := range c.Ins {
+				if b.Alloc == k && b.State == figures.StateAllocated {
+					made.Address = b.Address
+					break
+				}
+			}
+			sink.Alloc(k, *made)
+			addCat(madeCat, int64(made.Size))
+		}
+		if freed != nil {
+			sink.Freed(freed.k, int32(i), freed.size)
 		}
 		if op.Kind == alloc.OpFreeComplete || op.Kind == alloc.OpFree {
-			if k, ok := live[op.ID]; ok {
-				e.Allocs[k].Released = int32(i)
-				delete(live, op.ID)
+			if l, ok := live.get(op.ID); ok {
+				sink.Released(l.k, int32(i))
+				live.del(op.ID)
 			}
 		}
-		e.Changes = append(e.Changes, c)
-		// a key once the changes since the last one hold as many blocks as
-		// the list: keys at most double the data, and the page applies at
-		// most that many blocks' worth of changes to reach any op
-		sinceKey += len(c.Ins) + 1
-		if sinceKey >= len(cur) && i+1-lastKey >= minKeyGap {
-			e.Keys = append(e.Keys, figures.Keyframe{Op: i + 1, Blocks: diff(nil, cur, live).Ins})
-			sinceKey, lastKey = 0, i+1
+
+		var t int64
+		if timed {
+			t = max(s.clock.at(event), last)
+			last = t
+			for ; nextAnn < len(ann) && snap.Annotations[ann[nextAnn]].TimeUS <= t; nextAnn++ {
+				annOp[nextAnn] = i
+			}
 		}
-		prev, cur = cur, prev
+		sink.Op(i, t, c, wholeList)
+		if bc.Whole != nil {
+			sink.Key(i+1, wholeList())
+		}
+		if s.cls != nil {
+			if total > bestTotal {
+				best, bestOp, bestTotal = cur, i, total
+			}
+			if (i+1)%stride == 0 || i == n-1 {
+				p := figures.CategoryPoint{Op: bestOp, Bytes: make([]uint64, len(best))}
+				for c, v := range best {
+					p.Bytes[c] = uint64(max(v, 0))
+				}
+				e.CategorySeries = append(e.CategorySeries, p)
+				bestTotal = -1
+			}
+		}
 		return true
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if snap != nil && len(snap.Stacks) > 0 {
-		e.Stacks, e.Frames, e.User = internFrames(snap.Stacks)
+	if snap != nil && timed {
+		at := make([]int, len(snap.Annotations)) // the op each of this device's annotations falls at
+		for j, k := range ann {
+			at[k] = n
+			if j < nextAnn {
+				at[k] = annOp[j]
+			}
+		}
+		e.Spans = spans(snap.Annotations, s.device, at)
 	}
-	if snap != nil && e.TimeUS != nil {
-		e.Spans = spans(snap.Annotations, device, e.TimeUS)
+	if s.finish != nil {
+		s.finish(e)
 	}
-	return e, nil
+	return nil
+}
+
+// allocOps counts the allocations the first n ops of plan make: every
+// OpAlloc but the one that failed.
+func allocOps(plan *replay.Plan, res *replay.Result, n int) int {
+	count, i := 0, 0
+	_ = plan.Each(func(ops []alloc.Op, _, _ []int32) error {
+		for _, op := range ops {
+			if i < n && op.Kind == alloc.OpAlloc && !(res.OOM != nil && i == res.OOMOp) {
+				count++
+			}
+			i++
+		}
+		return nil
+	})
+	return count
 }
 
 // minKeyGap is the fewest ops between two keyframes of the block list.
 const minKeyGap = 1024
 
-// diff is the one replacement that turns prev into cur: the blocks between
-// their common head and tail. An allocation id names one allocation from
-// one op to the next, so equal blocks of consecutive ops are the same.
-func diff(prev, cur []alloc.FlatBlock, live map[uint32]int32) figures.Change {
-	p := 0
-	for p < len(prev) && p < len(cur) && same(prev[p], cur[p]) {
-		p++
-	}
-	s := 0
-	for s < len(prev)-p && s < len(cur)-p && same(prev[len(prev)-1-s], cur[len(cur)-1-s]) {
-		s++
-	}
-	c := figures.Change{Pos: int32(p), Del: int32(len(prev) - p - s)}
-	for _, b := range cur[p : len(cur)-s] {
+// records appends the explorer's records of blocks to dst: an
+// allocation id names one allocation from one op to the next, so a used
+// block's record names the allocation live under its id.
+func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live *liveSet) []figures.BlockRec {
+	for _, b := range blocks {
 		r := figures.BlockRec{Address: b.Address, Size: b.Size, First: b.SegSize != 0, SegSize: b.SegSize, Alloc: -1}
 		switch {
 		case b.State == alloc.BlockAllocated:
@@ -131,23 +403,21 @@ func diff(prev, cur []alloc.FlatBlock, live map[uint32]int32) figures.Change {
 			r.State = figures.StateFree
 		}
 		if r.State >= figures.StateAllocated {
-			if k, ok := live[b.ID]; ok {
-				r.Alloc = k
+			if l, ok := live.get(b.ID); ok {
+				r.Alloc = l.k
 			}
 		}
-		c.Ins = append(c.Ins, r)
+		dst = append(dst, r)
 	}
-	return c
+	return dst
 }
 
-// same says two blocks of consecutive ops are one unchanged block. A
-// block's segment gaining or losing other blocks does not change it: only
-// a free block's colour depends on that, and a whole free segment's only
-// block changes when the segment splits.
-func same(a, b alloc.FlatBlock) bool {
-	return a.Address == b.Address && a.Size == b.Size && a.SegSize == b.SegSize && a.ID == b.ID && a.State == b.State
-}
-
+// Two blocks of consecutive ops are one unchanged block when their
+// address, size, segment size, allocation id and state are the same
+// (alloc.BlockSteps compares them so). A block's segment gaining or
+// losing other blocks does not change it: only a free block's colour
+// depends on that, and a whole free segment's only block changes when the
+// segment splits.
 // internFrames writes each distinct frame once.
 func internFrames(stacks [][]trace.Frame) ([][]int32, []string, []bool) {
 	idx := map[trace.Frame]int32{}
@@ -171,29 +441,27 @@ func internFrames(stacks [][]trace.Frame) ([][]int32, []string, []bool) {
 }
 
 // spans turns one device's record_function annotations into op ranges: a
-// START and the END of the same name that follows it make one span.
-func spans(ann []trace.Annotation, device int, times []int64) []figures.Span {
-	opAt := func(t int64) int {
-		return sort.Search(len(times), func(i int) bool { return times[i] >= t })
-	}
+// START and the END of the same name that follows it make one span. at
+// is the op each annotation falls at: the first whose time is not before
+// it.
+func spans(ann []trace.Annotation, device int, at []int) []figures.Span {
 	open := map[string][]int{}
 	var out []figures.Span
-	for _, a := range ann {
+	for k, a := range ann {
 		if a.Device != device {
 			continue
 		}
 		name := a.Fields["name"]
 		switch a.Fields["stage"] {
 		case "START":
-			open[name] = append(open[name], opAt(a.TimeUS))
+			open[name] = append(open[name], at[k])
 		case "END":
 			if st := open[name]; len(st) > 0 {
-				out = append(out, figures.Span{Name: name, Start: st[len(st)-1], End: opAt(a.TimeUS)})
+				out = append(out, figures.Span{Name: name, Start: st[len(st)-1], End: at[k]})
 				open[name] = st[:len(st)-1]
 			}
 		default:
-			k := opAt(a.TimeUS)
-			out = append(out, figures.Span{Name: name, Start: k, End: k})
+			out = append(out, figures.Span{Name: name, Start: at[k], End: at[k]})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
@@ -216,3 +484,84 @@ func opTimes(ev []int64, plan *replay.Plan) []int64 {
 	}
 	return out
 }
+
+// timeLog holds the recorded times of a device's alloc and free_completed
+// events (those plan.Event counts) as a streamed read sees them, packed:
+// each the zigzag varint of its difference from the last, a byte or two.
+type timeLog struct {
+	b        []byte
+	n        int
+	last     int64
+	recorded bool // a time other than 0
+}
+
+func (l *timeLog) add(t int64) {
+	d := t - l.last
+	l.last = t
+	l.b = binary.AppendUvarint(l.b, uint64(d<<1)^uint64(d>>63))
+	l.n++
+	l.recorded = l.recorded || t != 0
+}
+
+// clock reads the recorded times of the events an explorer's ops replay,
+// in order: from the times of a trace read whole, or from a timeLog.
+type clock struct {
+	times []int64
+	log   *timeLog
+	pos   int   // events of log read
+	off   int   // where the next one starts
+	cur   int64 // the time of the last one read
+}
+
+// newClock is the clock of times or log; nil when neither recorded any.
+func newClock(times []int64, log *timeLog) *clock {
+	switch {
+	case len(times) > 0:
+		return &clock{times: times}
+	case log != nil && log.recorded && log.n > 0:
+		return &clock{log: log}
+	}
+	return nil
+}
+
+func (c *clock) rewind() { c.pos, c.off, c.cur = 0, 0, 0 }
+
+// at is the time of event k, the last event's past the end (as opTimes).
+// A log is read forward only: an event before the last one asked for
+// gives that one's time.
+func (c *clock) at(k int32) int64 {
+	if c.times != nil {
+		return c.times[max(0, min(int(k), len(c.times)-1))]
+	}
+	for k := min(int(k), c.log.n-1); c.pos <= k; c.pos++ {
+		u, w := binary.Uvarint(c.log.b[c.off:])
+		c.off += w
+		c.cur += int64(u>>1) ^ -int64(u&1)
+	}
+	return c.cur
+}
+
+// collector is the sink that keeps the explorer whole (Detail without a
+// packer: tests, and what reads the figures rather than a page).
+type collector struct {
+	e     *figures.Explorer
+	timed bool
+}
+
+func (c *collector) Start(s figures.ExplorerStart) { c.e, c.timed = s.Head, s.Timed }
+func (c *collector) Alloc(k int32, a figures.Lifetime) {
+	c.e.Allocs = append(c.e.Allocs, a)
+}
+func (c *collector) Freed(k, op int32, _ uint64) { c.e.Allocs[k].End = op }
+func (c *collector) Released(k, op int32)        { c.e.Allocs[k].Released = op }
+func (c *collector) Op(i int, t int64, ch figures.Change, _ func() []figures.BlockRec) {
+	ch.Ins = slices.Clone(ch.Ins)
+	c.e.Changes = append(c.e.Changes, ch)
+	if c.timed {
+		c.e.TimeUS = append(c.e.TimeUS, t)
+	}
+}
+func (c *collector) Key(op int, blocks []figures.BlockRec) {
+	c.e.Keys = append(c.e.Keys, figures.Keyframe{Op: op, Blocks: slices.Clone(blocks)})
+}
+func (c *collector) Finish() error { return nil }

@@ -30,7 +30,7 @@ func TestExplorerChanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := run.Detail()
+			d, err := run.Detail(nil)
 			if err != nil {
 				t.Fatal(err)
 			}

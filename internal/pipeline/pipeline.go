@@ -76,7 +76,8 @@ const (
 	// then be planned as it is read, without keeping its events.
 	KeepReport
 	// KeepDetail: what Run.Detail (the HTML report) needs too: each op's
-	// recorded time.
+	// recorded time, kept packed beside the plan, which is planned as the
+	// file is read as for KeepReport.
 	KeepDetail
 )
 

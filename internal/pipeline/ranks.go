@@ -157,8 +157,10 @@ type rankPlan struct {
 	rank   int
 	snap   *trace.Snapshot
 	plan   *replay.Plan
-	times  []int64 // eventTimes
-	note   string  // why this device, when the file had others
+	times  []int64     // eventTimes
+	tlog   *timeLog    // or those packed, when the file was planned as it was read
+	others []otherPlan // the file's other devices so planned, for the explorer
+	note   string      // why this device, when the file had others
 	cls    *categories.Result
 	// settle, when the plan was made ahead (SetSource.Ahead), returns
 	// the plan to use: plan itself, or one planned with private pools.
@@ -228,7 +230,7 @@ func openRanks(ctx context.Context, src SetSource) ([]rankPlan, error) {
 
 // openRank opens one file of a set and plans its ranks.
 func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) {
-	if src.Keep == KeepReport {
+	if src.Keep == KeepReport || src.Keep == KeepDetail {
 		if ranks, ok, err := streamRank(ctx, src, p); ok || err != nil {
 			return ranks, err
 		}
@@ -306,6 +308,9 @@ func ReplaySet(ctx context.Context, src SetSource, s Settings) (*Set, error) {
 		rp := ranks[i]
 		set.Ranks[i] = rp.rank
 		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, s)
+		if errs[i] == nil {
+			set.Runs[i].tlog, set.Runs[i].others = rp.tlog, rp.others
+		}
 		if errs[i] == nil {
 			errs[i] = set.Runs[i].addCategories(rp.cls)
 		}

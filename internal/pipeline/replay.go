@@ -28,6 +28,8 @@ type Run struct {
 
 	device int
 	times  []int64            // the recorded time of each alloc/free_completed event; nil when none
+	tlog   *timeLog           // or those times packed, for a trace planned as it was read
+	others []otherPlan        // the other devices planned as the trace was read, for the explorer
 	cls    *categories.Result // the categories of a trace's allocations; nil for workloads
 }
 
@@ -64,14 +66,15 @@ func Replay(ctx context.Context, src Source, s Settings) (*Run, error) {
 
 func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	path := src.Trace
-	if src.Keep == KeepReport && src.StopAt == 0 {
-		ranks, ok, err := streamRank(ctx, SetSource{Device: src.Device, DeviceGiven: true, Progress: src.Progress}, path)
+	if (src.Keep == KeepReport || src.Keep == KeepDetail) && src.StopAt == 0 {
+		ranks, ok, err := streamRank(ctx, SetSource{Device: src.Device, DeviceGiven: true, Progress: src.Progress, Keep: src.Keep}, path)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
 			r, err := replayPlanned(ctx, path, src.Device, ranks[0].snap, ranks[0].plan, nil, s)
 			if err == nil {
+				r.tlog, r.others = ranks[0].tlog, ranks[0].others
 				err = r.addCategories(ranks[0].cls)
 			}
 			return r, err
@@ -135,13 +138,15 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 }
 
 // Detail is what the HTML report adds to the report: the segments at the
-// peak, which takes a second replay stopped just after the peak operation,
-// the allocation sites live there when the trace recorded stacks, a
-// workload's phases, and the explorer's data for each device of the trace
-// (a third replay, stepped one op at a time; the other devices' replays).
-func (r *Run) Detail() (figures.Detail, error) {
+// peak and the allocation sites live there when the trace recorded
+// stacks, a workload's phases, and the explorer's data for each device of
+// the trace. One replay stepped one op at a time gives them all (the other
+// devices' replays their explorers); pack makes the sinks that pack each
+// explorer as it is made (Detail.Packed), so that a big trace needs memory
+// for its live blocks and what the sinks keep, not for every op's change.
+// A nil pack keeps the explorers whole (Detail.Explorers).
+func (r *Run) Detail(pack figures.ExplorerPacker) (figures.Detail, error) {
 	var d figures.Detail
-	r.plan.Materialize()
 	if r.work != nil {
 		d.Phases = make([]figures.Phase, len(r.work.Phases))
 		for i, p := range r.work.Phases {
@@ -154,58 +159,93 @@ func (r *Run) Detail() (figures.Detail, error) {
 		}
 		r.plan.Ops = r.work.Ops
 	}
-	n := min(r.res.Extra.PeakOp+1, len(r.plan.Ops))
+	n := min(r.res.Extra.PeakOp+1, r.plan.Len())
 	if r.res.Done == 0 || n <= 0 {
 		return d, nil
 	}
-	o := r.opts
-	o.Points, o.Check = 0, false
-	upto := *r.plan // the same plan, seeds included, stopped after the peak
-	upto.Ops = r.plan.Ops[:n]
-	peak, err := replay.Run(&upto, o)
-	if err != nil {
-		doing := "replaying "
-		if r.work != nil {
-			doing = "running "
+	sinks := func() figures.ExplorerSink {
+		if pack == nil {
+			return &collector{}
 		}
-		return d, fmt.Errorf("%s%s to its peak: %w", doing, r.Report.Source, err)
+		return pack()
 	}
-	d.PeakSegments = segmentMaps(peak.Segments)
-	d.Sites = peakSites(r.plan, r.snap, n)
-	ex, err := explorer(r.device, r.plan, r.opts, r.res, r.snap, opTimes(r.times, r.plan))
-	if err != nil {
+	keep := func(s figures.ExplorerSink) {
+		if c, ok := s.(*collector); ok {
+			d.Explorers = append(d.Explorers, c.e)
+		} else {
+			d.Packed = append(d.Packed, s)
+		}
+	}
+	st := &stepOpts{device: r.device, plan: r.plan, o: r.opts, res: r.res, snap: r.snap, clock: newClock(r.times, r.tlog),
+		cls: r.cls, peakN: n, finish: func(ex *figures.Explorer) {
+			if r.Report.OOM != nil {
+				ex.Verdict = r.Report.OOM.Verdict()
+			}
+			for i, p := range d.Phases {
+				end := ex.Ops
+				if i+1 < len(d.Phases) {
+					end = d.Phases[i+1].Op
+				}
+				ex.Spans = append(ex.Spans, figures.Span{Name: p.Name, Start: p.Op, End: end})
+			}
+		}}
+	sink := sinks()
+	if err := explore(sink, st); err != nil {
 		return d, fmt.Errorf("stepping through %s: %w", r.Report.Source, err)
 	}
-	if r.Report.OOM != nil {
-		ex.Verdict = r.Report.OOM.Verdict()
-	}
-	r.explorerCategories(ex, r.plan)
-	if r.work != nil {
-		for i, p := range d.Phases {
-			end := ex.Ops
-			if i+1 < len(d.Phases) {
-				end = d.Phases[i+1].Op
+	keep(sink)
+	o := r.opts
+	o.Points, o.Check = 0, false
+	if st.reached {
+		d.PeakSegments, d.Sites = st.peak, st.sites
+	} else { // the explorer stopped before the peak (an out-of-memory): replay to it
+		upto := *r.plan // the same plan, seeds included, stopped after the peak
+		upto.Materialize()
+		upto.Ops, upto.Event, upto.Stack = upto.Ops[:n], upto.Event[:min(n, len(upto.Event))], upto.Stack[:min(n, len(upto.Stack))]
+		peak, err := replay.Run(&upto, o)
+		if err != nil {
+			doing := "replaying "
+			if r.work != nil {
+				doing = "running "
 			}
-			ex.Spans = append(ex.Spans, figures.Span{Name: p.Name, Start: p.Op, End: end})
+			return d, fmt.Errorf("%s%s to its peak: %w", doing, r.Report.Source, err)
 		}
+		d.PeakSegments = segmentMaps(peak.Segments)
+		d.Sites = peakSites(&upto, r.snap, n)
 	}
-	d.Explorers = append(d.Explorers, ex)
+	for _, od := range r.otherDevices() {
+		res, err := replay.Run(od.plan, o)
+		if err != nil {
+			return d, fmt.Errorf("replaying device %d of %s: %w", od.device, r.Report.Source, err)
+		}
+		sink := sinks()
+		if err := explore(sink, &stepOpts{device: od.device, plan: od.plan, o: o, res: res, snap: r.snap, clock: od.clock}); err != nil {
+			return d, fmt.Errorf("stepping through device %d of %s: %w", od.device, r.Report.Source, err)
+		}
+		keep(sink)
+	}
+	return d, nil
+}
+
+// otherPlan is a device of the trace other than the run's, for the
+// explorer: its plan and its events' times.
+type otherPlan struct {
+	device int
+	plan   *replay.Plan
+	clock  *clock
+}
+
+// otherDevices are the trace's devices with events other than the run's,
+// in order: from the trace read whole, or planned as it was read.
+func (r *Run) otherDevices() []otherPlan {
+	var out []otherPlan
 	if r.snap != nil {
 		for dev, events := range r.snap.Traces {
 			if dev == r.device || len(events) == 0 {
 				continue
 			}
-			plan := replay.FromSnapshot(r.snap, dev)
-			res, err := replay.Run(plan, o)
-			if err != nil {
-				return d, fmt.Errorf("replaying device %d of %s: %w", dev, r.Report.Source, err)
-			}
-			ex, err := explorer(dev, plan, o, res, r.snap, opTimes(eventTimes(r.snap, dev), plan))
-			if err != nil {
-				return d, fmt.Errorf("stepping through device %d of %s: %w", dev, r.Report.Source, err)
-			}
-			d.Explorers = append(d.Explorers, ex)
+			out = append(out, otherPlan{dev, replay.FromSnapshot(r.snap, dev), newClock(eventTimes(r.snap, dev), nil)})
 		}
 	}
-	return d, nil
+	return append(out, r.others...)
 }

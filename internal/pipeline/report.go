@@ -200,14 +200,23 @@ func peakSites(plan *replay.Plan, snap *trace.Snapshot, n int) []figures.Site {
 			delete(live, op.ID) // no longer allocated, even if still pending
 		}
 	}
+	return sitesOf(snap, func(yield func(st int32, size uint64)) {
+		for _, i := range live {
+			yield(plan.Stack[i], plan.Ops[i].Size)
+		}
+	})
+}
+
+// sitesOf groups the allocations each yields (its stack, its size) by
+// stack, most bytes first; nil when none has a stack.
+func sitesOf(snap *trace.Snapshot, each func(yield func(st int32, size uint64))) []figures.Site {
 	type site struct {
 		bytes uint64
 		count int
 	}
 	by := map[int32]*site{}
 	stacked := false
-	for _, i := range live {
-		st := plan.Stack[i]
+	each(func(st int32, size uint64) {
 		if st >= 0 && int(st) < len(snap.Stacks) {
 			stacked = true
 		} else {
@@ -218,9 +227,9 @@ func peakSites(plan *replay.Plan, snap *trace.Snapshot, n int) []figures.Site {
 			s = &site{}
 			by[st] = s
 		}
-		s.bytes += plan.Ops[i].Size
+		s.bytes += size
 		s.count++
-	}
+	})
 	if !stacked {
 		return nil
 	}

@@ -27,9 +27,11 @@ var errNotPickle = errors.New("not a pickle")
 // file must be read the usual way: not a pickle, a pipe or standard
 // input (which can be read only once), a trace a planner declined, or an
 // error (which the usual way reports).
-func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *trace.Snapshot, plans []*replay.Plan, cls []*categories.Result, ok bool) {
+// With timed, tlogs holds each device's event times (see timeLog), for
+// the HTML explorer.
+func streamPlans(ctx context.Context, path string, progress io.Writer, timed bool) (snap *trace.Snapshot, plans []*replay.Plan, cls []*categories.Result, tlogs []*timeLog, ok bool) {
 	if readsOnce(path) {
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	}
 	read := func(phase string, sink trace.PickleSink) (*trace.Snapshot, []int, error) {
 		p := progress
@@ -39,26 +41,35 @@ func streamPlans(ctx context.Context, path string, progress io.Writer) (snap *tr
 		return streamPickle(ctx, path, p, sink)
 	}
 	var builders []*categories.Builder // of the read that planned
+	var times []*timeLog
 	watch := func() func(int, *trace.Event) {
-		builders = nil
+		builders, times = nil, nil
 		return func(list int, e *trace.Event) {
 			for list >= len(builders) {
 				builders = append(builders, categories.NewBuilder())
+				times = append(times, &timeLog{})
 			}
 			builders[list].Add(e)
+			if timed && (e.Action == trace.ActionAlloc || e.Action == trace.ActionFreeCompleted) {
+				times[list].add(e.TimeUS)
+			}
 		}
 	}
 	snap, plans, lists, ok := replay.PlanReads(read, watch)
 	if !ok {
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	}
 	cls = make([]*categories.Result, len(plans))
+	tlogs = make([]*timeLog, len(plans))
 	for d, l := range lists {
 		if l >= 0 && l < len(builders) {
 			cls[d] = builders[l].Result(snap, d)
+			if timed {
+				tlogs[d] = times[l]
+			}
 		}
 	}
-	return snap, plans, cls, true
+	return snap, plans, cls, tlogs, true
 }
 
 // streamPickle reads the snapshot pickle at path with sink; it declines a
@@ -79,7 +90,7 @@ func streamPickle(ctx context.Context, path string, progress io.Writer, sink tra
 // streamRank is openRank for a replay that reads only the report; ok is
 // false when the file must be opened the usual way.
 func streamRank(ctx context.Context, src SetSource, p string) ([]rankPlan, bool, error) {
-	snap, plans, cls, ok := streamPlans(ctx, p, src.Progress)
+	snap, plans, cls, tlogs, ok := streamPlans(ctx, p, src.Progress, src.Keep == KeepDetail)
 	if !ok {
 		return nil, false, ctx.Err()
 	}
@@ -111,7 +122,15 @@ func streamRank(ctx context.Context, src SetSource, p string) ([]rankPlan, bool,
 		if r < 0 || len(devs) > 1 {
 			r = d
 		}
-		ranks = append(ranks, rankPlan{path: p, device: d, rank: r, snap: snap, plan: plans[d], cls: cls[d]})
+		rp := rankPlan{path: p, device: d, rank: r, snap: snap, plan: plans[d], cls: cls[d], tlog: tlogs[d]}
+		if src.Keep == KeepDetail { // the explorer shows every device of the file
+			for o, pl := range plans {
+				if o != d && pl != nil {
+					rp.others = append(rp.others, otherPlan{o, pl, newClock(nil, tlogs[o])})
+				}
+			}
+		}
+		ranks = append(ranks, rp)
 	}
 	return ranks, true, nil
 }

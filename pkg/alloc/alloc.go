@@ -418,8 +418,13 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 		res.OOM.OpIndex = base + int(done)
 		return res, nil
 	}
+	return res, a.opErrorLocked(rc, ops, base, int(done))
+}
+
+// opErrorLocked is the error of gm_run's status rc after done of ops.
+func (a *Allocator) opErrorLocked(rc C.int, ops []Op, base, done int) error {
 	err := statusErr(rc)
-	idx := int(done)
+	idx := done
 	if rc == C.GM_EBACKEND {
 		if msg := C.GoString(C.gm_backend_error(a.c)); msg != "" {
 			err = fmt.Errorf("%w: %s", err, msg)
@@ -429,7 +434,7 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 		idx--
 		err = fmt.Errorf("%w: %s", ErrCorrupt, a.checkLocked())
 	}
-	return res, &OpError{Index: base + idx, Op: ops[min(idx, len(ops)-1)], Err: err}
+	return &OpError{Index: base + idx, Op: ops[max(0, min(idx, len(ops)-1))], Err: err}
 }
 
 // applyOne applies a single operation. Its op lives in C memory so that the

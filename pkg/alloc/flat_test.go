@@ -49,3 +49,97 @@ func TestAppendBlocks(t *testing.T) {
 		check("after empty_cache")
 	}
 }
+
+// TestBlockSteps runs ops through BlockSteps.Run in batches and checks
+// each op's change, applied to the list before it, against the whole list
+// another allocator shows after the same op (AppendBlocks), and each
+// whole list Run gives, with segments made, split, released and, under
+// expandable_segments, mapped and unmapped, and an out-of-memory. Blocks
+// are compared as Step compares them: a block left in place may keep its
+// segment's former block count.
+func TestBlockSteps(t *testing.T) {
+	for _, tc := range []struct {
+		conf   string
+		n, gap int
+	}{{"", 3000, 64}, {"expandable_segments:True", 3000, 64}, {"", 0, 2}} {
+		var ops []Op
+		live := []uint32{}
+		x := uint64(7)
+		for id := uint32(1); len(ops) < tc.n; id++ {
+			x = x*6364136223846793005 + 1442695040888963407
+			switch r := x >> 58; {
+			case r < 34 || len(live) == 0:
+				ops = append(ops, Op{Kind: OpAlloc, ID: id, Size: (x>>20)%(24<<20) + 1})
+				live = append(live, id)
+			case r < 44:
+				k := int(x>>30) % len(live)
+				ops = append(ops, Op{Kind: OpFreeRequest, ID: live[k]}, Op{Kind: OpFreeComplete, ID: live[k]})
+				live = append(live[:k], live[k+1:]...)
+			case r < 63:
+				k := int(x>>30) % len(live)
+				ops = append(ops, Op{Kind: OpFree, ID: live[k]})
+				live = append(live[:k], live[k+1:]...)
+			default:
+				ops = append(ops, Op{Kind: OpEmptyCache})
+			}
+		}
+		oomAt := -1
+		if tc.n == 0 { // a few ops, then out of memory
+			ops = []Op{{Kind: OpAlloc, ID: 1, Size: 1 << 20}, {Kind: OpAlloc, ID: 2, Size: 3 << 20}, {Kind: OpFree, ID: 1},
+				{Kind: OpAlloc, ID: 3, Size: 30 << 20}, {Kind: OpAlloc, ID: 4, Size: 16 << 30}}
+			oomAt = len(ops) - 1
+		}
+		conf := mustParse(t, tc.conf)
+		a := newChecked(t, Options{Config: conf, Device: Sim(8 << 30)})
+		b := newChecked(t, Options{Config: conf, Device: Sim(8 << 30)})
+		var steps BlockSteps
+		defer steps.Free()
+		var buf SnapshotBuffer
+		defer buf.Free()
+		var list, want []FlatBlock
+		keys, i := 0, 0
+		for lo := 0; lo < len(ops); lo += 17 {
+			batch := ops[lo:min(lo+17, len(ops))]
+			done, oom, err := steps.Run(a, batch, lo, tc.gap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if oom != (lo+done-1 == oomAt) {
+				t.Fatalf("op %d: out of memory %v", lo+done-1, oom)
+			}
+			steps.Changes(func(j int, c BlockChange) bool {
+				if _, err := b.Run(batch[j:j+1], i, nil); err != nil {
+					t.Fatal(err)
+				}
+				want = b.AppendBlocks(want[:0], &buf)
+				list = append(list[:c.Pos], append(append([]FlatBlock(nil), c.Ins...), list[c.Pos+c.Del:]...)...)
+				if len(list) != c.N || len(list) != len(want) {
+					t.Fatalf("%+v op %d: %d blocks, N %d, want %d", conf, i, len(list), c.N, len(want))
+				}
+				for k := range want {
+					// a block left in place keeps its segment's former count
+					if g := list[k]; g.Address != want[k].Address || g.Size != want[k].Size || g.SegSize != want[k].SegSize ||
+						g.ID != want[k].ID || g.State != want[k].State {
+						t.Fatalf("%+v op %d: block %d is %+v, want %+v", conf, i, k, list[k], want[k])
+					}
+				}
+				if c.Whole != nil {
+					keys++
+					for k := range want {
+						if c.Whole[k] != want[k] {
+							t.Fatalf("%+v op %d: whole list block %d is %+v, want %+v", conf, i, k, c.Whole[k], want[k])
+						}
+					}
+				}
+				i++
+				return true
+			})
+		}
+		if i != len(ops) || keys == 0 {
+			t.Fatalf("%d ops stepped of %d, %d whole lists", i, len(ops), keys)
+		}
+		if got := steps.Blocks(nil); len(got) != len(want) {
+			t.Fatalf("Blocks: %d blocks, want %d", len(got), len(want))
+		}
+	}
+}

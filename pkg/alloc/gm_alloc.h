@@ -380,6 +380,62 @@ void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
                  gm_block_info_t *blks, size_t nblk, size_t *need_seg,
                  size_t *need_blk);
 
+/* A flat block of gm_flat_step: every mapped block in address order,
+ * seg_size on the first block of each segment (mapped run), 0 on the rest. */
+typedef struct gm_flat_block {
+  uint64_t address, size, seg_size;
+  uint32_t id;         /* allocation id, or UINT32_MAX when inactive */
+  uint32_t seg_blocks; /* blocks of its segment */
+  int32_t state;       /* GM_BLOCK_* */
+  int32_t pad;
+} gm_flat_block_t;
+
+/* gm_flat_t follows the block list from one gm_flat_step to the next;
+ * zero it before the first, gm_flat_free it after the last. */
+typedef struct gm_flat {
+  gm_flat_block_t *prev, *cur;
+  size_t nprev, ncur, prev_cap, cur_cap;
+  size_t pos, del, nins; /* cur[pos, pos+nins) replaced prev[pos, pos+del) */
+  const struct gm_seg **list, **sorted;
+  uint64_t *bases;
+  size_t nseg, list_cap, sorted_cap, bases_cap;
+  uint64_t since_key, last_key; /* gm_run_steps's whole lists */
+} gm_flat_t;
+
+/* gm_flat_step makes cur the block list now and sets pos, del and nins:
+ * the one replacement that turns the previous call's list into it (the
+ * blocks between their common head and tail). GM_EBACKEND when out of host
+ * memory. */
+int gm_flat_step(const gm_alloc_t *a, gm_flat_t *f);
+void gm_flat_free(gm_flat_t *f);
+
+/* One op of gm_run_steps: its change of the list (gm_flat_t's pos, del,
+ * nins), the list's length after it, and whether the whole list follows
+ * its inserted blocks in gm_steps_t's blocks. */
+typedef struct gm_step {
+  uint64_t pos, del, nins, nlist;
+  uint64_t key;
+} gm_step_t;
+
+typedef struct gm_steps {
+  gm_step_t *ops;
+  gm_flat_block_t *blocks;
+  size_t nops, nblocks, ops_cap, blocks_cap;
+  gm_oom_t oom; /* of an op that ran out of memory */
+} gm_steps_t;
+
+/* gm_run_steps applies ops one at a time (op numbers from base, as
+ * gm_devlog_at), each followed by gm_flat_step, writing each op's change
+ * to s (emptied first): its inserted blocks, and the whole list after an
+ * op where the changes since the last whole list hold as many blocks as it
+ * and at least key_gap ops (key_gap > 0) passed since. It stops after an
+ * op that failed for memory (GM_ENOMEM, its change written, s->oom set)
+ * or at an error (the op's status; GM_EBACKEND when host memory ran out);
+ * *done counts the ops applied. */
+int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uint64_t key_gap,
+                 gm_flat_t *f, gm_steps_t *s, size_t *done);
+void gm_steps_free(gm_steps_t *s);
+
 /* gm_largest_free returns the size of the largest free mapped block. */
 uint64_t gm_largest_free(const gm_alloc_t *a);
 

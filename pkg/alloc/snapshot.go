@@ -139,3 +139,101 @@ func (a *Allocator) AppendBlocks(dst []FlatBlock, buf *SnapshotBuffer) []FlatBlo
 	}
 	return dst
 }
+
+// BlockSteps follows an allocator's block list (AppendBlocks's) from one
+// op to the next (Run), doing the walk and the comparison in C: what a
+// caller that looks at the list after every op needs, at the cost of a
+// walk, not of a copy of the list into Go. Free it when done.
+type BlockSteps struct {
+	f          C.gm_flat_t
+	s          C.gm_steps_t
+	ins, whole []FlatBlock
+}
+
+// Blocks appends the whole block list after the last op Run applied to dst.
+func (s *BlockSteps) Blocks(dst []FlatBlock) []FlatBlock {
+	return s.appendRange(dst, 0, int(s.f.ncur))
+}
+
+func (s *BlockSteps) appendRange(dst []FlatBlock, lo, hi int) []FlatBlock {
+	if hi <= lo {
+		return dst
+	}
+	return flatOf(dst, unsafe.Slice(s.f.cur, int(s.f.ncur))[lo:hi])
+}
+
+// Free releases what the steps hold in C.
+func (s *BlockSteps) Free() {
+	C.gm_flat_free(&s.f)
+	C.gm_steps_free(&s.s)
+}
+
+// BlockChange is what one op of BlockSteps.Run did to the block list:
+// Del blocks from Pos on replaced by Ins; the list then held N blocks,
+// and Whole, on the ops Run gives it after, is the whole list. Blocks are
+// compared by address, size, segment size, id and state: a block left in
+// place may keep the block count (SegBlocks) its segment had before.
+type BlockChange struct {
+	Pos, Del, N int
+	Ins, Whole  []FlatBlock
+}
+
+// Run applies ops to a one at a time, as a's Run would one by one (their
+// indexes from base), following the block list after each, in one call
+// into C; Changes then reads each op's change. It stops after
+// an op that ran out of memory (oom, that op counted in done) or at an
+// error. Run gives the whole list after an op where the changes since the
+// last whole list (of this BlockSteps) hold as many blocks as the list and
+// keyGap ops (keyGap > 0) have passed since; the list now is Blocks.
+func (s *BlockSteps) Run(a *Allocator, ops []Op, base, keyGap int) (done int, oom bool, err error) {
+	if len(ops) == 0 {
+		return 0, false, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var d C.size_t
+	// Op has no Go pointers and the layout of gm_op_t, so C may read the
+	// slice in place.
+	rc := C.gm_run_steps(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), C.uint64_t(base),
+		C.uint64_t(keyGap), &s.f, &s.s, &d)
+	switch rc {
+	case C.GM_OK:
+		return int(d), false, nil
+	case C.GM_ENOMEM:
+		return int(d), true, nil
+	}
+	return int(d), false, a.opErrorLocked(rc, ops, base, int(d))
+}
+
+// Changes hands f each op's change of the last Run, in order; the slices
+// it is handed are valid only during the call.
+func (s *BlockSteps) Changes(f func(j int, c BlockChange) bool) {
+	hs := unsafe.Slice(s.s.ops, int(s.s.nops))
+	var blocks []C.gm_flat_block_t
+	if s.s.nblocks > 0 {
+		blocks = unsafe.Slice(s.s.blocks, int(s.s.nblocks))
+	}
+	off := 0
+	for j, h := range hs {
+		c := BlockChange{Pos: int(h.pos), Del: int(h.del), N: int(h.nlist)}
+		s.ins = flatOf(s.ins[:0], blocks[off:off+int(h.nins)])
+		c.Ins = s.ins
+		off += int(h.nins)
+		if h.key != 0 {
+			s.whole = flatOf(s.whole[:0], blocks[off:off+int(h.nlist)])
+			c.Whole = s.whole
+			off += int(h.nlist)
+		}
+		if !f(j, c) {
+			return
+		}
+	}
+}
+
+func flatOf(dst []FlatBlock, bs []C.gm_flat_block_t) []FlatBlock {
+	for _, b := range bs {
+		dst = append(dst, FlatBlock{Address: uint64(b.address), Size: uint64(b.size), SegSize: uint64(b.seg_size),
+			SegBlocks: uint32(b.seg_blocks), ID: uint32(b.id), State: BlockState(b.state)})
+	}
+	return dst
+}

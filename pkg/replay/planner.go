@@ -255,3 +255,36 @@ func (p *Plan) Materialize() {
 	})
 	p.log = nil
 }
+
+// Each hands f the plan's operations in order, up to Batch at a time, with
+// each one's Event and Stack (0 and -1 where the plan has none), whether
+// they are packed (a streamed plan) or not; it stops at f's first error.
+func (p *Plan) Each(f func(ops []alloc.Op, event, stack []int32) error) error {
+	if p.log != nil {
+		return p.log.each(f)
+	}
+	var ev, st []int32
+	for lo := 0; lo < len(p.Ops); lo += Batch {
+		hi := min(lo+Batch, len(p.Ops))
+		e, s := p.Event, p.Stack
+		if len(e) < hi || len(s) < hi {
+			ev, st = ev[:0], st[:0]
+			for i := lo; i < hi; i++ {
+				ev, st = append(ev, 0), append(st, -1)
+				if i < len(p.Event) {
+					ev[i-lo] = p.Event[i]
+				}
+				if i < len(p.Stack) {
+					st[i-lo] = p.Stack[i]
+				}
+			}
+			e, s = ev, st
+		} else {
+			e, s = e[lo:hi], s[lo:hi]
+		}
+		if err := f(p.Ops[lo:hi], e, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -314,6 +314,13 @@ func seedOOM(a *alloc.Allocator, s *Seed) *Result {
 // stops at the first out-of-memory (the failing op's after call sees the
 // state after the release steps) or when after returns false.
 func Step(p *Plan, o Options, after func(i int, a *alloc.Allocator) bool) error {
+	return StepEach(p, o, func(i int, _ alloc.Op, _, _ int32, a *alloc.Allocator) bool { return after(i, a) })
+}
+
+// StepEach is Step for a plan whose operations may still be packed (a
+// streamed plan, which it does not unpack): after also sees op i, its
+// Event and its Stack (see Plan.Each).
+func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack int32, a *alloc.Allocator) bool) error {
 	a, _, err := newAllocator(o, p) // the same allocator, and cap, as Run
 	if err != nil {
 		return err
@@ -324,14 +331,84 @@ func Step(p *Plan, o Options, after func(i int, a *alloc.Allocator) bool) error 
 			return err
 		}
 	}
-	for i := range p.Ops {
-		res, err := a.Run(p.Ops[i:i+1], i, nil)
-		if err != nil {
+	i := 0
+	err = p.Each(func(ops []alloc.Op, event, stack []int32) error {
+		for j := range ops {
+			res, err := a.Run(ops[j:j+1], i, nil)
+			if err != nil {
+				return err
+			}
+			if !after(i, ops[j], event[j], stack[j], a) || res.OOM != nil {
+				return errStop{}
+			}
+			i++
+		}
+		return nil
+	})
+	if err == (errStop{}) {
+		return nil
+	}
+	return err
+}
+
+// StepBlocks is StepEach for a caller that follows the allocator's block
+// list after every op (the HTML explorer), without a call into C per op:
+// the ops run in batches, each in one call (alloc.BlockSteps.Run, with
+// bs following the list and giving the whole list as keyGap says), and
+// after sees each op with its change. At the ops listed in pauses it also
+// sees the allocator, in the state just after that op; a is nil at the
+// others. It stops at the first out-of-memory, after the failing op, or
+// when after returns false.
+func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []int,
+	after func(i int, op alloc.Op, event, stack int32, c alloc.BlockChange, a *alloc.Allocator) bool) error {
+	a, _, err := newAllocator(o, p) // the same allocator, and cap, as Run
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	for _, s := range p.Seeds {
+		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
 			return err
 		}
-		if !after(i, a) || res.OOM != nil {
-			return nil
-		}
 	}
-	return nil
+	pause := make(map[int]bool, len(pauses))
+	for _, k := range pauses {
+		pause[k] = true
+	}
+	i0 := 0 // the index of the batch's first op
+	err = p.Each(func(ops []alloc.Op, event, stack []int32) error {
+		for lo := 0; lo < len(ops); {
+			hi := lo + 1
+			for hi < len(ops) && !pause[i0+hi-1] {
+				hi++
+			}
+			_, oom, err := bs.Run(a, ops[lo:hi], i0+lo, keyGap)
+			stop := oom
+			bs.Changes(func(j int, c alloc.BlockChange) bool {
+				k := lo + j
+				var at *alloc.Allocator
+				if k == hi-1 && pause[i0+k] && err == nil {
+					at = a
+				}
+				if !after(i0+k, ops[k], event[k], stack[k], c, at) {
+					stop = true
+					return false
+				}
+				return true
+			})
+			if err != nil {
+				return err
+			}
+			if stop {
+				return errStop{}
+			}
+			lo = hi
+		}
+		i0 += len(ops)
+		return nil
+	})
+	if err == (errStop{}) {
+		return nil
+	}
+	return err
 }
