@@ -138,7 +138,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				}
 			}
 			i := 0
-			return plan.Each(func(ops []alloc.Op, _, _ []int32) error {
+			return plan.Each(func(_ int, ops []alloc.Op, _, _ []int32) error {
 				for _, op := range ops {
 					if i < n && op.Kind == alloc.OpAlloc && !(res.OOM != nil && i == res.OOMOp) {
 						yield(op.Size)
@@ -371,7 +371,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 // OpAlloc but the one that failed.
 func allocOps(plan *replay.Plan, res *replay.Result, n int) int {
 	count, i := 0, 0
-	_ = plan.Each(func(ops []alloc.Op, _, _ []int32) error {
+	_ = plan.Each(func(_ int, ops []alloc.Op, _, _ []int32) error {
 		for _, op := range ops {
 			if i < n && op.Kind == alloc.OpAlloc && !(res.OOM != nil && i == res.OOMOp) {
 				count++

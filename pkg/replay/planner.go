@@ -209,7 +209,8 @@ func (p *Plan) Len() int {
 }
 
 // Each hands f the plan's operations in order, with their Event and Stack
-// (nil when the plan has none), up to Batch at a time: base is the index
+// (nil when the plan has none; 0 and -1 past the end of a shorter one),
+// up to Batch at a time: base is the index
 // of ops[0]. A streamed plan's are unpacked a batch at a time into slices
 // Each reuses, so that a pass over a big plan needs no copy of it. Each
 // stops at f's first error and returns it.
@@ -222,20 +223,35 @@ func (p *Plan) Each(f func(base int, ops []alloc.Op, event, stack []int32) error
 			return err
 		})
 	}
+	var ev, st []int32
 	for base := 0; base < len(p.Ops); base += Batch {
 		end := min(base+Batch, len(p.Ops))
-		var event, stack []int32
-		if len(p.Event) == len(p.Ops) {
-			event = p.Event[base:end]
-		}
-		if len(p.Stack) == len(p.Ops) {
-			stack = p.Stack[base:end]
-		}
+		event, stack := batchOf(p.Event, base, end, 0, &ev), batchOf(p.Stack, base, end, -1, &st)
 		if err := f(base, p.Ops[base:end], event, stack); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// batchOf is s[lo:hi] when s covers it, nil when s is empty, and else s's
+// part of it with def after s's end (in *buf, reused).
+func batchOf(s []int32, lo, hi int, def int32, buf *[]int32) []int32 {
+	switch {
+	case len(s) >= hi:
+		return s[lo:hi]
+	case len(s) == 0:
+		return nil
+	}
+	*buf = (*buf)[:0]
+	for i := lo; i < hi; i++ {
+		v := def
+		if i < len(s) {
+			v = s[i]
+		}
+		*buf = append(*buf, v)
+	}
+	return *buf
 }
 
 // Materialize unpacks a streamed plan's operations into Ops, Event and
@@ -256,35 +272,3 @@ func (p *Plan) Materialize() {
 	p.log = nil
 }
 
-// Each hands f the plan's operations in order, up to Batch at a time, with
-// each one's Event and Stack (0 and -1 where the plan has none), whether
-// they are packed (a streamed plan) or not; it stops at f's first error.
-func (p *Plan) Each(f func(ops []alloc.Op, event, stack []int32) error) error {
-	if p.log != nil {
-		return p.log.each(f)
-	}
-	var ev, st []int32
-	for lo := 0; lo < len(p.Ops); lo += Batch {
-		hi := min(lo+Batch, len(p.Ops))
-		e, s := p.Event, p.Stack
-		if len(e) < hi || len(s) < hi {
-			ev, st = ev[:0], st[:0]
-			for i := lo; i < hi; i++ {
-				ev, st = append(ev, 0), append(st, -1)
-				if i < len(p.Event) {
-					ev[i-lo] = p.Event[i]
-				}
-				if i < len(p.Stack) {
-					st[i-lo] = p.Stack[i]
-				}
-			}
-			e, s = ev, st
-		} else {
-			e, s = e[lo:hi], s[lo:hi]
-		}
-		if err := f(p.Ops[lo:hi], e, s); err != nil {
-			return err
-		}
-	}
-	return nil
-}

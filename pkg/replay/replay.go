@@ -332,13 +332,13 @@ func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack in
 		}
 	}
 	i := 0
-	err = p.Each(func(ops []alloc.Op, event, stack []int32) error {
+	err = p.Each(func(_ int, ops []alloc.Op, event, stack []int32) error {
 		for j := range ops {
 			res, err := a.Run(ops[j:j+1], i, nil)
 			if err != nil {
 				return err
 			}
-			if !after(i, ops[j], event[j], stack[j], a) || res.OOM != nil {
+			if !after(i, ops[j], orDefault(event, j, 0), orDefault(stack, j, -1), a) || res.OOM != nil {
 				return errStop{}
 			}
 			i++
@@ -376,7 +376,7 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 		pause[k] = true
 	}
 	i0 := 0 // the index of the batch's first op
-	err = p.Each(func(ops []alloc.Op, event, stack []int32) error {
+	err = p.Each(func(_ int, ops []alloc.Op, event, stack []int32) error {
 		for lo := 0; lo < len(ops); {
 			hi := lo + 1
 			for hi < len(ops) && !pause[i0+hi-1] {
@@ -390,7 +390,7 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 				if k == hi-1 && pause[i0+k] && err == nil {
 					at = a
 				}
-				if !after(i0+k, ops[k], event[k], stack[k], c, at) {
+				if !after(i0+k, ops[k], orDefault(event, k, 0), orDefault(stack, k, -1), c, at) {
 					stop = true
 					return false
 				}
@@ -411,4 +411,12 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 		return nil
 	}
 	return err
+}
+
+// orDefault is s[i], or def when s is nil (a plan with no events or stacks).
+func orDefault(s []int32, i int, def int32) int32 {
+	if s == nil {
+		return def
+	}
+	return s[i]
 }
