@@ -31,13 +31,20 @@ type EstimateJSON struct {
 	Composition    map[string]int64       `json:"composition_at_peak"`
 	TopActivations []estimate.ModuleBytes `json:"top_activation_modules"`
 	StandIns       []estimate.StandIn     `json:"stand_ins"`
+	NotModelled    []estimate.StandIn     `json:"not_modelled"`
 	OOMs           []estimateOOM          `json:"ooms"`
 	Replay         *report.Document       `json:"replay"`
 }
 
 type estimateCard struct {
-	Name  string `json:"name"`
-	Total uint64 `json:"total_bytes"`
+	Name     string `json:"name"`
+	Total    uint64 `json:"total_bytes"`
+	Usable   uint64 `json:"usable_bytes"` // what the allocator could take: total less the CUDA context
+	Measured bool   `json:"measured"`     // the figures were read off a real card, not derived
+}
+
+func cardJSON(c estimate.Card) estimateCard {
+	return estimateCard{c.Name, c.Total, c.Capacity(), c.Measured}
 }
 
 type estimateOOM struct {
@@ -49,11 +56,11 @@ type estimateOOM struct {
 
 func estimateDoc(r *estimate.Report) (EstimateJSON, error) {
 	res := r.Result
-	d := EstimateJSON{Stamp: stamp(), Command: r.Command, Card: estimateCard{r.Card.Name, r.Card.Total},
+	d := EstimateJSON{Stamp: stamp(), Command: r.Command, Card: cardJSON(r.Card),
 		AllocConf: r.AllocConf, Trace: r.Trace, ExitOK: res.Err == nil,
 		PeakAllocated: res.Stats.AllocatedBytes[0].Peak, PeakReserved: res.Stats.ReservedBytes[0].Peak,
 		Composition: map[string]int64{}, TopActivations: []estimate.ModuleBytes{}, StandIns: []estimate.StandIn{},
-		OOMs: []estimateOOM{}}
+		NotModelled: []estimate.StandIn{}, OOMs: []estimateOOM{}}
 	if r.Replay != nil {
 		d.PeakAllocated, d.PeakReserved = r.Replay.Stats.AllocatedBytes[0].Peak, r.Replay.Stats.ReservedBytes[0].Peak
 		doc, err := report.NewDocument(r.Replay)
@@ -72,6 +79,9 @@ func estimateDoc(r *estimate.Report) (EstimateJSON, error) {
 		}
 		if in.StandIns != nil {
 			d.StandIns = in.StandIns
+		}
+		if in.NotModelled != nil {
+			d.NotModelled = in.NotModelled
 		}
 	}
 	for i, o := range res.OOMs {
@@ -103,7 +113,8 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 	if conf == "" {
 		conf = "(defaults)"
 	}
-	fmt.Fprintf(w, "Virtual card: %s, %s; PYTORCH_CUDA_ALLOC_CONF %s\n", r.Card.Name, size(int64(r.Card.Total)), conf)
+	fmt.Fprintf(w, "Virtual card: %s, %s (%s usable%s); PYTORCH_CUDA_ALLOC_CONF %s\n", r.Card.Name, size(int64(r.Card.Total)),
+		size(int64(r.Card.Capacity())), derived(r.Card), conf)
 	fmt.Fprintf(w, "Peak allocated: %s   Peak reserved: %s\n", size(d.PeakAllocated), size(d.PeakReserved))
 	switch {
 	case d.Error != nil && d.Error.Type == "OutOfMemoryError" && len(d.OOMs) > 0:
@@ -147,12 +158,26 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 			fmt.Fprintf(w, "  %-6s x%-6d %s\n", s.Kind, s.Count, s.Site)
 		}
 	}
+	if len(d.NotModelled) > 0 {
+		fmt.Fprintf(w, "\nNot modelled (the estimate is low by their scratch):\n")
+		for _, s := range d.NotModelled {
+			fmt.Fprintf(w, "  x%-6d %s  (%s)\n", s.Count, s.Kind, s.Site)
+		}
+	}
 	if r.Replay != nil {
 		fmt.Fprintln(w)
 		return replayTable(w, r.Replay, o)
 	}
 	fmt.Fprintf(w, "\nThe script allocated no CUDA memory.\n")
 	return nil
+}
+
+// derived marks a card's figures that were not read off a real one.
+func derived(c estimate.Card) string {
+	if c.Measured || c.Usable == 0 {
+		return ""
+	}
+	return "; nominal, not measured"
 }
 
 func firstLine(s string) string {
@@ -200,7 +225,7 @@ type VaryJSON struct {
 }
 
 func varyJSON(w io.Writer, r *VaryResult, _ Options) error {
-	d := VaryJSON{Stamp: stamp(), Command: r.Command, Name: r.Name, Card: estimateCard{r.Card.Name, r.Card.Total},
+	d := VaryJSON{Stamp: stamp(), Command: r.Command, Name: r.Name, Card: cardJSON(r.Card),
 		AllocConf: r.AllocConf, Trials: []varyTrialJSON{}, FindMax: r.FindMax, Max: r.Max}
 	for _, t := range r.Trials {
 		d.Trials = append(d.Trials, varyTrialJSON{t.Value, t.PeakAllocated, t.PeakReserved, t.Fits, t.Failure})
@@ -210,7 +235,8 @@ func varyJSON(w io.Writer, r *VaryResult, _ Options) error {
 
 func varyTable(w io.Writer, r *VaryResult, _ Options) error {
 	size := func(n int64) string { return units.FormatSizeTorch(uint64(max(n, 0))) }
-	fmt.Fprintf(w, "Virtual card: %s, %s\n", r.Card.Name, size(int64(r.Card.Total)))
+	fmt.Fprintf(w, "Virtual card: %s, %s (%s usable%s)\n", r.Card.Name, size(int64(r.Card.Total)),
+		size(int64(r.Card.Capacity())), derived(r.Card))
 	fmt.Fprintf(w, "%-12s %16s %16s  %s\n", r.Name, "peak allocated", "peak reserved", "fits")
 	for _, t := range r.Trials {
 		fits := "yes"
