@@ -265,3 +265,22 @@ func TestConvolutionNotModelledElsewhere(t *testing.T) {
 		t.Errorf("not modelled: %+v", res.Info)
 	}
 }
+
+// Small tensors whose values never depended on data have them; a
+// generate loop with a stop-token test runs to its length, the test's
+// stand-ins counted.
+func TestKnownValues(t *testing.T) {
+	t.Parallel()
+	res, out, _ := estimateScript(t, "values.py", "")
+	if res.Err != nil || !strings.Contains(out, "values ok") {
+		t.Fatalf("%v\n%s", res.Err, out)
+	}
+	want := map[string]int{"item values.py:11": 1, "isin values.py:29": 12}
+	got := map[string]int{}
+	for _, s := range res.Info.StandIns {
+		got[s.Kind+" "+filepath.Base(s.Site)] += s.Count
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stand-ins %v, want %v", got, want)
+	}
+}

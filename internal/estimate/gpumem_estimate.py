@@ -98,6 +98,7 @@ class _State:
 
 _st = None
 _tls = threading.local()
+_torch_patches = None  # gpumem_estimate_torch, once installed
 
 
 def _script_site():
@@ -479,6 +480,7 @@ def _make_mode():
                 raise RuntimeError(
                     f"gpumem estimate: {f}:{line}: {func} has no meta kernel, so its memory cannot be "
                     f"estimated (a custom CUDA extension?); gpumem estimate does not support it") from e
+            _torch_patches.track_values(func, args, kwargs, out)
             if func in _scratch_ops:
                 _library_scratch(func, args, kwargs, out)
             _track(out)
@@ -495,9 +497,13 @@ MAX_STAND_INS = 1000
 
 
 def _stand_in(t, kind):
+    if kind == "item":
+        v = _torch_patches.value_of(t)
+        if v is not None:  # a value that never depended on data: known
+            return v.item()
     f, line, _ = _script_site()
     n = _st.stand_ins[(kind, f"{f}:{line}")] = _st.stand_ins[(kind, f"{f}:{line}")] + 1
-    if n > MAX_STAND_INS:
+    if n > MAX_STAND_INS and kind == "item":
         raise RuntimeError(f"gpumem estimate: {f}:{line}: more than {MAX_STAND_INS} values of CUDA tensors asked "
                            f"here: a loop whose end depends on them cannot be estimated (tensors on the virtual "
                            f"card hold no data)")
@@ -660,6 +666,9 @@ def install():
     import torch.cuda.memory  # noqa: F401 (patched below)
 
     import gpumem_estimate_torch as patches
+
+    global _torch_patches
+    _torch_patches = patches
 
     _st = _State(_Card(rfd, wfd), ours)
     patches.no_cuda_guard(torch)

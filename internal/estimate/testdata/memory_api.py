@@ -37,9 +37,10 @@ del a
 assert torch.cuda.memory_allocated() == 4096  # the view keeps the storage
 del v
 assert torch.cuda.memory_allocated() == 0
-# what cannot be known: a stand-in
-x = torch.ones(3, device="cuda").sum().item()
+# what cannot be known (random values on the card): a stand-in
+x = torch.randn(3, device="cuda").sum().item()
 assert x == 0.0
+assert torch.ones(3, device="cuda").sum().item() == 3.0  # known: no stand-in
 s1 = torch.cuda.Stream()
 with torch.cuda.stream(s1):
     assert torch.cuda.current_stream() == s1
