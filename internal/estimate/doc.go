@@ -25,11 +25,13 @@
 //     replay and sweep work on the run. [Build] replays it for the report
 //     and checks that the replay reproduces the run.
 //   - Composition: what the live CUDA tensors held when allocated memory
-//     peaked, by label. The emulator labels each allocation when it is
-//     made (activation inside a module's forward, backward_temporary in a
-//     backward pass, optimizer_temporary inside optimizer.step, other
+//     peaked, by category (internal/categories' names). The emulator
+//     labels each allocation when it is made (activation inside a
+//     module's forward, temporary in a backward pass or inside
+//     optimizer.step, workspace for a library's scratch, unknown
 //     elsewhere) and relabels what module and optimizer hooks later find
-//     to be a parameter, buffer, gradient or optimizer state.
+//     to be a parameter, buffer, gradient, optimizer state or a root
+//     module's input.
 //   - Stand-in: the value .item() (and so printing) of a fake tensor
 //     returns (0.0, 1 or False), counted by script line.
 //   - Trial: one run of --vary or --find-max, with {NAME} in the command

@@ -61,9 +61,10 @@ class _Card:
                 self.closed = True
 
 
-# Labels of what an allocation holds (docs/estimate.md "composition").
+# What an allocation holds: internal/categories' names, in its order
+# (docs/categories.md; docs/estimate.md "what the memory is made of").
 LABELS = ["parameter", "buffer", "gradient", "optimizer_state", "activation",
-          "backward_temporary", "optimizer_temporary", "other", "library_workspace"]
+          "temporary", "input", "workspace", "unknown"]
 _L = {n: i for i, n in enumerate(LABELS)}
 
 
@@ -87,6 +88,7 @@ class _State:
         self.history = None  # _record_memory_history entries, or None when off
         self.frames_of = {}  # id -> frames, while history is on
         self.stand_ins = collections.Counter()  # (kind, site) -> count
+        self.not_modelled = collections.Counter()  # (what, site) -> count: library scratch with no rule
         self.ooms = []
         self.error = None
         self.fraction = float(env.get("GPUMEM_ESTIMATE_FRACTION", "0")) or 1.0
@@ -99,6 +101,7 @@ _tls = threading.local()
 _fake_mode = None  # the FakeTensorMode CUDA tensors are made in
 _op_hook = None  # gpumem_estimate_dist's, called first for every op
 _CONTINUE = object()  # what _op_hook returns to let the op run as usual
+_torch_patches = None  # gpumem_estimate_torch, once installed
 
 
 def _script_site():
@@ -142,13 +145,13 @@ def _current_label():
     if forced is not None:
         return _L[forced], None
     if torch._C._current_graph_task_id() != -1:
-        return _L["backward_temporary"], None
+        return _L["temporary"], None
     if getattr(_tls, "in_optimizer", 0):
-        return _L["optimizer_temporary"], None
+        return _L["temporary"], None
     stack = getattr(_tls, "modules", None)
     if stack:
         return _L["activation"], _module_name(stack[-1])
-    return _L["other"], None
+    return _L["unknown"], None
 
 
 _names = weakref.WeakKeyDictionary()
@@ -204,7 +207,7 @@ def _malloc(key, nbytes, storage):
         i = st.next_id
         st.next_id += 1
         st.size.append(0)
-        st.label.append(_L["other"])
+        st.label.append(_L["unknown"])
         stream = _current_stream_id()
         rep = st.card.ask(f"a {i} {nbytes} {stream}")
         parts = rep.split(" ")
@@ -233,10 +236,10 @@ def _malloc(key, nbytes, storage):
             st.frames_of[i] = fr
             _dev_history(calls)
             _history_add("alloc", addr, _round(nbytes), stream, fr)
-        if storage is None:  # a library's workspace: held to the end
-            st.label[i - 1] = _L["library_workspace"]
+        if storage is None:  # a library's workspace: held to the end, or freed by _release
+            st.label[i - 1] = _L["workspace"]
             st.module_of.pop(i, None)
-            return i
+            return i, addr, stream
         ref = weakref.ref(storage, lambda _r, key=key: _free(key))
         st.live[key] = [i, nbytes, ref, addr, stream]
         return i
@@ -250,13 +253,18 @@ def _free(key):
         ent = st.live.pop(key, None)
         if ent is None:
             return
-        i = ent[0]
+        _release(ent[0], ent[1], ent[3], ent[4])
+
+
+def _release(i, nbytes, addr, stream):
+    st = _st
+    with st.card.lock:
         st.ops.append(2 * i + 1)
         st.card.send(f"f {i}")
         if st.history is not None:
             fr = st.frames_of.pop(i, [])
-            _history_add("free_requested", ent[3], _round(ent[1]), ent[4], fr)
-            _history_add("free_completed", ent[3], _round(ent[1]), ent[4], fr)
+            _history_add("free_requested", addr, _round(nbytes), stream, fr)
+            _history_add("free_completed", addr, _round(nbytes), stream, fr)
 
 
 def _track(out):
@@ -300,6 +308,9 @@ def _relabel_free_then_alloc(key, n, s):
 # PyTorch keeps a workspace per cuBLAS handle (one a thread: the autograd
 # engine's backward thread has its own) and stream
 _CUBLAS_WORKSPACE = 32 << 20  # on the first cuBLAS call (H200, PyTorch 2.11)
+# PyTorch's default for other cards (parseChosenWorkspaceSize: 32 MiB from
+# compute capability 9 on, else :4096:2:16:8); read in its source, not measured
+_CUBLAS_WORKSPACE_BEFORE_HOPPER = 4096 * 1024 * 2 + 16 * 1024 * 8
 _CUBLASLT_WORKSPACE = 1 << 20  # on the first addmm with a bias (cuBLASLt)
 _workspaces = set()
 
@@ -315,6 +326,8 @@ def _blas_workspaces(func, args):
     else:
         return
     key = (threading.get_ident(), _current_stream_id())
+    if _st.cc[0] < 9:
+        kinds = [(k, _CUBLAS_WORKSPACE_BEFORE_HOPPER if k == "cublas" else n) for k, n in kinds]
     for kind, size in kinds:
         if (kind, key) not in _workspaces:
             _workspaces.add((kind, key))
@@ -333,6 +346,87 @@ def _blas_ops():
                  a.baddbmm.default, a.baddbmm.out, a.addbmm.default, a.addmv.default, a.mv.default,
                  a.dot.default, a.vdot.default, a._scaled_mm.default, a.addmm_.default, a.baddbmm_.default}
     return _blas
+
+
+def _arg_key(a):
+    import torch
+    if isinstance(a, torch.Tensor):
+        return f"T{list(a.shape)}{list(a.stride())}{str(a.dtype)[6:]}+{a.storage_offset()}"
+    if isinstance(a, (list, tuple)):
+        return "[" + ",".join(_arg_key(x) for x in a) + "]"
+    if isinstance(a, torch.dtype):
+        return str(a)[6:]
+    if isinstance(a, torch.device):
+        return a.type
+    return repr(a)
+
+
+def op_key(func, args, kwargs):
+    """An aten call as the recorded tables of library scratch key it: the
+    op, its tensor arguments' shapes, strides, dtypes and offsets, its other
+    arguments, and cuDNN's switches (scripts/estimate/cudnn_probe.py
+    records with the same key on a real GPU)."""
+    import torch
+    b = torch.backends.cudnn
+    kw = "".join(f",{k}={_arg_key(v)}" for k, v in sorted(kwargs.items()))
+    return (f"{func}({','.join(_arg_key(a) for a in args)}{kw})"
+            f"|cudnn={int(b.enabled)}{int(b.benchmark)}{int(b.deterministic)}{int(b.allow_tf32)}")
+
+
+# Library scratch recorded on a real card (scripts/estimate/cudnn_probe.py):
+# for each call of the table's ops (cuDNN convolutions), the blocks the op
+# allocates in order, its outputs' and its scratch's, and the scratch's
+# frees. Loaded when gpumem gives a table for the card
+# (GPUMEM_ESTIMATE_SCRATCH); a call of those ops that is not in it is
+# counted in the report as not modelled.
+_scratch_ops = None  # aten ops the table is about; empty: none
+_scratch_table = {}
+_scratch_why = ""  # why calls of them are not modelled, for the report
+
+
+def _load_scratch(path):
+    global _scratch_ops, _scratch_table, _scratch_why
+    import torch
+    aten = torch.ops.aten
+    _scratch_ops = {aten.convolution.default, aten.convolution_backward.default}
+    if not path:
+        _scratch_why = "cuDNN workspace: none recorded for this card"
+        return
+    with open(path) as f:
+        d = json.load(f)
+    meta = d["meta"]
+    if torch.backends.cudnn.version() != meta["cudnn"]:
+        _scratch_why = (f"cuDNN workspace: recorded with cuDNN {meta['cudnn']}, "
+                        f"this torch has {torch.backends.cudnn.version()}")
+        return
+    _scratch_table = d["table"]
+    _scratch_why = "cuDNN workspace: this call is not in the card's recorded table"
+
+
+def _library_scratch(func, args, kwargs, out):
+    """Allocate and free the recorded scratch of a table op's call, in
+    order with its outputs. False when the call is not in the table."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._pytree import tree_leaves
+
+    seq = _scratch_table.get(op_key(func, args, kwargs)) if _scratch_table else None
+    if seq is None:
+        f, line, _ = _script_site()
+        _st.not_modelled[(f"{func}: {_scratch_why}", f"{f}:{line}")] += 1
+        return False
+    leaves = tree_leaves(out)
+    held = {}
+    for t in seq:
+        if t[0] == "o":
+            o = leaves[t[1]] if t[1] < len(leaves) else None
+            if isinstance(o, FakeTensor) and o.device.type == "cuda":
+                _track(o)
+        elif t[0] == "a":
+            held[t[1]] = (_malloc(None, t[2], None), t[2])
+        else:
+            (i, addr, stream), n = held.pop(t[1])
+            _release(i, n, addr, stream)
+    return True
 
 
 # --- streams -----------------------------------------------------------------
@@ -396,6 +490,9 @@ def _make_mode():
                 raise RuntimeError(
                     f"gpumem estimate: {f}:{line}: {func} has no meta kernel, so its memory cannot be "
                     f"estimated (a custom CUDA extension?); gpumem estimate does not support it") from e
+            _torch_patches.track_values(func, args, kwargs, out)
+            if func in _scratch_ops:
+                _library_scratch(func, args, kwargs, out)
             _track(out)
             _blas_workspaces(func, args)
             return out
@@ -410,9 +507,13 @@ MAX_STAND_INS = 1000
 
 
 def _stand_in(t, kind):
+    if kind == "item":
+        v = _torch_patches.value_of(t)
+        if v is not None:  # a value that never depended on data: known
+            return v.item()
     f, line, _ = _script_site()
     n = _st.stand_ins[(kind, f"{f}:{line}")] = _st.stand_ins[(kind, f"{f}:{line}")] + 1
-    if n > MAX_STAND_INS:
+    if n > MAX_STAND_INS and kind == "item":
         raise RuntimeError(f"gpumem estimate: {f}:{line}: more than {MAX_STAND_INS} values of CUDA tensors asked "
                            f"here: a loop whose end depends on them cannot be estimated (tensors on the virtual "
                            f"card hold no data)")
@@ -425,11 +526,12 @@ def _stand_in(t, kind):
 
 # --- composition: module and optimizer hooks -----------------------------------
 
-def _relabel(t, label):
+def _relabel(t, label, only=None):
+    """Label t's allocation (when it has label only, if given)."""
     from torch._subclasses.fake_tensor import FakeTensor
     if isinstance(t, FakeTensor) and t.device.type == "cuda":
         ent = _st.live.get(t.untyped_storage()._cdata)
-        if ent is not None:
+        if ent is not None and (only is None or _st.label[ent[0] - 1] == only):
             _st.label[ent[0] - 1] = _L[label]
             _st.module_of.pop(ent[0], None)
 
@@ -469,6 +571,9 @@ def _install_hooks(torch):
         stack = getattr(_tls, "modules", None)
         if stack is None:
             stack = _tls.modules = []
+        if not stack:  # a root module: its arguments made outside any module are its inputs
+            for t in args:
+                _relabel(t, "input", only=_L["unknown"])
         stack.append(m)
         _modules.add(m)
         _module_tensors(m)
@@ -532,6 +637,7 @@ def _finish():
             "composition": comp,
             "top_activation_modules": [{"module": m, "bytes": b} for m, b in mods],
             "stand_ins": [{"kind": k, "site": s, "count": n} for (k, s), n in sorted(st.stand_ins.items())],
+            "not_modelled": [{"kind": k, "site": s, "count": n} for (k, s), n in sorted(st.not_modelled.items())],
             "ooms": st.ooms,
             "error": st.error,
             "seconds": time.time() - st.started,
@@ -571,6 +677,9 @@ def install():
 
     import gpumem_estimate_torch as patches
 
+    global _torch_patches
+    _torch_patches = patches
+
     _st = _State(_Card(rfd, wfd), ours)
     patches.no_cuda_guard(torch)
     torch._C._set_only_lift_cpu_tensors(True)
@@ -579,6 +688,7 @@ def install():
     patches.patch_sdpa(torch)
     patches.patch_foreach(torch)
     _install_hooks(torch)
+    _load_scratch(ours.get("GPUMEM_ESTIMATE_SCRATCH", ""))
     global _fake_mode
     _fake_mode, mode = _make_mode()
     import gpumem_estimate_dist

@@ -441,6 +441,14 @@ _RET_STREAM = bytes.fromhex("31d2b801000000c3")  # xor edx,edx; mov eax,1; ret: 
 _keep = []  # the memory the patched tables live in, never freed
 
 
+def _forever(obj):
+    """Keep obj alive past the interpreter's teardown: C++ still asks the
+    device guard while Python frees module globals at exit."""
+    import ctypes
+    _keep.append(obj)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
 def no_cuda_guard(torch):
     """Give CUDA a device guard that needs no driver.
 
@@ -485,7 +493,7 @@ def no_cuda_guard(torch):
         ctypes.memmove(table, vptr - 16, 8 * (n + 2))
         for i, f in entries.items():
             table[i + 2] = f
-        _keep.append(table)
+        _forever(table)
         return ctypes.addressof(table) + 16
 
     # DeviceGuardImplInterface: 0 type, 1 exchangeDevice, 2 getDevice,
@@ -493,7 +501,7 @@ def no_cuda_guard(torch):
     # 8 getNewStream, 9 exchangeStream, 15 deviceCount (PyTorch 2.11)
     guard = (ctypes.c_void_p * 1)(patched(reg[meta], {0: one, 1: one, 2: one, 5: stream, 6: stream, 7: stream,
                                                       8: stream, 9: stream, 15: one}, 40))
-    _keep.append(guard)
+    _forever(guard)
     reg[cuda] = ctypes.addressof(guard)
 
     # CUDAHooksInterface: 4 hasPrimaryContext
@@ -502,3 +510,125 @@ def no_cuda_guard(torch):
     get_hooks.restype = ctypes.c_void_p
     hooks = get_hooks()
     ctypes.c_void_p.from_address(hooks).value = patched(hooks, {4: one}, 160)
+
+
+# --- values of small tensors ---------------------------------------------------
+#
+# Fake tensors hold no data, but a program's control flow often reads
+# values that never depended on data: a mask of ones, a counter made with
+# torch.full, cache positions from arange, and what is computed from them
+# alone (Hugging Face's generate stops when `unfinished_sequences.max() ==
+# 0`, where unfinished_sequences starts as torch.ones and is and-ed with
+# the stopping criteria). A CUDA tensor of at most VALUE_LIMIT elements
+# whose inputs all have known values gets a real CPU copy of its value,
+# computed by the same op on the CPU; .item() then answers with it, no
+# stand-in. A value is valid while the fake tensor's version counter says
+# nothing wrote to it since; a write whose values are unknown drops it.
+# Seeded random ops get none (computing them would advance the CPU's
+# generator, which the real run does not).
+
+VALUE_LIMIT = 1 << 16
+_values = None  # fake tensor -> (CPU tensor, the fake's version when it was right)
+
+
+def _value_of(t):
+    e = _values.get(t)
+    if e is None:
+        return None
+    try:
+        if t._version == e[1]:
+            return e[0]
+    except RuntimeError:  # an inference tensor has no version counter
+        pass
+    del _values[t]
+    return None
+
+
+def value_of(t):
+    """The known value of fake tensor t (a CPU tensor), or None."""
+    return None if _values is None else _value_of(t)
+
+
+def _written(func, args, kwargs):
+    from torch._subclasses.fake_tensor import FakeTensor
+    if not func._schema.is_mutable:
+        return []
+    w = [a for a, arg in zip(args, func._schema.arguments) if arg.alias_info is not None
+         and arg.alias_info.is_write and isinstance(a, FakeTensor)]
+    return w + [v for k, v in kwargs.items() if k == "out" and isinstance(v, FakeTensor)]
+
+
+def _unknown(func, args, kwargs, out):
+    """An op with an input whose values are unknown."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if func in _isin:
+        o = out if isinstance(out, FakeTensor) else None
+        if o is not None:
+            # membership in a set of values (a generated token among the
+            # stop tokens): assumed absent, so a generate loop runs to its
+            # length
+            core._stand_in(o, "isin")
+            _values[o] = (torch.zeros(o.shape, dtype=o.dtype), o._version)
+            return
+    for a in _written(func, args, kwargs):
+        _values.pop(a, None)
+
+
+_isin = ()
+
+
+def track_values(func, args, kwargs, out):
+    """After a fake op: give its small outputs their values, when known."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
+
+    global _values, _isin
+    if _values is None:
+        import atexit
+
+        from torch.utils.weak import WeakIdKeyDictionary
+        _values = WeakIdKeyDictionary()
+        atexit.register(_values.clear)  # before the interpreter tears torch down
+        a = torch.ops.aten
+        _isin = (a.isin.Tensor_Tensor, a.isin.Tensor_Scalar, a.isin.Scalar_Tensor)
+    for a in args:  # most ops of a model: the first input is an activation
+        if isinstance(a, FakeTensor) and _value_of(a) is None:
+            return _unknown(func, args, kwargs, out)
+    for a in tree_leaves((args, kwargs)):
+        if isinstance(a, FakeTensor) and _value_of(a) is None:
+            return _unknown(func, args, kwargs, out)
+    outs = [o for o in tree_leaves(out) if isinstance(o, FakeTensor)]
+    if torch.Tag.nondeterministic_seeded in func.tags or any(o.numel() > VALUE_LIMIT for o in outs):
+        return _unknown(func, args, kwargs, out)
+    written = _written(func, args, kwargs)
+
+    def cpu(a):
+        if isinstance(a, FakeTensor):
+            return _value_of(a)
+        if isinstance(a, torch.device) and a.type == "cuda":
+            return torch.device("cpu")
+        return a
+
+    kw = {k: ("cpu" if k == "device" and v is not None and torch.device(v).type == "cuda" else cpu(v))
+          for k, v in kwargs.items()}
+    try:
+        with torch.no_grad():
+            res = func(*tree_map(cpu, args), **kw)
+    except Exception:  # an op the CPU does not have: the values stay unknown
+        for a in written:
+            _values.pop(a, None)
+        return
+    flat, _ = tree_flatten(out)
+    rflat, _ = tree_flatten(res)
+    if len(flat) != len(rflat):
+        return
+    # a view shares its base's version counter once the op returns; an op
+    # that writes a tensor bumps its version once it returns
+    base = args[0] if func.is_view and args and isinstance(args[0], FakeTensor) else None
+    for o, r in zip(flat, rflat):
+        if isinstance(o, FakeTensor) and isinstance(r, torch.Tensor):
+            v = base._version if base is not None else o._version
+            _values[o] = (r, v + (1 if any(o is a for a in written) else 0))

@@ -56,7 +56,7 @@ func Build(ctx context.Context, s Settings, argv []string, tracePath string, res
 		return r, nil
 	}
 	run, err := pipeline.Replay(ctx, pipeline.Source{Trace: tracePath, Keep: pipeline.KeepReport}, pipeline.Settings{
-		Setup: setup.Setup{Card: s.Card.Total, Fraction: res.Fraction}, Points: 2000,
+		Setup: setup.Setup{Card: s.Card.Total, Usable: s.Card.Capacity(), Fraction: res.Fraction}, Points: 2000,
 	})
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumem/gpumem/internal/categories"
 	"github.com/gpumem/gpumem/pkg/alloc"
 )
 
@@ -33,12 +34,38 @@ var emulatorDistPy []byte
 //go:embed estimate_site.py
 var sitePy []byte
 
+// scratchTables are the library scratch recorded on real cards
+// (scripts/estimate/cudnn_probe.py), by Card.Scratch.
+//
+//go:embed scratch_h200.json
+var scratchH200 []byte
+
+var scratchTables = map[string][]byte{"h200": scratchH200}
+
 // Card is the virtual GPU: what torch.cuda reports of it.
 type Card struct {
-	Name       string
-	Total      uint64 // bytes: total_memory and mem_get_info's total
+	Name  string
+	Total uint64 // bytes: total_memory and mem_get_info's total
+	// Usable is what the caching allocator can take: Total less the CUDA
+	// context (mem_get_info's free before the first allocation); 0: all
+	// of Total.
+	Usable     uint64
 	Capability string // "9.0"
 	Multiprocs int
+	// Measured says Total and Usable were read off a real card; else
+	// Total is NVIDIA's nominal capacity and Usable derived from it.
+	Measured bool
+	// Scratch names the table of library scratch (cuDNN's convolution
+	// workspaces) recorded on this card; "": none.
+	Scratch string
+}
+
+// Capacity is the bytes the allocator can take.
+func (c Card) Capacity() uint64 {
+	if c.Usable > 0 && c.Usable < c.Total {
+		return c.Usable
+	}
+	return c.Total
 }
 
 // Options say what to estimate on.
@@ -81,14 +108,18 @@ type Result struct {
 // Info is the emulator's own account, written at exit.
 type Info struct {
 	// Composition is what the live CUDA tensors held when allocated memory
-	// peaked, by label (parameter, gradient, ...), each tensor's bytes
-	// rounded up to 512.
+	// peaked, by category (internal/categories' names: parameter,
+	// gradient, ..., unknown), each tensor's bytes rounded up to 512.
 	Composition map[string]int64 `json:"composition"`
 	// TopActivations are the modules whose activations held most then.
 	TopActivations []ModuleBytes `json:"top_activation_modules"`
 	// StandIns count the values a fake tensor could not give (.item(),
 	// printing) by kind and script line.
 	StandIns []StandIn `json:"stand_ins"`
+	// NotModelled count the library calls whose scratch no rule gives
+	// (a convolution of a shape the card's table does not hold), by what
+	// and script line: the estimate is low by their scratch.
+	NotModelled []StandIn `json:"not_modelled"`
 	// OOMs are the out-of-memory errors raised, with where.
 	OOMs []OOMSite `json:"ooms"`
 	// Error is the exception that ended the script, if any.
@@ -136,15 +167,19 @@ func Run(o Options, argv, env []string, trace io.Writer, run Runner) (*Result, e
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	for name, b := range map[string][]byte{"gpumem_estimate.py": EmulatorPy, "gpumem_estimate_torch.py": emulatorTorchPy,
-		"gpumem_estimate_dist.py": emulatorDistPy, "sitecustomize.py": sitePy} {
+	files := map[string][]byte{"gpumem_estimate.py": EmulatorPy, "gpumem_estimate_torch.py": emulatorTorchPy,
+		"gpumem_estimate_dist.py": emulatorDistPy, "sitecustomize.py": sitePy}
+	if t := scratchTables[o.Card.Scratch]; t != nil {
+		files["scratch.json"] = t
+	}
+	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			return nil, err
 		}
 	}
 	info := filepath.Join(dir, "info.json")
 
-	ao := alloc.Options{Config: o.Config, Device: alloc.Sim(o.Card.Total), DeviceTotal: o.Card.Total,
+	ao := alloc.Options{Config: o.Config, Device: alloc.Sim(o.Card.Capacity()), DeviceTotal: o.Card.Total,
 		MemoryFraction: o.Fraction, Check: o.Check}
 	sess, err := NewSession(ao, o.AllocConf, trace)
 	if err != nil {
@@ -192,9 +227,23 @@ func Run(o Options, argv, env []string, trace io.Writer, run Runner) (*Result, e
 		if err := json.Unmarshal(b, &in); err != nil {
 			return nil, fmt.Errorf("the emulator's report: %w", err)
 		}
+		if err := checkCategories(in.Composition); err != nil {
+			return nil, err
+		}
 		res.Info = &in
 	}
 	return res, nil
+}
+
+// checkCategories checks that the emulator labels with internal/categories'
+// names, the one vocabulary of what memory holds.
+func checkCategories(comp map[string]int64) error {
+	for k := range comp {
+		if c, ok := categories.Parse(k); !ok || c.String() != k {
+			return fmt.Errorf("the emulator's report: %q is no category", k)
+		}
+	}
+	return nil
 }
 
 // childEnv is env with the emulator on PYTHONPATH, its settings, and no
@@ -222,6 +271,9 @@ func childEnv(o Options, env []string, dir, info string) []string {
 		"GPUMEM_ESTIMATE_CC="+o.Card.Capability,
 		"GPUMEM_ESTIMATE_SMS="+strconv.Itoa(o.Card.Multiprocs),
 		"GPUMEM_ESTIMATE_FRACTION="+strconv.FormatFloat(max(o.Fraction, 0), 'g', -1, 64))
+	if scratchTables[o.Card.Scratch] != nil {
+		out = append(out, "GPUMEM_ESTIMATE_SCRATCH="+filepath.Join(dir, "scratch.json"))
+	}
 	if o.AllocConf != "" {
 		out = append(out, "PYTORCH_CUDA_ALLOC_CONF="+o.AllocConf)
 	}

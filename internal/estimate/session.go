@@ -175,12 +175,12 @@ func (s *Session) handle(line string) (reply string, done bool, err error) {
 		return "", false, nil
 	case "s": // memory_stats
 		return jsonReply(s.a.Stats().Map())
-	case "m": // mem_get_info
-		free, total, err := s.a.MemInfo()
+	case "m": // mem_get_info: the device's free bytes, and the card's total (the device is its usable part)
+		free, _, err := s.a.MemInfo()
 		if err != nil {
 			return "", false, err
 		}
-		return jsonReply([2]uint64{free, total})
+		return jsonReply([2]uint64{free, s.a.DeviceTotal()})
 	case "x": // x FRACTION: set_per_process_memory_fraction
 		if len(f) != 2 {
 			return "", false, errBadRequest

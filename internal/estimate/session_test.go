@@ -134,3 +134,23 @@ func FuzzSession(f *testing.F) {
 		}
 	})
 }
+
+// A card whose usable part is its total less the CUDA context: mem_get_info
+// and the out-of-memory message give the total, as on the card, and the
+// usable bytes less the reserved as free.
+func TestSessionCardLessContext(t *testing.T) {
+	const total, usable = 1 << 30, 1<<30 - 100<<20
+	o := alloc.Options{Config: alloc.DefaultConfig(), Device: alloc.Sim(usable), DeviceTotal: total, Check: true}
+	s, err := NewSession(o, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	rep := serve(t, s, "m", "a 1 1000000000 0", "q")
+	if rep[0] != "j [968884224,1073741824]" {
+		t.Errorf("mem_get_info: %q", rep[0])
+	}
+	if !strings.HasPrefix(rep[1], "o ") || !strings.Contains(rep[1], "GPU 0 has a total capacity of 1024.00 MiB of which 924.00 MiB is free") {
+		t.Errorf("out of memory: %q", rep[1])
+	}
+}

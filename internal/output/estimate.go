@@ -31,6 +31,7 @@ type EstimateJSON struct {
 	Composition    map[string]int64       `json:"composition_at_peak"`
 	TopActivations []estimate.ModuleBytes `json:"top_activation_modules"`
 	StandIns       []estimate.StandIn     `json:"stand_ins"`
+	NotModelled    []estimate.StandIn     `json:"not_modelled"`
 	OOMs           []estimateOOM          `json:"ooms"`
 	Replay         *report.Document       `json:"replay"`
 	// --nproc: every rank, in order, and the worst one, whose figures the
@@ -40,8 +41,14 @@ type EstimateJSON struct {
 }
 
 type estimateCard struct {
-	Name  string `json:"name"`
-	Total uint64 `json:"total_bytes"`
+	Name     string `json:"name"`
+	Total    uint64 `json:"total_bytes"`
+	Usable   uint64 `json:"usable_bytes"` // what the allocator could take: total less the CUDA context
+	Measured bool   `json:"measured"`     // the figures were read off a real card, not derived
+}
+
+func cardJSON(c estimate.Card) estimateCard {
+	return estimateCard{c.Name, c.Total, c.Capacity(), c.Measured}
 }
 
 type estimateOOM struct {
@@ -53,11 +60,11 @@ type estimateOOM struct {
 
 func estimateDoc(r *estimate.Report) (EstimateJSON, error) {
 	res := r.Result
-	d := EstimateJSON{Stamp: stamp(), Command: r.Command, Card: estimateCard{r.Card.Name, r.Card.Total},
+	d := EstimateJSON{Stamp: stamp(), Command: r.Command, Card: cardJSON(r.Card),
 		AllocConf: r.AllocConf, Trace: r.Trace, ExitOK: res.Err == nil,
 		PeakAllocated: res.Stats.AllocatedBytes[0].Peak, PeakReserved: res.Stats.ReservedBytes[0].Peak,
 		Composition: map[string]int64{}, TopActivations: []estimate.ModuleBytes{}, StandIns: []estimate.StandIn{},
-		OOMs: []estimateOOM{}, Ranks: []estimate.RankRow{}}
+		NotModelled: []estimate.StandIn{}, OOMs: []estimateOOM{}, Ranks: []estimate.RankRow{}}
 	if len(r.Ranks) > 0 {
 		w := r.Rank
 		d.Ranks, d.WorstRank = r.Ranks, &w
@@ -80,6 +87,9 @@ func estimateDoc(r *estimate.Report) (EstimateJSON, error) {
 		}
 		if in.StandIns != nil {
 			d.StandIns = in.StandIns
+		}
+		if in.NotModelled != nil {
+			d.NotModelled = in.NotModelled
 		}
 	}
 	for i, o := range res.OOMs {
@@ -111,7 +121,8 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 	if conf == "" {
 		conf = "(defaults)"
 	}
-	fmt.Fprintf(w, "Virtual card: %s, %s; PYTORCH_CUDA_ALLOC_CONF %s\n", r.Card.Name, size(int64(r.Card.Total)), conf)
+	fmt.Fprintf(w, "Virtual card: %s, %s (%s usable%s); PYTORCH_CUDA_ALLOC_CONF %s\n", r.Card.Name, size(int64(r.Card.Total)),
+		size(int64(r.Card.Capacity())), derived(r.Card), conf)
 	if len(d.Ranks) > 0 {
 		rankTable(w, d, size)
 	}
@@ -158,6 +169,12 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 			fmt.Fprintf(w, "  %-6s x%-6d %s\n", s.Kind, s.Count, s.Site)
 		}
 	}
+	if len(d.NotModelled) > 0 {
+		fmt.Fprintf(w, "\nNot modelled (the estimate is low by their scratch):\n")
+		for _, s := range d.NotModelled {
+			fmt.Fprintf(w, "  x%-6d %s  (%s)\n", s.Count, s.Kind, s.Site)
+		}
+	}
 	if r.Replay != nil {
 		fmt.Fprintln(w)
 		return replayTable(w, r.Replay, o)
@@ -186,6 +203,14 @@ func rankTable(w io.Writer, d EstimateJSON, size func(int64) string) {
 		fmt.Fprintf(w, "  %-6d %16s %16s %6d  %s%s\n", k.Rank, size(k.PeakAllocated), size(k.PeakReserved), k.OOMs, st, mark)
 	}
 	fmt.Fprintf(w, "The worst rank is rank %d; the figures below are its own.\n", *d.WorstRank)
+}
+
+// derived marks a card's figures that were not read off a real one.
+func derived(c estimate.Card) string {
+	if c.Measured || c.Usable == 0 {
+		return ""
+	}
+	return "; nominal, not measured"
 }
 
 func firstLine(s string) string {
@@ -233,7 +258,7 @@ type VaryJSON struct {
 }
 
 func varyJSON(w io.Writer, r *VaryResult, _ Options) error {
-	d := VaryJSON{Stamp: stamp(), Command: r.Command, Name: r.Name, Card: estimateCard{r.Card.Name, r.Card.Total},
+	d := VaryJSON{Stamp: stamp(), Command: r.Command, Name: r.Name, Card: cardJSON(r.Card),
 		AllocConf: r.AllocConf, Trials: []varyTrialJSON{}, FindMax: r.FindMax, Max: r.Max}
 	for _, t := range r.Trials {
 		d.Trials = append(d.Trials, varyTrialJSON{t.Value, t.PeakAllocated, t.PeakReserved, t.Fits, t.Failure})
@@ -243,7 +268,8 @@ func varyJSON(w io.Writer, r *VaryResult, _ Options) error {
 
 func varyTable(w io.Writer, r *VaryResult, _ Options) error {
 	size := func(n int64) string { return units.FormatSizeTorch(uint64(max(n, 0))) }
-	fmt.Fprintf(w, "Virtual card: %s, %s\n", r.Card.Name, size(int64(r.Card.Total)))
+	fmt.Fprintf(w, "Virtual card: %s, %s (%s usable%s)\n", r.Card.Name, size(int64(r.Card.Total)),
+		size(int64(r.Card.Capacity())), derived(r.Card))
 	fmt.Fprintf(w, "%-12s %16s %16s  %s\n", r.Name, "peak allocated", "peak reserved", "fits")
 	for _, t := range r.Trials {
 		fits := "yes"

@@ -40,6 +40,10 @@ type Setup struct {
 	// Card is the simulated card's size in bytes; 0 = no limit but the
 	// one the recording shows.
 	Card uint64
+	// Usable is the part of Card the allocator can take (the card less the
+	// CUDA context, as mem_get_info's free says before any allocation);
+	// 0 = all of it.
+	Usable uint64
 	// Fraction is set_per_process_memory_fraction of the card; 0 = none.
 	Fraction float64
 	Backend  Backend // "" is Sim
@@ -127,11 +131,18 @@ func (s Setup) Options(recorded *alloc.Config) (replay.Options, error) {
 	case s.Backend == CUDA:
 		o.Device = alloc.CUDA(0)
 	case s.IgnoreAddresses:
-		o.Device, o.DeviceTotal = alloc.SimModelled(s.Card), s.Card
+		o.Device, o.DeviceTotal = alloc.SimModelled(s.capacity()), s.Card
 	case s.Card > 0:
-		o.Device, o.DeviceTotal = alloc.Sim(s.Card), s.Card
+		o.Device, o.DeviceTotal = alloc.Sim(s.capacity()), s.Card
 	}
 	return o, nil
+}
+
+func (s Setup) capacity() uint64 {
+	if s.Usable > 0 && s.Usable < s.Card {
+		return s.Usable
+	}
+	return s.Card
 }
 
 // Recorded reads the settings a snapshot was recorded with; nil when it

@@ -270,6 +270,9 @@ void gm_oom_record(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t allo
   oom->alloc_size = alloc_size;
   oom->stream = stream;
   a->be.mem_info(a->be.ctx, &oom->device_free, &oom->device_total);
+  /* the card's total, as cudaMemGetInfo gives it, where the device is only
+     its usable part (a simulated card less its CUDA context) */
+  if (a->cfg.device_total) oom->device_total = a->cfg.device_total;
   oom->allowed = a->cfg.allowed_memory_maximum;
   oom->allocated = a->st.allocated_bytes[GM_STAT_ALL].current;
   oom->reserved = a->st.reserved_bytes[GM_STAT_ALL].current;

@@ -271,4 +271,3 @@ func (p *Plan) Materialize() {
 	})
 	p.log = nil
 }
-

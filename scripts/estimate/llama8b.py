@@ -1,8 +1,13 @@
 """A Llama-3-8B-shaped training step (32 layers, hidden 4096, GQA 32/8 heads,
 MLP 14336, vocab 128256, bf16, AdamW), built on the meta device and moved
 with to_empty: the speed check of gpumem estimate (docs/estimate.md).
-usage: llama8b.py [SEQ] [BATCH]
-(llama8b_memtracker.py runs the same step under MemTracker.)"""
+With --memtracker the same step runs under torch's MemTracker in fake mode
+instead (as torchtitan's estimator runs it; on a machine without a GPU with
+the emulator's driver-free device guard, as memtracker.py does).
+scripts/estimate/speed.sh runs both and prints the ratio.
+usage: llama8b.py [SEQ] [BATCH] [--memtracker]"""
+import contextlib
+import os
 import sys
 import time
 
@@ -10,6 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+mt = "--memtracker" in sys.argv
+argv = [a for a in sys.argv[1:] if a != "--memtracker"]
+seq = int(argv[0]) if len(argv) > 0 else 2048
+batch = int(argv[1]) if len(argv) > 1 else 1
 D, L, H, KV, FF, V = 4096, 32, 32, 8, 14336, 128256
 
 
@@ -48,29 +57,40 @@ class Llama(nn.Module):
         return self.head(self.norm(x))
 
 
-def step(model, opt, x):
-    loss = F.cross_entropy(model(x).view(-1, V).float(), x.view(-1))
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+fake = tracker = contextlib.nullcontext()
+if mt:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
 
+    if not torch.cuda.is_available():
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "internal", "estimate"))
+        import gpumem_estimate_torch
+        import torch._subclasses.fake_tensor as ft
 
-def main():
-    seq = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
-    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    t0 = time.time()
-    with torch.device("meta"):
-        model = Llama().to(torch.bfloat16)
+        gpumem_estimate_torch.no_cuda_guard(torch)
+        ft.init_gpu_context = lambda device: None
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+t0 = time.time()
+with torch.device("meta"):
+    model = Llama().to(torch.bfloat16)
+with fake:
     model = model.to_empty(device="cuda")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randint(0, V, (batch, seq), device="cuda")
+    if mt:
+        tracker = MemTracker()
+        tracker.track_external(model, opt)
     t1 = time.time()
-    step(model, opt, x)
+    with tracker:
+        loss = F.cross_entropy(model(x).view(-1, V).float(), x.view(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
     t2 = time.time()
-    a, r = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
-    print(f"build {t1 - t0:.1f} s, step {t2 - t1:.1f} s, peak allocated {a / 2**30:.2f} GiB ({a} B), "
-          f"peak reserved {r / 2**30:.2f} GiB ({r} B)")
-
-
-if __name__ == "__main__":
-    main()
+if mt:
+    peak = max(d.get("Total", 0) for dev, d in tracker.get_tracker_snapshot("peak").items()
+               if torch.device(dev).type == "cuda")
+    print(f"build {t1 - t0:.1f} s, step {t2 - t1:.1f} s, MemTracker peak {peak / 2**30:.2f} GiB", flush=True)
+    os._exit(0)
+print(f"build {t1 - t0:.1f} s, step {t2 - t1:.1f} s, peak allocated {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, "
+      f"peak reserved {torch.cuda.max_memory_reserved() / 2**30:.2f} GiB")

@@ -2,7 +2,9 @@
 # run.sh — on a machine with a GPU and PyTorch: run every program of
 # programs.py for real (record.py, memory_stats and a snapshot), under
 # gpumem estimate (no GPU used) and under MemTracker in fake mode, then
-# compare (compare.py). Expects bin/gpumem.
+# compare (compare.py). Expects bin/gpumem, unless ESTIMATE=0: then the
+# estimates are left out (they need no GPU: run them where gpumem is built,
+# with the same torch, into the same DIR, and compare there).
 # Everything it writes is also packed into DIR.tar.gz: a device that sends
 # back a limited number of files sends that one whole.
 # Usage: scripts/estimate/run.sh DIR [NAME...]
@@ -23,7 +25,9 @@ est() { # the estimates run on the CPU side, several at once
 }
 export -f est conf
 export o py
-printf '%s\n' "${names[@]}" | xargs -P 6 -I{} bash -c 'est {}' &
+if [ "${ESTIMATE:-1}" != 0 ]; then
+  printf '%s\n' "${names[@]}" | xargs -P 6 -I{} bash -c 'est {}' &
+fi
 for n in "${names[@]}"; do
   PYTORCH_CUDA_ALLOC_CONF=$(conf "$n") timeout 120 $py scripts/estimate/record.py "$n" --snapshot "$o/$n.pickle" \
     >"$o/$n.real.json" 2>"$o/$n.real.err"
