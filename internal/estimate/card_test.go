@@ -3,7 +3,7 @@ package estimate
 import "testing"
 
 func TestCards(t *testing.T) {
-	h200, err := NewSettings("h200", "", "", 0, 1)
+	h200, err := NewSettings("h200", "", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -13,7 +13,7 @@ func TestCards(t *testing.T) {
 	}
 	for name, gib := range map[string]uint64{"H100-80GB": 80, "h100_pcie": 80, "H100-NVL": 94, "A100-40GB": 40,
 		"A100-80GB": 80, "L4": 24, "L40S": 48, "A10G": 24, "RTX-4090": 24, "B200": 180} {
-		s, err := NewSettings(name, "", "", 0, 1)
+		s, err := NewSettings(name, "", "", 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -23,7 +23,7 @@ func TestCards(t *testing.T) {
 		}
 	}
 	// a size: all of it usable
-	s, err := NewSettings("H100-80GB", "24GiB", "", 0, 1)
+	s, err := NewSettings("H100-80GB", "24GiB", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

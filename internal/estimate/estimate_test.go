@@ -210,7 +210,7 @@ func TestCheckpointedGPTMatchesH200(t *testing.T) {
 func TestConvnetMatchesH200(t *testing.T) {
 	t.Parallel()
 	py := python(t)
-	set, err := NewSettings("H200", "", "", 0)
+	set, err := NewSettings("H200", "", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestConvnetMatchesH200(t *testing.T) {
 func TestConvolutionNotModelledElsewhere(t *testing.T) {
 	t.Parallel()
 	py := python(t)
-	set, err := NewSettings("A100-80GB", "", "", 0)
+	set, err := NewSettings("A100-80GB", "", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
