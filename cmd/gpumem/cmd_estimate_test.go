@@ -128,7 +128,7 @@ func TestEstimateRenderers(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := &estimate.Result{Ops: 3, Info: &estimate.Info{
-		Composition:    map[string]int64{"parameter": 1048576, "unknown": 512},
+		Composition:    map[string]int64{"parameter": 1048576, "activation": 512},
 		TopActivations: []estimate.ModuleBytes{{Module: "layers.0", Bytes: 512}},
 		StandIns:       []estimate.StandIn{{Kind: "item", Site: "train.py:3", Count: 2}},
 		NotModelled:    []estimate.StandIn{{Kind: "aten.convolution.default: cuDNN workspace", Site: "train.py:5", Count: 3}},
@@ -149,7 +149,7 @@ func TestEstimateRenderers(t *testing.T) {
 		t.Errorf("estimate.schema.json: %v\n%s", err, b.String())
 	}
 	b.Reset()
-	if err := output.EstimateFormats.Render(&b, "table", rep, output.Options{}); err != nil || !strings.Contains(b.String(), "layers.0") ||
+	if err := output.EstimateFormats.Render(&b, "table", rep, output.Options{}); err != nil || !strings.Contains(b.String(), "module layers.0") || !strings.Contains(b.String(), "(tracked as the script ran)") ||
 		!strings.Contains(b.String(), "x3      aten.convolution.default: cuDNN workspace  (train.py:5)") {
 		t.Errorf("table: %v\n%s", err, b.String())
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/gpumem/gpumem/internal/categories"
 	"github.com/gpumem/gpumem/internal/figures"
 	"github.com/gpumem/gpumem/internal/fileout"
 	"github.com/gpumem/gpumem/internal/pipeline"
@@ -62,6 +63,7 @@ func Build(ctx context.Context, s Settings, argv []string, tracePath string, res
 		return nil, err
 	}
 	r.Replay, r.Notes = run.Report, run.Notes
+	r.Replay.Categories = tracked(res, r.Replay.Categories)
 	live, rep := res.Stats, run.Report.Stats
 	// reset_peak_memory_stats in the script changed the run's peaks, not
 	// the replay's: compare what no reset touches
@@ -145,4 +147,33 @@ func runRanksWithTrace(ctx context.Context, set Settings, argv, env []string, pa
 	out := *rs[w]
 	out.Err = firstFailure(rs)
 	return rep, &out, nil
+}
+
+// tracked is what the memory held at the allocated peak as the run
+// tracked it (module and optimizer hooks, each tensor labelled as it was
+// made and relabelled when it became a gradient or optimizer state), in
+// the place of what the replay would infer from the trace's lifetimes: a
+// text trace has no optimizer step marks, so the inference would leave
+// most of it unknown. The activations' sites are their top modules. No
+// remedies: --vary answers those exactly. inferred gives the peak's op.
+func tracked(res *Result, inferred *figures.Categories) *figures.Categories {
+	if res.Info == nil || len(res.Info.Composition) == 0 {
+		return inferred
+	}
+	in := res.Info
+	c := &figures.Categories{Method: "tracked as the script ran"}
+	if inferred != nil {
+		c.Op = inferred.Op
+	}
+	for k := categories.Category(0); k < categories.NumCategories; k++ {
+		s := figures.CategoryShare{Name: k.String(), Bytes: uint64(max(in.Composition[k.String()], 0))}
+		if k == categories.Activation {
+			for _, m := range in.TopActivations {
+				s.Sites = append(s.Sites, figures.Site{Frames: "module " + m.Module, Bytes: uint64(max(m.Bytes, 0))})
+			}
+		}
+		c.Total += s.Bytes
+		c.Shares = append(c.Shares, s)
+	}
+	return c
 }

@@ -144,7 +144,8 @@ func estimateTable(w io.Writer, r *estimate.Report, o Options) error {
 			}
 		}
 	}
-	if len(d.Composition) > 0 {
+	// the replay's section shows the composition when there is a replay
+	if len(d.Composition) > 0 && (r.Replay == nil || r.Replay.Categories == nil) {
 		var total int64
 		keys := make([]string, 0, len(d.Composition))
 		for k, v := range d.Composition {
