@@ -273,7 +273,16 @@ func value(t *testing.T, e *Exporter, name string, labels ...string) float64 {
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("%s%q: %d series, want 1", name, labels, len(found))
+		// what there was, to tell a missing record from a label that differs
+		var seen []string
+		for _, mf := range mfs {
+			if mf.GetName() == name || strings.HasPrefix(mf.GetName(), "gpumem_spool_") {
+				for _, m := range mf.Metric {
+					seen = append(seen, mf.GetName()+m.String())
+				}
+			}
+		}
+		t.Fatalf("%s%q: %d series, want 1; the exporter had:\n%s", name, labels, len(found), strings.Join(seen, "\n"))
 	}
 	return found[0]
 }
