@@ -180,21 +180,7 @@ func TestProbeMatchesH200(t *testing.T) {
 // the peak, as scripts/estimate/compare.py printed them).
 func TestCheckpointedGPTMatchesH200(t *testing.T) {
 	t.Parallel()
-	py := python(t)
-	set, err := NewSettings("H200", "", "", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "record.py"), "gpt_checkpoint"},
-		os.Environ(), nil, func(argv, env []string, files []*os.File) error {
-			c := exec.Command(argv[0], argv[1:]...)
-			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
-			return c.Run()
-		})
-	if err != nil || res.Err != nil {
-		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
-	}
+	res := recordOnH200(t, "gpt_checkpoint")
 	const mib = 1 << 20
 	alloc, reserved := res.Stats.AllocatedBytes[0].Peak, res.Stats.ReservedBytes[0].Peak
 	if reserved != 1810*mib || fmt.Sprintf("%.1f", float64(alloc)/mib) != "1489.6" {
@@ -209,21 +195,7 @@ func TestCheckpointedGPTMatchesH200(t *testing.T) {
 // reserved was 28 % low), and every convolution is in the table.
 func TestConvnetMatchesH200(t *testing.T) {
 	t.Parallel()
-	py := python(t)
-	set, err := NewSettings("H200", "", "", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "record.py"), "convnet_sgd"},
-		os.Environ(), nil, func(argv, env []string, files []*os.File) error {
-			c := exec.Command(argv[0], argv[1:]...)
-			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
-			return c.Run()
-		})
-	if err != nil || res.Err != nil {
-		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
-	}
+	res := recordOnH200(t, "convnet_sgd")
 	// max_memory_allocated and max_memory_reserved of the H200's run
 	const alloc, reserved = 641204736, 1272971264
 	if a, r := res.Stats.AllocatedBytes[0].Peak, res.Stats.ReservedBytes[0].Peak; a != alloc || r != reserved {
@@ -283,4 +255,26 @@ func TestKnownValues(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("stand-ins %v, want %v", got, want)
 	}
+}
+
+// recordOnH200 runs scripts/estimate/record.py's program name under the
+// emulator on the H200's virtual card, and fails t unless it ran through.
+func recordOnH200(t *testing.T, name string) *Result {
+	t.Helper()
+	py := python(t)
+	set, err := NewSettings("H200", "", "", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "record.py"), name},
+		os.Environ(), nil, func(argv, env []string, files []*os.File) error {
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
+			return c.Run()
+		})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
+	}
+	return res
 }

@@ -321,16 +321,11 @@ func Step(p *Plan, o Options, after func(i int, a *alloc.Allocator) bool) error 
 // streamed plan, which it does not unpack): after also sees op i, its
 // Event and its Stack (see Plan.Each).
 func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack int32, a *alloc.Allocator) bool) error {
-	a, _, err := newAllocator(o, p) // the same allocator, and cap, as Run
+	a, err := seededAllocator(o, p)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	for _, s := range p.Seeds {
-		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
-			return err
-		}
-	}
 	i := 0
 	err = p.Each(func(_ int, ops []alloc.Op, event, stack []int32) error {
 		for j := range ops {
@@ -361,16 +356,11 @@ func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack in
 // when after returns false.
 func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []int,
 	after func(i int, op alloc.Op, event, stack int32, c alloc.BlockChange, a *alloc.Allocator) bool) error {
-	a, _, err := newAllocator(o, p) // the same allocator, and cap, as Run
+	a, err := seededAllocator(o, p)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	for _, s := range p.Seeds {
-		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
-			return err
-		}
-	}
 	pause := make(map[int]bool, len(pauses))
 	for _, k := range pauses {
 		pause[k] = true
@@ -419,4 +409,20 @@ func orDefault(s []int32, i int, def int32) int32 {
 		return def
 	}
 	return s[i]
+}
+
+// seededAllocator is the allocator Run replays p on, and its cap, with
+// p's seeds in place, for the stepped replays.
+func seededAllocator(o Options, p *Plan) (*alloc.Allocator, error) {
+	a, _, err := newAllocator(o, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range p.Seeds {
+		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
+	return a, nil
 }
