@@ -242,7 +242,7 @@ static int cmp_seg_base(const void *x, const void *y) {
   return a->base < b->base ? -1 : a->base > b->base;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+int gm_grow(void **p, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return GM_OK;
   size_t c = *cap ? *cap : 64;
   while (c < need) c *= 2;
@@ -257,9 +257,9 @@ int gm_flat_step(const gm_alloc_t *a, gm_flat_t *f) {
   /* the segments, in list order; sorted by base unless unchanged */
   size_t ns = 0;
   for (const gm_seg_t *s = a->segs; s; s = s->next_seg) ns++;
-  if (grow((void **)&f->list, &f->list_cap, ns, sizeof *f->list) != GM_OK ||
-      grow((void **)&f->sorted, &f->sorted_cap, ns, sizeof *f->sorted) != GM_OK ||
-      grow((void **)&f->bases, &f->bases_cap, ns, sizeof *f->bases) != GM_OK)
+  if (gm_grow((void **)&f->list, &f->list_cap, ns, sizeof *f->list) != GM_OK ||
+      gm_grow((void **)&f->sorted, &f->sorted_cap, ns, sizeof *f->sorted) != GM_OK ||
+      gm_grow((void **)&f->bases, &f->bases_cap, ns, sizeof *f->bases) != GM_OK)
     return GM_EBACKEND;
   int same = ns == f->nseg;
   size_t i = 0;
@@ -291,7 +291,7 @@ int gm_flat_step(const gm_alloc_t *a, gm_flat_t *f) {
       size_t first = nb;
       uint64_t total = 0;
       for (; b && b->mapped; b = b->next) {
-        if (grow((void **)&f->cur, &f->cur_cap, nb + 1, sizeof *f->cur) != GM_OK) return GM_EBACKEND;
+        if (gm_grow((void **)&f->cur, &f->cur_cap, nb + 1, sizeof *f->cur) != GM_OK) return GM_EBACKEND;
         gm_flat_block_t *o = &f->cur[nb++];
         o->address = b->ptr;
         o->size = b->size;

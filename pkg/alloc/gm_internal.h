@@ -116,4 +116,10 @@ void gm_pools_destroy(gm_alloc_t *a);
 /* Free cached bytes in private pools, for the OOM message. */
 uint64_t gm_pools_free_bytes(const gm_alloc_t *a);
 
+/* gm_inspect.c: makes the array *p of *cap elements of elem bytes hold at
+ * least need, doubling (from 64) and updating *p and *cap; GM_EBACKEND,
+ * with *p unchanged, when the host is out of memory. For the buffers
+ * gm_flat_step and gm_run_steps keep from call to call. */
+int gm_grow(void **p, size_t *cap, size_t need, size_t elem);
+
 #endif

@@ -4,23 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm_alloc.h"
 #include "gm_devlog.h"
-
-static int grow_steps(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return GM_OK;
-  size_t c = *cap ? *cap : 256;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, c * elem);
-  if (!q) return GM_EBACKEND;
-  *p = q;
-  *cap = c;
-  return GM_OK;
-}
+#include "gm_internal.h"
 
 static int put_blocks(gm_steps_t *s, const gm_flat_block_t *b, size_t n) {
   if (n == 0) return GM_OK;
-  if (grow_steps((void **)&s->blocks, &s->blocks_cap, s->nblocks + n, sizeof *s->blocks) != GM_OK) return GM_EBACKEND;
+  if (gm_grow((void **)&s->blocks, &s->blocks_cap, s->nblocks + n, sizeof *s->blocks) != GM_OK) return GM_EBACKEND;
   memcpy(s->blocks + s->nblocks, b, n * sizeof *b);
   s->nblocks += n;
   return GM_OK;
@@ -40,7 +29,7 @@ int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uin
       return rc;
     }
     if (gm_flat_step(a, f) != GM_OK ||
-        grow_steps((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof *s->ops) != GM_OK) {
+        gm_grow((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof *s->ops) != GM_OK) {
       *done = j;
       return GM_EBACKEND;
     }
