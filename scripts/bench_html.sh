@@ -1,36 +1,22 @@
 #!/usr/bin/env bash
-# Measures the HTML report of a big snapshot: first what writing it costs
-# (the cost row), then the page in headless Chromium.
-#
-# The cost row: `gpumem replay SNAPSHOT -o json` and the same with
-# `--html`, run side by side (RUNS times each, interleaved; medians of CPU,
-# the largest max RSS), printed as ratios: the HTML report's CPU over the
-# plain replay's, each one's max RSS against the bound 64 MiB + 8 B/event,
-# the RSS per event beyond 64 MiB, and the page's size (bytes and bytes per
-# event). With --cost it stops there (no browser needed): that is the row
-# scripts/bench.sh calls,
-#
-#   scripts/bench_html.sh --cost SNAPSHOT EVENTS
-#
-# EVENTS is the snapshot's number of events (gen_trace.py --events N).
-#
-# Then the page in headless Chromium: the report's size, how long it takes
-# to open beside a blank page opened the same way in the same run, and the
-# frame rate while panning and zooming the allocation bands, timed with
-# requestAnimationFrame in the page. A benchmark: it reports; it fails only
-# when the page reports an error or the report is over 40 MB. Not part of
-# CI: a million-event snapshot takes a few minutes in all.
+# Measures the HTML explorer on a big snapshot in headless Chromium: the
+# report's size, how long the page takes to open beside a blank page
+# opened the same way in the same run, and the frame rate while panning
+# and zooming the allocation bands, timed with requestAnimationFrame in the
+# page. A benchmark: it reports; it fails only when the page reports an
+# error or the report is over 40 MB. Not part of CI: a million-event
+# snapshot takes a few minutes in all. What writing the report costs
+# beside the plain replay (CPU, RSS, the page's size) is a row of
+# scripts/bench.sh.
 #
 #   scripts/bench_html.sh SNAPSHOT [MAX_BANDS]
 #
 # SNAPSHOT is a PyTorch snapshot of about 1,000,000 events (e.g. from
-# python3 scripts/gen_trace.py OUT --events 1000000); MAX_BANDS is given to
-# --html-max-bands; RUNS=N opens each page N times (5) and runs the cost
-# row N times (3), and the medians are reported; EVENTS=N gives the cost
-# row the snapshot's events (without it the row is skipped);
-# BIN=FILE measures that gpumem instead of building one; HTML=FILE
-# measures FILE, a report of SNAPSHOT written before (by another gpumem,
-# say), instead of writing one. The times, all performance.now() in the page (ms since the
+# python3 scripts/gen_trace.py --events 1000000 OUT); MAX_BANDS is given to
+# --html-max-bands; RUNS=N opens each page N times (5), and the medians are
+# reported; BIN=FILE measures that gpumem instead of building one;
+# HTML=FILE measures FILE, a report of SNAPSHOT written before
+# (by another gpumem, say), instead of writing one. The times, all performance.now() in the page (ms since the
 # navigation started):
 #   drawn   the explorer's script has drawn the bands (from the preview
 #           gpumem embeds) and the segment map: its first view
@@ -41,70 +27,23 @@
 #           hover, pinning, scrubbing and the sites table live
 #   longest the longest main-thread task between opened and ready
 set -euo pipefail
-usage() { echo "usage: scripts/bench_html.sh SNAPSHOT [MAX_BANDS] | --cost SNAPSHOT EVENTS" >&2; exit 2; }
-cost_only=0
-if [ "${1:-}" = --cost ]; then
-  [ $# -eq 3 ] || usage
-  cost_only=1 EVENTS=$3
-  set -- "$2"
-fi
-[ $# -ge 1 ] || usage
+[ $# -ge 1 ] || { echo "usage: scripts/bench_html.sh SNAPSHOT [MAX_BANDS]" >&2; exit 2; }
 snap=$(realpath "$1")
 bands=${2:-0}
 runs=${RUNS:-5}
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=1
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
-[ "$cost_only" = 1 ] || [ -x /usr/bin/chromium ] || { echo "bench_html: needs /usr/bin/chromium (test/html_check.sh installs it)" >&2; exit 2; }
+[ -x /usr/bin/chromium ] || { echo "bench_html: needs /usr/bin/chromium (test/html_check.sh installs it)" >&2; exit 2; }
 
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-bin=${BIN:-$tmp/gpumem}
-[ -n "${BIN:-}" ] || go build -o "$tmp/gpumem" ./cmd/gpumem
-
-# The cost row: the plain replay and the HTML report side by side.
-if [ -n "${EVENTS:-}" ] && [ -z "${HTML:-}" ]; then
-  python3 - "$bin" "$snap" "$EVENTS" "${RUNS:-3}" "$bands" "$tmp/cost.html" <<'PY'
-import os, statistics, subprocess, sys
-bin, snap, events, runs, bands, page = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
-
-def run(argv):
-    """CPU seconds (user+sys) and max RSS bytes of one command."""
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-    if status != 0:
-        sys.exit(f"bench_html: failed: {' '.join(argv)}")
-    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
-
-cmds = {"plain": [bin, "replay", snap, "--output", "json"],
-        "html": [bin, "replay", snap, "--output", "json", "--html", page, "--html-max-bands", bands]}
-cpu, rss = {k: [] for k in cmds}, {k: [] for k in cmds}
-for _ in range(runs):
-    for k, argv in cmds.items():
-        c, r = run(argv)
-        cpu[k].append(c)
-        rss[k].append(r)
-cpu = {k: statistics.median(v) for k, v in cpu.items()}
-rss = {k: max(v) for k, v in rss.items()}
-size = os.path.getsize(page)
-bound = 64 * 2**20 + 8 * events
-model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown CPU")
-print(f"cost            {events:,} events; {os.cpu_count()} cores ({model}), load {open('/proc/loadavg').read().split()[0]}; median CPU of {runs} runs, largest RSS, side by side")
-print(f"cpu             --html {cpu['html']:.2f} s, plain replay {cpu['plain']:.2f} s: {cpu['html']/cpu['plain']:.2f}x the plain replay (goal <= 2x)")
-for k in ("html", "plain"):
-    r = rss[k]
-    print(f"rss {k:<11} {r/2**20:.0f} MiB, {(r - 64*2**20)/events:+.1f} B/event beyond 64 MiB; "
-          f"{'within' if r <= bound else 'OVER'} 64 MiB + 8 B/event = {bound/2**20:.0f} MiB")
-print(f"rss html/plain  {rss['html']/rss['plain']:.2f}x, {(rss['html']-rss['plain'])/events:+.1f} B/event")
-print(f"page            {size:,} bytes, {size/events:.2f} B/event")
-PY
-  [ "$cost_only" = 1 ] && exit 0
-fi
-
 if [ -n "${HTML:-}" ]; then
   cp "$HTML" "$tmp/report.html"
 else
+  bin=${BIN:-$tmp/gpumem}
+  [ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/gpumem
   start=$(date +%s.%N)
   "$bin" replay "$snap" --html "$tmp/report.html" --html-max-bands "$bands" >/dev/null 2>"$tmp/stderr"
   gen=$(echo "$(date +%s.%N) - $start" | bc)
