@@ -2,10 +2,8 @@ package estimate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 
 	"github.com/gpumem/gpumem/internal/categories"
@@ -78,49 +76,28 @@ func Build(ctx context.Context, s Settings, argv []string, tracePath string, res
 
 // RunWithTrace runs an estimate of argv with run, writes its trace to
 // path (safely: the file appears once complete), and builds the report;
-// res.Err is how the script ended. An error is returned when the script
-// could not start or the trace could not be written.
+// res.Err is how the script ended. With set.NProc it runs the ranks, a
+// trace each (RankTracePath). An error is returned when the script could
+// not start or a trace could not be written.
 func RunWithTrace(ctx context.Context, set Settings, argv, env []string, path string, run Runner) (*Report, *Result, error) {
-	if set.NProc > 0 {
-		return runRanksWithTrace(ctx, set, argv, env, path, run)
+	paths := []string{path}
+	if set.NProc > 0 { // a trace a rank
+		paths = make([]string, set.NProc)
+		for r := range paths {
+			paths[r] = RankTracePath(path, r)
+		}
 	}
-	trace, err := fileout.Create(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer trace.Abort()
-	res, err := Run(set.Options, argv, env, trace, run)
-	if err != nil {
-		return nil, nil, err
-	}
-	var ee *exec.ExitError
-	if res.Err != nil && !errors.As(res.Err, &ee) {
-		return nil, nil, res.Err // the command did not start
-	}
-	if err := trace.Commit(); err != nil {
-		return nil, nil, err
-	}
-	rep, err := Build(ctx, set, argv, path, res)
-	return rep, res, err
-}
-
-// runRanksWithTrace is RunWithTrace of --nproc: a trace a rank
-// (RankTracePath), a report of the worst rank with every rank's row. The
-// Result returned is the worst rank's with the first failed rank's error:
-// the exit status of the whole, as torchrun's.
-func runRanksWithTrace(ctx context.Context, set Settings, argv, env []string, path string, run Runner) (*Report, *Result, error) {
-	n := set.NProc
-	files := make([]*fileout.File, n)
-	traces := make([]io.Writer, n)
-	for r := range files {
-		f, err := fileout.Create(RankTracePath(path, r))
+	files := make([]*fileout.File, len(paths))
+	traces := make([]io.Writer, len(paths))
+	for r, p := range paths {
+		f, err := fileout.Create(p)
 		if err != nil {
 			return nil, nil, err
 		}
 		defer f.Abort()
 		files[r], traces[r] = f, f
 	}
-	rs, err := RunRanks(set.Options, argv, env, traces, run)
+	rs, err := runAll(set.Options, argv, env, traces, run)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,13 +110,16 @@ func runRanksWithTrace(ctx context.Context, set Settings, argv, env []string, pa
 		}
 	}
 	w := Worst(rs)
-	rep, err := Build(ctx, set, argv, RankTracePath(path, w), rs[w])
-	if err != nil {
-		return nil, nil, err
+	rep, err := Build(ctx, set, argv, paths[w], rs[w])
+	if err != nil || set.NProc == 0 {
+		return rep, rs[w], err
 	}
+	// --nproc: the report is the worst rank's, with every rank's row; the
+	// Result is the worst rank's with the first failed rank's error, the
+	// exit status of the whole, as torchrun's
 	rep.Rank = w
 	for r, res := range rs {
-		rep.Ranks = append(rep.Ranks, rankRow(r, RankTracePath(path, r), res))
+		rep.Ranks = append(rep.Ranks, rankRow(r, paths[r], res))
 		if res.Info == nil && r != w {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("warning: rank %d: the CUDA emulator did not report at exit", r))
 		}
