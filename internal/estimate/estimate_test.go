@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,11 +42,7 @@ func estimateScript(t *testing.T, name, deviceMemory string) (*Result, string, s
 	set.Check = true
 	var out, trace bytes.Buffer
 	res, err := Run(set.Options, []string{py, filepath.Join("testdata", name)}, os.Environ(), &trace,
-		func(argv, env []string, files []*os.File) error {
-			c := exec.Command(argv[0], argv[1:]...)
-			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
-			return c.Run()
-		})
+		runnerTo(&out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +102,7 @@ func TestDumpSnapshotReplays(t *testing.T) {
 	}
 	var out bytes.Buffer
 	res, err := Run(set.Options, []string{py, filepath.Join("testdata", "dump.py"), snap}, os.Environ(), nil,
-		func(argv, env []string, files []*os.File) error {
-			c := exec.Command(argv[0], argv[1:]...)
-			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
-			return c.Run()
-		})
+		runnerTo(&out))
 	if err != nil || res.Err != nil {
 		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
 	}
@@ -136,11 +129,7 @@ func TestProbeMatchesH200(t *testing.T) {
 	}
 	var out bytes.Buffer
 	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "probe.py")}, os.Environ(), nil,
-		func(argv, env []string, files []*os.File) error {
-			c := exec.Command(argv[0], argv[1:]...)
-			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
-			return c.Run()
-		})
+		runnerTo(&out))
 	if err != nil || res.Err != nil {
 		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
 	}
@@ -223,11 +212,7 @@ func TestConvolutionNotModelledElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	res, err := Run(set.Options, []string{py, script}, os.Environ(), nil, func(argv, env []string, files []*os.File) error {
-		c := exec.Command(argv[0], argv[1:]...)
-		c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
-		return c.Run()
-	})
+	res, err := Run(set.Options, []string{py, script}, os.Environ(), nil, runnerTo(&out))
 	if err != nil || res.Err != nil {
 		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
 	}
@@ -268,13 +253,19 @@ func recordOnH200(t *testing.T, name string) *Result {
 	}
 	var out bytes.Buffer
 	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "record.py"), name},
-		os.Environ(), nil, func(argv, env []string, files []*os.File) error {
-			c := exec.Command(argv[0], argv[1:]...)
-			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, &out, &out, files
-			return c.Run()
-		})
+		os.Environ(), nil, runnerTo(&out))
 	if err != nil || res.Err != nil {
 		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
 	}
 	return res
+}
+
+// runnerTo is a Runner that starts the command with its stdout and
+// stderr to w.
+func runnerTo(w io.Writer) Runner {
+	return func(argv, env []string, files []*os.File) error {
+		c := exec.Command(argv[0], argv[1:]...)
+		c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, w, w, files
+		return c.Run()
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -85,11 +84,7 @@ func runRanks(t *testing.T, name string, n int) ([]*Result, string, []string) {
 	var out bytes.Buffer
 	lw := lockedWriter{&mu, &out}
 	res, err := RunRanks(set.Options, []string{py, filepath.Join("testdata", name)}, os.Environ(), ws,
-		func(argv, env []string, files []*os.File) error {
-			c := exec.Command(argv[0], argv[1:]...)
-			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, lw, lw, files
-			return c.Run()
-		})
+		runnerTo(lw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,11 +267,7 @@ func TestRanksWithTrace(t *testing.T) {
 	var mu sync.Mutex
 	lw := lockedWriter{&mu, &out}
 	rep, res, err := RunWithTrace(context.Background(), set, []string{py, filepath.Join("testdata", "ranks_exit.py")},
-		os.Environ(), path, func(argv, env []string, files []*os.File) error {
-			c := exec.Command(argv[0], argv[1:]...)
-			c.Env, c.Stdout, c.Stderr, c.ExtraFiles = env, lw, lw, files
-			return c.Run()
-		})
+		os.Environ(), path, runnerTo(lw))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
