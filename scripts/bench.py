@@ -23,7 +23,13 @@ p.add_argument("--zst", default="", help="the largest snapshot compressed with z
 p.add_argument("--gz", required=True)
 p.add_argument("--sweep", required=True)
 p.add_argument("--machine", default="")
+p.add_argument("--only", default="", help="comma-separated rows to run: replay, html, pools, compressed, sweep, start, anchor")
+p.add_argument("--base", default="", help="another gpumem binary whose `--html` row runs beside this one's")
 a = p.parse_args()
+ROWS = ("replay", "html", "pools", "compressed", "sweep", "start", "anchor")
+only = set(a.only.split(",")) if a.only else set(ROWS)
+if only - set(ROWS):
+    sys.exit(f"bench.py: --only takes {', '.join(ROWS)}")
 
 MiB = 2**20
 load0 = open("/proc/loadavg").read().split()[0]
@@ -112,39 +118,47 @@ for spec in a.replay:
     n, path = spec.split("=", 1)
     n = int(n)
     log(f"bench: replay of {path} ({n:,} events)")
-    cmds = {
-        "gpumem": [gpumem, "replay", path, "--output", "json"],
-        "walk": [walk, "-test.run", "^$", "-test.bench", "^BenchmarkOpcodeWalk$", "-test.benchtime", "1x"],
-        "cpython": [py, "-c", "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))", path],
-    }
+    cmds = {"gpumem": [gpumem, "replay", path, "--output", "json"]}
+    if "replay" in only:
+        cmds["walk"] = [walk, "-test.run", "^$", "-test.bench", "^BenchmarkOpcodeWalk$", "-test.benchtime", "1x"]
+        cmds["cpython"] = [py, "-c", "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))", path]
     html = os.path.join(a.work, "report.html")
-    if not replay:
+    base_html = os.path.join(a.work, "report_base.html")
+    if not replay and only & {"html", "anchor"}:
         cmds["html"] = [gpumem, "replay", path, "--output", "json", "--html", html]
+        if a.base and "html" in only:
+            cmds["base"] = [a.base, "replay", path, "--output", "json"]
+            cmds["base_html"] = [a.base, "replay", path, "--output", "json", "--html", base_html]
     m = group(cmds, a.runs, dict(os.environ, GPUMEM_BIG_TRACE=path))
     m["events"], m["size"], m["path"] = n, os.path.getsize(path), path
     if "html" in cmds and m["html"]:
         m["page"] = os.path.getsize(html)
+    if "base_html" in cmds and m["base_html"]:
+        m["base_page"] = os.path.getsize(base_html)
     replay.append(m)
 
 ev = " / ".join(mega(m["events"]) for m in replay)
 last = replay[-1]
 g = [m["gpumem"] for m in replay]
-walk_ok = None if not last["gpumem"] or not last["walk"] else cpu(last, "gpumem") <= 2 * cpu(last, "walk")
+walk_ok = None if not last["gpumem"] or not last.get("walk") else cpu(last, "gpumem") <= 2 * cpu(last, "walk")
 rss = " / ".join(mib(x["rss"]) if x else "failed" for x in g)
 if len(replay) > 1 and all(g):
     slope = (g[-1]["rss"] - g[0]["rss"]) / (replay[-1]["events"] - replay[0]["events"])
     rss += f" ({mib(g[0]['rss'] - slope * replay[0]['events'])} + {slope:.1f} B/event)"
-rows.append((f"`replay -o json`, synthetic {ev} events",
-             " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "cpython"), 3) for m in replay) + " CPython's `pickle.load`; "
-             + " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "walk")) for m in replay) + " the opcode walk; max RSS " + rss,
-             f"≤ 2× the opcode walk at {mega(last['events'])}; RSS unchanged or lower", status(walk_ok)))
-for m in replay:
+if "replay" in only:
+    rows.append((f"`replay -o json`, synthetic {ev} events",
+                 " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "cpython"), 3) for m in replay) + " CPython's `pickle.load`; "
+                 + " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "walk")) for m in replay) + " the opcode walk; max RSS " + rss,
+                 f"≤ 2× the opcode walk at {mega(last['events'])}; RSS unchanged or lower", status(walk_ok)))
+for m in replay if "replay" in only else []:
     notes.append(f"{mega(m['events'])} events ({m['size'] / 1e6:.0f} MB): `gpumem replay -o json` {secs(cpu(m, 'gpumem'))} CPU, "
                  f"the opcode walk {secs(cpu(m, 'walk'))}, CPython's `pickle.load` {secs(cpu(m, 'cpython'))}")
 
 first = replay[0]
 h, plain = first.get("html"), first["gpumem"]
-if h and plain:
+if "html" not in only:
+    pass
+elif h and plain:
     n = first["events"]
     ok = bound_ok(h["rss"], n) and h["cpu"] <= 2 * plain["cpu"] and first["page"] <= 2.4e6
     rows.append((f"the same with `--html` ({mega(n)})",
@@ -152,11 +166,18 @@ if h and plain:
                  f"({(h['rss'] - plain['rss']) / n:.0f} B/event more than the plain replay's); the page {first['page'] / 1e6:.1f} MB",
                  "RSS ≤ 64 MiB + 8 B/event, CPU ≤ 2× the plain replay, the page ≤ 2.4 MB", status(ok)))
     notes.append(f"`--html` at {mega(n)}: {secs(h['cpu'])} CPU")
+    bh, bp = first.get("base_html"), first.get("base")
+    if bh and bp:
+        rows.append((f"the same, `{a.base}` (base, side by side)",
+                     f"{ratio(bh['cpu'], bp['cpu'], 1)} the CPU of its plain replay; max RSS {mib(bh['rss'])}; "
+                     f"the page {first['base_page'] / 1e6:.1f} MB; this binary's `--html` {ratio(h['cpu'], bh['cpu'])} its CPU",
+                     "", status(None)))
+        notes.append(f"base: `--html` {secs(bh['cpu'])} CPU, plain {secs(bp['cpu'])}")
 else:
     rows.append((f"the same with `--html` ({mega(first['events'])})", "failed", "", status(False)))
 
 # 2. private-pool traces: a fixture's events repeated.
-if a.pools:
+if a.pools and "pools" in only:
     by = {}
     for spec in a.pools:
         name, rest = spec.split(":", 1)
@@ -190,47 +211,52 @@ if a.pools:
                  "≤ 4× the walk; RSS ≤ 64 MiB + 8 B/event", status(ok)))
 
 # 3. compressed input.
-log(f"bench: compressed input, {a.zst or '(no zstd)'} and {a.gz}")
-cmds = {"plain": [gpumem, "replay", last["path"], "--output", "json"], "gz": [gpumem, "replay", a.gz, "--output", "json"]}
-if a.zst:
-    cmds["zst"] = [gpumem, "replay", a.zst, "--output", "json"]
-    cmds["zstd"] = ["zstd", "-dc", a.zst]
-m = group(cmds, a.runs)
-zst = (f"{ratio(cpu(m, 'zst'), cpu(m, 'plain'))} / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file; "
-       f"the `.zst` {ratio(cpu(m, 'zst'), cpu(m, 'zstd'), 1)} `zstd -dc`") if a.zst else \
-    f"(no zstd on this machine) / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file"
-rows.append((f"`.zst` / `.gz` input, {mega(last['events'])}", zst, "keep (1.09× / 1.12×; 6.9× `zstd -dc`)", status(None)))
-notes.append(f"compressed: plain {secs(cpu(m, 'plain'))}, `.gz` {secs(cpu(m, 'gz'))}"
-             + (f", `.zst` {secs(cpu(m, 'zst'))}, `zstd -dc` {secs(cpu(m, 'zstd'))}" if a.zst else "") + " CPU")
+if "compressed" in only:
+    log(f"bench: compressed input, {a.zst or '(no zstd)'} and {a.gz}")
+    cmds = {"plain": [gpumem, "replay", last["path"], "--output", "json"], "gz": [gpumem, "replay", a.gz, "--output", "json"]}
+    if a.zst:
+        cmds["zst"] = [gpumem, "replay", a.zst, "--output", "json"]
+        cmds["zstd"] = ["zstd", "-dc", a.zst]
+    m = group(cmds, a.runs)
+    zst = (f"{ratio(cpu(m, 'zst'), cpu(m, 'plain'))} / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file; "
+           f"the `.zst` {ratio(cpu(m, 'zst'), cpu(m, 'zstd'), 1)} `zstd -dc`") if a.zst else \
+        f"(no zstd on this machine) / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file"
+    rows.append((f"`.zst` / `.gz` input, {mega(last['events'])}", zst, "keep (1.09× / 1.12×; 6.9× `zstd -dc`)", status(None)))
+    notes.append(f"compressed: plain {secs(cpu(m, 'plain'))}, `.gz` {secs(cpu(m, 'gz'))}"
+                 + (f", `.zst` {secs(cpu(m, 'zst'))}, `zstd -dc` {secs(cpu(m, 'zstd'))}" if a.zst else "") + " CPU")
 
 # 4. the sweep, wall time.
-log(f"bench: sweep of {a.sweep}")
-sw = group({j: [gpumem, "sweep", "-j", j, a.sweep, "--output", "json"] for j in ("1", "2")}, max(a.runs, 11))
-loadnow = float(open("/proc/loadavg").read().split()[0])
-if sw["1"] and sw["2"]:
-    r = sw["2"]["wall"] / sw["1"]["wall"]
-    # quiet: under half a runnable task per core of the machine (a host
-    # pinned with taskset counts all its cores: the load is the host's)
-    per_core = max(float(load0), loadnow) / os.cpu_count()
-    quiet = per_core < 0.5
-    ok = r <= (0.6 if quiet else 0.8)
-    rows.append((f"`sweep {os.path.basename(a.sweep)} -j 2` / `-j 1`, wall",
-                 f"{r:.2f}× ({sw['2']['wall'] * 1e3:.0f} vs {sw['1']['wall'] * 1e3:.0f} ms; load {load0} → {loadnow:.2f}, "
-                 f"{per_core:.2f} a core)", "≤ 0.6× on a quiet 2-core machine, ≤ 0.8× under load",
-                 status(ok) + (" (the quiet goal)" if quiet else " (the goal under load)")))
-else:
-    rows.append(("`sweep -j 2` / `-j 1`", "failed", "", status(False)))
+if "sweep" in only:
+    log(f"bench: sweep of {a.sweep}")
+    sw = group({j: [gpumem, "sweep", "-j", j, a.sweep, "--output", "json"] for j in ("1", "2")}, max(a.runs, 11))
+    loadnow = float(open("/proc/loadavg").read().split()[0])
+    if sw["1"] and sw["2"]:
+        r = sw["2"]["wall"] / sw["1"]["wall"]
+        # quiet: under half a runnable task per core of the machine (a host
+        # pinned with taskset counts all its cores: the load is the host's)
+        per_core = max(float(load0), loadnow) / os.cpu_count()
+        quiet = per_core < 0.5
+        ok = r <= (0.6 if quiet else 0.8)
+        rows.append((f"`sweep {os.path.basename(a.sweep)} -j 2` / `-j 1`, wall",
+                     f"{r:.2f}× ({sw['2']['wall'] * 1e3:.0f} vs {sw['1']['wall'] * 1e3:.0f} ms; load {load0} → {loadnow:.2f}, "
+                     f"{per_core:.2f} a core)", "≤ 0.6× on a quiet 2-core machine, ≤ 0.8× under load",
+                     status(ok) + (" (the quiet goal)" if quiet else " (the goal under load)")))
+    else:
+        rows.append(("`sweep -j 2` / `-j 1`", "failed", "", status(False)))
 
 # 5. process start.
-log("bench: process start")
-st = group({"gpumem": [gpumem, "version"], "true": ["/bin/true"]}, max(a.runs, 21))
-g, t = st["gpumem"], st["true"]
-rows.append(("process start (`gpumem version`)",
-             f"{g['wall'] * 1e3:.1f} ms wall, {g['cpu'] * 1e3:.1f} ms CPU ({ratio(g['wall'], t['wall'], 1)} `/bin/true`)" if g and t else "failed",
-             "≤ 10 ms", status(bool(g) and g["wall"] <= 0.010)))
+if "start" in only:
+    log("bench: process start")
+    st = group({"gpumem": [gpumem, "version"], "true": ["/bin/true"]}, max(a.runs, 21))
+    g, t = st["gpumem"], st["true"]
+    rows.append(("process start (`gpumem version`)",
+                 f"{g['wall'] * 1e3:.1f} ms wall, {g['cpu'] * 1e3:.1f} ms CPU ({ratio(g['wall'], t['wall'], 1)} `/bin/true`)" if g and t else "failed",
+                 "≤ 10 ms", status(bool(g) and g["wall"] <= 0.010)))
 
 # 6. the anchor: PyTorch's own _memory_viz.py on the smallest snapshot.
-if a.py:
+if "anchor" not in only:
+    pass
+elif a.py:
     path = first["path"]
     log(f"bench: _memory_viz.py on {path} (one run each)")
     viz = os.path.join(a.work, "memory_viz.html")

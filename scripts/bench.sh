@@ -19,11 +19,15 @@
 # It prints one markdown block: a caption naming the machine, the table
 # (measured, goal, met or not) and the absolute figures of the run.
 #
-# Usage: scripts/bench.sh [--10m] [--real] [--runs N] [--readme NAME | --paste NAME FILE]
+# Usage: scripts/bench.sh [--10m] [--real] [--runs N] [--only ROWS] [--base BIN] [--readme NAME | --paste NAME FILE]
 #   --10m     add the 10M-event snapshot (and bigger pool traces): minutes more
 #   --real    snapshots shaped like real ones (segment events, final segments,
 #             a trace cut short by max_entries: gen_trace.py --max-entries)
 #   --runs N  runs of each command (default 3; the sweep 11, start 21)
+#   --only ROWS  only these rows, comma-separated: replay, html, pools,
+#             compressed, sweep, start, anchor (default: all)
+#   --base BIN  another gpumem binary (an older build, say): its --html
+#             and plain replays run beside this one's in the --html row
 #   --readme NAME  also write the block into README.md, between its
 #             "<!-- bench.sh NAME: begin -->" and "... end -->" markers
 #             (the README has two: quiet, a quiet 2-core machine; loaded,
@@ -38,16 +42,18 @@
 # (the machine's name in the caption; default: the host name).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ten=0 real=0 runs=3 readme=
+ten=0 real=0 runs=3 readme= only= base=
 while [ $# -gt 0 ]; do
   case $1 in
   --10m) ten=1 ;;
   --real) real=1 ;;
   --runs) runs=$2; shift ;;
+  --only) only=$2; shift ;;
+  --base) base=$2; shift ;;
   --readme) readme=$2; shift ;;
   --paste) readme=$2 paste=$3; shift 2 ;;
   [0-9]*) runs=$1 ;;
-  *) echo "usage: scripts/bench.sh [--10m] [--real] [--runs N] [--readme NAME | --paste NAME FILE]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench.sh [--10m] [--real] [--runs N] [--only ROWS] [--base BIN] [--readme NAME | --paste NAME FILE]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -110,13 +116,17 @@ if [ "$ten" = 1 ]; then
   replay+=("10000000=$work/10m$tag.pickle")
   big=$work/10m$tag.pickle
 fi
+# row NAME: whether --only asks for row NAME
+row() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 zst=$big.zst
-if ! command -v zstd >/dev/null; then
+if ! row compressed; then
+  : # neither compressed file is needed
+elif ! command -v zstd >/dev/null; then
   zst= # the row says zstd is missing
 elif [ ! -f "$zst" ]; then
   zstd -q -f -o "$zst" "$big"
 fi
-[ -f "$big.gz" ] || gzip -c "$big" >"$big.gz"
+row compressed && { [ -f "$big.gz" ] || gzip -c "$big" >"$big.gz"; }
 
 # repeat NAME EVENTS [--shift]: a fixture's events repeated
 pools=()
@@ -125,14 +135,16 @@ repeat() {
   [ -f "$out" ] || python3 scripts/repeat_trace.py "$fix/$1.pickle" "$out" --events "$2" ${3:-} >&2
   pools+=("$1:$2=$out")
 }
-repeat mempool_single 1000000
-[ "$ten" = 1 ] && repeat mempool_single 5000000
-repeat graph_convnet 100000 --shift
-[ "$ten" = 1 ] && repeat graph_convnet 250000 --shift
+if row pools; then
+  repeat mempool_single 1000000
+  [ "$ten" = 1 ] && repeat mempool_single 5000000
+  repeat graph_convnet 100000 --shift
+  [ "$ten" = 1 ] && repeat graph_convnet 250000 --shift
+fi
 
 out=$work/bench.md
 python3 scripts/bench.py --bin "$bin" --walk "$walk" --py "$py" --runs "$runs" --work "$work" \
   --replay "${replay[@]}" --pools "${pools[@]}" --zst "$zst" --gz "$big.gz" \
-  --sweep "$fix/gpt2_varlen.pickle" --machine "${MACHINE:-}" >"$out"
+  --sweep "$fix/gpt2_varlen.pickle" --machine "${MACHINE:-}" --only "$only" --base "$base" >"$out"
 cat "$out"
 if [ -n "$readme" ]; then paste_readme "$readme" "$out"; fi

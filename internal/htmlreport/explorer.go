@@ -270,6 +270,11 @@ func (p *packer) Start(s figures.ExplorerStart) {
 		p.thrLeft = p.maxBands - above
 		p.bandOf = make([]int32, 0, s.Allocs)
 	}
+	// the bands' figures at their final size: no copies left behind as
+	// they grow
+	nb := min(s.Allocs, p.maxBands)
+	p.bStart, p.bEnd, p.bRel, p.bStack = make([]int32, 0, nb), make([]int32, 0, nb), make([]int32, 0, nb), make([]int32, 0, nb)
+	p.bSize = make([]uint64, 0, nb)
 	W := previewW
 	p.sa, p.sb = make([]int, W), make([]int, W)
 	p.best, p.bestTotal, p.bestAgg = make([]int, W), make([]int64, W), make([]int64, W)

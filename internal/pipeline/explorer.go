@@ -213,6 +213,20 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	var ins, whole []figures.BlockRec // reused: a sink sees them only during its call
 	var bs alloc.BlockSteps
 	defer bs.Free()
+	// the whole list after the op at hand (its key, or the list kept, at
+	// the ops where the allocator is at hand): one closure for every op,
+	// not one made for each
+	var opWhole []alloc.FlatBlock
+	var opAt *alloc.Allocator
+	wholeList := func() []figures.BlockRec {
+		list := opWhole
+		if list == nil && opAt != nil {
+			flat = bs.Blocks(flat[:0])
+			list = flat
+		}
+		whole = records(whole[:0], list, live)
+		return whole
+	}
 	var last int64 // the last op's time: times are kept monotonic
 	s.reached = false
 	steps := max(n, s.peakN)
@@ -290,15 +304,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}
 		c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(ins[:0], bc.Ins, live)}
 		ins = c.Ins
-		wholeList := func() []figures.BlockRec {
-			list := bc.Whole
-			if list == nil && a != nil {
-				flat = bs.Blocks(flat[:0])
-				list = flat
-			}
-			whole = records(whole[:0], list, live)
-			return whole
-		}
+		opWhole, opAt = bc.Whole, a
 		if made != nil {
 			l, _ := live.get(op.ID)
 			k := l.k

@@ -432,7 +432,11 @@ func (a *Allocator) opErrorLocked(rc C.int, ops []Op, base, done int) error {
 	}
 	if rc == C.GM_ECORRUPT {
 		idx--
-		err = fmt.Errorf("%w: %s", ErrCorrupt, a.checkLocked())
+		msg := a.checkLocked()
+		if msg == "" { // BlockSteps.Run's own check (gm_flat_step)
+			msg = "the stepped block list differs from a walk of every segment"
+		}
+		err = fmt.Errorf("%w: %s", ErrCorrupt, msg)
 	}
 	return &OpError{Index: base + idx, Op: ops[max(0, min(idx, len(ops)-1))], Err: err}
 }

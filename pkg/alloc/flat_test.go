@@ -143,3 +143,77 @@ func TestBlockSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockStepsPolicies steps random ops of every policy, with and
+// without expandable segments, on two streams (recorded stream uses,
+// pending frees, empty_cache, a small card that runs out, a private
+// pool released and emptied, a seeded segment freed) under the
+// checker, which compares every step's list and change, made from the
+// segments the op touched, with a walk of every segment: a change the
+// allocator did not mark fails the run.
+func TestBlockStepsPolicies(t *testing.T) {
+	for _, p := range Policies() {
+		for _, conf := range []string{"", "expandable_segments:True"} {
+			// a seeded segment's blocks (ids 1 and 2) are freed among the ops
+			ops := []Op{{Kind: OpAlloc, ID: 3, Size: 5 << 20, Pool: 1}, {Kind: OpFree, ID: 1}}
+			live := []uint32{2, 3}
+			pending := map[uint32]bool{}
+			x := uint64(11)
+			for id := uint32(4); len(ops) < 4000; id++ {
+				x = x*6364136223846793005 + 1442695040888963407
+				r := x >> 58
+				switch {
+				case r < 30 || len(live) == 0:
+					size := (x>>20)%(3<<20) + 1
+					if r < 6 {
+						size = (x>>20)%(40<<20) + 1
+					}
+					ops = append(ops, Op{Kind: OpAlloc, ID: id, Size: size, Stream: (x >> 40) % 2, Flags: FlagRecordedOOM,
+						Pool: uint16(r % 2)})
+					live = append(live, id)
+				case r < 36:
+					k := int(x>>30) % len(live)
+					ops = append(ops, Op{Kind: OpRecordStream, ID: live[k], Stream: 1 - (x>>40)%2})
+				case r < 46:
+					k := int(x>>30) % len(live)
+					ops = append(ops, Op{Kind: OpFreeRequest, ID: live[k]})
+					pending[live[k]] = true
+					live = append(live[:k], live[k+1:]...)
+				case r < 50 && len(pending) > 0:
+					for id := range pending {
+						ops = append(ops, Op{Kind: OpFreeComplete, ID: id})
+						delete(pending, id)
+						break
+					}
+				case r < 63:
+					k := int(x>>30) % len(live)
+					ops = append(ops, Op{Kind: OpFree, ID: live[k]})
+					live = append(live[:k], live[k+1:]...)
+				default:
+					ops = append(ops, Op{Kind: OpEmptyCache})
+				}
+			}
+			ops = append(ops, Op{Kind: OpPoolRelease, Pool: 1}, Op{Kind: OpPoolEmpty, Pool: 1})
+			for _, id := range live {
+				ops = append(ops, Op{Kind: OpFree, ID: id})
+			}
+			ops = append(ops, Op{Kind: OpEmptyCache})
+			cfg := mustParse(t, conf)
+			cfg.Policy = p
+			a := newChecked(t, Options{Config: cfg, Device: Sim(160 << 20)})
+			if err := a.Seed(0x7f0000000000, 4<<20, 0, false, []SeedBlock{{Offset: 0, Requested: 1 << 20, ID: 1},
+				{Offset: 2 << 20, Requested: 1 << 20, ID: 2}}); err != nil {
+				t.Fatal(err)
+			}
+			var steps BlockSteps
+			for lo := 0; lo < len(ops); {
+				done, _, err := steps.Run(a, ops[lo:min(lo+64, len(ops))], lo, 32)
+				if err != nil {
+					t.Fatalf("%s %q: %v", p, conf, err)
+				}
+				lo += done
+			}
+			steps.Free()
+		}
+	}
+}

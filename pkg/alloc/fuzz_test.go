@@ -350,9 +350,20 @@ func runFuzz(t *testing.T, data []byte, seeded, pools bool, pol Policy) {
 		t.Fatalf("New(%+v): %v", o, err)
 	}
 	defer a.Close()
+	// a twin of a takes every op through BlockSteps, whose check compares
+	// each step (the segments the op touched) with a walk of every segment
+	twin, err := New(o)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", o, err)
+	}
+	defer twin.Close()
+	var steps BlockSteps
+	defer steps.Free()
 	var ids [16]fuzzID
 	if seeded {
+		tb, tids := b, ids
 		fuzzSeed(t, a, &b, &ids)
+		fuzzSeed(t, twin, &tb, &tids)
 	}
 	var history []string
 	fail := func(format string, args ...any) {
@@ -365,6 +376,9 @@ func runFuzz(t *testing.T, data []byte, seeded, pools bool, pol Policy) {
 		res, err := a.Run([]Op{op}, len(history)-1, nil)
 		if err != nil {
 			fail("%v", err)
+		}
+		if _, _, err := steps.Run(twin, []Op{op}, len(history)-1, 4); err != nil {
+			fail("stepped: %v", err)
 		}
 		if len(res.Survived) > 0 {
 			if op.Flags&FlagRecordedOOM == 0 || len(res.Survived) != 1 || res.Survived[0].Size != op.Size {
@@ -387,6 +401,7 @@ func runFuzz(t *testing.T, data []byte, seeded, pools bool, pol Policy) {
 	}
 	var fp fuzzPools
 	a.SetFollowsRecording(pools) // FlagReleasedBefore may empty the cache
+	twin.SetFollowsRecording(pools)
 	for len(b) > 0 && len(history) < 400 {
 		op := fuzzOp(&b, &ids)
 		if pools {

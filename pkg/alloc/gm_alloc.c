@@ -94,6 +94,7 @@ gm_block_t *gm_block_of(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64
   x->stream = b->stream;
   x->pool = b->pool;
   x->seg = b->seg;
+  gm_touch(x->seg);
   return x;
 }
 
@@ -130,6 +131,8 @@ gm_seg_t *gm_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t strea
   s->pool = pool;
   s->expandable = expandable;
   s->page = page;
+  s->owner = a;
+  a->seg_gen++;
   s->next_seg = a->segs;
   if (a->segs) a->segs->prev_seg = s;
   a->segs = s;
@@ -157,6 +160,13 @@ gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64
 
 void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s) {
   gm_pool_seg_removed(s);
+  a->seg_gen++;
+  if (s->touch == GM_TOUCHED) /* off the list of touched segments */
+    for (size_t i = 0; i < a->ntouched; i++)
+      if (a->touched[i] == s) {
+        a->touched[i] = a->touched[--a->ntouched];
+        break;
+      }
   if (s->prev_seg) s->prev_seg->next_seg = s->next_seg;
   else a->segs = s->next_seg;
   if (s->next_seg) s->next_seg->prev_seg = s->prev_seg;
@@ -165,6 +175,7 @@ void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s) {
 
 /* gm_block_absorb: every policy merges through this. */
 void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
+  gm_touch(dst->seg);
   if (src->in_set == GM_SET_FREE) gm_free_erase(src);
   else if (src->in_set == GM_SET_UNMAPPED) gm_unmapped_erase(src);
   if (dst->prev == src) {
@@ -244,6 +255,7 @@ void gm_release_block(gm_alloc_t *a, gm_block_t *b) {
 
 void gm_count_alloc(gm_alloc_t *a, gm_block_t *b, uint64_t orig) {
   gm_pool_t *pool = b->pool;
+  gm_touch(b->seg);
   b->allocated = 1;
   b->requested = orig;
   b->uses = 0;
@@ -293,6 +305,7 @@ void gm_live_add(gm_alloc_t *a, uint64_t requested) {
 
 /* The allocation statistics of a block that stops being allocated. */
 static void uncount_allocation(gm_alloc_t *a, gm_block_t *b) {
+  gm_touch(b->seg);
   b->allocated = 0;
   GM_DEC(a, allocation, b->pool, 1);
   GM_DEC(a, allocated_bytes, b->pool, (int64_t)b->size);
@@ -305,6 +318,7 @@ static void uncount_allocation(gm_alloc_t *a, gm_block_t *b) {
 static void finish_pending(gm_alloc_t *a, gm_block_t *b);
 
 void gm_pend_push(gm_alloc_t *a, gm_block_t *b) {
+  gm_touch(b->seg);
   b->pending = 1;
   b->pend_next = NULL;
   if (a->pend_tail) a->pend_tail->pend_next = b;
@@ -359,6 +373,7 @@ static void complete_pending(gm_alloc_t *a, gm_block_t *b) {
 
 /* A freed block's last use is over: its memory becomes reusable. */
 static void finish_pending(gm_alloc_t *a, gm_block_t *b) {
+  gm_touch(b->seg);
   b->pend_next = NULL;
   b->pending = 0;
   if (b->id < a->nids && a->ids[b->id] == b) a->ids[b->id] = NULL;
@@ -424,6 +439,7 @@ void gm_free(gm_alloc_t *a) {
   }
   free(a->ids);
   free(a->oomev);
+  free(a->touched);
   gm_pools_destroy(a);
   if (a->be.destroy) a->be.destroy(a->be.ctx);
   free(a);

@@ -392,21 +392,35 @@ typedef struct gm_flat_block {
 
 /* gm_flat_t follows the block list from one gm_flat_step to the next;
  * zero it before the first, gm_flat_free it after the last. */
+typedef struct gm_flat_seg gm_flat_seg_t; /* gm_steps.c */
 typedef struct gm_flat {
-  gm_flat_block_t *prev, *cur;
-  size_t nprev, ncur, prev_cap, cur_cap;
-  size_t pos, del, nins; /* cur[pos, pos+nins) replaced prev[pos, pos+del) */
-  const struct gm_seg **list, **sorted;
-  uint64_t *bases;
-  size_t nseg, list_cap, sorted_cap, bases_cap;
+  /* the list is kept segment by segment (segv, in address order; fen
+   * counts their blocks, a Fenwick tree); cur is the whole list, made
+   * when asked (gm_flat_list), prev the last list for a whole walk */
+  gm_flat_block_t *prev, *cur, *ins, *ins_buf;
+  size_t nprev, ncur, prev_cap, cur_cap, ins_cap;
+  int cur_ok; /* cur holds the list now */
+  size_t pos, del, nins; /* the last list's [pos, pos+del) became ins[0, nins) */
+  gm_flat_seg_t *segv;
+  uint64_t *fen;
+  size_t nseg, segv_cap, fen_cap;
+  const void *alloc; /* the allocator, as it was when its segment count */
+  uint64_t seg_gen;  /* was seg_gen */
   uint64_t since_key, last_key; /* gm_run_steps's whole lists */
 } gm_flat_t;
 
-/* gm_flat_step makes cur the block list now and sets pos, del and nins:
- * the one replacement that turns the previous call's list into it (the
- * blocks between their common head and tail). GM_EBACKEND when out of host
- * memory. */
-int gm_flat_step(const gm_alloc_t *a, gm_flat_t *f);
+/* gm_flat_step sets pos, del and ins (nins blocks): the one replacement
+ * that turns the previous call's list into the list now (the blocks
+ * between their common head and tail), and ncur, the list's length. It
+ * walks again only the segments changed since the last call (the
+ * allocator marks them), every segment when segments were made or
+ * removed; under the checker (gm_config_t's check) it compares the list
+ * and the change with a walk of every segment (GM_ECORRUPT when they
+ * differ). GM_EBACKEND when out of host memory. */
+int gm_flat_step(gm_alloc_t *a, gm_flat_t *f);
+/* gm_flat_list makes cur the whole list after the last step (ncur
+ * blocks); GM_EBACKEND when out of host memory. */
+int gm_flat_list(gm_flat_t *f);
 void gm_flat_free(gm_flat_t *f);
 
 /* One op of gm_run_steps: its change of the list (gm_flat_t's pos, del,

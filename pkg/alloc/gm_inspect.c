@@ -232,15 +232,6 @@ void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
 }
 
 /* ------------------------------------------------------------------ */
-/* gm_flat_step: the block list of gm_snapshot, flat, compared with the
- * previous call's, for a caller that follows the list op by op (the HTML
- * explorer). The segments' address order is kept from call to call and
- * sorted again only when the list of segments changed. */
-
-static int cmp_seg_base(const void *x, const void *y) {
-  const gm_seg_t *a = *(const gm_seg_t *const *)x, *b = *(const gm_seg_t *const *)y;
-  return a->base < b->base ? -1 : a->base > b->base;
-}
 
 int gm_grow(void **p, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return GM_OK;
@@ -251,85 +242,4 @@ int gm_grow(void **p, size_t *cap, size_t need, size_t elem) {
   *p = q;
   *cap = c;
   return GM_OK;
-}
-
-int gm_flat_step(const gm_alloc_t *a, gm_flat_t *f) {
-  /* the segments, in list order; sorted by base unless unchanged */
-  size_t ns = 0;
-  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) ns++;
-  if (gm_grow((void **)&f->list, &f->list_cap, ns, sizeof *f->list) != GM_OK ||
-      gm_grow((void **)&f->sorted, &f->sorted_cap, ns, sizeof *f->sorted) != GM_OK ||
-      gm_grow((void **)&f->bases, &f->bases_cap, ns, sizeof *f->bases) != GM_OK)
-    return GM_EBACKEND;
-  int same = ns == f->nseg;
-  size_t i = 0;
-  for (const gm_seg_t *s = a->segs; s; s = s->next_seg, i++) {
-    if (same && (f->list[i] != s || f->bases[i] != s->base)) same = 0;
-    f->list[i] = s;
-    f->bases[i] = s->base;
-  }
-  if (!same) {
-    if (ns) {
-      memcpy(f->sorted, f->list, ns * sizeof *f->sorted);
-      qsort(f->sorted, ns, sizeof *f->sorted, cmp_seg_base);
-    }
-    f->nseg = ns;
-  }
-  /* this call's list goes where the one before the last was */
-  gm_flat_block_t *t = f->prev;
-  size_t tc = f->prev_cap;
-  f->prev = f->cur, f->prev_cap = f->cur_cap, f->nprev = f->ncur;
-  f->cur = t, f->cur_cap = tc, f->ncur = 0;
-  size_t nb = 0;
-  for (size_t k = 0; k < ns; k++) {
-    const gm_block_t *b = f->sorted[k]->head;
-    while (b) {
-      if (!b->mapped) {
-        b = b->next;
-        continue;
-      }
-      size_t first = nb;
-      uint64_t total = 0;
-      for (; b && b->mapped; b = b->next) {
-        if (gm_grow((void **)&f->cur, &f->cur_cap, nb + 1, sizeof *f->cur) != GM_OK) return GM_EBACKEND;
-        gm_flat_block_t *o = &f->cur[nb++];
-        o->address = b->ptr;
-        o->size = b->size;
-        o->seg_size = 0;
-        o->id = GM_NO_ID;
-        o->state = GM_BLOCK_INACTIVE;
-        if (b->allocated || b->pending) {
-          o->state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
-          o->id = b->id;
-        }
-        total += b->size;
-      }
-      f->cur[first].seg_size = total;
-      for (size_t j = first; j < nb; j++) f->cur[j].seg_blocks = (uint32_t)(nb - first);
-    }
-  }
-  f->ncur = nb;
-  /* the common head and tail: a block of consecutive ops is the same when
-   * its address, size, segment size, id and state are (see diff in the
-   * pipeline's explorer.go) */
-#define SAME(x, y) ((x).address == (y).address && (x).size == (y).size && (x).seg_size == (y).seg_size && \
-                    (x).id == (y).id && (x).state == (y).state)
-  size_t p = 0;
-  while (p < f->nprev && p < nb && SAME(f->prev[p], f->cur[p])) p++;
-  size_t q = 0;
-  while (q < f->nprev - p && q < nb - p && SAME(f->prev[f->nprev - 1 - q], f->cur[nb - 1 - q])) q++;
-#undef SAME
-  f->pos = p;
-  f->del = f->nprev - p - q;
-  f->nins = nb - p - q;
-  return GM_OK;
-}
-
-void gm_flat_free(gm_flat_t *f) {
-  free(f->list);
-  free(f->sorted);
-  free(f->bases);
-  free(f->prev);
-  free(f->cur);
-  memset(f, 0, sizeof *f);
 }

@@ -70,7 +70,15 @@ struct gm_seg {
    * blocks, free blocks; 0 in other policies' segments */
   uint64_t free_bytes;
   uint32_t nblocks, nfree;
+  /* for gm_steps.c's stepped block list: the allocator, the segment's
+   * index in gm_flat_t's address order, and whether it is watched for
+   * changes (GM_WATCHED) or changed since the last step (GM_TOUCHED) */
+  struct gm_alloc *owner;
+  uint32_t flat_k;
+  uint8_t touch;
 };
+
+enum { GM_WATCHED = 1, GM_TOUCHED = 2 };
 
 typedef struct gm_policy gm_policy_t; /* gm_policy.h */
 
@@ -97,7 +105,25 @@ struct gm_alloc {
   uint8_t follows_recording; /* gm_set_follows_recording: honour GM_OPF_RELEASED_BEFORE */
   gm_oom_event_t *oomev;   /* out-of-memory events gm_run went past */
   size_t noomev, capoomev;
+  /* what gm_flat_step follows from one step to the next: the watched
+   * segments whose blocks changed since (gm_touch), whether one was lost
+   * to a failed allocation, and a count of segments made and removed */
+  gm_seg_t **touched;
+  size_t ntouched, touched_cap;
+  uint8_t touch_lost;
+  uint64_t seg_gen;
 };
+
+/* gm_touch: s's blocks may have changed (split, merged, allocated,
+ * freed, pending, mapped or unmapped). Every change of a block goes
+ * through a function that calls it (gm_block_of, gm_block_absorb, the
+ * free and unmapped sets, the allocation bookkeeping), so that
+ * gm_flat_step walks only the segments an op changed; gm_run_steps checks
+ * that against a whole walk under the checker. */
+void gm_touch_slow(gm_seg_t *s);
+static inline void gm_touch(gm_seg_t *s) {
+  if (s->touch == GM_WATCHED) gm_touch_slow(s);
+}
 
 /* gm_pools.c, for the engine and the checker: the private pools' segment
  * counts, the ops on pools, what the checker and the OOM message read.

@@ -164,23 +164,27 @@ static inline int gm_idle_free(const gm_block_t *b) {
 /* Free blocks: the pool's free set, keyed (stream, size, ptr); a
  * lower_bound there is best fit, lowest address among equals. */
 static inline void gm_free_insert(gm_block_t *b) {
+  gm_touch(b->seg);
   b->gc_base = b->pool->clock;
   b->in_set = GM_SET_FREE;
   gm_treap_insert(&b->pool->free, b, gm_cmp_size);
 }
 
 static inline void gm_free_erase(gm_block_t *b) {
+  gm_touch(b->seg);
   gm_treap_erase(&b->pool->free, b);
   b->in_set = 0;
 }
 
 /* Unmapped ranges of expandable segments, keyed (stream, ptr). */
 static inline void gm_unmapped_insert(gm_block_t *b) {
+  gm_touch(b->seg);
   b->in_set = GM_SET_UNMAPPED;
   gm_treap_insert(&b->pool->unmapped, b, gm_cmp_addr);
 }
 
 static inline void gm_unmapped_erase(gm_block_t *b) {
+  gm_touch(b->seg);
   gm_treap_erase(&b->pool->unmapped, b);
   b->in_set = 0;
 }

@@ -1,11 +1,328 @@
-/* gm_run_steps: ops applied one at a time, each followed by gm_flat_step,
- * in one call from Go (the HTML explorer's stepped replay), with the
- * changes, and now and then the whole list, written to a buffer. */
+/* gm_flat_step and gm_run_steps: the block list followed op by op (the
+ * HTML explorer's stepped replay). The list is kept from step to step,
+ * segment by segment, and only the segments an op touched (gm_touch) are
+ * walked again and compared: a step costs the blocks it changed, not the
+ * whole list, which is made only for the keys (gm_flat_list). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "gm_devlog.h"
 #include "gm_internal.h"
+
+void gm_touch_slow(gm_seg_t *s) {
+  gm_alloc_t *a = s->owner;
+  if (gm_grow((void **)&a->touched, &a->touched_cap, a->ntouched + 1, sizeof *a->touched) != GM_OK) {
+    a->touch_lost = 1; /* the next step walks every segment */
+    return;
+  }
+  a->touched[a->ntouched++] = s;
+  s->touch = GM_TOUCHED;
+}
+
+static int cmp_seg_base(const void *x, const void *y) {
+  const gm_seg_t *a = *(const gm_seg_t *const *)x, *b = *(const gm_seg_t *const *)y;
+  return a->base < b->base ? -1 : a->base > b->base;
+}
+
+/* put_seg appends s's mapped blocks to *buf (*n of *cap), each mapped run
+ * a segment of its own, as gm_snapshot shows them. */
+static int put_seg(const gm_seg_t *s, gm_flat_block_t **buf, size_t *cap, size_t *n) {
+  size_t nb = *n;
+  const gm_block_t *b = s->head;
+  while (b) {
+    if (!b->mapped) {
+      b = b->next;
+      continue;
+    }
+    size_t first = nb;
+    uint64_t total = 0;
+    for (; b && b->mapped; b = b->next) {
+      if (nb >= *cap && gm_grow((void **)buf, cap, nb + 1, sizeof **buf) != GM_OK) return GM_EBACKEND;
+      gm_flat_block_t *o = &(*buf)[nb++];
+      *o = (gm_flat_block_t){.address = b->ptr, .size = b->size, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
+      if (b->allocated || b->pending) {
+        o->state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
+        o->id = b->id;
+      }
+      total += b->size;
+    }
+    (*buf)[first].seg_size = total;
+    for (size_t j = first; j < nb; j++) (*buf)[j].seg_blocks = (uint32_t)(nb - first);
+  }
+  *n = nb;
+  return GM_OK;
+}
+
+/* Two blocks of consecutive steps are the same when their address, size,
+ * segment size, id and state are (see diff in the pipeline's explorer.go). */
+static inline int same(const gm_flat_block_t *x, const gm_flat_block_t *y) {
+  return x->address == y->address && x->size == y->size && x->seg_size == y->seg_size && x->id == y->id &&
+         x->state == y->state;
+}
+
+/* diff sets f's pos, del and nins from the lists' common head and tail. */
+static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_flat_block_t *cur, size_t nc) {
+  size_t p = 0;
+  while (p < np && p < nc && same(&prev[p], &cur[p])) p++;
+  size_t q = 0;
+  while (q < np - p && q < nc - p && same(&prev[np - 1 - q], &cur[nc - 1 - q])) q++;
+  f->pos = p;
+  f->del = np - p - q;
+  f->nins = nc - p - q;
+}
+
+/* One segment's blocks in the list, and while a step compares, its
+ * blocks before the step (old, when changed). */
+struct gm_flat_seg {
+  gm_flat_block_t *b, *old;
+  size_t n, cap, nold, old_cap;
+  int changed;
+};
+
+/* The Fenwick tree fen[1..nseg] of the segments' block counts. */
+static void fen_add(gm_flat_t *f, size_t k, uint64_t d) {
+  for (size_t i = k + 1; i <= f->nseg; i += i & -i) f->fen[i] += d;
+}
+
+static size_t fen_before(const gm_flat_t *f, size_t k) { /* blocks of segments [0, k) */
+  uint64_t s = 0;
+  for (size_t i = k; i > 0; i -= i & -i) s += f->fen[i];
+  return (size_t)s;
+}
+
+int gm_flat_list(gm_flat_t *f) {
+  if (f->cur_ok) return GM_OK;
+  if (gm_grow((void **)&f->cur, &f->cur_cap, f->ncur, sizeof *f->cur) != GM_OK) return GM_EBACKEND;
+  size_t n = 0;
+  for (size_t k = 0; k < f->nseg; k++) {
+    const gm_flat_seg_t *v = &f->segv[k];
+    if (v->n) memcpy(f->cur + n, v->b, v->n * sizeof *v->b);
+    n += v->n;
+  }
+  f->cur_ok = 1;
+  return GM_OK;
+}
+
+/* step_all walks every segment: the first step, and after segments were
+ * made or removed (their address order is sorted again). */
+static int step_all(gm_alloc_t *a, gm_flat_t *f) {
+  /* the last list, whole, into prev */
+  if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
+  gm_flat_block_t *t = f->prev;
+  size_t tc = f->prev_cap;
+  f->prev = f->cur, f->prev_cap = f->cur_cap, f->nprev = f->ncur;
+  f->cur = t, f->cur_cap = tc, f->cur_ok = 0;
+  size_t ns = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) ns++;
+  gm_seg_t **sorted = malloc((ns ? ns : 1) * sizeof *sorted);
+  if (!sorted) return GM_EBACKEND;
+  size_t old = f->segv_cap;
+  if (gm_grow((void **)&f->segv, &f->segv_cap, ns, sizeof *f->segv) != GM_OK ||
+      gm_grow((void **)&f->fen, &f->fen_cap, ns + 1, sizeof *f->fen) != GM_OK) {
+    free(sorted);
+    return GM_EBACKEND;
+  }
+  if (f->segv_cap > old) memset(f->segv + old, 0, (f->segv_cap - old) * sizeof *f->segv);
+  size_t i = 0;
+  for (gm_seg_t *s = a->segs; s; s = s->next_seg) sorted[i++] = s;
+  if (ns) qsort(sorted, ns, sizeof *sorted, cmp_seg_base);
+  f->nseg = ns;
+  f->ncur = 0;
+  memset(f->fen, 0, (ns + 1) * sizeof *f->fen);
+  int rc = GM_OK;
+  for (size_t k = 0; k < ns && rc == GM_OK; k++) {
+    gm_flat_seg_t *v = &f->segv[k];
+    sorted[k]->flat_k = (uint32_t)k;
+    sorted[k]->touch = GM_WATCHED;
+    v->n = 0;
+    v->changed = 0;
+    rc = put_seg(sorted[k], &v->b, &v->cap, &v->n);
+    f->ncur += v->n;
+    fen_add(f, k, v->n);
+  }
+  free(sorted);
+  if (rc != GM_OK) return rc;
+  a->ntouched = 0;
+  a->touch_lost = 0;
+  f->alloc = a;
+  f->seg_gen = a->seg_gen;
+  if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
+  diff(f, f->prev, f->nprev, f->cur, f->ncur);
+  f->ins = f->cur + f->pos; /* the inserted blocks, in the whole list */
+  return GM_OK;
+}
+
+/* A walk over the list before the step (old) or after it, one block at
+ * a time: segment k, block j. */
+typedef struct {
+  const gm_flat_t *f;
+  int old;
+  size_t k, j;
+} walk_t;
+
+static inline size_t walk_n(const walk_t *w, size_t k) {
+  const gm_flat_seg_t *v = &w->f->segv[k];
+  return w->old && v->changed ? v->nold : v->n;
+}
+
+static inline const gm_flat_block_t *walk_at(const walk_t *w) {
+  const gm_flat_seg_t *v = &w->f->segv[w->k];
+  return (w->old && v->changed ? v->old : v->b) + w->j;
+}
+
+/* walk_fwd moves w to the next block that is, from (k, j) on; 0 at the end. */
+static inline int walk_fwd(walk_t *w) {
+  while (w->k < w->f->nseg && w->j >= walk_n(w, w->k)) w->k++, w->j = 0;
+  return w->k < w->f->nseg;
+}
+
+/* walk_back moves w back one block from (k, j) (j counts from 1: j = 0
+ * is before the segment's first); 0 at the start. */
+static inline int walk_back(walk_t *w) {
+  while (w->j == 0) {
+    if (w->k == 0) return 0;
+    w->k--;
+    w->j = walk_n(w, w->k);
+  }
+  w->j--;
+  return 1;
+}
+
+/* step_touched walks again the segments touched since the last step and
+ * compares the list before and after from the first of those that
+ * changed on and from the last of them back, block by block: a step costs
+ * the blocks that changed, not the list. */
+static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
+  size_t n = f->ncur, nc = n;
+  f->ins = NULL;
+  if (a->ntouched == 0) { /* the list is as it was */
+    f->pos = n;
+    f->del = f->nins = 0;
+    return GM_OK;
+  }
+  size_t k0 = SIZE_MAX, k1 = 0;
+  int changed = 0;
+  for (size_t i = 0; i < a->ntouched; i++) {
+    gm_seg_t *s = a->touched[i];
+    size_t k = s->flat_k;
+    gm_flat_seg_t *v = &f->segv[k];
+    s->touch = GM_WATCHED;
+    /* its blocks before into old, now into b */
+    gm_flat_block_t *t = v->old;
+    size_t tc = v->old_cap;
+    v->old = v->b, v->old_cap = v->cap, v->nold = v->n;
+    v->b = t, v->cap = tc, v->n = 0;
+    v->changed = 1;
+    if (put_seg(s, &v->b, &v->cap, &v->n) != GM_OK) {
+      a->ntouched = 0;
+      f->alloc = NULL; /* the next step walks every segment */
+      return GM_EBACKEND;
+    }
+    int moved = v->n != v->nold;
+    for (size_t j = 0; j < v->n && !moved; j++) moved = !same(&v->b[j], &v->old[j]);
+    if (!moved) { /* touched, but its blocks compare the same */
+      v->changed = 0;
+      continue;
+    }
+    if (v->n != v->nold) {
+      fen_add(f, k, v->n - v->nold);
+      nc += v->n - v->nold;
+    }
+    changed = 1;
+    if (k < k0) k0 = k;
+    if (k > k1) k1 = k;
+  }
+  size_t nt = a->ntouched;
+  a->ntouched = 0;
+  if (!changed) { /* the list is as it was */
+    f->pos = n;
+    f->del = f->nins = 0;
+    return GM_OK;
+  }
+  f->cur_ok = 0;
+  f->ncur = nc;
+  /* the common head, from the first changed segment on */
+  size_t p = fen_before(f, k0);
+  walk_t o = {f, 1, k0, 0}, w = {f, 0, k0, 0};
+  for (; walk_fwd(&o) && walk_fwd(&w) && same(walk_at(&o), walk_at(&w)); o.j++, w.j++) p++;
+  walk_t ins = w; /* the first block after the common head */
+  /* the common tail, from the last changed segment back: the blocks
+   * after it are the same before and after */
+  size_t tail = nc - fen_before(f, k1 + 1), q = tail;
+  if (q > n - p) q = n - p;
+  if (q > nc - p) q = nc - p;
+  if (q == tail) {
+    walk_t ob = {f, 1, k1 + 1, 0}, wb = {f, 0, k1 + 1, 0};
+    while (q < n - p && q < nc - p && walk_back(&ob) && walk_back(&wb) && same(walk_at(&ob), walk_at(&wb))) q++;
+  }
+  f->pos = p;
+  f->del = n - p - q;
+  f->nins = nc - p - q;
+  /* the inserted blocks, gathered */
+  if (gm_grow((void **)&f->ins_buf, &f->ins_cap, f->nins, sizeof *f->ins_buf) != GM_OK) return GM_EBACKEND;
+  for (size_t i = 0; i < f->nins; i++, ins.j++) {
+    walk_fwd(&ins);
+    f->ins_buf[i] = *walk_at(&ins);
+  }
+  f->ins = f->ins_buf;
+  for (size_t i = 0; i < nt; i++) f->segv[a->touched[i]->flat_k].changed = 0;
+  return GM_OK;
+}
+
+/* check_step compares the step that made f's list from old (n blocks) with
+ * a walk of every segment: the list, and the change. */
+static int check_step(const gm_alloc_t *a, gm_flat_t *f, const gm_flat_block_t *old, size_t n) {
+  size_t ns = 0, nb = 0, cap = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) ns++;
+  const gm_seg_t **segs = malloc((ns ? ns : 1) * sizeof *segs);
+  gm_flat_block_t *list = NULL;
+  int rc = segs ? GM_OK : GM_EBACKEND;
+  if (rc == GM_OK) {
+    size_t i = 0;
+    for (const gm_seg_t *s = a->segs; s; s = s->next_seg) segs[i++] = s;
+    if (ns) qsort(segs, ns, sizeof *segs, cmp_seg_base);
+    for (i = 0; i < ns && rc == GM_OK; i++) rc = put_seg(segs[i], &list, &cap, &nb);
+  }
+  if (rc == GM_OK) rc = gm_flat_list(f);
+  if (rc == GM_OK) {
+    gm_flat_t d = {0};
+    diff(&d, old, n, list, nb);
+    if (nb != f->ncur || d.pos != f->pos || d.del != f->del || d.nins != f->nins ||
+        (nb && memcmp(list, f->cur, nb * sizeof *list) != 0) ||
+        (f->nins && memcmp(list + f->pos, f->ins, f->nins * sizeof *list) != 0))
+      rc = GM_ECORRUPT;
+  }
+  free(segs);
+  free(list);
+  return rc;
+}
+
+int gm_flat_step(gm_alloc_t *a, gm_flat_t *f) {
+  int all = f->alloc != a || f->seg_gen != a->seg_gen || a->touch_lost;
+  gm_flat_block_t *old = NULL;
+  size_t n = f->ncur;
+  if (a->cfg.check && n) { /* the list before, for check_step */
+    if (gm_flat_list(f) != GM_OK || !(old = malloc(n * sizeof *old))) return GM_EBACKEND;
+    memcpy(old, f->cur, n * sizeof *old);
+  }
+  int rc = all ? step_all(a, f) : step_touched(a, f);
+  if (rc == GM_OK && a->cfg.check) rc = check_step(a, f, old, old ? n : 0);
+  free(old);
+  return rc;
+}
+
+void gm_flat_free(gm_flat_t *f) {
+  for (size_t k = 0; k < f->segv_cap; k++) {
+    free(f->segv[k].b);
+    free(f->segv[k].old);
+  }
+  free(f->segv);
+  free(f->fen);
+  free(f->prev);
+  free(f->cur);
+  free(f->ins_buf);
+  memset(f, 0, sizeof *f);
+}
 
 static int put_blocks(gm_steps_t *s, const gm_flat_block_t *b, size_t n) {
   if (n == 0) return GM_OK;
@@ -28,10 +345,12 @@ int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uin
       *done = j + d;
       return rc;
     }
-    if (gm_flat_step(a, f) != GM_OK ||
-        gm_grow((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof *s->ops) != GM_OK) {
-      *done = j;
-      return GM_EBACKEND;
+    int frc = gm_flat_step(a, f);
+    if (frc == GM_OK && gm_grow((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof *s->ops) != GM_OK)
+      frc = GM_EBACKEND;
+    if (frc != GM_OK) {
+      *done = frc == GM_ECORRUPT ? j + 1 : j; /* the op was applied */
+      return frc;
     }
     gm_step_t *h = &s->ops[s->nops++];
     h->pos = f->pos;
@@ -39,7 +358,7 @@ int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uin
     h->nins = f->nins;
     h->nlist = f->ncur;
     h->key = 0;
-    if (put_blocks(s, f->cur + f->pos, f->nins) != GM_OK) {
+    if (put_blocks(s, f->ins, f->nins) != GM_OK) {
       *done = j;
       return GM_EBACKEND;
     }
@@ -49,7 +368,7 @@ int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uin
     f->since_key += f->nins + 1;
     if (key_gap && f->since_key >= f->ncur && i + 1 - f->last_key >= key_gap) {
       h->key = 1;
-      if (put_blocks(s, f->cur, f->ncur) != GM_OK) {
+      if (gm_flat_list(f) != GM_OK || put_blocks(s, f->cur, f->ncur) != GM_OK) {
         *done = j;
         return GM_EBACKEND;
       }

@@ -151,15 +151,12 @@ type BlockSteps struct {
 }
 
 // Blocks appends the whole block list after the last op Run applied to dst.
+// The list is kept in C segment by segment and made whole when asked.
 func (s *BlockSteps) Blocks(dst []FlatBlock) []FlatBlock {
-	return s.appendRange(dst, 0, int(s.f.ncur))
-}
-
-func (s *BlockSteps) appendRange(dst []FlatBlock, lo, hi int) []FlatBlock {
-	if hi <= lo {
+	if s.f.ncur == 0 || C.gm_flat_list(&s.f) != C.GM_OK {
 		return dst
 	}
-	return flatOf(dst, unsafe.Slice(s.f.cur, int(s.f.ncur))[lo:hi])
+	return flatOf(dst, unsafe.Slice(s.f.cur, int(s.f.ncur)))
 }
 
 // Free releases what the steps hold in C.
