@@ -76,6 +76,9 @@ class _State:
         cc = env.get("GPUMEM_ESTIMATE_CC", "9.0").split(".")
         self.cc = (int(cc[0]), int(cc[1]))
         self.sms = int(env.get("GPUMEM_ESTIMATE_SMS", "132"))
+        # maxThreadsPerMultiProcessor, by compute capability (NVIDIA's tables)
+        self.threads_per_sm = {(7, 5): 1024, (8, 6): 1536, (8, 7): 1536, (8, 9): 1536,
+                               (12, 0): 1536}.get(self.cc, 2048)
         self.info_path = env.get("GPUMEM_ESTIMATE_INFO", "")
         self.next_id = 1
         self.live = {}  # storage key -> [id, nbytes, weakref]
@@ -373,34 +376,45 @@ def op_key(func, args, kwargs):
             f"|cudnn={int(b.enabled)}{int(b.benchmark)}{int(b.deterministic)}{int(b.allow_tf32)}")
 
 
-# Library scratch recorded on a real card (scripts/estimate/cudnn_probe.py):
-# for each call of the table's ops (cuDNN convolutions), the blocks the op
-# allocates in order, its outputs' and its scratch's, and the scratch's
-# frees. Loaded when gpumem gives a table for the card
-# (GPUMEM_ESTIMATE_SCRATCH); a call of those ops that is not in it is
-# counted in the report as not modelled.
-_scratch_ops = None  # aten ops the table is about; empty: none
+# Library scratch recorded on a real card (scripts/estimate/cudnn_probe.py,
+# kernel_scratch_probe.py): for each call of the table's ops (cuDNN
+# convolutions and attention, embedding backward's sort and segment
+# buffers), the blocks the op allocates in order, its outputs' and its
+# scratch's, and the scratch's frees. Loaded when gpumem gives a table for
+# the card (GPUMEM_ESTIMATE_SCRATCH); a call of those ops that is not in it
+# is counted in the report as not modelled.
+_TABLE_WHAT = {"aten.convolution.default": "cuDNN workspace", "aten.convolution_backward.default": "cuDNN workspace",
+               "aten._scaled_dot_product_cudnn_attention.default": "cuDNN attention workspace",
+               "aten._scaled_dot_product_cudnn_attention_backward.default": "cuDNN attention workspace",
+               "aten.embedding_dense_backward.default": "embedding backward's sort and segment buffers"}
+_scratch_ops = None  # aten ops the table is about -> what their scratch is
 _scratch_table = {}
-_scratch_why = ""  # why calls of them are not modelled, for the report
+_scratch_why = ""  # why calls of them are not modelled, for the report, after what
+
+
+def _aten_op(name):
+    import torch
+    _, op, overload = name.split(".")
+    return getattr(getattr(torch.ops.aten, op), overload)
 
 
 def _load_scratch(path):
     global _scratch_ops, _scratch_table, _scratch_why
     import torch
-    aten = torch.ops.aten
-    _scratch_ops = {aten.convolution.default, aten.convolution_backward.default}
+    _scratch_ops = {_aten_op(n): w for n, w in _TABLE_WHAT.items()}
     if not path:
-        _scratch_why = "cuDNN workspace: none recorded for this card"
+        _scratch_why = "none recorded for this card"
         return
     with open(path) as f:
         d = json.load(f)
     meta = d["meta"]
     if torch.backends.cudnn.version() != meta["cudnn"]:
-        _scratch_why = (f"cuDNN workspace: recorded with cuDNN {meta['cudnn']}, "
+        _scratch_why = (f"recorded with cuDNN {meta['cudnn']}, "
                         f"this torch has {torch.backends.cudnn.version()}")
         return
+    _scratch_ops = {_aten_op(n): _TABLE_WHAT[n] for n in d["ops"]}
     _scratch_table = d["table"]
-    _scratch_why = "cuDNN workspace: this call is not in the card's recorded table"
+    _scratch_why = "this call is not in the card's recorded table"
 
 
 def _library_scratch(func, args, kwargs, out):
@@ -409,10 +423,13 @@ def _library_scratch(func, args, kwargs, out):
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._pytree import tree_leaves
 
+    import gpumem_estimate_kernels as kern
+    if kern.no_scratch(str(func), args, kwargs):
+        return False
     seq = _scratch_table.get(op_key(func, args, kwargs)) if _scratch_table else None
     if seq is None:
         f, line, _ = _script_site()
-        _st.not_modelled[(f"{func}: {_scratch_why}", f"{f}:{line}")] += 1
+        _st.not_modelled[(f"{func}: {_scratch_ops[func]}: {_scratch_why}", f"{f}:{line}")] += 1
         return False
     leaves = tree_leaves(out)
     held = {}
@@ -427,6 +444,57 @@ def _library_scratch(func, args, kwargs, out):
             (i, addr, stream), n = held.pop(t[1])
             _release(i, n, addr, stream)
     return True
+
+
+# What kernels allocate inside themselves (gpumem_estimate_kernels): a
+# reduction's staging buffer and semaphores, memory-efficient attention's
+# backward scratch. A rule gives the op's events, outputs included.
+_kernel_rules = {}
+
+
+def _rule_result(r):
+    if isinstance(r, str):
+        f, line, _ = _script_site()
+        _st.not_modelled[(r, f"{f}:{line}")] += 1
+        return None
+    return r
+
+
+def _load_kernel_rules():
+    import gpumem_estimate_kernels as kern
+    for n, rule in kern.RULES.items():
+        _kernel_rules[_aten_op(n)] = rule
+
+
+def _run_seq(seq, outs):
+    held = {}
+    for t in seq:
+        if t[0] == "o":
+            _track(outs)
+        elif t[0] == "a":
+            held[t[1]] = (_malloc(None, t[2], None), t[2])
+        else:
+            (i, addr, stream), n = held.pop(t[1])
+            _release(i, n, addr, stream)
+
+
+def _accumulates_in_place(args, kwargs):
+    """Whether this add is the autograd engine summing two gradients of one
+    input (InputBuffer::accumulate) where PyTorch adds in place: grad mode
+    off, in a backward pass, the older gradient dense and held by the buffer
+    alone. PyTorch never does under fake tensors (they are subclass-like),
+    so the emulator decides for it. Held alone: a use count of 4 and a
+    storage use count of 2 here (the buffer's, the dispatcher's boxed
+    argument's, the Python object's and this call's), where a gradient the
+    buffer shares (x + x) has 7 and 3."""
+    import torch
+    from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
+    if kwargs or len(args) != 2 or torch.is_grad_enabled() or torch._C._current_graph_task_id() == -1:
+        return False
+    a, b = args
+    return (isinstance(b, torch.Tensor) and a.device.type == "cuda" and a.shape == b.shape and a.dtype == b.dtype
+            and is_non_overlapping_and_dense(a) and a._use_count() == 4
+            and torch._C._storage_Use_Count(a.untyped_storage()._cdata) == 2)
 
 
 # --- streams -----------------------------------------------------------------
@@ -487,6 +555,9 @@ def _make_mode():
                     return r
             if not wants_fake(args, kwargs):
                 return func(*args, **kwargs)
+            if func is aten.add.Tensor and _accumulates_in_place(args, kwargs):
+                with fake:
+                    return args[0].add_(args[1])
             if func in scalar_ops:
                 return _stand_in(args[0], "item")
             try:
@@ -506,7 +577,13 @@ def _make_mode():
             if func in _scratch_ops:
                 _library_scratch(func, args, kwargs, out)
             keep = _host_outputs.get(func)
-            _track(out if keep is None else [t for i, t in enumerate(out) if i not in keep])
+            outs = out if keep is None else [t for i, t in enumerate(out) if i not in keep]
+            seq = _kernel_rules.get(func)
+            seq = _rule_result(seq(str(func), args, kwargs, _st)) if seq is not None else None
+            if seq is None:
+                _track(outs)
+            else:
+                _run_seq(seq, outs)
             _blas_workspaces(func, args)
             return out
 
@@ -702,6 +779,7 @@ def install():
     patches.patch_foreach(torch)
     _install_hooks(torch)
     _load_scratch(ours.get("GPUMEM_ESTIMATE_SCRATCH", ""))
+    _load_kernel_rules()
     global _fake_mode
     _fake_mode, mode = _make_mode()
     import gpumem_estimate_dist

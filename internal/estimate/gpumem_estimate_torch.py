@@ -79,7 +79,7 @@ class _Props:
         self.multi_processor_count = st.sms
         self.is_integrated = False
         self.is_multi_gpu_board = False
-        self.max_threads_per_multi_processor = 2048
+        self.max_threads_per_multi_processor = st.threads_per_sm
         self.warp_size = 32
         self.regs_per_multiprocessor = 65536
         self.gcnArchName = "NVIDIA CUDA"
@@ -394,11 +394,21 @@ def patch_foreach(torch):
             types.append(FakeTensor)
 
 
+def _prefers_cudnn(torch):
+    """PyTorch 2.11 puts cuDNN attention first on compute capability 9.0
+    and 10.0 with cuDNN 9.9 or later: the H200 ran the GPT programs' bf16
+    attention (causal, head dimension 64) through
+    _scaled_dot_product_cudnn_attention (scripts/estimate/kernel_scratch_probe.py)."""
+    return core._st.cc in ((9, 0), (10, 0)) and (torch.backends.cudnn.version() or 0) >= 90900
+
+
 def patch_sdpa(torch):
     """Pick SDPA's kernel as PyTorch does on the card. The choice is made in
     C++ from the device's properties (which need the driver), so fake
     tensors get the math path, which materialises the attention matrix.
-    Flash attention first (fp16/bf16, no mask, head dim up to 256), then
+    cuDNN attention first where PyTorch prefers it (fp16/bf16, no mask,
+    head dim up to 128), then flash attention (fp16/bf16, no mask, head dim
+    up to 256), then
     memory-efficient attention (head dim a multiple of 8, or of 4 in
     fp32), then math, honouring torch.backends.cuda's switches."""
     import torch.nn.functional as F
@@ -417,10 +427,15 @@ def patch_sdpa(torch):
         same = key.shape[-1] == hd and value.shape[-1] == hd and query.shape[0] == key.shape[0] and \
             query.shape[1] == key.shape[1]
         half = query.dtype in (torch.float16, torch.bfloat16)
+        need_lse = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+        if _prefers_cudnn(torch) and be.cudnn_sdp_enabled() and half and attn_mask is None and same and \
+                hd <= 128 and hd % 8 == 0 and not dropout_p:
+            kw = {} if scale is None else {"scale": scale}
+            return aten._scaled_dot_product_cudnn_attention(query, key, value, None, need_lse, dropout_p,
+                                                            is_causal, **kw)[0]
         if be.flash_sdp_enabled() and half and attn_mask is None and same and hd <= 256 and hd % 8 == 0:
             return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False,
                                                             scale=scale)[0]
-        need_lse = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
         if be.mem_efficient_sdp_enabled() and same and hd % (8 if half else 4) == 0 and \
                 query.dtype in (torch.float16, torch.bfloat16, torch.float32):
             bias = attn_mask

@@ -31,6 +31,11 @@ var emulatorTorchPy []byte
 //go:embed gpumem_estimate_dist.py
 var emulatorDistPy []byte
 
+// emulatorKernelsPy is the scratch CUDA kernels allocate inside themselves.
+//
+//go:embed gpumem_estimate_kernels.py
+var emulatorKernelsPy []byte
+
 //go:embed estimate_site.py
 var sitePy []byte
 
@@ -168,7 +173,8 @@ func Run(o Options, argv, env []string, trace io.Writer, run Runner) (*Result, e
 	}
 	defer os.RemoveAll(dir)
 	files := map[string][]byte{"gpumem_estimate.py": EmulatorPy, "gpumem_estimate_torch.py": emulatorTorchPy,
-		"gpumem_estimate_dist.py": emulatorDistPy, "sitecustomize.py": sitePy}
+		"gpumem_estimate_dist.py": emulatorDistPy, "gpumem_estimate_kernels.py": emulatorKernelsPy,
+		"sitecustomize.py": sitePy}
 	if t := scratchTables[o.Card.Scratch]; t != nil {
 		files["scratch.json"] = t
 	}

@@ -230,4 +230,5 @@ def main():
         json.dump({"meta": meta, "results": results}, f)
 
 
-main()
+if __name__ == "__main__":
+    main()
