@@ -23,6 +23,8 @@ p.add_argument("--zst", default="", help="the largest snapshot compressed with z
 p.add_argument("--gz", required=True)
 p.add_argument("--sweep", required=True)
 p.add_argument("--machine", default="")
+p.add_argument("--only", default="", help="comma-separated rows to measure (replay, pools, compressed, sweep, start, anchor); empty: all")
+p.add_argument("--base", default="", help="another gpumem binary the replay row runs side by side (the one before a change)")
 a = p.parse_args()
 
 MiB = 2**20
@@ -95,6 +97,10 @@ def bound_ok(rss, events):
     return rss <= 64 * MiB + 8 * events
 
 
+def wants(row):
+    return not a.only or row in a.only.split(",")
+
+
 def status(ok):
     return {True: "met", False: "**not met**", None: "—"}[ok]
 
@@ -107,56 +113,71 @@ rows, notes = [], []
 
 # 1. replay -o json against CPython's pickle.load and the opcode walk; the
 # HTML report at the smallest size against the plain replay.
+measure = wants("replay") or wants("anchor")
 replay = []
 for spec in a.replay:
     n, path = spec.split("=", 1)
     n = int(n)
-    log(f"bench: replay of {path} ({n:,} events)")
+    if measure:
+        log(f"bench: replay of {path} ({n:,} events)")
     cmds = {
         "gpumem": [gpumem, "replay", path, "--output", "json"],
         "walk": [walk, "-test.run", "^$", "-test.bench", "^BenchmarkOpcodeWalk$", "-test.benchtime", "1x"],
         "cpython": [py, "-c", "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))", path],
     }
+    if a.base:
+        cmds["base"] = [a.base, "replay", path, "--output", "json"]
     html = os.path.join(a.work, "report.html")
     if not replay:
         cmds["html"] = [gpumem, "replay", path, "--output", "json", "--html", html]
-    m = group(cmds, a.runs, dict(os.environ, GPUMEM_BIG_TRACE=path))
+    m = group(cmds, a.runs, dict(os.environ, GPUMEM_BIG_TRACE=path)) if measure else {}
     m["events"], m["size"], m["path"] = n, os.path.getsize(path), path
-    if "html" in cmds and m["html"]:
+    if "html" in cmds and m.get("html"):
         m["page"] = os.path.getsize(html)
     replay.append(m)
 
-ev = " / ".join(mega(m["events"]) for m in replay)
-last = replay[-1]
-g = [m["gpumem"] for m in replay]
-walk_ok = None if not last["gpumem"] or not last["walk"] else cpu(last, "gpumem") <= 2 * cpu(last, "walk")
-rss = " / ".join(mib(x["rss"]) if x else "failed" for x in g)
-if len(replay) > 1 and all(g):
-    slope = (g[-1]["rss"] - g[0]["rss"]) / (replay[-1]["events"] - replay[0]["events"])
-    rss += f" ({mib(g[0]['rss'] - slope * replay[0]['events'])} + {slope:.1f} B/event)"
-rows.append((f"`replay -o json`, synthetic {ev} events",
-             " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "cpython"), 3) for m in replay) + " CPython's `pickle.load`; "
-             + " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "walk")) for m in replay) + " the opcode walk; max RSS " + rss,
-             f"≤ 2× the opcode walk at {mega(last['events'])}; RSS unchanged or lower", status(walk_ok)))
-for m in replay:
-    notes.append(f"{mega(m['events'])} events ({m['size'] / 1e6:.0f} MB): `gpumem replay -o json` {secs(cpu(m, 'gpumem'))} CPU, "
-                 f"the opcode walk {secs(cpu(m, 'walk'))}, CPython's `pickle.load` {secs(cpu(m, 'cpython'))}")
+first, last = replay[0], replay[-1]
+if measure:
+    ev = " / ".join(mega(m["events"]) for m in replay)
+    last = replay[-1]
+    g = [m["gpumem"] for m in replay]
+    walk_ok = None if not last["gpumem"] or not last["walk"] else cpu(last, "gpumem") <= 2 * cpu(last, "walk")
+    rss = " / ".join(mib(x["rss"]) if x else "failed" for x in g)
+    if len(replay) > 1 and all(g):
+        slope = (g[-1]["rss"] - g[0]["rss"]) / (replay[-1]["events"] - replay[0]["events"])
+        rss += f" ({mib(g[0]['rss'] - slope * replay[0]['events'])} + {slope:.1f} B/event)"
+    rows.append((f"`replay -o json`, synthetic {ev} events",
+                 " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "cpython"), 3) for m in replay) + " CPython's `pickle.load`; "
+                 + " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "walk")) for m in replay) + " the opcode walk; max RSS " + rss,
+                 f"≤ 2× the opcode walk at {mega(last['events'])}; RSS unchanged or lower", status(walk_ok)))
+    for m in replay:
+        notes.append(f"{mega(m['events'])} events ({m['size'] / 1e6:.0f} MB): `gpumem replay -o json` {secs(cpu(m, 'gpumem'))} CPU, "
+                     f"the opcode walk {secs(cpu(m, 'walk'))}, CPython's `pickle.load` {secs(cpu(m, 'cpython'))}")
 
-first = replay[0]
-h, plain = first.get("html"), first["gpumem"]
-if h and plain:
-    n = first["events"]
-    ok = bound_ok(h["rss"], n) and h["cpu"] <= 2 * plain["cpu"] and first["page"] <= 2.4e6
-    rows.append((f"the same with `--html` ({mega(n)})",
-                 f"{ratio(h['cpu'], plain['cpu'], 1)} the CPU of the plain replay; max RSS {mib(h['rss'])} "
-                 f"({(h['rss'] - plain['rss']) / n:.0f} B/event more than the plain replay's); the page {first['page'] / 1e6:.1f} MB",
-                 "RSS ≤ 64 MiB + 8 B/event, CPU ≤ 2× the plain replay, the page ≤ 2.4 MB", status(ok)))
-    notes.append(f"`--html` at {mega(n)}: {secs(h['cpu'])} CPU")
-else:
-    rows.append((f"the same with `--html` ({mega(first['events'])})", "failed", "", status(False)))
+    if a.base:
+        b = [m.get("base") for m in replay]
+        rows.append((f"the same, `{a.base}` (before)",
+                     " / ".join(ratio(cpu(m, "base"), cpu(m, "walk")) for m in replay) + " the opcode walk; max RSS "
+                     + " / ".join(mib(x["rss"]) if x else "failed" for x in b)
+                     + "; after / before CPU " + " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "base")) for m in replay), "", status(None)))
+        for m in replay:
+            notes.append(f"{mega(m['events'])} events: before {secs(cpu(m, 'base'))} CPU")
+
+    first = replay[0]
+    h, plain = first.get("html"), first["gpumem"]
+    if h and plain:
+        n = first["events"]
+        ok = bound_ok(h["rss"], n) and h["cpu"] <= 2 * plain["cpu"] and first["page"] <= 2.4e6
+        rows.append((f"the same with `--html` ({mega(n)})",
+                     f"{ratio(h['cpu'], plain['cpu'], 1)} the CPU of the plain replay; max RSS {mib(h['rss'])} "
+                     f"({(h['rss'] - plain['rss']) / n:.0f} B/event more than the plain replay's); the page {first['page'] / 1e6:.1f} MB",
+                     "RSS ≤ 64 MiB + 8 B/event, CPU ≤ 2× the plain replay, the page ≤ 2.4 MB", status(ok)))
+        notes.append(f"`--html` at {mega(n)}: {secs(h['cpu'])} CPU")
+    else:
+        rows.append((f"the same with `--html` ({mega(first['events'])})", "failed", "", status(False)))
 
 # 2. private-pool traces: a fixture's events repeated.
-if a.pools:
+if a.pools and wants("pools"):
     by = {}
     for spec in a.pools:
         name, rest = spec.split(":", 1)
@@ -190,47 +211,50 @@ if a.pools:
                  "≤ 4× the walk; RSS ≤ 64 MiB + 8 B/event", status(ok)))
 
 # 3. compressed input.
-log(f"bench: compressed input, {a.zst or '(no zstd)'} and {a.gz}")
-cmds = {"plain": [gpumem, "replay", last["path"], "--output", "json"], "gz": [gpumem, "replay", a.gz, "--output", "json"]}
-if a.zst:
-    cmds["zst"] = [gpumem, "replay", a.zst, "--output", "json"]
-    cmds["zstd"] = ["zstd", "-dc", a.zst]
-m = group(cmds, a.runs)
-zst = (f"{ratio(cpu(m, 'zst'), cpu(m, 'plain'))} / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file; "
-       f"the `.zst` {ratio(cpu(m, 'zst'), cpu(m, 'zstd'), 1)} `zstd -dc`") if a.zst else \
-    f"(no zstd on this machine) / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file"
-rows.append((f"`.zst` / `.gz` input, {mega(last['events'])}", zst, "keep (1.09× / 1.12×; 6.9× `zstd -dc`)", status(None)))
-notes.append(f"compressed: plain {secs(cpu(m, 'plain'))}, `.gz` {secs(cpu(m, 'gz'))}"
-             + (f", `.zst` {secs(cpu(m, 'zst'))}, `zstd -dc` {secs(cpu(m, 'zstd'))}" if a.zst else "") + " CPU")
+if wants("compressed"):
+    log(f"bench: compressed input, {a.zst or '(no zstd)'} and {a.gz}")
+    cmds = {"plain": [gpumem, "replay", last["path"], "--output", "json"], "gz": [gpumem, "replay", a.gz, "--output", "json"]}
+    if a.zst:
+        cmds["zst"] = [gpumem, "replay", a.zst, "--output", "json"]
+        cmds["zstd"] = ["zstd", "-dc", a.zst]
+    m = group(cmds, a.runs)
+    zst = (f"{ratio(cpu(m, 'zst'), cpu(m, 'plain'))} / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file; "
+           f"the `.zst` {ratio(cpu(m, 'zst'), cpu(m, 'zstd'), 1)} `zstd -dc`") if a.zst else \
+        f"(no zstd on this machine) / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file"
+    rows.append((f"`.zst` / `.gz` input, {mega(last['events'])}", zst, "keep (1.09× / 1.12×; 6.9× `zstd -dc`)", status(None)))
+    notes.append(f"compressed: plain {secs(cpu(m, 'plain'))}, `.gz` {secs(cpu(m, 'gz'))}"
+                 + (f", `.zst` {secs(cpu(m, 'zst'))}, `zstd -dc` {secs(cpu(m, 'zstd'))}" if a.zst else "") + " CPU")
 
 # 4. the sweep, wall time.
-log(f"bench: sweep of {a.sweep}")
-sw = group({j: [gpumem, "sweep", "-j", j, a.sweep, "--output", "json"] for j in ("1", "2")}, max(a.runs, 11))
-loadnow = float(open("/proc/loadavg").read().split()[0])
-if sw["1"] and sw["2"]:
-    r = sw["2"]["wall"] / sw["1"]["wall"]
-    # quiet: under half a runnable task per core of the machine (a host
-    # pinned with taskset counts all its cores: the load is the host's)
-    per_core = max(float(load0), loadnow) / os.cpu_count()
-    quiet = per_core < 0.5
-    ok = r <= (0.6 if quiet else 0.8)
-    rows.append((f"`sweep {os.path.basename(a.sweep)} -j 2` / `-j 1`, wall",
-                 f"{r:.2f}× ({sw['2']['wall'] * 1e3:.0f} vs {sw['1']['wall'] * 1e3:.0f} ms; load {load0} → {loadnow:.2f}, "
-                 f"{per_core:.2f} a core)", "≤ 0.6× on a quiet 2-core machine, ≤ 0.8× under load",
-                 status(ok) + (" (the quiet goal)" if quiet else " (the goal under load)")))
-else:
-    rows.append(("`sweep -j 2` / `-j 1`", "failed", "", status(False)))
+if wants("sweep"):
+    log(f"bench: sweep of {a.sweep}")
+    sw = group({j: [gpumem, "sweep", "-j", j, a.sweep, "--output", "json"] for j in ("1", "2")}, max(a.runs, 11))
+    loadnow = float(open("/proc/loadavg").read().split()[0])
+    if sw["1"] and sw["2"]:
+        r = sw["2"]["wall"] / sw["1"]["wall"]
+        # quiet: under half a runnable task per core of the machine (a host
+        # pinned with taskset counts all its cores: the load is the host's)
+        per_core = max(float(load0), loadnow) / os.cpu_count()
+        quiet = per_core < 0.5
+        ok = r <= (0.6 if quiet else 0.8)
+        rows.append((f"`sweep {os.path.basename(a.sweep)} -j 2` / `-j 1`, wall",
+                     f"{r:.2f}× ({sw['2']['wall'] * 1e3:.0f} vs {sw['1']['wall'] * 1e3:.0f} ms; load {load0} → {loadnow:.2f}, "
+                     f"{per_core:.2f} a core)", "≤ 0.6× on a quiet 2-core machine, ≤ 0.8× under load",
+                     status(ok) + (" (the quiet goal)" if quiet else " (the goal under load)")))
+    else:
+        rows.append(("`sweep -j 2` / `-j 1`", "failed", "", status(False)))
 
 # 5. process start.
-log("bench: process start")
-st = group({"gpumem": [gpumem, "version"], "true": ["/bin/true"]}, max(a.runs, 21))
-g, t = st["gpumem"], st["true"]
-rows.append(("process start (`gpumem version`)",
-             f"{g['wall'] * 1e3:.1f} ms wall, {g['cpu'] * 1e3:.1f} ms CPU ({ratio(g['wall'], t['wall'], 1)} `/bin/true`)" if g and t else "failed",
-             "≤ 10 ms", status(bool(g) and g["wall"] <= 0.010)))
+if wants("start"):
+    log("bench: process start")
+    st = group({"gpumem": [gpumem, "version"], "true": ["/bin/true"]}, max(a.runs, 21))
+    g, t = st["gpumem"], st["true"]
+    rows.append(("process start (`gpumem version`)",
+                 f"{g['wall'] * 1e3:.1f} ms wall, {g['cpu'] * 1e3:.1f} ms CPU ({ratio(g['wall'], t['wall'], 1)} `/bin/true`)" if g and t else "failed",
+                 "≤ 10 ms", status(bool(g) and g["wall"] <= 0.010)))
 
 # 6. the anchor: PyTorch's own _memory_viz.py on the smallest snapshot.
-if a.py:
+if a.py and wants("anchor"):
     path = first["path"]
     log(f"bench: _memory_viz.py on {path} (one run each)")
     viz = os.path.join(a.work, "memory_viz.html")

@@ -19,8 +19,11 @@
 # It prints one markdown block: a caption naming the machine, the table
 # (measured, goal, met or not) and the absolute figures of the run.
 #
-# Usage: scripts/bench.sh [--10m] [--real] [--runs N] [--readme NAME | --paste NAME FILE]
+# Usage: scripts/bench.sh [--10m] [--real] [--runs N] [--only ROWS] [--readme NAME | --paste NAME FILE]
 #   --10m     add the 10M-event snapshot (and bigger pool traces): minutes more
+#   --only ROWS  measure only these rows, a comma-separated list of replay
+#             (the first row; with --html at 1M), pools, compressed, sweep,
+#             start, anchor: a change's own row, in less time
 #   --real    snapshots shaped like real ones (segment events, final segments,
 #             a trace cut short by max_entries: gen_trace.py --max-entries)
 #   --runs N  runs of each command (default 3; the sweep 11, start 21)
@@ -30,7 +33,9 @@
 #             the shared development machine)
 #   --paste NAME FILE  only write FILE (a block this script printed, on
 #             another machine say) into README.md there, and exit
-# Env: BIN (a gpumem binary; default: build bin/gpumem), WALK (the
+# Env: BIN (a gpumem binary; default: build bin/gpumem), BASE (another
+# gpumem binary, the one before a change, say: the replay row also runs it,
+# side by side, and gives both ratios), WALK (the
 # pkg/trace/pickle test binary; default: build bin/pickle.test), PY (a
 # Python with torch; default: scripts/pyenv.sh's venv when installed, else
 # python3 when it imports torch, else the anchor row is left out), WORK
@@ -38,19 +43,25 @@
 # (the machine's name in the caption; default: the host name).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ten=0 real=0 runs=3 readme=
+ten=0 real=0 runs=3 readme= only=
 while [ $# -gt 0 ]; do
   case $1 in
   --10m) ten=1 ;;
   --real) real=1 ;;
   --runs) runs=$2; shift ;;
+  --only) only=$2; shift ;;
   --readme) readme=$2; shift ;;
   --paste) readme=$2 paste=$3; shift 2 ;;
   [0-9]*) runs=$1 ;;
-  *) echo "usage: scripts/bench.sh [--10m] [--real] [--runs N] [--readme NAME | --paste NAME FILE]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench.sh [--10m] [--real] [--runs N] [--only ROWS] [--readme NAME | --paste NAME FILE]" >&2; exit 2 ;;
   esac
   shift
 done
+
+if [ -n "$only" ] && [ -n "$readme" ]; then
+  echo "bench.sh: --only measures part of the table: not written into README.md" >&2
+  exit 2
+fi
 
 # paste_readme NAME FILE: put FILE between README.md's markers NAME
 paste_readme() {
@@ -110,17 +121,22 @@ if [ "$ten" = 1 ]; then
   replay+=("10000000=$work/10m$tag.pickle")
   big=$work/10m$tag.pickle
 fi
+# wants ROW: the row is measured (every row without --only)
+wants() { [ -z "$only" ] || [[ ,$only, == *,$1,* ]]; }
 zst=$big.zst
-if ! command -v zstd >/dev/null; then
+if ! wants compressed; then
+  zst=
+elif ! command -v zstd >/dev/null; then
   zst= # the row says zstd is missing
 elif [ ! -f "$zst" ]; then
   zstd -q -f -o "$zst" "$big"
 fi
-[ -f "$big.gz" ] || gzip -c "$big" >"$big.gz"
+wants compressed && { [ -f "$big.gz" ] || gzip -c "$big" >"$big.gz"; }
 
 # repeat NAME EVENTS [--shift]: a fixture's events repeated
 pools=()
 repeat() {
+  wants pools || return 0
   local out=$work/$1_$2.pickle
   [ -f "$out" ] || python3 scripts/repeat_trace.py "$fix/$1.pickle" "$out" --events "$2" ${3:-} >&2
   pools+=("$1:$2=$out")
@@ -133,6 +149,6 @@ repeat graph_convnet 100000 --shift
 out=$work/bench.md
 python3 scripts/bench.py --bin "$bin" --walk "$walk" --py "$py" --runs "$runs" --work "$work" \
   --replay "${replay[@]}" --pools "${pools[@]}" --zst "$zst" --gz "$big.gz" \
-  --sweep "$fix/gpt2_varlen.pickle" --machine "${MACHINE:-}" >"$out"
+  --sweep "$fix/gpt2_varlen.pickle" --machine "${MACHINE:-}" --only "$only" --base "${BASE:-}" >"$out"
 cat "$out"
 if [ -n "$readme" ]; then paste_readme "$readme" "$out"; fi
