@@ -30,6 +30,24 @@ type fastState struct {
 		i uint64
 		v val
 	}
+	keys keyShape
+}
+
+// keyShape remembers the keys of the event dicts fastEvent read, pair by
+// pair: a BINGET of a memo slot on the first page and what the slot held.
+// The next dict laid out alike takes each key with a compare of its bytes
+// and of the slot, not as a value to look up and check. A key that
+// differs, or a slot that changed since, goes the usual way (and is
+// remembered in its place).
+type keyShape struct {
+	n     int // pairs known
+	idx   [fastMax]byte
+	entry [fastMax]uint64 // a well-known str: kStr<<56 | its id
+}
+
+// isStore reports whether op stores the value below it in the memo.
+func isStore(op byte) bool {
+	return op == opMemoize || op == opBinPut || op == opLongBinPut
 }
 
 // fastStores counts the memo stores of the dict fastEvent reads.
@@ -132,13 +150,24 @@ func (d *decoder) fastEvent() bool {
 		pe.slot = int64(fs.puts[0].i)
 	}
 	p++
+	ks := &fs.keys
 	for {
+		if k := np >> 1; np&1 == 0 && k < ks.n && page0 != nil && !st.low && p+2 < len(b) {
+			if i := ks.idx[k]; b[p] == opBinGet && b[p+1] == i && uint64(i) < st.start && page0[i] == ks.entry[k] && !isStore(b[p+2]) {
+				key = ks.entry[k] & (1<<56 - 1)
+				mask |= 1 << key
+				p += 2
+				np++
+				continue
+			}
+		}
 		if p >= len(b) {
 			return false
 		}
 		op := b[p]
 		p++
 		var v val
+		learn := -1 // the BINGET index of a key fetched from the first page
 		switch op {
 		case opSetItems:
 			if np%2 != 0 || mask&eventKeys == 0 {
@@ -192,6 +221,9 @@ func (d *decoder) fastEvent() bool {
 				var e uint64
 				if i < memoPageLen && page0 != nil {
 					e = page0[i]
+					if op == opBinGet {
+						learn = int(i)
+					}
 				} else {
 					e = d.memoEntry(i)
 				}
@@ -266,7 +298,8 @@ func (d *decoder) fastEvent() bool {
 		if np == fastPairs {
 			return false
 		}
-		if p < len(b) && (b[p] == opMemoize || b[p] == opBinPut || b[p] == opLongBinPut) {
+		if p < len(b) && isStore(b[p]) {
+			learn = -1
 			if p, ok = d.fastStore(b, p, v, &st); !ok {
 				return false
 			}
@@ -276,6 +309,10 @@ func (d *decoder) fastEvent() bool {
 			if v.k == kStr && v.n < numKnown {
 				mask |= 1 << v.n
 				key = v.n
+				if k := np >> 1; learn >= 0 && kind(page0[learn]>>56) == kStr {
+					ks.idx[k], ks.entry[k] = byte(learn), page0[learn]
+					ks.n = max(ks.n, k+1)
+				}
 			}
 		} else if key < numKnown && !f.set(key, v) {
 			return false // the general path reports it where it would
