@@ -24,7 +24,7 @@ p.add_argument("--gz", required=True)
 p.add_argument("--sweep", required=True)
 p.add_argument("--machine", default="")
 p.add_argument("--only", default="", help="comma-separated rows to run: replay, html, pools, compressed, sweep, start, anchor")
-p.add_argument("--base", default="", help="another gpumem binary whose `--html` row runs beside this one's")
+p.add_argument("--base", default="", help="another gpumem binary (the one before a change) run beside this one in the replay and `--html` rows")
 a = p.parse_args()
 ROWS = ("replay", "html", "pools", "compressed", "sweep", "start", "anchor")
 only = set(a.only.split(",")) if a.only else set(ROWS)
@@ -122,6 +122,8 @@ for spec in a.replay:
     if "replay" in only:
         cmds["walk"] = [walk, "-test.run", "^$", "-test.bench", "^BenchmarkOpcodeWalk$", "-test.benchtime", "1x"]
         cmds["cpython"] = [py, "-c", "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))", path]
+        if a.base:
+            cmds["base"] = [a.base, "replay", path, "--output", "json"]
     html = os.path.join(a.work, "report.html")
     base_html = os.path.join(a.work, "report_base.html")
     if not replay and only & {"html", "anchor"}:
@@ -153,6 +155,13 @@ if "replay" in only:
 for m in replay if "replay" in only else []:
     notes.append(f"{mega(m['events'])} events ({m['size'] / 1e6:.0f} MB): `gpumem replay -o json` {secs(cpu(m, 'gpumem'))} CPU, "
                  f"the opcode walk {secs(cpu(m, 'walk'))}, CPython's `pickle.load` {secs(cpu(m, 'cpython'))}")
+if a.base and "replay" in only:
+    b = [m.get("base") for m in replay]
+    rows.append((f"the same, `{a.base}` (base, side by side)",
+                 " / ".join(ratio(cpu(m, "base"), cpu(m, "walk")) for m in replay) + " the opcode walk; max RSS "
+                 + " / ".join(mib(x["rss"]) if x else "failed" for x in b)
+                 + "; this binary's CPU " + " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "base")) for m in replay) + " the base's",
+                 "", status(None)))
 
 first = replay[0]
 h, plain = first.get("html"), first["gpumem"]

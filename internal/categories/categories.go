@@ -4,6 +4,7 @@ import (
 	"iter"
 	"sort"
 
+	"github.com/gpumem/gpumem/internal/addrmap"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -211,8 +212,8 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 // Builder gathers one device's events as they are read.
 type Builder struct {
 	blocks chunked[Block]
-	open   map[uint64]int // address → index into blocks of the live block there
-	times  chunked[int64] // time of each position
+	open   addrmap.Map[int] // address → index into blocks of the live block there
+	times  chunked[int64]   // time of each position
 	stacks bool
 	events int32   // alloc and free_completed events so far
 	pre    []Block // blocks freed before the trace saw them allocated
@@ -250,7 +251,7 @@ func (c *chunked[T]) add(v T) {
 func (c *chunked[T]) at(i int) *T { return &c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
 
 // NewBuilder returns an empty Builder.
-func NewBuilder() *Builder { return &Builder{open: map[uint64]int{}, bestAt: -1} }
+func NewBuilder() *Builder { return &Builder{bestAt: -1} }
 
 // Add takes the device's next event.
 func (b *Builder) Add(e *trace.Event) {
@@ -258,12 +259,12 @@ func (b *Builder) Add(e *trace.Event) {
 	case trace.ActionAlloc:
 		pos := b.times.n
 		b.times.add(e.TimeUS)
-		if i, ok := b.open[e.Addr]; ok { // a second alloc at a live address: the first ended
+		if i, ok := b.open.Get(e.Addr); ok { // a second alloc at a live address: the first ended
 			old := b.blocks.at(i)
 			old.Freed = pos
 			b.cur -= int64(old.Size)
 		}
-		b.open[e.Addr] = b.blocks.n
+		b.open.Set(e.Addr, b.blocks.n)
 		size := rounded(e.Size)
 		b.blocks.add(Block{Addr: e.Addr, Size: size, Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
 		if b.cur += int64(size); b.cur > b.best {
@@ -274,11 +275,11 @@ func (b *Builder) Add(e *trace.Event) {
 	case trace.ActionFreeRequested:
 		pos := b.times.n
 		b.times.add(e.TimeUS)
-		if i, ok := b.open[e.Addr]; ok {
+		if i, ok := b.open.Get(e.Addr); ok {
 			blk := b.blocks.at(i)
 			blk.Freed = pos
 			b.cur -= int64(blk.Size)
-			delete(b.open, e.Addr)
+			b.open.Delete(e.Addr)
 		} else {
 			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: pos, Event: -1, Stack: -1})
 		}
@@ -305,7 +306,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			if blk.State != trace.BlockAllocated {
 				continue
 			}
-			if _, ok := b.open[blk.Address]; !ok {
+			if _, ok := b.open.Get(blk.Address); !ok {
 				alive = append(alive, Block{Addr: blk.Address, Size: blk.Size, Born: -1, Freed: n, Event: -1, Stack: blk.Stack})
 			}
 		}

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/binary"
+	"sync"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 )
@@ -123,12 +124,33 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 	l.n += len(ops)
 }
 
+// opBatch is the slices each unpacks a big log's operations into.
+type opBatch struct {
+	ops          []alloc.Op
+	event, stack []int32
+}
+
+// batches keeps the slices of the passes over big logs done with: a
+// replay reads its log several times (the replay, its placement check,
+// the categories' timeline), and each pass's 2.5 MB would otherwise be
+// garbage the heap grows by until the next collection.
+var batches = sync.Pool{New: func() any {
+	return &opBatch{make([]alloc.Op, 0, Batch), make([]int32, 0, Batch), make([]int32, 0, Batch)}
+}}
+
 // each hands f the operations in order, up to Batch at a time, in slices
 // it reuses; it stops at f's first error.
 func (l *opLog) each(f func(ops []alloc.Op, event, stack []int32) error) error {
-	ops := make([]alloc.Op, 0, min(l.n, Batch))
-	event := make([]int32, 0, cap(ops))
-	stack := make([]int32, 0, cap(ops))
+	var ops []alloc.Op
+	var event, stack []int32
+	if l.n >= Batch {
+		b := batches.Get().(*opBatch)
+		defer batches.Put(b)
+		ops, event, stack = b.ops[:0], b.event[:0], b.stack[:0]
+	} else {
+		ops = make([]alloc.Op, 0, l.n)
+		event, stack = make([]int32, 0, l.n), make([]int32, 0, l.n)
+	}
 	var ev, st int32
 	for _, c := range l.chunks {
 		for p := 0; p < len(c); {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/gpumem/gpumem/internal/addrmap"
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -61,7 +62,7 @@ type Plan struct {
 	// calls, which bound no cap
 	entering map[int]bool
 
-	byAddr  map[uint64]live1
+	byAddr  addrmap.Map[live1]
 	freeIDs []uint32
 	next    uint32
 	// a streamed plan (Planner) keeps its operations packed in log, not in
@@ -84,7 +85,7 @@ type live1 struct {
 }
 
 func newPlan() *Plan {
-	return &Plan{Skipped: map[string]int{}, byAddr: map[uint64]live1{}}
+	return &Plan{Skipped: map[string]int{}}
 }
 
 func (p *Plan) newID() uint32 {
@@ -197,7 +198,7 @@ func (p *Plan) buildWith(events []trace.Event, cfg alloc.Config, pp *poolPlan) {
 		i = b.step(events, i, 0)
 	}
 	p.Events = int(b.counted)
-	p.byAddr, p.freeIDs = nil, nil
+	p.byAddr, p.freeIDs = addrmap.Map[live1]{}, nil
 }
 
 // builder turns events into a plan's operations, one event (or one run
@@ -254,21 +255,21 @@ func (b *builder) emit(op alloc.Op, stack int32) {
 
 // liveAt is the live allocation at addr, if any.
 func (b *builder) liveAt(addr uint64) (live1, bool) {
-	l, ok := b.p.byAddr[addr]
+	l, ok := b.p.byAddr.Get(addr)
 	return l, ok && !l.freed
 }
 
 // done ends allocation l at addr: its id is free again; the address stays
 // known (see live1.freed).
 func (b *builder) done(addr uint64, l live1) {
-	b.p.byAddr[addr] = live1{freed: true}
+	b.p.byAddr.Set(addr, live1{freed: true})
 	b.p.freeIDs = append(b.p.freeIDs, l.id)
 }
 
 // unknownFree counts a free of addr, which is not live.
 func (b *builder) unknownFree(addr uint64) {
 	b.p.Skipped[SkipUnknownFree]++
-	if _, ok := b.p.byAddr[addr]; !ok {
+	if _, ok := b.p.byAddr.Get(addr); !ok {
 		b.freedFirst = true
 	}
 }
@@ -295,7 +296,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 			return i
 		}
 		id := p.newID()
-		p.byAddr[e.Addr] = live1{id: id}
+		p.byAddr.Set(e.Addr, live1{id: id})
 		op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
 		if b.releasedBefore {
 			op.Flags |= alloc.FlagReleasedBefore
@@ -328,7 +329,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 			return i + 1
 		}
 		b.emit(alloc.Op{Kind: alloc.OpFreeRequest, ID: l.id}, e.Stack)
-		p.byAddr[e.Addr] = live1{id: l.id, pending: true}
+		p.byAddr.Set(e.Addr, live1{id: l.id, pending: true})
 	case trace.ActionFreeCompleted:
 		l, ok := b.liveAt(e.Addr)
 		switch {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"github.com/gpumem/gpumem/internal/addrmap"
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -181,7 +182,7 @@ func (pl *Planner) Plan(snap *trace.Snapshot) *Plan {
 func (pl *Planner) packed() *Plan {
 	p := pl.b.p
 	p.Events = int(pl.b.counted)
-	p.byAddr, p.freeIDs = nil, nil
+	p.byAddr, p.freeIDs = addrmap.Map[live1]{}, nil
 	p.Ops, p.Event, p.Stack = nil, nil, nil
 	log := pl.log // a copy: the plan keeps the log, not the planner's buffers
 	p.log = &log

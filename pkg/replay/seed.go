@@ -184,7 +184,7 @@ func (p *Plan) seed(segs map[uint64]segState, live map[uint64]seedBlock) {
 		id := p.newID()
 		seed.Blocks = append(seed.Blocks, alloc.SeedBlock{Offset: addr - seed.Address, Size: b.size,
 			Requested: b.requested, ID: id, Pending: b.pending})
-		p.byAddr[addr] = live1{id: id, pending: b.pending}
+		p.byAddr.Set(addr, live1{id: id, pending: b.pending})
 		p.Seeded++
 	}
 	p.Truncated = true

@@ -16,22 +16,102 @@ import (
 // list, a long string, a value that is not a scalar, a bad event) it
 // leaves to the general path, which then reads the dict from its start.
 
-// fastMax is the most key/value pairs, and memo stores, fastEvent takes.
-const fastMax = 24
+// fastMax is the most memo stores fastEvent takes; fastPairs the most
+// keys and values.
+const (
+	fastMax   = 24
+	fastPairs = 2 * fastMax
+)
 
 // fastState is fastEvent's scratch space, kept in the decoder so that no
 // call clears it.
 type fastState struct {
-	pairs [2 * fastMax]val
-	puts  [fastMax]struct {
+	puts [fastMax]struct {
 		i uint64
 		v val
 	}
+	keys keyShape
+}
+
+// keyShape remembers the keys of the event dicts fastEvent read, pair by
+// pair: a BINGET of a memo slot on the first page and what the slot held.
+// The next dict laid out alike takes each key with a compare of its bytes
+// and of the slot, not as a value to look up and check. A key that
+// differs, or a slot that changed since, goes the usual way (and is
+// remembered in its place).
+type keyShape struct {
+	n     int // pairs known
+	idx   [fastMax]byte
+	entry [fastMax]uint64 // a well-known str: kStr<<56 | its id
+}
+
+// isStore reports whether op stores the value below it in the memo.
+func isStore(op byte) bool {
+	return op == opMemoize || op == opBinPut || op == opLongBinPut
+}
+
+// fastStores counts the memo stores of the dict fastEvent reads.
+type fastStores struct {
+	start uint64 // the memo count before the dict
+	count uint64 // MEMOIZE's next index
+	n     int    // stores in fastState.puts
+	low   bool   // a store below start (BINPUT), which BINGET must look at
+}
+
+// fastStore notes a MEMOIZE or BINPUT of v at b[p], if one is there, and
+// returns the index after it; false when fastEvent must give up.
+func (d *decoder) fastStore(b []byte, p int, v val, st *fastStores) (int, bool) {
+	if p >= len(b) {
+		return p, false
+	}
+	var i uint64
+	at := uint64(d.base) + uint64(p) // the store's offset, which bounds its index
+	switch b[p] {
+	case opMemoize:
+		i = st.count
+		p++
+	case opBinPut:
+		if p+2 > len(b) {
+			return p, false
+		}
+		i = uint64(b[p+1])
+		p += 2
+	case opLongBinPut:
+		if p+5 > len(b) {
+			return p, false
+		}
+		i = uint64(binary.LittleEndian.Uint32(b[p+1:]))
+		p += 5
+	default:
+		return p, true
+	}
+	fs := &d.fast
+	if st.n == fastMax || i > at {
+		return p, false
+	}
+	if i < st.start || i >= d.memoMax {
+		if i < st.start {
+			st.low = true
+		}
+		for k := range st.n {
+			if fs.puts[k].i == i {
+				return p, false // stored twice: leave it to the general path
+			}
+		}
+	}
+	if i >= d.memoMax || d.memoEntry(i) == 0 {
+		st.count++ // a new slot
+	}
+	fs.puts[st.n].i, fs.puts[st.n].v = i, v
+	st.n++
+	return p, true
 }
 
 // fastEvent tries to read the event dict whose EMPTY_DICT opcode is at
 // d.buf[d.pos-1]. On success it has pushed a kEventDone value and moved
-// past the dict's SETITEMS; otherwise it has changed nothing.
+// past the dict's SETITEMS; otherwise it has changed nothing. It sets
+// the event's fields as it reads each pair, as toEvent would from the
+// dict's pairs.
 func (d *decoder) fastEvent() bool {
 	if len(d.buf)-d.pos < 1024 && d.rerr == nil {
 		_ = d.need(1024) // fewer bytes may be left: then it reads what there is
@@ -40,76 +120,54 @@ func (d *decoder) fastEvent() bool {
 	p := d.pos
 	off := d.op
 	fs := &d.fast
-	np, nputs := 0, 0
+	st := fastStores{start: uint64(d.memoCount)}
+	st.count = st.start
 	var mask uint64 // keyMask of the pairs so far
-	start := uint64(d.memoCount)
-	count := start // MEMOIZE's next index
-	low := false   // a store below start (BINPUT), which BINGET must look at
-	// store notes a MEMOIZE or BINPUT of v at b[p], if one is there; it
-	// is false when fastEvent must give up.
-	store := func(v val) bool {
-		if p >= len(b) {
-			return false
-		}
-		var i uint64
-		at := uint64(d.base) + uint64(p) // the store's offset, which bounds its index
-		switch b[p] {
-		case opMemoize:
-			i = count
-			p++
-		case opBinPut:
-			if p+2 > len(b) {
-				return false
-			}
-			i = uint64(b[p+1])
-			p += 2
-		case opLongBinPut:
-			if p+5 > len(b) {
-				return false
-			}
-			i = uint64(binary.LittleEndian.Uint32(b[p+1:]))
-			p += 5
-		default:
-			return true
-		}
-		if nputs == fastMax || i > at {
-			return false
-		}
-		if i < start || i >= d.memoMax {
-			if i < start {
-				low = true
-			}
-			for k := range nputs {
-				if fs.puts[k].i == i {
-					return false // stored twice: leave it to the general path
-				}
-			}
-		}
-		if i >= d.memoMax || d.memoEntry(i) == 0 {
-			count++ // a new slot
-		}
-		fs.puts[nputs].i, fs.puts[nputs].v = i, v
-		nputs++
-		return true
+	np := 0         // keys and values so far
+	key := uint64(numKnown)
+	memoLen := uint64(d.memoLen)
+	var page0 []uint64 // the memo's first page, where a trace's keys are
+	if len(d.memo) > 0 {
+		page0 = d.memo[0]
 	}
+	// the event is read into its place in pending, which a failure
+	// leaves beyond the slice's length
+	n := len(d.pending)
+	if n == cap(d.pending) {
+		d.pending = append(d.pending, pendingEvent{})[:n]
+	}
+	pe := &d.pending[:n+1][n]
+	*pe = pendingEvent{f: eventFields{ev: model.Event{Stack: -1}}, slot: -1}
+	f := &pe.f
 	// the dict itself may be memoized: its slot says kEventDone until its
 	// list takes it
 	self := val{kEventDone, uint64(len(d.pending))}
-	if !store(self) || p >= len(b) || b[p] != opMark {
+	var ok bool
+	if p, ok = d.fastStore(b, p, self, &st); !ok || p >= len(b) || b[p] != opMark {
 		return false
 	}
-	slot := int64(-1)
-	if nputs == 1 {
-		slot = int64(fs.puts[0].i)
+	if st.n == 1 {
+		pe.slot = int64(fs.puts[0].i)
 	}
 	p++
+	ks := &fs.keys
 	for {
+		if k := np >> 1; np&1 == 0 && k < ks.n && page0 != nil && !st.low && p+2 < len(b) {
+			if i := ks.idx[k]; b[p] == opBinGet && b[p+1] == i && uint64(i) < st.start && page0[i] == ks.entry[k] && !isStore(b[p+2]) {
+				key = ks.entry[k] & (1<<56 - 1)
+				mask |= 1 << key
+				p += 2
+				np++
+				continue
+			}
+		}
 		if p >= len(b) {
 			return false
 		}
 		op := b[p]
 		p++
 		var v val
+		learn := -1 // the BINGET index of a key fetched from the first page
 		switch op {
 		case opSetItems:
 			if np%2 != 0 || mask&eventKeys == 0 {
@@ -119,19 +177,18 @@ func (d *decoder) fastEvent() bool {
 			if p >= len(b) || (b[p] != opEmptyDict && b[p] != opAppends && b[p] != opAppend) {
 				return false
 			}
-			ev, err := d.toEvent(fs.pairs[:np], off)
-			if err != nil {
+			if _, err := f.done(off); err != nil {
 				return false // the general path reports it where it would
 			}
 			d.op = d.base + int64(p) // past every store, whose index it bounds
-			for k := range nputs {
+			for k := range st.n {
 				if d.putScalar(fs.puts[k].i, fs.puts[k].v) != nil {
 					return false // cannot happen once checked above; kept for safety
 				}
 			}
 			d.pos = p
 			d.outstanding++
-			d.pending = append(d.pending, pendingEvent{ev: ev, slot: slot})
+			d.pending = d.pending[:n+1]
 			d.stack = append(d.stack, self)
 			return true
 		case opBinGet, opLongBinGet:
@@ -150,18 +207,26 @@ func (d *decoder) fastEvent() bool {
 				p += 4
 			}
 			found := false
-			if i >= start || low {
-				for k := range nputs {
+			if i >= st.start || st.low {
+				for k := range st.n {
 					if fs.puts[k].i == i {
 						v, found = fs.puts[k].v, true
 					}
 				}
 			}
 			if !found {
-				if i >= uint64(d.memoLen) {
+				if i >= memoLen {
 					return false
 				}
-				e := d.memoEntry(i)
+				var e uint64
+				if i < memoPageLen && page0 != nil {
+					e = page0[i]
+					if op == opBinGet {
+						learn = int(i)
+					}
+				} else {
+					e = d.memoEntry(i)
+				}
 				if e == 0 {
 					return false
 				}
@@ -230,16 +295,28 @@ func (d *decoder) fastEvent() bool {
 		default:
 			return false
 		}
-		if np == len(fs.pairs) {
+		if np == fastPairs {
 			return false
 		}
-		if p < len(b) && (b[p] == opMemoize || b[p] == opBinPut || b[p] == opLongBinPut) && !store(v) {
-			return false
+		if p < len(b) && isStore(b[p]) {
+			learn = -1
+			if p, ok = d.fastStore(b, p, v, &st); !ok {
+				return false
+			}
 		}
-		if np%2 == 0 && v.k == kStr && v.n < numKnown {
-			mask |= 1 << v.n
+		if np%2 == 0 {
+			key = numKnown // a key of no event field
+			if v.k == kStr && v.n < numKnown {
+				mask |= 1 << v.n
+				key = v.n
+				if k := np >> 1; learn >= 0 && kind(page0[learn]>>56) == kStr {
+					ks.idx[k], ks.entry[k] = byte(learn), page0[learn]
+					ks.n = max(ks.n, k+1)
+				}
+			}
+		} else if key < numKnown && !f.set(key, v) {
+			return false // the general path reports it where it would
 		}
-		fs.pairs[np] = v
 		np++
 	}
 }
@@ -270,9 +347,9 @@ func (d *decoder) memoEntry(i uint64) uint64 {
 
 // pendingEvent is an event fastEvent read, until its list takes it.
 type pendingEvent struct {
-	ev      model.Event
-	slot    int64 // the dict's memo slot, -1 if none
-	fetched bool  // fetched from the memo meanwhile (see get)
+	f       eventFields // the event, f.ev
+	slot    int64       // the dict's memo slot, -1 if none
+	fetched bool        // fetched from the memo meanwhile (see get)
 }
 
 // takeEvent returns the event a kEventDone value stands for, valid until
@@ -282,16 +359,18 @@ func (d *decoder) takeEvent(v val) *model.Event {
 	if pe.slot >= 0 {
 		*d.memoAt(int(pe.slot)) = uint64(kGone) << 56
 	}
-	if more, ok := d.moreSlots[v.n]; ok {
-		for _, i := range more {
-			*d.memoAt(i) = uint64(kGone) << 56
+	if len(d.moreSlots) > 0 {
+		if more, ok := d.moreSlots[v.n]; ok {
+			for _, i := range more {
+				*d.memoAt(i) = uint64(kGone) << 56
+			}
+			delete(d.moreSlots, v.n)
 		}
-		delete(d.moreSlots, v.n)
 	}
 	if d.outstanding--; d.outstanding == 0 {
 		d.pending = d.pending[:0]
 	}
-	return &pe.ev
+	return &pe.f.ev
 }
 
 // Memo pages that are done with are packed: a page whose slots hold no

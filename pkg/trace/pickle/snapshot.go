@@ -148,77 +148,107 @@ func missing(what string, off int64, key int) error {
 	return &FormatError{Offset: off, Msg: fmt.Sprintf("%s dict has no %q key", what, wellKnown[key])}
 }
 
-// toEvent converts the key/value pairs of a device_traces entry. It runs
-// once per event, so the common cases are tested inline and the field
-// helpers only produce the errors.
+// eventFields gathers an event dict's fields one pair at a time: toEvent
+// over a dict's pairs, fastEvent as it reads them.
+type eventFields struct {
+	ev                           model.Event
+	haveAddr, haveFree, haveSize bool
+	devFree                      uint64
+}
+
+// set takes the value v of the well-known key k (k < numKnown); false
+// when v is not what the key wants (fieldError says why). Later pairs
+// override earlier ones, as in the dict.
+func (f *eventFields) set(k uint64, v val) bool {
+	isUint := v.k == kUint || v.k == kInt && int64(v.n) >= 0
+	switch k {
+	case sAction:
+		if v.k != kStr || v.n > sSnapshot {
+			return false
+		}
+		f.ev.Action = model.Action(v.n + 1)
+		return true
+	case sAddr:
+		f.ev.Addr, f.haveAddr = v.n, true
+	case sDeviceFree:
+		f.devFree, f.haveFree = v.n, true
+	case sSize:
+		f.ev.Size, f.haveSize = v.n, true
+	case sStream:
+		f.ev.Stream = v.n
+		isUint = v.k == kInt || v.k == kUint // any 64 bits: stream handles are opaque
+	case sTimeUS:
+		f.ev.TimeUS = int64(v.n)
+		isUint = v.k == kInt
+	case sFrames:
+		switch v.k {
+		case kEmpty, kNone:
+		case kStack:
+			f.ev.Stack = int32(v.n)
+		default:
+			return false
+		}
+		return true
+	default:
+		return true
+	}
+	return isUint
+}
+
+// fieldError is the error of a value set refused for key k.
+func (d *decoder) fieldError(k uint64, v val, off int64) error {
+	f := field{d, "event", off, uint32(k)}
+	switch k {
+	case sAction:
+		return d.badAction(v, off)
+	case sFrames:
+		return f.errorf("is a %s, want a list of frame dicts", v.k)
+	case sTimeUS:
+		_, err := f.int(v)
+		return err
+	}
+	_, err := f.uint(v)
+	return err
+}
+
+// done checks the fields gathered and returns the event.
+func (f *eventFields) done(off int64) (*model.Event, error) {
+	ev := &f.ev
+	if ev.Action == model.ActionOOM && f.haveFree {
+		ev.Addr, f.haveAddr = f.devFree, true
+	}
+	switch {
+	case !f.haveAddr && ev.Action == model.ActionOOM:
+		return ev, missing("oom event", off, sDeviceFree)
+	case !f.haveAddr:
+		return ev, missing(ev.Action.String()+" event", off, sAddr)
+	case !f.haveSize:
+		return ev, missing(ev.Action.String()+" event", off, sSize)
+	}
+	if ev.Action != model.ActionOOM && ev.Action != model.ActionSnapshot {
+		if ev.Addr%model.MinBlock != 0 || model.IsSegmentAction(ev.Action) {
+			if msg := eventProblem(ev); msg != "" {
+				return ev, &FormatError{Offset: off, Msg: msg}
+			}
+		}
+	}
+	return ev, nil
+}
+
+// toEvent converts the key/value pairs of a device_traces entry.
 func (d *decoder) toEvent(p []val, off int64) (model.Event, error) {
-	ev := model.Event{Stack: -1}
-	var haveAddr, haveFree, haveSize bool
-	var devFree uint64
+	f := eventFields{ev: model.Event{Stack: -1}}
 	for i := 0; i+1 < len(p); i += 2 {
 		k, v := p[i], p[i+1]
 		if k.k != kStr || k.n >= numKnown {
 			continue
 		}
-		isUint := v.k == kUint || v.k == kInt && int64(v.n) >= 0
-		switch k.n {
-		case sAction:
-			if v.k != kStr || v.n > sSnapshot {
-				return ev, d.badAction(v, off)
-			}
-			ev.Action = model.Action(v.n + 1)
-			continue
-		case sAddr:
-			ev.Addr, haveAddr = v.n, true
-		case sDeviceFree:
-			devFree, haveFree = v.n, true
-		case sSize:
-			ev.Size, haveSize = v.n, true
-		case sStream:
-			ev.Stream = v.n
-			isUint = v.k == kInt || v.k == kUint // any 64 bits: stream handles are opaque
-		case sTimeUS:
-			ev.TimeUS = int64(v.n)
-			isUint = v.k == kInt
-		case sFrames:
-			switch v.k {
-			case kEmpty, kNone:
-			case kStack:
-				ev.Stack = int32(v.n)
-			default:
-				return ev, field{d, "event", off, uint32(k.n)}.errorf("is a %s, want a list of frame dicts", v.k)
-			}
-			continue
-		default:
-			continue
-		}
-		if !isUint {
-			f := field{d, "event", off, uint32(k.n)}
-			if k.n == sTimeUS {
-				_, err := f.int(v)
-				return ev, err
-			}
-			_, err := f.uint(v)
-			return ev, err
+		if !f.set(k.n, v) {
+			return f.ev, d.fieldError(k.n, v, off)
 		}
 	}
-	if ev.Action == model.ActionOOM && haveFree {
-		ev.Addr, haveAddr = devFree, true
-	}
-	switch {
-	case !haveAddr && ev.Action == model.ActionOOM:
-		return ev, missing("oom event", off, sDeviceFree)
-	case !haveAddr:
-		return ev, missing(ev.Action.String()+" event", off, sAddr)
-	case !haveSize:
-		return ev, missing(ev.Action.String()+" event", off, sSize)
-	}
-	if ev.Action != model.ActionOOM && ev.Action != model.ActionSnapshot {
-		if msg := eventProblem(&ev); msg != "" {
-			return ev, &FormatError{Offset: off, Msg: msg}
-		}
-	}
-	return ev, nil
+	ev, err := f.done(off)
+	return *ev, err
 }
 
 // eventProblem reports an address or size a replay cannot use. PyTorch's

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem/pkg/trace/model"
@@ -247,5 +249,31 @@ func TestMemoPacking(t *testing.T) {
 	}
 	if d.memo[0] == nil || d.unpack(d.memoEntry(7)) != (val{kInt, 42}) || d.unpack(d.memoEntry(5)) != (val{kStr, sAlloc}) {
 		t.Error("a write to a packed page lost it")
+	}
+}
+
+// A key's memo slot written again between two event dicts: the keys the
+// fast path remembers from one dict must not stand for the next. The
+// second event stores its "N/A" value over the slot of "addr", so the
+// third's BINGET of it fetches "N/A", a key of no field: the third event
+// has no address, which both paths must say.
+func TestFastKeysSeeSlotWrittenAgain(t *testing.T) {
+	evs := []pdict{ptEvent("alloc", 512, 512, nil), ptEvent("alloc", 1024, 512, nil), ptEvent("alloc", 1536, 512, nil)}
+	data := memoPickle([][]pdict{evs})
+	const addrSlot, naSlot = 9, 14 // memoPickle's numbering of the first event's strings
+	if !bytes.Contains(data, []byte{opShortBinUnicode, 4, 'a', 'd', 'd', 'r', opMemoize}) || bytes.Count(data, []byte{opBinGet, naSlot}) != 2 {
+		t.Fatal("memoPickle lays the events out otherwise: update the slots")
+	}
+	second := bytes.Index(data, []byte{opBinGet, naSlot})
+	data = slices.Concat(data[:second+2], []byte{opBinPut, addrSlot}, data[second+2:])
+	_, want := readGeneral(data)
+	if want == nil || !strings.Contains(want.Error(), `no "addr" key`) {
+		t.Fatalf("the general decoder: %v, want the third event without an address", want)
+	}
+	if _, err := Read(bytes.NewReader(data), "", int64(len(data))); fmt.Sprint(err) != fmt.Sprint(want) {
+		t.Errorf("Read: %v, want %v", err, want)
+	}
+	if _, err := streamAll(data); fmt.Sprint(err) != fmt.Sprint(want) {
+		t.Errorf("Stream: %v, want %v", err, want)
 	}
 }

@@ -1,0 +1,145 @@
+// Package addrmap is a hash map keyed by device addresses, for the paths
+// that look a block up by its address once or twice an event: the plan's
+// live allocations (pkg/replay) and the categories' open blocks
+// (internal/categories).
+//
+// A Go map hashes each key with the runtime's general hash and probes
+// groups of slots through control bytes; at two lookups an event of a big
+// trace that was a tenth of a replay's CPU. Addresses are multiples of
+// 512 and a trace reuses few of them, so a table this small stays in
+// cache, and a multiplicative hash with linear probing finds a key in
+// one or two loads.
+package addrmap
+
+// Map maps addresses to values of V. The zero Map is empty and ready.
+type Map[V any] struct {
+	slots []slot[V] // key 0 marks an empty slot; the key 0 itself lives in zero
+	shift uint      // 64 - log2(len(slots))
+	n     int       // keys in slots
+	zero  bool      // the key 0 is present, with value zv
+	zv    V
+}
+
+type slot[V any] struct {
+	k uint64
+	v V
+}
+
+// minSlots is the size of a map's first table.
+const minSlots = 64
+
+// home is k's first slot.
+func (m *Map[V]) home(k uint64) int {
+	return int((k * 0x9e3779b97f4a7c15) >> m.shift)
+}
+
+// Len is the number of keys.
+func (m *Map[V]) Len() int {
+	if m.zero {
+		return m.n + 1
+	}
+	return m.n
+}
+
+// Get is the value of k and whether k is present.
+func (m *Map[V]) Get(k uint64) (V, bool) {
+	if k == 0 {
+		return m.zv, m.zero
+	}
+	if m.slots == nil {
+		var none V
+		return none, false
+	}
+	mask := len(m.slots) - 1
+	for i := m.home(k); ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.k == k {
+			return s.v, true
+		}
+		if s.k == 0 {
+			var none V
+			return none, false
+		}
+	}
+}
+
+// Set sets the value of k.
+func (m *Map[V]) Set(k uint64, v V) {
+	if k == 0 {
+		m.zero, m.zv = true, v
+		return
+	}
+	if 4*(m.n+1) > 3*len(m.slots) {
+		m.grow()
+	}
+	mask := len(m.slots) - 1
+	for i := m.home(k); ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.k == k {
+			s.v = v
+			return
+		}
+		if s.k == 0 {
+			s.k, s.v = k, v
+			m.n++
+			return
+		}
+	}
+}
+
+// Delete removes k, if present.
+func (m *Map[V]) Delete(k uint64) {
+	if k == 0 {
+		var none V
+		m.zero, m.zv = false, none
+		return
+	}
+	if m.slots == nil {
+		return
+	}
+	mask := len(m.slots) - 1
+	i := m.home(k)
+	for ; m.slots[i].k != k; i = (i + 1) & mask {
+		if m.slots[i].k == 0 {
+			return
+		}
+	}
+	// shift back the keys after i that may no longer be found past the
+	// hole: those whose home is not in (i, j]
+	for j := i; ; {
+		j = (j + 1) & mask
+		if m.slots[j].k == 0 {
+			break
+		}
+		h := m.home(m.slots[j].k)
+		if i <= j && i < h && h <= j || i > j && (i < h || h <= j) {
+			continue
+		}
+		m.slots[i] = m.slots[j]
+		i = j
+	}
+	m.slots[i] = slot[V]{}
+	m.n--
+}
+
+// grow doubles the table (or makes the first) and puts every key back.
+func (m *Map[V]) grow() {
+	old := m.slots
+	size := max(2*len(old), minSlots)
+	m.slots = make([]slot[V], size)
+	m.shift = 64
+	for s := size; s > 1; s >>= 1 {
+		m.shift--
+	}
+	mask := size - 1
+	for _, s := range old {
+		if s.k == 0 {
+			continue
+		}
+		i := m.home(s.k)
+		for m.slots[i].k != 0 {
+			i = (i + 1) & mask
+		}
+		m.slots[i] = s
+	}
+}

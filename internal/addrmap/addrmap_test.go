@@ -1,0 +1,101 @@
+package addrmap
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// The map against a Go map under random sets, gets and deletes, with keys
+// drawn from a few hundred addresses (as a trace reuses them), the key 0
+// and keys whose hashes collide.
+func TestMatchesGoMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []uint64{0, 1, 1 << 63, ^uint64(0)}
+	for i := range 300 {
+		keys = append(keys, 0x7f0000000000+512*uint64(i)*uint64(1+i%7))
+	}
+	var m Map[int32]
+	want := map[uint64]int32{}
+	for step := range 200000 {
+		k := keys[rng.IntN(len(keys))]
+		switch rng.IntN(3) {
+		case 0:
+			m.Set(k, int32(step))
+			want[k] = int32(step)
+		case 1:
+			m.Delete(k)
+			delete(want, k)
+		}
+		v, ok := m.Get(k)
+		if w, wok := want[k]; v != w || ok != wok {
+			t.Fatalf("step %d: Get(%#x) = %d, %v; want %d, %v", step, k, v, ok, w, wok)
+		}
+		if m.Len() != len(want) {
+			t.Fatalf("step %d: Len() = %d, want %d", step, m.Len(), len(want))
+		}
+	}
+	for _, k := range keys {
+		v, ok := m.Get(k)
+		if w, wok := want[k]; v != w || ok != wok {
+			t.Fatalf("Get(%#x) = %d, %v; want %d, %v", k, v, ok, w, wok)
+		}
+	}
+}
+
+// Deleting keys that share a home slot leaves the others findable, in a
+// table small enough that the probe runs wrap around its end.
+func TestDeleteWrapsAround(t *testing.T) {
+	var m Map[int]
+	m.grow()
+	mask := len(m.slots) - 1
+	var same []uint64 // keys whose home is the table's last slot
+	for k := uint64(1); len(same) < 6; k++ {
+		if m.home(k) == mask {
+			same = append(same, k)
+		}
+	}
+	for i, k := range same {
+		m.Set(k, i)
+	}
+	for d := range same {
+		m.Delete(same[d])
+		for i, k := range same {
+			v, ok := m.Get(k)
+			if ok != (i > d) || ok && v != i {
+				t.Fatalf("after deleting %d keys, Get(key %d) = %d, %v", d+1, i, v, ok)
+			}
+		}
+	}
+	if m.Len() != 0 {
+		t.Errorf("Len() = %d after deleting every key", m.Len())
+	}
+}
+
+func BenchmarkMap(b *testing.B) {
+	keys := make([]uint64, 4096)
+	for i := range keys {
+		keys[i] = 0x7f0000000000 + 512*uint64(i%700)*3
+	}
+	b.Run("addrmap", func(b *testing.B) {
+		var m Map[int32]
+		for i := 0; b.Loop(); i++ {
+			k := keys[i&4095]
+			if _, ok := m.Get(k); ok {
+				m.Delete(k)
+			} else {
+				m.Set(k, int32(i))
+			}
+		}
+	})
+	b.Run("go", func(b *testing.B) {
+		m := map[uint64]int32{}
+		for i := 0; b.Loop(); i++ {
+			k := keys[i&4095]
+			if _, ok := m[k]; ok {
+				delete(m, k)
+			} else {
+				m[k] = int32(i)
+			}
+		}
+	})
+}
