@@ -5,11 +5,15 @@ import (
 	"cmp"
 	"compress/flate"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"html/template"
+	"io"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/gpumem/gpumem/internal/figures"
 )
@@ -26,29 +30,82 @@ const DefaultMaxBands = 2_000_000
 // view from a small preview and segment map (explorer_first.go).
 
 // column is one packed integer column. Past spillAt bytes, what it holds
-// is deflated into zb (see deflateColumns), so that a big trace's columns
-// take their deflated size in memory.
+// is deflated into a part of zs (see deflateColumns), so that a big
+// trace's columns take their deflated size in memory; b then keeps the
+// last window of what was deflated (its first hist bytes) for the next
+// part to refer back into.
 type column struct {
 	b    []byte
+	hist int
 	last int64
 	n    int
-	size int // bytes deflated into zb
-	z    *flate.Writer
-	zb   *bytes.Buffer
+	size int      // bytes deflated into zs
+	zs   [][]byte // the deflated parts, each its size
 }
 
-// spillAt is how many bytes a column holds before deflating them.
-const spillAt = 256 << 10
+// spillAt is how many new bytes a column holds before deflating them
+// (a variable for the tests). Parts of a column each cost a few dozen
+// bytes of block headers: at this size the page grows by 0.1%.
+var spillAt = 256 << 10
+
+// window is deflate's: how far back a part of a column may refer.
+const window = 32 << 10
+
+// deflaters keeps the compressors: one per part being deflated at the
+// time, not one per column (each holds some 800 KB of tables).
+var deflaters = sync.Pool{New: func() any {
+	d := &deflater{}
+	d.w, _ = flate.NewWriter(&d.out, flate.DefaultCompression) // the level is valid
+	return d
+}}
+
+type deflater struct {
+	w   *flate.Writer
+	out switchWriter
+	buf bytes.Buffer // a part deflated, before it is copied to its size
+}
+
+// switchWriter writes to w, which may change between a flush and the next
+// write.
+type switchWriter struct{ w io.Writer }
+
+func (s *switchWriter) Write(b []byte) (int, error) { return s.w.Write(b) }
+
+// part appends to z the deflated part b of a column, in blocks ended by
+// a sync flush, referring back into dict, the column's bytes just before
+// b (what the page has inflated just before b): the compressor reads dict
+// first, its output thrown away, so that b's matches reach back into it
+// as they would have in one stream.
+func (d *deflater) part(z *bytes.Buffer, dict, b []byte) {
+	d.out.w = io.Discard
+	d.w.Reset(&d.out)
+	if len(dict) > 0 {
+		d.w.Write(dict)
+		d.w.Flush() // byte-aligned: what follows is b's own
+	}
+	d.out.w = z
+	d.w.Write(b)
+	d.w.Flush()
+	d.out.w = nil // no reference to z left in the pool
+}
 
 func (c *column) spill() {
-	if c.z == nil {
-		c.zb = new(bytes.Buffer)
-		c.z, _ = flate.NewWriter(c.zb, flate.DefaultCompression) // the level is valid
+	d := deflaters.Get().(*deflater)
+	d.buf.Reset()
+	d.part(&d.buf, c.b[:c.hist], c.b[c.hist:])
+	c.zs = append(c.zs, bytes.Clone(d.buf.Bytes()))
+	deflaters.Put(d)
+	c.size += len(c.b) - c.hist
+	c.hist = min(window, len(c.b))
+	if n := window + spillAt + binary.MaxVarintLen64; cap(c.b) < n { // no room left to grow into
+		c.b = append(make([]byte, 0, n), c.b[len(c.b)-c.hist:]...)
+	} else {
+		c.b = c.b[:copy(c.b, c.b[len(c.b)-c.hist:])]
 	}
-	c.z.Write(c.b)
-	c.size += len(c.b)
-	c.b = c.b[:0]
 }
+
+// raw is how many bytes the column holds, deflated or not.
+func (c *column) raw() int { return c.size + len(c.b) - c.hist }
 
 // add appends v, as the difference from the last value when delta.
 func (c *column) add(v int64, delta bool) {
@@ -63,7 +120,7 @@ func (c *column) add(v int64, delta bool) {
 	}
 	c.b = append(c.b, byte(u))
 	c.n++
-	if len(c.b) >= spillAt {
+	if len(c.b)-c.hist >= spillAt {
 		c.spill()
 	}
 }
@@ -89,12 +146,13 @@ type exDevice struct {
 	Cats     []string   `json:"cats"`
 	CatOps   []int      `json:"catOps"`
 	CatBytes [][]uint64 `json:"catBytes"`
-	// Cols places each column in Bin: its offset, length in bytes and
-	// number of values.
+	// Cols places each column in the inflated bin: its offset, length in
+	// bytes and number of values.
 	Cols map[string][3]int `json:"cols"`
-	// Bin is the columns, deflated, in base64: written apart from the
-	// rest, so that the page parses only the small part before drawing.
-	Bin string `json:"-"`
+	// bin is the columns, deflated, in pieces one after the other: written
+	// in base64 apart from the rest, so that the page parses only the
+	// small part before drawing.
+	bin [][]byte
 	// Preview is the first view of the bands (preview), its runs in
 	// base64; First the segment map where the scrubber starts.
 	Preview  string     `json:"preview"`
@@ -104,7 +162,7 @@ type exDevice struct {
 }
 
 // explorerData packs the explorers for the page: their figures, and apart
-// from them their columns (a list of each device's Bin); "null" when none.
+// from them their columns (a list of each device's bin); "null" when none.
 // exs are whole explorers, packed here; packed are sinks of
 // NewExplorerPacker that packed theirs as the pipeline made them.
 func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBands int) (meta, bins template.JS, err error) {
@@ -112,14 +170,14 @@ func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBan
 		return "null", "null", nil
 	}
 	var out []exDevice
-	var bs []string
+	var bs [][][]byte
 	for _, e := range exs {
 		p, err := packExplorer(e, maxBands)
 		if err != nil {
 			return "", "", err
 		}
 		out = append(out, p.d)
-		bs = append(bs, p.d.Bin)
+		bs = append(bs, p.d.bin)
 	}
 	for _, s := range packed {
 		p, ok := s.(*packer)
@@ -127,7 +185,7 @@ func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBan
 			return "", "", errors.New("htmlreport: an explorer not packed by NewExplorerPacker")
 		}
 		out = append(out, p.d)
-		bs = append(bs, p.d.Bin)
+		bs = append(bs, p.d.bin)
 	}
 	// json.Marshal writes <, > and & as \u003c..., so no "</script>" can
 	// end the script element early.
@@ -135,11 +193,38 @@ func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBan
 	if err != nil {
 		return "", "", err
 	}
-	b, err := json.Marshal(bs)
-	if err != nil {
-		return "", "", err
+	return template.JS(m), template.JS(binsJSON(bs)), nil
+}
+
+// binsJSON writes the devices' bins as a JSON list of base64 strings
+// (which need no escaping), each straight from its pieces: no copy of
+// the whole but the one returned, some MB at a million events.
+func binsJSON(bs [][][]byte) string {
+	n := 1
+	for _, b := range bs {
+		m := 0
+		for _, c := range b {
+			m += len(c)
+		}
+		n += base64.StdEncoding.EncodedLen(m) + 3
 	}
-	return template.JS(m), template.JS(b), nil
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteByte('[')
+	for i, b := range bs {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteByte('"')
+		enc := base64.NewEncoder(base64.StdEncoding, &sb)
+		for _, c := range b {
+			enc.Write(c)
+		}
+		enc.Close()
+		sb.WriteByte('"')
+	}
+	sb.WriteByte(']')
+	return sb.String()
 }
 
 // NewExplorerPacker makes the sinks that pack each device's explorer as
@@ -465,11 +550,11 @@ func (p *packer) Finish() error {
 		{"pos", &c.pos}, {"del", &c.del}, {"ins", &c.ins}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
 		{"bband", &c.bband}, {"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize},
 		{"kstate", &c.kstate}, {"kband", &c.kband}, {"kseg", &c.kseg}} {
-		d.Cols[col.name] = [3]int{off, col.c.size + len(col.c.b), col.c.n}
-		off += col.c.size + len(col.c.b)
+		d.Cols[col.name] = [3]int{off, col.c.raw(), col.c.n}
+		off += col.c.raw()
 		cols = append(cols, col.c)
 	}
-	d.Bin = base64.StdEncoding.EncodeToString(deflateColumns(cols))
+	d.bin = deflateColumns(cols)
 	for k := range p.best { // each column's op and what was aggregated then
 		if p.best[k] < 0 {
 			p.best[k] = 0
@@ -488,38 +573,54 @@ func (p *packer) Finish() error {
 	return nil
 }
 
-// deflateColumns deflates the columns one after the other as one stream.
-// Columns that grew past spillAt were deflated as they grew, each on its
-// own: their parts, each ended by a sync flush, are byte-aligned blocks
-// that refer back only into their own column, so one after the other
-// they are one deflate stream of the columns' bytes. Small explorers,
-// none spilled, deflate all at once, as they always have.
-func deflateColumns(cols []*column) []byte {
+// deflateColumns deflates the columns one after the other as one stream,
+// in pieces. Columns that grew past spillAt were deflated as they grew,
+// part by part, each part ended by a sync flush: byte-aligned blocks that
+// refer back at most a window, into their own column, so that one after
+// the other they are one deflate stream of the columns' bytes. Small
+// explorers, none spilled, deflate all at once.
+func deflateColumns(cols []*column) [][]byte {
 	var z bytes.Buffer
 	spilled := false
 	for _, c := range cols {
-		spilled = spilled || c.z != nil
+		spilled = spilled || c.zs != nil
 	}
-	w, _ := flate.NewWriter(&z, flate.DefaultCompression) // the level is valid
+	d := deflaters.Get().(*deflater)
+	defer deflaters.Put(d)
+	defer func() { d.out.w = nil }()
 	if !spilled {
+		d.out.w = &z
+		d.w.Reset(&d.out)
 		for _, c := range cols {
-			w.Write(c.b)
+			d.w.Write(c.b)
 		}
-		w.Close()
-		return z.Bytes()
+		d.w.Close()
+		return [][]byte{z.Bytes()}
 	}
+	// the parts as they are; the columns' last parts and the final block
+	// into z, placed once z is complete
+	var pieces [][]byte
+	var tails [][2]int // in z, after pieces[k] for k < len(pieces)
+	var at []int
 	for _, c := range cols {
-		if c.z == nil {
-			w.Reset(&z)
-			w.Write(c.b)
-			w.Flush()
-			continue
-		}
-		c.z.Write(c.b)
-		c.z.Flush()
-		z.Write(c.zb.Bytes())
+		pieces = append(pieces, c.zs...)
+		c.zs = nil
+		start := z.Len()
+		d.part(&z, c.b[:c.hist], c.b[c.hist:])
+		tails, at = append(tails, [2]int{start, z.Len()}), append(at, len(pieces))
 	}
-	w.Reset(&z)
-	w.Close() // the final, empty block
-	return z.Bytes()
+	start := z.Len()
+	d.out.w = &z
+	d.w.Reset(&d.out)
+	d.w.Close() // the final, empty block
+	tails, at = append(tails, [2]int{start, z.Len()}), append(at, len(pieces))
+	out := make([][]byte, 0, len(pieces)+len(tails))
+	k := 0
+	for i, t := range tails {
+		for ; k < at[i]; k++ {
+			out = append(out, pieces[k])
+		}
+		out = append(out, z.Bytes()[t[0]:t[1]])
+	}
+	return out
 }

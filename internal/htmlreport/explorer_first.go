@@ -83,9 +83,10 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		pe++
 	}
 	round := func(x float64) int { return int(math.Floor(x + 0.5)) } // as JavaScript's Math.round
-	img, prev, k2b := make([]int64, W*previewH), s0, H/ymax
+	// the pixels, as palette entries: int32, half the 3 MB of int64
+	img, prev, k2b := make([]int32, W*previewH), s0, H/ymax
 	for c := range W {
-		px := func(r int) *int64 { return &img[c*previewH+r] }
+		px := func(r int) *int32 { return &img[c*previewH+r] }
 		s := samples[c]
 		if s != prev {
 			for ; pa < n && int(start[pa]) <= s; pa++ {
@@ -119,7 +120,7 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 			yTop, yBot := H-(base+hiB)*k2b, H-(base+loB)*k2b
 			if yBot-yTop >= 1 {
 				for r := max(0, round(yTop)); r < round(yBot); r++ {
-					*px(r) = int64(stack[bi]) + 3
+					*px(r) = stack[bi] + 3
 				}
 				pos = hiB
 			} else { // a pixel of bands too small to see
@@ -137,7 +138,7 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		for k < len(img) && img[k] == img[i] {
 			k++
 		}
-		out.add(img[i], false)
+		out.add(int64(img[i]), false)
 		out.add(int64(k-i), false)
 		i = k
 	}

@@ -191,8 +191,8 @@ func TestColumnsDeflatedAsTheyGrow(t *testing.T) {
 	ptrs := make([]*column, len(cols))
 	for k := range cols {
 		ptrs[k] = &cols[k]
-		if (k%2 == 1) != (cols[k].z != nil) {
-			t.Fatalf("column %d: spilled %v", k, cols[k].z != nil)
+		if (k%2 == 1) != (cols[k].zs != nil) {
+			t.Fatalf("column %d: spilled %v", k, cols[k].zs != nil)
 		}
 	}
 	// what the columns hold, written out again without spilling
@@ -219,11 +219,126 @@ func TestColumnsDeflatedAsTheyGrow(t *testing.T) {
 			}
 		}
 	}
-	got, err := io.ReadAll(flate.NewReader(bytes.NewReader(deflateColumns(ptrs))))
+	got, err := io.ReadAll(flate.NewReader(bytes.NewReader(bytes.Join(deflateColumns(ptrs), nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("inflated %d bytes, want %d", len(got), len(want))
+	}
+}
+
+// bigExplorer is an explorer whose columns run to some kilobytes: n
+// allocations, one an op, each freed a few ops later, with a change
+// of a block or two per op and a key list now and then.
+func bigExplorer(n int) *figures.Explorer {
+	e := &figures.Explorer{Ops: n, PeakOp: n / 2, OOMOp: -1, Stacks: [][]int32{{0}, {1}}, Frames: []string{"f (a.py:1)", "g (b.py:2)"},
+		User: []bool{true, true}}
+	x := uint64(7)
+	rnd := func(k uint64) uint64 {
+		x = x*6364136223846793005 + 1442695040888963407
+		return (x >> 33) % k
+	}
+	var list []figures.BlockRec
+	for i := range n {
+		size := (1 + rnd(64)) * 512
+		if rnd(4) == 0 {
+			size = (1 + rnd(8)) << 20
+		}
+		addr := 0x7f0000000000 + uint64(i%97)<<21
+		end := int32(min(n, i+1+int(rnd(9))))
+		e.Allocs = append(e.Allocs, figures.Lifetime{Start: int32(i), End: end, Released: end, Size: size,
+			Address: addr, Stream: rnd(2), Stack: int32(rnd(2))})
+		ch := figures.Change{Ins: []figures.BlockRec{
+			{Address: addr, Size: size, State: figures.StateAllocated, First: true, SegSize: 2 << 20, Alloc: int32(i)}}}
+		if rnd(2) == 0 {
+			ch.Ins = append(ch.Ins, figures.BlockRec{Address: addr + size, Size: 2<<20 - size, State: figures.StateSplit, Alloc: -1})
+		}
+		ch.Pos = int32(rnd(uint64(len(list) + 1)))
+		if len(list) > 200 { // the list stays about this long
+			ch.Del = int32(min(len(ch.Ins), len(list)-int(ch.Pos)))
+		}
+		list = slices.Replace(list, int(ch.Pos), int(ch.Pos+ch.Del), ch.Ins...)
+		e.Changes = append(e.Changes, ch)
+		e.TimeUS = append(e.TimeUS, int64(i)*3+int64(rnd(3)))
+		if i%500 == 499 {
+			e.Keys = append(e.Keys, figures.Keyframe{Op: i + 1, Blocks: slices.Clone(list)})
+		}
+	}
+	return e
+}
+
+// The page's columns inflate to the same bytes whether they were deflated
+// in one go or part by part as they grew (each part reading back into the
+// last), and those bytes are the explorer's figures.
+func TestExplorerSpilledColumnsInflate(t *testing.T) {
+	e := bigExplorer(20000)
+	page := func(spill int) (exDevice, []byte, []byte) {
+		defer func(s int) { spillAt = s }(spillAt)
+		spillAt = spill
+		js, jsBin, err := explorerData([]*figures.Explorer{e}, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds []exDevice
+		var bins []string
+		if err := json.Unmarshal([]byte(js), &ds); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(jsBin), &bins); err != nil || len(bins) != 1 {
+			t.Fatalf("columns %.100s: %v", jsBin, err)
+		}
+		z, _ := base64.StdEncoding.DecodeString(bins[0])
+		bin, err := io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+		if err != nil {
+			t.Fatalf("spilling at %d: %v", spill, err)
+		}
+		return ds[0], z, bin
+	}
+	d, z, bin := page(1 << 30) // one stream
+	if len(bin) < 100<<10 {
+		t.Fatalf("only %d bytes of columns", len(bin))
+	}
+	for _, spill := range []int{4 << 10, 40 << 10, 100 << 10} { // parts shorter and longer than the window
+		ds, zs, bins := page(spill)
+		// each part reads back into the last: even 4 KB parts deflate
+		// no larger than one stream (which, unlike them, mixes the
+		// columns in its blocks); parts that did not would be 3% larger
+		if len(zs) > len(z) {
+			t.Errorf("spilling at %d: %d bytes deflated, one stream %d", spill, len(zs), len(z))
+		}
+		if bytes.Equal(z, zs) {
+			t.Errorf("spilling at %d: the same deflated bytes as one stream", spill)
+		}
+		if !bytes.Equal(bin, bins) {
+			t.Errorf("spilling at %d: inflated %d bytes, not the %d of one stream", spill, len(bins), len(bin))
+		}
+		if len(ds.Cols) != len(d.Cols) {
+			t.Fatalf("spilling at %d: columns %v, want %v", spill, ds.Cols, d.Cols)
+		}
+		for k, c := range d.Cols {
+			if ds.Cols[k] != c {
+				t.Errorf("spilling at %d: column %s at %v, want %v", spill, k, ds.Cols[k], c)
+			}
+		}
+		// back from the bytes to the figures
+		sizes, times, bsize := unpack(t, ds, bins, "size", false), unpack(t, ds, bins, "time", true), unpack(t, ds, bins, "bsize", false)
+		for i, a := range e.Allocs {
+			if sizes[i] != int64(a.Size) || times[i] != e.TimeUS[i] {
+				t.Fatalf("spilling at %d: allocation %d: size %d time %d, want %d %d", spill, i, sizes[i], times[i], a.Size, e.TimeUS[i])
+			}
+		}
+		k := 0
+		for _, ch := range e.Changes {
+			for _, b := range ch.Ins {
+				if bsize[k] != int64(b.Size/512) {
+					t.Fatalf("spilling at %d: block %d: %d units, want %d", spill, k, bsize[k], b.Size/512)
+				}
+				k++
+			}
+		}
+		if k != len(bsize) {
+			t.Errorf("spilling at %d: %d blocks, want %d", spill, len(bsize), k)
+		}
 	}
 }
