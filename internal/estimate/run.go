@@ -185,7 +185,7 @@ func Run(o Options, argv, env []string, trace io.Writer, run Runner) (*Result, e
 	}
 	info := filepath.Join(dir, "info.json")
 
-	ao := alloc.Options{Config: o.Config, Device: alloc.Sim(o.Card.Capacity()), DeviceTotal: o.Card.Total,
+	ao := alloc.Options{Config: o.Config, Device: alloc.SimEmulated(o.Card.Capacity()), DeviceTotal: o.Card.Total,
 		MemoryFraction: o.Fraction, Check: o.Check}
 	sess, err := NewSession(ao, o.AllocConf, trace)
 	if err != nil {

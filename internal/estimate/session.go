@@ -170,6 +170,14 @@ func (s *Session) handle(line string) (reply string, done bool, err error) {
 			s.trace.WriteString("empty_cache\n")
 		}
 		return "k 0 " + dev, false, nil
+	case "l": // the program's first kernel ran: the driver frees its start-up range
+		return "", false, s.a.KernelsStarted()
+	case "t": // t SIZE: the driver mapped SIZE bytes of its own (a library's modules)
+		size, err := num(1)
+		if err != nil {
+			return "", false, errBadRequest
+		}
+		return "", false, s.a.DriverMapping(size)
 	case "r": // reset_peak_memory_stats
 		s.a.ResetPeak()
 		return "", false, nil

@@ -62,9 +62,10 @@ type Device interface {
 }
 
 type simDevice struct {
-	capacity  uint64
-	ignore    bool
-	noKernels bool
+	capacity     uint64
+	ignore       bool
+	noKernels    bool
+	kernelSignal bool
 }
 
 // Sim returns a simulated device of capacity bytes (0 = unlimited).
@@ -90,6 +91,13 @@ func SimWithCapacity(d Device, capacity uint64) (Device, bool) {
 // (an op's Hint) and models every later one, as for a run never recorded.
 func SimModelled(capacity uint64) Device { return simDevice{capacity: capacity, ignore: true} }
 
+// SimEmulated is Sim for an emulated run, which knows when the program's
+// first kernel runs and says so (Allocator.KernelsStarted): the driver's
+// start-up range opens then, not once the first chunk is carved, and is
+// given back whole where no segment holds the start-up hole
+// (docs/pytorch-allocator.md, "Where the driver places segments").
+func SimEmulated(capacity uint64) Device { return simDevice{capacity: capacity, kernelSignal: true} }
+
 // SimOtherPlacement is the simulated device d (nil: the default one) with
 // the other placement the driver model knows: that of a process that
 // launches no kernels, whose start-up range stays taken. A replay whose
@@ -113,6 +121,9 @@ func (d simDevice) open(b *C.gm_backend_t) error {
 	}
 	if d.noKernels {
 		flags |= C.GM_SIM_NO_KERNELS
+	}
+	if d.kernelSignal {
+		flags |= C.GM_SIM_KERNEL_SIGNAL
 	}
 	return statusErr(C.gm_sim_backend_opts(C.uint64_t(d.capacity), flags, b))
 }
@@ -595,6 +606,26 @@ func (a *Allocator) Addressing() (Addressing, bool) {
 	}
 	return Addressing{Mallocs: int(st.mallocs), Hinted: int(st.hinted), Matched: int(st.matched),
 		Predicted: int(st.predicted), ModelledFrom: int(st.modelled_from)}, true
+}
+
+// KernelsStarted tells a device made by SimEmulated that the program's
+// first kernel ran; a no-op after the first call and on other simulated
+// devices. An error only when the device is not the simulated one.
+func (a *Allocator) KernelsStarted() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return statusErr(C.gm_sim_kernels_started(a.c))
+}
+
+// DriverMapping tells the simulated device that the driver mapped size
+// bytes of its own now (the modules a library loads at its first call):
+// they take address space where a cudaMalloc of that size would go, for
+// good, and none of the card's memory. An error only when the device is
+// not the simulated one.
+func (a *Allocator) DriverMapping(size uint64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return statusErr(C.gm_sim_tenant(a.c, C.uint64_t(size)))
 }
 
 // RoundSize is PyTorch's round_size under c.

@@ -139,9 +139,11 @@ typedef struct gm_backend {
  * gm_sim.c) for a program that runs kernels. gm_sim_backend_opts takes
  * GM_SIM_* flags: GM_SIM_IGNORE_HINTS honours only the first malloc's hint;
  * GM_SIM_NO_KERNELS models a process that launches no kernels (the driver's
- * start-up range below the first segment stays taken). Returns GM_ENOMEM if
- * the simulator itself cannot be allocated. */
-enum { GM_SIM_IGNORE_HINTS = 1, GM_SIM_NO_KERNELS = 2 };
+ * start-up range below the first segment stays taken); GM_SIM_KERNEL_SIGNAL
+ * opens that range when gm_sim_kernels_started says the program's first
+ * kernel ran (an emulated run knows), not once the first chunk is carved.
+ * Returns GM_ENOMEM if the simulator itself cannot be allocated. */
+enum { GM_SIM_IGNORE_HINTS = 1, GM_SIM_NO_KERNELS = 2, GM_SIM_KERNEL_SIGNAL = 4 };
 int gm_sim_backend(uint64_t capacity, gm_backend_t *b);
 int gm_sim_backend_opts(uint64_t capacity, int flags, gm_backend_t *b);
 
@@ -322,6 +324,20 @@ void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out);
 /* gm_sim_addressing reads how the simulated device chose its addresses;
  * GM_EINVAL when a's backend is not the simulator. */
 int gm_sim_addressing(const gm_alloc_t *a, gm_sim_addressing_t *out);
+
+/* gm_sim_kernels_started tells a simulator made with GM_SIM_KERNEL_SIGNAL that
+ * the program's first kernel ran (a no-op after the first call, or without the
+ * flag); GM_EINVAL when a's backend is not the simulator. */
+int gm_sim_kernels_started(gm_alloc_t *a);
+/* gm_sim_backend_kernels_started is the same for a simulator's backend. */
+int gm_sim_backend_kernels_started(const gm_backend_t *b);
+
+/* gm_sim_tenant tells the simulator that the driver mapped `size` bytes of
+ * its own now (the modules a library loads at its first call): they take
+ * address space where a cudaMalloc of that size would go, for good, and no
+ * memory of the card. A no-op before the first cudaMalloc. */
+int gm_sim_tenant(gm_alloc_t *a, uint64_t size);
+int gm_sim_backend_tenant(const gm_backend_t *b, uint64_t size);
 
 /* gm_backend_error is the backend's message for its last failure, or "". */
 const char *gm_backend_error(const gm_alloc_t *a);

@@ -25,6 +25,11 @@
  *     filled bottom up like a tail; the model opens them once the first
  *     chunk has been carved (programs put their first tensors on the device
  *     before their first kernels run);
+ *     (GM_SIM_KERNEL_SIGNAL: when told the program's first kernel ran; then,
+ *     if no segment holds the hole, the range and the hole are one empty
+ *     416 MiB chunk, given back: chunks are carved from its top down);
+ *   - the first cuBLAS handle makes the driver map 64 MiB of its own, where
+ *     a cudaMalloc of that size would go (gm_sim_tenant, when told);
  *   - reservations for expandable segments (cuMemAddressReserve) grow bottom
  *     up from a low base, 32 MiB-aligned.
  *
@@ -80,7 +85,10 @@ typedef struct sim {
   /* where the start-up range opens once the first chunk is carved; 0 = not
    * pending (opened, no layout read, or a process without kernels) */
   uint64_t range;
-  int started, diverged, ignore, no_kernels;
+  uint64_t hole; /* the start-up hole's address; 0 = no layout read */
+  /* GM_SIM_KERNEL_SIGNAL: the range opens when gm_sim_kernels_started says
+   * so, not once the first chunk is carved */
+  int started, diverged, ignore, no_kernels, on_signal;
   gm_sim_addressing_t st;
 } sim_t;
 
@@ -188,17 +196,34 @@ static int start(sim_t *s, uint64_t at, uint64_t size) {
     return GM_ENOMEM;
   }
   s->ceiling = region - SIM_REGION_UP;
+  s->hole = region - SIM_HOLE_DOWN;
   if (!s->no_kernels) s->range = region - SIM_REGION_UP;
   return GM_OK;
 }
 
 /* Open the start-up range (see the file comment) as a permanent chunk, unless
- * the recording already put a chunk there: its layout is another. */
+ * the recording already put a chunk there: its layout is another. When the
+ * range opens at the program's first kernel (GM_SIM_KERNEL_SIGNAL) and no
+ * segment holds the hole, the range and the hole are one empty chunk of the
+ * driver's, [first chunk's top, hole's end), 416 MiB: it is given back, and
+ * chunks are carved from its top down (rule 5), where a live hole keeps it a
+ * gap filled bottom up. */
 static int open_range(sim_t *s) {
   uint64_t at = s->range;
   s->range = 0;
   for (size_t i = 0; i < s->nc; i++)
     if (s->c[i].addr < at + SIM_RANGE && at < s->c[i].addr + s->c[i].size) return GM_OK;
+  if (s->on_signal && s->hole == at + SIM_RANGE && !overlaps(s, s->hole, SIM_ALIGN)) {
+    chunk_t *h = chunk_at(s, s->hole);
+    if (h && h->permanent && h->live == 0) drop_chunk(s, h);
+    if (!chunk_at(s, s->hole)) {
+      chunk_t *c = add_chunk(s, at, SIM_RANGE + SIM_ALIGN, 0);
+      if (!c) return GM_ENOMEM;
+      c->released = 1;
+      s->ceiling = at + SIM_RANGE + SIM_ALIGN;
+      return GM_OK;
+    }
+  }
   return add_chunk(s, at, SIM_RANGE, 1) ? GM_OK : GM_ENOMEM;
 }
 
@@ -215,7 +240,7 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
     if (!c) return GM_ENOMEM;
     c->live++;
     c->used += size;
-    return s->range ? open_range(s) : GM_OK; /* the first chunk carved */
+    return s->range && !s->on_signal ? open_range(s) : GM_OK; /* the first chunk carved */
   } else if (at + size > c->addr + c->size) { /* the recording's block runs past its chunk */
     uint64_t end = c->addr + c->size;
     c->size = at + size - c->addr;
@@ -432,6 +457,7 @@ int gm_sim_backend_opts(uint64_t capacity, int flags, gm_backend_t *b) {
   s->capacity = capacity;
   s->ignore = (flags & GM_SIM_IGNORE_HINTS) != 0;
   s->no_kernels = (flags & GM_SIM_NO_KERNELS) != 0;
+  s->on_signal = (flags & GM_SIM_KERNEL_SIGNAL) != 0;
   s->st.modelled_from = -1;
   b->ctx = s;
   b->malloc = sim_malloc;
@@ -454,3 +480,26 @@ int gm_sim_addressing(const gm_alloc_t *a, gm_sim_addressing_t *out) {
   *out = ((const sim_t *)be->ctx)->st;
   return GM_OK;
 }
+
+int gm_sim_backend_kernels_started(const gm_backend_t *be) {
+  if (be->malloc != sim_malloc) return GM_EINVAL;
+  sim_t *s = be->ctx;
+  if (!s->on_signal || !s->range) return GM_OK;
+  return open_range(s);
+}
+
+int gm_sim_kernels_started(gm_alloc_t *a) { return gm_sim_backend_kernels_started(gm_devlog_inner(a)); }
+
+int gm_sim_backend_tenant(const gm_backend_t *be, uint64_t size) {
+  if (be->malloc != sim_malloc) return GM_EINVAL;
+  sim_t *s = be->ctx;
+  if (!s->started || !size) return GM_OK; /* no layout to place it in yet */
+  uint64_t at = model(s, size);
+  if (!at) return GM_OK; /* no address space left: the next malloc will say so */
+  int rc = insert(s, at, size);
+  if (rc != GM_OK) return rc;
+  if ((rc = note(s, at, size)) != GM_OK) erase(s, at);
+  return rc;
+}
+
+int gm_sim_tenant(gm_alloc_t *a, uint64_t size) { return gm_sim_backend_tenant(gm_devlog_inner(a), size); }
