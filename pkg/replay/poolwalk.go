@@ -4,13 +4,14 @@ import (
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-// PoolWalk reads one device's trace of a snapshot, as the file is read, for
+// PoolWalk reads one device's trace of a snapshot, an event at a time, for
 // the private pools its plan needs (a CUDA graph's, a torch.cuda.MemPool's):
 // it walks the block model inferPools walks, keeping per event a packed
 // record (eventRecord), the segment the event allocated in and whether it claimed
 // its block: 9 bytes an event, not the event. A snapshot planner declines a
 // trace that used private pools; the trace is then planned in two more
-// reads: this one, and NewPoolPlanner's with the pools it found.
+// passes over its tape: this one, and NewPoolPlanner's with the pools it
+// found.
 type PoolWalk struct {
 	f *inferer
 	window
