@@ -88,10 +88,12 @@ func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *
 	// private pools: walk each trace for them, then plan with them
 	for d, l := range lists {
 		if l >= 0 {
-			w := NewPoolWalk(first, d, starts[l])
-			_ = tapes[l].each(false, func(e *trace.Event) error {
-				w.Add(e)
-				return nil
+			tp := tapes[l]
+			w := NewPoolWalk(first, d, starts[l], func(see func(*trace.Event)) {
+				_ = tp.each(false, func(e *trace.Event) error {
+					see(e)
+					return nil
+				})
 			})
 			planners[l] = NewPoolPlanner(first, d, starts[l], w)
 			starts[l] = nil // its per-event records are no longer needed
