@@ -50,20 +50,18 @@ func (w *PoolWalk) walkAll(f *inferer, record bool) {
 // pools walks the trace and returns its pools' plan: nil when it shows no
 // private pool (or has expandable segments, where pools are not modelled).
 func (w *PoolWalk) pools() *poolPlan {
-	w.events(func(e *trace.Event) {
-		w.mapped = w.mapped || e.Action == trace.ActionSegmentMap || e.Action == trace.ActionSegmentUnmap
-	})
-	if w.mapped {
-		return nil // as inferPools: no pools
-	}
 	f := w.f
 	f.predict(w.final, func(see func(int, *trace.Event)) {
 		i := 0
 		w.events(func(e *trace.Event) {
+			w.mapped = w.mapped || e.Action == trace.ActionSegmentMap || e.Action == trace.ActionSegmentUnmap
 			see(i, e)
 			i++
 		})
 	})
+	if w.mapped {
+		return nil // as inferPools: no pools
+	}
 	w.walkAll(f, true)
 	f.again = func(g *inferer) { w.walkAll(g, false) }
 	pp := f.poolPlan(w.final)
