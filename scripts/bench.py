@@ -11,19 +11,27 @@ figures beside it) on stdout; progress on stderr.
 """
 import argparse, os, platform, re, shlex, statistics, subprocess, sys, time
 
+ROWS = "replay,html,pools,compressed,sweep,start,anchor"
 p = argparse.ArgumentParser()
 p.add_argument("--bin", required=True)
 p.add_argument("--walk", required=True)
 p.add_argument("--py", default="", help="a Python with torch, for the _memory_viz.py anchor rows")
 p.add_argument("--runs", type=int, default=3)
 p.add_argument("--work", required=True)
-p.add_argument("--replay", nargs="+", required=True, help="EVENTS=FILE synthetic snapshots, smallest first")
+p.add_argument("--replay", nargs="*", default=[], help="EVENTS=FILE synthetic snapshots, smallest first")
 p.add_argument("--pools", nargs="*", default=[], help="NAME:EVENTS=FILE repeated private-pool traces")
 p.add_argument("--zst", default="", help="the largest snapshot compressed with zstd; empty: no zstd here")
-p.add_argument("--gz", required=True)
-p.add_argument("--sweep", required=True)
+p.add_argument("--gz", default="")
+p.add_argument("--sweep", default="")
 p.add_argument("--machine", default="")
+p.add_argument("--rows", default=ROWS, help="the rows to measure, comma-separated, of " + ROWS)
+p.add_argument("--base", default="", help="another gpumem binary, measured beside --bin in the replay and pool rows")
 a = p.parse_args()
+rows_on = set(a.rows.split(","))
+if rows_on - set(ROWS.split(",")):
+    p.error(f"--rows: {a.rows}: not rows of {ROWS}")
+if rows_on & {"replay", "html", "compressed", "anchor"} and not a.replay:
+    p.error("--replay is needed for the rows replay, html, compressed and anchor")
 
 MiB = 2**20
 load0 = open("/proc/loadavg").read().split()[0]
@@ -105,10 +113,20 @@ version = subprocess.run([gpumem, "version"], capture_output=True, text=True).st
 version = version[0] if version else "unknown version"
 rows, notes = [], []
 
+def based(m):
+    """The base binary's figures beside --bin's in group m, for a cell."""
+    b = m.get("base")
+    if not a.base:
+        return ""
+    if not b:
+        return " (base: failed)"
+    return f" (base: {ratio(b['cpu'], cpu(m, 'walk'), 1)} the walk, max RSS {mib(b['rss'])}; {ratio(cpu(m, 'gpumem'), b['cpu'])} its CPU)"
+
+
 # 1. replay -o json against CPython's pickle.load and the opcode walk; the
 # HTML report at the smallest size against the plain replay.
 replay = []
-for spec in a.replay:
+for spec in a.replay if rows_on & {"replay", "html", "compressed", "anchor"} else []:
     n, path = spec.split("=", 1)
     n = int(n)
     log(f"bench: replay of {path} ({n:,} events)")
@@ -117,8 +135,10 @@ for spec in a.replay:
         "walk": [walk, "-test.run", "^$", "-test.bench", "^BenchmarkOpcodeWalk$", "-test.benchtime", "1x"],
         "cpython": [py, "-c", "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))", path],
     }
+    if a.base:
+        cmds["base"] = [a.base, "replay", path, "--output", "json"]
     html = os.path.join(a.work, "report.html")
-    if not replay:
+    if not replay and "html" in rows_on:
         cmds["html"] = [gpumem, "replay", path, "--output", "json", "--html", html]
     m = group(cmds, a.runs, dict(os.environ, GPUMEM_BIG_TRACE=path))
     m["events"], m["size"], m["path"] = n, os.path.getsize(path), path
@@ -126,47 +146,52 @@ for spec in a.replay:
         m["page"] = os.path.getsize(html)
     replay.append(m)
 
-ev = " / ".join(mega(m["events"]) for m in replay)
-last = replay[-1]
-g = [m["gpumem"] for m in replay]
-walk_ok = None if not last["gpumem"] or not last["walk"] else cpu(last, "gpumem") <= 2 * cpu(last, "walk")
-rss = " / ".join(mib(x["rss"]) if x else "failed" for x in g)
-if len(replay) > 1 and all(g):
-    slope = (g[-1]["rss"] - g[0]["rss"]) / (replay[-1]["events"] - replay[0]["events"])
-    rss += f" ({mib(g[0]['rss'] - slope * replay[0]['events'])} + {slope:.1f} B/event)"
-rows.append((f"`replay -o json`, synthetic {ev} events",
-             " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "cpython"), 3) for m in replay) + " CPython's `pickle.load`; "
-             + " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "walk")) for m in replay) + " the opcode walk; max RSS " + rss,
-             f"≤ 2× the opcode walk at {mega(last['events'])}; RSS unchanged or lower", status(walk_ok)))
-for m in replay:
-    notes.append(f"{mega(m['events'])} events ({m['size'] / 1e6:.0f} MB): `gpumem replay -o json` {secs(cpu(m, 'gpumem'))} CPU, "
-                 f"the opcode walk {secs(cpu(m, 'walk'))}, CPython's `pickle.load` {secs(cpu(m, 'cpython'))}")
+last = replay[-1] if replay else None
+first = replay[0] if replay else None
+if "replay" in rows_on:
+    ev = " / ".join(mega(m["events"]) for m in replay)
+    g = [m["gpumem"] for m in replay]
+    walk_ok = None if not last["gpumem"] or not last["walk"] else cpu(last, "gpumem") <= 2 * cpu(last, "walk")
+    rss = " / ".join(mib(x["rss"]) if x else "failed" for x in g)
+    if len(replay) > 1 and all(g):
+        slope = (g[-1]["rss"] - g[0]["rss"]) / (replay[-1]["events"] - replay[0]["events"])
+        rss += f" ({mib(g[0]['rss'] - slope * replay[0]['events'])} + {slope:.1f} B/event)"
+    rows.append((f"`replay -o json`, synthetic {ev} events",
+                 " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "cpython"), 3) for m in replay) + " CPython's `pickle.load`; "
+                 + " / ".join(ratio(cpu(m, "gpumem"), cpu(m, "walk")) for m in replay) + " the opcode walk; max RSS " + rss + based(last),
+                 f"≤ 2× the opcode walk at {mega(last['events'])}; RSS unchanged or lower", status(walk_ok)))
+    for m in replay:
+        notes.append(f"{mega(m['events'])} events ({m['size'] / 1e6:.0f} MB): `gpumem replay -o json` {secs(cpu(m, 'gpumem'))} CPU, "
+                     f"the opcode walk {secs(cpu(m, 'walk'))}, CPython's `pickle.load` {secs(cpu(m, 'cpython'))}")
 
-first = replay[0]
-h, plain = first.get("html"), first["gpumem"]
-if h and plain:
-    n = first["events"]
-    ok = bound_ok(h["rss"], n) and h["cpu"] <= 2 * plain["cpu"] and first["page"] <= 2.4e6
-    rows.append((f"the same with `--html` ({mega(n)})",
-                 f"{ratio(h['cpu'], plain['cpu'], 1)} the CPU of the plain replay; max RSS {mib(h['rss'])} "
-                 f"({(h['rss'] - plain['rss']) / n:.0f} B/event more than the plain replay's); the page {first['page'] / 1e6:.1f} MB",
-                 "RSS ≤ 64 MiB + 8 B/event, CPU ≤ 2× the plain replay, the page ≤ 2.4 MB", status(ok)))
-    notes.append(f"`--html` at {mega(n)}: {secs(h['cpu'])} CPU")
-else:
-    rows.append((f"the same with `--html` ({mega(first['events'])})", "failed", "", status(False)))
+if "html" in rows_on:
+    h, plain = first.get("html"), first["gpumem"]
+    if h and plain:
+        n = first["events"]
+        ok = bound_ok(h["rss"], n) and h["cpu"] <= 2 * plain["cpu"] and first["page"] <= 2.4e6
+        rows.append((f"the same with `--html` ({mega(n)})",
+                     f"{ratio(h['cpu'], plain['cpu'], 1)} the CPU of the plain replay; max RSS {mib(h['rss'])} "
+                     f"({(h['rss'] - plain['rss']) / n:.0f} B/event more than the plain replay's); the page {first['page'] / 1e6:.1f} MB",
+                     "RSS ≤ 64 MiB + 8 B/event, CPU ≤ 2× the plain replay, the page ≤ 2.4 MB", status(ok)))
+        notes.append(f"`--html` at {mega(n)}: {secs(h['cpu'])} CPU")
+    else:
+        rows.append((f"the same with `--html` ({mega(first['events'])})", "failed", "", status(False)))
 
 # 2. private-pool traces: a fixture's events repeated.
-if a.pools:
+if a.pools and "pools" in rows_on:
     by = {}
     for spec in a.pools:
         name, rest = spec.split(":", 1)
         n, path = rest.split("=", 1)
         log(f"bench: private pools, {path}")
-        m = group({
+        cmds = {
             "gpumem": [gpumem, "replay", path, "--output", "json"],
             "walk": [walk, "-test.run", "^$", "-test.bench", "^BenchmarkOpcodeWalk$", "-test.benchtime", "1x"],
             "cpython": [py, "-c", "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))", path],
-        }, a.runs, dict(os.environ, GPUMEM_BIG_TRACE=path))
+        }
+        if a.base:
+            cmds["base"] = [a.base, "replay", path, "--output", "json"]
+        m = group(cmds, a.runs, dict(os.environ, GPUMEM_BIG_TRACE=path))
         by.setdefault(name, []).append((int(n), m))
     cells, ok = [], True
     for name, ms in by.items():
@@ -179,7 +204,7 @@ if a.pools:
                 continue
             ok = ok and gm["cpu"] <= 4 * cpu(m, "walk") and bound_ok(gm["rss"], n)
             parts.append(f"{mega(n)}: {ratio(gm['cpu'], cpu(m, 'walk'), 1)} the walk, {ratio(gm['cpu'], cpu(m, 'cpython'))} CPython, "
-                         f"max RSS {mib(gm['rss'])}")
+                         f"max RSS {mib(gm['rss'])}" + based(m))
             notes.append(f"`{name}` repeated to {mega(n)} events: gpumem {secs(gm['cpu'])} CPU, the walk {secs(cpu(m, 'walk'))}, "
                          f"CPython {secs(cpu(m, 'cpython'))}")
         if len(ms) > 1 and all(m["gpumem"] for _, m in ms):
@@ -190,47 +215,50 @@ if a.pools:
                  "≤ 4× the walk; RSS ≤ 64 MiB + 8 B/event", status(ok)))
 
 # 3. compressed input.
-log(f"bench: compressed input, {a.zst or '(no zstd)'} and {a.gz}")
-cmds = {"plain": [gpumem, "replay", last["path"], "--output", "json"], "gz": [gpumem, "replay", a.gz, "--output", "json"]}
-if a.zst:
-    cmds["zst"] = [gpumem, "replay", a.zst, "--output", "json"]
-    cmds["zstd"] = ["zstd", "-dc", a.zst]
-m = group(cmds, a.runs)
-zst = (f"{ratio(cpu(m, 'zst'), cpu(m, 'plain'))} / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file; "
-       f"the `.zst` {ratio(cpu(m, 'zst'), cpu(m, 'zstd'), 1)} `zstd -dc`") if a.zst else \
-    f"(no zstd on this machine) / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file"
-rows.append((f"`.zst` / `.gz` input, {mega(last['events'])}", zst, "keep (1.09× / 1.12×; 6.9× `zstd -dc`)", status(None)))
-notes.append(f"compressed: plain {secs(cpu(m, 'plain'))}, `.gz` {secs(cpu(m, 'gz'))}"
-             + (f", `.zst` {secs(cpu(m, 'zst'))}, `zstd -dc` {secs(cpu(m, 'zstd'))}" if a.zst else "") + " CPU")
+if "compressed" in rows_on:
+    log(f"bench: compressed input, {a.zst or '(no zstd)'} and {a.gz}")
+    cmds = {"plain": [gpumem, "replay", last["path"], "--output", "json"], "gz": [gpumem, "replay", a.gz, "--output", "json"]}
+    if a.zst:
+        cmds["zst"] = [gpumem, "replay", a.zst, "--output", "json"]
+        cmds["zstd"] = ["zstd", "-dc", a.zst]
+    m = group(cmds, a.runs)
+    zst = (f"{ratio(cpu(m, 'zst'), cpu(m, 'plain'))} / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file; "
+           f"the `.zst` {ratio(cpu(m, 'zst'), cpu(m, 'zstd'), 1)} `zstd -dc`") if a.zst else \
+        f"(no zstd on this machine) / {ratio(cpu(m, 'gz'), cpu(m, 'plain'))} the plain file"
+    rows.append((f"`.zst` / `.gz` input, {mega(last['events'])}", zst, "keep (1.09× / 1.12×; 6.9× `zstd -dc`)", status(None)))
+    notes.append(f"compressed: plain {secs(cpu(m, 'plain'))}, `.gz` {secs(cpu(m, 'gz'))}"
+                 + (f", `.zst` {secs(cpu(m, 'zst'))}, `zstd -dc` {secs(cpu(m, 'zstd'))}" if a.zst else "") + " CPU")
 
 # 4. the sweep, wall time.
-log(f"bench: sweep of {a.sweep}")
-sw = group({j: [gpumem, "sweep", "-j", j, a.sweep, "--output", "json"] for j in ("1", "2")}, max(a.runs, 11))
-loadnow = float(open("/proc/loadavg").read().split()[0])
-if sw["1"] and sw["2"]:
-    r = sw["2"]["wall"] / sw["1"]["wall"]
-    # quiet: under half a runnable task per core of the machine (a host
-    # pinned with taskset counts all its cores: the load is the host's)
-    per_core = max(float(load0), loadnow) / os.cpu_count()
-    quiet = per_core < 0.5
-    ok = r <= (0.6 if quiet else 0.8)
-    rows.append((f"`sweep {os.path.basename(a.sweep)} -j 2` / `-j 1`, wall",
-                 f"{r:.2f}× ({sw['2']['wall'] * 1e3:.0f} vs {sw['1']['wall'] * 1e3:.0f} ms; load {load0} → {loadnow:.2f}, "
-                 f"{per_core:.2f} a core)", "≤ 0.6× on a quiet 2-core machine, ≤ 0.8× under load",
-                 status(ok) + (" (the quiet goal)" if quiet else " (the goal under load)")))
-else:
-    rows.append(("`sweep -j 2` / `-j 1`", "failed", "", status(False)))
+if "sweep" in rows_on and a.sweep:
+    log(f"bench: sweep of {a.sweep}")
+    sw = group({j: [gpumem, "sweep", "-j", j, a.sweep, "--output", "json"] for j in ("1", "2")}, max(a.runs, 11))
+    loadnow = float(open("/proc/loadavg").read().split()[0])
+    if sw["1"] and sw["2"]:
+        r = sw["2"]["wall"] / sw["1"]["wall"]
+        # quiet: under half a runnable task per core of the machine (a host
+        # pinned with taskset counts all its cores: the load is the host's)
+        per_core = max(float(load0), loadnow) / os.cpu_count()
+        quiet = per_core < 0.5
+        ok = r <= (0.6 if quiet else 0.8)
+        rows.append((f"`sweep {os.path.basename(a.sweep)} -j 2` / `-j 1`, wall",
+                     f"{r:.2f}× ({sw['2']['wall'] * 1e3:.0f} vs {sw['1']['wall'] * 1e3:.0f} ms; load {load0} → {loadnow:.2f}, "
+                     f"{per_core:.2f} a core)", "≤ 0.6× on a quiet 2-core machine, ≤ 0.8× under load",
+                     status(ok) + (" (the quiet goal)" if quiet else " (the goal under load)")))
+    else:
+        rows.append(("`sweep -j 2` / `-j 1`", "failed", "", status(False)))
 
 # 5. process start.
-log("bench: process start")
-st = group({"gpumem": [gpumem, "version"], "true": ["/bin/true"]}, max(a.runs, 21))
-g, t = st["gpumem"], st["true"]
-rows.append(("process start (`gpumem version`)",
-             f"{g['wall'] * 1e3:.1f} ms wall, {g['cpu'] * 1e3:.1f} ms CPU ({ratio(g['wall'], t['wall'], 1)} `/bin/true`)" if g and t else "failed",
-             "≤ 10 ms", status(bool(g) and g["wall"] <= 0.010)))
+if "start" in rows_on:
+    log("bench: process start")
+    st = group({"gpumem": [gpumem, "version"], "true": ["/bin/true"]}, max(a.runs, 21))
+    g, t = st["gpumem"], st["true"]
+    rows.append(("process start (`gpumem version`)",
+                 f"{g['wall'] * 1e3:.1f} ms wall, {g['cpu'] * 1e3:.1f} ms CPU ({ratio(g['wall'], t['wall'], 1)} `/bin/true`)" if g and t else "failed",
+                 "≤ 10 ms", status(bool(g) and g["wall"] <= 0.010)))
 
 # 6. the anchor: PyTorch's own _memory_viz.py on the smallest snapshot.
-if a.py:
+if a.py and "anchor" in rows_on:
     path = first["path"]
     log(f"bench: _memory_viz.py on {path} (one run each)")
     viz = os.path.join(a.work, "memory_viz.html")
@@ -247,7 +275,7 @@ if a.py:
                  "keep the lead; `--html` ≤ 0.1× `trace_plot`'s CPU", status(ok)))
     notes.append(f"`_memory_viz.py`: `stats` {secs(cpu(m, 'stats'))}, `trace` {secs(cpu(m, 'trace'))}, "
                  f"`trace_plot` {secs(cpu(m, 'trace_plot'))} CPU (one run each)")
-else:
+elif "anchor" in rows_on:
     notes.append("the `_memory_viz.py` anchor was not measured: no Python with torch (PY=, or scripts/pyenv.sh)")
 
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())

@@ -19,11 +19,16 @@
 # It prints one markdown block: a caption naming the machine, the table
 # (measured, goal, met or not) and the absolute figures of the run.
 #
-# Usage: scripts/bench.sh [--10m] [--real] [--runs N] [--readme NAME | --paste NAME FILE]
+# Usage: scripts/bench.sh [--10m] [--real] [--runs N] [--rows LIST] [--base BIN] [--readme NAME | --paste NAME FILE]
 #   --10m     add the 10M-event snapshot (and bigger pool traces): minutes more
 #   --real    snapshots shaped like real ones (segment events, final segments,
 #             a trace cut short by max_entries: gen_trace.py --max-entries)
 #   --runs N  runs of each command (default 3; the sweep 11, start 21)
+#   --rows LIST  only these rows, comma-separated, of replay, html, pools,
+#             compressed, sweep, start, anchor (default: all); the inputs
+#             of the others are not made
+#   --base BIN  another gpumem binary (the tree before a change, say),
+#             measured beside BIN, interleaved, in the replay and pool rows
 #   --readme NAME  also write the block into README.md, between its
 #             "<!-- bench.sh NAME: begin -->" and "... end -->" markers
 #             (the README has two: quiet, a quiet 2-core machine; loaded,
@@ -38,16 +43,18 @@
 # (the machine's name in the caption; default: the host name).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ten=0 real=0 runs=3 readme=
+ten=0 real=0 runs=3 readme= rows=replay,html,pools,compressed,sweep,start,anchor base=
 while [ $# -gt 0 ]; do
   case $1 in
   --10m) ten=1 ;;
   --real) real=1 ;;
   --runs) runs=$2; shift ;;
+  --rows) rows=$2; shift ;;
+  --base) base=$2; shift ;;
   --readme) readme=$2; shift ;;
   --paste) readme=$2 paste=$3; shift 2 ;;
   [0-9]*) runs=$1 ;;
-  *) echo "usage: scripts/bench.sh [--10m] [--real] [--runs N] [--readme NAME | --paste NAME FILE]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench.sh [--10m] [--real] [--runs N] [--rows LIST] [--base BIN] [--readme NAME | --paste NAME FILE]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -101,22 +108,36 @@ mk() {
     python3 scripts/gen_trace.py "$1" --events "$2" >&2
   fi
 }
+# on ROW...: whether --rows has one of them
+on() {
+  local r
+  for r in "$@"; do
+    case ",$rows," in *",$r,"*) return 0 ;; esac
+  done
+  return 1
+}
 tag=$([ "$real" = 1 ] && echo _real || true)
-mk "$work/1m$tag.pickle" 1000000
-replay=("1000000=$work/1m$tag.pickle")
-big=$work/1m$tag.pickle
-if [ "$ten" = 1 ]; then
-  mk "$work/10m$tag.pickle" 10000000
-  replay+=("10000000=$work/10m$tag.pickle")
-  big=$work/10m$tag.pickle
+replay=() zst= gz=
+if on replay html compressed anchor; then
+  mk "$work/1m$tag.pickle" 1000000
+  replay=("1000000=$work/1m$tag.pickle")
+  big=$work/1m$tag.pickle
+  if [ "$ten" = 1 ]; then
+    mk "$work/10m$tag.pickle" 10000000
+    replay+=("10000000=$work/10m$tag.pickle")
+    big=$work/10m$tag.pickle
+  fi
 fi
-zst=$big.zst
-if ! command -v zstd >/dev/null; then
-  zst= # the row says zstd is missing
-elif [ ! -f "$zst" ]; then
-  zstd -q -f -o "$zst" "$big"
+if on compressed; then
+  zst=$big.zst
+  if ! command -v zstd >/dev/null; then
+    zst= # the row says zstd is missing
+  elif [ ! -f "$zst" ]; then
+    zstd -q -f -o "$zst" "$big"
+  fi
+  gz=$big.gz
+  [ -f "$gz" ] || gzip -c "$big" >"$gz"
 fi
-[ -f "$big.gz" ] || gzip -c "$big" >"$big.gz"
 
 # repeat NAME EVENTS [--shift]: a fixture's events repeated
 pools=()
@@ -125,14 +146,16 @@ repeat() {
   [ -f "$out" ] || python3 scripts/repeat_trace.py "$fix/$1.pickle" "$out" --events "$2" ${3:-} >&2
   pools+=("$1:$2=$out")
 }
-repeat mempool_single 1000000
-[ "$ten" = 1 ] && repeat mempool_single 5000000
-repeat graph_convnet 100000 --shift
-[ "$ten" = 1 ] && repeat graph_convnet 250000 --shift
+if on pools; then
+  repeat mempool_single 1000000
+  [ "$ten" = 1 ] && repeat mempool_single 5000000
+  repeat graph_convnet 100000 --shift
+  [ "$ten" = 1 ] && repeat graph_convnet 250000 --shift
+fi
 
 out=$work/bench.md
 python3 scripts/bench.py --bin "$bin" --walk "$walk" --py "$py" --runs "$runs" --work "$work" \
-  --replay "${replay[@]}" --pools "${pools[@]}" --zst "$zst" --gz "$big.gz" \
-  --sweep "$fix/gpt2_varlen.pickle" --machine "${MACHINE:-}" >"$out"
+  --replay "${replay[@]}" --pools "${pools[@]}" --zst "$zst" --gz "$gz" \
+  --sweep "$fix/gpt2_varlen.pickle" --machine "${MACHINE:-}" --rows "$rows" --base "$base" >"$out"
 cat "$out"
 if [ -n "$readme" ]; then paste_readme "$readme" "$out"; fi
