@@ -54,6 +54,11 @@ func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *
 	// for the passes that plan them
 	var starts []*StartState
 	var tapes []*tape
+	defer func() { // those no pass let go (a read that failed, a list of no device)
+		for _, t := range tapes {
+			t.free()
+		}
+	}()
 	first, lists, err := read("finding the start state of", trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list == len(starts) {
@@ -73,17 +78,24 @@ func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *
 	for d, l := range lists {
 		if l >= 0 {
 			planners[l] = NewSnapshotPlanner(first, d, starts[l])
-			declined = declined || planners[l].Declined() != ""
+			declined = declined || planners[l].Declined() != "" || showsPools(first, d, tapes[l])
 		}
 	}
 	if slices.Contains(planners, nil) {
 		return nil, nil, nil, false // a list of no device: reading it whole reports it
 	}
 	if !declined {
-		plans, err := planTapes(first, watch, lists, planners, tapes, false)
-		if err == nil {
-			return first, plans, lists, true
+		// no private pools: the snapshot planners plan the traces, letting
+		// the tapes go as they read them (their walks for pools, which
+		// showsPools made, are not made again)
+		for _, pl := range planners {
+			pl.walk = nil
 		}
+		plans, err := planTapes(first, watch, lists, planners, tapes, true)
+		if err != nil {
+			return nil, nil, nil, false
+		}
+		return first, plans, lists, true
 	}
 	// private pools: walk each trace for them, then plan with them
 	for d, l := range lists {
@@ -133,6 +145,40 @@ func planOnce(read Reader, watch func() func(int, *trace.Event)) (*trace.Snapsho
 	}
 	snap, plans, err := finishPlans(snap, lists, planners)
 	return snap, plans, lists, err
+}
+
+// showsPools walks device's trace of snap, on tape, for the evidence of
+// private pools a snapshot planner looks for as it plans (the walk with
+// which it declines the trace), before the planner reads the tape: a
+// trace that shows none is then planned in one pass that lets the tape
+// go, one that does is walked for its pools at once. A trace with
+// expandable segments shows none: pools are not modelled there.
+func showsPools(snap *trace.Snapshot, device int, tp *tape) bool {
+	f := newInferer(settingsConfig(snap.Settings))
+	w := window{win: make([]trace.Event, 0, plannerWindow)}
+	mapped, done := false, errors.New("done")
+	err := tp.each(false, func(e *trace.Event) error {
+		if e.Action == trace.ActionSegmentMap || e.Action == trace.ActionSegmentUnmap {
+			mapped = true
+			return done
+		}
+		w.win = append(w.win, *e)
+		if len(w.win) == cap(w.win) {
+			w.slide(w.stepReady(false, f.step), true)
+			if f.anyApart { // an exclusion: evidence whatever follows
+				return done
+			}
+		}
+		return nil
+	})
+	switch {
+	case mapped:
+		return false
+	case err != nil:
+		return true
+	}
+	w.slide(w.stepReady(true, f.step), true)
+	return f.anyApart || f.evidence(deviceSegments(snap, device)) != nil
 }
 
 // planTapes plans each device's trace from its tape with its planner
