@@ -14,7 +14,8 @@ import (
 // with the pools found) read the tape instead of the file.
 type tape struct {
 	chunks [][]byte
-	n      int // events
+	mapped []bool // per chunk: outside the Go heap (tapeChunk)
+	n      int    // events
 	last   trace.Event
 }
 
@@ -70,7 +71,8 @@ func (t *tape) add(e *trace.Event) {
 		if k >= 0 {
 			size = min(2*cap(t.chunks[k]), logChunk)
 		}
-		t.chunks = append(t.chunks, make([]byte, 0, size))
+		c, mapped := tapeChunk(size)
+		t.chunks, t.mapped = append(t.chunks, c), append(t.mapped, mapped)
 		k++
 	}
 	t.chunks[k] = append(t.chunks[k], b...)
@@ -116,11 +118,26 @@ func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 			}
 		}
 		if drop {
-			t.chunks[k] = nil
+			t.freeChunk(k)
 		}
 	}
 	if drop {
-		*t = tape{}
+		t.free()
 	}
 	return nil
+}
+
+// free lets the tape go: it is empty after.
+func (t *tape) free() {
+	for k := range t.chunks {
+		t.freeChunk(k)
+	}
+	*t = tape{}
+}
+
+func (t *tape) freeChunk(k int) {
+	if t.mapped[k] && t.chunks[k] != nil {
+		freeTapeChunk(t.chunks[k])
+	}
+	t.chunks[k] = nil
 }
