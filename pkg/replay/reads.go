@@ -17,8 +17,8 @@ import (
 //  2. else two, a StartState then NewSnapshotPlanner: segment events, or a
 //     ring buffer's cut, need the trace's end state and peak before its
 //     first event is planned. Only the first of them reads the file: it
-//     keeps a tape of the events (a few bytes each), which the second
-//     reads;
+//     keeps a tape of the events (a few bytes each), which a walk for the
+//     evidence of private pools (showsPools) reads, then the second;
 //  3. else, for a trace that used private pools (their inference labels
 //     allocations from what happened later), two more passes over the
 //     tape: a PoolWalk (9 bytes an event) then NewPoolPlanner;
