@@ -24,7 +24,7 @@ p.add_argument("--gz", required=True)
 p.add_argument("--sweep", required=True)
 p.add_argument("--machine", default="")
 p.add_argument("--only", default="", help="comma-separated rows to run: replay, html, pools, compressed, sweep, start, anchor")
-p.add_argument("--base", default="", help="another gpumem binary (the one before a change) run beside this one in the replay and `--html` rows")
+p.add_argument("--base", default="", help="another gpumem binary (the one before a change) run beside this one in the replay, `--html` and pool rows")
 a = p.parse_args()
 ROWS = ("replay", "html", "pools", "compressed", "sweep", "start", "anchor")
 only = set(a.only.split(",")) if a.only else set(ROWS)
@@ -192,11 +192,14 @@ if a.pools and "pools" in only:
         name, rest = spec.split(":", 1)
         n, path = rest.split("=", 1)
         log(f"bench: private pools, {path}")
-        m = group({
+        cmds = {
             "gpumem": [gpumem, "replay", path, "--output", "json"],
             "walk": [walk, "-test.run", "^$", "-test.bench", "^BenchmarkOpcodeWalk$", "-test.benchtime", "1x"],
             "cpython": [py, "-c", "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))", path],
-        }, a.runs, dict(os.environ, GPUMEM_BIG_TRACE=path))
+        }
+        if a.base:
+            cmds["base"] = [a.base, "replay", path, "--output", "json"]
+        m = group(cmds, a.runs, dict(os.environ, GPUMEM_BIG_TRACE=path))
         by.setdefault(name, []).append((int(n), m))
     cells, ok = [], True
     for name, ms in by.items():
@@ -212,6 +215,8 @@ if a.pools and "pools" in only:
                          f"max RSS {mib(gm['rss'])}")
             notes.append(f"`{name}` repeated to {mega(n)} events: gpumem {secs(gm['cpu'])} CPU, the walk {secs(cpu(m, 'walk'))}, "
                          f"CPython {secs(cpu(m, 'cpython'))}")
+            if m.get("base"):
+                parts[-1] += f" (the base: {ratio(cpu(m, 'base'), cpu(m, 'walk'), 1)} the walk, max RSS {mib(m['base']['rss'])})"
         if len(ms) > 1 and all(m["gpumem"] for _, m in ms):
             (n0, m0), (n1, m1) = ms[0], ms[-1]
             parts.append(f"RSS grows {(m1['gpumem']['rss'] - m0['gpumem']['rss']) / (n1 - n0):.0f} B/event")

@@ -102,6 +102,10 @@ struct gm_alloc {
   /* private pools (gm_pools.c), indexed by id; NULL = none */
   gm_ppool_t **ppools;
   uint32_t nppools;
+  /* the ids of the freeable pools (use_count 0, not erased), ascending:
+   * release_cached_blocks visits these, not every id ever used */
+  uint16_t *freeable;
+  size_t nfreeable, capfreeable;
   uint8_t follows_recording; /* gm_set_follows_recording: honour GM_OPF_RELEASED_BEFORE */
   gm_oom_event_t *oomev;   /* out-of-memory events gm_run went past */
   size_t noomev, capoomev;

@@ -75,7 +75,25 @@ void gm_pool_seg_removed(gm_seg_t *s) {
   if (s->pool->owner) s->pool->owner->nsegs--;
 }
 
+/* The index in a->freeable where id is or would go. */
+static size_t freeable_at(const gm_alloc_t *a, uint16_t id) {
+  size_t lo = 0, hi = a->nfreeable;
+  while (lo < hi) {
+    size_t m = lo + (hi - lo) / 2;
+    if (a->freeable[m] < id)
+      lo = m + 1;
+    else
+      hi = m;
+  }
+  return lo;
+}
+
 static void pool_erase(gm_alloc_t *a, gm_ppool_t *p) {
+  size_t k = freeable_at(a, p->id);
+  if (k < a->nfreeable && a->freeable[k] == p->id) {
+    memmove(a->freeable + k, a->freeable + k + 1, (a->nfreeable - k - 1) * sizeof *a->freeable);
+    a->nfreeable--;
+  }
   a->ppools[p->id] = NULL;
   free(p);
 }
@@ -91,16 +109,28 @@ static void release_pool(gm_alloc_t *a, gm_ppool_t *p) {
 }
 
 /* graph_pools_freeable is a hash map in PyTorch; with several freeable
- * pools its order is unspecified, and here it is by id. */
+ * pools its order is unspecified, and here it is by id. A pool erased on
+ * the way leaves the list, and the next comes to its place. */
 void gm_pools_release_freeable(gm_alloc_t *a) {
-  for (uint32_t i = 1; i < a->nppools; i++)
-    if (a->ppools[i] && a->ppools[i]->use_count == 0) release_pool(a, a->ppools[i]);
+  for (size_t k = 0; k < a->nfreeable;) {
+    uint16_t id = a->freeable[k];
+    release_pool(a, a->ppools[id]);
+    if (k < a->nfreeable && a->freeable[k] == id) k++;
+  }
 }
 
 /* releasePool: the graph or MemPool that held the pool is gone. */
 int gm_pool_release(gm_alloc_t *a, uint16_t id) {
   gm_ppool_t *p = pool_get(a, id);
   if (!p || p->use_count == 0) return GM_EINVAL;
+  if (p->use_count == 1) { /* freeable now */
+    if (gm_grow((void **)&a->freeable, &a->capfreeable, a->nfreeable + 1, sizeof *a->freeable) != GM_OK)
+      return GM_EBACKEND;
+    size_t k = freeable_at(a, id);
+    memmove(a->freeable + k + 1, a->freeable + k, (a->nfreeable - k) * sizeof *a->freeable);
+    a->freeable[k] = id;
+    a->nfreeable++;
+  }
   p->use_count--;
   return GM_OK;
 }
@@ -149,9 +179,14 @@ size_t gm_pools_list(const gm_alloc_t *a, const gm_pool_t **out, size_t n) {
 
 /* I6: segment counts, owners and use counts of the private pools. */
 int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len) {
+  size_t nfree = 0; /* freeable pools seen, in id order: the list's */
   for (uint32_t i = 1; i < a->nppools; i++) {
     const gm_ppool_t *p = a->ppools[i];
     if (!p) continue;
+    if (p->use_count == 0 && (nfree >= a->nfreeable || a->freeable[nfree++] != i)) {
+      if (msg && len) snprintf(msg, len, "I6: private pool %u: freeable, not in the freeable list in id order", (unsigned)i);
+      return GM_ECORRUPT;
+    }
     uint64_t n = 0;
     for (const gm_seg_t *s = a->segs; s; s = s->next_seg) n += s->pool->owner == p;
     const char *why = NULL;
@@ -165,6 +200,10 @@ int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len) {
       if (msg && len) snprintf(msg, len, "I6: private pool %u: %s", (unsigned)i, why);
       return GM_ECORRUPT;
     }
+  }
+  if (nfree != a->nfreeable) {
+    if (msg && len) snprintf(msg, len, "I6: the freeable list holds %zu pools, %zu are freeable", a->nfreeable, nfree);
+    return GM_ECORRUPT;
   }
   for (const gm_seg_t *s = a->segs; s; s = s->next_seg) {
     const gm_ppool_t *o = s->pool->owner;
@@ -191,6 +230,9 @@ void gm_pools_destroy(gm_alloc_t *a) {
   free(a->ppools);
   a->ppools = NULL;
   a->nppools = 0;
+  free(a->freeable);
+  a->freeable = NULL;
+  a->nfreeable = a->capfreeable = 0;
 }
 
 void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out) {

@@ -130,7 +130,7 @@ func (pl *Planner) plan(end bool) {
 		for k := pl.done; k < i; k++ {
 			k = pl.walk.step(w, k, pl.base)
 		}
-		if len(pl.walk.apart) > 0 {
+		if pl.walk.anyApart {
 			pl.why = privatePools // an exclusion: evidence whatever follows
 		}
 	}

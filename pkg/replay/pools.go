@@ -78,32 +78,63 @@ type segmentInfo struct {
 	blocks             []modelBlock // address order
 	broken             bool         // the events did not fit the block model: no evidence from it
 	firstAlloc         int
-	lastAlloc          int    // the event of the latest allocation in it, -1 if none
-	lastAddr           uint64 // and its address
+	lastAlloc          int     // the event of the latest allocation in it, -1 if none
+	lastAddr           uint64  // and its address
+	free               []int32 // its blocks' nodes in the free treap
+	fk                 int32   // the index of its stream and size class
+	// class: for a segment the snapshot will label (alive at the end, a
+	// final segment's), the index of its pool id in inferer.classIDs; -1
+	// for any other (open). An open segment keeps its exclusions from
+	// classed ones summed up: the lowest of them (closedMin, -1: none) and
+	// the classes (closedIDs); a classed one whether it passed over a
+	// block of its own class (samePass)
+	class     int32
+	closedMin int32
+	closedIDs []uint64
+	samePass  bool
+	whole     int32 // its index in inferer.whole, -1 when not there
 }
 
+// walkMode is what a walk of the block model records.
+type walkMode uint8
+
+const (
+	// walkDetect finds whether the trace shows private pools: exclusions
+	// are not recorded, only whether there is one (a streamed planner's)
+	walkDetect walkMode = iota
+	// walkFull records the evidence labelling needs (keepRecords)
+	walkFull
+	// walkClaims walks again, knowing every segment's pool, for the
+	// allocations that passed over a block of their own pool (claims)
+	walkClaims
+)
+
 type inferer struct {
-	cfg        alloc.Config
-	events     []trace.Event // the whole trace; nil in a streamed walk
-	rec        []eventRecord // per event: what the labels read of it
-	streams    map[uint64]uint32
-	segs       []*segmentInfo
-	live       map[uint64]int // segment base → its segmentInfo
-	bases      []uint64       // live bases, sorted
-	free       map[freeKey][]freeEnt
-	apart      map[[2]int]bool // segment pairs known to be in different pools
-	runs       [][]int         // per run: the segments it freed, in order
-	runAt      []int           // per run: its first event index
-	runEnd     []int           // per run: its last event index
-	surv       [][]int         // per run: whole-free segments it left
-	segOfAlloc []int32         // per event: the segment an alloc landed in, -1
+	cfg     alloc.Config
+	mode    walkMode
+	events  []trace.Event // the whole trace; nil in a streamed walk
+	rec     []eventRecord // per event: what the labels read of it
+	streams map[uint64]uint32
+	segs    []*segmentInfo
+	live    map[uint64]int // segment base → its segmentInfo
+	bases   []uint64       // live bases, sorted
+	tree    *freeTree
+	keys    map[freeKey]int32 // each stream and size class's index in roots
+	roots   []int32           // their free treaps
+	mask    []uint64          // a buffer of classes
+	// apart: pairs of open segments known to be in different pools (a
+	// classed segment's exclusions are summed up in its open partner);
+	// anyApart: the walk found an exclusion
+	apart      map[[2]int]bool
+	anyApart   bool
+	runs       [][]int // per run: the segments it freed, in order
+	runAt      []int   // per run: its first event index
+	runEnd     []int   // per run: its last event index
+	surv       [][]int // per run: the open whole-free segments it left
+	survDef    []bool  // per run: it left a whole-free classed segment of the default pool
+	segOfAlloc []int32 // per event: the segment an alloc landed in, -1
 	claim      []bool
-	// passed are the allocations that passed over a block best fit would
-	// have taken in another segment (read as an exclusion): if labelling
-	// puts both segments in one private pool after all, the allocation
-	// was a claim by address (passedClaims)
-	passed  []passing
-	orderOK bool // no GC or max_split_size: releases free every whole segment in order
+	orderOK    bool // no GC or max_split_size: releases free every whole segment in order
 	// runStart: per run, where its global release begins; the segments
 	// before it were one pool's own release (~MemPool's emptyCache)
 	// just before an empty_cache(), so they share a pool (group)
@@ -111,6 +142,26 @@ type inferer struct {
 	groups    [][]int     // the segments of each pool-only release
 	groupOf   map[int]int // segment → its group
 	divisions bool        // roundup_power2_divisions set
+	// closedAt: per final segment's address, the event that made the
+	// segment alive there at the end and its class (walkFull); classIDs
+	// the pool id of each class, defClass the default pool's (-1: none)
+	closedAt map[uint64]closedSeg
+	classIDs [][2]int64
+	defClass int32
+	whole    []int32 // live open segments that are one free block
+	wholeDef int     // and how many classed ones of the default pool
+	// walkClaims: each segment's class (its pool after labelling, -1
+	// for none); again walks the trace once more for g
+	segClass []int32
+	byClass  map[int64]int32 // the free treaps of each class: key<<32 | class
+	again    func(g *inferer)
+}
+
+// closedSeg is a segment alive at the end of the trace that a final
+// segment names: the event that made it and its class.
+type closedSeg struct {
+	born  int
+	class int32
 }
 
 // inferPools labels every segment of the trace with its pool. final holds the
@@ -124,11 +175,64 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 	f := newInferer(cfg)
 	f.events = events
 	f.keepRecords(len(events))
+	f.predict(final, func(see func(i int, e *trace.Event)) {
+		for i := range events {
+			see(i, &events[i])
+		}
+	})
 	for i := range events {
 		f.record(&events[i])
 	}
 	f.walk()
+	f.again = func(g *inferer) {
+		g.events = events
+		g.walk()
+	}
 	return f.poolPlan(final)
+}
+
+// predict finds the segments the snapshot's final segments will label
+// (those alive at the end at their addresses), before the walk, so that
+// the walk sums up their exclusions by pool: each reads each event of the
+// trace with its index.
+func (f *inferer) predict(final []trace.Segment, each func(see func(i int, e *trace.Event))) {
+	poolAt := map[uint64][2]int64{}
+	for _, fs := range final {
+		poolAt[fs.Address] = fs.PoolID
+	}
+	last := map[uint64]int{} // per final address: the event that made its segment alive at the end, -1 freed
+	each(func(i int, e *trace.Event) {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentFree:
+			if _, ok := poolAt[e.Addr]; ok {
+				last[e.Addr] = -1
+				if e.Action == trace.ActionSegmentAlloc {
+					last[e.Addr] = i
+				}
+			}
+		}
+	})
+	class := map[[2]int64]int32{}
+	f.closedAt, f.defClass = map[uint64]closedSeg{}, -1
+	for _, fs := range final {
+		i, ok := last[fs.Address]
+		if !ok || i < 0 {
+			continue
+		}
+		id := poolAt[fs.Address]
+		c, ok := class[id]
+		if !ok {
+			c = int32(len(f.classIDs))
+			class[id] = c
+			f.classIDs = append(f.classIDs, id)
+			if id == ([2]int64{}) {
+				f.defClass = c
+			}
+		}
+		f.closedAt[fs.Address] = closedSeg{i, c}
+	}
+	f.tree = newFreeTree(len(f.classIDs))
+	f.mask = make([]uint64, f.tree.words)
 }
 
 // poolPlan labels the segments walked and plans their pools; nil when the
@@ -145,7 +249,8 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 // (keepRecords) it can only find the evidence of pools (a streamed walk
 // that looks for them).
 func newInferer(cfg alloc.Config) *inferer {
-	return &inferer{cfg: cfg, live: map[uint64]int{}, free: map[freeKey][]freeEnt{}, apart: map[[2]int]bool{}, streams: map[uint64]uint32{},
+	return &inferer{cfg: cfg, live: map[uint64]int{}, keys: map[freeKey]int32{}, tree: newFreeTree(0), apart: map[[2]int]bool{},
+		streams: map[uint64]uint32{}, defClass: -1,
 		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
 }
@@ -168,6 +273,7 @@ func (r eventRecord) stream() uint32 { return uint32(r >> recStreamShift) }
 // keepRecords makes the walk keep a record of every event, and what it
 // learns of each (ofAl, claim), for labelling; n is a capacity hint.
 func (f *inferer) keepRecords(n int) {
+	f.mode = walkFull
 	f.rec, f.segOfAlloc, f.claim = make([]eventRecord, 0, n), make([]int32, 0, n), make([]bool, 0, n)
 }
 

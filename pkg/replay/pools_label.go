@@ -86,7 +86,7 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 	}
 	// any private label or exclusion: a trace of the default pool alone
 	// shows none
-	evidence := len(ids) > 1 || len(f.apart) > 0
+	evidence := len(ids) > 1 || f.anyApart
 	for _, s := range f.segs {
 		evidence = evidence || s.label == labelPrivate
 	}
@@ -137,6 +137,15 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 	}
 	apart, apartOf := f.exclusions()
 	f.propagate(apart, apartOf)
+	// the label of each class: the snapshot's, fixed
+	idOf := map[[2]int64]int{}
+	for l, id := range ids {
+		idOf[id] = l
+	}
+	classLabel := make([]int, len(f.classIDs))
+	for c, id := range f.classIDs {
+		classLabel[c] = idOf[id]
+	}
 	// private segments of unknown pool, in the order they were made: the
 	// pool of the nearest private allocation on the stream, else the pool
 	// inferred last; a pool an exclusion rules out (a request passed
@@ -156,6 +165,11 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 		for _, m := range members {
 			for _, o := range apartOf[m] {
 				if l := f.segs[o].label; l > 0 {
+					excluded[l] = true
+				}
+			}
+			for c, l := range classLabel {
+				if ids := f.segs[m].closedIDs; ids != nil && ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
 					excluded[l] = true
 				}
 			}
@@ -310,9 +324,19 @@ func (f *inferer) propagate(apart [][2]int, apartOf [][]int32) {
 
 // exclusions are the pairs of segments known to be in different pools, in
 // one order (a map's would differ from run to run), and each segment's
-// partners.
+// partners. Of the pairs of an open segment and a classed one (whose
+// label the snapshot fixed), only the one with the lowest classed
+// segment can label the open one (rules set unknown labels only, and it
+// comes first in that order); a pair of two classed ones labels none.
 func (f *inferer) exclusions() (apart [][2]int, apartOf [][]int32) {
-	apart = slices.SortedFunc(maps.Keys(f.apart), func(a, b [2]int) int {
+	apart = slices.Collect(maps.Keys(f.apart))
+	for si, s := range f.segs {
+		if s.closedMin >= 0 {
+			c := int(s.closedMin)
+			apart = append(apart, [2]int{min(si, c), max(si, c)})
+		}
+	}
+	slices.SortFunc(apart, func(a, b [2]int) int {
 		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
 	})
 	apartOf = make([][]int32, len(f.segs))

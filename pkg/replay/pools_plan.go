@@ -60,7 +60,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 			}
 		}
 		if onlyPrivate {
-			ri.poolOnly = slices.ContainsFunc(f.surv[r], func(si int) bool { return f.segs[si].label == labelDefault })
+			ri.poolOnly = f.survDef[r] || slices.ContainsFunc(f.surv[r], func(si int) bool { return f.segs[si].label == labelDefault })
 		}
 		ri.enters = f.entersPool(r)
 		if len(ri.release) > 0 || ri.poolOnly || ri.enters {
@@ -77,6 +77,51 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		}
 	}
 	return pp
+}
+
+// passedClaims marks as claims the allocations that passed over a block
+// of their own private pool: best fit within the pool would have taken
+// it, so the allocation took its block by address — a CUDA graph tree's
+// checkpoint restore (setCheckpointPoolState's alloc_found_block), whose
+// blocks go back where the checkpoint had them. Read as exclusions while
+// walking, they are contradicted by the labels (the snapshot's pool ids
+// say both segments are one pool's). Such an allocation is one of a pair
+// of segments apart that ended in one pool: where there is none, nothing
+// is marked; else the trace is walked once more, each segment's blocks
+// classed by its pool, and each allocation asks whether the blocks it
+// passed over hold one of its own pool's.
+func (f *inferer) passedClaims() {
+	if f.claim == nil || f.again == nil || !f.samePoolApart() {
+		return
+	}
+	g := newInferer(f.cfg)
+	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
+	g.segClass = make([]int32, len(f.segs))
+	for si, s := range f.segs {
+		g.segClass[si] = -1
+		if s.label > 0 {
+			g.segClass[si] = int32(s.label)
+		}
+	}
+	f.again(g)
+}
+
+// samePoolApart says whether two segments of one private pool may have
+// been found apart: a pair of open segments, an open segment apart from
+// a classed one of its pool's label, a classed one that passed over a
+// block of its own class.
+func (f *inferer) samePoolApart() bool {
+	for p := range f.apart {
+		if l := f.segs[p[0]].label; l > 0 && l == f.segs[p[1]].label {
+			return true
+		}
+	}
+	for _, s := range f.segs {
+		if s.label > 0 && (s.samePass || s.closedIDs != nil && slices.ContainsFunc(s.closedIDs, func(w uint64) bool { return w != 0 })) {
+			return true
+		}
+	}
+	return false
 }
 
 // entersPool says whether release run r is followed at once by an

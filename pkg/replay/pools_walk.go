@@ -1,7 +1,7 @@
 package replay
 
 import (
-	"cmp"
+	"math"
 	"slices"
 	"sort"
 
@@ -18,18 +18,6 @@ import (
 type freeKey struct {
 	stream uint64
 	small  bool
-}
-
-type freeEnt struct {
-	size, addr uint64
-	seg        int32
-}
-
-func cmpEnt(a, b freeEnt) int {
-	if c := cmp.Compare(a.size, b.size); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.addr, b.addr)
 }
 
 func (f *inferer) at(addr uint64) int {
@@ -53,21 +41,63 @@ func (f *inferer) round(size uint64) uint64 {
 	return max((size+511)/512*512, 512)
 }
 
-func (f *inferer) key(s *segmentInfo) freeKey { return freeKey{s.stream, s.small} }
-
-func (f *inferer) addFree(si int, b modelBlock) {
-	k := f.key(f.segs[si])
-	e := freeEnt{b.size, b.addr, int32(si)}
-	v := f.free[k]
-	i, _ := slices.BinarySearchFunc(v, e, cmpEnt)
-	f.free[k] = slices.Insert(v, i, e)
+// keyOf is the index of the free treap of segments of stream and size
+// class small.
+func (f *inferer) keyOf(stream uint64, small bool) int32 {
+	k := freeKey{stream, small}
+	i, ok := f.keys[k]
+	if !ok {
+		i = int32(len(f.roots))
+		f.keys[k] = i
+		f.roots = append(f.roots, 0)
+	}
+	return i
 }
 
+// blockClass is the class of segment si's blocks in the free treaps.
+func (f *inferer) blockClass(si int) int32 {
+	switch f.mode {
+	case walkFull:
+		return f.segs[si].class
+	case walkClaims:
+		return f.segClass[si]
+	}
+	return -1
+}
+
+func (f *inferer) addFree(si int, b modelBlock) {
+	s := f.segs[si]
+	c := f.blockClass(si)
+	if f.mode == walkClaims {
+		c = -1 // the treaps of each class hold the classes
+	}
+	root, x := f.tree.add(f.roots[s.fk], b.size, b.addr, int32(si), c)
+	f.roots[s.fk] = root
+	s.free = append(s.free, x)
+	if c := f.blockClass(si); f.mode == walkClaims && c >= 0 {
+		ck := int64(s.fk)<<32 | int64(c)
+		f.byClass[ck], _ = f.tree.addKey(f.byClass[ck], b.size, b.addr, f.tree.nodes[x].seq, int32(si), c)
+	}
+}
+
+// delFree takes back the free block of b's size at b's address added
+// last to si's stream and size class (si's, unless the trace gave two
+// segments one address).
 func (f *inferer) delFree(si int, b modelBlock) {
-	k := f.key(f.segs[si])
-	v := f.free[k]
-	if i, ok := slices.BinarySearchFunc(v, freeEnt{b.size, b.addr, 0}, cmpEnt); ok {
-		f.free[k] = slices.Delete(v, i, i+1)
+	k := f.segs[si].fk
+	root, x := f.tree.take(f.roots[k], b.size, b.addr)
+	f.roots[k] = root
+	if x == 0 {
+		return
+	}
+	nd := f.tree.nodes[x]
+	o := f.segs[nd.seg]
+	if j := slices.Index(o.free, x); j >= 0 {
+		o.free = slices.Delete(o.free, j, j+1)
+	}
+	if c := f.blockClass(int(nd.seg)); f.mode == walkClaims && c >= 0 {
+		ck := int64(k)<<32 | int64(c)
+		f.byClass[ck] = f.tree.remove(f.byClass[ck], nd.size, nd.addr, nd.seq)
 	}
 }
 
@@ -76,6 +106,65 @@ func (f *inferer) differ(x, y int) {
 		return
 	}
 	f.apart[[2]int{min(x, y), max(x, y)}] = true
+}
+
+// closedPartner notes that open segment si is in another pool than
+// classed segment c, of class.
+func (f *inferer) closedPartner(si int, c, class int32) {
+	s := f.segs[si]
+	if s.closedMin < 0 || c < s.closedMin {
+		s.closedMin = c
+	}
+	if s.closedIDs == nil {
+		s.closedIDs = make([]uint64, f.tree.words)
+	}
+	s.closedIDs[class/64] |= 1 << (class % 64)
+}
+
+// closedPartners notes that open segment si is in another pool than
+// classed segments, the lowest c, of the classes of mask.
+func (f *inferer) closedPartners(si int, c int32, mask []uint64) {
+	s := f.segs[si]
+	if s.closedMin < 0 || c < s.closedMin {
+		s.closedMin = c
+	}
+	if s.closedIDs == nil {
+		s.closedIDs = make([]uint64, f.tree.words)
+	}
+	for i, w := range mask {
+		s.closedIDs[i] |= w
+	}
+}
+
+// setWhole keeps segment si's place in the set of live segments that
+// are one free block (the survivors a release run leaves).
+func (f *inferer) setWhole(si int, live bool) {
+	if f.mode != walkFull {
+		return
+	}
+	s := f.segs[si]
+	in := live && !s.broken && len(s.blocks) == 1 && s.blocks[0].free
+	switch {
+	case s.class >= 0:
+		if s.class == f.defClass && in != (s.whole >= 0) {
+			if in {
+				f.wholeDef++
+				s.whole = 0
+			} else {
+				f.wholeDef--
+				s.whole = -1
+			}
+		}
+	case in && s.whole < 0:
+		s.whole = int32(len(f.whole))
+		f.whole = append(f.whole, int32(si))
+	case !in && s.whole >= 0:
+		last := f.whole[len(f.whole)-1]
+		f.whole[s.whole] = last
+		f.segs[last].whole = s.whole
+		f.whole = f.whole[:len(f.whole)-1]
+		s.whole = -1
+	}
 }
 
 // walk replays the events over a block model of each segment (splits and
@@ -99,20 +188,27 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
 		s := &segmentInfo{addr: e.Addr, size: e.Size, stream: e.Stream, born: base + i, label: labelUnknown,
-			blocks: []modelBlock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1}
+			blocks: []modelBlock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1, class: -1, closedMin: -1, whole: -1}
+		if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
+			s.class = c.class
+		}
 		if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
 			s.small = f.round(ev[i+1].Size) <= 1<<20
 		} else {
 			s.small = e.Size == 2<<20
 		}
+		s.fk = f.keyOf(s.stream, s.small)
 		f.segs = append(f.segs, s)
 		si := len(f.segs) - 1
-		if _, ok := f.live[e.Addr]; !ok { // else a segment we missed the free of
+		if old, ok := f.live[e.Addr]; !ok { // else a segment we missed the free of
 			k, _ := slices.BinarySearch(f.bases, e.Addr)
 			f.bases = slices.Insert(f.bases, k, e.Addr)
+		} else {
+			f.setWhole(old, false)
 		}
 		f.live[e.Addr] = si
 		f.addFree(si, s.blocks[0])
+		f.setWhole(si, true)
 	case trace.ActionSegmentFree:
 		j := i
 		for j+1 < len(ev) && ev[j+1].Action == trace.ActionSegmentFree {
@@ -132,38 +228,37 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 // event from.
 func (f *inferer) release(run []trace.Event, from int) {
 	var freed []int
-	gone := map[int]bool{}
 	for k := range run {
 		si, ok := f.live[run[k].Addr]
 		if !ok {
 			continue
 		}
 		freed = append(freed, si)
-		gone[si] = true
 		s := f.segs[si]
 		for _, b := range s.blocks {
 			if b.free {
 				f.delFree(si, b)
 			}
 		}
-		s.blocks = nil // a freed segment's blocks are never looked at again
+		s.blocks, s.free = nil, nil // a freed segment's blocks are never looked at again
+		f.setWhole(si, false)
 		delete(f.live, s.addr)
 		if x, ok := slices.BinarySearch(f.bases, s.addr); ok {
 			f.bases = slices.Delete(f.bases, x, x+1)
 		}
 	}
-	var surv []int
-	for _, si := range f.live {
-		s := f.segs[si]
-		if !gone[si] && !s.broken && len(s.blocks) == 1 && s.blocks[0].free {
-			surv = append(surv, si)
-		}
-	}
-	slices.Sort(surv)
 	f.runs = append(f.runs, freed)
 	f.runAt = append(f.runAt, from)
 	f.runEnd = append(f.runEnd, from+len(run)-1)
-	f.surv = append(f.surv, surv)
+	if f.mode == walkFull {
+		var surv []int
+		for _, si := range f.whole {
+			surv = append(surv, int(si))
+		}
+		slices.Sort(surv)
+		f.surv = append(f.surv, surv)
+		f.survDef = append(f.survDef, f.wholeDef > 0)
+	}
 }
 
 func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
@@ -171,6 +266,12 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	if si < 0 {
 		return
 	}
+	f.allocIn(si, i, e, isNew)
+	f.setWhole(si, true)
+}
+
+// allocIn walks alloc event i, e, in segment si.
+func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	if f.segOfAlloc != nil {
 		f.segOfAlloc[i] = int32(si)
 	}
@@ -211,41 +312,24 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	restore := chained || small != s.small || b.addr != e.Addr
 	if !restore && !isNew {
 		// a better block in the same segment means best fit was not used
-		v := f.free[f.key(s)]
-		lo, _ := slices.BinarySearchFunc(v, freeEnt{r, 0, 0}, cmpEnt)
-		for _, c := range v[lo:] {
-			if cmpEnt(c, freeEnt{b.size, b.addr, 0}) >= 0 {
-				break
-			}
-			if int(c.seg) == si && f.usable(r, c.size) {
+		for _, x := range s.free {
+			c := &f.tree.nodes[x]
+			if c.size >= r && (c.size < b.size || c.size == b.size && c.addr < b.addr) && f.usable(r, c.size) {
 				restore = true
 				break
 			}
 		}
 	}
+	// take the block, splitting as PyTorch does
+	f.delFree(si, b)
 	if restore {
 		f.setClaim(i)
 		if s.label == labelUnknown || s.label == labelDefault {
 			s.label, s.how = labelPrivate, howRestore
 		}
 	} else {
-		// exclusion: every block best fit preferred lies in another pool
-		v := f.free[f.key(s)]
-		lo, _ := slices.BinarySearchFunc(v, freeEnt{r, 0, 0}, cmpEnt)
-		for _, c := range v[lo:] {
-			if !isNew && cmpEnt(c, freeEnt{b.size, b.addr, 0}) >= 0 {
-				break
-			}
-			if f.usable(r, c.size) && int(c.seg) != si {
-				f.differ(si, int(c.seg))
-				if f.claim != nil {
-					f.passed = append(f.passed, passing{event: i, seg: int32(si), other: c.seg})
-				}
-			}
-		}
+		f.exclude(si, i, r, b, isNew)
 	}
-	// take the block, splitting as PyTorch does
-	f.delFree(si, b)
 	var out []modelBlock
 	if e.Addr > b.addr {
 		out = append(out, modelBlock{b.addr, e.Addr - b.addr, true})
@@ -271,6 +355,57 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	s.blocks = slices.Replace(s.blocks, k, k+1, out...)
 }
 
+// exclude reads the exclusions of alloc event i in segment si, a request
+// of r bytes that best fit served with block b (taken out of the free
+// treap already): every usable block best fit preferred (a better fit;
+// any, for the request that made si) lies in another pool.
+func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
+	s := f.segs[si]
+	hiSize, hiAddr, hiInf := b.size, b.addr, isNew
+	if ms := f.cfg.MaxSplitSize; ms > 0 { // usable blocks are those below u
+		u := ms
+		if r >= ms {
+			u = r + f.cfg.MaxNonSplitRounding
+		}
+		if hiInf || u < hiSize || u == hiSize && hiAddr > 0 {
+			hiSize, hiAddr, hiInf = u, 0, false
+		}
+	}
+	t, q := f.tree, freeRange{r, hiSize, hiAddr, hiInf}
+	switch f.mode {
+	case walkDetect:
+		f.anyApart = f.anyApart || t.any(f.roots[s.fk], &q)
+	case walkClaims:
+		if c := f.segClass[si]; c >= 0 && t.any(f.byClass[int64(s.fk)<<32|int64(c)], &q) {
+			f.setClaim(i)
+		}
+	case walkFull:
+		sum := freeSum{minSeg: math.MaxInt32, mask: f.mask}
+		clear(sum.mask)
+		sum.each = func(o int32) {
+			switch {
+			case int(o) == si:
+			case s.class < 0:
+				f.differ(si, int(o))
+			default:
+				f.closedPartner(int(o), int32(si), s.class)
+			}
+		}
+		t.sum(f.roots[s.fk], &q, &sum)
+		if sum.n == 0 {
+			return
+		}
+		f.anyApart = true
+		if sum.n > sum.open {
+			if s.class < 0 {
+				f.closedPartners(si, sum.minSeg, sum.mask)
+			} else if sum.mask[s.class/64]&(1<<(s.class%64)) != 0 {
+				s.samePass = true
+			}
+		}
+	}
+}
+
 // usable: best fit may hand a cached block of size to a request of r
 // (max_split_size keeps oversize blocks for oversize requests).
 func (f *inferer) usable(r, size uint64) bool {
@@ -289,6 +424,12 @@ func (f *inferer) freeAt(addr uint64) {
 	if si < 0 {
 		return
 	}
+	f.freeIn(si, addr)
+	f.setWhole(si, true)
+}
+
+// freeIn walks the free_completed at addr, in segment si.
+func (f *inferer) freeIn(si int, addr uint64) {
 	s := f.segs[si]
 	if s.broken {
 		return
@@ -335,29 +476,7 @@ func lessKey(a, b [4]uint64) bool {
 }
 
 // setClaim marks alloc event i as a claim by address (nothing to mark in
-// a streamed walk, which only looks for evidence of private pools).
-// passing is an allocation (event) in segment seg that passed over a
-// free block of segment other that best fit would have taken.
-type passing struct {
-	event      int
-	seg, other int32
-}
-
-// passedClaims marks as claims the allocations that passed over a block
-// of their own private pool: best fit within the pool would have taken
-// it, so the allocation took its block by address — a CUDA graph tree's
-// checkpoint restore (setCheckpointPoolState's alloc_found_block), whose
-// blocks go back where the checkpoint had them. Read as exclusions while
-// walking, they are contradicted by the labels (the snapshot's pool ids
-// say both segments are one pool's).
-func (f *inferer) passedClaims() {
-	for _, p := range f.passed {
-		if l := f.segs[p.seg].label; l > 0 && l == f.segs[p.other].label {
-			f.setClaim(p.event)
-		}
-	}
-}
-
+// a walk that only looks for evidence of private pools).
 func (f *inferer) setClaim(i int) {
 	if f.claim != nil {
 		f.claim[i] = true

@@ -4,60 +4,67 @@ import (
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-// PoolWalk reads one device's trace of a snapshot, as the file is read, for
-// the private pools its plan needs (a CUDA graph's, a torch.cuda.MemPool's):
-// it walks the block model inferPools walks, keeping per event a packed
-// record (eventRecord), the segment the event allocated in and whether it claimed
-// its block: 9 bytes an event, not the event. A snapshot planner declines a
-// trace that used private pools; the trace is then planned in two more
-// reads: this one, and NewPoolPlanner's with the pools it found.
+// PoolWalk walks one device's trace of a snapshot, a window of events at
+// a time, for the private pools its plan needs (a CUDA graph's, a
+// torch.cuda.MemPool's): it walks the block model inferPools walks, keeping
+// per event a packed record (eventRecord), the segment the event allocated
+// in and whether it claimed its block: 9 bytes an event, not the event. A
+// snapshot planner declines a trace that used private pools; the trace is
+// then planned in more passes over its tape: this walk's (a look ahead
+// for the segments the final snapshot names, the walk, and for a trace
+// whose allocations may have passed over their own pool's blocks, a walk
+// again), and NewPoolPlanner's with the pools it found.
 type PoolWalk struct {
-	f *inferer
+	f      *inferer
+	events func(see func(e *trace.Event))
 	window
 	mapped bool // expandable segments: pools are not modelled there
 	final  []trace.Segment
 }
 
-// NewPoolWalk starts the walk of device's trace of snap, read once
-// already: snap gives its final segments and settings, st (which read
-// it) its length.
-func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState) *PoolWalk {
-	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), window: window{win: make([]trace.Event, 0, plannerWindow)},
+// NewPoolWalk starts the walk of device's trace of snap: events hands see
+// each of its events in order, each time it is called; snap gives its
+// final segments and settings, st (which read it) its length.
+func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(e *trace.Event))) *PoolWalk {
+	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), events: events, window: window{win: make([]trace.Event, 0, plannerWindow)},
 		final: deviceSegments(snap, device)}
 	w.f.keepRecords(st.events)
 	return w
 }
 
-// Add walks the next event of the trace.
-func (w *PoolWalk) Add(e *trace.Event) {
-	if w.mapped {
-		return
-	}
-	if e.Action == trace.ActionSegmentMap || e.Action == trace.ActionSegmentUnmap {
-		w.mapped, w.f, w.win = true, nil, nil // as inferPools: no pools
-		return
-	}
-	w.f.record(e)
-	w.win = append(w.win, *e)
-	if len(w.win) == cap(w.win) {
-		w.walk(false)
-	}
+// walkAll walks every event with f, a window at a time.
+func (w *PoolWalk) walkAll(f *inferer, record bool) {
+	w.win, w.done, w.base = w.win[:0], 0, 0
+	w.events(func(e *trace.Event) {
+		if record {
+			f.record(e)
+		}
+		w.win = append(w.win, *e)
+		if len(w.win) == cap(w.win) {
+			w.slide(w.stepReady(false, f.step), true)
+		}
+	})
+	w.slide(w.stepReady(true, f.step), true)
 }
 
-// walk walks the window's events, all of them at the end of the trace,
-// else all but those whose walk depends on the next event.
-func (w *PoolWalk) walk(end bool) {
-	w.slide(w.stepReady(end, w.f.step), true)
-}
-
-// pools ends the trace and returns its pools' plan: nil when it shows no
+// pools walks the trace and returns its pools' plan: nil when it shows no
 // private pool (or has expandable segments, where pools are not modelled).
 func (w *PoolWalk) pools() *poolPlan {
+	f := w.f
+	f.predict(w.final, func(see func(int, *trace.Event)) {
+		i := 0
+		w.events(func(e *trace.Event) {
+			w.mapped = w.mapped || e.Action == trace.ActionSegmentMap || e.Action == trace.ActionSegmentUnmap
+			see(i, e)
+			i++
+		})
+	})
 	if w.mapped {
-		return nil
+		return nil // as inferPools: no pools
 	}
-	w.walk(true)
-	pp := w.f.poolPlan(w.final)
-	w.f, w.win = nil, nil
+	w.walkAll(f, true)
+	f.again = func(g *inferer) { w.walkAll(g, false) }
+	pp := f.poolPlan(w.final)
+	w.f, w.win, w.events = nil, nil, nil
 	return pp
 }

@@ -16,10 +16,12 @@ import (
 //     no segment events;
 //  2. else two, a StartState then NewSnapshotPlanner: segment events, or a
 //     ring buffer's cut, need the trace's end state and peak before its
-//     first event is planned;
+//     first event is planned. Only the first of them reads the file: it
+//     keeps a tape of the events (a few bytes each), which a walk for the
+//     evidence of private pools (showsPools) reads, then the second;
 //  3. else, for a trace that used private pools (their inference labels
-//     allocations from what happened later), two more: a PoolWalk (9
-//     bytes an event) then NewPoolPlanner;
+//     allocations from what happened later), two more passes over the
+//     tape: a PoolWalk (9 bytes an event) then NewPoolPlanner;
 //  4. else none: the caller reads the file whole (FromSnapshot).
 
 // A Reader reads the snapshot file once more from its start, handing sink
@@ -48,13 +50,23 @@ func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *
 	if !errors.Is(err, ErrDeclined) {
 		return nil, nil, nil, false // not a pickle, a bad file, an interrupt
 	}
+	// the one read of the file: the start state, and a tape of the events
+	// for the passes that plan them
 	var starts []*StartState
+	var tapes []*tape
+	defer func() { // those no pass let go (a read that failed, a list of no device)
+		for _, t := range tapes {
+			t.free()
+		}
+	}()
 	first, lists, err := read("finding the start state of", trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list == len(starts) {
 				starts = append(starts, NewStartState())
+				tapes = append(tapes, &tape{})
 			}
 			starts[list].Add(e)
+			tapes[list].add(e)
 			return nil
 		},
 	})
@@ -66,48 +78,44 @@ func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *
 	for d, l := range lists {
 		if l >= 0 {
 			planners[l] = NewSnapshotPlanner(first, d, starts[l])
-			declined = declined || planners[l].Declined() != ""
+			declined = declined || planners[l].Declined() != "" || showsPools(first, d, tapes[l])
 		}
+	}
+	if slices.Contains(planners, nil) {
+		return nil, nil, nil, false // a list of no device: reading it whole reports it
 	}
 	if !declined {
-		snap, plans, err := planRead(read, watch, lists, planners)
-		if err == nil {
-			return snap, plans, lists, true
+		// no private pools: the snapshot planners plan the traces, letting
+		// the tapes go as they read them (their walks for pools, which
+		// showsPools made, are not made again)
+		for _, pl := range planners {
+			pl.walk = nil
 		}
-		if !errors.Is(err, ErrDeclined) {
+		plans, err := planTapes(first, watch, lists, planners, tapes, true)
+		if err != nil {
 			return nil, nil, nil, false
 		}
+		return first, plans, lists, true
 	}
 	// private pools: walk each trace for them, then plan with them
-	walks := make([]*PoolWalk, len(starts))
 	for d, l := range lists {
 		if l >= 0 {
-			walks[l] = NewPoolWalk(first, d, starts[l])
+			tp := tapes[l]
+			w := NewPoolWalk(first, d, starts[l], func(see func(*trace.Event)) {
+				_ = tp.each(false, func(e *trace.Event) error {
+					see(e)
+					return nil
+				})
+			})
+			planners[l] = NewPoolPlanner(first, d, starts[l], w)
+			starts[l] = nil // its per-event records are no longer needed
 		}
 	}
-	_, lists3, err := read("inferring the private pools of", trace.PickleSink{
-		Event: func(list int, e *trace.Event) error {
-			if list >= len(walks) || walks[list] == nil {
-				return ErrDeclined // a list of no device: reading it whole reports it
-			}
-			walks[list].Add(e)
-			return nil
-		},
-	})
-	if err != nil || !slices.Equal(lists, lists3) {
-		return nil, nil, nil, false
-	}
-	for d, l := range lists {
-		if l >= 0 {
-			planners[l] = NewPoolPlanner(first, d, starts[l], walks[l])
-			walks[l], starts[l] = nil, nil // their per-event records are no longer needed
-		}
-	}
-	snap, plans, err = planRead(read, watch, lists, planners)
+	plans, err = planTapes(first, watch, lists, planners, tapes, true)
 	if err != nil {
 		return nil, nil, nil, false
 	}
-	return snap, plans, lists, true
+	return first, plans, lists, true
 }
 
 // planOnce plans in one read the traces that start with the program and
@@ -139,31 +147,60 @@ func planOnce(read Reader, watch func() func(int, *trace.Event)) (*trace.Snapsho
 	return snap, plans, lists, err
 }
 
-// planRead reads the file once more, planning each device's trace with
-// its planner; ErrDeclined when a planner declines.
-func planRead(read Reader, watch func() func(int, *trace.Event), lists []int, planners []*Planner) (*trace.Snapshot, []*Plan, error) {
-	see := watcher(watch)
-	snap, lists2, err := read("planning", trace.PickleSink{
-		Event: func(list int, e *trace.Event) error {
-			if list >= len(planners) || planners[list] == nil {
-				return ErrDeclined // a list of no device: reading it whole reports it
+// showsPools walks device's trace of snap, on tape, for the evidence of
+// private pools a snapshot planner looks for as it plans (the walk with
+// which it declines the trace), before the planner reads the tape: a
+// trace that shows none is then planned in one pass that lets the tape
+// go, one that does is walked for its pools at once. A trace with
+// expandable segments shows none: pools are not modelled there.
+func showsPools(snap *trace.Snapshot, device int, tp *tape) bool {
+	f := newInferer(settingsConfig(snap.Settings))
+	w := window{win: make([]trace.Event, 0, plannerWindow)}
+	mapped, done := false, errors.New("done")
+	err := tp.each(false, func(e *trace.Event) error {
+		if e.Action == trace.ActionSegmentMap || e.Action == trace.ActionSegmentUnmap {
+			mapped = true
+			return done
+		}
+		w.win = append(w.win, *e)
+		if len(w.win) == cap(w.win) {
+			w.slide(w.stepReady(false, f.step), true)
+			if f.anyApart { // an exclusion: evidence whatever follows
+				return done
 			}
-			pl := planners[list]
+		}
+		return nil
+	})
+	switch {
+	case mapped:
+		return false
+	case err != nil:
+		return true
+	}
+	w.slide(w.stepReady(true, f.step), true)
+	return f.anyApart || f.evidence(deviceSegments(snap, device)) != nil
+}
+
+// planTapes plans each device's trace from its tape with its planner
+// (letting the tapes go as they are read with drop); ErrDeclined when a
+// planner declines.
+func planTapes(snap *trace.Snapshot, watch func() func(int, *trace.Event), lists []int, planners []*Planner, tapes []*tape, drop bool) ([]*Plan, error) {
+	see := watcher(watch)
+	for l, pl := range planners {
+		err := tapes[l].each(drop, func(e *trace.Event) error {
 			pl.Add(e)
-			see(list, e)
+			see(l, e)
 			if pl.Declined() != "" {
 				return ErrDeclined
 			}
 			return nil
-		},
-	})
-	if err != nil {
-		return nil, nil, err
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	if !slices.Equal(lists, lists2) {
-		return nil, nil, errors.New("the file changed between reads")
-	}
-	return finishPlans(snap, lists, planners)
+	_, plans, err := finishPlans(snap, lists, planners)
+	return plans, err
 }
 
 // finishPlans ends each device's planner; ErrDeclined when one declines

@@ -32,11 +32,12 @@ func streamReads(snap *trace.Snapshot, device, window int, pools bool) (*Plan, s
 	}
 	p := pl.Plan(snap)
 	if p == nil && pools && pl.Declined() == privatePools {
-		w := NewPoolWalk(snap, device, st)
+		w := NewPoolWalk(snap, device, st, func(see func(*trace.Event)) {
+			for i := range events {
+				see(&events[i])
+			}
+		})
 		w.win = make([]trace.Event, 0, window)
-		for i := range events {
-			w.Add(&events[i])
-		}
 		pl = NewPoolPlanner(snap, device, st, w)
 		pl.win = make([]trace.Event, 0, window)
 		for i := range events {

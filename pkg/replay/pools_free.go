@@ -1,0 +1,328 @@
+package replay
+
+import "math"
+
+// This file holds the free blocks of pool inference's block model: for
+// each stream and size class, a treap ordered as best fit searches them
+// (size, then address; among blocks of equal size and address, the last
+// added first, which is the one a free takes back), whose nodes sum up
+// their subtrees, so that what a request passed over is asked of a range
+// in time logarithmic in the blocks, not linear:
+//
+//   - how many blocks lie there, and how many of them belong to segments
+//     of no class (enumerated one by one where each matters);
+//   - of the blocks of classed segments (a class: the pool the snapshot
+//     names for a segment alive at the end, or a label), the lowest
+//     segment and the set of classes.
+
+// freeNode is one free block, and the sums of its subtree.
+type freeNode struct {
+	size, addr, seq uint64 // seq: the order blocks were added
+	seg             int32
+	class           int32 // -1: none
+	l, r            int32
+	prio            uint32
+	n, open         int32 // blocks, and blocks of no class, in the subtree
+	minSeg          int32 // the lowest segment of a classed block in the subtree
+}
+
+// freeTree is the node store of the treaps of one walk; node 0 is none.
+type freeTree struct {
+	nodes []freeNode
+	masks []uint64 // words per node: the classes in its subtree
+	words int
+	spare []int32
+	seq   uint64
+	rng   uint32
+}
+
+func newFreeTree(classes int) *freeTree {
+	w := (classes + 63) / 64
+	return &freeTree{nodes: make([]freeNode, 1, 64), masks: make([]uint64, w, 64*max(w, 1)), words: w, rng: 0x9e3779b9}
+}
+
+// key order: size, address, then seq descending.
+func keyLess(s1, a1, q1, s2, a2, q2 uint64) bool {
+	if s1 != s2 {
+		return s1 < s2
+	}
+	if a1 != a2 {
+		return a1 < a2
+	}
+	return q1 > q2
+}
+
+func (t *freeTree) mask(x int32) []uint64 {
+	return t.masks[int(x)*t.words : int(x+1)*t.words]
+}
+
+// pull recomputes node x's sums from its children.
+func (t *freeTree) pull(x int32) {
+	nd := &t.nodes[x]
+	n, open, minSeg := int32(1), int32(0), int32(math.MaxInt32)
+	if nd.class < 0 {
+		open = 1
+	} else {
+		minSeg = nd.seg
+	}
+	if c := nd.l; c != 0 {
+		cn := &t.nodes[c]
+		n, open, minSeg = n+cn.n, open+cn.open, min(minSeg, cn.minSeg)
+	}
+	if c := nd.r; c != 0 {
+		cn := &t.nodes[c]
+		n, open, minSeg = n+cn.n, open+cn.open, min(minSeg, cn.minSeg)
+	}
+	nd.n, nd.open, nd.minSeg = n, open, minSeg
+	switch t.words {
+	case 0:
+		return
+	case 1: // the common case, without slices
+		var m uint64
+		if nd.class >= 0 {
+			m = 1 << nd.class
+		}
+		if nd.l != 0 {
+			m |= t.masks[nd.l]
+		}
+		if nd.r != 0 {
+			m |= t.masks[nd.r]
+		}
+		t.masks[x] = m
+		return
+	}
+	m := t.mask(x)
+	clear(m)
+	if nd.class >= 0 {
+		m[nd.class/64] |= 1 << (nd.class % 64)
+	}
+	for _, c := range [2]int32{nd.l, nd.r} {
+		if c != 0 {
+			for i, w := range t.mask(c) {
+				m[i] |= w
+			}
+		}
+	}
+}
+
+// split splits the treap x into the blocks before the key and the rest.
+func (t *freeTree) split(x int32, size, addr, seq uint64) (int32, int32) {
+	if x == 0 {
+		return 0, 0
+	}
+	nd := &t.nodes[x]
+	if keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
+		l, r := t.split(nd.r, size, addr, seq)
+		t.nodes[x].r = l
+		t.pull(x)
+		return x, r
+	}
+	l, r := t.split(nd.l, size, addr, seq)
+	t.nodes[x].l = r
+	t.pull(x)
+	return l, x
+}
+
+func (t *freeTree) merge(a, b int32) int32 {
+	if a == 0 {
+		return b
+	}
+	if b == 0 {
+		return a
+	}
+	if t.nodes[a].prio > t.nodes[b].prio {
+		t.nodes[a].r = t.merge(t.nodes[a].r, b)
+		t.pull(a)
+		return a
+	}
+	t.nodes[b].l = t.merge(a, t.nodes[b].l)
+	t.pull(b)
+	return b
+}
+
+// add adds a block of segment seg (of class, -1 for none) to the treap
+// root and returns the new root and the block's node.
+func (t *freeTree) add(root int32, size, addr uint64, seg, class int32) (int32, int32) {
+	t.seq++
+	return t.addKey(root, size, addr, t.seq, seg, class)
+}
+
+// addKey is add with the block's seq given (a copy of a block in another
+// treap).
+func (t *freeTree) addKey(root int32, size, addr, seq uint64, seg, class int32) (int32, int32) {
+	var x int32
+	if k := len(t.spare); k > 0 {
+		x, t.spare = t.spare[k-1], t.spare[:k-1]
+	} else {
+		x = int32(len(t.nodes))
+		t.nodes = append(t.nodes, freeNode{})
+		t.masks = append(t.masks, make([]uint64, t.words)...)
+	}
+	t.rng ^= t.rng << 13
+	t.rng ^= t.rng >> 17
+	t.rng ^= t.rng << 5
+	t.nodes[x] = freeNode{size: size, addr: addr, seq: seq, seg: seg, class: class, prio: t.rng}
+	t.pull(x)
+	l, r := t.split(root, size, addr, seq)
+	return t.merge(t.merge(l, x), r), x
+}
+
+// take removes the block of size at addr added last from the treap root;
+// it returns the new root and the node removed (0: none), whose fields
+// stay readable until the next add.
+func (t *freeTree) take(root int32, size, addr uint64) (int32, int32) {
+	l, r := t.split(root, size, addr, math.MaxUint64)
+	if r == 0 {
+		return t.merge(l, r), 0
+	}
+	// the leftmost node of r
+	x := r
+	for t.nodes[x].l != 0 {
+		x = t.nodes[x].l
+	}
+	if nd := &t.nodes[x]; nd.size != size || nd.addr != addr {
+		return t.merge(l, r), 0
+	}
+	r = t.dropFirst(r)
+	t.spare = append(t.spare, x)
+	return t.merge(l, r), x
+}
+
+// remove removes the block of key (size, addr, seq) from the treap root,
+// which holds it, and returns the new root.
+func (t *freeTree) remove(root int32, size, addr, seq uint64) int32 {
+	l, r := t.split(root, size, addr, seq)
+	if r == 0 {
+		return l
+	}
+	x := r
+	for t.nodes[x].l != 0 {
+		x = t.nodes[x].l
+	}
+	r = t.dropFirst(r)
+	t.spare = append(t.spare, x)
+	return t.merge(l, r)
+}
+
+// dropFirst removes the leftmost node of x.
+func (t *freeTree) dropFirst(x int32) int32 {
+	nd := &t.nodes[x]
+	if nd.l == 0 {
+		return nd.r
+	}
+	nd.l = t.dropFirst(nd.l)
+	t.pull(x)
+	return x
+}
+
+// freeRange is a range of blocks: sizes from lo on, before the block of
+// size hiSize at hiAddr (hiInf: no end).
+type freeRange struct {
+	lo, hiSize, hiAddr uint64
+	hiInf              bool
+}
+
+func (q *freeRange) below(nd *freeNode) bool {
+	return q.hiInf || nd.size < q.hiSize || nd.size == q.hiSize && nd.addr < q.hiAddr
+}
+
+// freeSum sums up the blocks of a range.
+type freeSum struct {
+	n, open int32
+	minSeg  int32
+	mask    []uint64
+	each    func(seg int32) // when set, sees the segment of each block of no class
+}
+
+func (t *freeTree) sumNode(x int32, s *freeSum) {
+	nd := &t.nodes[x]
+	s.n++
+	if nd.class < 0 {
+		s.open++
+		if s.each != nil {
+			s.each(nd.seg)
+		}
+		return
+	}
+	s.minSeg = min(s.minSeg, nd.seg)
+	s.mask[nd.class/64] |= 1 << (nd.class % 64)
+}
+
+func (t *freeTree) sumTree(x int32, s *freeSum) {
+	if x == 0 {
+		return
+	}
+	nd := &t.nodes[x]
+	s.n += nd.n
+	s.open += nd.open
+	s.minSeg = min(s.minSeg, nd.minSeg)
+	for i, w := range t.mask(x) {
+		s.mask[i] |= w
+	}
+	if s.each != nil && nd.open > 0 {
+		t.eachOpen(x, s.each)
+	}
+}
+
+// sum adds the blocks of the treap root in q to s, reading the treap
+// only: logarithmic, and linear in the blocks of no class handed to
+// s.each.
+func (t *freeTree) sum(root int32, q *freeRange, s *freeSum) {
+	x := root
+	for x != 0 {
+		nd := &t.nodes[x]
+		switch {
+		case nd.size < q.lo:
+			x = nd.r
+		case !q.below(nd):
+			x = nd.l
+		default: // in range: the left subtree's part from lo, the right's before hi
+			for y := nd.l; y != 0; {
+				if yn := &t.nodes[y]; yn.size >= q.lo {
+					t.sumTree(yn.r, s)
+					t.sumNode(y, s)
+					y = yn.l
+				} else {
+					y = yn.r
+				}
+			}
+			t.sumNode(x, s)
+			for y := nd.r; y != 0; {
+				if yn := &t.nodes[y]; q.below(yn) {
+					t.sumTree(yn.l, s)
+					t.sumNode(y, s)
+					y = yn.r
+				} else {
+					y = yn.l
+				}
+			}
+			return
+		}
+	}
+}
+
+// any says whether the treap root has a block in q.
+func (t *freeTree) any(root int32, q *freeRange) bool {
+	var first int32
+	for x := root; x != 0; {
+		if nd := &t.nodes[x]; nd.size >= q.lo {
+			first, x = x, nd.l
+		} else {
+			x = nd.r
+		}
+	}
+	return first != 0 && q.below(&t.nodes[first])
+}
+
+// eachOpen hands f the segment of each block of no class in x, in order.
+func (t *freeTree) eachOpen(x int32, f func(seg int32)) {
+	if x == 0 || t.nodes[x].open == 0 {
+		return
+	}
+	nd := t.nodes[x]
+	t.eachOpen(nd.l, f)
+	if nd.class < 0 {
+		f(nd.seg)
+	}
+	t.eachOpen(nd.r, f)
+}

@@ -1,0 +1,105 @@
+package replay
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The free treap answers as a sorted list of blocks searched one by one
+// would: a take gives back the block of that size and address added last,
+// and the sums of a range are those of its blocks, under random adds,
+// takes, removals and ranges (few sizes and addresses: many ties).
+func TestFreeTreeAsList(t *testing.T) {
+	for _, classes := range []int{0, 40, 70} { // no class, a word of them, two
+		testFreeTree(t, classes)
+	}
+}
+
+func testFreeTree(t *testing.T, classes int) {
+	type blk struct {
+		size, addr, seq uint64
+		seg, class      int32
+	}
+	rng := rand.New(rand.NewPCG(3, uint64(classes)))
+	tr := newFreeTree(classes)
+	var root int32
+	var list []blk // in treap order
+	less := func(a, b blk) int {
+		if keyLess(a.size, a.addr, a.seq, b.size, b.addr, b.seq) {
+			return -1
+		}
+		return 1
+	}
+	for step := range 20000 {
+		size, addr := uint64(1+rng.IntN(40)), uint64(rng.IntN(8))
+		switch op := rng.IntN(4); {
+		case op == 3 && len(list) > 0: // one block, by its key
+			i := rng.IntN(len(list))
+			b := list[i]
+			root = tr.remove(root, b.size, b.addr, b.seq)
+			list = slices.Delete(list, i, i+1)
+		case op == 0 || len(list) == 0:
+			seg, class := int32(rng.IntN(100)), int32(rng.IntN(classes+20))-20
+			if class < 0 {
+				class = -1
+			}
+			var x int32
+			root, x = tr.add(root, size, addr, seg, class)
+			b := blk{size, addr, tr.nodes[x].seq, seg, class}
+			i, _ := slices.BinarySearchFunc(list, b, less)
+			list = slices.Insert(list, i, b)
+		case op == 1:
+			if rng.IntN(2) == 0 { // a block that is there
+				b := list[rng.IntN(len(list))]
+				size, addr = b.size, b.addr
+			}
+			var x int32
+			root, x = tr.take(root, size, addr)
+			i := slices.IndexFunc(list, func(b blk) bool { return b.size == size && b.addr == addr })
+			switch {
+			case i < 0 && x != 0, i >= 0 && x == 0:
+				t.Fatalf("%d classes, step %d: take(%d, %d) found node %d, the list %d", classes, step, size, addr, x, i)
+			case i >= 0:
+				if nd := tr.nodes[x]; nd.seq != list[i].seq || nd.seg != list[i].seg {
+					t.Fatalf("%d classes, step %d: take(%d, %d) took seq %d, the list %d", classes, step, size, addr, nd.seq, list[i].seq)
+				}
+				list = slices.Delete(list, i, i+1)
+			}
+		default:
+			q := freeRange{lo: size, hiSize: uint64(rng.IntN(45)), hiAddr: uint64(rng.IntN(8)), hiInf: rng.IntN(4) == 0}
+			got := freeSum{minSeg: math.MaxInt32, mask: make([]uint64, tr.words)}
+			var gotOpen []int32
+			got.each = func(seg int32) { gotOpen = append(gotOpen, seg) }
+			tr.sum(root, &q, &got)
+			want := freeSum{minSeg: math.MaxInt32, mask: make([]uint64, tr.words)}
+			var wantOpen []int32
+			for _, b := range list {
+				if b.size < q.lo || !q.hiInf && (b.size > q.hiSize || b.size == q.hiSize && b.addr >= q.hiAddr) {
+					continue
+				}
+				want.n++
+				if b.class < 0 {
+					want.open++
+					wantOpen = append(wantOpen, b.seg)
+				} else {
+					want.minSeg = min(want.minSeg, b.seg)
+					want.mask[b.class/64] |= 1 << (b.class % 64)
+				}
+			}
+			slices.Sort(gotOpen)
+			slices.Sort(wantOpen)
+			if got.n != want.n || got.open != want.open || got.minSeg != want.minSeg || !slices.Equal(got.mask, want.mask) || !slices.Equal(gotOpen, wantOpen) {
+				t.Fatalf("%d classes, step %d: sum of %+v: %d blocks, %d open %v, min %d, mask %x; want %d, %d %v, %d, %x", classes, step, q,
+					got.n, got.open, gotOpen, got.minSeg, got.mask, want.n, want.open, wantOpen, want.minSeg, want.mask)
+			}
+			if tr.any(root, &q) != (want.n > 0) {
+				t.Fatalf("%d classes, step %d: any of %+v: %v, want %v", classes, step, q, !(want.n > 0), want.n > 0)
+			}
+		}
+		if root != 0 && int(tr.nodes[root].n) != len(list) || root == 0 && len(list) != 0 {
+			t.Fatalf("%d classes, step %d: the treap holds %d blocks, the list %d", classes, step, tr.nodes[root].n, len(list))
+		}
+	}
+}
