@@ -213,7 +213,7 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 type Builder struct {
 	blocks chunked[Block]
 	open   addrmap.Map[int] // address → index into blocks of the live block there
-	times  chunked[int64]   // time of each position
+	times  clock            // time of each position
 	stacks bool
 	events int32   // alloc and free_completed events so far
 	pre    []Block // blocks freed before the trace saw them allocated
@@ -326,7 +326,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 		}
 	}
 	classify(r, snap, &b.times)
-	b.times = chunked[int64]{}
+	b.times = clock{}
 	if streamed {
 		r.setPeak(b.bestAt, base+b.best)
 	} else {

@@ -25,9 +25,9 @@ type structure struct {
 
 // ranges returns the [START, END] ranges of the annotations of device
 // whose name starts with prefix, as positions.
-func ranges(snap *trace.Snapshot, device int, times *chunked[int64], prefix string) []span {
+func ranges(snap *trace.Snapshot, device int, times *clock, prefix string) []span {
 	pos := func(t int64, after bool) int {
-		return sort.Search(times.n, func(i int) bool { ti := *times.at(i); return ti > t || !after && ti == t })
+		return sort.Search(times.n, func(i int) bool { ti := times.at(i); return ti > t || !after && ti == t })
 	}
 	var out []span
 	open := -1
@@ -83,7 +83,7 @@ func (st *structure) iteration(p int) int {
 }
 
 // classify puts every block of r into a category.
-func classify(r *Result, snap *trace.Snapshot, times *chunked[int64]) {
+func classify(r *Result, snap *trace.Snapshot, times *clock) {
 	st := &structure{n: r.Positions}
 	st.steps = ranges(snap, r.Device, times, "Optimizer.step")
 	st.zero = ranges(snap, r.Device, times, "Optimizer.zero_grad")
