@@ -77,8 +77,9 @@ type Block struct {
 	// still when the allocator did not split it (only a replay knows).
 	Addr, Size uint64
 	// Born and Freed are positions: -1 for a block live before the trace
-	// began; Freed is Result.Positions when the block is never freed.
-	Born, Freed int
+	// began; Freed is Result.Positions when the block is never freed. Like
+	// Event they count in 32 bits (a block record is 40 bytes, not 48).
+	Born, Freed int32
 	// Event is the index of its alloc event among the device's alloc and
 	// free_completed events (replay.Plan's numbering); -1 if before the trace.
 	Event    int32
@@ -158,7 +159,7 @@ func (r *Result) All() iter.Seq2[int, *Block] {
 func (r *Result) Live(p int) []*Block {
 	var out []*Block
 	for _, b := range r.All() {
-		if b.Born <= p && b.Freed > p {
+		if int(b.Born) <= p && int(b.Freed) > p {
 			out = append(out, b)
 		}
 	}
@@ -213,7 +214,7 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 type Builder struct {
 	blocks chunked[Block]
 	open   addrmap.Map[int] // address → index into blocks of the live block there
-	times  chunked[int64]   // time of each position
+	times  clock            // time of each position
 	stacks bool
 	events int32   // alloc and free_completed events so far
 	pre    []Block // blocks freed before the trace saw them allocated
@@ -261,12 +262,12 @@ func (b *Builder) Add(e *trace.Event) {
 		b.times.add(e.TimeUS)
 		if i, ok := b.open.Get(e.Addr); ok { // a second alloc at a live address: the first ended
 			old := b.blocks.at(i)
-			old.Freed = pos
+			old.Freed = int32(pos)
 			b.cur -= int64(old.Size)
 		}
 		b.open.Set(e.Addr, b.blocks.n)
 		size := rounded(e.Size)
-		b.blocks.add(Block{Addr: e.Addr, Size: size, Born: pos, Freed: -2, Event: b.events, Stack: e.Stack})
+		b.blocks.add(Block{Addr: e.Addr, Size: size, Born: int32(pos), Freed: -2, Event: b.events, Stack: e.Stack})
 		if b.cur += int64(size); b.cur > b.best {
 			b.best, b.bestAt = b.cur, pos
 		}
@@ -277,11 +278,11 @@ func (b *Builder) Add(e *trace.Event) {
 		b.times.add(e.TimeUS)
 		if i, ok := b.open.Get(e.Addr); ok {
 			blk := b.blocks.at(i)
-			blk.Freed = pos
+			blk.Freed = int32(pos)
 			b.cur -= int64(blk.Size)
 			b.open.Delete(e.Addr)
 		} else {
-			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: pos, Event: -1, Stack: -1})
+			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: int32(pos), Event: -1, Stack: -1})
 		}
 	case trace.ActionFreeCompleted:
 		b.events++
@@ -307,7 +308,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 				continue
 			}
 			if _, ok := b.open.Get(blk.Address); !ok {
-				alive = append(alive, Block{Addr: blk.Address, Size: blk.Size, Born: -1, Freed: n, Event: -1, Stack: blk.Stack})
+				alive = append(alive, Block{Addr: blk.Address, Size: blk.Size, Born: -1, Freed: int32(n), Event: -1, Stack: blk.Stack})
 			}
 		}
 	}
@@ -322,11 +323,11 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	r.born, b.blocks = b.blocks, chunked[Block]{}
 	for _, blk := range r.All() {
 		if blk.Freed == -2 {
-			blk.Freed = n
+			blk.Freed = int32(n)
 		}
 	}
 	classify(r, snap, &b.times)
-	b.times = chunked[int64]{}
+	b.times = clock{}
 	if streamed {
 		r.setPeak(b.bestAt, base+b.best)
 	} else {
@@ -345,7 +346,7 @@ func (r *Result) peak() {
 		} else {
 			delta[b.Born] += int64(b.Size)
 		}
-		if b.Freed < r.Positions {
+		if int(b.Freed) < r.Positions {
 			delta[b.Freed] -= int64(b.Size)
 		}
 	}

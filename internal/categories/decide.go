@@ -88,18 +88,18 @@ func decide(r *Result, st *structure) {
 	keptFwd := map[int][]*Block{} // iteration → blocks born in its forward and kept past the next step
 	firstFree := st.n
 	for _, b := range r.All() {
-		if b.Freed < st.n {
-			firstFree = min(firstFree, b.Freed)
+		if int(b.Freed) < st.n {
+			firstFree = min(firstFree, int(b.Freed))
 		}
 	}
 	for i, b := range r.All() {
-		p := b.Born
+		p := int(b.Born)
 		if p < 0 {
 			switch {
 			case st.kept(b):
 				setup = append(setup, b)
 				b.Phase = Setup
-			case inAny(st.zero, b.Freed) >= 0:
+			case inAny(st.zero, int(b.Freed)) >= 0:
 				set(b, Gradient, Backward, ruleZeroFreed)
 			default:
 				set(b, Unknown, Setup, ruleBeforeTrace)
@@ -107,7 +107,7 @@ func decide(r *Result, st *structure) {
 			continue
 		}
 		if k == 0 {
-			if p < firstFree && b.Freed == st.n {
+			if p < firstFree && int(b.Freed) == st.n {
 				setup = append(setup, b)
 				b.Phase = Setup
 			} else {
@@ -116,7 +116,7 @@ func decide(r *Result, st *structure) {
 			continue
 		}
 		if j := inAny(st.steps, p); j >= 0 {
-			if b.Freed < st.steps[j].hi {
+			if int(b.Freed) < st.steps[j].hi {
 				set(b, Temporary, Optimizer, ruleStepTemp)
 			} else {
 				set(b, OptimizerState, Optimizer, ruleStepKept)
@@ -124,7 +124,7 @@ func decide(r *Result, st *structure) {
 			continue
 		}
 		if j := inAny(st.zero, p); j >= 0 {
-			if b.Freed < st.zero[j].hi {
+			if int(b.Freed) < st.zero[j].hi {
 				set(b, Temporary, ZeroGrad, ruleZeroTemp)
 			} else {
 				set(b, Unknown, ZeroGrad, ruleZeroTemp)
@@ -142,14 +142,14 @@ func decide(r *Result, st *structure) {
 			phase = Setup
 		}
 		b.Phase = phase
-		if inAny(st.zero, b.Freed) >= 0 {
+		if inAny(st.zero, int(b.Freed)) >= 0 {
 			set(b, Gradient, phase, ruleZeroFreed)
 			addGrad(it, b.Size)
 			continue
 		}
 		if it == k { // after the last step
 			switch {
-			case b.Freed < st.n:
+			case int(b.Freed) < st.n:
 				set(b, Temporary, phase, ruleAfterTemp)
 			case p < st.fwd[it]:
 				set(b, Input, phase, ruleInput)
@@ -163,13 +163,13 @@ func decide(r *Result, st *structure) {
 		}
 		stepEnd := st.steps[it].hi
 		switch {
-		case b.Freed < st.end[it]: // freed before its step
-			if p < st.bwd[it] && b.Freed >= st.bwd[it] {
+		case int(b.Freed) < st.end[it]: // freed before its step
+			if p < st.bwd[it] && int(b.Freed) >= st.bwd[it] {
 				set(b, Activation, phase, ruleSaved)
 			} else {
 				set(b, Temporary, phase, rulePhaseTemp)
 			}
-		case b.Freed < stepEnd:
+		case int(b.Freed) < stepEnd:
 			set(b, Temporary, phase, ruleStepFreed)
 		case p < st.fwd[it]:
 			if it == 0 && st.kept(b) {
@@ -195,7 +195,7 @@ func decide(r *Result, st *structure) {
 			case it+1 == k && st.kept(b): // the last iteration's: held to the end, or a leak's
 				set(b, Activation, phase, ruleHeld)
 				keptFwd[it] = append(keptFwd[it], b)
-			case it+1 == k || b.Freed < st.steps[it+1].hi:
+			case it+1 == k || int(b.Freed) < st.steps[it+1].hi:
 				set(b, Activation, phase, ruleHeld) // a result the next iteration replaces
 			default:
 				set(b, Activation, phase, ruleOutlives)
@@ -226,7 +226,7 @@ func decide(r *Result, st *structure) {
 	}
 	for _, b := range kept {
 		set(b, Gradient, b.Phase, ruleKeptGrad)
-		addGrad(st.iteration(b.Born), b.Size)
+		addGrad(st.iteration(int(b.Born)), b.Size)
 	}
 	// what was made before the first forward and kept: a parameter when it
 	// has a parameter's size (paramSizes: a gradient's, else an optimizer
@@ -333,7 +333,7 @@ func oneOff(keptFwd map[int][]*Block, params uint64) {
 func cublasWorkspace(r *Result, i int) bool {
 	big := func(size uint64) bool { return size == 32<<20 || size == 4096<<10*2+16<<10*8 }
 	pair := func(w, lt *Block) bool {
-		return big(w.Size) && lt.Size == 1<<20 && lt.Born == w.Born+1 && w.Freed == lt.Freed
+		return big(w.Size) && lt.Size == 1<<20 && int(lt.Born) == int(w.Born)+1 && int(w.Freed) == int(lt.Freed)
 	}
 	return i+1 < r.NumBlocks() && pair(r.Block(i), r.Block(i+1)) || i > 0 && pair(r.Block(i-1), r.Block(i))
 }

@@ -25,9 +25,9 @@ type structure struct {
 
 // ranges returns the [START, END] ranges of the annotations of device
 // whose name starts with prefix, as positions.
-func ranges(snap *trace.Snapshot, device int, times *chunked[int64], prefix string) []span {
+func ranges(snap *trace.Snapshot, device int, times *clock, prefix string) []span {
 	pos := func(t int64, after bool) int {
-		return sort.Search(times.n, func(i int) bool { ti := *times.at(i); return ti > t || !after && ti == t })
+		return sort.Search(times.n, func(i int) bool { ti := times.at(i); return ti > t || !after && ti == t })
 	}
 	var out []span
 	open := -1
@@ -72,9 +72,9 @@ func inAny(ss []span, p int) int {
 // model before the snapshot).
 func (st *structure) kept(b *Block) bool {
 	if k := len(st.steps); k >= 2 {
-		return b.Freed >= st.steps[k-1].hi
+		return int(b.Freed) >= st.steps[k-1].hi
 	}
-	return b.Freed >= st.n
+	return int(b.Freed) >= st.n
 }
 
 // iteration is the iteration a position outside the steps falls in.
@@ -83,7 +83,7 @@ func (st *structure) iteration(p int) int {
 }
 
 // classify puts every block of r into a category.
-func classify(r *Result, snap *trace.Snapshot, times *chunked[int64]) {
+func classify(r *Result, snap *trace.Snapshot, times *clock) {
 	st := &structure{n: r.Positions}
 	st.steps = ranges(snap, r.Device, times, "Optimizer.step")
 	st.zero = ranges(snap, r.Device, times, "Optimizer.zero_grad")
@@ -103,8 +103,8 @@ func engineAllocs(r *Result, snap *trace.Snapshot) []int {
 	}
 	out := []int{}
 	for _, b := range r.All() {
-		if b.Born >= 0 && !hasPythonFrame(snap, b.Stack) {
-			out = append(out, b.Born)
+		if int(b.Born) >= 0 && !hasPythonFrame(snap, b.Stack) {
+			out = append(out, int(b.Born))
 		}
 	}
 	return out
@@ -148,15 +148,15 @@ func (st *structure) phases(r *Result, engine []int) {
 	grad := make([]int, k+1)
 	copy(grad, st.end)
 	for _, b := range r.All() {
-		if b.Born < 0 || inAny(st.steps, b.Born) >= 0 || inAny(st.zero, b.Born) >= 0 {
+		if int(b.Born) < 0 || inAny(st.steps, int(b.Born)) >= 0 || inAny(st.zero, int(b.Born)) >= 0 {
 			continue
 		}
-		i := st.iteration(b.Born)
-		if b.Freed < st.end[i] {
-			st.fwd[i] = min(st.fwd[i], b.Born)
+		i := st.iteration(int(b.Born))
+		if int(b.Freed) < st.end[i] {
+			st.fwd[i] = min(st.fwd[i], int(b.Born))
 		}
-		if i < k && inAny(st.zero, b.Freed) >= 0 {
-			grad[i] = min(grad[i], b.Born)
+		if i < k && inAny(st.zero, int(b.Freed)) >= 0 {
+			grad[i] = min(grad[i], int(b.Born))
 		}
 	}
 	// iteration 0 also holds the setup: its forward begins with the first
@@ -165,16 +165,16 @@ func (st *structure) phases(r *Result, engine []int) {
 	sizes := st.paramSizes(r)
 	last := -1 // each size stands for one parameter, made in order
 	for _, b := range r.All() {
-		if b.Born >= 0 && b.Born < grad[0] && st.kept(b) && sizes[b.Size] > 0 {
+		if int(b.Born) >= 0 && int(b.Born) < grad[0] && st.kept(b) && sizes[b.Size] > 0 {
 			sizes[b.Size]--
-			last = max(last, b.Born)
+			last = max(last, int(b.Born))
 		}
 	}
 	if last >= 0 {
 		st.fwd[0] = st.end[0]
 		for _, b := range r.All() {
-			if b.Born > last && b.Born < st.end[0] && b.Freed < st.end[0] && inAny(st.zero, b.Born) < 0 {
-				st.fwd[0] = min(st.fwd[0], b.Born)
+			if int(b.Born) > last && int(b.Born) < st.end[0] && int(b.Freed) < st.end[0] && inAny(st.zero, int(b.Born)) < 0 {
+				st.fwd[0] = min(st.fwd[0], int(b.Born))
 			}
 		}
 	}
@@ -202,9 +202,9 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 	// one (gradients kept by zero_grad(set_to_none=False) are kept too)
 	// the blocks born in [lo, end): Blocks are in birth order
 	n := r.NumBlocks()
-	from := sort.Search(n, func(j int) bool { return r.Block(j).Born >= lo })
+	from := sort.Search(n, func(j int) bool { return int(r.Block(j).Born) >= lo })
 	born := func(yield func(*Block) bool) {
-		for j := from; j < n && r.Block(j).Born < end; j++ {
+		for j := from; j < n && int(r.Block(j).Born) < end; j++ {
 			if !yield(r.Block(j)) {
 				return
 			}
@@ -212,10 +212,10 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 	}
 	loss, anyKept := -1, -1
 	for b := range born {
-		if b.Born < min(grad, end) && b.Freed >= st.steps[i].hi {
-			anyKept = max(anyKept, b.Born)
+		if int(b.Born) < min(grad, end) && int(b.Freed) >= st.steps[i].hi {
+			anyKept = max(anyKept, int(b.Born))
 			if !st.kept(b) {
-				loss = max(loss, b.Born)
+				loss = max(loss, int(b.Born))
 			}
 		}
 	}
@@ -231,9 +231,9 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 	// where the iteration's transients peak
 	delta := map[int]int64{}
 	for b := range born {
-		if b.Freed < end {
-			delta[b.Born] += int64(b.Size)
-			delta[b.Freed] -= int64(b.Size)
+		if int(b.Freed) < end {
+			delta[int(b.Born)] += int64(b.Size)
+			delta[int(b.Freed)] -= int64(b.Size)
 		}
 	}
 	var cur, best int64
@@ -261,10 +261,10 @@ func (st *structure) paramSizes(r *Result) map[uint64]int {
 	}
 	for _, b := range r.All() {
 		switch {
-		case b.Born < 0:
-		case b.Born < st.end[0] && inAny(st.zero, b.Born) < 0 && inAny(st.zero, b.Freed) >= 0:
+		case int(b.Born) < 0:
+		case int(b.Born) < st.end[0] && inAny(st.zero, int(b.Born)) < 0 && inAny(st.zero, int(b.Freed)) >= 0:
 			grads[b.Size]++
-		case st.steps[0].has(b.Born) && b.Freed >= st.steps[0].hi:
+		case st.steps[0].has(int(b.Born)) && int(b.Freed) >= st.steps[0].hi:
 			states[b.Size]++
 		}
 	}

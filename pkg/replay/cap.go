@@ -120,7 +120,7 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 // emptyCache(k), when not nil, says that the release run beginning at
 // events[k] was an empty_cache() call (a capture starting): it bounds no
 // cap.
-func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, frees []int, emptyCache func(k int) bool) *Cap {
+func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, frees []int32, emptyCache func(k int) bool) *Cap {
 	cr := capReader{events: events, s: s, cfg: alloc.DefaultConfig()}
 	for i, d := range s.RoundupPower2Divisions {
 		cr.cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
@@ -133,7 +133,7 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 	gc := newGCWatch(s)
 	at := func(k int) { // the watch as it was before events[k]
 		if frees != nil && gc != nil && k < len(events) {
-			gc.free, gc.recorded = frees[k], true
+			gc.free, gc.recorded = int(frees[k]), true
 		}
 	}
 	afterOOM := false // the last device event was a recorded out-of-memory

@@ -20,8 +20,8 @@ type Planner struct {
 	b builder
 	window
 	log   opLog
-	ooms  []trace.Event // the oom events and their trace indexes, for inferCap
-	oomAt []int
+	ooms  []trace.Event // the oom events and their trace indexes (32-bit,
+	oomAt []int32       // as DeviceEvent.Event), for inferCap
 	why   string
 	// snap is set for a planner of a whole snapshot (NewSnapshotPlanner),
 	// which plans traces with segment events; ooms then holds the device
@@ -36,7 +36,7 @@ type Planner struct {
 	// gc is the cap's garbage collection watch (nil without one), gcFree
 	// what it counted before each event of ooms
 	gc     *gcWatch
-	gcFree []int
+	gcFree []int32
 }
 
 // plannerWindow is how many events a Planner gathers before it plans them.
@@ -112,7 +112,7 @@ func (pl *Planner) Add(e *trace.Event) {
 			return
 		case trace.ActionOOM:
 			pl.ooms = append(pl.ooms, *e)
-			pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+			pl.oomAt = append(pl.oomAt, int32(pl.base+len(pl.win)))
 		}
 	}
 	pl.win = append(pl.win, *e)
@@ -193,7 +193,7 @@ func (pl *Planner) packed() *Plan {
 // setCap sets the plan's cap, inferred from the events of ooms.
 func (pl *Planner) setCap(c *Cap) {
 	if c != nil {
-		c.Event = pl.oomAt[c.Event]
+		c.Event = int(pl.oomAt[c.Event])
 		pl.b.p.Cap = c
 	}
 }

@@ -227,9 +227,9 @@ func (pl *Planner) addDevice(e *trace.Event) {
 	// inferCap looks at the events beside a device event, no further
 	if device || pl.afterDevice {
 		pl.ooms = append(pl.ooms, *e)
-		pl.oomAt = append(pl.oomAt, pl.base+len(pl.win))
+		pl.oomAt = append(pl.oomAt, int32(pl.base+len(pl.win)))
 		if pl.gc != nil {
-			pl.gcFree = append(pl.gcFree, pl.gc.free)
+			pl.gcFree = append(pl.gcFree, int32(pl.gc.free))
 		}
 	}
 	pl.afterDevice = device
@@ -262,6 +262,6 @@ func (pl *Planner) planSnapshot() *Plan {
 	p := pl.packed()
 	reserved0 := p.noteFinal(pl.snap, pl.device, pl.netSeg)
 	p.noteStart(reserved0)
-	pl.setCap(inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree, func(k int) bool { return p.entering[pl.oomAt[k]] }))
+	pl.setCap(inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree, func(k int) bool { return p.entering[int(pl.oomAt[k])] }))
 	return p
 }
