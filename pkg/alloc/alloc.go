@@ -459,7 +459,7 @@ func (a *Allocator) applyOne(op Op) (uint64, *OOM, error) {
 	defer a.mu.Unlock()
 	a.one.kind = C.uint8_t(op.Kind)
 	a.one.flags = C.uint8_t(op.Flags)
-	a.one.pool = C.uint16_t(op.Pool)
+	a.one.pool = C.uint32_t(op.Pool)
 	a.one.id = C.uint32_t(op.ID)
 	a.one.stream = C.uint64_t(op.Stream)
 	a.one.size = C.uint64_t(op.Size)
@@ -522,11 +522,11 @@ type PoolInfo struct {
 }
 
 // Pool describes private pool id (Op.Pool).
-func (a *Allocator) Pool(id uint16) PoolInfo {
+func (a *Allocator) Pool(id uint32) PoolInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var p C.gm_pool_info_t
-	C.gm_pool_get(a.c, C.uint16_t(id), &p)
+	C.gm_pool_get(a.c, C.uint32_t(id), &p)
 	return PoolInfo{Exists: p.exists != 0, UseCount: int64(p.use_count), Segments: int(p.segments)}
 }
 

@@ -169,7 +169,7 @@ func TestBlockStepsPolicies(t *testing.T) {
 						size = (x>>20)%(40<<20) + 1
 					}
 					ops = append(ops, Op{Kind: OpAlloc, ID: id, Size: size, Stream: (x >> 40) % 2, Flags: FlagRecordedOOM,
-						Pool: uint16(r % 2)})
+						Pool: uint32(r % 2)})
 					live = append(live, id)
 				case r < 36:
 					k := int(x>>30) % len(live)

@@ -218,7 +218,7 @@ type fuzzPools struct {
 
 func (fp *fuzzPools) decorate(c byte, op *Op, a *Allocator) (pre *Op) {
 	if c&0x0c == 0x0c {
-		p := uint16(1 + (c>>6)%2)
+		p := uint32(1 + (c>>6)%2)
 		switch {
 		case fp.created[p] && !fp.released[p] && c&0x01 == 0:
 			fp.released[p] = true
@@ -230,7 +230,7 @@ func (fp *fuzzPools) decorate(c byte, op *Op, a *Allocator) (pre *Op) {
 	if op.Kind != OpAlloc {
 		return pre
 	}
-	if p := uint16(c % 3); !fp.released[p] {
+	if p := uint32(c % 3); !fp.released[p] {
 		op.Pool = p
 		fp.created[p] = fp.created[p] || op.Size > 0 // no block, no pool
 	}
@@ -423,7 +423,7 @@ func runFuzz(t *testing.T, data []byte, seeded, pools bool, pol Policy) {
 			step(Op{Kind: OpFreeComplete, ID: uint32(id)})
 		}
 	}
-	for p := uint16(1); p < 3; p++ {
+	for p := uint32(1); p < 3; p++ {
 		if fp.created[p] && !fp.released[p] {
 			step(Op{Kind: OpPoolRelease, Pool: p})
 		}

@@ -244,14 +244,16 @@ enum {
 };
 
 /* pool: 0 = the default pools; k > 0 = private pool k, created on the first
- * allocation routed to it with a use count of 1. Only a policy with private
- * pools (pytorch) routes allocations and applies the two pool ops; the
- * others serve every allocation from their own pools and treat the pool
- * ops as no-ops. */
+ * allocation routed to it with a use count of 1. Ids index a table (a
+ * pointer for every id up to the highest used), so callers number their
+ * pools densely, as the replay does (1, 2, ...: one a lifetime). Only a
+ * policy with private pools (pytorch) routes allocations and applies the
+ * two pool ops; the others serve every allocation from their own pools and
+ * treat the pool ops as no-ops. */
 typedef struct gm_op {
   uint8_t kind;
   uint8_t flags;  /* GM_OPF_* */
-  uint16_t pool;  /* alloc: the pool it is routed to; POOL_*: the pool */
+  uint32_t pool;  /* alloc: the pool it is routed to; POOL_*: the pool */
   uint32_t id;
   uint64_t stream;
   uint64_t size;
@@ -319,7 +321,7 @@ typedef struct gm_pool_info {
 } gm_pool_info_t;
 
 /* gm_pool_get describes private pool id (id > 0). */
-void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out);
+void gm_pool_get(const gm_alloc_t *a, uint32_t id, gm_pool_info_t *out);
 
 /* gm_sim_addressing reads how the simulated device chose its addresses;
  * GM_EINVAL when a's backend is not the simulator. */

@@ -52,7 +52,7 @@ struct gm_pool {
 /* A private pool (PyTorch's PrivatePool; gm_pools.c): its own small and
  * large pools, and the segments that point at them. */
 struct gm_ppool {
-  uint16_t id;
+  uint32_t id;
   int64_t use_count;      /* 0 = released (graph_pools_freeable) */
   uint64_t nsegs;         /* cudaMalloc_count */
   gm_pool_t small, large;
@@ -101,10 +101,10 @@ struct gm_alloc {
   int64_t peak_seen;       /* reserved peak already recorded in ex */
   /* private pools (gm_pools.c), indexed by id; NULL = none */
   gm_ppool_t **ppools;
-  uint32_t nppools;
+  size_t nppools;    /* slots: the highest id ever used + 1, rounded up */
   /* the ids of the freeable pools (use_count 0, not erased), ascending:
    * release_cached_blocks visits these, not every id ever used */
-  uint16_t *freeable;
+  uint32_t *freeable;
   size_t nfreeable, capfreeable;
   uint8_t follows_recording; /* gm_set_follows_recording: honour GM_OPF_RELEASED_BEFORE */
   gm_oom_event_t *oomev;   /* out-of-memory events gm_run went past */
@@ -137,8 +137,8 @@ void gm_pool_seg_added(gm_seg_t *s);
 void gm_pool_seg_removed(gm_seg_t *s);
 /* GM_OP_POOL_RELEASE and GM_OP_POOL_EMPTY, which the engine applies for a
  * policy with private pools (gm_policy.h, release_pool_blocks). */
-int gm_pool_release(gm_alloc_t *a, uint16_t id);
-int gm_pool_empty(gm_alloc_t *a, uint16_t id);
+int gm_pool_release(gm_alloc_t *a, uint32_t id);
+int gm_pool_empty(gm_alloc_t *a, uint32_t id);
 /* Every private small/large pool, for the checker; returns how many. */
 size_t gm_pools_list(const gm_alloc_t *a, const gm_pool_t **out, size_t n);
 int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len);

@@ -28,7 +28,7 @@ typedef struct gm_request {
   uint64_t stream;
   uint64_t hint;   /* the recorded address, passed on to the backend when a
                       segment is made; 0 = none */
-  uint16_t pool;   /* the private pool it is routed to (gm_op_t.pool);
+  uint32_t pool;   /* the private pool it is routed to (gm_op_t.pool);
                       0 = the default pools */
   uint8_t claim;   /* GM_OPF_CLAIM: it takes the free block starting at
                       hint in that pool, whatever its size class */
@@ -245,10 +245,10 @@ void gm_release_block(gm_alloc_t *a, gm_block_t *b);
  * (rq->pool) goes to: the default pools for 0, else private pool id's
  * (created on first use). NULL when the pool was released (it takes no
  * new allocations) or could not be created. */
-gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small);
+gm_pool_t *gm_pool_for(gm_alloc_t *a, uint32_t id, int small);
 /* gm_pool_find is gm_pool_for without creating the pool: NULL when private
  * pool id does not exist or is released. */
-gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small);
+gm_pool_t *gm_pool_find(gm_alloc_t *a, uint32_t id, int small);
 /* The free block of pool owner (NULL = default) starting at addr with at
  * least size bytes, taken out of its free set; NULL when there is none. */
 gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint64_t size,

@@ -29,16 +29,16 @@
 
 #include "gm_policy.h"
 
-static gm_ppool_t *pool_get(const gm_alloc_t *a, uint16_t id) {
+static gm_ppool_t *pool_get(const gm_alloc_t *a, uint32_t id) {
   return id && id < a->nppools ? a->ppools[id] : NULL;
 }
 
 /* create_or_incref_pool, the create half: the first allocation routed to a
  * pool stands for beginAllocateToPool. */
-static gm_ppool_t *pool_create(gm_alloc_t *a, uint16_t id) {
+static gm_ppool_t *pool_create(gm_alloc_t *a, uint32_t id) {
   if (id >= a->nppools) {
-    uint32_t n = a->nppools ? a->nppools : 8;
-    while (n <= id) n *= 2;
+    size_t n = a->nppools ? a->nppools : 8;
+    while (n <= id) n *= 2; /* id < 2^32: n stays below 2^33 */
     gm_ppool_t **v = realloc(a->ppools, (size_t)n * sizeof *v);
     if (!v) return NULL;
     memset(v + a->nppools, 0, (size_t)(n - a->nppools) * sizeof *v);
@@ -55,12 +55,12 @@ static gm_ppool_t *pool_create(gm_alloc_t *a, uint16_t id) {
   return p;
 }
 
-gm_pool_t *gm_pool_for(gm_alloc_t *a, uint16_t id, int small) {
+gm_pool_t *gm_pool_for(gm_alloc_t *a, uint32_t id, int small) {
   if (id != 0 && !pool_get(a, id) && !pool_create(a, id)) return NULL;
   return gm_pool_find(a, id, small); /* a released pool cannot be revived */
 }
 
-gm_pool_t *gm_pool_find(gm_alloc_t *a, uint16_t id, int small) {
+gm_pool_t *gm_pool_find(gm_alloc_t *a, uint32_t id, int small) {
   if (id == 0) return small ? &a->small : &a->large;
   gm_ppool_t *p = pool_get(a, id);
   if (!p || p->use_count == 0) return NULL;
@@ -76,7 +76,7 @@ void gm_pool_seg_removed(gm_seg_t *s) {
 }
 
 /* The index in a->freeable where id is or would go. */
-static size_t freeable_at(const gm_alloc_t *a, uint16_t id) {
+static size_t freeable_at(const gm_alloc_t *a, uint32_t id) {
   size_t lo = 0, hi = a->nfreeable;
   while (lo < hi) {
     size_t m = lo + (hi - lo) / 2;
@@ -113,14 +113,14 @@ static void release_pool(gm_alloc_t *a, gm_ppool_t *p) {
  * the way leaves the list, and the next comes to its place. */
 void gm_pools_release_freeable(gm_alloc_t *a) {
   for (size_t k = 0; k < a->nfreeable;) {
-    uint16_t id = a->freeable[k];
+    uint32_t id = a->freeable[k];
     release_pool(a, a->ppools[id]);
     if (k < a->nfreeable && a->freeable[k] == id) k++;
   }
 }
 
 /* releasePool: the graph or MemPool that held the pool is gone. */
-int gm_pool_release(gm_alloc_t *a, uint16_t id) {
+int gm_pool_release(gm_alloc_t *a, uint32_t id) {
   gm_ppool_t *p = pool_get(a, id);
   if (!p || p->use_count == 0) return GM_EINVAL;
   if (p->use_count == 1) { /* freeable now */
@@ -138,7 +138,7 @@ int gm_pool_release(gm_alloc_t *a, uint16_t id) {
 /* emptyCache(id), as ~MemPool calls it after releasePool: a pool that is
  * not freeable is left alone (no sync either); a freeable one syncs (its own
  * events, counted as a full sync) and returns its whole free segments. */
-int gm_pool_empty(gm_alloc_t *a, uint16_t id) {
+int gm_pool_empty(gm_alloc_t *a, uint32_t id) {
   if (id == 0) return GM_EINVAL;
   gm_ppool_t *p = pool_get(a, id);
   if (!p || p->use_count > 0) return GM_OK;
@@ -166,7 +166,7 @@ gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint6
 
 size_t gm_pools_list(const gm_alloc_t *a, const gm_pool_t **out, size_t n) {
   size_t k = 0;
-  for (uint32_t i = 1; i < a->nppools; i++) {
+  for (size_t i = 1; i < a->nppools; i++) {
     gm_ppool_t *p = a->ppools[i];
     if (!p) continue;
     if (k < n) out[k] = &p->small;
@@ -180,11 +180,11 @@ size_t gm_pools_list(const gm_alloc_t *a, const gm_pool_t **out, size_t n) {
 /* I6: segment counts, owners and use counts of the private pools. */
 int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len) {
   size_t nfree = 0; /* freeable pools seen, in id order: the list's */
-  for (uint32_t i = 1; i < a->nppools; i++) {
+  for (size_t i = 1; i < a->nppools; i++) {
     const gm_ppool_t *p = a->ppools[i];
     if (!p) continue;
     if (p->use_count == 0 && (nfree >= a->nfreeable || a->freeable[nfree++] != i)) {
-      if (msg && len) snprintf(msg, len, "I6: private pool %u: freeable, not in the freeable list in id order", (unsigned)i);
+      if (msg && len) snprintf(msg, len, "I6: private pool %zu: freeable, not in the freeable list in id order", i);
       return GM_ECORRUPT;
     }
     uint64_t n = 0;
@@ -197,7 +197,7 @@ int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len) {
     else if (p->use_count < 0)
       why = "negative use count";
     if (why) {
-      if (msg && len) snprintf(msg, len, "I6: private pool %u: %s", (unsigned)i, why);
+      if (msg && len) snprintf(msg, len, "I6: private pool %zu: %s", i, why);
       return GM_ECORRUPT;
     }
   }
@@ -226,7 +226,7 @@ uint64_t gm_pools_free_bytes(const gm_alloc_t *a) {
 }
 
 void gm_pools_destroy(gm_alloc_t *a) {
-  for (uint32_t i = 0; i < a->nppools; i++) free(a->ppools[i]);
+  for (size_t i = 0; i < a->nppools; i++) free(a->ppools[i]);
   free(a->ppools);
   a->ppools = NULL;
   a->nppools = 0;
@@ -235,7 +235,7 @@ void gm_pools_destroy(gm_alloc_t *a) {
   a->nfreeable = a->capfreeable = 0;
 }
 
-void gm_pool_get(const gm_alloc_t *a, uint16_t id, gm_pool_info_t *out) {
+void gm_pool_get(const gm_alloc_t *a, uint32_t id, gm_pool_info_t *out) {
   memset(out, 0, sizeof *out);
   const gm_ppool_t *p = pool_get(a, id);
   if (!p) return;

@@ -7,8 +7,8 @@ import (
 
 // TestOpLayout: Run hands C the []Op in place as gm_op_t[], so the Go
 // struct must have gm_op_t's layout (gm_alloc.h): uint8 kind at 0, uint8
-// flags at 1, uint16 pool at 2, uint32 id at 4, uint64 stream, size, hint at
-// 8, 16, 24; 32 bytes in all.
+// flags at 1, uint32 pool at 4, uint32 id at 8, uint64 stream, size, hint at
+// 16, 24, 32; 40 bytes in all.
 func TestOpLayout(t *testing.T) {
 	var op Op
 	got := []uintptr{
@@ -16,14 +16,14 @@ func TestOpLayout(t *testing.T) {
 		unsafe.Offsetof(op.Kind), unsafe.Offsetof(op.Flags), unsafe.Offsetof(op.Pool), unsafe.Offsetof(op.ID),
 		unsafe.Offsetof(op.Stream), unsafe.Offsetof(op.Size), unsafe.Offsetof(op.Hint),
 	}
-	want := []uintptr{32, 0, 1, 2, 4, 8, 16, 24}
+	want := []uintptr{40, 0, 1, 4, 8, 16, 24, 32}
 	names := []string{"size", "Kind", "Flags", "Pool", "ID", "Stream", "Size", "Hint"}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("Op %s at %d, gm_op_t has it at %d", names[i], got[i], want[i])
 		}
 	}
-	if unsafe.Sizeof(op.Kind) != 1 || unsafe.Sizeof(op.Flags) != 1 || unsafe.Sizeof(op.Pool) != 2 || unsafe.Sizeof(op.ID) != 4 || unsafe.Alignof(op) != 8 {
+	if unsafe.Sizeof(op.Kind) != 1 || unsafe.Sizeof(op.Flags) != 1 || unsafe.Sizeof(op.Pool) != 4 || unsafe.Sizeof(op.ID) != 4 || unsafe.Alignof(op) != 8 {
 		t.Errorf("Op field sizes or alignment differ from gm_op_t")
 	}
 }

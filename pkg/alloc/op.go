@@ -65,11 +65,13 @@ const (
 // or 0; the simulated device uses it so that replays see the real addresses
 // (best fit breaks ties by address). Pool routes an OpAlloc to private pool
 // Pool (created on its first allocation, with a use count of 1) instead of
-// the default pools (0); the pytorch policy alone has private pools.
+// the default pools (0); the pytorch policy alone has private pools. Pool
+// ids index a table, so number pools densely (1, 2, ...), as the replay
+// does, one for each lifetime.
 type Op struct {
 	Kind   OpKind
 	Flags  uint8
-	Pool   uint16
+	Pool   uint32
 	ID     uint32
 	Stream uint64
 	Size   uint64

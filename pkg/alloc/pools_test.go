@@ -8,7 +8,7 @@ import (
 // Private pools (gm_pools.c; docs/pytorch-allocator.md §19),
 // each rule under the invariant checker.
 
-func allocIn(id uint32, size uint64, pool uint16) Op {
+func allocIn(id uint32, size uint64, pool uint32) Op {
 	return Op{Kind: OpAlloc, ID: id, Size: size, Pool: pool}
 }
 
@@ -33,7 +33,7 @@ func addrOf(t *testing.T, a *Allocator, id uint32) uint64 {
 	return 0
 }
 
-func poolOf(t *testing.T, a *Allocator, id uint32) uint16 {
+func poolOf(t *testing.T, a *Allocator, id uint32) uint32 {
 	t.Helper()
 	at := addrOf(t, a, id)
 	for _, s := range a.Snapshot() {
@@ -49,7 +49,7 @@ func poolOf(t *testing.T, a *Allocator, id uint32) uint16 {
 func TestPoolRouting(t *testing.T) {
 	a := newChecked(t, Options{})
 	mustRun(t, a, allocIn(1, 4*mib, 0), allocIn(2, 4*mib, 1), allocIn(3, 1000, 1), allocIn(4, 1000, 2))
-	for id, want := range map[uint32]uint16{1: 0, 2: 1, 3: 1, 4: 2} {
+	for id, want := range map[uint32]uint32{1: 0, 2: 1, 3: 1, 4: 2} {
 		if got := poolOf(t, a, id); got != want {
 			t.Errorf("allocation %d in pool %d, want %d", id, got, want)
 		}
@@ -231,5 +231,42 @@ func TestPoolOOMPrivateBytes(t *testing.T) {
 	}
 	if res.OOM == nil || res.OOM.PrivatePools != 30*mib {
 		t.Fatalf("oom %+v, want 30 MiB free in private pools", res.OOM)
+	}
+}
+
+// Pool ids past 16 bits: 2^16+3 MemPool lifetimes, each a pool of its own
+// made, used, released and emptied; the last stays alive. Its id is not
+// taken for another's (65,539 mod 2^16 = 3), and the checker holds.
+func TestPoolIDsPast16Bits(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const n = 1<<16 + 3
+	ops := make([]Op, 0, 4*n)
+	for k := uint32(1); k <= n; k++ {
+		ops = append(ops, allocIn(1, 4*mib, k))
+		if k < n {
+			ops = append(ops, Op{Kind: OpFree, ID: 1}, Op{Kind: OpPoolRelease, Pool: k}, Op{Kind: OpPoolEmpty, Pool: k})
+		}
+	}
+	mustRun(t, a, ops...)
+	if err := a.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if got := poolOf(t, a, 1); got != n {
+		t.Errorf("the last allocation is in pool %d, want %d", got, n)
+	}
+	if p := a.Pool(n); !p.Exists || p.UseCount != 1 || p.Segments != 1 {
+		t.Errorf("pool %d %+v, want alive with one segment", n, p)
+	}
+	if p := a.Pool(n % (1 << 16)); p.Exists {
+		t.Errorf("pool %d %+v, want erased", n%(1<<16), p)
+	}
+	st := a.Stats()
+	if st.NumDeviceAlloc != n || st.NumDeviceFree != n-1 || st.ReservedBytes[All].Current != 20*mib {
+		t.Errorf("device allocations %d, frees %d, reserved %d; want %d, %d, %d",
+			st.NumDeviceAlloc, st.NumDeviceFree, st.ReservedBytes[All].Current, n, n-1, 20*mib)
 	}
 }

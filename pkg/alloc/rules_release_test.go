@@ -379,7 +379,7 @@ func TestSplitOversizeNotReleased(t *testing.T) {
 			// 110 MiB are reserved; 80 MiB more (in the same pool) do not
 			// fit on the card, and the only free oversize block is the
 			// split one.
-			pool := uint16(0)
+			pool := uint32(0)
 			if route == "claimed" {
 				pool = 1
 			}

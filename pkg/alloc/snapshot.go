@@ -41,7 +41,7 @@ type Segment struct {
 	Address, TotalSize, AllocatedSize, ActiveSize, RequestedSize uint64
 	Stream                                                       uint64
 	Small, Expandable                                            bool
-	Pool                                                         uint16 // 0 = default, else the private pool (Op.Pool)
+	Pool                                                         uint32 // 0 = default, else the private pool (Op.Pool)
 	Blocks                                                       []Block
 }
 
@@ -67,7 +67,7 @@ func (a *Allocator) Snapshot() []Segment {
 			Address: uint64(s.address), TotalSize: uint64(s.total_size),
 			AllocatedSize: uint64(s.allocated_size), ActiveSize: uint64(s.active_size),
 			RequestedSize: uint64(s.requested_size), Stream: uint64(s.stream),
-			Small: s.is_small != 0, Expandable: s.is_expandable != 0, Pool: uint16(s.pool),
+			Small: s.is_small != 0, Expandable: s.is_expandable != 0, Pool: uint32(s.pool),
 			Blocks: make([]Block, int(s.nblocks)),
 		}
 		for j := range seg.Blocks {

@@ -10,7 +10,7 @@ import (
 
 // opLog holds a plan's operations, with each one's Event and Stack, packed
 // into a few bytes each (a free takes 2 or 3, an allocation about 7
-// instead of the 48 of an Op and its two indexes): a streamed plan of a
+// instead of the 56 of an Op and its two indexes): a streamed plan of a
 // big trace keeps its operations here until the replay reads them back.
 type opLog struct {
 	chunks [][]byte
@@ -184,7 +184,7 @@ func (l *opLog) each(f func(ops []alloc.Op, event, stack []int32) error) error {
 			if x&xPool != 0 {
 				var v uint64
 				v, p = uvarint(c, p)
-				op.Pool = uint16(v)
+				op.Pool = uint32(v)
 			}
 			if x&xFlags != 0 {
 				op.Flags = c[p]

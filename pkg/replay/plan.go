@@ -207,7 +207,7 @@ func (p *Plan) buildWith(events []trace.Event, cfg alloc.Config, pp *poolPlan) {
 type builder struct {
 	p        *Plan
 	pp       *poolPlan // nil when the trace used no private pool
-	poolIdx  map[uint16]int
+	poolIdx  map[uint32]int
 	cfg      alloc.Config
 	reserved uint64 // reserved bytes by the segment events so far
 	peak     uint64 // the most reserved bytes the trace reaches
@@ -240,7 +240,7 @@ func (b *builder) usePools(pp *poolPlan) {
 			b.p.entering[at] = true
 		}
 	}
-	b.poolIdx = map[uint16]int{}
+	b.poolIdx = map[uint32]int{}
 	for i, pl := range pp.pools {
 		b.poolIdx[pl.Pool] = i
 	}

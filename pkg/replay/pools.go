@@ -12,7 +12,7 @@ import (
 // membership comes from where allocations landed (docs/pytorch-allocator.md
 // §19.4).
 type Pool struct {
-	Pool uint16   // the ops' alloc.Op.Pool
+	Pool uint32   // the ops' alloc.Op.Pool
 	ID   [2]int64 // PyTorch's MempoolId_t when the final snapshot names it, else zero
 	// Segments and Allocs count the segments created in it and the
 	// allocations it served.
@@ -41,7 +41,7 @@ const (
 // needs before it: the pools released, and whether it was ~MemPool's
 // pool-only emptyCache rather than a global one.
 type runInfo struct {
-	release  []uint16
+	release  []uint32
 	poolOnly bool
 	// enters: the allocations right after the run go to a private pool
 	// (a graph capture or a MemPool window begins), so the run cannot be
@@ -52,7 +52,7 @@ type runInfo struct {
 
 // poolPlan is what inference hands the plan builder.
 type poolPlan struct {
-	allocPool []uint16 // per event index: the pool of an alloc event
+	allocPool []uint32 // per event index: the pool of an alloc event
 	claim     []bool   // per event index: an alloc that claims its block by address
 	runs      map[int]runInfo
 	pools     []Pool

@@ -14,11 +14,11 @@ import (
 // plan turns the labels into what the plan builder needs.
 func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	f.passedClaims()
-	pp := &poolPlan{allocPool: make([]uint16, len(f.segOfAlloc)), claim: f.claim, runs: map[int]runInfo{}}
+	pp := &poolPlan{allocPool: make([]uint32, len(f.segOfAlloc)), claim: f.claim, runs: map[int]runInfo{}}
 	pools := make([]Pool, len(ids))
 	hows := make([]map[string]bool, len(ids))
 	for l := range pools {
-		pools[l] = Pool{Pool: uint16(l), ID: ids[l], Released: -1}
+		pools[l] = Pool{Pool: uint32(l), ID: ids[l], Released: -1}
 		hows[l] = map[string]bool{}
 	}
 	for _, s := range f.segs {
@@ -29,7 +29,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	}
 	for i, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			pp.allocPool[i] = uint16(f.segs[o].label)
+			pp.allocPool[i] = uint32(f.segs[o].label)
 			pools[f.segs[o].label].Allocs++
 		}
 	}
@@ -56,7 +56,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 			}
 			if !released[l] && last[l] < f.runAt[r] {
 				released[l] = true
-				ri.release = append(ri.release, uint16(l))
+				ri.release = append(ri.release, uint32(l))
 			}
 		}
 		if onlyPrivate {

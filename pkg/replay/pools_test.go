@@ -142,13 +142,13 @@ func TestPoolInference(t *testing.T) {
 	if got, want := kinds(plan), "alloc free alloc alloc free pool_release empty_cache"; got != want {
 		t.Fatalf("ops %q, want %q", got, want)
 	}
-	var pools []uint16
+	var pools []uint32
 	for _, op := range plan.Ops {
 		if op.Kind == alloc.OpAlloc {
 			pools = append(pools, op.Pool)
 		}
 	}
-	if !slices.Equal(pools, []uint16{0, 1, 0}) {
+	if !slices.Equal(pools, []uint32{0, 1, 0}) {
 		t.Errorf("allocations routed to pools %v, want [0 1 0]", pools)
 	}
 	if len(plan.Pools) != 1 || plan.Pools[0].Segments != 1 || plan.Pools[0].Released != 5 ||
@@ -329,7 +329,7 @@ func TestMemPoolReleaseThenEmptyCache(t *testing.T) {
 	if pp == nil || len(pp.pools) != 1 || pp.pools[0].Segments != 2 {
 		t.Fatalf("pools %+v, want one of 2 segments", pp)
 	}
-	route := []uint16{pp.allocPool[1], pp.allocPool[3], pp.allocPool[5], pp.allocPool[7]}
+	route := []uint32{pp.allocPool[1], pp.allocPool[3], pp.allocPool[5], pp.allocPool[7]}
 	if route[0] != 0 || route[3] != 0 || route[1] == 0 || route[1] != route[2] {
 		t.Errorf("allocations routed to pools %v, want 0, p, p, 0", route)
 	}
@@ -370,5 +370,58 @@ func TestPoolLifetimesRepeat(t *testing.T) {
 	}
 	if got, want := res.Stats.NumDeviceAlloc, n*single.Stats.NumDeviceAlloc; got != want {
 		t.Errorf("%d device allocations, want %d", got, want)
+	}
+}
+
+// More pool lifetimes than a 16-bit pool id names: mempool_single repeated
+// 2^16+2 times (a long MemPool program) replays as n lifetimes, every
+// count n times the single trace's, to the recording's end (pool ids were
+// 16 bits, and lifetime 65,536 was released as pool 0: "invalid
+// operation").
+func TestPoolLifetimesPast16Bits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5.8M events")
+	}
+	snap := readFixture(t, "mempool_single.pickle")
+	one := slices.Clone(snap.Traces[0])
+	cfg := settingsConfig(snap.Settings)
+	single, err := Run(FromSnapshot(snap, 0), Options{Config: cfg, RecordedCap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1<<16 + 2
+	tr := make([]trace.Event, 0, n*len(one))
+	for range n {
+		tr = append(tr, one...)
+	}
+	snap.Traces[0] = tr
+	p := FromSnapshot(snap, 0)
+	if len(p.Pools) != n {
+		t.Fatalf("%d pools, want %d lifetimes", len(p.Pools), n)
+	}
+	if last := p.Pools[n-1]; int(last.Pool) != n {
+		t.Errorf("the last lifetime is pool %d, want %d", last.Pool, n)
+	}
+	res, err := Run(p, Options{Config: cfg, RecordedCap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Divergence != nil {
+		t.Errorf("left the recording: %s", res.Divergence.Describe())
+	}
+	s1, sn := single.Stats, res.Stats
+	for _, c := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"device allocations", sn.NumDeviceAlloc, n * s1.NumDeviceAlloc},
+		{"device frees", sn.NumDeviceFree, n * s1.NumDeviceFree},
+		{"allocations", sn.Allocation[alloc.All].Allocated, n * s1.Allocation[alloc.All].Allocated},
+		{"reserved peak", sn.ReservedBytes[alloc.All].Peak, s1.ReservedBytes[alloc.All].Peak},
+		{"reserved at the end", sn.ReservedBytes[alloc.All].Current, s1.ReservedBytes[alloc.All].Current},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, c.got, c.want)
+		}
 	}
 }
