@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"encoding/base64"
 	"encoding/json"
+	"html/template"
 	"io"
 	"slices"
 	"strings"
@@ -62,6 +63,24 @@ func testExplorer() *figures.Explorer {
 	return e
 }
 
+// decodeExplorer reads back explorerData's output for one device: its
+// description, its deflated columns and what they inflate to (err: they do
+// not inflate).
+func decodeExplorer(t *testing.T, js, jsBin template.JS) (d exDevice, z, bin []byte, err error) {
+	t.Helper()
+	var ds []exDevice
+	var bins []string
+	if err := json.Unmarshal([]byte(js), &ds); err != nil || len(ds) != 1 {
+		t.Fatalf("devices %.100s: %v", js, err)
+	}
+	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil || len(bins) != 1 {
+		t.Fatalf("columns %.100s: %v", jsBin, err)
+	}
+	z, _ = base64.StdEncoding.DecodeString(bins[0])
+	bin, err = io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+	return ds[0], z, bin, err
+}
+
 // TestExplorerData packs an explorer and reads it back: the columns hold
 // the figures given, a frame's "</script>" cannot end the script element,
 // and above the band limit the largest allocations keep their bands.
@@ -73,17 +92,7 @@ func TestExplorerData(t *testing.T) {
 	if strings.Contains(string(js), "</script") || strings.Contains(string(js), "<b>") {
 		t.Fatalf("raw markup in the script element: %.200s", js)
 	}
-	var ds []exDevice
-	var bins []string
-	if err := json.Unmarshal([]byte(js), &ds); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil || len(bins) != 1 {
-		t.Fatalf("columns %.100s: %v", jsBin, err)
-	}
-	d := ds[0]
-	z, _ := base64.StdEncoding.DecodeString(bins[0])
-	bin, err := io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+	d, _, bin, err := decodeExplorer(t, js, jsBin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,15 +124,7 @@ func TestExplorerData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(js), &ds); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil {
-		t.Fatal(err)
-	}
-	d = ds[0]
-	z, _ = base64.StdEncoding.DecodeString(bins[0])
-	bin, _ = io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+	d, _, bin, _ = decodeExplorer(t, js, jsBin)
 	if got := unpack(t, d, bin, "size", false); d.Bands != 2 || d.Aggregated != 2 || len(got) != 2 || got[0] != 3<<20 || got[1] != 7<<30 {
 		t.Errorf("limit 2: bands %d (%v), aggregated %d", d.Bands, got, d.Aggregated)
 	}
@@ -280,20 +281,11 @@ func TestExplorerSpilledColumnsInflate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ds []exDevice
-		var bins []string
-		if err := json.Unmarshal([]byte(js), &ds); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal([]byte(jsBin), &bins); err != nil || len(bins) != 1 {
-			t.Fatalf("columns %.100s: %v", jsBin, err)
-		}
-		z, _ := base64.StdEncoding.DecodeString(bins[0])
-		bin, err := io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+		d, z, bin, err := decodeExplorer(t, js, jsBin)
 		if err != nil {
 			t.Fatalf("spilling at %d: %v", spill, err)
 		}
-		return ds[0], z, bin
+		return d, z, bin
 	}
 	d, z, bin := page(1 << 30) // one stream
 	if len(bin) < 100<<10 {

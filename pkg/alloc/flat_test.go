@@ -50,6 +50,14 @@ func TestAppendBlocks(t *testing.T) {
 	}
 }
 
+// pickLive removes from live the id that the random x picks, and returns it.
+func pickLive(live *[]uint32, x uint64) uint32 {
+	k := int(x>>30) % len(*live)
+	id := (*live)[k]
+	*live = append((*live)[:k], (*live)[k+1:]...)
+	return id
+}
+
 // TestBlockSteps runs ops through BlockSteps.Run in batches and checks
 // each op's change, applied to the list before it, against the whole list
 // another allocator shows after the same op (AppendBlocks), and each
@@ -72,13 +80,10 @@ func TestBlockSteps(t *testing.T) {
 				ops = append(ops, Op{Kind: OpAlloc, ID: id, Size: (x>>20)%(24<<20) + 1})
 				live = append(live, id)
 			case r < 44:
-				k := int(x>>30) % len(live)
-				ops = append(ops, Op{Kind: OpFreeRequest, ID: live[k]}, Op{Kind: OpFreeComplete, ID: live[k]})
-				live = append(live[:k], live[k+1:]...)
+				id := pickLive(&live, x)
+				ops = append(ops, Op{Kind: OpFreeRequest, ID: id}, Op{Kind: OpFreeComplete, ID: id})
 			case r < 63:
-				k := int(x>>30) % len(live)
-				ops = append(ops, Op{Kind: OpFree, ID: live[k]})
-				live = append(live[:k], live[k+1:]...)
+				ops = append(ops, Op{Kind: OpFree, ID: pickLive(&live, x)})
 			default:
 				ops = append(ops, Op{Kind: OpEmptyCache})
 			}
@@ -175,10 +180,9 @@ func TestBlockStepsPolicies(t *testing.T) {
 					k := int(x>>30) % len(live)
 					ops = append(ops, Op{Kind: OpRecordStream, ID: live[k], Stream: 1 - (x>>40)%2})
 				case r < 46:
-					k := int(x>>30) % len(live)
-					ops = append(ops, Op{Kind: OpFreeRequest, ID: live[k]})
-					pending[live[k]] = true
-					live = append(live[:k], live[k+1:]...)
+					id := pickLive(&live, x)
+					ops = append(ops, Op{Kind: OpFreeRequest, ID: id})
+					pending[id] = true
 				case r < 50 && len(pending) > 0:
 					for id := range pending {
 						ops = append(ops, Op{Kind: OpFreeComplete, ID: id})
@@ -186,9 +190,7 @@ func TestBlockStepsPolicies(t *testing.T) {
 						break
 					}
 				case r < 63:
-					k := int(x>>30) % len(live)
-					ops = append(ops, Op{Kind: OpFree, ID: live[k]})
-					live = append(live[:k], live[k+1:]...)
+					ops = append(ops, Op{Kind: OpFree, ID: pickLive(&live, x)})
 				default:
 					ops = append(ops, Op{Kind: OpEmptyCache})
 				}

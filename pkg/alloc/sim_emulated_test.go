@@ -1,9 +1,7 @@
 package alloc
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"testing"
 )
 
@@ -14,23 +12,8 @@ type emulatedSeq struct {
 
 func loadEmulated(t *testing.T) []emulatedSeq {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/emulated_addresses.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Sequences []struct {
-			Name string
-			Ops  [][]any
-		}
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&f); err != nil {
-		t.Fatal(err)
-	}
 	var out []emulatedSeq
-	for _, s := range f.Sequences {
+	for _, s := range loadSequences(t, "testdata/emulated_addresses.json") {
 		e := emulatedSeq{Name: s.Name}
 		for _, op := range s.Ops {
 			row := []json.Number{json.Number(map[string]string{"a": "0", "f": "1", "k": "2", "t": "3"}[op[0].(string)])}

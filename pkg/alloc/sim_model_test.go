@@ -8,29 +8,38 @@ import (
 	"testing"
 )
 
+// addrSeq is one recorded sequence of segment operations, as
+// testdata/*_addresses.json hold them: each op a JSON array whose first
+// item is its kind.
+type addrSeq struct {
+	Name string
+	Ops  [][]any
+}
+
+// loadSequences reads path's sequences, numbers kept as json.Number.
+func loadSequences(t *testing.T, path string) []addrSeq {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ Sequences []addrSeq }
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Sequences) == 0 {
+		t.Fatalf("%s: no sequences", path)
+	}
+	return f.Sequences
+}
+
 // TestSimDriverModel replays cudaMalloc/cudaFree sequences whose addresses
 // an H200 returned (testdata/driver_addresses.json) through the simulated
 // device with every address but the first hidden: the driver model must
 // put each segment where the driver did, relative to the first.
 func TestSimDriverModel(t *testing.T) {
-	raw, err := os.ReadFile("testdata/driver_addresses.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Sequences []struct {
-			Name string
-			Ops  [][]any // ["a", id, size, addr] or ["f", id]
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&f); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Sequences) == 0 {
-		t.Fatal("no sequences")
-	}
 	num := func(x any) uint64 {
 		n, _ := x.(json.Number)
 		v, err := n.Int64()
@@ -39,7 +48,7 @@ func TestSimDriverModel(t *testing.T) {
 		}
 		return uint64(v)
 	}
-	for _, seq := range f.Sequences {
+	for _, seq := range loadSequences(t, "testdata/driver_addresses.json") {
 		p := openSimProbe(true, false)
 		if p == nil {
 			t.Fatal("cannot open the simulated device")
