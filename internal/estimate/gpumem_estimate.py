@@ -428,7 +428,6 @@ def _load_scratch(path):
 def _library_scratch(func, args, kwargs, out):
     """Allocate and free the recorded scratch of a table op's call, in
     order with its outputs. False when the call is not in the table."""
-    from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._pytree import tree_leaves
 
     import gpumem_estimate_kernels as kern
@@ -436,22 +435,18 @@ def _library_scratch(func, args, kwargs, out):
         return False
     seq = _scratch_table.get(op_key(func, args, kwargs)) if _scratch_table else None
     if seq is None:
-        f, line, _ = _script_site()
-        _st.not_modelled[(f"{func}: {_scratch_ops[func]}: {_scratch_why}", f"{f}:{line}")] += 1
+        _not_modelled(f"{func}: {_scratch_ops[func]}: {_scratch_why}")
         return False
     leaves = tree_leaves(out)
-    held = {}
-    for t in seq:
-        if t[0] == "o":
-            o = leaves[t[1]] if t[1] < len(leaves) else None
-            if isinstance(o, FakeTensor) and o.device.type == "cuda":
-                _track(o)
-        elif t[0] == "a":
-            held[t[1]] = (_malloc(None, t[2], None), t[2])
-        else:
-            (i, addr, stream), n = held.pop(t[1])
-            _release(i, n, addr, stream)
+    _run_seq(seq, lambda o: _track(leaves[o[1]]) if o[1] < len(leaves) else None)
     return True
+
+
+def _not_modelled(what):
+    """Count a call whose library or kernel scratch is not modelled, by
+    what and the script line that made it, for the report."""
+    f, line, _ = _script_site()
+    _st.not_modelled[(what, f"{f}:{line}")] += 1
 
 
 # What kernels allocate inside themselves (gpumem_estimate_kernels): a
@@ -462,8 +457,7 @@ _kernel_rules = {}
 
 def _rule_result(r):
     if isinstance(r, str):
-        f, line, _ = _script_site()
-        _st.not_modelled[(r, f"{f}:{line}")] += 1
+        _not_modelled(r)
         return None
     return r
 
@@ -474,11 +468,14 @@ def _load_kernel_rules():
         _kernel_rules[_aten_op(n)] = rule
 
 
-def _run_seq(seq, outs):
+def _run_seq(seq, output):
+    """Play an op's events in order: an ("o", ...) event makes outputs
+    (output(event): a recorded table names which, a kernel rule means them
+    all), ("a", id, n) allocates n bytes of scratch, ("f", id) frees them."""
     held = {}
     for t in seq:
         if t[0] == "o":
-            _track(outs)
+            output(t)
         elif t[0] == "a":
             held[t[1]] = (_malloc(None, t[2], None), t[2])
         else:
@@ -591,7 +588,7 @@ def _make_mode():
             if seq is None:
                 _track(outs)
             else:
-                _run_seq(seq, outs)
+                _run_seq(seq, lambda _o: _track(outs))
             _blas_workspaces(func, args)
             if not _st.kernels and _launches(func, args):
                 # after the op's own allocations, as the kernel launches then
