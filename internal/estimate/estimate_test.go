@@ -173,7 +173,7 @@ func TestProbeMatchesH200(t *testing.T) {
 // (docs/estimate.md, "What is off").
 func TestCheckpointedGPTMatchesH200(t *testing.T) {
 	t.Parallel()
-	res := recordOnH200(t, "gpt_checkpoint")
+	res := recordOnH200(t, "gpt_checkpoint", "")
 	const alloc, reserved = 1561961472, 1897922560
 	a, r := res.Stats.AllocatedBytes[0].Peak, res.Stats.ReservedBytes[0].Peak
 	if r != reserved || a < alloc || a > alloc+1<<20 {
@@ -188,7 +188,7 @@ func TestCheckpointedGPTMatchesH200(t *testing.T) {
 // reserved was 28 % low), and every convolution is in the table.
 func TestConvnetMatchesH200(t *testing.T) {
 	t.Parallel()
-	res := recordOnH200(t, "convnet_sgd")
+	res := recordOnH200(t, "convnet_sgd", "")
 	// max_memory_allocated and max_memory_reserved of the H200's run
 	const alloc, reserved = 641204736, 1272971264
 	if a, r := res.Stats.AllocatedBytes[0].Peak, res.Stats.ReservedBytes[0].Peak; a != alloc || r != reserved {
@@ -247,11 +247,12 @@ func TestKnownValues(t *testing.T) {
 }
 
 // recordOnH200 runs scripts/estimate/record.py's program name under the
-// emulator on the H200's virtual card, and fails t unless it ran through.
-func recordOnH200(t *testing.T, name string) *Result {
+// emulator on the H200's virtual card, with the PYTORCH_CUDA_ALLOC_CONF
+// conf ("" for the defaults), and fails t unless it ran through.
+func recordOnH200(t *testing.T, name, conf string) *Result {
 	t.Helper()
 	py := python(t)
-	set, err := NewSettings("H200", "", "", 0, 0)
+	set, err := NewSettings("H200", "", conf, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

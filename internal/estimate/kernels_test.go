@@ -3,7 +3,6 @@ package estimate
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -58,17 +57,7 @@ func TestLinearBackwardStaging(t *testing.T) {
 // for fake tensors) each layer's backward took two 8 MiB blocks more.
 func TestGPTExpandableMatchesH200(t *testing.T) {
 	t.Parallel()
-	py := python(t)
-	set, err := NewSettings("H200", "", "expandable_segments:True", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	res, err := Run(set.Options, []string{py, filepath.Join("..", "..", "scripts", "estimate", "record.py"),
-		"gpt_expandable"}, os.Environ(), nil, runnerTo(&out))
-	if err != nil || res.Err != nil {
-		t.Fatalf("%v %v\n%s", err, res.Err, out.String())
-	}
+	res := recordOnH200(t, "gpt_expandable", "expandable_segments:True")
 	// max_memory_allocated and max_memory_reserved of the H200's run
 	const alloc, reserved = 1711969280, 1755316224
 	if a, r := res.Stats.AllocatedBytes[0].Peak, res.Stats.ReservedBytes[0].Peak; a != alloc || r != reserved {
