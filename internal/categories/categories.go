@@ -70,23 +70,53 @@ func (p Phase) String() string {
 	return "unknown"
 }
 
-// Block is one allocation of the trace.
+// Block is one allocation of the trace. A big trace has millions, each
+// kept until the trace is read: a block packs into 24 bytes (its size in
+// 40 bits, its address not at all: Result.Lookup finds the blocks live
+// before the trace by theirs).
 type Block struct {
-	// Size is the request rounded up as the caching allocator rounds it
-	// (512 B steps): a trace records requests, and a block can be larger
-	// still when the allocator did not split it (only a replay knows).
-	Addr, Size uint64
 	// Born and Freed are positions: -1 for a block live before the trace
 	// began; Freed is Result.Positions when the block is never freed. Like
-	// Event they count in 32 bits (a block record is 40 bytes, not 48).
+	// Event they count in 32 bits.
 	Born, Freed int32
 	// Event is the index of its alloc event among the device's alloc and
 	// free_completed events (replay.Plan's numbering); -1 if before the trace.
-	Event    int32
-	Stack    int32 // its alloc's stack, -1 if none
+	Event int32
+	Stack int32 // its alloc's stack, -1 if none
+	// the size (Size): the low 32 bits of its 40, which count bytes, or
+	// 512 B units when sizeHi's top bit is set
+	sizeLo   uint32
+	sizeHi   uint8
 	Category Category
 	Phase    Phase
 	Rule     Rule // the rule that decided it (docs/categories.md)
+}
+
+// sizeUnits is the top bit of Block.sizeHi: its size counts 512 B units.
+const sizeUnits = 0x80
+
+// Size is the request rounded up as the caching allocator rounds it
+// (512 B steps): a trace records requests, and a block can be larger
+// still when the allocator did not split it (only a replay knows). It is
+// exact below 512 GiB, and for multiples of 512 B below 256 TiB: far
+// beyond any device (a larger size loses its low 9 bits, and past 256 TiB
+// is kept as the largest below).
+func (b *Block) Size() uint64 {
+	v := uint64(b.sizeHi&^sizeUnits)<<32 | uint64(b.sizeLo)
+	if b.sizeHi&sizeUnits != 0 {
+		return v << 9
+	}
+	return v
+}
+
+// setSize sets the block's size (see Size).
+func (b *Block) setSize(n uint64) {
+	const limit = 1 << 39 // 40 bits less the units bit
+	var hi uint8
+	if n%512 == 0 || n >= limit {
+		n, hi = min(n>>9, limit-1), sizeUnits
+	}
+	b.sizeLo, b.sizeHi = uint32(n), hi|uint8(n>>32)
 }
 
 // KeptPastStep reports whether b is an activation kept past the step
@@ -117,9 +147,10 @@ type Result struct {
 	// the blocks in the order they were born: those live before the
 	// trace (head), then the trace's own (born), kept in the chunks the
 	// Builder grew (a big trace's are not copied into one slice)
-	head   []Block
-	born   chunked[Block]
-	before map[uint64]int // address → index of the block live there before the trace (Lookup)
+	head     []Block
+	headAddr []uint64 // the address of each head block
+	born     chunked[Block]
+	before   map[uint64]int // address → index of the block live there before the trace (Lookup)
 }
 
 // NumBlocks is the number of blocks, the allocations of the trace and
@@ -216,8 +247,9 @@ type Builder struct {
 	open   addrmap.Map[int] // address → index into blocks of the live block there
 	times  clock            // time of each position
 	stacks bool
-	events int32   // alloc and free_completed events so far
-	pre    []Block // blocks freed before the trace saw them allocated
+	events int32    // alloc and free_completed events so far
+	pre    []Block  // blocks freed before the trace saw them allocated
+	preAt  []uint64 // the address of each
 	// the allocated memory of the blocks the trace saw born, after each
 	// position: now, its highest and the first position it was reached
 	// (-1: none above 0), which is the peak when no block came before the
@@ -263,12 +295,13 @@ func (b *Builder) Add(e *trace.Event) {
 		if i, ok := b.open.Get(e.Addr); ok { // a second alloc at a live address: the first ended
 			old := b.blocks.at(i)
 			old.Freed = int32(pos)
-			b.cur -= int64(old.Size)
+			b.cur -= int64(old.Size())
 		}
 		b.open.Set(e.Addr, b.blocks.n)
-		size := rounded(e.Size)
-		b.blocks.add(Block{Addr: e.Addr, Size: size, Born: int32(pos), Freed: -2, Event: b.events, Stack: e.Stack})
-		if b.cur += int64(size); b.cur > b.best {
+		blk := Block{Born: int32(pos), Freed: -2, Event: b.events, Stack: e.Stack}
+		blk.setSize(rounded(e.Size))
+		b.blocks.add(blk)
+		if b.cur += int64(blk.Size()); b.cur > b.best {
 			b.best, b.bestAt = b.cur, pos
 		}
 		b.stacks = b.stacks || e.Stack >= 0
@@ -279,10 +312,12 @@ func (b *Builder) Add(e *trace.Event) {
 		if i, ok := b.open.Get(e.Addr); ok {
 			blk := b.blocks.at(i)
 			blk.Freed = int32(pos)
-			b.cur -= int64(blk.Size)
+			b.cur -= int64(blk.Size())
 			b.open.Delete(e.Addr)
 		} else {
-			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: int32(pos), Event: -1, Stack: -1})
+			blk := Block{Born: -1, Freed: int32(pos), Event: -1, Stack: -1}
+			blk.setSize(rounded(e.Size))
+			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
 		}
 	case trace.ActionFreeCompleted:
 		b.events++
@@ -298,6 +333,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	r := &Result{Device: device, Positions: n, Stacks: b.stacks && len(snap.Stacks) > 0}
 	// blocks live at the end that the trace never saw allocated
 	var alive []Block
+	var aliveAt []uint64
 	for si := range snap.Segments {
 		s := &snap.Segments[si]
 		if s.Device != device {
@@ -308,7 +344,9 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 				continue
 			}
 			if _, ok := b.open.Get(blk.Address); !ok {
-				alive = append(alive, Block{Addr: blk.Address, Size: blk.Size, Born: -1, Freed: int32(n), Event: -1, Stack: blk.Stack})
+				a := Block{Born: -1, Freed: int32(n), Event: -1, Stack: blk.Stack}
+				a.setSize(blk.Size)
+				alive, aliveAt = append(alive, a), append(aliveAt, blk.Address)
 			}
 		}
 	}
@@ -317,9 +355,9 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	streamed := len(b.pre) == 0
 	var base int64
 	for _, blk := range alive {
-		base += int64(blk.Size)
+		base += int64(blk.Size())
 	}
-	r.head = append(b.pre, alive...)
+	r.head, r.headAddr = append(b.pre, alive...), append(b.preAt, aliveAt...)
 	r.born, b.blocks = b.blocks, chunked[Block]{}
 	for _, blk := range r.All() {
 		if blk.Freed == -2 {
@@ -342,12 +380,12 @@ func (r *Result) peak() {
 	var cur int64
 	for _, b := range r.All() {
 		if b.Born < 0 {
-			cur += int64(b.Size)
+			cur += int64(b.Size())
 		} else {
-			delta[b.Born] += int64(b.Size)
+			delta[b.Born] += int64(b.Size())
 		}
 		if int(b.Freed) < r.Positions {
-			delta[b.Freed] -= int64(b.Size)
+			delta[b.Freed] -= int64(b.Size())
 		}
 	}
 	best, at := cur, -1
@@ -365,7 +403,7 @@ func (r *Result) peak() {
 func (r *Result) setPeak(at int, best int64) {
 	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
 	for _, b := range r.Live(at) {
-		r.AtPeak[b.Category] += b.Size
+		r.AtPeak[b.Category] += b.Size()
 	}
 }
 
@@ -391,7 +429,7 @@ func (r *Result) Lookup(e int32, addr uint64) *Block {
 	if r.before == nil {
 		r.before = map[uint64]int{}
 		for i := range r.head { // the blocks live before the trace
-			r.before[r.head[i].Addr] = i
+			r.before[r.headAddr[i]] = i
 		}
 	}
 	if i, ok := r.before[addr]; ok {

@@ -165,8 +165,8 @@ func (st *structure) phases(r *Result, engine []int) {
 	sizes := st.paramSizes(r)
 	last := -1 // each size stands for one parameter, made in order
 	for _, b := range r.All() {
-		if int(b.Born) >= 0 && int(b.Born) < grad[0] && st.kept(b) && sizes[b.Size] > 0 {
-			sizes[b.Size]--
+		if int(b.Born) >= 0 && int(b.Born) < grad[0] && st.kept(b) && sizes[b.Size()] > 0 {
+			sizes[b.Size()]--
 			last = max(last, int(b.Born))
 		}
 	}
@@ -232,8 +232,8 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 	delta := map[int]int64{}
 	for b := range born {
 		if int(b.Freed) < end {
-			delta[int(b.Born)] += int64(b.Size)
-			delta[int(b.Freed)] -= int64(b.Size)
+			delta[int(b.Born)] += int64(b.Size())
+			delta[int(b.Freed)] -= int64(b.Size())
 		}
 	}
 	var cur, best int64
@@ -263,9 +263,9 @@ func (st *structure) paramSizes(r *Result) map[uint64]int {
 		switch {
 		case int(b.Born) < 0:
 		case int(b.Born) < st.end[0] && inAny(st.zero, int(b.Born)) < 0 && inAny(st.zero, int(b.Freed)) >= 0:
-			grads[b.Size]++
+			grads[b.Size()]++
 		case st.steps[0].has(int(b.Born)) && int(b.Freed) >= st.steps[0].hi:
-			states[b.Size]++
+			states[b.Size()]++
 		}
 	}
 	perParam := len(grads) > 0
