@@ -2,6 +2,7 @@ package categories
 
 import (
 	"iter"
+	"math"
 	"sort"
 
 	"github.com/gpumem/gpumem/internal/addrmap"
@@ -71,18 +72,15 @@ func (p Phase) String() string {
 }
 
 // Block is one allocation of the trace. A big trace has millions, each
-// kept until the trace is read: a block packs into 24 bytes (its size in
-// 40 bits, its address not at all: Result.Lookup finds the blocks live
-// before the trace by theirs).
+// kept until the trace is read: a block packs into 16 bytes (its size in
+// 40 bits; its address not at all: Result.Lookup finds the blocks live
+// before the trace by theirs; its alloc's event and stack beside it,
+// where they take less: Result.Event and Result.Stack).
 type Block struct {
 	// Born and Freed are positions: -1 for a block live before the trace
-	// began; Freed is Result.Positions when the block is never freed. Like
-	// Event they count in 32 bits.
+	// began; Freed is Result.Positions when the block is never freed.
+	// They count in 32 bits.
 	Born, Freed int32
-	// Event is the index of its alloc event among the device's alloc and
-	// free_completed events (replay.Plan's numbering); -1 if before the trace.
-	Event int32
-	Stack int32 // its alloc's stack, -1 if none
 	// the size (Size): the low 32 bits of its 40, which count bytes, or
 	// 512 B units when sizeHi's top bit is set
 	sizeLo   uint32
@@ -147,10 +145,90 @@ type Result struct {
 	// the blocks in the order they were born: those live before the
 	// trace (head), then the trace's own (born), kept in the chunks the
 	// Builder grew (a big trace's are not copied into one slice)
-	head     []Block
-	headAddr []uint64 // the address of each head block
-	born     chunked[Block]
-	before   map[uint64]int // address → index of the block live there before the trace (Lookup)
+	head      []Block
+	headAddr  []uint64 // the address of each head block
+	headStack []int32  // and its stack (its event is -1)
+	born      chunked[Block]
+	side      side
+	before    map[uint64]int // address → index of the block live there before the trace (Lookup)
+}
+
+// side is what the born blocks keep beside them, by index: their alloc's
+// event and stack, in a few bytes. An event is kept as its block's Born
+// less it: the free_requested events whose free_completed has not come
+// yet (so a few), in 16 bits; one that does not fit is kept in wide. A
+// stack is kept per chunk of blocks, none while every one was -1 (a trace
+// that records none).
+type side struct {
+	ev     chunked[int16]
+	wide   map[int]int32 // block index → event, where ev holds evWide
+	stacks [][]int32     // per chunk of blocks: nil or each one's stack
+}
+
+// evWide marks an event kept in side.wide.
+const evWide = math.MinInt16
+
+// add keeps block i's event and stack (i is the number of blocks so far).
+func (s *side) add(i int, born, event, stack int32) {
+	d := int64(born) - int64(event)
+	if d <= evWide || d > math.MaxInt16 {
+		if s.wide == nil {
+			s.wide = map[int]int32{}
+		}
+		s.wide[i] = event
+		d = evWide
+	}
+	s.ev.add(int16(d))
+	k := i >> chunkBits
+	for len(s.stacks) <= k {
+		s.stacks = append(s.stacks, nil)
+	}
+	switch {
+	case s.stacks[k] != nil:
+		s.stacks[k] = append(s.stacks[k], stack)
+	case stack != -1: // the chunk's first stack: the ones before it had none
+		ch := make([]int32, i&(1<<chunkBits-1), cap(s.ev.chunks[k]))
+		for j := range ch {
+			ch[j] = -1
+		}
+		s.stacks[k] = append(ch, stack)
+	}
+}
+
+// event is the event of born block i, born at born.
+func (s *side) event(i int, born int32) int32 {
+	d := *s.ev.at(i)
+	if d == evWide {
+		return s.wide[i]
+	}
+	return born - int32(d)
+}
+
+// stack is the stack of born block i.
+func (s *side) stack(i int) int32 {
+	if ch := s.stacks[i>>chunkBits]; ch != nil {
+		return ch[i&(1<<chunkBits-1)]
+	}
+	return -1
+}
+
+// Event is the index of block i's alloc event among the device's alloc
+// and free_completed events (replay.Plan's numbering); -1 for a block
+// live before the trace.
+func (r *Result) Event(i int) int32 {
+	if i < len(r.head) {
+		return -1
+	}
+	i -= len(r.head)
+	return r.side.event(i, r.born.at(i).Born)
+}
+
+// Stack is block i's alloc's stack, -1 if none.
+func (r *Result) Stack(i int) int32 {
+	if i < len(r.head) {
+		return r.headStack[i]
+	}
+	return r.side.stack(i - len(r.head))
 }
 
 // NumBlocks is the number of blocks, the allocations of the trace and
@@ -200,12 +278,20 @@ func (r *Result) Live(p int) []*Block {
 // ByEvent returns the block whose alloc is event e (replay.Plan's
 // Event numbering), or nil.
 func (r *Result) ByEvent(e int32) *Block {
-	n := r.NumBlocks()
-	i := sort.Search(n, func(i int) bool { return r.Block(i).Event >= e })
-	if i < n && r.Block(i).Event == e {
+	if i := r.byEvent(e); i >= 0 {
 		return r.Block(i)
 	}
 	return nil
+}
+
+// byEvent is the index of the block whose alloc is event e, or -1.
+func (r *Result) byEvent(e int32) int {
+	n := r.NumBlocks()
+	i := sort.Search(n, func(i int) bool { return r.Event(i) >= e })
+	if i < n && r.Event(i) == e {
+		return i
+	}
+	return -1
 }
 
 // InOrder returns ByEvent for callers that ask for events in increasing
@@ -216,13 +302,13 @@ func (r *Result) InOrder() func(e int32) *Block {
 	next := 0
 	return func(e int32) *Block {
 		n := r.NumBlocks()
-		if next > 0 && r.Block(next-1).Event >= e {
+		if next > 0 && r.Event(next-1) >= e {
 			return r.ByEvent(e)
 		}
-		for next < n && r.Block(next).Event < e {
+		for next < n && r.Event(next) < e {
 			next++
 		}
-		if next < n && r.Block(next).Event == e {
+		if next < n && r.Event(next) == e {
 			next++
 			return r.Block(next - 1)
 		}
@@ -244,6 +330,7 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 // Builder gathers one device's events as they are read.
 type Builder struct {
 	blocks chunked[Block]
+	side   side             // the blocks' events and stacks
 	open   addrmap.Map[int] // address → index into blocks of the live block there
 	times  clock            // time of each position
 	stacks bool
@@ -298,8 +385,9 @@ func (b *Builder) Add(e *trace.Event) {
 			b.cur -= int64(old.Size())
 		}
 		b.open.Set(e.Addr, b.blocks.n)
-		blk := Block{Born: int32(pos), Freed: -2, Event: b.events, Stack: e.Stack}
+		blk := Block{Born: int32(pos), Freed: -2}
 		blk.setSize(rounded(e.Size))
+		b.side.add(b.blocks.n, blk.Born, b.events, e.Stack)
 		b.blocks.add(blk)
 		if b.cur += int64(blk.Size()); b.cur > b.best {
 			b.best, b.bestAt = b.cur, pos
@@ -315,7 +403,7 @@ func (b *Builder) Add(e *trace.Event) {
 			b.cur -= int64(blk.Size())
 			b.open.Delete(e.Addr)
 		} else {
-			blk := Block{Born: -1, Freed: int32(pos), Event: -1, Stack: -1}
+			blk := Block{Born: -1, Freed: int32(pos)}
 			blk.setSize(rounded(e.Size))
 			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
 		}
@@ -334,6 +422,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	// blocks live at the end that the trace never saw allocated
 	var alive []Block
 	var aliveAt []uint64
+	var aliveStack []int32
 	for si := range snap.Segments {
 		s := &snap.Segments[si]
 		if s.Device != device {
@@ -344,9 +433,10 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 				continue
 			}
 			if _, ok := b.open.Get(blk.Address); !ok {
-				a := Block{Born: -1, Freed: int32(n), Event: -1, Stack: blk.Stack}
+				a := Block{Born: -1, Freed: int32(n)}
 				a.setSize(blk.Size)
 				alive, aliveAt = append(alive, a), append(aliveAt, blk.Address)
+				aliveStack = append(aliveStack, blk.Stack)
 			}
 		}
 	}
@@ -358,7 +448,13 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 		base += int64(blk.Size())
 	}
 	r.head, r.headAddr = append(b.pre, alive...), append(b.preAt, aliveAt...)
+	r.headStack = make([]int32, len(b.pre), len(r.head))
+	for i := range b.pre {
+		r.headStack[i] = -1
+	}
+	r.headStack = append(r.headStack, aliveStack...)
 	r.born, b.blocks = b.blocks, chunked[Block]{}
+	r.side, b.side = b.side, side{}
 	for _, blk := range r.All() {
 		if blk.Freed == -2 {
 			blk.Freed = int32(n)
@@ -423,8 +519,16 @@ func rounded(n uint64) uint64 {
 // numbering) or, for e < 0, the block live before the trace at addr;
 // nil when there is none.
 func (r *Result) Lookup(e int32, addr uint64) *Block {
+	if i := r.Find(e, addr); i >= 0 {
+		return r.Block(i)
+	}
+	return nil
+}
+
+// Find is the index of the block Lookup returns, or -1.
+func (r *Result) Find(e int32, addr uint64) int {
 	if e >= 0 {
-		return r.ByEvent(e)
+		return r.byEvent(e)
 	}
 	if r.before == nil {
 		r.before = map[uint64]int{}
@@ -433,7 +537,7 @@ func (r *Result) Lookup(e int32, addr uint64) *Block {
 		}
 	}
 	if i, ok := r.before[addr]; ok {
-		return &r.head[i]
+		return i
 	}
-	return nil
+	return -1
 }

@@ -102,8 +102,8 @@ func engineAllocs(r *Result, snap *trace.Snapshot) []int {
 		return nil
 	}
 	out := []int{}
-	for _, b := range r.All() {
-		if int(b.Born) >= 0 && !hasPythonFrame(snap, b.Stack) {
+	for i, b := range r.All() {
+		if int(b.Born) >= 0 && !hasPythonFrame(snap, r.Stack(i)) {
 			out = append(out, int(b.Born))
 		}
 	}

@@ -305,11 +305,11 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 
 // A big trace has millions of blocks, each kept until the trace is read:
 // a block holds its rule's number, not its text, its size in 40 bits and
-// no address, and packs into 24 bytes. The rule still prints as its text,
+// no address, and packs into 16 bytes. The rule still prints as its text,
 // and sizes keep their bytes.
 func TestBlockSize(t *testing.T) {
-	if n := unsafe.Sizeof(Block{}); n > 24 {
-		t.Errorf("a Block takes %d bytes, want at most 24", n)
+	if n := unsafe.Sizeof(Block{}); n > 16 {
+		t.Errorf("a Block takes %d bytes, want at most 16", n)
 	}
 	for _, n := range []uint64{0, 1, 511, 512, 1 << 20, 1<<32 + 512, 1<<39 - 1, 1 << 39, 1<<48 - 512, 3 << 40} {
 		var b Block
@@ -374,8 +374,8 @@ func TestInOrder(t *testing.T) {
 	}
 	r := Classify(snap, 0)
 	var last int32
-	for _, b := range r.All() {
-		last = max(last, b.Event)
+	for i := range r.All() {
+		last = max(last, r.Event(i))
 	}
 	for _, events := range [][]int32{{-1, 0, 1, 2, 3, 5, 8, 13, last, last + 1}, {7, 3, 3, 9, 0, last}} {
 		in := r.InOrder()
@@ -384,5 +384,56 @@ func TestInOrder(t *testing.T) {
 				t.Errorf("event %d of %v: %p, ByEvent %p", e, events, got, want)
 			}
 		}
+	}
+}
+
+// A born block's event and stack, kept beside it, come back as its alloc
+// event's: across chunks, a chunk whose first stack comes late, and
+// events far from the position (free_requested events whose
+// free_completed never comes; then free_completed events alone).
+func TestEventAndStack(t *testing.T) {
+	var events []trace.Event
+	n := 3<<chunkBits/2 + 10
+	for i := range n {
+		stack := int32(-1)
+		if i >= 1<<chunkBits+100 {
+			stack = int32(i % 5)
+		}
+		addr := uint64(i+1) << 20
+		events = append(events, trace.Event{Action: trace.ActionAlloc, Addr: addr, Size: 512, Stack: stack, TimeUS: int64(i)})
+		switch {
+		case i < 40_000:
+			events = append(events, trace.Event{Action: trace.ActionFreeRequested, Addr: addr, TimeUS: int64(i)})
+		case i < 90_000:
+			events = append(events, trace.Event{Action: trace.ActionFreeCompleted, Addr: addr, TimeUS: int64(i)})
+		}
+	}
+	snap := &trace.Snapshot{Traces: [][]trace.Event{events}}
+	r := Classify(snap, 0)
+	if r.NumBlocks() != n {
+		t.Fatalf("%d blocks, want %d", r.NumBlocks(), n)
+	}
+	var event int32
+	k := 0
+	for _, e := range events {
+		switch e.Action {
+		case trace.ActionAlloc:
+			if got := r.Event(k); got != event {
+				t.Fatalf("block %d: event %d, want %d", k, got, event)
+			}
+			if got := r.Stack(k); got != e.Stack {
+				t.Fatalf("block %d: stack %d, want %d", k, got, e.Stack)
+			}
+			if r.ByEvent(event) != r.Block(k) {
+				t.Fatalf("ByEvent(%d) is not block %d", event, k)
+			}
+			k++
+			event++
+		case trace.ActionFreeCompleted:
+			event++
+		}
+	}
+	if len(r.side.wide) == 0 {
+		t.Error("no event kept wide")
 	}
 }

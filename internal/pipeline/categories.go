@@ -69,19 +69,21 @@ func (r *Run) addCategories(cls *categories.Result) error {
 				continue
 			}
 			total += b.Size
-			var blk *categories.Block
-			switch e := int32(-2); {
+			i := -1
+			switch {
 			case int(b.ID) < len(evOf) && evOf[b.ID] != -2:
-				if e = evOf[b.ID]; e >= 0 {
-					blk = cls.ByEvent(e)
+				if e := evOf[b.ID]; e >= 0 {
+					i = cls.Find(e, 0)
 				}
 			default:
-				blk = cls.Lookup(-1, b.Address)
+				i = cls.Find(-1, b.Address)
 			}
+			var blk *categories.Block
 			c, name := categories.Unknown, "(no stack)"
-			if blk != nil {
+			if i >= 0 {
+				blk = cls.Block(i)
 				c = blk.Category
-				name = r.siteOf(blk, names)
+				name = r.siteOf(blk, cls.Stack(i), names)
 			}
 			at[c] += b.Size
 			if blk != nil && blk.KeptPastStep() {
@@ -210,14 +212,14 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 	return evOf, timeline
 }
 
-// siteOf names blk's allocation site: its top user frames or, when it has
-// none, its category and the phase it was born in.
-func (r *Run) siteOf(blk *categories.Block, names map[int32]string) string {
-	if blk.Stack >= 0 && r.snap != nil {
-		name, ok := names[blk.Stack]
+// siteOf names blk's allocation site: the top user frames of its stack or,
+// when it has none, its category and the phase it was born in.
+func (r *Run) siteOf(blk *categories.Block, stack int32, names map[int32]string) string {
+	if stack >= 0 && r.snap != nil {
+		name, ok := names[stack]
 		if !ok {
-			name = siteName(r.snap, blk.Stack, DefaultSiteDepth)
-			names[blk.Stack] = name
+			name = siteName(r.snap, stack, DefaultSiteDepth)
+			names[stack] = name
 		}
 		if name != "(no stack)" {
 			return name
