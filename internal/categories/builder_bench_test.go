@@ -12,19 +12,25 @@ import (
 func BenchmarkBuilder(b *testing.B) {
 	var events []trace.Event
 	tm := int64(1_700_000_000_000_000)
-	var live []uint64
+	var live, free []uint64 // addresses are reused, last freed first, as a caching allocator does
 	next := uint64(0x7f0000000000)
 	for len(events) < 1_000_000 {
 		tm += 3
 		if len(live) < 100 || len(events)%7 < 4 {
-			next += 1 << 20
-			live = append(live, next)
-			events = append(events, trace.Event{Action: trace.ActionAlloc, Addr: next, Size: 1 << 16, Stack: -1, TimeUS: tm})
+			a := next
+			if len(free) > 0 {
+				a, free = free[len(free)-1], free[:len(free)-1]
+			} else {
+				next += 1 << 20
+			}
+			live = append(live, a)
+			events = append(events, trace.Event{Action: trace.ActionAlloc, Addr: a, Size: 1 << 16, Stack: -1, TimeUS: tm})
 			continue
 		}
 		a := live[len(events)%len(live)]
 		live[len(events)%len(live)] = live[len(live)-1]
 		live = live[:len(live)-1]
+		free = append(free, a)
 		events = append(events, trace.Event{Action: trace.ActionFreeRequested, Addr: a, Size: 1 << 16, Stack: -1, TimeUS: tm},
 			trace.Event{Action: trace.ActionFreeCompleted, Addr: a, Size: 1 << 16, Stack: -1, TimeUS: tm + 1})
 	}

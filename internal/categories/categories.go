@@ -379,12 +379,11 @@ func (b *Builder) Add(e *trace.Event) {
 	case trace.ActionAlloc:
 		pos := b.times.n
 		b.times.add(e.TimeUS)
-		if i, ok := b.open.Get(e.Addr); ok { // a second alloc at a live address: the first ended
+		if i, ok := b.open.Swap(e.Addr, b.blocks.n); ok { // a second alloc at a live address: the first ended
 			old := b.blocks.at(i)
 			old.Freed = int32(pos)
 			b.cur -= int64(old.Size())
 		}
-		b.open.Set(e.Addr, b.blocks.n)
 		blk := Block{Born: int32(pos), Freed: -2}
 		blk.setSize(rounded(e.Size))
 		b.side.add(b.blocks.n, blk.Born, b.events, e.Stack)
@@ -397,11 +396,10 @@ func (b *Builder) Add(e *trace.Event) {
 	case trace.ActionFreeRequested:
 		pos := b.times.n
 		b.times.add(e.TimeUS)
-		if i, ok := b.open.Get(e.Addr); ok {
+		if i, ok := b.open.Take(e.Addr); ok {
 			blk := b.blocks.at(i)
 			blk.Freed = int32(pos)
 			b.cur -= int64(blk.Size())
-			b.open.Delete(e.Addr)
 		} else {
 			blk := Block{Born: -1, Freed: int32(pos)}
 			blk.setSize(rounded(e.Size))
