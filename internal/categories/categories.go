@@ -154,54 +154,62 @@ type Result struct {
 }
 
 // side is what the born blocks keep beside them, by index: their alloc's
-// event and stack, in a few bytes. An event is kept as its block's Born
-// less it: the free_requested events whose free_completed has not come
-// yet (so a few), in 16 bits; one that does not fit is kept in wide. A
-// stack is kept per chunk of blocks, none while every one was -1 (a trace
-// that records none).
+// event and stack, in a few bytes, per chunk of 1<<chunkBits blocks. An
+// event is kept as its block's Born less it: the free_requested events
+// whose free_completed has not come yet (so a few), in 16 bits while
+// they fit, else the chunk's in 32 (an odd trace's). A chunk keeps no
+// stacks while each was -1 (a trace that records none).
 type side struct {
-	ev     chunked[int16]
-	wide   map[int]int32 // block index → event, where ev holds evWide
-	stacks [][]int32     // per chunk of blocks: nil or each one's stack
+	ev     []evChunk
+	stacks [][]int32 // per chunk: nil or each block's stack
 }
 
-// evWide marks an event kept in side.wide.
-const evWide = math.MinInt16
+type evChunk struct {
+	narrow []int16 // Born less the event, while each fits
+	wide   []int32 // the same once one did not (narrow is nil)
+}
 
 // add keeps block i's event and stack (i is the number of blocks so far).
 func (s *side) add(i int, born, event, stack int32) {
-	d := int64(born) - int64(event)
-	if d <= evWide || d > math.MaxInt16 {
-		if s.wide == nil {
-			s.wide = map[int]int32{}
-		}
-		s.wide[i] = event
-		d = evWide
-	}
-	s.ev.add(int16(d))
 	k := i >> chunkBits
-	for len(s.stacks) <= k {
+	if k == len(s.ev) {
+		s.ev = append(s.ev, evChunk{narrow: make([]int16, 0, min(1<<chunkBits, max(i, 64)))})
 		s.stacks = append(s.stacks, nil)
+	}
+	ch := &s.ev[k]
+	d := born - event // both count from 0 up to 2^31-1: no overflow
+	switch {
+	case ch.wide != nil:
+		ch.wide = append(ch.wide, d)
+	case d >= math.MinInt16 && d <= math.MaxInt16:
+		ch.narrow = append(ch.narrow, int16(d))
+	default:
+		ch.wide = make([]int32, len(ch.narrow), cap(ch.narrow))
+		for j, n := range ch.narrow {
+			ch.wide[j] = int32(n)
+		}
+		ch.narrow = nil
+		ch.wide = append(ch.wide, d)
 	}
 	switch {
 	case s.stacks[k] != nil:
 		s.stacks[k] = append(s.stacks[k], stack)
 	case stack != -1: // the chunk's first stack: the ones before it had none
-		ch := make([]int32, i&(1<<chunkBits-1), cap(s.ev.chunks[k]))
-		for j := range ch {
-			ch[j] = -1
+		st := make([]int32, i&(1<<chunkBits-1), max(cap(ch.narrow), cap(ch.wide)))
+		for j := range st {
+			st[j] = -1
 		}
-		s.stacks[k] = append(ch, stack)
+		s.stacks[k] = append(st, stack)
 	}
 }
 
 // event is the event of born block i, born at born.
 func (s *side) event(i int, born int32) int32 {
-	d := *s.ev.at(i)
-	if d == evWide {
-		return s.wide[i]
+	ch := &s.ev[i>>chunkBits]
+	if ch.wide != nil {
+		return born - ch.wide[i&(1<<chunkBits-1)]
 	}
-	return born - int32(d)
+	return born - int32(ch.narrow[i&(1<<chunkBits-1)])
 }
 
 // stack is the stack of born block i.
