@@ -345,10 +345,9 @@ type Builder struct {
 	events int32    // alloc and free_completed events so far
 	pre    []Block  // blocks freed before the trace saw them allocated
 	preAt  []uint64 // the address of each
-	// the allocated memory of the blocks the trace saw born, after each
-	// position: now, its highest and the first position it was reached
-	// (-1: none above 0), which is the peak when no block came before the
-	// trace but those live at its end (Result.peak)
+	// the allocated memory after each position less that of the blocks
+	// live before the trace: now, its highest and the first position it
+	// was reached (-1: none above 0), which is the peak (Result)
 	cur, best int64
 	bestAt    int
 }
@@ -412,6 +411,7 @@ func (b *Builder) Add(e *trace.Event) {
 			blk := Block{Born: -1, Freed: int32(pos)}
 			blk.setSize(rounded(e.Size))
 			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
+			b.cur -= int64(blk.Size()) // live from before the trace to here
 		}
 	case trace.ActionFreeCompleted:
 		b.events++
@@ -446,11 +446,14 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			}
 		}
 	}
-	// with no block freed before the trace saw it, the peak is the
-	// builder's, over the blocks live at the end
-	streamed := len(b.pre) == 0
+	// the peak is the builder's, over the blocks live before the trace
+	// (those freed before it saw them allocated, and those live at the end
+	// it never saw allocated)
 	var base int64
 	for _, blk := range alive {
+		base += int64(blk.Size())
+	}
+	for _, blk := range b.pre {
 		base += int64(blk.Size())
 	}
 	r.head, r.headAddr = append(b.pre, alive...), append(b.preAt, aliveAt...)
@@ -468,36 +471,8 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	}
 	classify(r, snap, &b.times)
 	b.times = clock{}
-	if streamed {
-		r.setPeak(b.bestAt, base+b.best)
-	} else {
-		r.peak()
-	}
+	r.setPeak(b.bestAt, base+b.best)
 	return r
-}
-
-// peak finds the peak of allocated memory and what each category held.
-func (r *Result) peak() {
-	delta := make([]int64, r.Positions+1)
-	var cur int64
-	for _, b := range r.All() {
-		if b.Born < 0 {
-			cur += int64(b.Size())
-		} else {
-			delta[b.Born] += int64(b.Size())
-		}
-		if int(b.Freed) < r.Positions {
-			delta[b.Freed] -= int64(b.Size())
-		}
-	}
-	best, at := cur, -1
-	for p := 0; p < r.Positions; p++ {
-		cur += delta[p]
-		if cur > best {
-			best, at = cur, p
-		}
-	}
-	r.setPeak(at, best)
 }
 
 // setPeak sets the peak, after position at (-1: before the first event),
