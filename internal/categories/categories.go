@@ -156,60 +156,84 @@ type Result struct {
 // side is what the born blocks keep beside them, by index: their alloc's
 // event and stack, in a few bytes, per chunk of 1<<chunkBits blocks. An
 // event is kept as its block's Born less it: the free_requested events
-// whose free_completed has not come yet (so a few), in 16 bits while
-// they fit, else the chunk's in 32 (an odd trace's). A chunk keeps no
-// stacks while each was -1 (a trace that records none).
+// whose free_completed has not come yet (so a few), in the fewest bytes
+// (1, 2 or 4) that hold every one of its chunk. A chunk keeps no stacks
+// while each was -1 (a trace that records none).
 type side struct {
 	ev     []evChunk
 	stacks [][]int32 // per chunk: nil or each block's stack
 }
 
+// evChunk holds a chunk's Born less event, each in w bytes (little
+// endian, two's complement).
 type evChunk struct {
-	narrow []int16 // Born less the event, while each fits
-	wide   []int32 // the same once one did not (narrow is nil)
+	w uint8
+	b []byte
 }
 
 // add keeps block i's event and stack (i is the number of blocks so far).
 func (s *side) add(i int, born, event, stack int32) {
 	k := i >> chunkBits
 	if k == len(s.ev) {
-		s.ev = append(s.ev, evChunk{narrow: make([]int16, 0, min(1<<chunkBits, max(i, 64)))})
+		s.ev = append(s.ev, evChunk{w: 1, b: make([]byte, 0, min(1<<chunkBits, max(i, 64)))})
 		s.stacks = append(s.stacks, nil)
 	}
 	ch := &s.ev[k]
 	d := born - event // both count from 0 up to 2^31-1: no overflow
-	switch {
-	case ch.wide != nil:
-		ch.wide = append(ch.wide, d)
-	case d >= math.MinInt16 && d <= math.MaxInt16:
-		ch.narrow = append(ch.narrow, int16(d))
-	default:
-		ch.wide = make([]int32, len(ch.narrow), cap(ch.narrow))
-		for j, n := range ch.narrow {
-			ch.wide[j] = int32(n)
+	switch w := ch.w; {
+	case w == 1 && d >= math.MinInt8 && d <= math.MaxInt8:
+		ch.b = append(ch.b, byte(d))
+	case w <= 2 && d >= math.MinInt16 && d <= math.MaxInt16:
+		if w == 1 {
+			ch.widen(2)
 		}
-		ch.narrow = nil
-		ch.wide = append(ch.wide, d)
+		ch.b = append(ch.b, byte(d), byte(d>>8))
+	default:
+		if w < 4 {
+			ch.widen(4)
+		}
+		ch.b = append(ch.b, byte(d), byte(d>>8), byte(d>>16), byte(d>>24))
 	}
 	switch {
 	case s.stacks[k] != nil:
 		s.stacks[k] = append(s.stacks[k], stack)
 	case stack != -1: // the chunk's first stack: the ones before it had none
-		st := make([]int32, i&(1<<chunkBits-1), max(cap(ch.narrow), cap(ch.wide)))
-		for j := range st {
-			st[j] = -1
+		j := i & (1<<chunkBits - 1)
+		st := make([]int32, j, min(1<<chunkBits, max(j+1, 64)))
+		for n := range st {
+			st[n] = -1
 		}
 		s.stacks[k] = append(st, stack)
 	}
 }
 
+// at is the chunk's j-th value.
+func (ch *evChunk) at(j int) int32 {
+	switch ch.w {
+	case 1:
+		return int32(int8(ch.b[j]))
+	case 2:
+		return int32(int16(uint16(ch.b[2*j]) | uint16(ch.b[2*j+1])<<8))
+	}
+	return int32(uint32(ch.b[4*j]) | uint32(ch.b[4*j+1])<<8 | uint32(ch.b[4*j+2])<<16 | uint32(ch.b[4*j+3])<<24)
+}
+
+// widen turns the chunk's values w bytes each.
+func (ch *evChunk) widen(w uint8) {
+	n := len(ch.b) / int(ch.w)
+	wide := evChunk{w: w, b: make([]byte, 0, int(w)*max(n+1, cap(ch.b)/int(ch.w)))}
+	for j := range n {
+		d := ch.at(j)
+		if wide.b = append(wide.b, byte(d), byte(d>>8)); w == 4 {
+			wide.b = append(wide.b, byte(d>>16), byte(d>>24))
+		}
+	}
+	*ch = wide
+}
+
 // event is the event of born block i, born at born.
 func (s *side) event(i int, born int32) int32 {
-	ch := &s.ev[i>>chunkBits]
-	if ch.wide != nil {
-		return born - ch.wide[i&(1<<chunkBits-1)]
-	}
-	return born - int32(ch.narrow[i&(1<<chunkBits-1)])
+	return born - s.ev[i>>chunkBits].at(i&(1<<chunkBits-1))
 }
 
 // stack is the stack of born block i.

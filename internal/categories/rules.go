@@ -97,14 +97,14 @@ func classify(r *Result, snap *trace.Snapshot, times *clock) {
 // engineAllocs returns the positions of the allocations made with no
 // Python frame in a trace that records Python stacks: those made on the
 // autograd engine's thread, in backward. nil when the trace has no stacks.
-func engineAllocs(r *Result, snap *trace.Snapshot) []int {
+func engineAllocs(r *Result, snap *trace.Snapshot) []int32 {
 	if !r.Stacks {
 		return nil
 	}
-	out := []int{}
+	out := []int32{}
 	for i, b := range r.All() {
 		if int(b.Born) >= 0 && !hasPythonFrame(snap, r.Stack(i)) {
-			out = append(out, int(b.Born))
+			out = append(out, b.Born)
 		}
 	}
 	return out
@@ -125,7 +125,7 @@ func hasPythonFrame(snap *trace.Snapshot, st int32) bool {
 
 // phases finds, per iteration, its region and where its forward and its
 // backward begin.
-func (st *structure) phases(r *Result, engine []int) {
+func (st *structure) phases(r *Result, engine []int32) {
 	k := len(st.steps)
 	st.start, st.end = make([]int, k+1), make([]int, k+1)
 	st.fwd, st.bwd = make([]int, k+1), make([]int, k+1)
@@ -190,12 +190,12 @@ func (st *structure) phases(r *Result, engine []int) {
 // else just after the forward's result (the loss), the last block born
 // before the first gradient that outlives the step; else the first
 // gradient; else where the iteration's transients peak.
-func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int {
+func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int32) int {
 	end := st.end[i]
 	if engine != nil {
-		j := sort.SearchInts(engine, lo)
-		if j < len(engine) && engine[j] < end {
-			return engine[j]
+		j := sort.Search(len(engine), func(j int) bool { return int(engine[j]) >= lo })
+		if j < len(engine) && int(engine[j]) < end {
+			return int(engine[j])
 		}
 	}
 	// the loss: the last such block freed before the end; else the last

@@ -471,7 +471,7 @@ func TestEventAndStack(t *testing.T) {
 			event++
 		}
 	}
-	if r.side.ev[0].wide == nil || r.side.ev[1].wide != nil {
-		t.Error("the first chunk's events are not kept wide, or the second's are")
+	if w := []uint8{r.side.ev[0].w, r.side.ev[1].w}; w[0] != 4 || w[1] != 2 {
+		t.Errorf("events kept in %v bytes per chunk, want [4 2]", w)
 	}
 }
