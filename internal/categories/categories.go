@@ -331,18 +331,20 @@ func (r *Result) byEvent(e int32) int {
 // instead of searching them each time (it searches when asked out of
 // order).
 func (r *Result) InOrder() func(e int32) *Block {
-	next := 0
+	next, last := 0, int32(0) // last: the event of block next-1
 	return func(e int32) *Block {
-		n := r.NumBlocks()
-		if next > 0 && r.Event(next-1) >= e {
+		if next > 0 && last >= e {
 			return r.ByEvent(e)
 		}
-		for next < n && r.Event(next) < e {
-			next++
-		}
-		if next < n && r.Event(next) == e {
-			next++
-			return r.Block(next - 1)
+		for n := r.NumBlocks(); next < n; {
+			ev := r.Event(next)
+			if ev > e {
+				break
+			}
+			next, last = next+1, ev
+			if ev == e {
+				return r.Block(next - 1)
+			}
 		}
 		return nil
 	}
