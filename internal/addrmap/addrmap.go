@@ -64,10 +64,15 @@ func (m *Map[V]) Get(k uint64) (V, bool) {
 }
 
 // Set sets the value of k.
-func (m *Map[V]) Set(k uint64, v V) {
+func (m *Map[V]) Set(k uint64, v V) { m.Swap(k, v) }
+
+// Swap sets the value of k and returns the one it replaced, and whether
+// there was one: Get and Set in one probe.
+func (m *Map[V]) Swap(k uint64, v V) (old V, ok bool) {
 	if k == 0 {
+		old, ok = m.zv, m.zero
 		m.zero, m.zv = true, v
-		return
+		return old, ok
 	}
 	if 4*(m.n+1) > 3*len(m.slots) {
 		m.grow()
@@ -76,34 +81,40 @@ func (m *Map[V]) Set(k uint64, v V) {
 	for i := m.home(k); ; i = (i + 1) & mask {
 		s := &m.slots[i]
 		if s.k == k {
-			s.v = v
-			return
+			old, s.v = s.v, v
+			return old, true
 		}
 		if s.k == 0 {
 			s.k, s.v = k, v
 			m.n++
-			return
+			return old, false
 		}
 	}
 }
 
 // Delete removes k, if present.
-func (m *Map[V]) Delete(k uint64) {
+func (m *Map[V]) Delete(k uint64) { m.Take(k) }
+
+// Take removes k, if present, and returns its value and whether it was:
+// Get and Delete in one probe.
+func (m *Map[V]) Take(k uint64) (v V, ok bool) {
 	if k == 0 {
 		var none V
+		v, ok = m.zv, m.zero
 		m.zero, m.zv = false, none
-		return
+		return v, ok
 	}
 	if m.slots == nil {
-		return
+		return v, false
 	}
 	mask := len(m.slots) - 1
 	i := m.home(k)
 	for ; m.slots[i].k != k; i = (i + 1) & mask {
 		if m.slots[i].k == 0 {
-			return
+			return v, false
 		}
 	}
+	v = m.slots[i].v
 	// shift back the keys after i that may no longer be found past the
 	// hole: those whose home is not in (i, j]
 	for j := i; ; {
@@ -120,6 +131,7 @@ func (m *Map[V]) Delete(k uint64) {
 	}
 	m.slots[i] = slot[V]{}
 	m.n--
+	return v, true
 }
 
 // grow doubles the table (or makes the first) and puts every key back.

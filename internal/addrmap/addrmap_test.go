@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// The map against a Go map under random sets, gets and deletes, with keys
+// The map against a Go map under random sets, swaps, gets, deletes and
+// takes, with keys
 // drawn from a few hundred addresses (as a trace reuses them), the key 0
 // and keys whose hashes collide.
 func TestMatchesGoMap(t *testing.T) {
@@ -18,12 +19,24 @@ func TestMatchesGoMap(t *testing.T) {
 	want := map[uint64]int32{}
 	for step := range 200000 {
 		k := keys[rng.IntN(len(keys))]
-		switch rng.IntN(3) {
+		switch rng.IntN(5) {
 		case 0:
 			m.Set(k, int32(step))
 			want[k] = int32(step)
 		case 1:
 			m.Delete(k)
+			delete(want, k)
+		case 2:
+			old, ok := m.Swap(k, int32(step))
+			if w, wok := want[k]; old != w || ok != wok {
+				t.Fatalf("step %d: Swap(%#x) = %d, %v; want %d, %v", step, k, old, ok, w, wok)
+			}
+			want[k] = int32(step)
+		case 3:
+			v, ok := m.Take(k)
+			if w, wok := want[k]; v != w || ok != wok {
+				t.Fatalf("step %d: Take(%#x) = %d, %v; want %d, %v", step, k, v, ok, w, wok)
+			}
 			delete(want, k)
 		}
 		v, ok := m.Get(k)

@@ -2,6 +2,7 @@ package categories
 
 import (
 	"iter"
+	"math"
 	"sort"
 
 	"github.com/gpumem/gpumem/internal/addrmap"
@@ -70,23 +71,50 @@ func (p Phase) String() string {
 	return "unknown"
 }
 
-// Block is one allocation of the trace.
+// Block is one allocation of the trace. A big trace has millions, each
+// kept until the trace is read: a block packs into 16 bytes (its size in
+// 40 bits; its address not at all: Result.Lookup finds the blocks live
+// before the trace by theirs; its alloc's event and stack beside it,
+// where they take less: Result.Event and Result.Stack).
 type Block struct {
-	// Size is the request rounded up as the caching allocator rounds it
-	// (512 B steps): a trace records requests, and a block can be larger
-	// still when the allocator did not split it (only a replay knows).
-	Addr, Size uint64
 	// Born and Freed are positions: -1 for a block live before the trace
-	// began; Freed is Result.Positions when the block is never freed. Like
-	// Event they count in 32 bits (a block record is 40 bytes, not 48).
+	// began; Freed is Result.Positions when the block is never freed.
+	// They count in 32 bits.
 	Born, Freed int32
-	// Event is the index of its alloc event among the device's alloc and
-	// free_completed events (replay.Plan's numbering); -1 if before the trace.
-	Event    int32
-	Stack    int32 // its alloc's stack, -1 if none
+	// the size (Size): the low 32 bits of its 40, which count bytes, or
+	// 512 B units when sizeHi's top bit is set
+	sizeLo   uint32
+	sizeHi   uint8
 	Category Category
 	Phase    Phase
 	Rule     Rule // the rule that decided it (docs/categories.md)
+}
+
+// sizeUnits is the top bit of Block.sizeHi: its size counts 512 B units.
+const sizeUnits = 0x80
+
+// Size is the request rounded up as the caching allocator rounds it
+// (512 B steps): a trace records requests, and a block can be larger
+// still when the allocator did not split it (only a replay knows). It is
+// exact below 512 GiB, and for multiples of 512 B below 256 TiB: far
+// beyond any device (a larger size loses its low 9 bits, and past 256 TiB
+// is kept as the largest below).
+func (b *Block) Size() uint64 {
+	v := uint64(b.sizeHi&^sizeUnits)<<32 | uint64(b.sizeLo)
+	if b.sizeHi&sizeUnits != 0 {
+		return v << 9
+	}
+	return v
+}
+
+// setSize sets the block's size (see Size).
+func (b *Block) setSize(n uint64) {
+	const limit = 1 << 39 // 40 bits less the units bit
+	var hi uint8
+	if n%512 == 0 || n >= limit {
+		n, hi = min(n>>9, limit-1), sizeUnits
+	}
+	b.sizeLo, b.sizeHi = uint32(n), hi|uint8(n>>32)
 }
 
 // KeptPastStep reports whether b is an activation kept past the step
@@ -117,9 +145,122 @@ type Result struct {
 	// the blocks in the order they were born: those live before the
 	// trace (head), then the trace's own (born), kept in the chunks the
 	// Builder grew (a big trace's are not copied into one slice)
-	head   []Block
-	born   chunked[Block]
-	before map[uint64]int // address → index of the block live there before the trace (Lookup)
+	head      []Block
+	headAddr  []uint64 // the address of each head block
+	headStack []int32  // and its stack (its event is -1)
+	born      chunked[Block]
+	side      side
+	before    map[uint64]int // address → index of the block live there before the trace (Lookup)
+}
+
+// side is what the born blocks keep beside them, by index: their alloc's
+// event and stack, in a few bytes, per chunk of 1<<chunkBits blocks. An
+// event is kept as its block's Born less it: the free_requested events
+// whose free_completed has not come yet (so a few), in the fewest bytes
+// (1, 2 or 4) that hold every one of its chunk. A chunk keeps no stacks
+// while each was -1 (a trace that records none).
+type side struct {
+	ev     []evChunk
+	stacks [][]int32 // per chunk: nil or each block's stack
+}
+
+// evChunk holds a chunk's Born less event, each in w bytes (little
+// endian, two's complement).
+type evChunk struct {
+	w uint8
+	b []byte
+}
+
+// add keeps block i's event and stack (i is the number of blocks so far).
+func (s *side) add(i int, born, event, stack int32) {
+	k := i >> chunkBits
+	if k == len(s.ev) {
+		s.ev = append(s.ev, evChunk{w: 1, b: make([]byte, 0, min(1<<chunkBits, max(i, 64)))})
+		s.stacks = append(s.stacks, nil)
+	}
+	ch := &s.ev[k]
+	d := born - event // both count from 0 up to 2^31-1: no overflow
+	switch w := ch.w; {
+	case w == 1 && d >= math.MinInt8 && d <= math.MaxInt8:
+		ch.b = append(ch.b, byte(d))
+	case w <= 2 && d >= math.MinInt16 && d <= math.MaxInt16:
+		if w == 1 {
+			ch.widen(2)
+		}
+		ch.b = append(ch.b, byte(d), byte(d>>8))
+	default:
+		if w < 4 {
+			ch.widen(4)
+		}
+		ch.b = append(ch.b, byte(d), byte(d>>8), byte(d>>16), byte(d>>24))
+	}
+	switch {
+	case s.stacks[k] != nil:
+		s.stacks[k] = append(s.stacks[k], stack)
+	case stack != -1: // the chunk's first stack: the ones before it had none
+		j := i & (1<<chunkBits - 1)
+		st := make([]int32, j, min(1<<chunkBits, max(j+1, 64)))
+		for n := range st {
+			st[n] = -1
+		}
+		s.stacks[k] = append(st, stack)
+	}
+}
+
+// at is the chunk's j-th value.
+func (ch *evChunk) at(j int) int32 {
+	switch ch.w {
+	case 1:
+		return int32(int8(ch.b[j]))
+	case 2:
+		return int32(int16(uint16(ch.b[2*j]) | uint16(ch.b[2*j+1])<<8))
+	}
+	return int32(uint32(ch.b[4*j]) | uint32(ch.b[4*j+1])<<8 | uint32(ch.b[4*j+2])<<16 | uint32(ch.b[4*j+3])<<24)
+}
+
+// widen turns the chunk's values w bytes each.
+func (ch *evChunk) widen(w uint8) {
+	n := len(ch.b) / int(ch.w)
+	wide := evChunk{w: w, b: make([]byte, 0, int(w)*max(n+1, cap(ch.b)/int(ch.w)))}
+	for j := range n {
+		d := ch.at(j)
+		if wide.b = append(wide.b, byte(d), byte(d>>8)); w == 4 {
+			wide.b = append(wide.b, byte(d>>16), byte(d>>24))
+		}
+	}
+	*ch = wide
+}
+
+// event is the event of born block i, born at born.
+func (s *side) event(i int, born int32) int32 {
+	return born - s.ev[i>>chunkBits].at(i&(1<<chunkBits-1))
+}
+
+// stack is the stack of born block i.
+func (s *side) stack(i int) int32 {
+	if ch := s.stacks[i>>chunkBits]; ch != nil {
+		return ch[i&(1<<chunkBits-1)]
+	}
+	return -1
+}
+
+// Event is the index of block i's alloc event among the device's alloc
+// and free_completed events (replay.Plan's numbering); -1 for a block
+// live before the trace.
+func (r *Result) Event(i int) int32 {
+	if i < len(r.head) {
+		return -1
+	}
+	i -= len(r.head)
+	return r.side.event(i, r.born.at(i).Born)
+}
+
+// Stack is block i's alloc's stack, -1 if none.
+func (r *Result) Stack(i int) int32 {
+	if i < len(r.head) {
+		return r.headStack[i]
+	}
+	return r.side.stack(i - len(r.head))
 }
 
 // NumBlocks is the number of blocks, the allocations of the trace and
@@ -169,12 +310,20 @@ func (r *Result) Live(p int) []*Block {
 // ByEvent returns the block whose alloc is event e (replay.Plan's
 // Event numbering), or nil.
 func (r *Result) ByEvent(e int32) *Block {
-	n := r.NumBlocks()
-	i := sort.Search(n, func(i int) bool { return r.Block(i).Event >= e })
-	if i < n && r.Block(i).Event == e {
+	if i := r.byEvent(e); i >= 0 {
 		return r.Block(i)
 	}
 	return nil
+}
+
+// byEvent is the index of the block whose alloc is event e, or -1.
+func (r *Result) byEvent(e int32) int {
+	n := r.NumBlocks()
+	i := sort.Search(n, func(i int) bool { return r.Event(i) >= e })
+	if i < n && r.Event(i) == e {
+		return i
+	}
+	return -1
 }
 
 // InOrder returns ByEvent for callers that ask for events in increasing
@@ -182,18 +331,20 @@ func (r *Result) ByEvent(e int32) *Block {
 // instead of searching them each time (it searches when asked out of
 // order).
 func (r *Result) InOrder() func(e int32) *Block {
-	next := 0
+	next, last := 0, int32(0) // last: the event of block next-1
 	return func(e int32) *Block {
-		n := r.NumBlocks()
-		if next > 0 && r.Block(next-1).Event >= e {
+		if next > 0 && last >= e {
 			return r.ByEvent(e)
 		}
-		for next < n && r.Block(next).Event < e {
-			next++
-		}
-		if next < n && r.Block(next).Event == e {
-			next++
-			return r.Block(next - 1)
+		for n := r.NumBlocks(); next < n; {
+			ev := r.Event(next)
+			if ev > e {
+				break
+			}
+			next, last = next+1, ev
+			if ev == e {
+				return r.Block(next - 1)
+			}
 		}
 		return nil
 	}
@@ -213,15 +364,16 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 // Builder gathers one device's events as they are read.
 type Builder struct {
 	blocks chunked[Block]
+	side   side             // the blocks' events and stacks
 	open   addrmap.Map[int] // address → index into blocks of the live block there
 	times  clock            // time of each position
 	stacks bool
-	events int32   // alloc and free_completed events so far
-	pre    []Block // blocks freed before the trace saw them allocated
-	// the allocated memory of the blocks the trace saw born, after each
-	// position: now, its highest and the first position it was reached
-	// (-1: none above 0), which is the peak when no block came before the
-	// trace but those live at its end (Result.peak)
+	events int32    // alloc and free_completed events so far
+	pre    []Block  // blocks freed before the trace saw them allocated
+	preAt  []uint64 // the address of each
+	// the allocated memory after each position less that of the blocks
+	// live before the trace: now, its highest and the first position it
+	// was reached (-1: none above 0), which is the peak (Result)
 	cur, best int64
 	bestAt    int
 }
@@ -260,15 +412,16 @@ func (b *Builder) Add(e *trace.Event) {
 	case trace.ActionAlloc:
 		pos := b.times.n
 		b.times.add(e.TimeUS)
-		if i, ok := b.open.Get(e.Addr); ok { // a second alloc at a live address: the first ended
+		if i, ok := b.open.Swap(e.Addr, b.blocks.n); ok { // a second alloc at a live address: the first ended
 			old := b.blocks.at(i)
 			old.Freed = int32(pos)
-			b.cur -= int64(old.Size)
+			b.cur -= int64(old.Size())
 		}
-		b.open.Set(e.Addr, b.blocks.n)
-		size := rounded(e.Size)
-		b.blocks.add(Block{Addr: e.Addr, Size: size, Born: int32(pos), Freed: -2, Event: b.events, Stack: e.Stack})
-		if b.cur += int64(size); b.cur > b.best {
+		blk := Block{Born: int32(pos), Freed: -2}
+		blk.setSize(rounded(e.Size))
+		b.side.add(b.blocks.n, blk.Born, b.events, e.Stack)
+		b.blocks.add(blk)
+		if b.cur += int64(blk.Size()); b.cur > b.best {
 			b.best, b.bestAt = b.cur, pos
 		}
 		b.stacks = b.stacks || e.Stack >= 0
@@ -276,13 +429,15 @@ func (b *Builder) Add(e *trace.Event) {
 	case trace.ActionFreeRequested:
 		pos := b.times.n
 		b.times.add(e.TimeUS)
-		if i, ok := b.open.Get(e.Addr); ok {
+		if i, ok := b.open.Take(e.Addr); ok {
 			blk := b.blocks.at(i)
 			blk.Freed = int32(pos)
-			b.cur -= int64(blk.Size)
-			b.open.Delete(e.Addr)
+			b.cur -= int64(blk.Size())
 		} else {
-			b.pre = append(b.pre, Block{Addr: e.Addr, Size: rounded(e.Size), Born: -1, Freed: int32(pos), Event: -1, Stack: -1})
+			blk := Block{Born: -1, Freed: int32(pos)}
+			blk.setSize(rounded(e.Size))
+			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
+			b.cur -= int64(blk.Size()) // live from before the trace to here
 		}
 	case trace.ActionFreeCompleted:
 		b.events++
@@ -298,6 +453,8 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	r := &Result{Device: device, Positions: n, Stacks: b.stacks && len(snap.Stacks) > 0}
 	// blocks live at the end that the trace never saw allocated
 	var alive []Block
+	var aliveAt []uint64
+	var aliveStack []int32
 	for si := range snap.Segments {
 		s := &snap.Segments[si]
 		if s.Device != device {
@@ -308,19 +465,31 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 				continue
 			}
 			if _, ok := b.open.Get(blk.Address); !ok {
-				alive = append(alive, Block{Addr: blk.Address, Size: blk.Size, Born: -1, Freed: int32(n), Event: -1, Stack: blk.Stack})
+				a := Block{Born: -1, Freed: int32(n)}
+				a.setSize(blk.Size)
+				alive, aliveAt = append(alive, a), append(aliveAt, blk.Address)
+				aliveStack = append(aliveStack, blk.Stack)
 			}
 		}
 	}
-	// with no block freed before the trace saw it, the peak is the
-	// builder's, over the blocks live at the end
-	streamed := len(b.pre) == 0
+	// the peak is the builder's, over the blocks live before the trace
+	// (those freed before it saw them allocated, and those live at the end
+	// it never saw allocated)
 	var base int64
 	for _, blk := range alive {
-		base += int64(blk.Size)
+		base += int64(blk.Size())
 	}
-	r.head = append(b.pre, alive...)
+	for _, blk := range b.pre {
+		base += int64(blk.Size())
+	}
+	r.head, r.headAddr = append(b.pre, alive...), append(b.preAt, aliveAt...)
+	r.headStack = make([]int32, len(b.pre), len(r.head))
+	for i := range b.pre {
+		r.headStack[i] = -1
+	}
+	r.headStack = append(r.headStack, aliveStack...)
 	r.born, b.blocks = b.blocks, chunked[Block]{}
+	r.side, b.side = b.side, side{}
 	for _, blk := range r.All() {
 		if blk.Freed == -2 {
 			blk.Freed = int32(n)
@@ -328,36 +497,8 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	}
 	classify(r, snap, &b.times)
 	b.times = clock{}
-	if streamed {
-		r.setPeak(b.bestAt, base+b.best)
-	} else {
-		r.peak()
-	}
+	r.setPeak(b.bestAt, base+b.best)
 	return r
-}
-
-// peak finds the peak of allocated memory and what each category held.
-func (r *Result) peak() {
-	delta := make([]int64, r.Positions+1)
-	var cur int64
-	for _, b := range r.All() {
-		if b.Born < 0 {
-			cur += int64(b.Size)
-		} else {
-			delta[b.Born] += int64(b.Size)
-		}
-		if int(b.Freed) < r.Positions {
-			delta[b.Freed] -= int64(b.Size)
-		}
-	}
-	best, at := cur, -1
-	for p := 0; p < r.Positions; p++ {
-		cur += delta[p]
-		if cur > best {
-			best, at = cur, p
-		}
-	}
-	r.setPeak(at, best)
 }
 
 // setPeak sets the peak, after position at (-1: before the first event),
@@ -365,7 +506,7 @@ func (r *Result) peak() {
 func (r *Result) setPeak(at int, best int64) {
 	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
 	for _, b := range r.Live(at) {
-		r.AtPeak[b.Category] += b.Size
+		r.AtPeak[b.Category] += b.Size()
 	}
 }
 
@@ -385,17 +526,25 @@ func rounded(n uint64) uint64 {
 // numbering) or, for e < 0, the block live before the trace at addr;
 // nil when there is none.
 func (r *Result) Lookup(e int32, addr uint64) *Block {
+	if i := r.Find(e, addr); i >= 0 {
+		return r.Block(i)
+	}
+	return nil
+}
+
+// Find is the index of the block Lookup returns, or -1.
+func (r *Result) Find(e int32, addr uint64) int {
 	if e >= 0 {
-		return r.ByEvent(e)
+		return r.byEvent(e)
 	}
 	if r.before == nil {
 		r.before = map[uint64]int{}
 		for i := range r.head { // the blocks live before the trace
-			r.before[r.head[i].Addr] = i
+			r.before[r.headAddr[i]] = i
 		}
 	}
 	if i, ok := r.before[addr]; ok {
-		return &r.head[i]
+		return i
 	}
-	return nil
+	return -1
 }

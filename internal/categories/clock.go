@@ -1,50 +1,59 @@
 package categories
 
-import "math"
+import "encoding/binary"
 
-// clock is the time of each position of a Builder, in about 4 bytes a
-// position: each chunk of 1<<chunkBits positions keeps its first time and
-// the others as 32-bit offsets from it (over an hour and ten minutes in
-// microseconds), and only a chunk where one does not fit (a longer gap,
-// or a time going back) keeps 8-byte times.
+// clock is the time of each position of a Builder, in a byte or two a
+// position: each time is kept as its difference from the one before, a
+// signed varint (one byte below 64 µs, two below 8 ms), and every
+// clockGroup positions a mark keeps the group's first time and where its
+// differences begin, so that at decodes at most a group's. The
+// differences fill slabs of clockSlab bytes, never copied as they grow;
+// a group's never straddle two.
 type clock struct {
-	chunks []clockChunk
-	n      int
+	first []int64  // each group's first time
+	off   []uint32 // where each group's differences begin: slab<<16 | offset
+	slabs [][]byte
+	last  int64 // the time of position n-1
+	n     int
 }
 
-type clockChunk struct {
-	base  int64
-	small []uint32 // t - base, while every one fits
-	wide  []int64  // the times themselves, once one did not (small is nil)
-}
+const (
+	clockGroupBits = 6 // clockGroup = 64 positions a mark
+	clockGroup     = 1 << clockGroupBits
+	clockSlab      = 1 << 16
+	// the most bytes a group's differences take
+	clockGroupMax = (clockGroup - 1) * binary.MaxVarintLen64
+)
 
 func (c *clock) add(t int64) {
-	k := len(c.chunks) - 1
-	if k < 0 || len(c.chunks[k].small)+len(c.chunks[k].wide) == 1<<chunkBits {
-		c.chunks = append(c.chunks, clockChunk{base: t, small: make([]uint32, 0, min(1<<chunkBits, max(c.n, 64)))})
-		k++
+	if c.n&(clockGroup-1) == 0 {
+		k := len(c.slabs) - 1
+		if k < 0 || clockSlab-len(c.slabs[k]) < clockGroupMax {
+			c.slabs = append(c.slabs, make([]byte, 0, min(clockSlab, max(2*c.n, 256))))
+			k++
+		}
+		c.first = append(c.first, t)
+		c.off = append(c.off, uint32(k)<<16|uint32(len(c.slabs[k])))
+	} else if d := t - c.last; d >= -64 && d < 64 { // one byte, as binary.AppendVarint writes it
+		k := len(c.slabs) - 1
+		c.slabs[k] = append(c.slabs[k], byte(d<<1^d>>63))
+	} else {
+		k := len(c.slabs) - 1
+		c.slabs[k] = binary.AppendVarint(c.slabs[k], d)
 	}
-	ch := &c.chunks[k]
+	c.last = t
 	c.n++
-	if ch.wide == nil {
-		if d := uint64(t - ch.base); t >= ch.base && d <= math.MaxUint32 {
-			ch.small = append(ch.small, uint32(d))
-			return
-		}
-		ch.wide = make([]int64, len(ch.small), cap(ch.small))
-		for i, d := range ch.small {
-			ch.wide[i] = ch.base + int64(d)
-		}
-		ch.small = nil
-	}
-	ch.wide = append(ch.wide, t)
 }
 
 // at is the time of position i (i < n).
 func (c *clock) at(i int) int64 {
-	ch := &c.chunks[i>>chunkBits]
-	if ch.wide != nil {
-		return ch.wide[i&(1<<chunkBits-1)]
+	g := i >> clockGroupBits
+	t, o := c.first[g], c.off[g]
+	b := c.slabs[o>>16][o&(clockSlab-1):]
+	for range i & (clockGroup - 1) {
+		d, k := binary.Varint(b)
+		t += d
+		b = b[k:]
 	}
-	return ch.base + int64(ch.small[i&(1<<chunkBits-1)])
+	return t
 }

@@ -5,18 +5,25 @@ import (
 	"testing"
 )
 
-// TestClock checks that every time comes back as given, across chunks,
-// offsets that fit in 32 bits and those that do not (a long gap, a time
-// going back), which turn their chunk wide.
+// TestClock checks that every time comes back as given, across groups
+// and slabs: small steps, a gap past 32 bits, a time going back, and the
+// extremes of int64 (whose differences wrap). Steps of a few
+// microseconds take about a byte a position.
 func TestClock(t *testing.T) {
 	var want []int64
 	tm := int64(1_700_000_000_000_000)
-	for i := range 3<<chunkBits + 5 {
+	for i := range 3<<16 + 5 {
 		switch {
 		case i == 70_000:
 			tm += math.MaxUint32 + 1 // a gap past 32 bits
-		case i == 2<<chunkBits+1:
+		case i == 2<<16+1:
 			tm -= 5 // back in time
+		case i == 2<<16+7:
+			tm = math.MinInt64
+		case i == 2<<16+8:
+			tm = math.MaxInt64
+		case i == 2<<16+9:
+			tm = 1_700_000_000_000_000
 		case i%1000 == 0:
 			tm += 1 << 20
 		default:
@@ -31,18 +38,16 @@ func TestClock(t *testing.T) {
 	if c.n != len(want) {
 		t.Fatalf("n = %d, want %d", c.n, len(want))
 	}
-	wide := 0
-	for _, ch := range c.chunks {
-		if ch.wide != nil {
-			wide++
-		}
-	}
-	if wide != 2 {
-		t.Errorf("%d wide chunks, want 2 (the gap's and the step back's)", wide)
-	}
 	for i, v := range want {
 		if got := c.at(i); got != v {
 			t.Fatalf("at(%d) = %d, want %d", i, got, v)
 		}
+	}
+	size := 12 * len(c.first)
+	for _, s := range c.slabs {
+		size += len(s)
+	}
+	if per := float64(size) / float64(c.n); per > 1.3 {
+		t.Errorf("%.2f bytes a position, want about one", per)
 	}
 }

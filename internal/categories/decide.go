@@ -144,7 +144,7 @@ func decide(r *Result, st *structure) {
 		b.Phase = phase
 		if inAny(st.zero, int(b.Freed)) >= 0 {
 			set(b, Gradient, phase, ruleZeroFreed)
-			addGrad(it, b.Size)
+			addGrad(it, b.Size())
 			continue
 		}
 		if it == k { // after the last step
@@ -208,7 +208,7 @@ func decide(r *Result, st *structure) {
 	// gradients if they have a parameter's size; else workspace
 	setupSizes := map[uint64]bool{}
 	for _, b := range setup {
-		setupSizes[b.Size] = true
+		setupSizes[b.Size()] = true
 	}
 	sized := func(size uint64) bool {
 		if len(grads) > 0 {
@@ -218,7 +218,7 @@ func decide(r *Result, st *structure) {
 	}
 	var kept []*Block
 	for _, b := range keptBwd {
-		if sized(b.Size) {
+		if sized(b.Size()) {
 			kept = append(kept, b)
 		} else if st.kept(b) {
 			set(b, Workspace, b.Phase, ruleWorkspace)
@@ -226,7 +226,7 @@ func decide(r *Result, st *structure) {
 	}
 	for _, b := range kept {
 		set(b, Gradient, b.Phase, ruleKeptGrad)
-		addGrad(st.iteration(int(b.Born)), b.Size)
+		addGrad(st.iteration(int(b.Born)), b.Size())
 	}
 	// what was made before the first forward and kept: a parameter when it
 	// has a parameter's size (paramSizes: a gradient's, else an optimizer
@@ -243,8 +243,8 @@ func decide(r *Result, st *structure) {
 				rule = ruleNoStructPersi
 			}
 			set(b, Parameter, Setup, rule)
-		case ps[b.Size] > 0:
-			ps[b.Size]--
+		case ps[b.Size()] > 0:
+			ps[b.Size()]--
 			set(b, Parameter, Setup, ruleSetupParam)
 		default:
 			set(b, Buffer, Setup, ruleSetupBuffer)
@@ -253,7 +253,7 @@ func decide(r *Result, st *structure) {
 	var params uint64
 	for _, b := range setup {
 		if b.Category == Parameter {
-			params += b.Size
+			params += b.Size()
 		}
 	}
 	resolveKept(keptFwd, k, params)
@@ -271,17 +271,17 @@ func resolveKept(keptFwd map[int][]*Block, k int, params uint64) {
 	its := map[uint64]map[int]bool{} // size → the iterations that kept one
 	for it, bs := range keptFwd {
 		for _, b := range bs {
-			if its[b.Size] == nil {
-				its[b.Size] = map[int]bool{}
+			if its[b.Size()] == nil {
+				its[b.Size()] = map[int]bool{}
 			}
-			its[b.Size][it] = true
+			its[b.Size()][it] = true
 		}
 	}
 	rest := map[int][]*Block{} // the middle iterations' blocks of no repeated size
 	for it, bs := range keptFwd {
 		for _, b := range bs {
 			switch {
-			case len(its[b.Size]) >= 2:
+			case len(its[b.Size()]) >= 2:
 				b.Category, b.Rule = Activation, ruleOutlives
 			case it < k-1:
 				rest[it] = append(rest[it], b)
@@ -312,7 +312,7 @@ func oneOff(keptFwd map[int][]*Block, params uint64) {
 	for _, bs := range keptFwd {
 		var sum uint64
 		for _, b := range bs {
-			sum += b.Size
+			sum += b.Size()
 		}
 		c, rule := Workspace, ruleMadeOnce
 		if params > 0 && sum >= params-params/10 && sum <= params+params/10 {
@@ -333,7 +333,7 @@ func oneOff(keptFwd map[int][]*Block, params uint64) {
 func cublasWorkspace(r *Result, i int) bool {
 	big := func(size uint64) bool { return size == 32<<20 || size == 4096<<10*2+16<<10*8 }
 	pair := func(w, lt *Block) bool {
-		return big(w.Size) && lt.Size == 1<<20 && int(lt.Born) == int(w.Born)+1 && int(w.Freed) == int(lt.Freed)
+		return big(w.Size()) && lt.Size() == 1<<20 && int(lt.Born) == int(w.Born)+1 && int(w.Freed) == int(lt.Freed)
 	}
 	return i+1 < r.NumBlocks() && pair(r.Block(i), r.Block(i+1)) || i > 0 && pair(r.Block(i-1), r.Block(i))
 }

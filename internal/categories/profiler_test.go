@@ -141,16 +141,20 @@ func TestProfilerRecordings(t *testing.T) {
 			}
 			live := profilerLive(rec, rec.Profiler.PeakTimeUS)
 			var known, agree uint64
-			for _, b := range r.Live(r.Peak) {
-				pc, ok := live[b.Addr]
+			addr := addrs(r, s)
+			for i, b := range r.All() {
+				if int(b.Born) > r.Peak || int(b.Freed) <= r.Peak {
+					continue // not live at the peak
+				}
+				pc, ok := live[addr[i]]
 				if !ok || pc == "unknown" {
 					continue
 				}
-				known += b.Size
+				known += b.Size()
 				if profilerName(pc) == profilerOf(b.Category) {
-					agree += b.Size
+					agree += b.Size()
 				} else {
-					t.Logf("%s: %s (%s) at %#x of %d B: the profiler's %s", name, b.Category, b.Rule, b.Addr, b.Size, pc)
+					t.Logf("%s: %s (%s) at %#x of %d B: the profiler's %s", name, b.Category, b.Rule, addr[i], b.Size(), pc)
 				}
 			}
 			if known == 0 || float64(agree) < 0.98*float64(known) {

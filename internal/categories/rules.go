@@ -97,14 +97,14 @@ func classify(r *Result, snap *trace.Snapshot, times *clock) {
 // engineAllocs returns the positions of the allocations made with no
 // Python frame in a trace that records Python stacks: those made on the
 // autograd engine's thread, in backward. nil when the trace has no stacks.
-func engineAllocs(r *Result, snap *trace.Snapshot) []int {
+func engineAllocs(r *Result, snap *trace.Snapshot) []int32 {
 	if !r.Stacks {
 		return nil
 	}
-	out := []int{}
-	for _, b := range r.All() {
-		if int(b.Born) >= 0 && !hasPythonFrame(snap, b.Stack) {
-			out = append(out, int(b.Born))
+	out := []int32{}
+	for i, b := range r.All() {
+		if int(b.Born) >= 0 && !hasPythonFrame(snap, r.Stack(i)) {
+			out = append(out, b.Born)
 		}
 	}
 	return out
@@ -125,7 +125,7 @@ func hasPythonFrame(snap *trace.Snapshot, st int32) bool {
 
 // phases finds, per iteration, its region and where its forward and its
 // backward begin.
-func (st *structure) phases(r *Result, engine []int) {
+func (st *structure) phases(r *Result, engine []int32) {
 	k := len(st.steps)
 	st.start, st.end = make([]int, k+1), make([]int, k+1)
 	st.fwd, st.bwd = make([]int, k+1), make([]int, k+1)
@@ -165,8 +165,8 @@ func (st *structure) phases(r *Result, engine []int) {
 	sizes := st.paramSizes(r)
 	last := -1 // each size stands for one parameter, made in order
 	for _, b := range r.All() {
-		if int(b.Born) >= 0 && int(b.Born) < grad[0] && st.kept(b) && sizes[b.Size] > 0 {
-			sizes[b.Size]--
+		if int(b.Born) >= 0 && int(b.Born) < grad[0] && st.kept(b) && sizes[b.Size()] > 0 {
+			sizes[b.Size()]--
 			last = max(last, int(b.Born))
 		}
 	}
@@ -190,12 +190,12 @@ func (st *structure) phases(r *Result, engine []int) {
 // else just after the forward's result (the loss), the last block born
 // before the first gradient that outlives the step; else the first
 // gradient; else where the iteration's transients peak.
-func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int {
+func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int32) int {
 	end := st.end[i]
 	if engine != nil {
-		j := sort.SearchInts(engine, lo)
-		if j < len(engine) && engine[j] < end {
-			return engine[j]
+		j := sort.Search(len(engine), func(j int) bool { return int(engine[j]) >= lo })
+		if j < len(engine) && int(engine[j]) < end {
+			return int(engine[j])
 		}
 	}
 	// the loss: the last such block freed before the end; else the last
@@ -232,8 +232,8 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int) int 
 	delta := map[int]int64{}
 	for b := range born {
 		if int(b.Freed) < end {
-			delta[int(b.Born)] += int64(b.Size)
-			delta[int(b.Freed)] -= int64(b.Size)
+			delta[int(b.Born)] += int64(b.Size())
+			delta[int(b.Freed)] -= int64(b.Size())
 		}
 	}
 	var cur, best int64
@@ -263,9 +263,9 @@ func (st *structure) paramSizes(r *Result) map[uint64]int {
 		switch {
 		case int(b.Born) < 0:
 		case int(b.Born) < st.end[0] && inAny(st.zero, int(b.Born)) < 0 && inAny(st.zero, int(b.Freed)) >= 0:
-			grads[b.Size]++
+			grads[b.Size()]++
 		case st.steps[0].has(int(b.Born)) && int(b.Freed) >= st.steps[0].hi:
-			states[b.Size]++
+			states[b.Size()]++
 		}
 	}
 	perParam := len(grads) > 0

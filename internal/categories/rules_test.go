@@ -2,6 +2,7 @@ package categories
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -100,11 +101,25 @@ func training(steps int, setToNone bool) (*trace.Snapshot, map[uint64]Category) 
 	return &p.snap, want
 }
 
-func check(t *testing.T, r *Result, want map[uint64]Category) {
+// addrs is the address of each block of r, classified from snap: a
+// block live before the trace has its own, the trace's k-th its k-th
+// alloc's.
+func addrs(r *Result, snap *trace.Snapshot) []uint64 {
+	out := slices.Clone(r.headAddr)
+	for _, e := range snap.Traces[r.Device] {
+		if e.Action == trace.ActionAlloc {
+			out = append(out, e.Addr)
+		}
+	}
+	return out
+}
+
+func check(t *testing.T, snap *trace.Snapshot, r *Result, want map[uint64]Category) {
 	t.Helper()
-	for _, b := range r.All() {
-		if w, ok := want[b.Addr]; ok && b.Category != w {
-			t.Errorf("block at %#x of %d B born at %d: %s (%s), want %s", b.Addr, b.Size, b.Born, b.Category, b.Rule, w)
+	addr := addrs(r, snap)
+	for i, b := range r.All() {
+		if w, ok := want[addr[i]]; ok && b.Category != w {
+			t.Errorf("block at %#x of %d B born at %d: %s (%s), want %s", addr[i], b.Size(), b.Born, b.Category, b.Rule, w)
 		}
 	}
 	var sum uint64
@@ -123,7 +138,7 @@ func TestRulesTraining(t *testing.T) {
 		if r.Steps != 3 || r.Method != "lifetimes and annotations" {
 			t.Errorf("set_to_none=%v: %d steps, method %q", setToNone, r.Steps, r.Method)
 		}
-		check(t, r, want)
+		check(t, snap, r, want)
 	}
 }
 
@@ -152,7 +167,7 @@ func TestRulesLeak(t *testing.T) {
 		p.mark("Optimizer.zero_grad#SGD.zero_grad", "END")
 	}
 	r := Classify(&p.snap, 0)
-	check(t, r, want)
+	check(t, &p.snap, r, want)
 	if r.AtPeak[Activation] != 2*32768 {
 		t.Errorf("activations at the peak: %d, want the two graphs kept past the first iteration", r.AtPeak[Activation])
 	}
@@ -164,7 +179,7 @@ func TestRulesNoSteps(t *testing.T) {
 	x := p.alloc(8192)
 	p.free(x)
 	r := Classify(&p.snap, 0)
-	check(t, r, map[uint64]Category{w: Parameter, x: Unknown})
+	check(t, &p.snap, r, map[uint64]Category{w: Parameter, x: Unknown})
 	if r.Method != "lifetimes only (no optimizer step marks)" {
 		t.Errorf("method %q", r.Method)
 	}
@@ -181,7 +196,7 @@ func TestRulesBeforeTrace(t *testing.T) {
 	r := Classify(snap, 0)
 	want[1<<40] = Buffer // no gradient has its size
 	want[1<<41] = Unknown
-	check(t, r, want)
+	check(t, snap, r, want)
 }
 
 func TestParse(t *testing.T) {
@@ -279,7 +294,7 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 		if b.KeptPastStep() {
 			t.Errorf("a leak: %+v", b)
 		}
-		if b.Rule == ruleCublas && b.Size == 32<<20 {
+		if b.Rule == ruleCublas && b.Size() == 32<<20 {
 			pairs++
 		}
 	}
@@ -289,13 +304,24 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 }
 
 // A big trace has millions of blocks, each kept until the trace is read:
-// a block holds its rule's number, not its text, and its fields pack into
-// 48 bytes. The rule still prints as its text.
+// a block holds its rule's number, not its text, its size in 40 bits and
+// no address, and packs into 16 bytes. The rule still prints as its text,
+// and sizes keep their bytes.
 func TestBlockSize(t *testing.T) {
-	if n := unsafe.Sizeof(Block{}); n > 48 {
-		t.Errorf("a Block takes %d bytes, want at most 48", n)
+	if n := unsafe.Sizeof(Block{}); n > 16 {
+		t.Errorf("a Block takes %d bytes, want at most 16", n)
 	}
-	b := Block{Category: Activation, Rule: ruleOutlives}
+	for _, n := range []uint64{0, 1, 511, 512, 1 << 20, 1<<32 + 512, 1<<39 - 1, 1 << 39, 1<<48 - 512, 3 << 40} {
+		var b Block
+		if b.setSize(n); b.Size() != n {
+			t.Errorf("size %d kept as %d", n, b.Size())
+		}
+	}
+	var b Block
+	if b.setSize(^uint64(0)); b.Size() != 1<<48-512 {
+		t.Errorf("size 2^64-1 kept as %d, want the largest below 256 TiB", b.Size())
+	}
+	b = Block{Category: Activation, Rule: ruleOutlives}
 	if got := fmt.Sprintf("%s", b.Rule); got != "born in forward, kept past the next step, in several iterations" || !b.KeptPastStep() {
 		t.Errorf("rule prints as %q, kept past step %v", got, b.KeptPastStep())
 	}
@@ -306,38 +332,76 @@ func TestBlockSize(t *testing.T) {
 	}
 }
 
-// The peak a Builder follows as it reads (no block freed before the
-// trace saw it) is the one the blocks' lifetimes give when summed after
-// the fact: same position, bytes and categories.
+// The peak a Builder follows as it reads is the one the blocks' lifetimes
+// give when summed after the fact (peak): same position, bytes and
+// categories, with blocks freed before the trace saw them or not.
 func TestPeakAsRead(t *testing.T) {
 	paths := []string{"testdata/profiler/gpt.pickle.gz", "testdata/profiler/leak.pickle.gz", "testdata/profiler/resnet.pickle.gz"}
 	for _, name := range []string{"gpt2_varlen", "gpt2_varlen_stacks", "oom_survive_resnet", "graph_convnet", "multistream", "seed_frag"} {
 		paths = append(paths, "../../testdata/pytorch/"+name+".pickle")
 	}
-	streamed := 0
+	snaps := map[string]*trace.Snapshot{}
 	for _, path := range paths {
 		snap, err := trace.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
+		snaps[path] = snap
+	}
+	// a ring buffer's: blocks freed before the trace saw them, at the
+	// start and later, and a block live at the end it never saw made
+	snap, _ := training(3, true)
+	events := snap.Traces[0]
+	snap.Segments = []trace.Segment{{Device: 0, Address: 1 << 40, TotalSize: 1 << 20,
+		Blocks: []trace.Block{{Address: 1 << 40, Size: 1 << 20, State: trace.BlockAllocated, Stack: -1}}}}
+	snap.Traces[0] = append([]trace.Event{{Action: trace.ActionFreeRequested, Addr: 1 << 41, Size: 1 << 22, TimeUS: 0}}, events[:9]...)
+	snap.Traces[0] = append(snap.Traces[0], trace.Event{Action: trace.ActionFreeRequested, Addr: 1 << 42, Size: 1 << 16, TimeUS: events[8].TimeUS})
+	snap.Traces[0] = append(snap.Traces[0], events[9:]...)
+	snaps["ring buffer"] = snap
+	pre := 0
+	for name, snap := range snaps {
 		b := NewBuilder()
 		for i := range snap.Traces[0] {
 			b.Add(&snap.Traces[0][i])
 		}
-		if len(b.pre) == 0 {
-			streamed++
+		if len(b.pre) > 0 {
+			pre++
 		}
 		r := b.Result(snap, 0)
 		peak, bytes, at := r.Peak, r.PeakBytes, r.AtPeak
 		r.AtPeak = [NumCategories]uint64{}
 		r.peak()
 		if r.Peak != peak || r.PeakBytes != bytes || r.AtPeak != at {
-			t.Errorf("%s: peak after position %d of %d B %v, summed after the fact %d, %d B %v", path, peak, bytes, at, r.Peak, r.PeakBytes, r.AtPeak)
+			t.Errorf("%s: peak after position %d of %d B %v, summed after the fact %d, %d B %v", name, peak, bytes, at, r.Peak, r.PeakBytes, r.AtPeak)
 		}
 	}
-	if streamed == 0 {
-		t.Error("no trace had its peak followed as it was read")
+	if pre == 0 {
+		t.Error("no trace had a block freed before the trace saw it")
 	}
+}
+
+// peak finds the peak of allocated memory and what each category held.
+func (r *Result) peak() {
+	delta := make([]int64, r.Positions+1)
+	var cur int64
+	for _, b := range r.All() {
+		if b.Born < 0 {
+			cur += int64(b.Size())
+		} else {
+			delta[b.Born] += int64(b.Size())
+		}
+		if int(b.Freed) < r.Positions {
+			delta[b.Freed] -= int64(b.Size())
+		}
+	}
+	best, at := cur, -1
+	for p := 0; p < r.Positions; p++ {
+		cur += delta[p]
+		if cur > best {
+			best, at = cur, p
+		}
+	}
+	r.setPeak(at, best)
 }
 
 // InOrder finds what ByEvent finds, asked in order or not.
@@ -348,8 +412,8 @@ func TestInOrder(t *testing.T) {
 	}
 	r := Classify(snap, 0)
 	var last int32
-	for _, b := range r.All() {
-		last = max(last, b.Event)
+	for i := range r.All() {
+		last = max(last, r.Event(i))
 	}
 	for _, events := range [][]int32{{-1, 0, 1, 2, 3, 5, 8, 13, last, last + 1}, {7, 3, 3, 9, 0, last}} {
 		in := r.InOrder()
@@ -358,5 +422,56 @@ func TestInOrder(t *testing.T) {
 				t.Errorf("event %d of %v: %p, ByEvent %p", e, events, got, want)
 			}
 		}
+	}
+}
+
+// A born block's event and stack, kept beside it, come back as its alloc
+// event's: across chunks, a chunk whose first stack comes late, and
+// events far from the position (free_requested events whose
+// free_completed never comes; then free_completed events alone).
+func TestEventAndStack(t *testing.T) {
+	var events []trace.Event
+	n := 3<<chunkBits/2 + 10
+	for i := range n {
+		stack := int32(-1)
+		if i >= 1<<chunkBits+100 {
+			stack = int32(i % 5)
+		}
+		addr := uint64(i+1) << 20
+		events = append(events, trace.Event{Action: trace.ActionAlloc, Addr: addr, Size: 512, Stack: stack, TimeUS: int64(i)})
+		switch {
+		case i < 40_000:
+			events = append(events, trace.Event{Action: trace.ActionFreeRequested, Addr: addr, TimeUS: int64(i)})
+		case i < 90_000:
+			events = append(events, trace.Event{Action: trace.ActionFreeCompleted, Addr: addr, TimeUS: int64(i)})
+		}
+	}
+	snap := &trace.Snapshot{Traces: [][]trace.Event{events}}
+	r := Classify(snap, 0)
+	if r.NumBlocks() != n {
+		t.Fatalf("%d blocks, want %d", r.NumBlocks(), n)
+	}
+	var event int32
+	k := 0
+	for _, e := range events {
+		switch e.Action {
+		case trace.ActionAlloc:
+			if got := r.Event(k); got != event {
+				t.Fatalf("block %d: event %d, want %d", k, got, event)
+			}
+			if got := r.Stack(k); got != e.Stack {
+				t.Fatalf("block %d: stack %d, want %d", k, got, e.Stack)
+			}
+			if r.ByEvent(event) != r.Block(k) {
+				t.Fatalf("ByEvent(%d) is not block %d", event, k)
+			}
+			k++
+			event++
+		case trace.ActionFreeCompleted:
+			event++
+		}
+	}
+	if w := []uint8{r.side.ev[0].w, r.side.ev[1].w}; w[0] != 4 || w[1] != 2 {
+		t.Errorf("events kept in %v bytes per chunk, want [4 2]", w)
 	}
 }

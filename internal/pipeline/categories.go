@@ -52,27 +52,9 @@ func (r *Run) addCategories(cls *categories.Result) error {
 	if err != nil {
 		return replayErr("replaying "+r.Report.Source+" to its peak", err)
 	}
-	// allocation id → the alloc event of the op that made it (ids are
-	// reused once freed: the last one up to the peak is the live one);
-	// -1 for a failed request's, -2 for an id no op made (a seeded block)
-	evOf := []int32{}
-	_ = plan.Each(func(base int, ops []alloc.Op, event, _ []int32) error {
-		for i := range ops {
-			if base+i > peak {
-				return errPastPeak
-			}
-			if op := &ops[i]; op.Kind == alloc.OpAlloc {
-				for int(op.ID) >= len(evOf) {
-					evOf = append(evOf, -2)
-				}
-				evOf[op.ID] = -1
-				if op.Flags&alloc.FlagRecordedOOM == 0 && event != nil {
-					evOf[op.ID] = event[i]
-				}
-			}
-		}
-		return nil
-	})
+	// one pass over the ops gives both the allocations live at the peak
+	// and what each category held at each timeline point
+	evOf, timeline := opCategories(plan, peak, r.Report.Timeline, tl.AllocatedOp, cls)
 	var at [categories.NumCategories]uint64
 	type key struct {
 		c    categories.Category
@@ -87,19 +69,21 @@ func (r *Run) addCategories(cls *categories.Result) error {
 				continue
 			}
 			total += b.Size
-			var blk *categories.Block
-			switch e := int32(-2); {
+			i := -1
+			switch {
 			case int(b.ID) < len(evOf) && evOf[b.ID] != -2:
-				if e = evOf[b.ID]; e >= 0 {
-					blk = cls.ByEvent(e)
+				if e := evOf[b.ID]; e >= 0 {
+					i = cls.Find(e, 0)
 				}
 			default:
-				blk = cls.Lookup(-1, b.Address)
+				i = cls.Find(-1, b.Address)
 			}
+			var blk *categories.Block
 			c, name := categories.Unknown, "(no stack)"
-			if blk != nil {
+			if i >= 0 {
+				blk = cls.Block(i)
 				c = blk.Category
-				name = r.siteOf(blk, names)
+				name = r.siteOf(blk, cls.Stack(i), names)
 			}
 			at[c] += b.Size
 			if blk != nil && blk.KeptPastStep() {
@@ -128,20 +112,25 @@ func (r *Run) addCategories(cls *categories.Result) error {
 		share.Sites = share.Sites[:min(len(share.Sites), sitesPerCategory)]
 		fc.Shares = append(fc.Shares, share)
 	}
-	fc.Timeline = timelineCategories(r.Report.Timeline, tl.AllocatedOp, plan, cls)
+	fc.Timeline = timeline
 	r.Report.Categories = fc
 	return nil
 }
 
-// timelineCategories is what each category held at each timeline point:
-// after the op of its stretch (up to the next point) where allocated
-// memory was highest, as the point's own figures are (at: that op, per
-// point, from the replay's timeline); the requests of the allocations
-// then live, by the category of each (blocks live before the trace by
-// their address).
-func timelineCategories(points []figures.Point, at []int, plan *replay.Plan, cls *categories.Result) [][]uint64 {
+// opCategories passes once over plan's ops (as far as its answers need)
+// for two answers. evOf maps an allocation id to the alloc event of the
+// op up to peak that made it (ids are reused once freed: the last one up
+// to the peak is the live one); -1 for a failed request's, -2 for an id
+// no op made (a seeded block). timeline is what each category held at
+// each timeline point: after the op of its stretch (up to the next
+// point) where allocated memory was highest, as the point's own figures
+// are (at: that op, per point, from the replay's timeline); the requests
+// of the allocations then live, by the category of each (blocks live
+// before the trace by their address); nil without points.
+func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int, cls *categories.Result) (evOf []int32, timeline [][]uint64) {
+	evOf = []int32{}
 	if len(points) == 0 || len(at) != len(points) {
-		return nil
+		points, at = nil, nil
 	}
 	at = slices.Clone(at)
 	for j, p := range points {
@@ -149,7 +138,9 @@ func timelineCategories(points []figures.Point, at []int, plan *replay.Plan, cls
 			at[j] = p.Op
 		}
 	}
-	out := make([][]uint64, 0, len(points))
+	if points != nil {
+		timeline = make([][]uint64, 0, len(points))
+	}
 	var sums [categories.NumCategories]int64
 	type live struct {
 		size uint64
@@ -168,9 +159,11 @@ func timelineCategories(points []figures.Point, at []int, plan *replay.Plan, cls
 		byID[id] = live{size, c, true}
 		sums[c] += int64(size)
 	}
-	for _, s := range plan.Seeds {
-		for _, b := range s.Blocks {
-			add(b.ID, cls.Lookup(-1, s.Address+b.Offset), max(b.Requested, b.Size))
+	if points != nil {
+		for _, s := range plan.Seeds {
+			for _, b := range s.Blocks {
+				add(b.ID, cls.Lookup(-1, s.Address+b.Offset), max(b.Requested, b.Size))
+			}
 		}
 	}
 	j := 0
@@ -178,9 +171,21 @@ func timelineCategories(points []figures.Point, at []int, plan *replay.Plan, cls
 	_ = plan.Each(func(base int, ops []alloc.Op, event, _ []int32) error {
 		for k := range ops {
 			op, i := &ops[k], base+k
+			if i > peak && j == len(points) {
+				return errPastPeak // both answers are complete
+			}
 			switch op.Kind {
 			case alloc.OpAlloc:
-				if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
+				if i <= peak {
+					for int(op.ID) >= len(evOf) {
+						evOf = append(evOf, -2)
+					}
+					evOf[op.ID] = -1
+					if op.Flags&alloc.FlagRecordedOOM == 0 && event != nil {
+						evOf[op.ID] = event[k]
+					}
+				}
+				if points != nil && op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
 					var blk *categories.Block
 					if event != nil {
 						blk = byEvent(event[k])
@@ -199,22 +204,22 @@ func timelineCategories(points []figures.Point, at []int, plan *replay.Plan, cls
 				for c, n := range sums {
 					p[c] = uint64(max(n, 0))
 				}
-				out = append(out, p)
+				timeline = append(timeline, p)
 			}
 		}
 		return nil
 	})
-	return out
+	return evOf, timeline
 }
 
-// siteOf names blk's allocation site: its top user frames or, when it has
-// none, its category and the phase it was born in.
-func (r *Run) siteOf(blk *categories.Block, names map[int32]string) string {
-	if blk.Stack >= 0 && r.snap != nil {
-		name, ok := names[blk.Stack]
+// siteOf names blk's allocation site: the top user frames of its stack or,
+// when it has none, its category and the phase it was born in.
+func (r *Run) siteOf(blk *categories.Block, stack int32, names map[int32]string) string {
+	if stack >= 0 && r.snap != nil {
+		name, ok := names[stack]
 		if !ok {
-			name = siteName(r.snap, blk.Stack, DefaultSiteDepth)
-			names[blk.Stack] = name
+			name = siteName(r.snap, stack, DefaultSiteDepth)
+			names[stack] = name
 		}
 		if name != "(no stack)" {
 			return name
