@@ -224,16 +224,15 @@ func (pl *Planner) addDevice(e *trace.Event) {
 	case trace.ActionOOM:
 		device = true
 	}
-	// inferCap looks at the events beside a device event, no further
-	if device || pl.afterDevice {
-		pl.ooms = append(pl.ooms, *e)
-		pl.oomAt = append(pl.oomAt, int32(pl.base+len(pl.win)))
-		if pl.gc != nil {
+	// inferCap looks at the events beside a device event, no further: the
+	// plan keeps those (noteDevice), the watch's count before each here
+	if pl.gc != nil {
+		if device || pl.afterDevice {
 			pl.gcFree = append(pl.gcFree, int32(pl.gc.free))
 		}
+		pl.gc.see(e.Action, e.Addr, e.Size) // the watch follows every block
 	}
 	pl.afterDevice = device
-	pl.gc.see(e) // the cap's garbage collection watch follows every block
 }
 
 // releaseToEnd says whether w[i] begins a run of segment releases that
@@ -262,6 +261,6 @@ func (pl *Planner) planSnapshot() *Plan {
 	p := pl.packed()
 	reserved0 := p.noteFinal(pl.snap, pl.device, pl.netSeg)
 	p.noteStart(reserved0)
-	pl.setCap(inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree, func(k int) bool { return p.entering[int(pl.oomAt[k])] }))
+	p.inferCap(pl.snap.Settings, reserved0, pl.gcFree)
 	return p
 }
