@@ -217,6 +217,7 @@ type builder struct {
 	// made may have been an empty_cache() (alloc.FlagReleasedBefore)
 	releasedBefore bool
 	counted        int32 // alloc and free_completed events so far
+	allocs         int   // alloc events so far
 	// freedFirst: a free of an address the trace had not allocated
 	// before, a block live before the trace began
 	freedFirst bool
@@ -297,6 +298,8 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		b.reserved += e.Size
 		b.afterOOM = false
 	case trace.ActionAlloc:
+		k := b.allocs // its index among the trace's alloc events
+		b.allocs++
 		if _, ok := b.liveAt(e.Addr); ok {
 			p.Skipped[SkipDoubleAlloc]++
 			b.counted++
@@ -310,8 +313,8 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 			b.releasedBefore = false
 		}
 		if b.pp != nil {
-			op.Pool = b.pp.allocPool[base+i]
-			if b.pp.claim[base+i] {
+			op.Pool = uint32(b.pp.allocPool[k])
+			if b.pp.claim.has(base + i) {
 				op.Flags, op.Hint = alloc.FlagClaim, e.Addr
 			}
 		}

@@ -52,11 +52,17 @@ type runInfo struct {
 
 // poolPlan is what inference hands the plan builder.
 type poolPlan struct {
-	allocPool []uint32 // per event index: the pool of an alloc event
-	claim     []bool   // per event index: an alloc that claims its block by address
+	allocPool []int32 // per alloc event, in order: its pool
+	claim     bitset  // per event index: an alloc that claims its block by address
 	runs      map[int]runInfo
 	pools     []Pool
 }
+
+// bitset is a set of small integers.
+type bitset []uint64
+
+func (b bitset) has(i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }
+func (b bitset) set(i int)      { b[i>>6] |= 1 << (i & 63) }
 
 const (
 	labelUnknown = -1
@@ -110,31 +116,37 @@ const (
 )
 
 type inferer struct {
-	cfg     alloc.Config
-	mode    walkMode
-	events  []trace.Event // the whole trace; nil in a streamed walk
-	rec     []eventRecord // per event: what the labels read of it
-	streams map[uint64]uint32
-	segs    []*segmentInfo
-	live    map[uint64]int // segment base → its segmentInfo
-	bases   []uint64       // live bases, sorted
-	tree    *freeTree
-	keys    map[freeKey]int32 // each stream and size class's index in roots
-	roots   []int32           // their free treaps
-	mask    []uint64          // a buffer of classes
+	cfg    alloc.Config
+	mode   walkMode
+	events []trace.Event // the whole trace; nil in a streamed walk
+	// per alloc event, in order (walkFull): what the labels read of it,
+	// its index in the trace, and the segment it landed in (-1: none);
+	// nEvents and nAllocs count the events recorded and the allocs walked
+	rec        []eventRecord
+	allocAt    []int32
+	segOfAlloc []int32
+	nEvents    int
+	nAllocs    int
+	streams    map[uint64]uint32
+	segs       []*segmentInfo
+	live       map[uint64]int // segment base → its segmentInfo
+	bases      []uint64       // live bases, sorted
+	tree       *freeTree
+	keys       map[freeKey]int32 // each stream and size class's index in roots
+	roots      []int32           // their free treaps
+	mask       []uint64          // a buffer of classes
 	// apart: pairs of open segments known to be in different pools (a
 	// classed segment's exclusions are summed up in its open partner);
 	// anyApart: the walk found an exclusion
-	apart      map[[2]int]bool
-	anyApart   bool
-	runs       [][]int // per run: the segments it freed, in order
-	runAt      []int   // per run: its first event index
-	runEnd     []int   // per run: its last event index
-	surv       [][]int // per run: the open whole-free segments it left
-	survDef    []bool  // per run: it left a whole-free classed segment of the default pool
-	segOfAlloc []int32 // per event: the segment an alloc landed in, -1
-	claim      []bool
-	orderOK    bool // no GC or max_split_size: releases free every whole segment in order
+	apart    map[[2]int]bool
+	anyApart bool
+	runs     [][]int // per run: the segments it freed, in order
+	runAt    []int   // per run: its first event index
+	runEnd   []int   // per run: its last event index
+	surv     [][]int // per run: the open whole-free segments it left
+	survDef  []bool  // per run: it left a whole-free classed segment of the default pool
+	claim    bitset  // per event: an alloc that claims its block by address
+	orderOK  bool    // no GC or max_split_size: releases free every whole segment in order
 	// runStart: per run, where its global release begins; the segments
 	// before it were one pool's own release (~MemPool's emptyCache)
 	// just before an empty_cache(), so they share a pool (group)
@@ -255,40 +267,42 @@ func newInferer(cfg alloc.Config) *inferer {
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
 }
 
-// eventRecord is what labelling reads of one event, in 4 bytes: whether it is
-// an alloc, whether of 8 bytes (the CUDA generator's seed and offset), and
+// eventRecord is what labelling reads of one alloc event, in 4 bytes:
+// whether it is of 8 bytes (the CUDA generator's seed and offset), and
 // its stream (an index into inferer.streams). A streamed walk keeps one
-// per event instead of the event.
+// per alloc event instead of the event.
 type eventRecord uint32
 
 const (
-	recAlloc eventRecord = 1 << iota
-	recSize8
-	recStreamShift = iota
+	recSize8       eventRecord = 1
+	recStreamShift             = 1
 )
 
-func (r eventRecord) alloc() bool    { return r&recAlloc != 0 }
 func (r eventRecord) stream() uint32 { return uint32(r >> recStreamShift) }
 
-// keepRecords makes the walk keep a record of every event, and what it
-// learns of each (ofAl, claim), for labelling; n is a capacity hint.
+// keepRecords makes the walk keep a record of every alloc event, and what
+// it learns of each (segOfAlloc, claim), for labelling; n, the trace's
+// events, is a capacity hint.
 func (f *inferer) keepRecords(n int) {
 	f.mode = walkFull
-	f.rec, f.segOfAlloc, f.claim = make([]eventRecord, 0, n), make([]int32, 0, n), make([]bool, 0, n)
+	f.claim = make(bitset, 0, (n+63)/64)
 }
 
 // record appends the record of the trace's next event.
 func (f *inferer) record(e *trace.Event) {
-	r := eventRecord(f.streamIndex(e.Stream)) << recStreamShift
+	if f.nEvents&63 == 0 {
+		f.claim = append(f.claim, 0)
+	}
 	if e.Action == trace.ActionAlloc {
-		r |= recAlloc
+		r := eventRecord(f.streamIndex(e.Stream)) << recStreamShift
 		if e.Size == 8 {
 			r |= recSize8
 		}
+		f.rec = append(f.rec, r)
+		f.allocAt = append(f.allocAt, int32(f.nEvents))
+		f.segOfAlloc = append(f.segOfAlloc, -1)
 	}
-	f.rec = append(f.rec, r)
-	f.segOfAlloc = append(f.segOfAlloc, -1)
-	f.claim = append(f.claim, false)
+	f.nEvents++
 }
 
 // streamIndex is stream's index in the records.

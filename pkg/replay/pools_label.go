@@ -347,6 +347,37 @@ func (f *inferer) exclusions() (apart [][2]int, apartOf [][]int32) {
 	return apart, apartOf
 }
 
+// byDistance hands see the alloc events (their indexes in the records)
+// in order of their distance in the trace from its event at, at itself
+// left out, the earlier first at equal distances, until see returns
+// true.
+func (f *inferer) byDistance(at int, see func(k int) bool) {
+	a := f.allocAt
+	hi, found := slices.BinarySearch(a, int32(at))
+	lo := hi - 1
+	if found {
+		hi++
+	}
+	for lo >= 0 || hi < len(a) {
+		k := hi
+		if hi >= len(a) || lo >= 0 && at-int(a[lo]) <= int(a[hi])-at {
+			k = lo
+			lo--
+		} else {
+			hi++
+		}
+		if see(k) {
+			return
+		}
+	}
+}
+
+// allocIndex is the index in the records of alloc event i.
+func (f *inferer) allocIndex(i int) int {
+	k, _ := slices.BinarySearch(f.allocAt, int32(i))
+	return k
+}
+
 // nearest is the label of the labeled allocation closest in event order to
 // segment si's first allocation on its stream; default when there is none.
 func (f *inferer) nearest(si int) int {
@@ -355,26 +386,24 @@ func (f *inferer) nearest(si int) int {
 	if at < 0 {
 		at = s.born
 	}
-	n, stream := len(f.rec), f.streamIndex(s.stream)
-	for d := 1; d < n; d++ {
-		for _, j := range []int{at - d, at + d} {
-			if j < 0 || j >= n || !f.rec[j].alloc() || f.rec[j].stream() != stream || f.generatorAlloc(j) {
-				continue
-			}
-			if o := f.segOfAlloc[j]; o >= 0 && int(o) != si {
-				if l := f.segs[o].label; l != labelUnknown {
-					if l > 0 {
-						return labelPrivate
-					}
-					return l
+	stream := f.streamIndex(s.stream)
+	l := labelDefault
+	f.byDistance(at, func(k int) bool {
+		if f.rec[k].stream() != stream || f.generatorAlloc(k) {
+			return false
+		}
+		if o := f.segOfAlloc[k]; o >= 0 && int(o) != si {
+			if ol := f.segs[o].label; ol != labelUnknown {
+				l = ol
+				if ol > 0 {
+					l = labelPrivate
 				}
+				return true
 			}
 		}
-		if at-d < 0 && at+d >= n {
-			break
-		}
-	}
-	return labelDefault
+		return false
+	})
+	return l
 }
 
 // generatorSegment: segment si was made for the CUDA generator's seed and offset
@@ -382,38 +411,36 @@ func (f *inferer) nearest(si int) int {
 // capture_begin): default pool, although private allocations follow it.
 func (f *inferer) generatorSegment(si int) bool {
 	i := f.segs[si].firstAlloc
-	return i >= 0 && i+1 < len(f.rec) && f.generatorAlloc(i) && int(f.segOfAlloc[i+1]) == si
+	if i < 0 {
+		return false
+	}
+	k := f.allocIndex(i)
+	return k+1 < len(f.allocAt) && int(f.allocAt[k+1]) == i+1 && f.generatorAlloc(k) && int(f.segOfAlloc[k+1]) == si
 }
 
-// rngAlloc: alloc event j is one of such a pair. It says nothing of the
-// pool the allocations around it were routed to.
-func (f *inferer) generatorAlloc(j int) bool {
-	rec := f.rec
-	const seed = recAlloc | recSize8
-	pair := func(a, b int) bool {
-		return a >= 0 && b < len(rec) && rec[a]&seed == seed && rec[b]&seed == seed && rec[a].stream() == rec[b].stream()
+// generatorAlloc: alloc k (its index in the records) is one of such a
+// pair. It says nothing of the pool the allocations around it were
+// routed to.
+func (f *inferer) generatorAlloc(k int) bool {
+	rec, at := f.rec, f.allocAt
+	pair := func(a, b int) bool { // allocs a and b, one event after the other
+		return a >= 0 && b < len(rec) && at[b] == at[a]+1 && rec[a]&recSize8 != 0 && rec[b]&recSize8 != 0 &&
+			rec[a].stream() == rec[b].stream()
 	}
-	return pair(j, j+1) || pair(j-1, j)
+	return pair(k, k+1) || pair(k-1, k)
 }
 
 // nearestPool is the pool of the nearest allocation on si's stream that
 // landed in a segment of a known private pool, 0 when none.
 func (f *inferer) nearestPool(si int) int {
 	s := f.segs[si]
-	at := max(s.firstAlloc, s.born)
-	n := len(f.rec)
-	for d := 1; d < n; d++ {
-		for _, j := range []int{at - d, at + d} {
-			if j < 0 || j >= n || !f.rec[j].alloc() {
-				continue
-			}
-			if o := f.segOfAlloc[j]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
-				return f.segs[o].label
-			}
+	l := 0
+	f.byDistance(max(s.firstAlloc, s.born), func(k int) bool {
+		if o := f.segOfAlloc[k]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
+			l = f.segs[o].label
+			return true
 		}
-		if at-d < 0 && at+d >= n {
-			break
-		}
-	}
-	return 0
+		return false
+	})
+	return l
 }

@@ -14,7 +14,7 @@ import (
 // plan turns the labels into what the plan builder needs.
 func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	f.passedClaims()
-	pp := &poolPlan{allocPool: make([]uint32, len(f.segOfAlloc)), claim: f.claim, runs: map[int]runInfo{}}
+	pp := &poolPlan{claim: f.claim, runs: map[int]runInfo{}}
 	pools := make([]Pool, len(ids))
 	hows := make([]map[string]bool, len(ids))
 	for l := range pools {
@@ -27,9 +27,8 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 			hows[s.label][s.how] = true
 		}
 	}
-	for i, o := range f.segOfAlloc {
+	for _, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			pp.allocPool[i] = uint32(f.segs[o].label)
 			pools[f.segs[o].label].Allocs++
 		}
 	}
@@ -39,9 +38,9 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	// that frees only private segments while a default whole-free segment
 	// survives is ~MemPool's own emptyCache
 	last := map[int]int{}
-	for i, o := range f.segOfAlloc {
+	for k, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			last[f.segs[o].label] = i
+			last[f.segs[o].label] = int(f.allocAt[k])
 		}
 	}
 	released := map[int]bool{}
@@ -76,6 +75,15 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 			pp.pools = append(pp.pools, pools[l])
 		}
 	}
+	// each alloc's pool, in place of its segment: the records are done with
+	for k, o := range f.segOfAlloc {
+		l := int32(0)
+		if o >= 0 && f.segs[o].label > 0 {
+			l = int32(f.segs[o].label)
+		}
+		f.segOfAlloc[k] = l
+	}
+	pp.allocPool, f.segOfAlloc = f.segOfAlloc, nil
 	return pp
 }
 
@@ -144,11 +152,13 @@ func (f *inferer) entersPool(r int) bool {
 	// the segment the next request made and the generator's pair come
 	// between; anything else ends the look
 	const within = 6
-	for j := f.runEnd[r] + 1; j < len(f.rec) && j <= f.runEnd[r]+within; j++ {
-		if !f.rec[j].alloc() || f.generatorAlloc(j) {
+	end := f.runEnd[r]
+	k, _ := slices.BinarySearch(f.allocAt, int32(end+1))
+	for ; k < len(f.allocAt) && int(f.allocAt[k]) <= end+within; k++ {
+		if f.generatorAlloc(k) {
 			continue
 		}
-		o := f.segOfAlloc[j]
+		o := f.segOfAlloc[k]
 		return o >= 0 && f.segs[o].label > 0
 	}
 	return false

@@ -218,6 +218,7 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		return j
 	case trace.ActionAlloc:
 		f.alloc(base+i, e, i > 0 && ev[i-1].Action == trace.ActionSegmentAlloc && ev[i-1].Addr == e.Addr)
+		f.nAllocs++
 	case trace.ActionFreeCompleted:
 		f.freeAt(e.Addr)
 	}
@@ -273,7 +274,7 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 // allocIn walks alloc event i, e, in segment si.
 func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	if f.segOfAlloc != nil {
-		f.segOfAlloc[i] = int32(si)
+		f.segOfAlloc[f.nAllocs] = int32(si)
 	}
 	s := f.segs[si]
 	if s.firstAlloc < 0 {
@@ -479,6 +480,6 @@ func lessKey(a, b [4]uint64) bool {
 // a walk that only looks for evidence of private pools).
 func (f *inferer) setClaim(i int) {
 	if f.claim != nil {
-		f.claim[i] = true
+		f.claim.set(i)
 	}
 }
