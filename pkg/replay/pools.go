@@ -138,7 +138,9 @@ type inferer struct {
 	// apart: pairs of open segments known to be in different pools (a
 	// classed segment's exclusions are summed up in its open partner);
 	// anyApart: the walk found an exclusion
-	apart    map[[2]int]bool
+	// (a list: a pair may come more than once, sortApart leaves each once)
+	apart    [][2]int32
+	apartLen int // len(apart) when sortApart last ran
 	anyApart bool
 	runs     [][]int // per run: the segments it freed, in order
 	runAt    []int   // per run: its first event index
@@ -179,14 +181,18 @@ type closedSeg struct {
 // inferPools labels every segment of the trace with its pool. final holds the
 // snapshot's final segments of this device (nil when unknown).
 func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *poolPlan {
+	allocs := 0
 	for i := range events {
-		if events[i].Action == trace.ActionSegmentMap || events[i].Action == trace.ActionSegmentUnmap {
+		switch events[i].Action {
+		case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
 			return nil // expandable segments: pools are not modelled there
+		case trace.ActionAlloc:
+			allocs++
 		}
 	}
 	f := newInferer(cfg)
 	f.events = events
-	f.keepRecords(len(events))
+	f.keepRecords(len(events), allocs)
 	f.predict(final, func(see func(i int, e *trace.Event)) {
 		for i := range events {
 			see(i, &events[i])
@@ -261,7 +267,7 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 // (keepRecords) it can only find the evidence of pools (a streamed walk
 // that looks for them).
 func newInferer(cfg alloc.Config) *inferer {
-	return &inferer{cfg: cfg, live: map[uint64]int{}, keys: map[freeKey]int32{}, tree: newFreeTree(0), apart: map[[2]int]bool{},
+	return &inferer{cfg: cfg, live: map[uint64]int{}, keys: map[freeKey]int32{}, tree: newFreeTree(0),
 		streams: map[uint64]uint32{}, defClass: -1,
 		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
@@ -281,11 +287,12 @@ const (
 func (r eventRecord) stream() uint32 { return uint32(r >> recStreamShift) }
 
 // keepRecords makes the walk keep a record of every alloc event, and what
-// it learns of each (segOfAlloc, claim), for labelling; n, the trace's
-// events, is a capacity hint.
-func (f *inferer) keepRecords(n int) {
+// it learns of each (segOfAlloc, claim), for labelling; n and allocs, the
+// trace's events and alloc events, are capacity hints.
+func (f *inferer) keepRecords(n, allocs int) {
 	f.mode = walkFull
 	f.claim = make(bitset, 0, (n+63)/64)
+	f.rec, f.allocAt, f.segOfAlloc = make([]eventRecord, 0, allocs), make([]int32, 0, allocs), make([]int32, 0, allocs)
 }
 
 // record appends the record of the trace's next event.

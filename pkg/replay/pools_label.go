@@ -2,7 +2,6 @@ package replay
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -329,7 +328,11 @@ func (f *inferer) propagate(apart [][2]int, apartOf [][]int32) {
 // segment can label the open one (rules set unknown labels only, and it
 // comes first in that order); a pair of two classed ones labels none.
 func (f *inferer) exclusions() (apart [][2]int, apartOf [][]int32) {
-	apart = slices.Collect(maps.Keys(f.apart))
+	f.sortApart()
+	apart = make([][2]int, len(f.apart), len(f.apart)+len(f.segs)/8)
+	for k, p := range f.apart {
+		apart[k] = [2]int{int(p[0]), int(p[1])}
+	}
 	for si, s := range f.segs {
 		if s.closedMin >= 0 {
 			c := int(s.closedMin)

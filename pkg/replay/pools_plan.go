@@ -119,7 +119,7 @@ func (f *inferer) passedClaims() {
 // a classed one of its pool's label, a classed one that passed over a
 // block of its own class.
 func (f *inferer) samePoolApart() bool {
-	for p := range f.apart {
+	for _, p := range f.apart {
 		if l := f.segs[p[0]].label; l > 0 && l == f.segs[p[1]].label {
 			return true
 		}

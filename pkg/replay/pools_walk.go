@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -105,7 +106,23 @@ func (f *inferer) differ(x, y int) {
 	if x == y {
 		return
 	}
-	f.apart[[2]int{min(x, y), max(x, y)}] = true
+	p := [2]int32{int32(min(x, y)), int32(max(x, y))}
+	if n := len(f.apart); n > 0 && f.apart[n-1] == p {
+		return
+	}
+	f.apart = append(f.apart, p)
+	if len(f.apart) >= 2*f.apartLen+1024 { // the list stays within twice the pairs
+		f.sortApart()
+	}
+}
+
+// sortApart sorts the pairs apart and leaves each once.
+func (f *inferer) sortApart() {
+	slices.SortFunc(f.apart, func(a, b [2]int32) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	f.apart = slices.Compact(f.apart)
+	f.apartLen = len(f.apart)
 }
 
 // closedPartner notes that open segment si is in another pool than
@@ -331,7 +348,8 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	} else {
 		f.exclude(si, i, r, b, isNew)
 	}
-	var out []modelBlock
+	var buf [3]modelBlock
+	out := buf[:0]
 	if e.Addr > b.addr {
 		out = append(out, modelBlock{b.addr, e.Addr - b.addr, true})
 	}

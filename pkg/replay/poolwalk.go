@@ -28,7 +28,8 @@ type PoolWalk struct {
 func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(e *trace.Event))) *PoolWalk {
 	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), events: events, window: window{win: make([]trace.Event, 0, plannerWindow)},
 		final: deviceSegments(snap, device)}
-	w.f.keepRecords(st.events)
+	w.f.keepRecords(st.events, st.allocs)
+	w.mapped = st.paged
 	return w
 }
 
@@ -52,9 +53,11 @@ func (w *PoolWalk) walkAll(f *inferer, record bool) {
 func (w *PoolWalk) pools() *poolPlan {
 	f := w.f
 	f.predict(w.final, func(see func(int, *trace.Event)) {
+		if len(w.final) == 0 {
+			return // nothing to predict, and the start state saw the maps
+		}
 		i := 0
 		w.events(func(e *trace.Event) {
-			w.mapped = w.mapped || e.Action == trace.ActionSegmentMap || e.Action == trace.ActionSegmentUnmap
 			see(i, e)
 			i++
 		})

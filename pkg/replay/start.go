@@ -31,7 +31,10 @@ type StartState struct {
 	// mapped: the trace has expandable segments, where pools are not
 	// modelled
 	mapped bool
-	events int // read so far: a later read sizes its arrays with it
+	// paged: it maps or unmaps pages (a trace cut short may unmap only)
+	paged  bool
+	events int // read so far, and the allocs of them: a later read
+	allocs int // sizes its arrays with them
 }
 
 // undo is the walk back's steps over one address's events so far, as a
@@ -69,15 +72,20 @@ func NewStartState() *StartState {
 // Add reads the next event.
 func (s *StartState) Add(e *trace.Event) {
 	s.events++
+	if e.Action == trace.ActionAlloc {
+		s.allocs++
+	}
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 		s.a += int64(e.Size)
 		s.b += int64(e.Size)
 		s.maxA, s.maxB = max(s.maxA, s.a), max(s.maxB, s.b)
 		s.mapped = s.mapped || e.Action == trace.ActionSegmentMap
+		s.paged = s.paged || e.Action == trace.ActionSegmentMap
 	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
 		s.a -= int64(e.Size)
 		s.b = max(s.b-int64(e.Size), 0)
+		s.paged = s.paged || e.Action == trace.ActionSegmentUnmap
 	}
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
