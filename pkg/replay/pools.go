@@ -75,30 +75,61 @@ type modelBlock struct {
 	free       bool
 }
 
+// segmentInfo is one segment of the trace, as the walk and labelling
+// see it: a trace has many (a segment per few events in some), so its
+// fields are narrow, and what only a live segment needs is apart
+// (segLive).
 type segmentInfo struct {
-	addr, size, stream uint64
-	small              bool
-	born               int // event index
-	label              int // labelUnknown, labelDefault, labelPrivate or a pool > 0
-	how                string
-	blocks             []modelBlock // address order
-	broken             bool         // the events did not fit the block model: no evidence from it
-	firstAlloc         int
-	lastAlloc          int     // the event of the latest allocation in it, -1 if none
-	lastAddr           uint64  // and its address
-	free               []int32 // its blocks' nodes in the free treap
-	fk                 int32   // the index of its stream and size class
+	*segLive                  // nil once the segment is freed
+	addr, size, stream uint64 //
+	lastAddr           uint64 // the address of the latest allocation in it
+	label              int    // labelUnknown, labelDefault, labelPrivate or a pool > 0
+	born               int32  // event index
+	firstAlloc         int32  // the event of its first allocation, -1 if none
+	lastAlloc          int32  // the event of the latest allocation in it, -1 if none
+	fk                 int32  // the index of its stream and size class
 	// class: for a segment the snapshot will label (alive at the end, a
 	// final segment's), the index of its pool id in inferer.classIDs; -1
 	// for any other (open). An open segment keeps its exclusions from
 	// classed ones summed up: the lowest of them (closedMin, -1: none) and
-	// the classes (closedIDs); a classed one whether it passed over a
-	// block of its own class (samePass)
+	// the classes (inferer.closedIDs); a classed one whether it passed
+	// over a block of its own class (samePass)
 	class     int32
 	closedMin int32
-	closedIDs []uint64
-	samePass  bool
+	closed    int32 // the index of its classes in inferer.closedSets, -1: none
 	whole     int32 // its index in inferer.whole, -1 when not there
+	how       uint8 // the evidence of its label, an index in howNames
+	small     bool
+	broken    bool // the events did not fit the block model: no evidence from it
+	samePass  bool
+}
+
+// segLive is the block model of a live segment.
+type segLive struct {
+	blocks []modelBlock // address order
+	free   []int32      // its blocks' nodes in the free treap
+}
+
+// howNames are the evidence names by index (segmentInfo.how).
+var howNames = [...]string{"", howSnapshot, howOrder, howExclusion, howContinuity, howRestore}
+
+// howIndex is how's index in howNames.
+func howIndex(how string) uint8 {
+	for i, h := range howNames {
+		if h == how {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+// closedIDs are the classes open segment si was found apart from, nil
+// when none.
+func (f *inferer) closedIDs(si int) []uint64 {
+	if c := f.segs[si].closed; c >= 0 {
+		return f.closedSets[c]
+	}
+	return nil
 }
 
 // walkMode is what a walk of the block model records.
@@ -139,16 +170,17 @@ type inferer struct {
 	// classed segment's exclusions are summed up in its open partner);
 	// anyApart: the walk found an exclusion
 	// (a list: a pair may come more than once, sortApart leaves each once)
-	apart    [][2]int32
-	apartLen int // len(apart) when sortApart last ran
-	anyApart bool
-	runs     [][]int // per run: the segments it freed, in order
-	runAt    []int   // per run: its first event index
-	runEnd   []int   // per run: its last event index
-	surv     [][]int // per run: the open whole-free segments it left
-	survDef  []bool  // per run: it left a whole-free classed segment of the default pool
-	claim    bitset  // per event: an alloc that claims its block by address
-	orderOK  bool    // no GC or max_split_size: releases free every whole segment in order
+	apart      [][2]int32
+	apartLen   int // len(apart) when sortApart last ran
+	anyApart   bool
+	closedSets [][]uint64 // see segmentInfo.closed
+	runs       [][]int    // per run: the segments it freed, in order
+	runAt      []int      // per run: its first event index
+	runEnd     []int      // per run: its last event index
+	surv       [][]int    // per run: the open whole-free segments it left
+	survDef    []bool     // per run: it left a whole-free classed segment of the default pool
+	claim      bitset     // per event: an alloc that claims its block by address
+	orderOK    bool       // no GC or max_split_size: releases free every whole segment in order
 	// runStart: per run, where its global release begins; the segments
 	// before it were one pool's own release (~MemPool's emptyCache)
 	// just before an empty_cache(), so they share a pool (group)

@@ -20,7 +20,7 @@ func (f *inferer) set(si, l int, how string) bool {
 		return false
 	}
 	if s.label == labelUnknown || (s.label == labelPrivate && l > 0) {
-		s.label, s.how = l, how
+		s.label, s.how = l, howIndex(how)
 		return true
 	}
 	return false
@@ -44,7 +44,7 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 			ids = append(ids, fs.PoolID)
 			idOf[fs.PoolID] = l
 		}
-		f.segs[si].label, f.segs[si].how = l, howSnapshot
+		f.segs[si].label, f.segs[si].how = l, howIndex(howSnapshot)
 	}
 	// E4: a global release frees default large, default small, then the
 	// released pools' small and large segments; where that order breaks,
@@ -168,7 +168,7 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 				}
 			}
 			for c, l := range classLabel {
-				if ids := f.segs[m].closedIDs; ids != nil && ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
+				if ids := f.closedIDs(m); ids != nil && ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
 					excluded[l] = true
 				}
 			}
@@ -204,7 +204,7 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 	released := map[int]bool{} // lifetimes a run has freed segments of
 	r := 0
 	for _, s := range f.segs {
-		for r < len(f.runs) && f.runAt[r] < s.born {
+		for r < len(f.runs) && f.runAt[r] < int(s.born) {
 			for _, x := range f.runs[r] {
 				if l := f.segs[x].label; l > 0 {
 					released[l] = true
@@ -385,9 +385,9 @@ func (f *inferer) allocIndex(i int) int {
 // segment si's first allocation on its stream; default when there is none.
 func (f *inferer) nearest(si int) int {
 	s := f.segs[si]
-	at := s.firstAlloc
+	at := int(s.firstAlloc)
 	if at < 0 {
-		at = s.born
+		at = int(s.born)
 	}
 	stream := f.streamIndex(s.stream)
 	l := labelDefault
@@ -413,7 +413,7 @@ func (f *inferer) nearest(si int) int {
 // (two 8-byte tensors allocated back to back on the capture stream before
 // capture_begin): default pool, although private allocations follow it.
 func (f *inferer) generatorSegment(si int) bool {
-	i := f.segs[si].firstAlloc
+	i := int(f.segs[si].firstAlloc)
 	if i < 0 {
 		return false
 	}
@@ -438,7 +438,7 @@ func (f *inferer) generatorAlloc(k int) bool {
 func (f *inferer) nearestPool(si int) int {
 	s := f.segs[si]
 	l := 0
-	f.byDistance(max(s.firstAlloc, s.born), func(k int) bool {
+	f.byDistance(int(max(s.firstAlloc, s.born)), func(k int) bool {
 		if o := f.segOfAlloc[k]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
 			l = f.segs[o].label
 			return true

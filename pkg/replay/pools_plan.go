@@ -16,15 +16,14 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	f.passedClaims()
 	pp := &poolPlan{claim: f.claim, runs: map[int]runInfo{}}
 	pools := make([]Pool, len(ids))
-	hows := make([]map[string]bool, len(ids))
+	hows := make([]uint8, len(ids)) // per pool, the evidence seen (bits by index in howNames)
 	for l := range pools {
 		pools[l] = Pool{Pool: uint32(l), ID: ids[l], Released: -1}
-		hows[l] = map[string]bool{}
 	}
 	for _, s := range f.segs {
 		if s.label > 0 {
 			pools[s.label].Segments++
-			hows[s.label][s.how] = true
+			hows[s.label] |= 1 << s.how
 		}
 	}
 	for _, o := range f.segOfAlloc {
@@ -67,8 +66,11 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		}
 	}
 	for l := 1; l < len(pools); l++ {
-		for h := range hows[l] {
-			pools[l].How = append(pools[l].How, h)
+		for h, name := range howNames {
+			if hows[l]&(1<<h) == 0 {
+				continue
+			}
+			pools[l].How = append(pools[l].How, name)
 		}
 		sort.Strings(pools[l].How)
 		if pools[l].Segments > 0 {
@@ -124,8 +126,8 @@ func (f *inferer) samePoolApart() bool {
 			return true
 		}
 	}
-	for _, s := range f.segs {
-		if s.label > 0 && (s.samePass || s.closedIDs != nil && slices.ContainsFunc(s.closedIDs, func(w uint64) bool { return w != 0 })) {
+	for si, s := range f.segs {
+		if s.label > 0 && (s.samePass || slices.ContainsFunc(f.closedIDs(si), func(w uint64) bool { return w != 0 })) {
 			return true
 		}
 	}

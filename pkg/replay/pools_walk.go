@@ -132,10 +132,17 @@ func (f *inferer) closedPartner(si int, c, class int32) {
 	if s.closedMin < 0 || c < s.closedMin {
 		s.closedMin = c
 	}
-	if s.closedIDs == nil {
-		s.closedIDs = make([]uint64, f.tree.words)
+	f.closedSet(s)[class/64] |= 1 << (class % 64)
+}
+
+// closedSet is the set of classes open segment s was found apart from,
+// made empty at its first.
+func (f *inferer) closedSet(s *segmentInfo) []uint64 {
+	if s.closed < 0 {
+		s.closed = int32(len(f.closedSets))
+		f.closedSets = append(f.closedSets, make([]uint64, f.tree.words))
 	}
-	s.closedIDs[class/64] |= 1 << (class % 64)
+	return f.closedSets[s.closed]
 }
 
 // closedPartners notes that open segment si is in another pool than
@@ -145,11 +152,9 @@ func (f *inferer) closedPartners(si int, c int32, mask []uint64) {
 	if s.closedMin < 0 || c < s.closedMin {
 		s.closedMin = c
 	}
-	if s.closedIDs == nil {
-		s.closedIDs = make([]uint64, f.tree.words)
-	}
+	ids := f.closedSet(s)
 	for i, w := range mask {
-		s.closedIDs[i] |= w
+		ids[i] |= w
 	}
 }
 
@@ -204,8 +209,9 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	e := &ev[i]
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
-		s := &segmentInfo{addr: e.Addr, size: e.Size, stream: e.Stream, born: base + i, label: labelUnknown,
-			blocks: []modelBlock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1, class: -1, closedMin: -1, whole: -1}
+		s := &segmentInfo{addr: e.Addr, size: e.Size, stream: e.Stream, born: int32(base + i), label: labelUnknown,
+			segLive:    &segLive{blocks: []modelBlock{{e.Addr, e.Size, true}}},
+			firstAlloc: -1, lastAlloc: -1, class: -1, closedMin: -1, closed: -1, whole: -1}
 		if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
 			s.class = c.class
 		}
@@ -258,7 +264,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 				f.delFree(si, b)
 			}
 		}
-		s.blocks, s.free = nil, nil // a freed segment's blocks are never looked at again
+		s.segLive = nil // a freed segment's blocks are never looked at again
 		f.setWhole(si, false)
 		delete(f.live, s.addr)
 		if x, ok := slices.BinarySearch(f.bases, s.addr); ok {
@@ -295,7 +301,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	}
 	s := f.segs[si]
 	if s.firstAlloc < 0 {
-		s.firstAlloc = i
+		s.firstAlloc = int32(i)
 	}
 	if s.broken {
 		return
@@ -311,7 +317,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 		back := modelBlock{e.Addr, old.addr + old.size - e.Addr, true}
 		s.blocks = slices.Replace(s.blocks, k, k+1, modelBlock{old.addr, e.Addr - old.addr, false}, back)
 		f.addFree(si, back)
-		f.setClaim(s.lastAlloc)
+		f.setClaim(int(s.lastAlloc))
 		k++
 		chained = true
 	}
@@ -322,7 +328,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 		s.broken = true
 		return
 	}
-	s.lastAlloc, s.lastAddr = i, e.Addr
+	s.lastAlloc, s.lastAddr = int32(i), e.Addr
 	b := s.blocks[k]
 	small := f.round(e.Size) <= 1<<20
 	// a block that best fit would not hand out here: a claim by address
@@ -343,7 +349,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	if restore {
 		f.setClaim(i)
 		if s.label == labelUnknown || s.label == labelDefault {
-			s.label, s.how = labelPrivate, howRestore
+			s.label, s.how = labelPrivate, howIndex(howRestore)
 		}
 	} else {
 		f.exclude(si, i, r, b, isNew)
