@@ -153,19 +153,21 @@ type inferer struct {
 	// per alloc event, in order (walkFull): what the labels read of it,
 	// its index in the trace, and the segment it landed in (-1: none);
 	// nEvents and nAllocs count the events recorded and the allocs walked
-	rec        []eventRecord
-	allocAt    []int32
-	segOfAlloc []int32
-	nEvents    int
-	nAllocs    int
-	streams    map[uint64]uint32
-	segs       []*segmentInfo
-	live       map[uint64]int // segment base → its segmentInfo
-	bases      []uint64       // live bases, sorted
-	tree       *freeTree
-	keys       map[freeKey]int32 // each stream and size class's index in roots
-	roots      []int32           // their free treaps
-	mask       []uint64          // a buffer of classes
+	rec           []eventRecord
+	allocAt       []int32
+	segOfAlloc    []int32
+	nEvents       int
+	nAllocs       int
+	streams       map[uint64]uint32
+	lastStream    uint64 // the stream streamIndex was last asked for, and its index
+	lastStreamIdx uint32
+	segs          []*segmentInfo
+	bases         []uint64 // live segments' bases, sorted
+	baseSeg       []int32  // and the segment at each
+	tree          *freeTree
+	keys          map[freeKey]int32 // each stream and size class's index in roots
+	roots         []int32           // their free treaps
+	mask          []uint64          // a buffer of classes
 	// apart: pairs of open segments known to be in different pools (a
 	// classed segment's exclusions are summed up in its open partner);
 	// anyApart: the walk found an exclusion
@@ -299,7 +301,7 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 // (keepRecords) it can only find the evidence of pools (a streamed walk
 // that looks for them).
 func newInferer(cfg alloc.Config) *inferer {
-	return &inferer{cfg: cfg, live: map[uint64]int{}, keys: map[freeKey]int32{}, tree: newFreeTree(0),
+	return &inferer{cfg: cfg, keys: map[freeKey]int32{}, tree: newFreeTree(0),
 		streams: map[uint64]uint32{}, defClass: -1,
 		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
@@ -346,10 +348,14 @@ func (f *inferer) record(e *trace.Event) {
 
 // streamIndex is stream's index in the records.
 func (f *inferer) streamIndex(stream uint64) uint32 {
+	if len(f.streams) > 0 && stream == f.lastStream {
+		return f.lastStreamIdx
+	}
 	k, ok := f.streams[stream]
 	if !ok {
 		k = uint32(len(f.streams))
 		f.streams[stream] = k
 	}
+	f.lastStream, f.lastStreamIdx = stream, k
 	return k
 }

@@ -34,7 +34,7 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 	idOf := map[[2]int64]int{{0, 0}: 0}
 	// E1: the final segments name their pools
 	for _, fs := range final {
-		si, ok := f.live[fs.Address]
+		si, ok := f.liveAt(fs.Address)
 		if !ok {
 			continue
 		}

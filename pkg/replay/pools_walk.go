@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -21,16 +20,28 @@ type freeKey struct {
 	small  bool
 }
 
+// at is the live segment holding addr, -1 when none.
 func (f *inferer) at(addr uint64) int {
-	k := sort.Search(len(f.bases), func(i int) bool { return f.bases[i] > addr }) - 1
+	k, found := slices.BinarySearch(f.bases, addr)
+	if !found {
+		k--
+	}
 	if k < 0 {
 		return -1
 	}
-	s := f.segs[f.live[f.bases[k]]]
-	if addr >= s.addr+s.size {
+	si := int(f.baseSeg[k])
+	if s := f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
-	return f.live[f.bases[k]]
+	return si
+}
+
+// liveAt is the live segment based at addr.
+func (f *inferer) liveAt(addr uint64) (int, bool) {
+	if k, ok := slices.BinarySearch(f.bases, addr); ok {
+		return int(f.baseSeg[k]), true
+	}
+	return 0, false
 }
 
 // round is round_size; without roundup_power2_divisions it is 512-byte
@@ -223,13 +234,13 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		s.fk = f.keyOf(s.stream, s.small)
 		f.segs = append(f.segs, s)
 		si := len(f.segs) - 1
-		if old, ok := f.live[e.Addr]; !ok { // else a segment we missed the free of
-			k, _ := slices.BinarySearch(f.bases, e.Addr)
+		if k, ok := slices.BinarySearch(f.bases, e.Addr); !ok {
 			f.bases = slices.Insert(f.bases, k, e.Addr)
-		} else {
-			f.setWhole(old, false)
+			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
+		} else { // a segment we missed the free of
+			f.setWhole(int(f.baseSeg[k]), false)
+			f.baseSeg[k] = int32(si)
 		}
-		f.live[e.Addr] = si
 		f.addFree(si, s.blocks[0])
 		f.setWhole(si, true)
 	case trace.ActionSegmentFree:
@@ -253,10 +264,11 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 func (f *inferer) release(run []trace.Event, from int) {
 	var freed []int
 	for k := range run {
-		si, ok := f.live[run[k].Addr]
+		x, ok := slices.BinarySearch(f.bases, run[k].Addr)
 		if !ok {
 			continue
 		}
+		si := int(f.baseSeg[x])
 		freed = append(freed, si)
 		s := f.segs[si]
 		for _, b := range s.blocks {
@@ -266,10 +278,8 @@ func (f *inferer) release(run []trace.Event, from int) {
 		}
 		s.segLive = nil // a freed segment's blocks are never looked at again
 		f.setWhole(si, false)
-		delete(f.live, s.addr)
-		if x, ok := slices.BinarySearch(f.bases, s.addr); ok {
-			f.bases = slices.Delete(f.bases, x, x+1)
-		}
+		f.bases = slices.Delete(f.bases, x, x+1)
+		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
 	}
 	f.runs = append(f.runs, freed)
 	f.runAt = append(f.runAt, from)
