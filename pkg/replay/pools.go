@@ -201,8 +201,15 @@ type inferer struct {
 	// walkClaims: each segment's class (its pool after labelling, -1
 	// for none); again walks the trace once more for g
 	segClass []int32
-	byClass  map[int64]int32 // the free treaps of each class: key<<32 | class
-	again    func(g *inferer)
+	// skipOpen (walkClaims): the block model of segments of no class is
+	// left out, as no claim is asked of it and each segment's blocks
+	// follow its own events alone: the first walk saw their restores.
+	// Not when two live segments shared a base (sharedBase, seen by the
+	// first walk), where a free block is taken back by address alone.
+	skipOpen   bool
+	sharedBase bool
+	byClass    map[int64]int32 // the free treaps of each class: key<<32 | class
+	again      func(g *inferer)
 }
 
 // closedSeg is a segment alive at the end of the trace that a final

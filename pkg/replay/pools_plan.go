@@ -106,7 +106,7 @@ func (f *inferer) passedClaims() {
 	}
 	g := newInferer(f.cfg)
 	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
-	g.segClass = make([]int32, len(f.segs))
+	g.segClass, g.skipOpen = make([]int32, len(f.segs)), !f.sharedBase
 	for si, s := range f.segs {
 		g.segClass[si] = -1
 		if s.label > 0 {

@@ -238,10 +238,13 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			f.bases = slices.Insert(f.bases, k, e.Addr)
 			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
+			f.sharedBase = true
 			f.setWhole(int(f.baseSeg[k]), false)
 			f.baseSeg[k] = int32(si)
 		}
-		f.addFree(si, s.blocks[0])
+		if !f.skips(si) {
+			f.addFree(si, s.blocks[0])
+		}
 		f.setWhole(si, true)
 	case trace.ActionSegmentFree:
 		j := i
@@ -272,7 +275,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 		freed = append(freed, si)
 		s := f.segs[si]
 		for _, b := range s.blocks {
-			if b.free {
+			if b.free && !f.skips(si) {
 				f.delFree(si, b)
 			}
 		}
@@ -295,9 +298,13 @@ func (f *inferer) release(run []trace.Event, from int) {
 	}
 }
 
+// skips says whether the walk leaves segment si's block model out (see
+// skipOpen).
+func (f *inferer) skips(si int) bool { return f.skipOpen && f.segClass[si] < 0 }
+
 func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	si := f.at(e.Addr)
-	if si < 0 {
+	if si < 0 || f.skips(si) {
 		return
 	}
 	f.allocIn(si, i, e, isNew)
@@ -456,7 +463,7 @@ func (f *inferer) usable(r, size uint64) bool {
 
 func (f *inferer) freeAt(addr uint64) {
 	si := f.at(addr)
-	if si < 0 {
+	if si < 0 || f.skips(si) {
 		return
 	}
 	f.freeIn(si, addr)
