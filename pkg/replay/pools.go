@@ -234,10 +234,24 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 	f := newInferer(cfg)
 	f.events = events
 	f.keepRecords(len(events), allocs)
-	f.predict(final, func(see func(i int, e *trace.Event)) {
-		for i := range events {
-			see(i, &events[i])
+	last := map[uint64]int{}
+	for _, fs := range final {
+		last[fs.Address] = -2 // not seen
+	}
+	for i := range events {
+		switch e := &events[i]; e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentFree:
+			if _, ok := last[e.Addr]; ok {
+				last[e.Addr] = -1
+				if e.Action == trace.ActionSegmentAlloc {
+					last[e.Addr] = i
+				}
+			}
 		}
+	}
+	f.predict(final, func(addr uint64) (int, bool) {
+		i := last[addr]
+		return i, i != -2
 	})
 	for i := range events {
 		f.record(&events[i])
@@ -252,29 +266,18 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 
 // predict finds the segments the snapshot's final segments will label
 // (those alive at the end at their addresses), before the walk, so that
-// the walk sums up their exclusions by pool: each reads each event of the
-// trace with its index.
-func (f *inferer) predict(final []trace.Segment, each func(see func(i int, e *trace.Event))) {
+// the walk sums up their exclusions by pool: last says of an address the
+// index of the last segment event there when it was a segment_alloc, -1
+// when a segment_free, and whether there was one.
+func (f *inferer) predict(final []trace.Segment, last func(addr uint64) (int, bool)) {
 	poolAt := map[uint64][2]int64{}
 	for _, fs := range final {
 		poolAt[fs.Address] = fs.PoolID
 	}
-	last := map[uint64]int{} // per final address: the event that made its segment alive at the end, -1 freed
-	each(func(i int, e *trace.Event) {
-		switch e.Action {
-		case trace.ActionSegmentAlloc, trace.ActionSegmentFree:
-			if _, ok := poolAt[e.Addr]; ok {
-				last[e.Addr] = -1
-				if e.Action == trace.ActionSegmentAlloc {
-					last[e.Addr] = i
-				}
-			}
-		}
-	})
 	class := map[[2]int64]int32{}
 	f.closedAt, f.defClass = map[uint64]closedSeg{}, -1
 	for _, fs := range final {
-		i, ok := last[fs.Address]
+		i, ok := last(fs.Address)
 		if !ok || i < 0 {
 			continue
 		}

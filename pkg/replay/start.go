@@ -61,10 +61,12 @@ const (
 
 // segFirst is the first segment event of an address: the segment existed
 // before the trace when it was a segment_free. allocated: the trace
-// allocates a segment there.
+// allocates a segment there. last is the last one's index when it was a
+// segment_alloc, -1 when a segment_free.
 type segFirst struct {
 	seg                segState
 	present, allocated bool
+	last               int32
 }
 
 // NewStartState starts reading a trace.
@@ -98,12 +100,15 @@ func (s *StartState) Add(e *trace.Event) {
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
 		f := s.segs[e.Addr] // zero when it is the first: no segment before
-		f.allocated = true
+		f.allocated, f.last = true, int32(s.events-1)
 		s.segs[e.Addr] = f
 	case trace.ActionSegmentFree:
-		if _, ok := s.segs[e.Addr]; !ok {
-			s.segs[e.Addr] = segFirst{seg: segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, present: true}
+		f, ok := s.segs[e.Addr]
+		if !ok {
+			f = segFirst{seg: segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, present: true}
 		}
+		f.last = -1
+		s.segs[e.Addr] = f
 	case trace.ActionAlloc, trace.ActionFreeCompleted, trace.ActionFreeRequested:
 		s.blocks[e.Addr] = compose(s.blocks[e.Addr], e)
 	}
