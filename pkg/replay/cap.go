@@ -110,7 +110,29 @@ func allocationSize(rounded uint64) uint64 {
 // device held before the first event (a truncated trace's seeds). nil when
 // nothing bounds a cap from above: the run shows no sign of one.
 func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
-	return inferCapFrom(events, s, reserved0, nil, nil)
+	return inferCapFrom(traceEvents(events), s, reserved0, nil, nil)
+}
+
+// capEvent is what the cap reads of an event: its action, address, size
+// and stream (an index, compared only with other events' streams).
+type capEvent struct {
+	action             trace.Action
+	addr, size, stream uint64
+}
+
+// capEvents are the events inferCapFrom reads, by index.
+type capEvents interface {
+	len() int
+	at(k int) capEvent
+}
+
+// traceEvents are a trace's events as the cap reads them.
+type traceEvents []trace.Event
+
+func (t traceEvents) len() int { return len(t) }
+func (t traceEvents) at(k int) capEvent {
+	e := &t[k]
+	return capEvent{e.Action, e.Addr, e.Size, e.Stream}
 }
 
 // inferCapFrom is inferCap on some of a trace's events: the device events
@@ -120,7 +142,7 @@ func inferCap(events []trace.Event, s trace.Settings, reserved0 uint64) *Cap {
 // emptyCache(k), when not nil, says that the release run beginning at
 // events[k] was an empty_cache() call (a capture starting): it bounds no
 // cap.
-func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, frees []int32, emptyCache func(k int) bool) *Cap {
+func inferCapFrom(events capEvents, s trace.Settings, reserved0 uint64, frees []int32, emptyCache func(k int) bool) *Cap {
 	cr := capReader{events: events, s: s, cfg: alloc.DefaultConfig()}
 	for i, d := range s.RoundupPower2Divisions {
 		cr.cfg.RoundupPower2Divisions[i] = uint32(max(d, 0))
@@ -131,69 +153,75 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 	var device uint64 // the least reserved + device_free of a device out-of-memory
 	deviceOOMs, deviceEvent := 0, 0
 	gc := newGCWatch(s)
+	n := events.len()
 	at := func(k int) { // the watch as it was before events[k]
-		if frees != nil && gc != nil && k < len(events) {
+		if frees != nil && gc != nil && k < n {
 			gc.free, gc.recorded = int(frees[k]), true
 		}
 	}
+	action := func(k int) trace.Action { return events.at(k).action }
 	afterOOM := false // the last device event was a recorded out-of-memory
-	for i := 0; i < len(events); i++ {
+	for i := 0; i < n; i++ {
 		at(i)
-		e := &events[i]
-		switch e.Action {
+		e := events.at(i)
+		switch e.action {
 		case trace.ActionSegmentAlloc:
 			afterOOM = false
-			if i == 0 || events[i-1].Action != trace.ActionSegmentFree {
+			if i == 0 || action(i-1) != trace.ActionSegmentFree {
 				low = max(low, gc.quiet(reserved))
 			}
-			low = max(low, reserved+e.Size)
-			reserved += e.Size
+			low = max(low, reserved+e.size)
+			reserved += e.size
 		case trace.ActionSegmentMap:
 			// the cap check counts the whole request, not the pages mapped
 			afterOOM = false
-			if i == 0 || events[i-1].Action != trace.ActionSegmentMap {
-				low = max(low, reserved+max(need(allocAfter(i)), e.Size))
+			if i == 0 || action(i-1) != trace.ActionSegmentMap {
+				low = max(low, reserved+max(need(allocAfter(i)), e.size))
 			}
-			reserved += e.Size
+			reserved += e.size
 			low = max(low, reserved)
 		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
 			before := reserved
 			j := i
-			for ; j < len(events) && (events[j].Action == trace.ActionSegmentFree || events[j].Action == trace.ActionSegmentUnmap); j++ {
-				reserved -= min(events[j].Size, reserved)
-				gc.see(&events[j])
+			for ; j < n; j++ {
+				ej := events.at(j)
+				if ej.action != trace.ActionSegmentFree && ej.action != trace.ActionSegmentUnmap {
+					break
+				}
+				reserved -= min(ej.size, reserved)
+				gc.see(ej.action, ej.addr, ej.size)
 			}
-			if j >= len(events) {
+			if j >= n {
 				i = j - 1
 				break
 			}
 			at(j)
-			next := &events[j]
+			next := events.at(j)
 			var a uint64
 			k := -1
 			switch {
-			case next.Action == trace.ActionSegmentAlloc && j+1 < len(events):
+			case next.action == trace.ActionSegmentAlloc && j+1 < n:
 				// §19.5: the segment must be the one the next alloc asked for
-				al := &events[j+1]
-				if al.Action == trace.ActionAlloc && al.Addr == next.Addr && al.Stream == next.Stream &&
-					need(j+1) == next.Size {
-					a, k = next.Size, j+1
+				al := events.at(j + 1)
+				if al.action == trace.ActionAlloc && al.addr == next.addr && al.stream == next.stream &&
+					need(j+1) == next.size {
+					a, k = next.size, j+1
 				}
-			case next.Action == trace.ActionSegmentMap:
+			case next.action == trace.ActionSegmentMap:
 				k = allocAfter(j)
 				a = need(k)
 			}
 			for r := i; a > 0 && r < j; r++ {
-				if couldServe(&events[r], k) {
+				if couldServe(events.at(r), k) {
 					a = 0
 				}
 			}
-			if (emptyCache != nil && emptyCache(i)) || (afterOOM && next.Action == trace.ActionSegmentAlloc) {
+			if (emptyCache != nil && emptyCache(i)) || (afterOOM && next.action == trace.ActionSegmentAlloc) {
 				a = 0
 			}
 			if a > 0 {
 				v := before + a
-				if x := stageTwo(events[i:j], k); x > 0 && j-i > 1 {
+				if x := stageTwo(i, j, k); x > 0 && j-i > 1 {
 					// a retry gives back that one segment first and
 					// releases everything only when the cap still refuses
 					v = min(v, before-x+a)
@@ -216,14 +244,14 @@ func inferCapFrom(events []trace.Event, s trace.Settings, reserved0 uint64, free
 			i = j - 1
 		case trace.ActionOOM:
 			afterOOM = true
-			a := allocationSize(e.Size) // the entry's size is already rounded
-			if e.Addr >= a {            // device_free: the device had room, so a cap refused it
+			a := allocationSize(e.size) // the entry's size is already rounded
+			if e.addr >= a {            // device_free: the device had room, so a cap refused it
 				bounds = append(bounds, capBound{v: reserved + a, event: i, oom: true})
-			} else if deviceOOMs++; deviceOOMs == 1 || reserved+e.Addr < device {
-				device, deviceEvent = reserved+e.Addr, i
+			} else if deviceOOMs++; deviceOOMs == 1 || reserved+e.addr < device {
+				device, deviceEvent = reserved+e.addr, i
 			}
 		}
-		gc.see(e) // after: a new segment is not yet a cached one (a release run saw its own)
+		gc.see(e.action, e.addr, e.size) // after: a new segment is not yet a cached one (a release run saw its own)
 	}
 	c := capOf(bounds, low)
 	// a card that had room for every recorded segment (low) and no more
@@ -272,7 +300,7 @@ func capOf(bounds []capBound, low uint64) *Cap {
 // run: which request the device events were for, the segment it needed,
 // and whether a segment the run gave back would have served it.
 type capReader struct {
-	events []trace.Event
+	events capEvents
 	s      trace.Settings
 	cfg    alloc.Config // the recording's rounding
 }
@@ -280,8 +308,8 @@ type capReader struct {
 // allocAfter is the index of the alloc the device events from k on were
 // for, -1 when none follows them.
 func (c capReader) allocAfter(k int) int {
-	for ; k < len(c.events); k++ {
-		switch c.events[k].Action {
+	for n := c.events.len(); k < n; k++ {
+		switch c.events.at(k).action {
 		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 			continue
 		case trace.ActionAlloc:
@@ -297,48 +325,49 @@ func (c capReader) need(k int) uint64 {
 	if k < 0 {
 		return 0
 	}
-	return allocationSize(alloc.RoundSize(c.cfg, c.events[k].Size))
+	return allocationSize(alloc.RoundSize(c.cfg, c.events.at(k).size))
 }
 
 // couldServe says whether a whole free segment would have held the
 // request of alloc k: best fit finds it before any retry, so a release
 // run giving it back was an empty_cache.
-func (c capReader) couldServe(seg *trace.Event, k int) bool {
-	al := &c.events[k]
-	rounded := alloc.RoundSize(c.cfg, al.Size)
+func (c capReader) couldServe(seg capEvent, k int) bool {
+	al := c.events.at(k)
+	rounded := alloc.RoundSize(c.cfg, al.size)
 	small := rounded <= 1<<20
-	if seg.Action == trace.ActionSegmentUnmap {
+	if seg.action == trace.ActionSegmentUnmap {
 		// pages unmapped from an expandable range were a free block's,
 		// mapped, of at least that size: a large request it held was
 		// served before any retry (small ones do not use the range)
-		return !small && seg.Stream == al.Stream && seg.Size >= rounded
+		return !small && seg.stream == al.stream && seg.size >= rounded
 	}
-	if seg.Action != trace.ActionSegmentFree {
+	if seg.action != trace.ActionSegmentFree {
 		return false
 	}
-	if seg.Stream != al.Stream || small != (seg.Size == 2<<20) || seg.Size < rounded {
+	if seg.stream != al.stream || small != (seg.size == 2<<20) || seg.size < rounded {
 		return false
 	}
 	// max_split_size: oversize blocks serve only oversize requests
 	m := c.s.MaxSplitSize
-	return m <= 0 || seg.Size < uint64(m) || rounded >= uint64(m)
+	return m <= 0 || seg.size < uint64(m) || rounded >= uint64(m)
 }
 
-// stageTwo is the segment of run that release_available_cached_blocks
-// would give back for alloc k under max_split_size (§6.3): the smallest
-// whole free segment of its stream at least as large as the request and
-// max_split_size; 0 without max_split_size or such a segment.
-func (c capReader) stageTwo(run []trace.Event, k int) uint64 {
+// stageTwo is the segment of the run events[i:j] that
+// release_available_cached_blocks would give back for alloc k under
+// max_split_size (§6.3): the smallest whole free segment of its stream at
+// least as large as the request and max_split_size; 0 without
+// max_split_size or such a segment.
+func (c capReader) stageTwo(i, j, k int) uint64 {
 	if c.s.MaxSplitSize <= 0 || k < 0 {
 		return 0
 	}
-	al := &c.events[k]
-	want := max(alloc.RoundSize(c.cfg, al.Size), uint64(c.s.MaxSplitSize))
+	al := c.events.at(k)
+	want := max(alloc.RoundSize(c.cfg, al.size), uint64(c.s.MaxSplitSize))
 	var x uint64
-	for r := range run {
-		seg := &run[r]
-		if seg.Action == trace.ActionSegmentFree && seg.Stream == al.Stream && seg.Size >= want && (x == 0 || seg.Size < x) {
-			x = seg.Size
+	for r := i; r < j; r++ {
+		seg := c.events.at(r)
+		if seg.action == trace.ActionSegmentFree && seg.stream == al.stream && seg.size >= want && (x == 0 || seg.size < x) {
+			x = seg.size
 		}
 	}
 	return x
@@ -387,40 +416,40 @@ func (w *gcWatch) of(addr uint64) *gcSeg {
 
 func (w *gcWatch) large(g *gcSeg) bool { return g.size > 2<<20 }
 
-func (w *gcWatch) see(e *trace.Event) {
+func (w *gcWatch) see(action trace.Action, addr, size uint64) {
 	if w == nil || w.recorded {
 		return
 	}
-	switch e.Action {
+	switch action {
 	case trace.ActionSegmentAlloc:
-		if _, ok := w.segs[e.Addr]; ok {
+		if _, ok := w.segs[addr]; ok {
 			return
 		}
-		k, _ := slices.BinarySearch(w.bases, e.Addr)
-		w.bases = slices.Insert(w.bases, k, e.Addr)
-		g := &gcSeg{size: e.Size}
-		w.segs[e.Addr] = g
+		k, _ := slices.BinarySearch(w.bases, addr)
+		w.bases = slices.Insert(w.bases, k, addr)
+		g := &gcSeg{size: size}
+		w.segs[addr] = g
 		if w.large(g) {
 			w.free++
 		}
 	case trace.ActionSegmentFree:
-		g, ok := w.segs[e.Addr]
+		g, ok := w.segs[addr]
 		if !ok {
 			return
 		}
 		if g.live == 0 && w.large(g) {
 			w.free--
 		}
-		k, _ := slices.BinarySearch(w.bases, e.Addr)
+		k, _ := slices.BinarySearch(w.bases, addr)
 		w.bases = slices.Delete(w.bases, k, k+1)
-		delete(w.segs, e.Addr)
+		delete(w.segs, addr)
 	case trace.ActionAlloc, trace.ActionFreeCompleted:
-		g := w.of(e.Addr)
+		g := w.of(addr)
 		if g == nil || !w.large(g) {
 			return
 		}
 		was := g.live == 0
-		if e.Action == trace.ActionAlloc {
+		if action == trace.ActionAlloc {
 			g.live++
 		} else if g.live > 0 {
 			g.live--

@@ -3,6 +3,7 @@ package replay
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -219,5 +220,59 @@ func TestRecordedUnderACap(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The cap a plan infers from the events it keeps (device events and the
+// one after each, with the garbage collection watch's counts) is the one
+// the whole trace gives, on every recorded snapshot and on each cut short.
+func TestCapFromKeptEvents(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(fixtures, "*.pickle"))
+	for _, dir := range []string{"recorded", "heldout"} {
+		more, _ := filepath.Glob(filepath.Join("testdata", dir, "*.pickle"))
+		files = append(files, more...)
+	}
+	capped := 0
+	for _, f := range files {
+		snap, err := trace.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, events := range snap.Traces {
+			for _, k := range []int{0, len(events) / 3} {
+				if len(events[k:]) == 0 {
+					continue
+				}
+				c := *snap
+				c.Traces = slices.Clone(snap.Traces)
+				c.Traces[d] = events[k:]
+				p := FromSnapshot(&c, d)
+				var added, final int64
+				for _, e := range c.Traces[d] {
+					switch e.Action {
+					case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+						added += int64(e.Size)
+					case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+						added -= int64(e.Size)
+					}
+				}
+				for _, s := range c.Segments {
+					if s.Device == d {
+						final += int64(s.TotalSize)
+					}
+				}
+				want := inferCapFrom(traceEvents(c.Traces[d]), c.Settings, uint64(max(final-added, 0)), nil,
+					func(k int) bool { return p.entering[k] })
+				if !reflect.DeepEqual(p.Cap, want) {
+					t.Errorf("%s device %d from %d: cap %+v, the whole trace's %+v", filepath.Base(f), d, k, p.Cap, want)
+				}
+				if want != nil {
+					capped++
+				}
+			}
+		}
+	}
+	if capped < 5 {
+		t.Errorf("%d traces show a cap: too few to compare", capped)
 	}
 }

@@ -18,7 +18,8 @@ import (
 // its device calls, a few per thousand ops) and reports the first
 // difference as a Divergence.
 
-// DeviceEvent is one device event of the recording.
+// DeviceEvent is one device event of the recording, or (after) the event
+// right after one, which the cap reads (inferCapFrom).
 type DeviceEvent struct {
 	// Op is the index in Plan.Ops of the op it happened in: the allocation
 	// that asked for the segment or whose retry released it, the
@@ -26,9 +27,23 @@ type DeviceEvent struct {
 	Op     int32
 	Event  int32 // index in the device's trace
 	Action trace.Action
+	// after: not a device event, the one right after a device event
+	after bool
+	// stream is the index of the event's stream among the trace's (its
+	// streams are only compared)
+	stream uint32
 	// Addr and Size of the segment or range; for an out-of-memory, Size is
-	// the rounded request and Addr is 0.
+	// the rounded request and Addr the device's free memory.
 	Addr, Size uint64
+}
+
+// keptEvents are a plan's Recorded as the cap reads them.
+type keptEvents []DeviceEvent
+
+func (t keptEvents) len() int { return len(t) }
+func (t keptEvents) at(k int) capEvent {
+	e := &t[k]
+	return capEvent{e.Action, e.Addr, e.Size, uint64(e.stream)}
 }
 
 // SegmentRange is a segment's address and size.
@@ -69,15 +84,74 @@ func (d *Divergence) Describe() string {
 		where, d.Recorded, d.Replayed, d.Cause)
 }
 
-// noteDevice keeps a device event of the recording, at the op the plan
-// emits next: the one it belongs to (see DeviceEvent.Op).
-func (p *Plan) noteDevice(i int, e *trace.Event) {
-	switch e.Action {
-	case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
-		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(p.opCount()), Event: int32(i), Action: e.Action, Addr: e.Addr, Size: e.Size})
-	case trace.ActionOOM:
-		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(p.opCount()), Event: int32(i), Action: e.Action, Size: e.Size})
+// isDevice says whether action is a device event: a segment event or an
+// out-of-memory.
+func isDevice(action trace.Action) bool {
+	switch action {
+	case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap, trace.ActionOOM:
+		return true
 	}
+	return false
+}
+
+// noteDevice keeps e, the trace's event i, when it is a device event of
+// the recording or the event right after one (what the cap reads), at
+// the op the plan emits next: the one it belongs to (see DeviceEvent.Op).
+func (b *builder) noteDevice(i int, e *trace.Event) {
+	dev := isDevice(e.Action)
+	if dev || b.afterDevice {
+		if e.Stream != b.lastStream || len(b.streams) == 0 {
+			k, ok := b.streams[e.Stream]
+			if !ok {
+				if b.streams == nil {
+					b.streams = map[uint64]uint32{}
+				}
+				k = uint32(len(b.streams))
+				b.streams[e.Stream] = k
+			}
+			b.lastStream, b.lastStreamIdx = e.Stream, k
+		}
+		p := b.p
+		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(p.opCount()), Event: int32(i), Action: e.Action, after: !dev,
+			stream: b.lastStreamIdx, Addr: e.Addr, Size: e.Size})
+	}
+	b.afterDevice = dev
+}
+
+// inferCap infers the plan's cap from its Recorded, reserved0 being what
+// the device held before the first event, frees the garbage collection
+// watch's count before each of them (nil: none kept), and sets it.
+func (p *Plan) inferCap(s trace.Settings, reserved0 uint64, frees []int32) {
+	rec := p.Recorded
+	var emptyCache func(int) bool
+	if p.entering != nil {
+		emptyCache = func(k int) bool { return p.entering[int(rec[k].Event)] }
+	}
+	if c := inferCapFrom(keptEvents(rec), s, reserved0, frees, emptyCache); c != nil {
+		c.Event = int(rec[c.Event].Event)
+		p.Cap = c
+	}
+}
+
+// keptFrees is what the garbage collection watch of settings s counted
+// before each event of p.Recorded, following every event of the trace;
+// nil without a watch.
+func (p *Plan) keptFrees(s trace.Settings, events []trace.Event) []int32 {
+	gc := newGCWatch(s)
+	if gc == nil {
+		return nil
+	}
+	frees := make([]int32, 0, len(p.Recorded))
+	k := 0
+	for i := range events {
+		if k < len(p.Recorded) && int(p.Recorded[k].Event) == i {
+			frees = append(frees, int32(gc.free))
+			k++
+		}
+		e := &events[i]
+		gc.see(e.Action, e.Addr, e.Size)
+	}
+	return frees
 }
 
 // noteSnapshot keeps what the snapshot says beyond the events: its final
@@ -97,7 +171,7 @@ func (p *Plan) noteSnapshot(snap *trace.Snapshot, device int, events []trace.Eve
 	reserved0 := p.noteFinal(snap, device, added)
 	p.noteStart(reserved0)
 	p.finalAt = len(p.Ops)
-	p.Cap = inferCapFrom(events, snap.Settings, reserved0, nil, func(k int) bool { return p.entering[k] })
+	p.inferCap(snap.Settings, reserved0, p.keptFrees(snap.Settings, events))
 }
 
 // noteFinal keeps the snapshot's final segments and settings, and returns
@@ -134,7 +208,7 @@ func (p *Plan) comparable() bool {
 		return true
 	}
 	for _, e := range p.Recorded {
-		if e.Action != trace.ActionOOM {
+		if !e.after && e.Action != trace.ActionOOM {
 			return true
 		}
 	}
@@ -185,7 +259,13 @@ func (p *Plan) divergeAt(log []alloc.DeviceCall, res *Result, cfg alloc.Config) 
 	// OOMs the replay went past (recorded ones, counted and survived)
 	survived, sOOM := res.survivedOps, 0
 	var r, l []call
+	skip := func() { // the events kept for the cap alone
+		for len(rec) > 0 && rec[0].after {
+			rec = rec[1:]
+		}
+	}
 	for {
+		skip()
 		// the next op either side did something in
 		op := end
 		if len(rec) > 0 {
@@ -211,6 +291,7 @@ func (p *Plan) divergeAt(log []alloc.DeviceCall, res *Result, cfg alloc.Config) 
 			}
 			r = append(r, call{rec[0].Action, pageAddr(rec[0].Action, rec[0].Addr), rec[0].Size})
 			rec = rec[1:]
+			skip()
 		}
 		for len(rep) > 0 && rep[0].Op == op {
 			k := callAction[rep[0].Kind]
@@ -243,8 +324,9 @@ func (p *Plan) divergeAt(log []alloc.DeviceCall, res *Result, cfg alloc.Config) 
 // pageAddr is the address a call is compared at. Expandable segments'
 // pages live in address ranges reserved without a hint, which a replay
 // cannot get where the recording did: their maps are compared by size.
+// An out-of-memory has none.
 func pageAddr(k trace.Action, addr uint64) uint64 {
-	if k == trace.ActionSegmentMap || k == trace.ActionSegmentUnmap {
+	if k == trace.ActionSegmentMap || k == trace.ActionSegmentUnmap || k == trace.ActionOOM {
 		return 0
 	}
 	return addr

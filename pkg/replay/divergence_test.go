@@ -163,7 +163,11 @@ func TestDivergenceCauses(t *testing.T) {
 			seg(trace.ActionSegmentAlloc, a, 12*mib), ev(trace.ActionAlloc, a, 12*mib),
 			seg(trace.ActionSegmentAlloc, a+12*mib, 12*mib), ev(trace.ActionAlloc, a+12*mib, 12*mib),
 		})
-		p.Recorded[1].Addr = a // as if recorded there
+		for k := range p.Recorded {
+			if p.Recorded[k].Event == 2 {
+				p.Recorded[k].Addr = a // as if recorded there
+			}
+		}
 		res, err := Run(p, Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -37,7 +37,8 @@ type Plan struct {
 	Truncated bool
 	Seeds     []*Seed
 	// Recorded are the recording's device events, each at its op: what a
-	// replay under the recorded settings must do again (see Divergence).
+	// replay under the recorded settings must do again (see Divergence);
+	// and, marked, the event right after each, which the cap reads.
 	Recorded []DeviceEvent
 	// Final holds the snapshot's segments of this device at its end, when
 	// the trace lists segments (HasFinal; FromSnapshot only).
@@ -216,12 +217,19 @@ type builder struct {
 	// made may have been an empty_cache() (alloc.FlagReleasedBefore)
 	releasedBefore bool
 	counted        int32 // alloc and free_completed events so far
+	allocs         int   // alloc events so far
 	// freedFirst: a free of an address the trace had not allocated
 	// before, a block live before the trace began
 	freedFirst bool
 	// afterOOM: the last device event was a recorded out-of-memory, whose
 	// malloc had already released what it could
 	afterOOM bool
+	// afterDevice: the last event noted was a device event; streams
+	// indexes the streams of the events noted, the last one's index kept
+	afterDevice   bool
+	streams       map[uint64]uint32
+	lastStream    uint64
+	lastStreamIdx uint32
 }
 
 // usePools routes the plan's allocations to the pools of pp (nil: the
@@ -280,7 +288,7 @@ func (b *builder) unknownFree(addr uint64) {
 func (b *builder) step(events []trace.Event, i, base int) int {
 	p := b.p
 	e := &events[i]
-	p.noteDevice(base+i, e)
+	b.noteDevice(base+i, e)
 	if e.Action != trace.ActionAlloc && e.Action != trace.ActionSegmentAlloc && e.Action != trace.ActionSegmentMap {
 		b.releasedBefore = false // it marks the alloc right after a release run's segment
 	}
@@ -290,6 +298,8 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		b.reserved += e.Size
 		b.afterOOM = false
 	case trace.ActionAlloc:
+		k := b.allocs // its index among the trace's alloc events
+		b.allocs++
 		if _, ok := b.liveAt(e.Addr); ok {
 			p.Skipped[SkipDoubleAlloc]++
 			b.counted++
@@ -303,8 +313,8 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 			b.releasedBefore = false
 		}
 		if b.pp != nil {
-			op.Pool = b.pp.allocPool[base+i]
-			if b.pp.claim[base+i] {
+			op.Pool = uint32(b.pp.allocPool[k])
+			if b.pp.claim.has(base + i) {
 				op.Flags, op.Hint = alloc.FlagClaim, e.Addr
 			}
 		}
@@ -367,7 +377,7 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	j := i
 	for j+1 < len(events) && (events[j+1].Action == trace.ActionSegmentFree || events[j+1].Action == trace.ActionSegmentUnmap) {
 		j++
-		p.noteDevice(base+j, &events[j])
+		b.noteDevice(base+j, &events[j])
 	}
 	before := b.reserved
 	for k := i; k <= j; k++ {

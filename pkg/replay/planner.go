@@ -19,22 +19,22 @@ import (
 type Planner struct {
 	b builder
 	window
-	log   opLog
-	ooms  []trace.Event // the oom events and their trace indexes (32-bit,
-	oomAt []int32       // as DeviceEvent.Event), for inferCap
-	why   string
+	log opLog
+	why string
 	// snap is set for a planner of a whole snapshot (NewSnapshotPlanner),
-	// which plans traces with segment events; ooms then holds the device
-	// events and those after them, all that inferCap reads but for its
-	// garbage collection watch
+	// which plans traces with segment events
 	snap   *trace.Snapshot
 	device int
 	walk   *inferer // looks for private pools, nil once expandable segments show
 	netSeg int64    // reserved bytes the segment events added
 	// afterDevice: the last event read was a device event
 	afterDevice bool
+	// kept: how many events the plan's Recorded will keep, when known
+	kept int
 	// gc is the cap's garbage collection watch (nil without one), gcFree
-	// what it counted before each event of ooms
+	// what it counted before each event the plan's Recorded keeps (device
+	// events and those right after them, all that inferCap reads but for
+	// the watch)
 	gc     *gcWatch
 	gcFree []int32
 }
@@ -87,10 +87,6 @@ func (w *window) slide(i int, lookBack bool) {
 func NewPlanner() *Planner {
 	pl := &Planner{window: window{win: make([]trace.Event, 0, plannerWindow)}}
 	pl.b = builder{p: newPlan(), cfg: alloc.DefaultConfig()}
-	// a window's ops at most (2 an event) go beyond Batch before a flush
-	n := Batch + 2*plannerWindow
-	p := pl.b.p
-	p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 	return pl
 }
 
@@ -110,9 +106,6 @@ func (pl *Planner) Add(e *trace.Event) {
 		case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
 			pl.why = "the trace has segment events"
 			return
-		case trace.ActionOOM:
-			pl.ooms = append(pl.ooms, *e)
-			pl.oomAt = append(pl.oomAt, int32(pl.base+len(pl.win)))
 		}
 	}
 	pl.win = append(pl.win, *e)
@@ -125,6 +118,16 @@ func (pl *Planner) Add(e *trace.Event) {
 // else all but those whose plan depends on the next event.
 func (pl *Planner) plan(end bool) {
 	b, w := &pl.b, pl.win
+	if p := b.p; p.Ops == nil {
+		// a window's ops at most (2 an event) go beyond Batch before a
+		// flush; sized at the first window, not before: a planner that
+		// declines at once (private pools) plans nothing
+		n := Batch + 2*cap(w)
+		p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+		if pl.kept > 0 {
+			p.Recorded = make([]DeviceEvent, 0, pl.kept)
+		}
+	}
 	i := pl.stepReady(end, b.step)
 	if pl.walk != nil {
 		for k := pl.done; k < i; k++ {
@@ -174,7 +177,7 @@ func (pl *Planner) Plan(snap *trace.Snapshot) *Plan {
 		p.settings = &st
 	}
 	// without segment events only the oom events bound a cap
-	pl.setCap(inferCap(pl.ooms, snap.Settings, 0))
+	p.inferCap(snap.Settings, 0, nil)
 	return p
 }
 
@@ -188,14 +191,6 @@ func (pl *Planner) packed() *Plan {
 	p.log = &log
 	p.finalAt = log.n
 	return p
-}
-
-// setCap sets the plan's cap, inferred from the events of ooms.
-func (pl *Planner) setCap(c *Cap) {
-	if c != nil {
-		c.Event = int(pl.oomAt[c.Event])
-		pl.b.p.Cap = c
-	}
 }
 
 // opCount is the number of operations planned so far.

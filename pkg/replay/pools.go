@@ -52,11 +52,17 @@ type runInfo struct {
 
 // poolPlan is what inference hands the plan builder.
 type poolPlan struct {
-	allocPool []uint32 // per event index: the pool of an alloc event
-	claim     []bool   // per event index: an alloc that claims its block by address
+	allocPool []int32 // per alloc event, in order: its pool
+	claim     bitset  // per event index: an alloc that claims its block by address
 	runs      map[int]runInfo
 	pools     []Pool
 }
+
+// bitset is a set of small integers.
+type bitset []uint64
+
+func (b bitset) has(i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }
+func (b bitset) set(i int)      { b[i>>6] |= 1 << (i & 63) }
 
 const (
 	labelUnknown = -1
@@ -69,30 +75,61 @@ type modelBlock struct {
 	free       bool
 }
 
+// segmentInfo is one segment of the trace, as the walk and labelling
+// see it: a trace has many (a segment per few events in some), so its
+// fields are narrow, and what only a live segment needs is apart
+// (segLive).
 type segmentInfo struct {
-	addr, size, stream uint64
-	small              bool
-	born               int // event index
-	label              int // labelUnknown, labelDefault, labelPrivate or a pool > 0
-	how                string
-	blocks             []modelBlock // address order
-	broken             bool         // the events did not fit the block model: no evidence from it
-	firstAlloc         int
-	lastAlloc          int     // the event of the latest allocation in it, -1 if none
-	lastAddr           uint64  // and its address
-	free               []int32 // its blocks' nodes in the free treap
-	fk                 int32   // the index of its stream and size class
+	*segLive                  // nil once the segment is freed
+	addr, size, stream uint64 //
+	lastAddr           uint64 // the address of the latest allocation in it
+	label              int    // labelUnknown, labelDefault, labelPrivate or a pool > 0
+	born               int32  // event index
+	firstAlloc         int32  // the event of its first allocation, -1 if none
+	lastAlloc          int32  // the event of the latest allocation in it, -1 if none
+	fk                 int32  // the index of its stream and size class
 	// class: for a segment the snapshot will label (alive at the end, a
 	// final segment's), the index of its pool id in inferer.classIDs; -1
 	// for any other (open). An open segment keeps its exclusions from
 	// classed ones summed up: the lowest of them (closedMin, -1: none) and
-	// the classes (closedIDs); a classed one whether it passed over a
-	// block of its own class (samePass)
+	// the classes (inferer.closedIDs); a classed one whether it passed
+	// over a block of its own class (samePass)
 	class     int32
 	closedMin int32
-	closedIDs []uint64
-	samePass  bool
+	closed    int32 // the index of its classes in inferer.closedSets, -1: none
 	whole     int32 // its index in inferer.whole, -1 when not there
+	how       uint8 // the evidence of its label, an index in howNames
+	small     bool
+	broken    bool // the events did not fit the block model: no evidence from it
+	samePass  bool
+}
+
+// segLive is the block model of a live segment.
+type segLive struct {
+	blocks []modelBlock // address order
+	free   []int32      // its blocks' nodes in the free treap
+}
+
+// howNames are the evidence names by index (segmentInfo.how).
+var howNames = [...]string{"", howSnapshot, howOrder, howExclusion, howContinuity, howRestore}
+
+// howIndex is how's index in howNames.
+func howIndex(how string) uint8 {
+	for i, h := range howNames {
+		if h == how {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+// closedIDs are the classes open segment si was found apart from, nil
+// when none.
+func (f *inferer) closedIDs(si int) []uint64 {
+	if c := f.segs[si].closed; c >= 0 {
+		return f.closedSets[c]
+	}
+	return nil
 }
 
 // walkMode is what a walk of the block model records.
@@ -110,31 +147,42 @@ const (
 )
 
 type inferer struct {
-	cfg     alloc.Config
-	mode    walkMode
-	events  []trace.Event // the whole trace; nil in a streamed walk
-	rec     []eventRecord // per event: what the labels read of it
-	streams map[uint64]uint32
-	segs    []*segmentInfo
-	live    map[uint64]int // segment base → its segmentInfo
-	bases   []uint64       // live bases, sorted
-	tree    *freeTree
-	keys    map[freeKey]int32 // each stream and size class's index in roots
-	roots   []int32           // their free treaps
-	mask    []uint64          // a buffer of classes
+	cfg    alloc.Config
+	mode   walkMode
+	events []trace.Event // the whole trace; nil in a streamed walk
+	// per alloc event, in order (walkFull): what the labels read of it,
+	// its index in the trace, and the segment it landed in (-1: none);
+	// nEvents and nAllocs count the events recorded and the allocs walked
+	rec           []eventRecord
+	allocAt       []int32
+	segOfAlloc    []int32
+	nEvents       int
+	nAllocs       int
+	streams       map[uint64]uint32
+	lastStream    uint64 // the stream streamIndex was last asked for, and its index
+	lastStreamIdx uint32
+	segs          []*segmentInfo
+	bases         []uint64 // live segments' bases, sorted
+	baseSeg       []int32  // and the segment at each
+	tree          *freeTree
+	keys          map[freeKey]int32 // each stream and size class's index in roots
+	roots         []int32           // their free treaps
+	mask          []uint64          // a buffer of classes
 	// apart: pairs of open segments known to be in different pools (a
 	// classed segment's exclusions are summed up in its open partner);
 	// anyApart: the walk found an exclusion
-	apart      map[[2]int]bool
+	// (a list: a pair may come more than once, sortApart leaves each once)
+	apart      [][2]int32
+	apartLen   int // len(apart) when sortApart last ran
 	anyApart   bool
-	runs       [][]int // per run: the segments it freed, in order
-	runAt      []int   // per run: its first event index
-	runEnd     []int   // per run: its last event index
-	surv       [][]int // per run: the open whole-free segments it left
-	survDef    []bool  // per run: it left a whole-free classed segment of the default pool
-	segOfAlloc []int32 // per event: the segment an alloc landed in, -1
-	claim      []bool
-	orderOK    bool // no GC or max_split_size: releases free every whole segment in order
+	closedSets [][]uint64 // see segmentInfo.closed
+	runs       [][]int    // per run: the segments it freed, in order
+	runAt      []int      // per run: its first event index
+	runEnd     []int      // per run: its last event index
+	surv       [][]int    // per run: the open whole-free segments it left
+	survDef    []bool     // per run: it left a whole-free classed segment of the default pool
+	claim      bitset     // per event: an alloc that claims its block by address
+	orderOK    bool       // no GC or max_split_size: releases free every whole segment in order
 	// runStart: per run, where its global release begins; the segments
 	// before it were one pool's own release (~MemPool's emptyCache)
 	// just before an empty_cache(), so they share a pool (group)
@@ -153,8 +201,15 @@ type inferer struct {
 	// walkClaims: each segment's class (its pool after labelling, -1
 	// for none); again walks the trace once more for g
 	segClass []int32
-	byClass  map[int64]int32 // the free treaps of each class: key<<32 | class
-	again    func(g *inferer)
+	// skipOpen (walkClaims): the block model of segments of no class is
+	// left out, as no claim is asked of it and each segment's blocks
+	// follow its own events alone: the first walk saw their restores.
+	// Not when two live segments shared a base (sharedBase, seen by the
+	// first walk), where a free block is taken back by address alone.
+	skipOpen   bool
+	sharedBase bool
+	byClass    map[int64]int32 // the free treaps of each class: key<<32 | class
+	again      func(g *inferer)
 }
 
 // closedSeg is a segment alive at the end of the trace that a final
@@ -167,18 +222,36 @@ type closedSeg struct {
 // inferPools labels every segment of the trace with its pool. final holds the
 // snapshot's final segments of this device (nil when unknown).
 func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *poolPlan {
+	allocs := 0
 	for i := range events {
-		if events[i].Action == trace.ActionSegmentMap || events[i].Action == trace.ActionSegmentUnmap {
+		switch events[i].Action {
+		case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
 			return nil // expandable segments: pools are not modelled there
+		case trace.ActionAlloc:
+			allocs++
 		}
 	}
 	f := newInferer(cfg)
 	f.events = events
-	f.keepRecords(len(events))
-	f.predict(final, func(see func(i int, e *trace.Event)) {
-		for i := range events {
-			see(i, &events[i])
+	f.keepRecords(len(events), allocs)
+	last := map[uint64]int{}
+	for _, fs := range final {
+		last[fs.Address] = -2 // not seen
+	}
+	for i := range events {
+		switch e := &events[i]; e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentFree:
+			if _, ok := last[e.Addr]; ok {
+				last[e.Addr] = -1
+				if e.Action == trace.ActionSegmentAlloc {
+					last[e.Addr] = i
+				}
+			}
 		}
+	}
+	f.predict(final, func(addr uint64) (int, bool) {
+		i := last[addr]
+		return i, i != -2
 	})
 	for i := range events {
 		f.record(&events[i])
@@ -193,29 +266,18 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 
 // predict finds the segments the snapshot's final segments will label
 // (those alive at the end at their addresses), before the walk, so that
-// the walk sums up their exclusions by pool: each reads each event of the
-// trace with its index.
-func (f *inferer) predict(final []trace.Segment, each func(see func(i int, e *trace.Event))) {
+// the walk sums up their exclusions by pool: last says of an address the
+// index of the last segment event there when it was a segment_alloc, -1
+// when a segment_free, and whether there was one.
+func (f *inferer) predict(final []trace.Segment, last func(addr uint64) (int, bool)) {
 	poolAt := map[uint64][2]int64{}
 	for _, fs := range final {
 		poolAt[fs.Address] = fs.PoolID
 	}
-	last := map[uint64]int{} // per final address: the event that made its segment alive at the end, -1 freed
-	each(func(i int, e *trace.Event) {
-		switch e.Action {
-		case trace.ActionSegmentAlloc, trace.ActionSegmentFree:
-			if _, ok := poolAt[e.Addr]; ok {
-				last[e.Addr] = -1
-				if e.Action == trace.ActionSegmentAlloc {
-					last[e.Addr] = i
-				}
-			}
-		}
-	})
 	class := map[[2]int64]int32{}
 	f.closedAt, f.defClass = map[uint64]closedSeg{}, -1
 	for _, fs := range final {
-		i, ok := last[fs.Address]
+		i, ok := last(fs.Address)
 		if !ok || i < 0 {
 			continue
 		}
@@ -249,54 +311,61 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 // (keepRecords) it can only find the evidence of pools (a streamed walk
 // that looks for them).
 func newInferer(cfg alloc.Config) *inferer {
-	return &inferer{cfg: cfg, live: map[uint64]int{}, keys: map[freeKey]int32{}, tree: newFreeTree(0), apart: map[[2]int]bool{},
+	return &inferer{cfg: cfg, keys: map[freeKey]int32{}, tree: newFreeTree(0),
 		streams: map[uint64]uint32{}, defClass: -1,
 		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
 }
 
-// eventRecord is what labelling reads of one event, in 4 bytes: whether it is
-// an alloc, whether of 8 bytes (the CUDA generator's seed and offset), and
+// eventRecord is what labelling reads of one alloc event, in 4 bytes:
+// whether it is of 8 bytes (the CUDA generator's seed and offset), and
 // its stream (an index into inferer.streams). A streamed walk keeps one
-// per event instead of the event.
+// per alloc event instead of the event.
 type eventRecord uint32
 
 const (
-	recAlloc eventRecord = 1 << iota
-	recSize8
-	recStreamShift = iota
+	recSize8       eventRecord = 1
+	recStreamShift             = 1
 )
 
-func (r eventRecord) alloc() bool    { return r&recAlloc != 0 }
 func (r eventRecord) stream() uint32 { return uint32(r >> recStreamShift) }
 
-// keepRecords makes the walk keep a record of every event, and what it
-// learns of each (ofAl, claim), for labelling; n is a capacity hint.
-func (f *inferer) keepRecords(n int) {
+// keepRecords makes the walk keep a record of every alloc event, and what
+// it learns of each (segOfAlloc, claim), for labelling; n and allocs, the
+// trace's events and alloc events, are capacity hints.
+func (f *inferer) keepRecords(n, allocs int) {
 	f.mode = walkFull
-	f.rec, f.segOfAlloc, f.claim = make([]eventRecord, 0, n), make([]int32, 0, n), make([]bool, 0, n)
+	f.claim = make(bitset, 0, (n+63)/64)
+	f.rec, f.allocAt, f.segOfAlloc = make([]eventRecord, 0, allocs), make([]int32, 0, allocs), make([]int32, 0, allocs)
 }
 
 // record appends the record of the trace's next event.
 func (f *inferer) record(e *trace.Event) {
-	r := eventRecord(f.streamIndex(e.Stream)) << recStreamShift
+	if f.nEvents&63 == 0 {
+		f.claim = append(f.claim, 0)
+	}
 	if e.Action == trace.ActionAlloc {
-		r |= recAlloc
+		r := eventRecord(f.streamIndex(e.Stream)) << recStreamShift
 		if e.Size == 8 {
 			r |= recSize8
 		}
+		f.rec = append(f.rec, r)
+		f.allocAt = append(f.allocAt, int32(f.nEvents))
+		f.segOfAlloc = append(f.segOfAlloc, -1)
 	}
-	f.rec = append(f.rec, r)
-	f.segOfAlloc = append(f.segOfAlloc, -1)
-	f.claim = append(f.claim, false)
+	f.nEvents++
 }
 
 // streamIndex is stream's index in the records.
 func (f *inferer) streamIndex(stream uint64) uint32 {
+	if len(f.streams) > 0 && stream == f.lastStream {
+		return f.lastStreamIdx
+	}
 	k, ok := f.streams[stream]
 	if !ok {
 		k = uint32(len(f.streams))
 		f.streams[stream] = k
 	}
+	f.lastStream, f.lastStreamIdx = stream, k
 	return k
 }

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -21,7 +20,7 @@ func (f *inferer) set(si, l int, how string) bool {
 		return false
 	}
 	if s.label == labelUnknown || (s.label == labelPrivate && l > 0) {
-		s.label, s.how = l, how
+		s.label, s.how = l, howIndex(how)
 		return true
 	}
 	return false
@@ -35,7 +34,7 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 	idOf := map[[2]int64]int{{0, 0}: 0}
 	// E1: the final segments name their pools
 	for _, fs := range final {
-		si, ok := f.live[fs.Address]
+		si, ok := f.liveAt(fs.Address)
 		if !ok {
 			continue
 		}
@@ -45,7 +44,7 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 			ids = append(ids, fs.PoolID)
 			idOf[fs.PoolID] = l
 		}
-		f.segs[si].label, f.segs[si].how = l, howSnapshot
+		f.segs[si].label, f.segs[si].how = l, howIndex(howSnapshot)
 	}
 	// E4: a global release frees default large, default small, then the
 	// released pools' small and large segments; where that order breaks,
@@ -169,7 +168,7 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 				}
 			}
 			for c, l := range classLabel {
-				if ids := f.segs[m].closedIDs; ids != nil && ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
+				if ids := f.closedIDs(m); ids != nil && ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
 					excluded[l] = true
 				}
 			}
@@ -205,7 +204,7 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 	released := map[int]bool{} // lifetimes a run has freed segments of
 	r := 0
 	for _, s := range f.segs {
-		for r < len(f.runs) && f.runAt[r] < s.born {
+		for r < len(f.runs) && f.runAt[r] < int(s.born) {
 			for _, x := range f.runs[r] {
 				if l := f.segs[x].label; l > 0 {
 					released[l] = true
@@ -329,7 +328,11 @@ func (f *inferer) propagate(apart [][2]int, apartOf [][]int32) {
 // segment can label the open one (rules set unknown labels only, and it
 // comes first in that order); a pair of two classed ones labels none.
 func (f *inferer) exclusions() (apart [][2]int, apartOf [][]int32) {
-	apart = slices.Collect(maps.Keys(f.apart))
+	f.sortApart()
+	apart = make([][2]int, len(f.apart), len(f.apart)+len(f.segs)/8)
+	for k, p := range f.apart {
+		apart[k] = [2]int{int(p[0]), int(p[1])}
+	}
 	for si, s := range f.segs {
 		if s.closedMin >= 0 {
 			c := int(s.closedMin)
@@ -347,73 +350,100 @@ func (f *inferer) exclusions() (apart [][2]int, apartOf [][]int32) {
 	return apart, apartOf
 }
 
+// byDistance hands see the alloc events (their indexes in the records)
+// in order of their distance in the trace from its event at, at itself
+// left out, the earlier first at equal distances, until see returns
+// true.
+func (f *inferer) byDistance(at int, see func(k int) bool) {
+	a := f.allocAt
+	hi, found := slices.BinarySearch(a, int32(at))
+	lo := hi - 1
+	if found {
+		hi++
+	}
+	for lo >= 0 || hi < len(a) {
+		k := hi
+		if hi >= len(a) || lo >= 0 && at-int(a[lo]) <= int(a[hi])-at {
+			k = lo
+			lo--
+		} else {
+			hi++
+		}
+		if see(k) {
+			return
+		}
+	}
+}
+
+// allocIndex is the index in the records of alloc event i.
+func (f *inferer) allocIndex(i int) int {
+	k, _ := slices.BinarySearch(f.allocAt, int32(i))
+	return k
+}
+
 // nearest is the label of the labeled allocation closest in event order to
 // segment si's first allocation on its stream; default when there is none.
 func (f *inferer) nearest(si int) int {
 	s := f.segs[si]
-	at := s.firstAlloc
+	at := int(s.firstAlloc)
 	if at < 0 {
-		at = s.born
+		at = int(s.born)
 	}
-	n, stream := len(f.rec), f.streamIndex(s.stream)
-	for d := 1; d < n; d++ {
-		for _, j := range []int{at - d, at + d} {
-			if j < 0 || j >= n || !f.rec[j].alloc() || f.rec[j].stream() != stream || f.generatorAlloc(j) {
-				continue
-			}
-			if o := f.segOfAlloc[j]; o >= 0 && int(o) != si {
-				if l := f.segs[o].label; l != labelUnknown {
-					if l > 0 {
-						return labelPrivate
-					}
-					return l
+	stream := f.streamIndex(s.stream)
+	l := labelDefault
+	f.byDistance(at, func(k int) bool {
+		if f.rec[k].stream() != stream || f.generatorAlloc(k) {
+			return false
+		}
+		if o := f.segOfAlloc[k]; o >= 0 && int(o) != si {
+			if ol := f.segs[o].label; ol != labelUnknown {
+				l = ol
+				if ol > 0 {
+					l = labelPrivate
 				}
+				return true
 			}
 		}
-		if at-d < 0 && at+d >= n {
-			break
-		}
-	}
-	return labelDefault
+		return false
+	})
+	return l
 }
 
 // generatorSegment: segment si was made for the CUDA generator's seed and offset
 // (two 8-byte tensors allocated back to back on the capture stream before
 // capture_begin): default pool, although private allocations follow it.
 func (f *inferer) generatorSegment(si int) bool {
-	i := f.segs[si].firstAlloc
-	return i >= 0 && i+1 < len(f.rec) && f.generatorAlloc(i) && int(f.segOfAlloc[i+1]) == si
+	i := int(f.segs[si].firstAlloc)
+	if i < 0 {
+		return false
+	}
+	k := f.allocIndex(i)
+	return k+1 < len(f.allocAt) && int(f.allocAt[k+1]) == i+1 && f.generatorAlloc(k) && int(f.segOfAlloc[k+1]) == si
 }
 
-// rngAlloc: alloc event j is one of such a pair. It says nothing of the
-// pool the allocations around it were routed to.
-func (f *inferer) generatorAlloc(j int) bool {
-	rec := f.rec
-	const seed = recAlloc | recSize8
-	pair := func(a, b int) bool {
-		return a >= 0 && b < len(rec) && rec[a]&seed == seed && rec[b]&seed == seed && rec[a].stream() == rec[b].stream()
+// generatorAlloc: alloc k (its index in the records) is one of such a
+// pair. It says nothing of the pool the allocations around it were
+// routed to.
+func (f *inferer) generatorAlloc(k int) bool {
+	rec, at := f.rec, f.allocAt
+	pair := func(a, b int) bool { // allocs a and b, one event after the other
+		return a >= 0 && b < len(rec) && at[b] == at[a]+1 && rec[a]&recSize8 != 0 && rec[b]&recSize8 != 0 &&
+			rec[a].stream() == rec[b].stream()
 	}
-	return pair(j, j+1) || pair(j-1, j)
+	return pair(k, k+1) || pair(k-1, k)
 }
 
 // nearestPool is the pool of the nearest allocation on si's stream that
 // landed in a segment of a known private pool, 0 when none.
 func (f *inferer) nearestPool(si int) int {
 	s := f.segs[si]
-	at := max(s.firstAlloc, s.born)
-	n := len(f.rec)
-	for d := 1; d < n; d++ {
-		for _, j := range []int{at - d, at + d} {
-			if j < 0 || j >= n || !f.rec[j].alloc() {
-				continue
-			}
-			if o := f.segOfAlloc[j]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
-				return f.segs[o].label
-			}
+	l := 0
+	f.byDistance(int(max(s.firstAlloc, s.born)), func(k int) bool {
+		if o := f.segOfAlloc[k]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
+			l = f.segs[o].label
+			return true
 		}
-		if at-d < 0 && at+d >= n {
-			break
-		}
-	}
-	return 0
+		return false
+	})
+	return l
 }

@@ -14,22 +14,20 @@ import (
 // plan turns the labels into what the plan builder needs.
 func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	f.passedClaims()
-	pp := &poolPlan{allocPool: make([]uint32, len(f.segOfAlloc)), claim: f.claim, runs: map[int]runInfo{}}
+	pp := &poolPlan{claim: f.claim, runs: map[int]runInfo{}}
 	pools := make([]Pool, len(ids))
-	hows := make([]map[string]bool, len(ids))
+	hows := make([]uint8, len(ids)) // per pool, the evidence seen (bits by index in howNames)
 	for l := range pools {
 		pools[l] = Pool{Pool: uint32(l), ID: ids[l], Released: -1}
-		hows[l] = map[string]bool{}
 	}
 	for _, s := range f.segs {
 		if s.label > 0 {
 			pools[s.label].Segments++
-			hows[s.label][s.how] = true
+			hows[s.label] |= 1 << s.how
 		}
 	}
-	for i, o := range f.segOfAlloc {
+	for _, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			pp.allocPool[i] = uint32(f.segs[o].label)
 			pools[f.segs[o].label].Allocs++
 		}
 	}
@@ -39,9 +37,9 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	// that frees only private segments while a default whole-free segment
 	// survives is ~MemPool's own emptyCache
 	last := map[int]int{}
-	for i, o := range f.segOfAlloc {
+	for k, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			last[f.segs[o].label] = i
+			last[f.segs[o].label] = int(f.allocAt[k])
 		}
 	}
 	released := map[int]bool{}
@@ -68,14 +66,26 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		}
 	}
 	for l := 1; l < len(pools); l++ {
-		for h := range hows[l] {
-			pools[l].How = append(pools[l].How, h)
+		for h, name := range howNames {
+			if hows[l]&(1<<h) == 0 {
+				continue
+			}
+			pools[l].How = append(pools[l].How, name)
 		}
 		sort.Strings(pools[l].How)
 		if pools[l].Segments > 0 {
 			pp.pools = append(pp.pools, pools[l])
 		}
 	}
+	// each alloc's pool, in place of its segment: the records are done with
+	for k, o := range f.segOfAlloc {
+		l := int32(0)
+		if o >= 0 && f.segs[o].label > 0 {
+			l = int32(f.segs[o].label)
+		}
+		f.segOfAlloc[k] = l
+	}
+	pp.allocPool, f.segOfAlloc = f.segOfAlloc, nil
 	return pp
 }
 
@@ -96,7 +106,7 @@ func (f *inferer) passedClaims() {
 	}
 	g := newInferer(f.cfg)
 	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
-	g.segClass = make([]int32, len(f.segs))
+	g.segClass, g.skipOpen = make([]int32, len(f.segs)), !f.sharedBase
 	for si, s := range f.segs {
 		g.segClass[si] = -1
 		if s.label > 0 {
@@ -111,13 +121,13 @@ func (f *inferer) passedClaims() {
 // a classed one of its pool's label, a classed one that passed over a
 // block of its own class.
 func (f *inferer) samePoolApart() bool {
-	for p := range f.apart {
+	for _, p := range f.apart {
 		if l := f.segs[p[0]].label; l > 0 && l == f.segs[p[1]].label {
 			return true
 		}
 	}
-	for _, s := range f.segs {
-		if s.label > 0 && (s.samePass || s.closedIDs != nil && slices.ContainsFunc(s.closedIDs, func(w uint64) bool { return w != 0 })) {
+	for si, s := range f.segs {
+		if s.label > 0 && (s.samePass || slices.ContainsFunc(f.closedIDs(si), func(w uint64) bool { return w != 0 })) {
 			return true
 		}
 	}
@@ -144,11 +154,13 @@ func (f *inferer) entersPool(r int) bool {
 	// the segment the next request made and the generator's pair come
 	// between; anything else ends the look
 	const within = 6
-	for j := f.runEnd[r] + 1; j < len(f.rec) && j <= f.runEnd[r]+within; j++ {
-		if !f.rec[j].alloc() || f.generatorAlloc(j) {
+	end := f.runEnd[r]
+	k, _ := slices.BinarySearch(f.allocAt, int32(end+1))
+	for ; k < len(f.allocAt) && int(f.allocAt[k]) <= end+within; k++ {
+		if f.generatorAlloc(k) {
 			continue
 		}
-		o := f.segOfAlloc[j]
+		o := f.segOfAlloc[k]
 		return o >= 0 && f.segs[o].label > 0
 	}
 	return false

@@ -329,7 +329,7 @@ func TestMemPoolReleaseThenEmptyCache(t *testing.T) {
 	if pp == nil || len(pp.pools) != 1 || pp.pools[0].Segments != 2 {
 		t.Fatalf("pools %+v, want one of 2 segments", pp)
 	}
-	route := []uint32{pp.allocPool[1], pp.allocPool[3], pp.allocPool[5], pp.allocPool[7]}
+	route := pp.allocPool // the four allocs, in order
 	if route[0] != 0 || route[3] != 0 || route[1] == 0 || route[1] != route[2] {
 		t.Errorf("allocations routed to pools %v, want 0, p, p, 0", route)
 	}

@@ -1,9 +1,9 @@
 package replay
 
 import (
+	"cmp"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -20,16 +20,28 @@ type freeKey struct {
 	small  bool
 }
 
+// at is the live segment holding addr, -1 when none.
 func (f *inferer) at(addr uint64) int {
-	k := sort.Search(len(f.bases), func(i int) bool { return f.bases[i] > addr }) - 1
+	k, found := slices.BinarySearch(f.bases, addr)
+	if !found {
+		k--
+	}
 	if k < 0 {
 		return -1
 	}
-	s := f.segs[f.live[f.bases[k]]]
-	if addr >= s.addr+s.size {
+	si := int(f.baseSeg[k])
+	if s := f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
-	return f.live[f.bases[k]]
+	return si
+}
+
+// liveAt is the live segment based at addr.
+func (f *inferer) liveAt(addr uint64) (int, bool) {
+	if k, ok := slices.BinarySearch(f.bases, addr); ok {
+		return int(f.baseSeg[k]), true
+	}
+	return 0, false
 }
 
 // round is round_size; without roundup_power2_divisions it is 512-byte
@@ -105,7 +117,23 @@ func (f *inferer) differ(x, y int) {
 	if x == y {
 		return
 	}
-	f.apart[[2]int{min(x, y), max(x, y)}] = true
+	p := [2]int32{int32(min(x, y)), int32(max(x, y))}
+	if n := len(f.apart); n > 0 && f.apart[n-1] == p {
+		return
+	}
+	f.apart = append(f.apart, p)
+	if len(f.apart) >= 2*f.apartLen+1024 { // the list stays within twice the pairs
+		f.sortApart()
+	}
+}
+
+// sortApart sorts the pairs apart and leaves each once.
+func (f *inferer) sortApart() {
+	slices.SortFunc(f.apart, func(a, b [2]int32) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	f.apart = slices.Compact(f.apart)
+	f.apartLen = len(f.apart)
 }
 
 // closedPartner notes that open segment si is in another pool than
@@ -115,10 +143,17 @@ func (f *inferer) closedPartner(si int, c, class int32) {
 	if s.closedMin < 0 || c < s.closedMin {
 		s.closedMin = c
 	}
-	if s.closedIDs == nil {
-		s.closedIDs = make([]uint64, f.tree.words)
+	f.closedSet(s)[class/64] |= 1 << (class % 64)
+}
+
+// closedSet is the set of classes open segment s was found apart from,
+// made empty at its first.
+func (f *inferer) closedSet(s *segmentInfo) []uint64 {
+	if s.closed < 0 {
+		s.closed = int32(len(f.closedSets))
+		f.closedSets = append(f.closedSets, make([]uint64, f.tree.words))
 	}
-	s.closedIDs[class/64] |= 1 << (class % 64)
+	return f.closedSets[s.closed]
 }
 
 // closedPartners notes that open segment si is in another pool than
@@ -128,11 +163,9 @@ func (f *inferer) closedPartners(si int, c int32, mask []uint64) {
 	if s.closedMin < 0 || c < s.closedMin {
 		s.closedMin = c
 	}
-	if s.closedIDs == nil {
-		s.closedIDs = make([]uint64, f.tree.words)
-	}
+	ids := f.closedSet(s)
 	for i, w := range mask {
-		s.closedIDs[i] |= w
+		ids[i] |= w
 	}
 }
 
@@ -187,8 +220,9 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	e := &ev[i]
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
-		s := &segmentInfo{addr: e.Addr, size: e.Size, stream: e.Stream, born: base + i, label: labelUnknown,
-			blocks: []modelBlock{{e.Addr, e.Size, true}}, firstAlloc: -1, lastAlloc: -1, class: -1, closedMin: -1, whole: -1}
+		s := &segmentInfo{addr: e.Addr, size: e.Size, stream: e.Stream, born: int32(base + i), label: labelUnknown,
+			segLive:    &segLive{blocks: []modelBlock{{e.Addr, e.Size, true}}},
+			firstAlloc: -1, lastAlloc: -1, class: -1, closedMin: -1, closed: -1, whole: -1}
 		if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
 			s.class = c.class
 		}
@@ -200,14 +234,17 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		s.fk = f.keyOf(s.stream, s.small)
 		f.segs = append(f.segs, s)
 		si := len(f.segs) - 1
-		if old, ok := f.live[e.Addr]; !ok { // else a segment we missed the free of
-			k, _ := slices.BinarySearch(f.bases, e.Addr)
+		if k, ok := slices.BinarySearch(f.bases, e.Addr); !ok {
 			f.bases = slices.Insert(f.bases, k, e.Addr)
-		} else {
-			f.setWhole(old, false)
+			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
+		} else { // a segment we missed the free of
+			f.sharedBase = true
+			f.setWhole(int(f.baseSeg[k]), false)
+			f.baseSeg[k] = int32(si)
 		}
-		f.live[e.Addr] = si
-		f.addFree(si, s.blocks[0])
+		if !f.skips(si) {
+			f.addFree(si, s.blocks[0])
+		}
 		f.setWhole(si, true)
 	case trace.ActionSegmentFree:
 		j := i
@@ -218,6 +255,7 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		return j
 	case trace.ActionAlloc:
 		f.alloc(base+i, e, i > 0 && ev[i-1].Action == trace.ActionSegmentAlloc && ev[i-1].Addr == e.Addr)
+		f.nAllocs++
 	case trace.ActionFreeCompleted:
 		f.freeAt(e.Addr)
 	}
@@ -229,23 +267,22 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 func (f *inferer) release(run []trace.Event, from int) {
 	var freed []int
 	for k := range run {
-		si, ok := f.live[run[k].Addr]
+		x, ok := slices.BinarySearch(f.bases, run[k].Addr)
 		if !ok {
 			continue
 		}
+		si := int(f.baseSeg[x])
 		freed = append(freed, si)
 		s := f.segs[si]
 		for _, b := range s.blocks {
-			if b.free {
+			if b.free && !f.skips(si) {
 				f.delFree(si, b)
 			}
 		}
-		s.blocks, s.free = nil, nil // a freed segment's blocks are never looked at again
+		s.segLive = nil // a freed segment's blocks are never looked at again
 		f.setWhole(si, false)
-		delete(f.live, s.addr)
-		if x, ok := slices.BinarySearch(f.bases, s.addr); ok {
-			f.bases = slices.Delete(f.bases, x, x+1)
-		}
+		f.bases = slices.Delete(f.bases, x, x+1)
+		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
 	}
 	f.runs = append(f.runs, freed)
 	f.runAt = append(f.runAt, from)
@@ -261,9 +298,13 @@ func (f *inferer) release(run []trace.Event, from int) {
 	}
 }
 
+// skips says whether the walk leaves segment si's block model out (see
+// skipOpen).
+func (f *inferer) skips(si int) bool { return f.skipOpen && f.segClass[si] < 0 }
+
 func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	si := f.at(e.Addr)
-	if si < 0 {
+	if si < 0 || f.skips(si) {
 		return
 	}
 	f.allocIn(si, i, e, isNew)
@@ -273,11 +314,11 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 // allocIn walks alloc event i, e, in segment si.
 func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	if f.segOfAlloc != nil {
-		f.segOfAlloc[i] = int32(si)
+		f.segOfAlloc[f.nAllocs] = int32(si)
 	}
 	s := f.segs[si]
 	if s.firstAlloc < 0 {
-		s.firstAlloc = i
+		s.firstAlloc = int32(i)
 	}
 	if s.broken {
 		return
@@ -293,7 +334,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 		back := modelBlock{e.Addr, old.addr + old.size - e.Addr, true}
 		s.blocks = slices.Replace(s.blocks, k, k+1, modelBlock{old.addr, e.Addr - old.addr, false}, back)
 		f.addFree(si, back)
-		f.setClaim(s.lastAlloc)
+		f.setClaim(int(s.lastAlloc))
 		k++
 		chained = true
 	}
@@ -304,7 +345,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 		s.broken = true
 		return
 	}
-	s.lastAlloc, s.lastAddr = i, e.Addr
+	s.lastAlloc, s.lastAddr = int32(i), e.Addr
 	b := s.blocks[k]
 	small := f.round(e.Size) <= 1<<20
 	// a block that best fit would not hand out here: a claim by address
@@ -325,12 +366,13 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	if restore {
 		f.setClaim(i)
 		if s.label == labelUnknown || s.label == labelDefault {
-			s.label, s.how = labelPrivate, howRestore
+			s.label, s.how = labelPrivate, howIndex(howRestore)
 		}
 	} else {
 		f.exclude(si, i, r, b, isNew)
 	}
-	var out []modelBlock
+	var buf [3]modelBlock
+	out := buf[:0]
 	if e.Addr > b.addr {
 		out = append(out, modelBlock{b.addr, e.Addr - b.addr, true})
 	}
@@ -421,7 +463,7 @@ func (f *inferer) usable(r, size uint64) bool {
 
 func (f *inferer) freeAt(addr uint64) {
 	si := f.at(addr)
-	if si < 0 {
+	if si < 0 || f.skips(si) {
 		return
 	}
 	f.freeIn(si, addr)
@@ -479,6 +521,6 @@ func lessKey(a, b [4]uint64) bool {
 // a walk that only looks for evidence of private pools).
 func (f *inferer) setClaim(i int) {
 	if f.claim != nil {
-		f.claim[i] = true
+		f.claim.set(i)
 	}
 }

@@ -7,19 +7,23 @@ import (
 // PoolWalk walks one device's trace of a snapshot, a window of events at
 // a time, for the private pools its plan needs (a CUDA graph's, a
 // torch.cuda.MemPool's): it walks the block model inferPools walks, keeping
-// per event a packed record (eventRecord), the segment the event allocated
-// in and whether it claimed its block: 9 bytes an event, not the event. A
-// snapshot planner declines a trace that used private pools; the trace is
-// then planned in more passes over its tape: this walk's (a look ahead
-// for the segments the final snapshot names, the walk, and for a trace
-// whose allocations may have passed over their own pool's blocks, a walk
-// again), and NewPoolPlanner's with the pools it found.
+// per alloc event a packed record (eventRecord), its index and the segment
+// it allocated in (12 bytes), and per event whether it claimed its block
+// (a bit), not the events. A snapshot planner declines a trace that used
+// private pools; the trace is then planned in more passes over its tape:
+// this walk's (the walk, the segments the final snapshot names known from
+// the start state's read, and for a trace whose allocations may have
+// passed over their own pool's blocks, a walk again), and
+// NewPoolPlanner's with the pools it found.
 type PoolWalk struct {
 	f      *inferer
 	events func(see func(e *trace.Event))
 	window
 	mapped bool // expandable segments: pools are not modelled there
 	final  []trace.Segment
+	// last: the last segment event at an address (see inferer.predict),
+	// as the start state saw it
+	last func(addr uint64) (int, bool)
 }
 
 // NewPoolWalk starts the walk of device's trace of snap: events hands see
@@ -28,7 +32,12 @@ type PoolWalk struct {
 func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(e *trace.Event))) *PoolWalk {
 	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), events: events, window: window{win: make([]trace.Event, 0, plannerWindow)},
 		final: deviceSegments(snap, device)}
-	w.f.keepRecords(st.events)
+	w.f.keepRecords(st.events, st.allocs)
+	w.mapped = st.paged
+	w.last = func(addr uint64) (int, bool) {
+		f, ok := st.segs[addr]
+		return int(f.last), ok
+	}
 	return w
 }
 
@@ -51,20 +60,13 @@ func (w *PoolWalk) walkAll(f *inferer, record bool) {
 // private pool (or has expandable segments, where pools are not modelled).
 func (w *PoolWalk) pools() *poolPlan {
 	f := w.f
-	f.predict(w.final, func(see func(int, *trace.Event)) {
-		i := 0
-		w.events(func(e *trace.Event) {
-			w.mapped = w.mapped || e.Action == trace.ActionSegmentMap || e.Action == trace.ActionSegmentUnmap
-			see(i, e)
-			i++
-		})
-	})
+	f.predict(w.final, w.last)
 	if w.mapped {
 		return nil // as inferPools: no pools
 	}
 	w.walkAll(f, true)
 	f.again = func(g *inferer) { w.walkAll(g, false) }
 	pp := f.poolPlan(w.final)
-	w.f, w.win, w.events = nil, nil, nil
+	w.f, w.win, w.events, w.last = nil, nil, nil, nil
 	return pp
 }

@@ -21,7 +21,8 @@ import (
 //     evidence of private pools (showsPools) reads, then the second;
 //  3. else, for a trace that used private pools (their inference labels
 //     allocations from what happened later), two more passes over the
-//     tape: a PoolWalk (9 bytes an event) then NewPoolPlanner;
+//     tape: a PoolWalk (12 bytes an alloc event and a bit an event) then
+//     NewPoolPlanner;
 //  4. else none: the caller reads the file whole (FromSnapshot).
 
 // A Reader reads the snapshot file once more from its start, handing sink

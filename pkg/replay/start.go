@@ -31,7 +31,13 @@ type StartState struct {
 	// mapped: the trace has expandable segments, where pools are not
 	// modelled
 	mapped bool
-	events int // read so far: a later read sizes its arrays with it
+	// paged: it maps or unmaps pages (a trace cut short may unmap only)
+	paged  bool
+	events int // read so far, the allocs of them and those a plan keeps
+	allocs int // (device events and the one after each): a later read
+	kept   int // sizes its arrays with them
+	// afterDevice: the last event read was a device event
+	afterDevice bool
 }
 
 // undo is the walk back's steps over one address's events so far, as a
@@ -55,10 +61,12 @@ const (
 
 // segFirst is the first segment event of an address: the segment existed
 // before the trace when it was a segment_free. allocated: the trace
-// allocates a segment there.
+// allocates a segment there. last is the last one's index when it was a
+// segment_alloc, -1 when a segment_free.
 type segFirst struct {
 	seg                segState
 	present, allocated bool
+	last               int32
 }
 
 // NewStartState starts reading a trace.
@@ -69,25 +77,38 @@ func NewStartState() *StartState {
 // Add reads the next event.
 func (s *StartState) Add(e *trace.Event) {
 	s.events++
+	if e.Action == trace.ActionAlloc {
+		s.allocs++
+	}
+	dev := isDevice(e.Action)
+	if dev || s.afterDevice {
+		s.kept++
+	}
+	s.afterDevice = dev
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 		s.a += int64(e.Size)
 		s.b += int64(e.Size)
 		s.maxA, s.maxB = max(s.maxA, s.a), max(s.maxB, s.b)
 		s.mapped = s.mapped || e.Action == trace.ActionSegmentMap
+		s.paged = s.paged || e.Action == trace.ActionSegmentMap
 	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
 		s.a -= int64(e.Size)
 		s.b = max(s.b-int64(e.Size), 0)
+		s.paged = s.paged || e.Action == trace.ActionSegmentUnmap
 	}
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
 		f := s.segs[e.Addr] // zero when it is the first: no segment before
-		f.allocated = true
+		f.allocated, f.last = true, int32(s.events-1)
 		s.segs[e.Addr] = f
 	case trace.ActionSegmentFree:
-		if _, ok := s.segs[e.Addr]; !ok {
-			s.segs[e.Addr] = segFirst{seg: segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, present: true}
+		f, ok := s.segs[e.Addr]
+		if !ok {
+			f = segFirst{seg: segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, present: true}
 		}
+		f.last = -1
+		s.segs[e.Addr] = f
 	case trace.ActionAlloc, trace.ActionFreeCompleted, trace.ActionFreeRequested:
 		s.blocks[e.Addr] = compose(s.blocks[e.Addr], e)
 	}
@@ -203,6 +224,7 @@ func newSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Plann
 		start += s.Size
 	}
 	pl.b.cfg, pl.b.reserved, pl.b.peak = settingsConfig(snap.Settings), start, st.peak(start)
+	pl.kept = st.kept
 	pl.gc = newGCWatch(snap.Settings)
 	return pl
 }
@@ -224,16 +246,15 @@ func (pl *Planner) addDevice(e *trace.Event) {
 	case trace.ActionOOM:
 		device = true
 	}
-	// inferCap looks at the events beside a device event, no further
-	if device || pl.afterDevice {
-		pl.ooms = append(pl.ooms, *e)
-		pl.oomAt = append(pl.oomAt, int32(pl.base+len(pl.win)))
-		if pl.gc != nil {
+	// inferCap looks at the events beside a device event, no further: the
+	// plan keeps those (noteDevice), the watch's count before each here
+	if pl.gc != nil {
+		if device || pl.afterDevice {
 			pl.gcFree = append(pl.gcFree, int32(pl.gc.free))
 		}
+		pl.gc.see(e.Action, e.Addr, e.Size) // the watch follows every block
 	}
 	pl.afterDevice = device
-	pl.gc.see(e) // the cap's garbage collection watch follows every block
 }
 
 // releaseToEnd says whether w[i] begins a run of segment releases that
@@ -262,6 +283,6 @@ func (pl *Planner) planSnapshot() *Plan {
 	p := pl.packed()
 	reserved0 := p.noteFinal(pl.snap, pl.device, pl.netSeg)
 	p.noteStart(reserved0)
-	pl.setCap(inferCapFrom(pl.ooms, pl.snap.Settings, reserved0, pl.gcFree, func(k int) bool { return p.entering[int(pl.oomAt[k])] }))
+	p.inferCap(pl.snap.Settings, reserved0, pl.gcFree)
 	return p
 }
