@@ -285,9 +285,6 @@ func uvarint(c []byte, p int) (uint64, int) {
 
 // uvarintLong is uvarint for one of two bytes or more.
 func uvarintLong(c []byte, p int) (uint64, int) {
-	if p+1 < len(c) && c[p+1] < 0x80 {
-		return uint64(c[p]&0x7f) | uint64(c[p+1])<<7, p + 2
-	}
 	v, n := binary.Uvarint(c[p:])
 	return v, p + n
 }
