@@ -367,39 +367,54 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 		return Result{}, nil
 	}
 	var ctl *C.gm_timeline_t
-	if tl != nil && len(tl.Allocated) > 0 {
-		n := len(tl.Allocated)
-		ctl = (*C.gm_timeline_t)(C.calloc(1, C.sizeof_gm_timeline_t))
-		defer C.free(unsafe.Pointer(ctl))
-		withOp := len(tl.AllocatedOp) == n
-		arr := (*C.int64_t)(C.calloc(C.size_t(4*n), 8))
-		defer C.free(unsafe.Pointer(arr))
-		all := unsafe.Slice((*int64)(unsafe.Pointer(arr)), 4*n)
-		copy(all[0:n], tl.Allocated)
-		copy(all[n:2*n], tl.Reserved)
-		copy(all[2*n:3*n], tl.Active)
-		ctl.stride = C.uint64_t(tl.Stride)
-		ctl.base = C.uint64_t(base)
-		ctl.nbuckets = C.uint64_t(n)
-		ctl.allocated = arr
-		ctl.reserved = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 8*n))
-		ctl.active = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 16*n))
-		if withOp {
-			for k, op := range tl.AllocatedOp {
-				all[3*n+k] = int64(op)
-			}
-			ctl.allocated_op = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 24*n))
-		}
-		defer func() {
-			copy(tl.Allocated, all[0:n])
-			copy(tl.Reserved, all[n:2*n])
-			copy(tl.Active, all[2*n:3*n])
+	if tl != nil && len(tl.Allocated) > 0 && tl.Stride > 0 {
+		// only the buckets ops can reach cross into C: [k0, k1)
+		k0 := min(base/tl.Stride, len(tl.Allocated))
+		k1 := min((base+len(ops)-1)/tl.Stride+1, len(tl.Allocated))
+		if k1 > k0 {
+			n := k1 - k0
+			ctl = (*C.gm_timeline_t)(C.calloc(1, C.sizeof_gm_timeline_t))
+			defer C.free(unsafe.Pointer(ctl))
+			withOp := len(tl.AllocatedOp) == len(tl.Allocated)
+			arr := (*C.int64_t)(C.calloc(C.size_t(4*n), 8))
+			defer C.free(unsafe.Pointer(arr))
+			all := unsafe.Slice((*int64)(unsafe.Pointer(arr)), 4*n)
+			copy(all[0:n], tl.Allocated[k0:k1])
+			copy(all[n:2*n], tl.Reserved[k0:k1])
+			copy(all[2*n:3*n], tl.Active[k0:k1])
+			// C numbers ops from the window's first bucket: op base+i is
+			// its op base-off+i, in bucket (base-off+i)/Stride = k - k0
+			off := k0 * tl.Stride
+			ctl.stride = C.uint64_t(tl.Stride)
+			ctl.base = C.uint64_t(base - off)
+			ctl.nbuckets = C.uint64_t(n)
+			ctl.allocated = arr
+			ctl.reserved = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 8*n))
+			ctl.active = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 16*n))
 			if withOp {
-				for k := range tl.AllocatedOp {
-					tl.AllocatedOp[k] = int(all[3*n+k])
+				for k, op := range tl.AllocatedOp[k0:k1] {
+					if op >= 0 {
+						op -= off
+					}
+					all[3*n+k] = int64(op)
 				}
+				ctl.allocated_op = (*C.int64_t)(unsafe.Add(unsafe.Pointer(arr), 24*n))
 			}
-		}()
+			defer func() {
+				copy(tl.Allocated[k0:k1], all[0:n])
+				copy(tl.Reserved[k0:k1], all[n:2*n])
+				copy(tl.Active[k0:k1], all[2*n:3*n])
+				if withOp {
+					for k := range n {
+						op := int(all[3*n+k])
+						if op >= 0 {
+							op += off
+						}
+						tl.AllocatedOp[k0+k] = op
+					}
+				}
+			}()
+		}
 	}
 	C.gm_devlog_at(a.c, C.uint64_t(base)) // device log events carry stream indexes
 	var done C.size_t

@@ -43,83 +43,10 @@ void gm_config_default(gm_config_t *c) {
   c->max_non_split_rounding_size = 20ull << 20;
 }
 
-static unsigned log2_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
-
-static uint64_t roundup_power2_next_division(uint64_t size, uint64_t div) {
-  if ((size & (size - 1)) == 0) return size;
-  uint64_t floor = 1ull << log2_floor(size);
-  uint64_t step = floor >> log2_floor(div);
-  if (step == 0) return floor << 1;
-  uint64_t r = size & ~(step - 1);
-  return r == size ? size : r + step;
-}
-
-uint64_t gm_round_size(const gm_config_t *c, uint64_t size) {
-  if (size < GM_MIN_BLOCK) return GM_MIN_BLOCK;
-  unsigned lg = log2_floor(size);
-  unsigned idx = lg > 20 ? lg - 20 : 0;
-  if (idx > 15) idx = 15;
-  uint64_t div = c->roundup_power2_divisions[idx];
-  if (div > 1 && size > GM_MIN_BLOCK * div) return roundup_power2_next_division(size, div);
-  return GM_MIN_BLOCK * ((size + GM_MIN_BLOCK - 1) / GM_MIN_BLOCK);
-}
+uint64_t gm_round_size(const gm_config_t *c, uint64_t size) { return gm_round(c, size); }
 
 /* ------------------------------------------------------------------ */
 /* blocks and segments                                                 */
-
-gm_block_t *gm_block_new(gm_alloc_t *a) {
-  gm_block_t *b = a->spare;
-  if (b)
-    a->spare = b->next;
-  else if (!(b = malloc(sizeof *b)))
-    return NULL;
-  *b = (gm_block_t){0};
-  /* xorshift32: deterministic treap priorities */
-  uint32_t x = a->rng;
-  x ^= x << 13;
-  x ^= x >> 17;
-  x ^= x << 5;
-  a->rng = x;
-  b->prio = x;
-  b->id = GM_NO_ID;
-  b->mapped = 1;
-  return b;
-}
-
-gm_block_t *gm_block_of(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64_t size) {
-  gm_block_t *x = gm_block_new(a);
-  if (!x) return NULL;
-  x->ptr = ptr;
-  x->size = size;
-  x->stream = b->stream;
-  x->pool = b->pool;
-  x->seg = b->seg;
-  gm_touch(x->seg);
-  return x;
-}
-
-gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t size, int after) {
-  gm_block_t *x = gm_block_of(a, b, ptr, size);
-  if (!x) return NULL;
-  if (after) {
-    x->prev = b;
-    x->next = b->next;
-    if (b->next) b->next->prev = x;
-    b->next = x;
-  } else {
-    x->prev = b->prev;
-    x->next = b;
-    if (b->prev) b->prev->next = x;
-    else b->seg->head = x;
-    b->prev = x;
-  }
-  return x;
-}
-
-void gm_block_delete(gm_alloc_t *a, gm_block_t *b) {
-  b->next = a->spare;
-  a->spare = b;
-}
 
 gm_seg_t *gm_seg_new(gm_alloc_t *a, uint64_t base, uint64_t size, uint64_t stream,
                      gm_pool_t *pool, int expandable, uint64_t page) {
@@ -171,24 +98,6 @@ void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s) {
   else a->segs = s->next_seg;
   if (s->next_seg) s->next_seg->prev_seg = s->prev_seg;
   free(s);
-}
-
-/* gm_block_absorb: every policy merges through this. */
-void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
-  gm_touch(dst->seg);
-  if (src->in_set == GM_SET_FREE) gm_free_erase(src);
-  else if (src->in_set == GM_SET_UNMAPPED) gm_unmapped_erase(src);
-  if (dst->prev == src) {
-    dst->ptr = src->ptr;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-    if (dst->seg->head == src) dst->seg->head = dst;
-  } else {
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
-  }
-  dst->size += src->size;
-  gm_block_delete(a, src);
 }
 
 void gm_seg_count(gm_alloc_t *a, const gm_seg_t *s) {
@@ -252,26 +161,6 @@ void gm_release_block(gm_alloc_t *a, gm_block_t *b) {
 
 /* ------------------------------------------------------------------ */
 /* bookkeeping of allocations                                          */
-
-void gm_count_alloc(gm_alloc_t *a, gm_block_t *b, uint64_t orig) {
-  gm_pool_t *pool = b->pool;
-  gm_touch(b->seg);
-  b->allocated = 1;
-  b->requested = orig;
-  b->uses = 0;
-  GM_INC(a, allocation, pool, 1);
-  GM_INC(a, allocated_bytes, pool, (int64_t)b->size);
-  GM_INC(a, active, pool, 1);
-  GM_INC(a, active_bytes, pool, (int64_t)b->size);
-  GM_INC(a, requested_bytes, pool, (int64_t)orig);
-  if (b->size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_allocations, 1);
-}
-
-void gm_count_free(gm_alloc_t *a, gm_block_t *b) {
-  GM_DEC(a, active, b->pool, 1);
-  GM_DEC(a, active_bytes, b->pool, (int64_t)b->size);
-  GM_DEC(a, requested_bytes, b->pool, (int64_t)b->requested);
-}
 
 void gm_oom_record(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size,
                    uint64_t stream, gm_oom_t *oom) {
@@ -564,8 +453,10 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
   return GM_EINVAL;
 }
 
-static void sample(gm_alloc_t *a, gm_timeline_t *tl, size_t i) {
-  uint64_t k = (tl->base + i) / tl->stride;
+/* sample folds the state after op tl->base + i into bucket k, the op's
+ * (tl->base + i) / tl->stride, which gm_run steps along without a division
+ * per op. */
+static void sample(gm_alloc_t *a, gm_timeline_t *tl, size_t i, uint64_t k) {
   if (k >= tl->nbuckets) return;
   int64_t al = a->st.allocated_bytes[GM_STAT_ALL].current;
   int64_t re = a->st.reserved_bytes[GM_STAT_ALL].current;
@@ -586,13 +477,24 @@ int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done, gm_oom_t *
            gm_timeline_t *tl, uint64_t *addr) {
   size_t i;
   int rc = GM_OK;
+  uint64_t k = 0, r = 0; /* the bucket of op tl->base + i, and the op's place in it */
   if (tl && (!tl->allocated || !tl->stride)) tl = NULL;
+  if (tl) {
+    k = tl->base / tl->stride;
+    r = tl->base % tl->stride;
+  }
   for (i = 0; i < n; i++) {
     rc = apply(a, &ops[i], oom, addr);
     if (rc != GM_OK) break;
     a->ex.ops++;
     track_peak(a);
-    if (tl) sample(a, tl, i);
+    if (tl) {
+      sample(a, tl, i, k);
+      if (++r == tl->stride) {
+        r = 0;
+        k++;
+      }
+    }
     if (a->cfg.check && (rc = gm_check(a, NULL, 0)) != GM_OK) {
       i++;
       break;

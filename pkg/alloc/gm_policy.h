@@ -16,6 +16,8 @@
 #ifndef GM_POLICY_H
 #define GM_POLICY_H
 
+#include <stdlib.h>
+
 #include "gm_treap.h"
 
 #define GM_PAGE 2097152ull /* the CUDA virtual-memory granule on current GPUs */
@@ -109,6 +111,30 @@ GM_POLICIES(GM_POLICY_DECL)
 
 static inline uint64_t gm_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
+static inline unsigned gm_log2_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
+
+static inline uint64_t gm_roundup_power2_next_division(uint64_t size, uint64_t div) {
+  if ((size & (size - 1)) == 0) return size;
+  uint64_t floor = 1ull << gm_log2_floor(size);
+  uint64_t step = floor >> gm_log2_floor(div);
+  if (step == 0) return floor << 1;
+  uint64_t r = size & ~(step - 1);
+  return r == size ? size : r + step;
+}
+
+/* gm_round_size's body (PyTorch's round_size), inlined where a malloc
+ * calls it. */
+static inline uint64_t gm_round(const gm_config_t *c, uint64_t size) {
+  if (size < GM_MIN_BLOCK) return GM_MIN_BLOCK;
+  unsigned lg = gm_log2_floor(size);
+  unsigned idx = lg > 20 ? lg - 20 : 0;
+  if (idx > 15) idx = 15;
+  uint64_t div = c->roundup_power2_divisions[idx];
+  if (div > 1 && size > GM_MIN_BLOCK * div) return gm_roundup_power2_next_division(size, div);
+  return GM_MIN_BLOCK * ((size + GM_MIN_BLOCK - 1) / GM_MIN_BLOCK);
+}
+
+
 /* ---- statistics ---- */
 
 static inline void gm_st_inc(gm_stat_t *s, int64_t n) {
@@ -131,10 +157,30 @@ static inline int gm_pool_stat(const gm_pool_t *p) { return p->is_small ? GM_STA
   (gm_st_dec(&(a)->st.arr[GM_STAT_ALL], (n)), gm_st_dec(&(a)->st.arr[gm_pool_stat(pool)], (n)))
 
 /* Account for the live block a malloc returns: allocated = 1, requested,
- * uses = 0; allocation, allocated, active, requested and oversize counts. */
-void gm_count_alloc(gm_alloc_t *a, gm_block_t *b, uint64_t orig);
-/* Undo the active and requested counts of a block that stops being active. */
-void gm_count_free(gm_alloc_t *a, gm_block_t *b);
+ * uses = 0; allocation, allocated, active, requested and oversize counts.
+ * gm_count_free undoes the active and requested counts of a block that
+ * stops being active. These and the block helpers below are inline: they
+ * run on every alloc and free. */
+static inline void gm_count_alloc(gm_alloc_t *a, gm_block_t *b, uint64_t orig) {
+  gm_pool_t *pool = b->pool;
+  gm_touch(b->seg);
+  b->allocated = 1;
+  b->requested = orig;
+  b->uses = 0;
+  GM_INC(a, allocation, pool, 1);
+  GM_INC(a, allocated_bytes, pool, (int64_t)b->size);
+  GM_INC(a, active, pool, 1);
+  GM_INC(a, active_bytes, pool, (int64_t)b->size);
+  GM_INC(a, requested_bytes, pool, (int64_t)orig);
+  if (b->size >= a->cfg.max_split_size) gm_st_inc(&a->st.oversize_allocations, 1);
+}
+
+static inline void gm_count_free(gm_alloc_t *a, gm_block_t *b) {
+  GM_DEC(a, active, b->pool, 1);
+  GM_DEC(a, active_bytes, b->pool, (int64_t)b->size);
+  GM_DEC(a, requested_bytes, b->pool, (int64_t)b->requested);
+}
+
 
 /* Fill *oom (may be NULL) with the request and the memory in use. */
 void gm_oom_record(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size,
@@ -145,17 +191,67 @@ int gm_oom(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size, 
 
 /* ---- blocks and the free and unmapped sets ---- */
 
-/* Block structs, recycled; treap priorities are deterministic, so the
- * order of gm_block_new calls is part of a policy's behaviour. */
-gm_block_t *gm_block_new(gm_alloc_t *a);
-/* A new block [ptr, ptr+size) of b's segment, with b's stream and pool,
- * in no list or set yet. NULL when out of host memory. */
-gm_block_t *gm_block_of(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64_t size);
-/* The same, linked into the segment's list right after b (after != 0) or right
- * before it. The caller shrinks b to match and puts the block in a set.
- * NULL when out of host memory. */
-gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t size, int after);
-void gm_block_delete(gm_alloc_t *a, gm_block_t *b);
+/* Block structs, recycled (gm_block_new, gm_block_delete); treap
+ * priorities are deterministic, so the order of gm_block_new calls is part
+ * of a policy's behaviour. gm_block_of: a new block [ptr, ptr+size) of b's
+ * segment, with b's stream and pool, in no list or set yet. gm_block_beside:
+ * the same, linked into the segment's list right after b (after != 0) or
+ * right before it; the caller shrinks b to match and puts the block in a
+ * set. Both NULL when out of host memory. */
+static inline gm_block_t *gm_block_new(gm_alloc_t *a) {
+  gm_block_t *b = a->spare;
+  if (b)
+    a->spare = b->next;
+  else if (!(b = malloc(sizeof *b)))
+    return NULL;
+  *b = (gm_block_t){0};
+  /* xorshift32: deterministic treap priorities */
+  uint32_t x = a->rng;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  a->rng = x;
+  b->prio = x;
+  b->id = GM_NO_ID;
+  b->mapped = 1;
+  return b;
+}
+
+static inline gm_block_t *gm_block_of(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64_t size) {
+  gm_block_t *x = gm_block_new(a);
+  if (!x) return NULL;
+  x->ptr = ptr;
+  x->size = size;
+  x->stream = b->stream;
+  x->pool = b->pool;
+  x->seg = b->seg;
+  gm_touch(x->seg);
+  return x;
+}
+
+static inline gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t ptr, uint64_t size, int after) {
+  gm_block_t *x = gm_block_of(a, b, ptr, size);
+  if (!x) return NULL;
+  if (after) {
+    x->prev = b;
+    x->next = b->next;
+    if (b->next) b->next->prev = x;
+    b->next = x;
+  } else {
+    x->prev = b->prev;
+    x->next = b;
+    if (b->prev) b->prev->next = x;
+    else b->seg->head = x;
+    b->prev = x;
+  }
+  return x;
+}
+
+static inline void gm_block_delete(gm_alloc_t *a, gm_block_t *b) {
+  b->next = a->spare;
+  a->spare = b;
+}
+
 
 static inline int gm_idle_free(const gm_block_t *b) {
   return b && !b->allocated && !b->pending && !b->uses;
@@ -191,8 +287,24 @@ static inline void gm_unmapped_erase(gm_block_t *b) {
 
 /* Merge src, a neighbour of dst in its segment, into dst. src leaves
  * whichever set holds it; dst's place in a set is the caller's business
- * (its key changes). */
-void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src);
+ * (its key changes). Every policy merges through this. */
+static inline void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
+  gm_touch(dst->seg);
+  if (src->in_set == GM_SET_FREE) gm_free_erase(src);
+  else if (src->in_set == GM_SET_UNMAPPED) gm_unmapped_erase(src);
+  if (dst->prev == src) {
+    dst->ptr = src->ptr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+    if (dst->seg->head == src) dst->seg->head = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  dst->size += src->size;
+  gm_block_delete(a, src);
+}
+
 
 /* ---- segments ---- */
 
@@ -244,8 +356,13 @@ void gm_release_block(gm_alloc_t *a, gm_block_t *b);
 /* The pool of this size class that a request routed to pool `id`
  * (rq->pool) goes to: the default pools for 0, else private pool id's
  * (created on first use). NULL when the pool was released (it takes no
- * new allocations) or could not be created. */
-gm_pool_t *gm_pool_for(gm_alloc_t *a, uint32_t id, int small);
+ * new allocations) or could not be created. gm_pool_for_private is the
+ * out-of-line half, for a private pool. */
+gm_pool_t *gm_pool_for_private(gm_alloc_t *a, uint32_t id, int small);
+static inline gm_pool_t *gm_pool_for(gm_alloc_t *a, uint32_t id, int small) {
+  if (id == 0) return small ? &a->small : &a->large;
+  return gm_pool_for_private(a, id, small);
+}
 /* gm_pool_find is gm_pool_for without creating the pool: NULL when private
  * pool id does not exist or is released. */
 gm_pool_t *gm_pool_find(gm_alloc_t *a, uint32_t id, int small);

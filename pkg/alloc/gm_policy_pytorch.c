@@ -10,7 +10,7 @@
 #include "gm_policy.h"
 
 /* ------------------------------------------------------------------ */
-/* sizes (§3; round_size is gm_round_size, in gm_alloc.c)               */
+/* sizes (§3; round_size is gm_round, in gm_policy.h)                  */
 
 static uint64_t allocation_size(const gm_alloc_t *a, uint64_t size) {
   if (size <= GM_SMALL_SIZE) return GM_SMALL_BUFFER;
@@ -419,7 +419,7 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
   p.stream = rq->stream;
   p.hint = rq->hint;
   p.err = GM_ENOMEM;
-  p.size = gm_round_size(&a->cfg, orig);
+  p.size = gm_round(&a->cfg, orig);
   /* the op routes the request to the default or a private pool (get_pool) */
   p.pool = gm_pool_for(a, rq->pool, p.size <= GM_SMALL_SIZE);
   if (!p.pool) return GM_EINVAL;
@@ -457,7 +457,7 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
 static int pytorch_releases(gm_alloc_t *a, const gm_request_t *rq) {
   params_t p = {0};
   p.stream = rq->stream;
-  p.size = gm_round_size(&a->cfg, rq->size);
+  p.size = gm_round(&a->cfg, rq->size);
   p.pool = gm_pool_find(a, rq->pool, p.size <= GM_SMALL_SIZE);
   gm_block_t **link, *pred;
   if (p.pool && find_free_block(a, &p, &link, &pred)) return 0;
@@ -563,7 +563,7 @@ static int pytorch_seed(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t st
     if (i == n) break;
     const gm_seed_block_t *sb = &blocks[i];
     uint64_t end = i + 1 < n ? blocks[i + 1].offset : size;
-    uint64_t bs = sb->size ? sb->size : gm_round_size(&a->cfg, sb->requested);
+    uint64_t bs = sb->size ? sb->size : gm_round(&a->cfg, sb->requested);
     if (bs > end - sb->offset) bs = end - sb->offset;
     /* A free block of the large pool is always over 1 MiB (requests there
      * are, and split remainders must be), so a smaller gap after a block

@@ -55,7 +55,7 @@ static gm_ppool_t *pool_create(gm_alloc_t *a, uint32_t id) {
   return p;
 }
 
-gm_pool_t *gm_pool_for(gm_alloc_t *a, uint32_t id, int small) {
+gm_pool_t *gm_pool_for_private(gm_alloc_t *a, uint32_t id, int small) {
   if (id != 0 && !pool_get(a, id) && !pool_create(a, id)) return NULL;
   return gm_pool_find(a, id, small); /* a released pool cannot be revived */
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // The packed log gives back every op as it was added, pool ids past 16
-// bits included (a varint each), over more than one Batch.
+// bits and IDs of one to three bytes included (a varint each), over more
+// than one Batch.
 func TestOpLogRoundTrip(t *testing.T) {
 	pools := []uint32{0, 1, math.MaxUint16, math.MaxUint16 + 1, 1 << 31, math.MaxUint32}
 	kinds := []alloc.OpKind{alloc.OpAlloc, alloc.OpFree, alloc.OpPoolRelease, alloc.OpPoolEmpty}
@@ -23,9 +24,19 @@ func TestOpLogRoundTrip(t *testing.T) {
 	var l opLog
 	l.add(ops[:100], event[:100], stack[:100])
 	l.add(ops[100:], event[100:], stack[100:])
+	back(t, ops, event, stack, l.each)
+	// as run unpacks it: runBatch ops at a time
+	back(t, ops, event, stack, func(f func([]alloc.Op, []int32, []int32) error) error {
+		return l.into(make([]alloc.Op, 0, runBatch), make([]int32, 0, runBatch), make([]int32, 0, runBatch), f)
+	})
+}
+
+// back checks that pass gives back ops, event and stack.
+func back(t *testing.T, ops []alloc.Op, event, stack []int32, pass func(func([]alloc.Op, []int32, []int32) error) error) {
+	t.Helper()
 	var got []alloc.Op
 	var gotEvent, gotStack []int32
-	err := l.each(func(o []alloc.Op, e, s []int32) error {
+	err := pass(func(o []alloc.Op, e, s []int32) error {
 		got, gotEvent, gotStack = append(got, o...), append(gotEvent, e...), append(gotStack, s...)
 		return nil
 	})
@@ -40,4 +51,35 @@ func TestOpLogRoundTrip(t *testing.T) {
 		}
 		t.Fatalf("%d ops back of %d added, or their events or stacks differ", len(got), len(ops))
 	}
+}
+
+// BenchmarkOpLogEach unpacks a log shaped like a training trace's: an
+// allocation (size, a stack, the next event) then, later, its free.
+func BenchmarkOpLogEach(b *testing.B) {
+	const n = 1 << 20
+	ops, event, stack := make([]alloc.Op, n), make([]int32, n), make([]int32, n)
+	for i := range ops {
+		id := uint32(i / 2 % 5000)
+		if i%2 == 0 {
+			ops[i] = alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: uint64(i%97+1) << 12}
+			stack[i] = int32(i % 300)
+		} else {
+			ops[i] = alloc.Op{Kind: alloc.OpFree, ID: id}
+			stack[i] = -1
+		}
+		event[i] = int32(i)
+	}
+	var l opLog
+	l.add(ops, event, stack)
+	for b.Loop() {
+		sum := 0
+		_ = l.each(func(o []alloc.Op, _, _ []int32) error {
+			sum += len(o)
+			return nil
+		})
+		if sum != n {
+			b.Fatalf("%d ops back of %d", sum, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/op")
 }
