@@ -329,8 +329,8 @@ type packer struct {
 
 	c struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
-		pos, del, ins, bsize, bstate, bband, bseg                  column
-		klen, ksize, kstate, kband, kseg                           column
+		pos, insdel, insx, bsize, bstate, bseg                     column
+		klen, ksize, kstate, kseg                                  column
 	}
 }
 
@@ -464,9 +464,14 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 		}
 	}
 	c.pos.add(int64(ch.Pos), true)
-	c.del.add(int64(ch.Del), false)
-	c.ins.add(int64(len(ch.Ins)), false)
-	p.blocks(ch.Ins, &c.bsize, &c.bstate, &c.bband, &c.bseg)
+	// the blocks deleted and inserted, in one value: most ops insert one or
+	// two, the rare op inserting more has the rest in column insx
+	ins := int64(len(ch.Ins))
+	c.insdel.add(int64(ch.Del)<<2|min(ins, 3), false)
+	if ins >= 3 {
+		c.insx.add(ins-3, false)
+	}
+	p.blocks(ch.Ins, false, &c.bsize, &c.bstate, &c.bseg)
 	if i+1 == p.firstOp {
 		for _, b := range blocks() {
 			first, seg, band := int64(0), int64(0), int64(-1)
@@ -485,36 +490,44 @@ func (p *packer) Key(op int, blocks []figures.BlockRec) {
 	c := &p.c
 	p.d.Keys = append(p.d.Keys, op)
 	c.klen.add(int64(len(blocks)), false)
-	p.blocks(blocks, &c.ksize, &c.kstate, &c.kband, &c.kseg)
+	p.blocks(blocks, true, &c.ksize, &c.kstate, &c.kseg)
 }
 
 // blocks writes a list of blocks. Block sizes are written in units of 512
 // bytes when they all allow it (PyTorch rounds every block so; else the
 // packer asks for the ops again and writes bytes); a block's address only
 // on the first block of its segment, the page adds up the sizes for the
-// rest. A used block's band counts back from the newest band made so far:
-// most changes are the op's own allocation.
-func (p *packer) blocks(bs []figures.BlockRec, size, state, band, seg *column) {
+// rest, and a used block's size less its band's allocation's, rounded up
+// to the unit: mostly 0. A block's state and band are one value, 8 × band + state (the
+// state's bit 4 marks a segment's first block): a used block's band counts
+// back from the newest band made so far (most changes are the op's own
+// allocation), or in a key (abs), which holds mostly the same long-lived
+// allocations as the key before, is 1 + the band; 0 is none.
+func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *column) {
 	made := int64(p.d.Bands)
 	for _, b := range bs {
 		if b.Size%512 != 0 || b.SegSize%512 != 0 {
 			p.odd = true
 		}
-		size.add(int64(b.Size/p.d.Unit), false)
+		sz := int64(b.Size / p.d.Unit)
 		st := int64(b.State)
 		if b.First {
 			st |= 4
 			seg.add(int64(b.Address), true)
 			seg.add(int64(b.SegSize/p.d.Unit), false)
 		}
-		state.add(st, false)
 		k := int64(0)
 		if b.Alloc >= 0 {
 			if bd := p.band(b.Alloc); bd >= 0 {
 				k = made - int64(bd)
+				if abs {
+					k = int64(bd) + 1
+				}
+				sz -= int64((p.bSize[bd] + p.d.Unit - 1) / p.d.Unit)
 			}
 		}
-		band.add(k, false)
+		size.add(sz, false)
+		state.add(k<<3|st, false)
 	}
 }
 
@@ -547,9 +560,8 @@ func (p *packer) Finish() error {
 		c    *column
 	}{{"start", &c.start}, {"len", &c.len}, {"rel", &c.rel}, {"size", &c.size}, {"addr", &c.addr},
 		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time}, {"cat", &c.cat},
-		{"pos", &c.pos}, {"del", &c.del}, {"ins", &c.ins}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
-		{"bband", &c.bband}, {"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize},
-		{"kstate", &c.kstate}, {"kband", &c.kband}, {"kseg", &c.kseg}} {
+		{"pos", &c.pos}, {"insdel", &c.insdel}, {"insx", &c.insx}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
+		{"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize}, {"kstate", &c.kstate}, {"kseg", &c.kseg}} {
 		d.Cols[col.name] = [3]int{off, col.c.raw(), col.c.n}
 		off += col.c.raw()
 		cols = append(cols, col.c)
@@ -566,8 +578,8 @@ func (p *packer) Finish() error {
 	p.bStart, p.bEnd, p.bRel, p.bSize, p.bStack, p.bandOf = nil, nil, nil, nil, nil, nil
 	p.c = struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
-		pos, del, ins, bsize, bstate, bband, bseg                  column
-		klen, ksize, kstate, kband, kseg                           column
+		pos, insdel, insx, bsize, bstate, bseg                     column
+		klen, ksize, kstate, kseg                                  column
 	}{}
 	p.done = true
 	return nil

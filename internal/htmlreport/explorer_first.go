@@ -19,9 +19,9 @@ const previewW, previewH = 1200, 320
 
 // preview draws the bands of the whole trace as render in explorer.js does
 // at previewW x previewH, with the same arithmetic, and returns its pixels,
-// column after column from the top left (they have the longer runs), as
-// runs: a palette entry (0 nothing, 1 the grey of aggregated and sub-pixel
-// bands, 2+k the colour of stack k-1's site), then a length. Column c
+// column after column from the top left, as previewRuns writes them, in
+// palette entries (0 nothing, 1 the grey of aggregated and sub-pixel
+// bands, 2+k the colour of stack k-1's site). Column c
 // shows op samples[c], the op of its stretch where the most bytes were
 // live (ymax the most of all, at least 1), with agg[c] aggregated bytes
 // live then; the bands are the kept allocations in band order, each made
@@ -133,14 +133,66 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 			}
 		}
 	}
-	for i := 0; i < len(img); {
-		k := i
-		for k < len(img) && img[k] == img[i] {
-			k++
+	return previewRuns(img, out)
+}
+
+// previewRefs is how many columns back a preview's column may copy from.
+const previewRefs = 32
+
+// previewRuns writes the preview's pixels img, column after column, as
+// runs: each column a reference k, 0 or the column k back that it copies
+// most of, then runs of its rows, each a token and a length: 0 the
+// referred column's pixels, else 1 + a palette entry. The bands of a
+// trace that repeats its steps draw columns like ones a step before: a
+// tenth of the runs of each column on its own.
+func previewRuns(img []int32, out *column) *column {
+	col := func(c int) []int32 { return img[c*previewH : (c+1)*previewH] }
+	// runs of a column against another (nil: none), stopping past most
+	runs := func(a, ref []int32, most int) int {
+		n := 0
+		for r := 0; r < len(a) && n <= most; n++ {
+			k := r + 1
+			if ref != nil && a[r] == ref[r] {
+				for k < len(a) && a[k] == ref[k] {
+					k++
+				}
+			} else {
+				for k < len(a) && a[k] == a[r] && (ref == nil || a[k] != ref[k]) {
+					k++
+				}
+			}
+			r = k
 		}
-		out.add(int64(img[i]), false)
-		out.add(int64(k-i), false)
-		i = k
+		return n
+	}
+	for c := range len(img) / previewH {
+		a, best, bk := col(c), runs(col(c), nil, previewH), 0
+		for k := 1; k <= min(previewRefs, c) && best > 1; k++ {
+			if n := runs(a, col(c-k), best-1); n < best {
+				best, bk = n, k
+			}
+		}
+		var ref []int32
+		if bk > 0 {
+			ref = col(c - bk)
+		}
+		out.add(int64(bk), false)
+		for r := 0; r < len(a); {
+			k := r + 1
+			if ref != nil && a[r] == ref[r] {
+				for k < len(a) && a[k] == ref[k] {
+					k++
+				}
+				out.add(0, false)
+			} else {
+				for k < len(a) && a[k] == a[r] && (ref == nil || a[k] != ref[k]) {
+					k++
+				}
+				out.add(int64(a[r])+1, false)
+			}
+			out.add(int64(k-r), false)
+			r = k
+		}
 	}
 	return out
 }
