@@ -110,6 +110,17 @@ func (c *column) spill() {
 	}
 }
 
+// grow makes room in b: 4 KB at first, then all a column holds between
+// spills, rather than append's doubling (the copies it leaves behind
+// would be 20 MB at a million events, each a column's size).
+func (c *column) grow() {
+	n := window + spillAt + binary.MaxVarintLen64
+	if cap(c.b) < 4<<10 {
+		n = 4 << 10
+	}
+	c.b = append(make([]byte, 0, max(n, 2*len(c.b))), c.b...)
+}
+
 // raw is how many bytes the column holds, deflated or not.
 func (c *column) raw() int { return c.size + len(c.b) - c.hist }
 
@@ -120,6 +131,9 @@ func (c *column) add(v int64, delta bool) {
 		d, c.last = v-c.last, v
 	}
 	u := uint64(d<<1) ^ uint64(d>>63)
+	if len(c.b)+binary.MaxVarintLen64 > cap(c.b) {
+		c.grow()
+	}
 	for u >= 0x80 {
 		c.b = append(c.b, byte(u)|0x80)
 		u >>= 7
