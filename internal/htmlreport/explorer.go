@@ -112,13 +112,14 @@ func (c *column) spill() {
 
 // grow makes room in b: 4 KB at first, then all a column holds between
 // spills, rather than append's doubling (the copies it leaves behind
-// would be 20 MB at a million events, each a column's size).
+// would be 20 MB at a million events, each a column's size); it doubles
+// only where spills are far apart (tests: one stream).
 func (c *column) grow() {
-	n := window + spillAt + binary.MaxVarintLen64
-	if cap(c.b) < 4<<10 {
-		n = 4 << 10
+	n, full := max(4<<10, 2*cap(c.b)), window+spillAt+binary.MaxVarintLen64
+	if cap(c.b) >= 4<<10 && full <= 1<<20 {
+		n = full
 	}
-	c.b = append(make([]byte, 0, max(n, 2*len(c.b))), c.b...)
+	c.b = append(make([]byte, 0, n), c.b...)
 }
 
 // raw is how many bytes the column holds, deflated or not.
@@ -639,6 +640,7 @@ func deflateColumns(cols []*column) [][]byte {
 		c.zs = nil
 		start := z.Len()
 		d.part(&z, c.b[:c.hist], c.b[c.hist:])
+		c.b = nil // for the preview's memory
 		tails, at = append(tails, [2]int{start, z.Len()}), append(at, len(pieces))
 	}
 	start := z.Len()
