@@ -60,11 +60,23 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		}
 		return s
 	}
-	byEnd := make([]int32, n) // 4 bytes a band: a big trace has millions
-	for j := range byEnd {
-		byEnd[j] = int32(j)
+	// the bands in order of their end, by counting sort (as the page's):
+	// 4 bytes a band, a big trace has millions
+	last := int32(ops)
+	for _, e := range end {
+		last = max(last, e)
 	}
-	slices.SortStableFunc(byEnd, func(a, b int32) int { return int(end[a] - end[b]) })
+	byEnd, at := make([]int32, n), make([]int32, last+2)
+	for _, e := range end {
+		at[e+1]++
+	}
+	for i := 1; i < len(at); i++ {
+		at[i] += at[i-1]
+	}
+	for j, e := range end {
+		byEnd[at[e]] = int32(j)
+		at[e]++
+	}
 	s0, pa, pe := samples[0], 0, 0
 	for i := range n {
 		if int(start[i]) <= s0 && int(end[i]) > s0 {
