@@ -12,7 +12,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/gpumem/gpumem/internal/figures"
@@ -182,70 +181,74 @@ type exDevice struct {
 	First    exFirstMap `json:"first"`
 }
 
-// explorerData packs the explorers for the page: their figures, and apart
-// from them their columns (a list of each device's bin); "null" when none.
-// exs are whole explorers, packed here; packed are sinks of
-// NewExplorerPacker that packed theirs as the pipeline made them.
-func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBands int) (meta, bins template.JS, err error) {
+// explorerData packs the explorers for the page: their figures ("null"
+// when none), and apart from them their columns, each device's bin in
+// pieces (writeBins writes them). exs are whole explorers, packed here;
+// packed are sinks of NewExplorerPacker that packed theirs as the
+// pipeline made them.
+func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBands int) (meta template.JS, bins [][][]byte, err error) {
 	if len(exs) == 0 && len(packed) == 0 {
-		return "null", "null", nil
+		return "null", nil, nil
 	}
 	var out []exDevice
-	var bs [][][]byte
 	for _, e := range exs {
 		p, err := packExplorer(e, maxBands)
 		if err != nil {
-			return "", "", err
+			return "", nil, err
 		}
 		out = append(out, p.d)
-		bs = append(bs, p.d.bin)
+		bins = append(bins, p.d.bin)
 	}
 	for _, s := range packed {
 		p, ok := s.(*packer)
 		if !ok || !p.done {
-			return "", "", errors.New("htmlreport: an explorer not packed by NewExplorerPacker")
+			return "", nil, errors.New("htmlreport: an explorer not packed by NewExplorerPacker")
 		}
 		out = append(out, p.d)
-		bs = append(bs, p.d.bin)
+		bins = append(bins, p.d.bin)
 	}
 	// json.Marshal writes <, > and & as \u003c..., so no "</script>" can
 	// end the script element early.
 	m, err := json.Marshal(out)
 	if err != nil {
-		return "", "", err
+		return "", nil, err
 	}
-	return template.JS(m), template.JS(binsJSON(bs)), nil
+	return template.JS(m), bins, nil
 }
 
-// binsJSON writes the devices' bins as a JSON list of base64 strings
+// writeBins writes the devices' bins as a JSON list of base64 strings
 // (which need no escaping), each straight from its pieces: no copy of
-// the whole but the one returned, some MB at a million events.
-func binsJSON(bs [][][]byte) string {
-	n := 1
-	for _, b := range bs {
-		m := 0
-		for _, c := range b {
-			m += len(c)
-		}
-		n += base64.StdEncoding.EncodedLen(m) + 3
-	}
-	var sb strings.Builder
-	sb.Grow(n)
-	sb.WriteByte('[')
+// them, some MB at a million events.
+func writeBins(w io.Writer, bs [][][]byte) error {
+	ew := &errWriter{w: w}
+	ew.Write([]byte{'['})
 	for i, b := range bs {
 		if i > 0 {
-			sb.WriteByte(',')
+			ew.Write([]byte{','})
 		}
-		sb.WriteByte('"')
-		enc := base64.NewEncoder(base64.StdEncoding, &sb)
+		ew.Write([]byte{'"'})
+		enc := base64.NewEncoder(base64.StdEncoding, ew)
 		for _, c := range b {
 			enc.Write(c)
 		}
 		enc.Close()
-		sb.WriteByte('"')
+		ew.Write([]byte{'"'})
 	}
-	sb.WriteByte(']')
-	return sb.String()
+	ew.Write([]byte{']'})
+	return ew.err
+}
+
+// errWriter writes to w until a write fails, then keeps that error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
+	return len(b), e.err
 }
 
 // NewExplorerPacker makes the sinks that pack each device's explorer as

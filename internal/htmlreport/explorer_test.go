@@ -66,15 +66,19 @@ func testExplorer() *figures.Explorer {
 // decodeExplorer reads back explorerData's output for one device: its
 // description, its deflated columns and what they inflate to (err: they do
 // not inflate).
-func decodeExplorer(t *testing.T, js, jsBin template.JS) (d exDevice, z, bin []byte, err error) {
+func decodeExplorer(t *testing.T, js template.JS, bs [][][]byte) (d exDevice, z, bin []byte, err error) {
 	t.Helper()
 	var ds []exDevice
 	var bins []string
 	if err := json.Unmarshal([]byte(js), &ds); err != nil || len(ds) != 1 {
 		t.Fatalf("devices %.100s: %v", js, err)
 	}
-	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil || len(bins) != 1 {
-		t.Fatalf("columns %.100s: %v", jsBin, err)
+	var jsBin bytes.Buffer
+	if err := writeBins(&jsBin, bs); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(jsBin.Bytes(), &bins); err != nil || len(bins) != 1 {
+		t.Fatalf("columns %.100s: %v", jsBin.String(), err)
 	}
 	z, _ = base64.StdEncoding.DecodeString(bins[0])
 	bin, err = io.ReadAll(flate.NewReader(bytes.NewReader(z)))
