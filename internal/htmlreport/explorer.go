@@ -565,7 +565,8 @@ func (p *packer) Finish() error {
 		c.len.add(int64(p.bEnd[b]-p.bStart[b]), false)
 		c.rel.add(int64(p.bRel[b]-p.bEnd[b]), false)
 	}
-	p.bRel, p.bandOf = nil, nil // for the preview's memory
+	scratch := p.bRel // written: the preview's, as its memory
+	p.bRel, p.bandOf = nil, nil
 	d := &p.d
 	d.Verdict, d.Stacks, d.Frames, d.User = e.Verdict, e.Stacks, e.Frames, e.User
 	d.Cats = e.Categories
@@ -597,7 +598,7 @@ func (p *packer) Finish() error {
 		}
 	}
 	d.Preview = base64.StdEncoding.EncodeToString(preview(p.ops, p.best, p.bestAgg, p.ymax,
-		p.bStart, p.bEnd, p.bSize, p.bStack).b)
+		p.bStart, p.bEnd, p.bSize, p.bStack, scratch).b)
 	d.PreviewW, d.PreviewH = previewW, previewH
 	p.bStart, p.bEnd, p.bRel, p.bSize, p.bStack, p.bandOf = nil, nil, nil, nil, nil, nil
 	p.c = struct {

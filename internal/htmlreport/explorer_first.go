@@ -25,8 +25,9 @@ const previewW, previewH = 1200, 320
 // shows op samples[c], the op of its stretch where the most bytes were
 // live (ymax the most of all, at least 1), with agg[c] aggregated bytes
 // live then; the bands are the kept allocations in band order, each made
-// by op start, ended by op end.
-func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int32, sizes []uint64, stack []int32) *column {
+// by op start, ended by op end. scratch, when as long as start, is memory
+// the preview may take.
+func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int32, sizes []uint64, stack []int32, scratch []int32) *column {
 	n, W, H := len(start), previewW, float64(previewH)
 	out := &column{}
 	if ops == 0 {
@@ -66,7 +67,10 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 	for _, e := range end {
 		last = max(last, e)
 	}
-	byEnd, at := make([]int32, n), make([]int32, last+2)
+	byEnd, at := scratch, make([]int32, last+2)
+	if len(byEnd) != n {
+		byEnd = make([]int32, n)
+	}
 	for _, e := range end {
 		at[e+1]++
 	}
@@ -95,8 +99,15 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		pe++
 	}
 	round := func(x float64) int { return int(math.Floor(x + 0.5)) } // as JavaScript's Math.round
-	// the pixels, as palette entries: int32, half the 3 MB of int64
-	img, prev, k2b := make([]int32, W*previewH), s0, H/ymax
+	// the pixels, as palette entries (int32, half the 3 MB of int64), in
+	// the sort's memory when it has room
+	img, prev, k2b := at, s0, H/ymax
+	if len(img) >= W*previewH {
+		img = img[:W*previewH]
+		clear(img)
+	} else {
+		img = make([]int32, W*previewH)
+	}
 	for c := range W {
 		px := func(r int) *int32 { return &img[c*previewH+r] }
 		s := samples[c]
