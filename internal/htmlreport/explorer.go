@@ -12,7 +12,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/gpumem/gpumem/internal/figures"
@@ -48,6 +47,12 @@ type column struct {
 // bytes of block headers: at this size the page grows by 0.1%.
 var spillAt = 256 << 10
 
+// level is the columns' deflate level: against the default (6), `replay
+// --html` of scripts/gen_trace.py's 1M events writes an 11% larger page
+// (2.3 MB) with 19% less CPU (the default searches 8 times longer chains
+// for matches, which columns packed as these are rarely hold).
+const level = 4
+
 // window is deflate's: how far back a part of a column may refer.
 const window = 32 << 10
 
@@ -55,7 +60,7 @@ const window = 32 << 10
 // time, not one per column (each holds some 800 KB of tables).
 var deflaters = sync.Pool{New: func() any {
 	d := &deflater{}
-	d.w, _ = flate.NewWriter(&d.out, flate.DefaultCompression) // the level is valid
+	d.w, _ = flate.NewWriter(&d.out, level) // the level is valid
 	return d
 }}
 
@@ -104,6 +109,18 @@ func (c *column) spill() {
 	}
 }
 
+// grow makes room in b: 4 KB at first, then all a column holds between
+// spills, rather than append's doubling (the copies it leaves behind
+// would be 20 MB at a million events, each a column's size); it doubles
+// only where spills are far apart (tests: one stream).
+func (c *column) grow() {
+	n, full := max(4<<10, 2*cap(c.b)), window+spillAt+binary.MaxVarintLen64
+	if cap(c.b) >= 4<<10 && full <= 1<<20 {
+		n = full
+	}
+	c.b = append(make([]byte, 0, n), c.b...)
+}
+
 // raw is how many bytes the column holds, deflated or not.
 func (c *column) raw() int { return c.size + len(c.b) - c.hist }
 
@@ -114,6 +131,9 @@ func (c *column) add(v int64, delta bool) {
 		d, c.last = v-c.last, v
 	}
 	u := uint64(d<<1) ^ uint64(d>>63)
+	if len(c.b)+binary.MaxVarintLen64 > cap(c.b) {
+		c.grow()
+	}
 	for u >= 0x80 {
 		c.b = append(c.b, byte(u)|0x80)
 		u >>= 7
@@ -161,70 +181,74 @@ type exDevice struct {
 	First    exFirstMap `json:"first"`
 }
 
-// explorerData packs the explorers for the page: their figures, and apart
-// from them their columns (a list of each device's bin); "null" when none.
-// exs are whole explorers, packed here; packed are sinks of
-// NewExplorerPacker that packed theirs as the pipeline made them.
-func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBands int) (meta, bins template.JS, err error) {
+// explorerData packs the explorers for the page: their figures ("null"
+// when none), and apart from them their columns, each device's bin in
+// pieces (writeBins writes them). exs are whole explorers, packed here;
+// packed are sinks of NewExplorerPacker that packed theirs as the
+// pipeline made them.
+func explorerData(exs []*figures.Explorer, packed []figures.ExplorerSink, maxBands int) (meta template.JS, bins [][][]byte, err error) {
 	if len(exs) == 0 && len(packed) == 0 {
-		return "null", "null", nil
+		return "null", nil, nil
 	}
 	var out []exDevice
-	var bs [][][]byte
 	for _, e := range exs {
 		p, err := packExplorer(e, maxBands)
 		if err != nil {
-			return "", "", err
+			return "", nil, err
 		}
 		out = append(out, p.d)
-		bs = append(bs, p.d.bin)
+		bins = append(bins, p.d.bin)
 	}
 	for _, s := range packed {
 		p, ok := s.(*packer)
 		if !ok || !p.done {
-			return "", "", errors.New("htmlreport: an explorer not packed by NewExplorerPacker")
+			return "", nil, errors.New("htmlreport: an explorer not packed by NewExplorerPacker")
 		}
 		out = append(out, p.d)
-		bs = append(bs, p.d.bin)
+		bins = append(bins, p.d.bin)
 	}
 	// json.Marshal writes <, > and & as \u003c..., so no "</script>" can
 	// end the script element early.
 	m, err := json.Marshal(out)
 	if err != nil {
-		return "", "", err
+		return "", nil, err
 	}
-	return template.JS(m), template.JS(binsJSON(bs)), nil
+	return template.JS(m), bins, nil
 }
 
-// binsJSON writes the devices' bins as a JSON list of base64 strings
+// writeBins writes the devices' bins as a JSON list of base64 strings
 // (which need no escaping), each straight from its pieces: no copy of
-// the whole but the one returned, some MB at a million events.
-func binsJSON(bs [][][]byte) string {
-	n := 1
-	for _, b := range bs {
-		m := 0
-		for _, c := range b {
-			m += len(c)
-		}
-		n += base64.StdEncoding.EncodedLen(m) + 3
-	}
-	var sb strings.Builder
-	sb.Grow(n)
-	sb.WriteByte('[')
+// them, some MB at a million events.
+func writeBins(w io.Writer, bs [][][]byte) error {
+	ew := &errWriter{w: w}
+	ew.Write([]byte{'['})
 	for i, b := range bs {
 		if i > 0 {
-			sb.WriteByte(',')
+			ew.Write([]byte{','})
 		}
-		sb.WriteByte('"')
-		enc := base64.NewEncoder(base64.StdEncoding, &sb)
+		ew.Write([]byte{'"'})
+		enc := base64.NewEncoder(base64.StdEncoding, ew)
 		for _, c := range b {
 			enc.Write(c)
 		}
 		enc.Close()
-		sb.WriteByte('"')
+		ew.Write([]byte{'"'})
 	}
-	sb.WriteByte(']')
-	return sb.String()
+	ew.Write([]byte{']'})
+	return ew.err
+}
+
+// errWriter writes to w until a write fails, then keeps that error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
+	return len(b), e.err
 }
 
 // NewExplorerPacker makes the sinks that pack each device's explorer as
@@ -329,8 +353,8 @@ type packer struct {
 
 	c struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
-		pos, del, ins, bsize, bstate, bband, bseg                  column
-		klen, ksize, kstate, kband, kseg                           column
+		pos, insdel, insx, bsize, bstate, bseg                     column
+		klen, ksize, kstate, kseg                                  column
 	}
 }
 
@@ -464,9 +488,14 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 		}
 	}
 	c.pos.add(int64(ch.Pos), true)
-	c.del.add(int64(ch.Del), false)
-	c.ins.add(int64(len(ch.Ins)), false)
-	p.blocks(ch.Ins, &c.bsize, &c.bstate, &c.bband, &c.bseg)
+	// the blocks deleted and inserted, in one value: most ops insert one or
+	// two, the rare op inserting more has the rest in column insx
+	ins := int64(len(ch.Ins))
+	c.insdel.add(int64(ch.Del)<<2|min(ins, 3), false)
+	if ins >= 3 {
+		c.insx.add(ins-3, false)
+	}
+	p.blocks(ch.Ins, false, &c.bsize, &c.bstate, &c.bseg)
 	if i+1 == p.firstOp {
 		for _, b := range blocks() {
 			first, seg, band := int64(0), int64(0), int64(-1)
@@ -485,36 +514,44 @@ func (p *packer) Key(op int, blocks []figures.BlockRec) {
 	c := &p.c
 	p.d.Keys = append(p.d.Keys, op)
 	c.klen.add(int64(len(blocks)), false)
-	p.blocks(blocks, &c.ksize, &c.kstate, &c.kband, &c.kseg)
+	p.blocks(blocks, true, &c.ksize, &c.kstate, &c.kseg)
 }
 
 // blocks writes a list of blocks. Block sizes are written in units of 512
 // bytes when they all allow it (PyTorch rounds every block so; else the
 // packer asks for the ops again and writes bytes); a block's address only
 // on the first block of its segment, the page adds up the sizes for the
-// rest. A used block's band counts back from the newest band made so far:
-// most changes are the op's own allocation.
-func (p *packer) blocks(bs []figures.BlockRec, size, state, band, seg *column) {
+// rest, and a used block's size less its band's allocation's, rounded up
+// to the unit: mostly 0. A block's state and band are one value, 8 × band + state (the
+// state's bit 4 marks a segment's first block): a used block's band counts
+// back from the newest band made so far (most changes are the op's own
+// allocation), or in a key (abs), which holds mostly the same long-lived
+// allocations as the key before, is 1 + the band; 0 is none.
+func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *column) {
 	made := int64(p.d.Bands)
 	for _, b := range bs {
 		if b.Size%512 != 0 || b.SegSize%512 != 0 {
 			p.odd = true
 		}
-		size.add(int64(b.Size/p.d.Unit), false)
+		sz := int64(b.Size / p.d.Unit)
 		st := int64(b.State)
 		if b.First {
 			st |= 4
 			seg.add(int64(b.Address), true)
 			seg.add(int64(b.SegSize/p.d.Unit), false)
 		}
-		state.add(st, false)
 		k := int64(0)
 		if b.Alloc >= 0 {
 			if bd := p.band(b.Alloc); bd >= 0 {
 				k = made - int64(bd)
+				if abs {
+					k = int64(bd) + 1
+				}
+				sz -= int64((p.bSize[bd] + p.d.Unit - 1) / p.d.Unit)
 			}
 		}
-		band.add(k, false)
+		size.add(sz, false)
+		state.add(k<<3|st, false)
 	}
 }
 
@@ -528,7 +565,8 @@ func (p *packer) Finish() error {
 		c.len.add(int64(p.bEnd[b]-p.bStart[b]), false)
 		c.rel.add(int64(p.bRel[b]-p.bEnd[b]), false)
 	}
-	p.bRel, p.bandOf = nil, nil // for the preview's memory
+	scratch := p.bRel // written: the preview's, as its memory
+	p.bRel, p.bandOf = nil, nil
 	d := &p.d
 	d.Verdict, d.Stacks, d.Frames, d.User = e.Verdict, e.Stacks, e.Frames, e.User
 	d.Cats = e.Categories
@@ -547,9 +585,8 @@ func (p *packer) Finish() error {
 		c    *column
 	}{{"start", &c.start}, {"len", &c.len}, {"rel", &c.rel}, {"size", &c.size}, {"addr", &c.addr},
 		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time}, {"cat", &c.cat},
-		{"pos", &c.pos}, {"del", &c.del}, {"ins", &c.ins}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
-		{"bband", &c.bband}, {"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize},
-		{"kstate", &c.kstate}, {"kband", &c.kband}, {"kseg", &c.kseg}} {
+		{"pos", &c.pos}, {"insdel", &c.insdel}, {"insx", &c.insx}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
+		{"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize}, {"kstate", &c.kstate}, {"kseg", &c.kseg}} {
 		d.Cols[col.name] = [3]int{off, col.c.raw(), col.c.n}
 		off += col.c.raw()
 		cols = append(cols, col.c)
@@ -561,13 +598,13 @@ func (p *packer) Finish() error {
 		}
 	}
 	d.Preview = base64.StdEncoding.EncodeToString(preview(p.ops, p.best, p.bestAgg, p.ymax,
-		p.bStart, p.bEnd, p.bSize, p.bStack).b)
+		p.bStart, p.bEnd, p.bSize, p.bStack, scratch).b)
 	d.PreviewW, d.PreviewH = previewW, previewH
 	p.bStart, p.bEnd, p.bRel, p.bSize, p.bStack, p.bandOf = nil, nil, nil, nil, nil, nil
 	p.c = struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
-		pos, del, ins, bsize, bstate, bband, bseg                  column
-		klen, ksize, kstate, kband, kseg                           column
+		pos, insdel, insx, bsize, bstate, bseg                     column
+		klen, ksize, kstate, kseg                                  column
 	}{}
 	p.done = true
 	return nil
@@ -607,6 +644,7 @@ func deflateColumns(cols []*column) [][]byte {
 		c.zs = nil
 		start := z.Len()
 		d.part(&z, c.b[:c.hist], c.b[c.hist:])
+		c.b = nil // for the preview's memory
 		tails, at = append(tails, [2]int{start, z.Len()}), append(at, len(pieces))
 	}
 	start := z.Len()

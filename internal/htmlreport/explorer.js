@@ -50,11 +50,24 @@
       return out;
     }
     // a block list's columns; a block's address comes from its segment
-    // record (first blocks) or the block before it (block in the page)
-    function blockCols(b, d, p) {
-      var cs = d.cols, sz = col(b, cs[p + "size"], false), st = col(b, cs[p + "state"], false, new Int32Array(cs[p + "state"][2]));
-      var bd = col(b, cs[p + "band"], false, new Int32Array(cs[p + "band"][2])), sg = col(b, cs[p + "seg"], false);
-      var n = sz.length, segAt = new Int32Array(n), f = 0, i;
+    // record (first blocks) or the block before it (block in the page).
+    // A block's state and band are one value, 8 band + state; made(i) is
+    // the bands made by block i's list, whose bands count back from the
+    // newest, or from the first plus one when abs (a key's). A used block's
+    // size is written less its band's size in units (rounded up).
+    function blockCols(b, d, p, made, abs, bandSize) {
+      var cs = d.cols, sz = col(b, cs[p + "size"], false), sb = col(b, cs[p + "state"], false), sg = col(b, cs[p + "seg"], false);
+      var n = sz.length, st = new Int32Array(n), bd = new Int32Array(n), segAt = new Int32Array(n), f = 0, i;
+      for (i = 0; i < n; i++) {
+        var v = sb[i], s = v % 8, k = (v - s) / 8;
+        st[i] = s;
+        if (k) {
+          var m = made(i);
+          if (abs) k = m - k + 1;
+          bd[i] = k;
+          sz[i] += Math.ceil(bandSize[m - k] / d.unit);
+        }
+      }
       for (i = 0; i < n; i++) { segAt[i] = f; if (st[i] & 4) f += 2; }
       for (i = 1; i < sg.length; i += 2) sg[i] *= d.unit;
       // the segment addresses are deltas among themselves
@@ -86,16 +99,27 @@
       for (i = 1; i < cnt.length; i++) cnt[i] += cnt[i - 1];
       for (i = 0; i < n; i++) byEnd[cnt[end[i]]++] = i;
       // the block list's changes and keys
-      o.pos = col(b, cs.pos, true, new Int32Array(ops)); o.del = col(b, cs.del, false, new Int32Array(ops));
-      var ins = col(b, cs.ins, false, new Int32Array(ops)), insAt = o.insAt = new Float64Array(ops + 1);
-      for (i = 0; i < ops; i++) insAt[i + 1] = insAt[i] + ins[i];
-      o.bc = blockCols(b, d, "b");
+      // each op's blocks deleted and inserted: 4 del + ins, an ins of 3 or
+      // more adding the next of column insx
+      o.pos = col(b, cs.pos, true, new Int32Array(ops));
+      var id = col(b, cs.insdel, false), ix = col(b, cs.insx, false), del = o.del = new Int32Array(ops), insAt = o.insAt = new Float64Array(ops + 1);
+      for (i = 0, j = 0; i < ops; i++) {
+        var v = id[i], ins = v % 4;
+        del[i] = (v - ins) / 4;
+        if (ins === 3) ins += ix[j++];
+        insAt[i + 1] = insAt[i] + ins;
+      }
       // bands made by the first k ops
       var madeBy = o.madeBy = new Int32Array(ops + 1);
       for (i = 0, j = 0; i <= ops; i++) { while (j < n && start[j] < i) j++; madeBy[i] = j; }
-      o.kc = blockCols(b, d, "k");
+      // op j's blocks, made by its first j + 1 ops
+      j = 0;
+      o.bc = blockCols(b, d, "b", function (i) { while (insAt[j + 1] <= i) j++; return madeBy[j + 1]; }, false, size);
       var kl = col(b, cs.klen), keyAt = o.keyAt = new Float64Array(kl.length + 1);
       for (i = 0; i < kl.length; i++) keyAt[i + 1] = keyAt[i] + kl[i];
+      // key j's, by its first keys[j] ops
+      j = 0;
+      o.kc = blockCols(b, d, "k", function (i) { while (keyAt[j + 1] <= i) j++; return madeBy[d.keys[j]]; }, true, size);
       return o;
     }
     function buffers(o, list) {
@@ -310,9 +334,11 @@
     area.dataset.drawn = String(+area.dataset.drawn + 1 || 1);
   }
   // drawPreview draws the whole trace from the preview gpumem embeds: the
-  // image render makes at that width, as runs of palette entries (0
-  // nothing, 1 grey, 2+k the site of stack k-1) column after column; they
-  // fill the rows of a transposed image, turned back when drawn.
+  // image render makes at that width, column after column, each a column
+  // k back that it copies from (0 none) and runs of its rows: 0 the
+  // copied pixels, else 1 + a palette entry (0 nothing, 1 grey, 2+k the
+  // site of stack k-1). Columns fill the rows of a transposed image,
+  // turned back when drawn.
   function drawPreview() {
     var P = D.previewW, PH = D.previewH, tc = document.createElement("canvas"), tctx = tc.getContext("2d");
     tc.width = PH; tc.height = P;
@@ -322,9 +348,12 @@
       return u / 2;
     }
     for (var at = 0; at < px.length && i < b.length;) {
-      var p = next(), len = next();
-      if (p) px.fill(p === 1 ? GREY : D.colors[D.siteOf[p - 2]], at, at + len);
-      at += len;
+      for (var from = next() * PH, end = at + PH; at < end && i < b.length;) {
+        var p = next(), len = next();
+        if (p === 0) px.copyWithin(at, at - from, at - from + len);
+        else if (p > 1) px.fill(p === 2 ? GREY : D.colors[D.siteOf[p - 3]], at, at + len);
+        at += len;
+      }
     }
     tctx.putImageData(img, 0, 0);
     var pc = document.createElement("canvas"), pctx = pc.getContext("2d");
@@ -674,7 +703,7 @@
     ex.dataset.ready = "true";
   }
   function startDecoding() {
-    var msg = { bins: $("explorer-bin").textContent, devs: ALL.map(function (d) { return { cols: d.cols, bands: d.bands, ops: d.ops, aggregated: d.aggregated, unit: d.unit }; }) };
+    var msg = { bins: $("explorer-bin").textContent, devs: ALL.map(function (d) { return { cols: d.cols, bands: d.bands, ops: d.ops, aggregated: d.aggregated, unit: d.unit, keys: d.keys }; }) };
     function inPage() { decodeDevices(msg, attach); }
     try {
       var src = "\"use strict\";\nvar decodeDevices = " + decodeDevices + ";\nonmessage = function (e) { decodeDevices(e.data, function (m, t) { postMessage(m, t); }); };";

@@ -19,14 +19,15 @@ const previewW, previewH = 1200, 320
 
 // preview draws the bands of the whole trace as render in explorer.js does
 // at previewW x previewH, with the same arithmetic, and returns its pixels,
-// column after column from the top left (they have the longer runs), as
-// runs: a palette entry (0 nothing, 1 the grey of aggregated and sub-pixel
-// bands, 2+k the colour of stack k-1's site), then a length. Column c
+// column after column from the top left, as previewRuns writes them, in
+// palette entries (0 nothing, 1 the grey of aggregated and sub-pixel
+// bands, 2+k the colour of stack k-1's site). Column c
 // shows op samples[c], the op of its stretch where the most bytes were
 // live (ymax the most of all, at least 1), with agg[c] aggregated bytes
 // live then; the bands are the kept allocations in band order, each made
-// by op start, ended by op end.
-func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int32, sizes []uint64, stack []int32) *column {
+// by op start, ended by op end. scratch, when as long as start, is memory
+// the preview may take.
+func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int32, sizes []uint64, stack []int32, scratch []int32) *column {
 	n, W, H := len(start), previewW, float64(previewH)
 	out := &column{}
 	if ops == 0 {
@@ -60,11 +61,26 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		}
 		return s
 	}
-	byEnd := make([]int32, n) // 4 bytes a band: a big trace has millions
-	for j := range byEnd {
-		byEnd[j] = int32(j)
+	// the bands in order of their end, by counting sort (as the page's):
+	// 4 bytes a band, a big trace has millions
+	last := int32(ops)
+	for _, e := range end {
+		last = max(last, e)
 	}
-	slices.SortStableFunc(byEnd, func(a, b int32) int { return int(end[a] - end[b]) })
+	byEnd, at := scratch, make([]int32, last+2)
+	if len(byEnd) != n {
+		byEnd = make([]int32, n)
+	}
+	for _, e := range end {
+		at[e+1]++
+	}
+	for i := 1; i < len(at); i++ {
+		at[i] += at[i-1]
+	}
+	for j, e := range end {
+		byEnd[at[e]] = int32(j)
+		at[e]++
+	}
 	s0, pa, pe := samples[0], 0, 0
 	for i := range n {
 		if int(start[i]) <= s0 && int(end[i]) > s0 {
@@ -83,8 +99,15 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		pe++
 	}
 	round := func(x float64) int { return int(math.Floor(x + 0.5)) } // as JavaScript's Math.round
-	// the pixels, as palette entries: int32, half the 3 MB of int64
-	img, prev, k2b := make([]int32, W*previewH), s0, H/ymax
+	// the pixels, as palette entries (int32, half the 3 MB of int64), in
+	// the sort's memory when it has room
+	img, prev, k2b := at, s0, H/ymax
+	if len(img) >= W*previewH {
+		img = img[:W*previewH]
+		clear(img)
+	} else {
+		img = make([]int32, W*previewH)
+	}
 	for c := range W {
 		px := func(r int) *int32 { return &img[c*previewH+r] }
 		s := samples[c]
@@ -133,14 +156,66 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 			}
 		}
 	}
-	for i := 0; i < len(img); {
-		k := i
-		for k < len(img) && img[k] == img[i] {
-			k++
+	return previewRuns(img, out)
+}
+
+// previewRefs is how many columns back a preview's column may copy from.
+const previewRefs = 32
+
+// previewRuns writes the preview's pixels img, column after column, as
+// runs: each column a reference k, 0 or the column k back that it copies
+// most of, then runs of its rows, each a token and a length: 0 the
+// referred column's pixels, else 1 + a palette entry. The bands of a
+// trace that repeats its steps draw columns like ones a step before: a
+// tenth of the runs of each column on its own.
+func previewRuns(img []int32, out *column) *column {
+	col := func(c int) []int32 { return img[c*previewH : (c+1)*previewH] }
+	// runs of a column against another (nil: none), stopping past most
+	runs := func(a, ref []int32, most int) int {
+		n := 0
+		for r := 0; r < len(a) && n <= most; n++ {
+			k := r + 1
+			if ref != nil && a[r] == ref[r] {
+				for k < len(a) && a[k] == ref[k] {
+					k++
+				}
+			} else {
+				for k < len(a) && a[k] == a[r] && (ref == nil || a[k] != ref[k]) {
+					k++
+				}
+			}
+			r = k
 		}
-		out.add(int64(img[i]), false)
-		out.add(int64(k-i), false)
-		i = k
+		return n
+	}
+	for c := range len(img) / previewH {
+		a, best, bk := col(c), runs(col(c), nil, previewH), 0
+		for k := 1; k <= min(previewRefs, c) && best > 1; k++ {
+			if n := runs(a, col(c-k), best-1); n < best {
+				best, bk = n, k
+			}
+		}
+		var ref []int32
+		if bk > 0 {
+			ref = col(c - bk)
+		}
+		out.add(int64(bk), false)
+		for r := 0; r < len(a); {
+			k := r + 1
+			if ref != nil && a[r] == ref[r] {
+				for k < len(a) && a[k] == ref[k] {
+					k++
+				}
+				out.add(0, false)
+			} else {
+				for k < len(a) && a[k] == a[r] && (ref == nil || a[k] != ref[k]) {
+					k++
+				}
+				out.add(int64(a[r])+1, false)
+			}
+			out.add(int64(k-r), false)
+			r = k
+		}
 	}
 	return out
 }

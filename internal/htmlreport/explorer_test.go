@@ -66,15 +66,19 @@ func testExplorer() *figures.Explorer {
 // decodeExplorer reads back explorerData's output for one device: its
 // description, its deflated columns and what they inflate to (err: they do
 // not inflate).
-func decodeExplorer(t *testing.T, js, jsBin template.JS) (d exDevice, z, bin []byte, err error) {
+func decodeExplorer(t *testing.T, js template.JS, bs [][][]byte) (d exDevice, z, bin []byte, err error) {
 	t.Helper()
 	var ds []exDevice
 	var bins []string
 	if err := json.Unmarshal([]byte(js), &ds); err != nil || len(ds) != 1 {
 		t.Fatalf("devices %.100s: %v", js, err)
 	}
-	if err := json.Unmarshal([]byte(jsBin), &bins); err != nil || len(bins) != 1 {
-		t.Fatalf("columns %.100s: %v", jsBin, err)
+	var jsBin bytes.Buffer
+	if err := writeBins(&jsBin, bs); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(jsBin.Bytes(), &bins); err != nil || len(bins) != 1 {
+		t.Fatalf("columns %.100s: %v", jsBin.String(), err)
 	}
 	z, _ = base64.StdEncoding.DecodeString(bins[0])
 	bin, err = io.ReadAll(flate.NewReader(bytes.NewReader(z)))
@@ -109,12 +113,14 @@ func TestExplorerData(t *testing.T) {
 		t.Errorf("times %v", got)
 	}
 	// the first change: an allocated block (band 0, one back from the one
-	// band made so far) and the rest of its segment
-	if got := unpack(t, d, bin, "bsize", false); len(got) != 2 || got[0] != 1 || got[1] != (2<<20-512)/512 {
+	// band made so far; its size less its allocation's, in units) and the
+	// rest of its segment
+	if got := unpack(t, d, bin, "bsize", false); len(got) != 2 || got[0] != 0 || got[1] != (2<<20-512)/512 {
 		t.Errorf("block sizes %v", got)
 	}
-	if got := unpack(t, d, bin, "bband", false); got[0] != 1 || got[1] != 0 {
-		t.Errorf("block bands %v", got)
+	// 8 × band + state, a segment's first block adding 4 to its state
+	if got := unpack(t, d, bin, "bstate", false); len(got) != 2 || got[0] != 1<<3|int64(figures.StateAllocated)|4 || got[1] != int64(figures.StateSplit) {
+		t.Errorf("block states and bands %v", got)
 	}
 	if got := unpack(t, d, bin, "bseg", false); got[0] != 0x7f0000000000 || got[1] != (2<<20)/512 {
 		t.Errorf("segment records %x", got)
@@ -133,8 +139,112 @@ func TestExplorerData(t *testing.T) {
 		t.Errorf("aggregate %v", got)
 	}
 	// the block of an aggregated allocation names no band
-	if got := unpack(t, d, bin, "bband", false); got[0] != 0 {
+	if got := unpack(t, d, bin, "bstate", false); got[0]>>3 != 0 {
 		t.Errorf("block bands %v", got)
+	}
+}
+
+// TestExplorerBlockColumns reads back the columns of the block list's
+// changes and keys: each op's deletes and inserts as one value (inserts
+// past 2 in their own column), and a key's bands counted from the first.
+func TestExplorerBlockColumns(t *testing.T) {
+	e := testExplorer()
+	seg := uint64(0x7f0000000000)
+	four := make([]figures.BlockRec, 4)
+	for i := range four {
+		four[i] = figures.BlockRec{Address: seg + uint64(i)<<9, Size: 512, State: figures.StateAllocated, Alloc: int32(i % 2)}
+	}
+	four[0].First, four[0].SegSize = true, 2<<20
+	e.Changes[2] = figures.Change{Pos: 0, Del: 2, Ins: four}
+	e.Changes[4] = figures.Change{Pos: 3, Del: 1}
+	e.Keys = []figures.Keyframe{{Op: 3, Blocks: four}}
+	js, jsBin, err := explorerData([]*figures.Explorer{e}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, bin, err := decodeExplorer(t, js, jsBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := unpack(t, d, bin, "insdel", false); !slices.Equal(got, []int64{2, 0, 2<<2 | 3, 0, 1 << 2, 0}) {
+		t.Errorf("deletes and inserts %v", got)
+	}
+	if got := unpack(t, d, bin, "insx", false); !slices.Equal(got, []int64{1}) {
+		t.Errorf("inserts past 3 %v", got)
+	}
+	// op 2's blocks: bands 0 and 1 of the 3 made by then, counted back
+	st := unpack(t, d, bin, "bstate", false)
+	if got := st[2:]; !slices.Equal(got, []int64{3<<3 | 6, 2<<3 | 2, 3<<3 | 2, 2<<3 | 2}) {
+		t.Errorf("op 2's blocks' states and bands %v", got)
+	}
+	// a used block's size less its allocation's (512 B, 3 MiB), in units
+	if got := unpack(t, d, bin, "bsize", false)[2:]; !slices.Equal(got, []int64{0, 1 - 6144, 0, 1 - 6144}) {
+		t.Errorf("op 2's blocks' sizes %v", got)
+	}
+	// the key's: 1 + the band
+	if got := unpack(t, d, bin, "kstate", false); !slices.Equal(got, []int64{1<<3 | 6, 2<<3 | 2, 1<<3 | 2, 2<<3 | 2}) {
+		t.Errorf("the key's states and bands %v", got)
+	}
+}
+
+// previewPixels reads a preview's runs back, as explorer.js does: each
+// column a column back that it copies from, then runs of its rows.
+func previewPixels(vals []int64) []int64 {
+	var img []int64
+	for i := 0; i < len(vals); {
+		from, end := int(vals[i])*previewH, len(img)+previewH
+		for i++; len(img) < end && i+1 < len(vals); i += 2 {
+			for range vals[i+1] {
+				v := vals[i] - 1
+				if v < 0 {
+					v = img[len(img)-from]
+				}
+				img = append(img, v)
+			}
+		}
+	}
+	return img
+}
+
+// TestPreviewRuns writes pixels as previewRuns does and reads them back:
+// the same pixels, and a column like one before it refers to it.
+func TestPreviewRuns(t *testing.T) {
+	img := make([]int32, 5*previewH)
+	for c := range 5 {
+		for r := range previewH {
+			img[c*previewH+r] = int32((r / 7 * (1 + c%2)) % 5)
+		}
+	}
+	img[3*previewH+100] = 9
+	runs := previewRuns(img, &column{})
+	vals := unpack(t, exDevice{Cols: map[string][3]int{"p": {0, len(runs.b), -1}}}, runs.b, "p", false)
+	got := previewPixels(vals)
+	if len(got) != len(img) {
+		t.Fatalf("%d pixels, want %d", len(got), len(img))
+	}
+	for i := range img {
+		if got[i] != int64(img[i]) {
+			t.Fatalf("pixel %d: %d, want %d", i, got[i], img[i])
+		}
+	}
+	// column 2 copies column 0; 3 copies 1 but for one pixel (three runs)
+	if vals[0] != 0 {
+		t.Errorf("column 0 refers back %d", vals[0])
+	}
+	k, col := 0, 0
+	for i := 0; i < len(vals); col++ {
+		from, n, rows := vals[i], 0, int64(0)
+		for i++; rows < previewH; i += 2 {
+			rows += vals[i+1]
+			n++
+		}
+		if col == 2 && (from != 2 || n != 1) || col == 3 && (from != 2 || n != 3) {
+			t.Errorf("column %d: refers %d back in %d runs", col, from, n)
+		}
+		k++
+	}
+	if k != 5 {
+		t.Errorf("%d columns", k)
 	}
 }
 
@@ -155,12 +265,7 @@ func TestExplorerFirstView(t *testing.T) {
 	d := ds[0]
 	runs, _ := base64.StdEncoding.DecodeString(d.Preview)
 	vals := unpack(t, exDevice{Cols: map[string][3]int{"p": {0, len(runs), -1}}}, runs, "p", false)
-	var img []int64 // column after column
-	for i := 0; i+1 < len(vals); i += 2 {
-		for range vals[i+1] {
-			img = append(img, vals[i])
-		}
-	}
+	img := previewPixels(vals) // column after column
 	if d.PreviewW != previewW || d.PreviewH != previewH || len(img) != previewW*previewH {
 		t.Fatalf("preview %dx%d with %d pixels", d.PreviewW, d.PreviewH, len(img))
 	}
@@ -323,8 +428,12 @@ func TestExplorerSpilledColumnsInflate(t *testing.T) {
 		k := 0
 		for _, ch := range e.Changes {
 			for _, b := range ch.Ins {
-				if bsize[k] != int64(b.Size/512) {
-					t.Fatalf("spilling at %d: block %d: %d units, want %d", spill, k, bsize[k], b.Size/512)
+				want := int64(b.Size / 512) // less its allocation's, every one a band
+				if b.Alloc >= 0 {
+					want -= int64((e.Allocs[b.Alloc].Size + 511) / 512)
+				}
+				if bsize[k] != want {
+					t.Fatalf("spilling at %d: block %d: %d units, want %d", spill, k, bsize[k], want)
 				}
 				k++
 			}

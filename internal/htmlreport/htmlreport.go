@@ -62,9 +62,30 @@ func chartPage(name, text string) func() *template.Template {
 
 var pageTmpl = chartPage("report", pageText)
 
-// Write writes the HTML report of r to w.
+// Write writes the HTML report of r to w: the template's page, then the
+// explorer's columns, last (the page draws its first view before the
+// parser reaches them), written straight from their pieces rather than
+// through the template (a copy of some MB at a million events).
 func Write(w io.Writer, r *figures.Replay, extra Extra) error {
-	return execute(w, pageTmpl())(newPage(r, extra))
+	p, err := newPage(r, extra)
+	if err != nil {
+		return err
+	}
+	sw := textsafe.NewWriter(w)
+	if err := pageTmpl().Execute(sw, p); err != nil {
+		return err
+	}
+	ew := &errWriter{w: sw}
+	if p.Script != "" {
+		io.WriteString(ew, "\n\n<script type=\"application/json\" id=\"explorer-bin\">")
+		writeBins(ew, p.bins)
+		io.WriteString(ew, "</script>")
+	}
+	io.WriteString(ew, "\n</body>\n</html>\n")
+	if ew.err != nil {
+		return ew.err
+	}
+	return sw.Flush()
 }
 
 // execute runs t on what a page's builder returns, unless it failed.
@@ -98,19 +119,19 @@ func render(w io.Writer, t *template.Template, name string, view any) error {
 
 // page is what the template shows.
 type page struct {
-	Title       string
-	Generator   string
-	Facts       []fact
-	Timeline    *chart
-	Frag        *chart
-	Maps        []*segMap
-	Sites       []siteRow
-	OOM         *oomView
-	Data        template.JS // the timeline's figures, for hover and zoom
-	Explorer    template.JS // the explorer's packed data, "null" when none
-	ExplorerBin template.JS // its columns, apart: a list of base64 strings
-	Script      template.JS // the explorer's script
-	Chart       template.JS // the charts' script
+	Title     string
+	Generator string
+	Facts     []fact
+	Timeline  *chart
+	Frag      *chart
+	Maps      []*segMap
+	Sites     []siteRow
+	OOM       *oomView
+	Data      template.JS // the timeline's figures, for hover and zoom
+	Explorer  template.JS // the explorer's packed data, "null" when none
+	bins      [][][]byte  // its columns, apart: each device's in pieces
+	Script    template.JS // the explorer's script
+	Chart     template.JS // the charts' script
 }
 
 type fact struct {
@@ -201,7 +222,7 @@ func newPage(r *figures.Replay, extra Extra) (*page, error) {
 	}
 	p.Sites = siteRows(extra.Sites)
 	var err error
-	if p.Explorer, p.ExplorerBin, err = explorerData(extra.Explorers, extra.Packed, extra.MaxBands); err != nil {
+	if p.Explorer, p.bins, err = explorerData(extra.Explorers, extra.Packed, extra.MaxBands); err != nil {
 		return nil, err
 	}
 	if explorer {

@@ -207,6 +207,10 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}
 		return -1
 	}
+	var byEvent func(int32) *categories.Block // the allocations' events come in order
+	if s.cls != nil {
+		byEvent = s.cls.InOrder()
+	}
 	o := s.o
 	o.Points, o.Check = 0, false
 	var flat []alloc.FlatBlock
@@ -283,7 +287,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 			if s.cls != nil {
 				madeCat = categories.Unknown
 				if op.Flags&alloc.FlagRecordedOOM == 0 {
-					if blk := s.cls.ByEvent(event); blk != nil {
+					if blk := byEvent(event); blk != nil {
 						madeCat = blk.Category
 					}
 				}

@@ -56,8 +56,12 @@ func (v *Writer) Write(p []byte) (int, error) {
 		}
 		i += n
 	}
-	out = append(out, in[start:]...)
-	v.out = out
+	if start == 0 && len(out) == 0 && len(v.held) == 0 {
+		out = in // nothing to mark: no copy (a page's data can be megabytes)
+	} else {
+		out = append(out, in[start:]...)
+		v.out = out
+	}
 	if _, err := v.w.Write(out); err != nil {
 		return 0, err
 	}
