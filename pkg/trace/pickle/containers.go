@@ -164,6 +164,8 @@ func (d *decoder) put(i uint64, v val) error {
 	slot := d.memoAt(idx)
 	if *slot == 0 {
 		d.memoCount++
+	} else {
+		d.memoEpoch++
 	}
 	d.memoMax = max(d.memoMax, i+1)
 	if v.k == kDict || v.k == kList {

@@ -328,6 +328,8 @@ func (d *decoder) putScalar(i uint64, v val) error {
 			slot := &pg[i&(memoPageLen-1)]
 			if *slot == 0 {
 				d.memoCount++
+			} else {
+				d.memoEpoch++
 			}
 			*slot = uint64(v.k)<<56 | v.n
 			d.memoMax = max(d.memoMax, i+1)
@@ -353,16 +355,22 @@ type pendingEvent struct {
 }
 
 // takeEvent returns the event a kEventDone value stands for, valid until
-// the next fastEvent. Its memo slots say kGone from now on.
+// the next fastEvent. Its memo slots say kGone from now on, those not
+// written again meanwhile (as closed leaves a slot written again).
 func (d *decoder) takeEvent(v val) *model.Event {
 	pe := &d.pending[v.n]
+	self := uint64(kEventDone)<<56 | v.n
 	if pe.slot >= 0 {
-		*d.memoAt(int(pe.slot)) = uint64(kGone) << 56
+		if slot := d.memoAt(int(pe.slot)); *slot == self {
+			*slot = uint64(kGone) << 56
+		}
 	}
 	if len(d.moreSlots) > 0 {
 		if more, ok := d.moreSlots[v.n]; ok {
 			for _, i := range more {
-				*d.memoAt(i) = uint64(kGone) << 56
+				if slot := d.memoAt(i); *slot == self {
+					*slot = uint64(kGone) << 56
+				}
 			}
 			delete(d.moreSlots, v.n)
 		}
