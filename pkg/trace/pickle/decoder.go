@@ -125,8 +125,9 @@ type decoder struct {
 	ev          model.Event
 	general     bool // read every dict the general way (tests compare the two)
 	fast        fastState
-	tmpl        template
-	memoEpoch   uint64 // counts memo slots written again (a template checks it)
+	tmpls       [4]template // the layouts learned last, the last matched first
+	tmplNext    template    // where learn makes the next one
+	memoEpoch   uint64      // counts memo slots written again (a template checks it)
 }
 
 func newDecoder(r io.Reader, size int64) *decoder {

@@ -22,12 +22,15 @@ import (
 // checked when the template was learned. A memo slot written again
 // (memoEpoch changes) drops the template.
 
-// Limits on a template: the bytes of a dict it covers, and its steps.
+// Limits on a template: the bytes of a dict it covers, its steps, its
+// field values.
 const (
 	tmplMaxLen   = 512
 	tmplMaxSteps = 48
+	tmplMaxVars  = 8
 	tmplSlack    = 16 // bytes a step's compare may read past the dict
-	varMax       = 11 // the longest value readVarValue reads
+	varMax       = 34 // the longest value readVarValue reads
+	varMaxStr    = 32 // the longest str it reads
 )
 
 // noField marks a step not followed by a field's value.
@@ -41,15 +44,27 @@ type tmplStep struct {
 	key  uint8
 }
 
-// template is the layout of the last event dict fastEvent read.
+// tmplStore is one memo store of a template's dict, into the next fresh
+// slot: of the dict itself, of a constant (e, packed), or of the value
+// of its from'th field.
+type tmplStore struct {
+	e    uint64
+	from int8
+}
+
+const (
+	storeConst = -1
+	storeSelf  = -2
+)
+
+// template is the layout of an event dict fastEvent read.
 type template struct {
 	ok     bool
 	epoch  uint64
 	steps  []tmplStep
 	base   eventFields // the fields the constant pairs set
-	stores []uint64    // packed memo entries of the dict's stores, in order
-	self   bool        // stores[0] is the dict itself
-	maxLen int         // the most bytes a matching dict can take, plus slack
+	stores []tmplStore
+	maxLen int // the most bytes a matching dict can take, plus slack
 }
 
 // isVarField reports whether key k's value is read anew for each dict.
@@ -121,8 +136,9 @@ func (d *decoder) constOp(b []byte, p int, memoStart uint64) (val, int, bool) {
 }
 
 // readVarValue reads the scalar opcode at b[p] as fastEvent would: an
-// int (LONG1 of 9 bytes at most), None, a bool, or a BINGET of a slot
-// below memoStart. b has room for 11 bytes at p and 8 past them.
+// int (LONG1 of 9 bytes at most), a str of varMaxStr bytes at most,
+// None, a bool, or a BINGET of a slot below memoStart. b has room for
+// varMax bytes at p and 8 past them.
 func readVarValue(d *decoder, b []byte, p int, memoStart uint64) (val, int, bool) {
 	switch b[p] {
 	case opBinInt1:
@@ -161,6 +177,12 @@ func readVarValue(d *decoder, b []byte, p int, memoStart uint64) (val, int, bool
 			return val{}, p, false
 		}
 		return d.unpack(e), q, true
+	case opShortBinUnicode:
+		n := int(b[p+1])
+		if n > varMaxStr {
+			return val{}, p, false
+		}
+		return val{kStr, uint64(d.intern(b[p+2 : p+2+n]))}, p + 2 + n, true
 	case opNone:
 		return val{k: kNone}, p + 1, true
 	case opNewTrue:
@@ -171,23 +193,21 @@ func readVarValue(d *decoder, b []byte, p int, memoStart uint64) (val, int, bool
 	return val{}, p, false
 }
 
-// learn makes the template from the event dict fastEvent has just read
+// learn makes a template from the event dict fastEvent has just read
 // from b[start:end] (start is past its EMPTY_DICT), with the memo dense
-// (memoCount == memoMax) at memoStart slots before it.
+// (memoCount == memoMax) at memoStart slots before it. A dict it cannot
+// make one of leaves the template as it was.
 func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
-	t := &d.tmpl
-	t.ok = false
 	if end-start > tmplMaxLen || end+tmplSlack > len(b) {
 		return
 	}
+	t := &d.tmplNext
 	t.steps = t.steps[:0]
 	t.stores = t.stores[:0]
-	t.self = false
 	t.base = eventFields{ev: model.Event{Stack: -1}}
 	p := start
 	if b[p] == opMemoize {
-		t.self = true
-		t.stores = append(t.stores, 0)
+		t.stores = append(t.stores, tmplStore{from: storeSelf})
 		p++
 	}
 	if b[p] != opMark {
@@ -196,7 +216,7 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 	p++
 	run := start // start of the constant run
 	var seen uint64
-	maxLen := 0
+	maxLen, nv := 0, 0
 	for b[p] != opSetItems {
 		k, q, ok := d.constOp(b, p, memoStart)
 		if !ok || q >= end {
@@ -211,14 +231,19 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 		}
 		if k.k == kStr && isVarField(k.n) {
 			_, q, ok := readVarValue(d, b, p, memoStart)
-			if !ok || q >= end || isStore(b[q]) {
-				return
-			}
-			if !t.addRun(b[run:p], uint8(k.n)) {
+			if !ok || q >= end || nv == tmplMaxVars || !t.addRun(b[run:p], uint8(k.n)) {
 				return
 			}
 			maxLen += p - run + varMax
 			p, run = q, q
+			if isStore(b[p]) {
+				if b[p] != opMemoize {
+					return
+				}
+				t.stores = append(t.stores, tmplStore{from: int8(nv)})
+				p++ // the MEMOIZE starts the next constant run
+			}
+			nv++
 			continue
 		}
 		v, q, ok := d.constOp(b, p, memoStart)
@@ -230,7 +255,7 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 			if b[p] != opMemoize || v.n >= 1<<56 {
 				return // (a value packed to the side would be shared)
 			}
-			t.stores = append(t.stores, d.pack(v))
+			t.stores = append(t.stores, tmplStore{e: d.pack(v), from: storeConst})
 			p++
 		}
 		if k.k == kStr && k.n < numKnown && !t.base.set(k.n, v) {
@@ -244,6 +269,10 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 	t.maxLen = maxLen + p - run + tmplSlack
 	t.epoch = d.memoEpoch
 	t.ok = true
+	// the new template goes first, the last one's storage is reused
+	last := d.tmpls[len(d.tmpls)-1]
+	copy(d.tmpls[1:], d.tmpls[:len(d.tmpls)-1])
+	d.tmpls[0], d.tmplNext = d.tmplNext, last
 }
 
 // addRun adds steps for the constant bytes c, the last followed by the
@@ -272,10 +301,26 @@ func (t *template) addRun(c []byte, key uint8) bool {
 }
 
 // tmplEvent reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
-// if it matches the template, as fastEvent would; otherwise it changes
-// nothing.
+// if it matches one of the templates, the last one matched first.
 func (d *decoder) tmplEvent() bool {
-	t := &d.tmpl
+	if d.tmplRead(&d.tmpls[0]) {
+		return true
+	}
+	for k := 1; k < len(d.tmpls) && d.tmpls[k].ok; k++ {
+		if d.tmplRead(&d.tmpls[k]) {
+			t := d.tmpls[k]
+			copy(d.tmpls[1:k+1], d.tmpls[:k])
+			d.tmpls[0] = t
+			return true
+		}
+	}
+	return false
+}
+
+// tmplRead reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
+// if it matches template t, as fastEvent would; otherwise it changes
+// nothing (but may intern a str of the dict).
+func (d *decoder) tmplRead(t *template) bool {
 	if !t.ok || t.epoch != d.memoEpoch || uint64(d.memoCount) != d.memoMax {
 		return false
 	}
@@ -292,6 +337,8 @@ func (d *decoder) tmplEvent() bool {
 	p := d.pos
 	memoStart := d.memoMax
 	f := t.base
+	var vals [tmplMaxVars]val
+	nv := 0
 	for i := range t.steps {
 		s := &t.steps[i]
 		if binary.LittleEndian.Uint64(b[p:])&s.m[0] != s.w[0] {
@@ -308,6 +355,8 @@ func (d *decoder) tmplEvent() bool {
 		if !ok || !f.set(uint64(s.key), v) {
 			return false
 		}
+		vals[nv&(tmplMaxVars-1)] = v
+		nv++
 		p = q
 	}
 	if c := b[p]; c != opEmptyDict && c != opAppends && c != opAppend {
@@ -316,32 +365,63 @@ func (d *decoder) tmplEvent() bool {
 	if _, err := f.done(d.op); err != nil {
 		return false
 	}
-	// the stores, into fresh slots of pages the memo has (a store that
-	// needs a new page or one packed is left to fastEvent)
-	i := memoStart
 	n := len(d.pending)
-	if ns := uint64(len(t.stores)); ns > 0 {
-		end := i + ns
-		if end > uint64(d.memoLen) || d.memo[i>>memoPageBits] == nil || d.memo[(end-1)>>memoPageBits] == nil {
-			return false
-		}
-		for k, e := range t.stores {
-			if k == 0 && t.self {
-				e = uint64(kEventDone)<<56 | uint64(n)
-			}
-			d.memo[(i+uint64(k))>>memoPageBits][(i+uint64(k))&(memoPageLen-1)] = e
-		}
-		d.memoCount += len(t.stores)
-		d.memoMax = end
+	if !d.tmplStores(t.stores, memoStart, uint64(n), &vals) {
+		return false
 	}
 	slot := int64(-1)
-	if t.self {
-		slot = int64(i)
+	if len(t.stores) > 0 && t.stores[0].from == storeSelf {
+		slot = int64(memoStart)
 	}
 	d.pending = append(d.pending, pendingEvent{f: f, slot: slot})
 	d.outstanding++
 	d.pos = p
 	d.stack = append(d.stack, val{kEventDone, uint64(n)})
+	return true
+}
+
+// tmplStores makes a template's memo stores into the fresh slots from
+// i, for pending event n whose field values are vals; false, changing
+// nothing, if it leaves them to fastEvent (a value too wide to pack, or
+// memo pages that would pass the budget or are packed).
+func (d *decoder) tmplStores(stores []tmplStore, i, n uint64, vals *[tmplMaxVars]val) bool {
+	if len(stores) == 0 {
+		return true
+	}
+	for _, s := range stores {
+		if s.from >= 0 && vals[s.from].n >= 1<<56 {
+			return false
+		}
+	}
+	end := i + uint64(len(stores))
+	if end > uint64(d.memoLen) {
+		pages := (end - uint64(d.memoLen) + memoPageLen - 1) / memoPageLen
+		if d.mem+int64(pages)*memoPageLen*8 > d.limit || d.growMemo(int(end-1)) != nil {
+			return false
+		}
+	}
+	first, last := d.memo[i>>memoPageBits], d.memo[(end-1)>>memoPageBits]
+	if first == nil || last == nil {
+		return false
+	}
+	for k, s := range stores {
+		e := s.e
+		switch {
+		case s.from >= 0:
+			v := vals[s.from]
+			e = uint64(v.k)<<56 | v.n
+		case s.from == storeSelf:
+			e = uint64(kEventDone)<<56 | n
+		}
+		j := i + uint64(k)
+		pg := first
+		if j>>memoPageBits != i>>memoPageBits {
+			pg = last
+		}
+		pg[j&(memoPageLen-1)] = e
+	}
+	d.memoCount += len(stores)
+	d.memoMax = end
 	return true
 }
 
