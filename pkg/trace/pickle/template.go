@@ -65,6 +65,8 @@ type template struct {
 	base   eventFields // the fields the constant pairs set
 	stores []tmplStore
 	maxLen int // the most bytes a matching dict can take, plus slack
+	// varStores is set when a field's value is stored
+	varStores bool
 }
 
 // isVarField reports whether key k's value is read anew for each dict.
@@ -204,6 +206,7 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 	t := &d.tmplNext
 	t.steps = t.steps[:0]
 	t.stores = t.stores[:0]
+	t.varStores = false
 	t.base = eventFields{ev: model.Event{Stack: -1}}
 	p := start
 	if b[p] == opMemoize {
@@ -241,6 +244,7 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 					return
 				}
 				t.stores = append(t.stores, tmplStore{from: int8(nv)})
+				t.varStores = true
 				p++ // the MEMOIZE starts the next constant run
 			}
 			nv++
@@ -336,7 +340,15 @@ func (d *decoder) tmplRead(t *template) bool {
 	b := d.buf
 	p := d.pos
 	memoStart := d.memoMax
-	f := t.base
+	// the event is read into its place in pending, which a failure
+	// leaves beyond the slice's length
+	n := len(d.pending)
+	if n == cap(d.pending) {
+		d.pending = append(d.pending, pendingEvent{})[:n]
+	}
+	pe := &d.pending[:n+1][n]
+	pe.f = t.base
+	f := &pe.f
 	var vals [tmplMaxVars]val
 	nv := 0
 	for i := range t.steps {
@@ -351,13 +363,35 @@ func (d *decoder) tmplRead(t *template) bool {
 		if s.key == noField {
 			continue
 		}
-		v, q, ok := readVarValue(d, b, p, memoStart)
-		if !ok || !f.set(uint64(s.key), v) {
+		var v val
+		switch b[p] {
+		case opBinInt1:
+			v = val{kInt, uint64(b[p+1])}
+			p += 2
+		case opBinInt:
+			v = val{kInt, uint64(int64(int32(binary.LittleEndian.Uint32(b[p+1:]))))}
+			p += 5
+		case opLong1:
+			if k := int(b[p+1]); k > 0 && k <= 8 && b[p+1+k]&0x80 == 0 {
+				// non-negative and 8 bytes or fewer: the bytes zero-extended
+				v = val{kInt, binary.LittleEndian.Uint64(b[p+2:]) & (uint64(1)<<(8*k) - 1)}
+				p += 2 + k
+				break
+			}
+			fallthrough
+		default:
+			var ok bool
+			if v, p, ok = readVarValue(d, b, p, memoStart); !ok {
+				return false
+			}
+		}
+		if !f.set(uint64(s.key), v) {
 			return false
 		}
-		vals[nv&(tmplMaxVars-1)] = v
-		nv++
-		p = q
+		if t.varStores {
+			vals[nv&(tmplMaxVars-1)] = v
+			nv++
+		}
 	}
 	if c := b[p]; c != opEmptyDict && c != opAppends && c != opAppend {
 		return false // a dict filled by more than one SETITEMS goes the general way
@@ -365,15 +399,14 @@ func (d *decoder) tmplRead(t *template) bool {
 	if _, err := f.done(d.op); err != nil {
 		return false
 	}
-	n := len(d.pending)
 	if !d.tmplStores(t.stores, memoStart, uint64(n), &vals) {
 		return false
 	}
-	slot := int64(-1)
+	pe.slot, pe.fetched = -1, false
 	if len(t.stores) > 0 && t.stores[0].from == storeSelf {
-		slot = int64(memoStart)
+		pe.slot = int64(memoStart)
 	}
-	d.pending = append(d.pending, pendingEvent{f: f, slot: slot})
+	d.pending = d.pending[:n+1]
 	d.outstanding++
 	d.pos = p
 	d.stack = append(d.stack, val{kEventDone, uint64(n)})
