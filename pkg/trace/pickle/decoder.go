@@ -127,6 +127,7 @@ type decoder struct {
 	fast        fastState
 	tmpls       [4]template // the layouts learned last, the last matched first
 	tmplNext    template    // where learn makes the next one
+	frameItems  []val       // framesList's scratch
 	memoEpoch   uint64      // counts memo slots written again (a template checks it)
 }
 

@@ -27,7 +27,10 @@ type evGen struct {
 	set  map[int]bool // the same
 	str  map[string]int
 	dict []int // memo slots of event dicts
-	fr   []int // memo slots of frame dicts and frames lists
+	frd  []int // memo slots of frame dicts
+	frl  []int // memo slots of frames lists
+	// stacks makes frames lists of memoized frame dicts the usual value
+	stacks bool
 }
 
 // pick returns a choice in [0, k), 0 once the choices run out.
@@ -173,19 +176,25 @@ func (g *evGen) value(want int64) {
 var genActions = []string{"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom", "snapshot", "bogus"}
 
 func (g *evGen) frames() {
-	switch g.pick(12) {
+	c := g.pick(12)
+	if g.stacks && c == 0 {
+		c = 1 // a program recorded with stacks: lists of frames by default
+	}
+	switch c {
 	case 1, 2:
-		// a list of frame dicts, some fetched from the memo
+		// a list of frame dicts, most fetched from the memo
 		g.b = append(g.b, opEmptyList)
-		g.fr = append(g.fr, g.memoize())
+		if !g.rare(10) {
+			g.frl = append(g.frl, g.store())
+		}
 		g.b = append(g.b, opMark)
 		for range 1 + g.pick(4) {
-			if len(g.fr) > 0 && g.pick(2) == 0 {
-				g.get(g.fr[g.pick(len(g.fr))])
+			if len(g.frd) > 0 && !g.rare(8) {
+				g.get(g.frd[g.pick(len(g.frd))])
 				continue
 			}
 			g.b = append(g.b, opEmptyDict)
-			g.fr = append(g.fr, g.memoize())
+			g.frd = append(g.frd, g.memoize())
 			g.b = append(g.b, opMark)
 			g.s("filename")
 			g.s([]string{"a.py", "b.py"}[g.pick(2)])
@@ -197,11 +206,14 @@ func (g *evGen) frames() {
 		}
 		g.b = append(g.b, opAppends)
 	case 3:
-		if len(g.fr) > 0 {
-			g.get(g.fr[g.pick(len(g.fr))])
-			return
+		switch {
+		case len(g.frd) > 0 && g.rare(4):
+			g.get(g.frd[g.pick(len(g.frd))]) // a frame dict, not a list
+		case len(g.frl) > 0:
+			g.get(g.frl[g.pick(len(g.frl))])
+		default:
+			g.b = append(g.b, opEmptyList)
 		}
-		g.b = append(g.b, opEmptyList)
 	case 4:
 		g.b = append(g.b, opNone)
 	default:
@@ -268,6 +280,7 @@ func (g *evGen) event(addr, t int64) {
 // genSnapshot writes a snapshot pickle of events as src chooses.
 func genSnapshot(src []byte, events int) []byte {
 	g := &evGen{src: src, b: []byte{opProto, 4}, set: map[int]bool{}, str: map[string]int{}}
+	g.stacks = g.pick(2) == 1
 	g.b = append(g.b, opEmptyDict)
 	g.memoize()
 	g.b = append(g.b, opMark)
@@ -347,13 +360,14 @@ func TestFastMatchesGeneral(t *testing.T) {
 // randomChoices makes choices for genSnapshot: mostly the usual layout,
 // so that the template is used, with perturbations dense or sparse.
 func randomChoices(r *rand.Rand) []byte {
-	src := make([]byte, r.IntN(20000))
+	src := make([]byte, 1+r.IntN(20000))
 	density := []int{4, 40, 400}[r.IntN(3)]
 	for j := range src {
 		if r.IntN(density) == 0 {
 			src[j] = byte(r.IntN(256))
 		}
 	}
+	src[0] = byte(r.IntN(2)) // with stacks or without
 	return src
 }
 

@@ -42,6 +42,9 @@ type tmplStep struct {
 	w, m [2]uint64 // the bytes, little endian, and the mask of those compared
 	n    uint8     // constant bytes
 	key  uint8
+	list bool // the value is a frames list (framesList), stored if store
+	// store is set for a frames list with a MEMOIZE
+	store bool
 }
 
 // tmplStore is one memo store of a template's dict, into the next fresh
@@ -232,7 +235,26 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 			}
 			seen |= 1 << k.n
 		}
-		if k.k == kStr && isVarField(k.n) {
+		if k.k == kStr && k.n == sFrames && b[p] == opEmptyList {
+			// a list of frames fetched from the memo is a field's value;
+			// an empty list, constant
+			if _, at, q, ok := d.framesList(b, p+1, memoStart); ok {
+				if q >= end || nv == tmplMaxVars || (at >= 0 && b[at] != opMemoize) || !t.addRun(b[run:p], sFrames) {
+					return
+				}
+				s := &t.steps[len(t.steps)-1]
+				s.list, s.store = true, at >= 0
+				if at >= 0 {
+					t.stores = append(t.stores, tmplStore{from: int8(nv)})
+					t.varStores = true
+				}
+				maxLen += p - run + varMax
+				p, run = q, q
+				nv++
+				continue
+			}
+		}
+		if k.k == kStr && (isVarField(k.n) || k.n == sFrames && b[p] != opEmptyList) {
 			_, q, ok := readVarValue(d, b, p, memoStart)
 			if !ok || q >= end || nv == tmplMaxVars || !t.addRun(b[run:p], uint8(k.n)) {
 				return
@@ -364,25 +386,36 @@ func (d *decoder) tmplRead(t *template) bool {
 			continue
 		}
 		var v val
-		switch b[p] {
-		case opBinInt1:
-			v = val{kInt, uint64(b[p+1])}
-			p += 2
-		case opBinInt:
-			v = val{kInt, uint64(int64(int32(binary.LittleEndian.Uint32(b[p+1:]))))}
-			p += 5
-		case opLong1:
-			if k := int(b[p+1]); k > 0 && k <= 8 && b[p+1+k]&0x80 == 0 {
-				// non-negative and 8 bytes or fewer: the bytes zero-extended
-				v = val{kInt, binary.LittleEndian.Uint64(b[p+2:]) & (uint64(1)<<(8*k) - 1)}
-				p += 2 + k
-				break
-			}
-			fallthrough
-		default:
+		if s.list {
+			var at int
 			var ok bool
-			if v, p, ok = readVarValue(d, b, p, memoStart); !ok {
+			if b[p] != opEmptyList {
 				return false
+			}
+			if v, at, p, ok = d.framesList(b, p+1, memoStart); !ok || s.store != (at >= 0) || at >= 0 && b[at] != opMemoize || len(b)-p < t.maxLen {
+				return false // (the list's length is not in maxLen)
+			}
+		} else {
+			switch b[p] {
+			case opBinInt1:
+				v = val{kInt, uint64(b[p+1])}
+				p += 2
+			case opBinInt:
+				v = val{kInt, uint64(int64(int32(binary.LittleEndian.Uint32(b[p+1:]))))}
+				p += 5
+			case opLong1:
+				if k := int(b[p+1]); k > 0 && k <= 8 && b[p+1+k]&0x80 == 0 {
+					// non-negative and 8 bytes or fewer: the bytes zero-extended
+					v = val{kInt, binary.LittleEndian.Uint64(b[p+2:]) & (uint64(1)<<(8*k) - 1)}
+					p += 2 + k
+					break
+				}
+				fallthrough
+			default:
+				var ok bool
+				if v, p, ok = readVarValue(d, b, p, memoStart); !ok {
+					return false
+				}
 			}
 		}
 		if !f.set(uint64(s.key), v) {
