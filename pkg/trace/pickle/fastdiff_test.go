@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpumem/gpumem/pkg/trace/model"
 )
 
 // evGen writes a snapshot pickle of event dicts as its choices say: by
@@ -396,6 +399,61 @@ func TestTemplateSeesSlotWrittenAgain(t *testing.T) {
 	_, want := readGeneral(data)
 	if want == nil || !strings.Contains(want.Error(), `no "addr" key`) {
 		t.Fatalf("the general decoder: %v, want the fourth event without an address", want)
+	}
+	checkSame(t, data)
+}
+
+// replaceOnce replaces the n'th (from 0) occurrence of old in b.
+func replaceOnce(t *testing.T, b, old, new []byte, n int) []byte {
+	t.Helper()
+	at := 0
+	for range n + 1 {
+		i := bytes.Index(b[at:], old)
+		if i < 0 {
+			t.Fatalf("occurrence %d of % x missing: memoPickle lays the events out otherwise", n, old)
+		}
+		at += i + len(old)
+	}
+	at -= len(old)
+	return slices.Concat(b[:at], new, b[at+len(old):])
+}
+
+// An event dict's memo slot written again before its list takes it
+// keeps what was written (the general path's closed leaves it): the
+// second event stores "alloc" over the first's slot, and the third
+// takes its action from there.
+func TestTakenEventKeepsSlotWrittenAgain(t *testing.T) {
+	data := memoPickle([][]pdict{{ptEvent("alloc", 512, 512, nil), ptEvent("alloc", 1024, 512, nil)},
+		{ptEvent("alloc", 1536, 512, nil)}})
+	const dictSlot, allocSlot, naSlot = 6, 8, 14 // memoPickle's numbering of the first event
+	data = replaceOnce(t, data, []byte{opBinGet, naSlot}, []byte{opBinGet, allocSlot, opBinPut, dictSlot}, 0)
+	data = replaceOnce(t, data, []byte{opBinGet, 7, opBinGet, allocSlot}, []byte{opBinGet, 7, opBinGet, dictSlot}, 1)
+	want, err := readGeneral(data)
+	if err != nil || len(want.Traces[1]) != 1 || want.Traces[1][0].Action != model.ActionAlloc {
+		t.Fatalf("the general decoder: %v, want the third event an alloc", err)
+	}
+	checkSame(t, data)
+}
+
+// A MEMOIZE after a BINPUT over a slot the same dict stored: the memo
+// count must not take the BINPUT for a new slot. "device_traces" is
+// stored far ahead, so that the memo reaches past the first event's
+// slots; the first event stores "user_metadata" over its own "addr"; the
+// second, fetching its keys, finds no address there.
+func TestFastStoreOverOwnSlot(t *testing.T) {
+	evs := []pdict{ptEvent("alloc", 512, 512, nil), ptEvent("alloc", 1024, 512, nil)}
+	for i := range 10 {
+		evs = append(evs, ptEvent("alloc", 4096+512*i, 512, nil))
+	}
+	data := memoPickle([][]pdict{evs})
+	const addrSlot = 9
+	key := append([]byte{opShortBinUnicode, 13}, "device_traces"...)
+	data = replaceOnce(t, data, append(key, opMemoize), append(key, opBinPut, 30), 0)
+	key = append([]byte{opShortBinUnicode, 13}, "user_metadata"...)
+	data = replaceOnce(t, data, append(key, opMemoize), append(key, opBinPut, addrSlot), 0)
+	_, want := readGeneral(data)
+	if want == nil || !strings.Contains(want.Error(), `no "addr" key`) {
+		t.Fatalf("the general decoder: %v, want the second event without an address", want)
 	}
 	checkSame(t, data)
 }
