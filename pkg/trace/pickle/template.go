@@ -375,10 +375,8 @@ func (d *decoder) tmplRead(t *template) bool {
 	nv := 0
 	for i := range t.steps {
 		s := &t.steps[i]
-		if binary.LittleEndian.Uint64(b[p:])&s.m[0] != s.w[0] {
-			return false
-		}
-		if s.n > 8 && binary.LittleEndian.Uint64(b[p+8:])&s.m[1] != s.w[1] {
+		w := b[p : p+16 : p+16] // one bounds check for both words
+		if binary.LittleEndian.Uint64(w)&s.m[0] != s.w[0] || binary.LittleEndian.Uint64(w[8:])&s.m[1] != s.w[1] {
 			return false
 		}
 		p += int(s.n)
@@ -432,7 +430,7 @@ func (d *decoder) tmplRead(t *template) bool {
 	if _, err := f.done(d.op); err != nil {
 		return false
 	}
-	if !d.tmplStores(t.stores, memoStart, uint64(n), &vals) {
+	if !d.tmplStores(t, memoStart, uint64(n), &vals) {
 		return false
 	}
 	pe.slot, pe.fetched = -1, false
@@ -446,17 +444,20 @@ func (d *decoder) tmplRead(t *template) bool {
 	return true
 }
 
-// tmplStores makes a template's memo stores into the fresh slots from
+// tmplStores makes template t's memo stores into the fresh slots from
 // i, for pending event n whose field values are vals; false, changing
 // nothing, if it leaves them to fastEvent (a value too wide to pack, or
 // memo pages that would pass the budget or are packed).
-func (d *decoder) tmplStores(stores []tmplStore, i, n uint64, vals *[tmplMaxVars]val) bool {
+func (d *decoder) tmplStores(t *template, i, n uint64, vals *[tmplMaxVars]val) bool {
+	stores := t.stores
 	if len(stores) == 0 {
 		return true
 	}
-	for _, s := range stores {
-		if s.from >= 0 && vals[s.from].n >= 1<<56 {
-			return false
+	if t.varStores {
+		for _, s := range stores {
+			if s.from >= 0 && vals[s.from].n >= 1<<56 {
+				return false
+			}
 		}
 	}
 	end := i + uint64(len(stores))
