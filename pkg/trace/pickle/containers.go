@@ -147,23 +147,14 @@ func (d *decoder) put(i uint64, v val) error {
 		return d.errorf("memo index %d out of range", i)
 	}
 	idx := int(i)
-	for idx >= d.memoLen {
-		// A sparse memo index may ask for many pages at once.
-		d.mem += memoPageLen * 8
-		if err := d.checkMem(); err != nil {
-			return err
-		}
-		d.memo = append(d.memo, d.newPage())
-		d.packed = append(d.packed, nil)
-		d.memoLen += memoPageLen
-		// pages are filled in order: one a few pages back is done with
-		if k := len(d.memo) - 1 - packLag; k >= 0 {
-			d.packPage(k)
-		}
+	if err := d.growMemo(idx); err != nil {
+		return err
 	}
 	slot := d.memoAt(idx)
 	if *slot == 0 {
 		d.memoCount++
+	} else {
+		d.memoEpoch++
 	}
 	d.memoMax = max(d.memoMax, i+1)
 	if v.k == kDict || v.k == kList {
@@ -184,6 +175,25 @@ func (d *decoder) put(i uint64, v val) error {
 		d.moreSlots[v.n] = append(d.moreSlots[v.n], idx)
 	}
 	*slot = d.pack(v)
+	return nil
+}
+
+// growMemo adds memo pages up to the one of slot idx.
+func (d *decoder) growMemo(idx int) error {
+	for idx >= d.memoLen {
+		// A sparse memo index may ask for many pages at once.
+		d.mem += memoPageLen * 8
+		if err := d.checkMem(); err != nil {
+			return err
+		}
+		d.memo = append(d.memo, d.newPage())
+		d.packed = append(d.packed, nil)
+		d.memoLen += memoPageLen
+		// pages are filled in order: one a few pages back is done with
+		if k := len(d.memo) - 1 - packLag; k >= 0 {
+			d.packPage(k)
+		}
+	}
 	return nil
 }
 

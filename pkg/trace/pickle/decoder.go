@@ -125,6 +125,10 @@ type decoder struct {
 	ev          model.Event
 	general     bool // read every dict the general way (tests compare the two)
 	fast        fastState
+	tmpls       [4]template // the layouts learned last, the last matched first
+	tmplNext    template    // where learn makes the next one
+	frameItems  []val       // framesList's scratch
+	memoEpoch   uint64      // counts memo slots written again (a template checks it)
 }
 
 func newDecoder(r io.Reader, size int64) *decoder {
@@ -424,7 +428,7 @@ func (d *decoder) run() (val, error) {
 			}
 			d.marks = append(d.marks, len(d.stack))
 		case opEmptyDict:
-			if d.general || !d.fastEvent() {
+			if d.general || !d.fastEvents() {
 				d.stack = append(d.stack, val{kDict, uint64(d.newCont(false))})
 			}
 		case opEmptyList:

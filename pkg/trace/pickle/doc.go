@@ -29,9 +29,11 @@
 // never a panic or a huge allocation. Strings are cut to 4 KiB as they
 // are read; stacks are bounded (see internStack). Stream hands each
 // event to a sink instead of keeping it, for a caller that plans the
-// trace as it is read. Event dicts of the usual shape (scalar values, no
-// frames or an empty list) are read in one go by fastEvent, which leaves
-// anything else to the general path.
+// trace as it is read. Event dicts of the usual shape (scalar values,
+// frames an empty list or frame dicts fetched from the memo) are read in
+// one go by fastEvent, which leaves anything else to the general path;
+// dicts laid out like one it read are matched against a template of its
+// bytes (template.go).
 //
 // Terms: a segment's total_size is reserved memory; blocks in state
 // active_allocated are allocated memory; active_pending_free blocks were

@@ -12,9 +12,10 @@ import (
 // instead of pushing each key and value, filling a cont and converting it
 // when its list takes it. It leaves the decoder as the general path would
 // once the list has taken the event (the dict's memo slot kGone, an empty
-// frames list's kEmpty); anything it does not expect (a non-empty frames
-// list, a long string, a value that is not a scalar, a bad event) it
-// leaves to the general path, which then reads the dict from its start.
+// frames list's kEmpty, a frames list's stack); anything it does not
+// expect (a frames list with a frame dict not fetched from the memo, a
+// long string, a value that is not a scalar, a bad event) it leaves to
+// the general path, which then reads the dict from its start.
 
 // fastMax is the most memo stores fastEvent takes; fastPairs the most
 // keys and values.
@@ -89,14 +90,14 @@ func (d *decoder) fastStore(b []byte, p int, v val, st *fastStores) (int, bool) 
 	if st.n == fastMax || i > at {
 		return p, false
 	}
-	if i < st.start || i >= d.memoMax {
-		if i < st.start {
-			st.low = true
-		}
-		for k := range st.n {
-			if fs.puts[k].i == i {
-				return p, false // stored twice: leave it to the general path
-			}
+	if i < st.start {
+		st.low = true
+	}
+	// a slot this dict stored already (which the memo does not show
+	// yet, so that a MEMOIZE would count it as new)
+	for k := range st.n {
+		if fs.puts[k].i == i {
+			return p, false // stored twice: leave it to the general path
 		}
 	}
 	if i >= d.memoMax || d.memoEntry(i) == 0 {
@@ -290,8 +291,18 @@ func (d *decoder) fastEvent() bool {
 		case opNewFalse:
 			v = val{kBool, 0}
 		case opEmptyList:
-			// an empty frames list; one with frames goes the general way
-			v = val{k: kEmpty}
+			v = val{k: kEmpty} // an empty frames list
+			if !st.low {
+				// or one of frame dicts fetched from the memo, stored
+				if fv, at, q, ok := d.framesList(b, p, st.start); ok {
+					if at >= 0 {
+						if _, ok := d.fastStore(b, at, fv, &st); !ok {
+							return false
+						}
+					}
+					v, p = fv, q
+				}
+			}
 		default:
 			return false
 		}
@@ -321,6 +332,62 @@ func (d *decoder) fastEvent() bool {
 	}
 }
 
+// maxFastFrames is the most frames framesList reads.
+const maxFastFrames = 1024
+
+// framesList reads, at b[p] past an EMPTY_LIST, the rest of a list of
+// frame dicts fetched from memo slots below memoStart, as PyTorch's
+// pickler writes a stack whose frames it has seen: a store, MARK, a
+// BINGET or LONG_BINGET for each frame, APPENDS. It returns the stack
+// (interned, as the general path interns it when its dict takes it),
+// the index of the list's store or -1, and the index past APPENDS; false
+// for anything else (an empty list included).
+func (d *decoder) framesList(b []byte, p int, memoStart uint64) (val, int, int, bool) {
+	at := -1
+	if p < len(b) && isStore(b[p]) {
+		at = p
+		switch b[p] {
+		case opMemoize:
+			p++
+		case opBinPut:
+			p += 2
+		default:
+			p += 5
+		}
+	}
+	if p >= len(b) || b[p] != opMark {
+		return val{}, 0, 0, false
+	}
+	p++
+	items := d.frameItems[:0]
+	for p < len(b) && b[p] != opAppends {
+		var i uint64
+		switch {
+		case b[p] == opBinGet && p+2 <= len(b):
+			i = uint64(b[p+1])
+			p += 2
+		case b[p] == opLongBinGet && p+5 <= len(b):
+			i = uint64(binary.LittleEndian.Uint32(b[p+1:]))
+			p += 5
+		default:
+			return val{}, 0, 0, false
+		}
+		if i >= memoStart || i >= uint64(d.memoLen) || len(items) == maxFastFrames {
+			return val{}, 0, 0, false
+		}
+		e := d.memoEntry(i)
+		if kind(e>>56) != kFrame {
+			return val{}, 0, 0, false
+		}
+		items = append(items, d.unpack(e))
+	}
+	d.frameItems = items
+	if p >= len(b) || len(items) == 0 {
+		return val{}, 0, 0, false
+	}
+	return val{kStack, uint64(d.internStack(items))}, at, p + 1, true
+}
+
 // putScalar is put for a value that is no container.
 func (d *decoder) putScalar(i uint64, v val) error {
 	if i < uint64(d.memoLen) && v.n < 1<<56 {
@@ -328,6 +395,8 @@ func (d *decoder) putScalar(i uint64, v val) error {
 			slot := &pg[i&(memoPageLen-1)]
 			if *slot == 0 {
 				d.memoCount++
+			} else {
+				d.memoEpoch++
 			}
 			*slot = uint64(v.k)<<56 | v.n
 			d.memoMax = max(d.memoMax, i+1)
@@ -353,16 +422,22 @@ type pendingEvent struct {
 }
 
 // takeEvent returns the event a kEventDone value stands for, valid until
-// the next fastEvent. Its memo slots say kGone from now on.
+// the next fastEvent. Its memo slots say kGone from now on, those not
+// written again meanwhile (as closed leaves a slot written again).
 func (d *decoder) takeEvent(v val) *model.Event {
 	pe := &d.pending[v.n]
+	self := uint64(kEventDone)<<56 | v.n
 	if pe.slot >= 0 {
-		*d.memoAt(int(pe.slot)) = uint64(kGone) << 56
+		if slot := d.memoAt(int(pe.slot)); *slot == self {
+			*slot = uint64(kGone) << 56
+		}
 	}
 	if len(d.moreSlots) > 0 {
 		if more, ok := d.moreSlots[v.n]; ok {
 			for _, i := range more {
-				*d.memoAt(i) = uint64(kGone) << 56
+				if slot := d.memoAt(i); *slot == self {
+					*slot = uint64(kGone) << 56
+				}
 			}
 			delete(d.moreSlots, v.n)
 		}
