@@ -266,7 +266,10 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 		}
 		rp := rankPlan{path: p, device: d, rank: r, snap: snap, note: note}
 		if src.Ahead {
-			rp.plan, rp.settle = replay.FromSnapshotAhead(snap, d)
+			// the settling on a spare core while this one plans ahead
+			ahead, settle := replay.FromSnapshotApart(snap, d)
+			go settle()
+			rp.plan, rp.settle = ahead(), settle
 		} else {
 			rp.plan = replay.FromSnapshot(snap, d)
 		}
