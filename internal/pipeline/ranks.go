@@ -145,8 +145,9 @@ type SetSource struct {
 	// categories, no event times.
 	PlansOnly bool
 	// Ahead: plan each rank read whole ahead of its private pools
-	// (replay.FromSnapshotAhead), for a caller with a core to spare;
-	// rankPlan.settle then settles the plan.
+	// (replay.FromSnapshotApart), for a caller with a core to spare;
+	// rankPlan.settle then settles the plan (the settling starts at once,
+	// on its own goroutine).
 	Ahead bool
 }
 
