@@ -122,5 +122,5 @@ func sweepJSONDoc(w io.Writer, sw *sweep.Report, _ Options) error {
 			doc.NotAdvised = append(doc.NotAdvised, advice(r, rec.Baseline, unsettableNote(r, rec.Baseline)))
 		}
 	}
-	return writeJSON(w, doc, true)
+	return writeSweepJSON(w, &doc)
 }

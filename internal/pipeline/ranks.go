@@ -145,8 +145,9 @@ type SetSource struct {
 	// categories, no event times.
 	PlansOnly bool
 	// Ahead: plan each rank read whole ahead of its private pools
-	// (replay.FromSnapshotAhead), for a caller with a core to spare;
-	// rankPlan.settle then settles the plan.
+	// (replay.FromSnapshotApart), for a caller with a core to spare;
+	// rankPlan.settle then settles the plan (the settling starts at once,
+	// on its own goroutine).
 	Ahead bool
 }
 
@@ -266,7 +267,10 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 		}
 		rp := rankPlan{path: p, device: d, rank: r, snap: snap, note: note}
 		if src.Ahead {
-			rp.plan, rp.settle = replay.FromSnapshotAhead(snap, d)
+			// the settling on a spare core while this one plans ahead
+			ahead, settle := replay.FromSnapshotApart(snap, d)
+			go settle()
+			rp.plan, rp.settle = ahead(), settle
 		} else {
 			rp.plan = replay.FromSnapshot(snap, d)
 		}

@@ -122,7 +122,7 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 }
 
 // A settling is a plan made ahead of its private pools and what settles
-// it (replay.FromSnapshotAhead).
+// it (replay.FromSnapshotApart).
 type settling struct {
 	ahead  *replay.Plan
 	settle func() *replay.Plan
@@ -131,10 +131,11 @@ type settling struct {
 // runSweep replays the cases and runs the offline planner beside them.
 // The offline planner is one long serial job, the grid many short ones:
 // it goes to the workers first (-j 1: before the replays), then the
-// settling of the plans made ahead, each beside the replays of the plan
-// it settles. Most traces used no private pool and their plan stands; a
-// plan that changes stops the replays of the plans made ahead, and the
-// sweep runs again on the settled plans.
+// settling of the plans made ahead (started as they were planned: the
+// job waits for it), each beside the replays of the plan it settles.
+// Most traces used no private pool and their plan stands; a plan that
+// changes stops the replays of the plans made ahead, and the sweep runs
+// again on the settled plans.
 func runSweep(ctx context.Context, in SweepInput, rep *sweep.Report, cases []sweep.Case, settles []settling) ([]sweep.Row, uint64, error) {
 	var offline uint64
 	run, stop := context.WithCancel(ctx)

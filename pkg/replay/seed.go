@@ -51,18 +51,27 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 // graph's, kept to the end) is planned with its pools at once, and
 // settle returns that plan.
 func FromSnapshotAhead(snap *trace.Snapshot, device int) (ahead *Plan, settle func() *Plan) {
+	a, s := FromSnapshotApart(snap, device)
+	return a(), s
+}
+
+// FromSnapshotApart is [FromSnapshotAhead] with the plan made ahead a
+// function too, for a caller with two cores to spare: ahead and settle
+// may run at once, each once, and settle waits for ahead only to return
+// it. Neither reads the snapshot's Traces field once this returns.
+func FromSnapshotApart(snap *trace.Snapshot, device int) (ahead, settle func() *Plan) {
+	kept := *snap
 	for _, s := range deviceSegments(snap, device) {
 		if s.PoolID != [2]int64{} {
-			p := FromSnapshot(snap, device)
-			return p, func() *Plan { return p }
+			p := sync.OnceValue(func() *Plan { return FromSnapshot(&kept, device) })
+			return p, p
 		}
 	}
-	ahead = fromSnapshot(snap, device, false, nil)
-	kept := *snap
+	ahead = sync.OnceValue(func() *Plan { return fromSnapshot(&kept, device, false, nil) })
 	return ahead, sync.OnceValue(func() *Plan {
 		pp := inferPools(kept.Traces[device], deviceSegments(&kept, device), settingsConfig(kept.Settings))
 		if pp == nil {
-			return ahead
+			return ahead()
 		}
 		return fromSnapshot(&kept, device, false, pp)
 	})
