@@ -301,9 +301,13 @@ func (f *inferer) propagate() {
 			for _, r := range runsOf[si] {
 				order(int(r))
 			}
+			// si is labeled (a label set is never unknown), and the rules
+			// set unknown labels only: its partners' labels say nothing
+			// more of it
 			f.apart.each(si, -1, func(o int) {
-				exclude(si, o)
-				exclude(o, si)
+				if f.segs[o].label == labelUnknown {
+					exclude(si, o)
+				}
 			})
 		}
 		for next < len(f.segs) && f.segs[next].label != labelUnknown {
