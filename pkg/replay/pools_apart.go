@@ -17,49 +17,62 @@ import (
 // partner's bit holds each pair in the least space either form allows.
 type apartSet struct {
 	rows  []apartRow // by segment; a segment past the end has no partner
+	dense [][]uint64 // the bitsets of the rows that are
 	pairs int        // distinct pairs
 	found int        // pairs added, again or not
 }
 
-// apartRow is one segment's partners: list (ascending) until bits is
-// set, then bits alone.
-type apartRow struct {
-	list []int32
-	bits []uint64
-}
+// apartRow is one segment's partners, ascending, while it has few; once
+// a bitset is smaller, the row holds its index k in apartSet.dense alone,
+// as ^k (a partner is never negative). A trace has many segments, and
+// most have few partners or none: a row takes a slice header.
+type apartRow []int32
 
 // denseAt: a list longer than this many entries per 64 segments of its
 // range becomes a bitset (8 bytes per 64 segments against 4 per entry).
 const denseAt = 2
 
-func (r *apartRow) has(o int) bool {
-	if r.bits != nil {
-		return o>>6 < len(r.bits) && r.bits[o>>6]&(1<<(o&63)) != 0
+// bits is the row's bitset, nil while it is a list.
+func (a *apartSet) bits(r apartRow) []uint64 {
+	if len(r) == 1 && r[0] < 0 {
+		return a.dense[^r[0]]
 	}
-	_, ok := slices.BinarySearch(r.list, int32(o))
+	return nil
+}
+
+func (a *apartSet) has(x, o int) bool {
+	r := a.rows[x]
+	if b := a.bits(r); b != nil {
+		return o>>6 < len(b) && b[o>>6]&(1<<(o&63)) != 0
+	}
+	_, ok := slices.BinarySearch(r, int32(o))
 	return ok
 }
 
-// add puts o in the row, which does not hold it.
-func (r *apartRow) add(o int) {
-	if r.bits == nil {
-		k, _ := slices.BinarySearch(r.list, int32(o))
-		r.list = slices.Insert(r.list, k, int32(o))
-		span := int(r.list[len(r.list)-1])>>6 + 1
-		if len(r.list) <= 8 || len(r.list) <= denseAt*span {
-			return
+// put puts o in row x, which does not hold it.
+func (a *apartSet) put(x, o int) {
+	r := a.rows[x]
+	if b := a.bits(r); b != nil {
+		if w := o >> 6; w >= len(b) {
+			b = append(b, make([]uint64, w+1-len(b))...)
+			a.dense[^r[0]] = b
 		}
-		r.bits = make([]uint64, span, span+span/4)
-		for _, x := range r.list {
-			r.bits[x>>6] |= 1 << (x & 63)
-		}
-		r.list = nil
+		b[o>>6] |= 1 << (o & 63)
 		return
 	}
-	if w := o >> 6; w >= len(r.bits) {
-		r.bits = append(r.bits, make([]uint64, w+1-len(r.bits))...)
+	k, _ := slices.BinarySearch(r, int32(o))
+	r = slices.Insert(r, k, int32(o))
+	a.rows[x] = r
+	span := int(r[len(r)-1])>>6 + 1
+	if len(r) <= 8 || len(r) <= denseAt*span {
+		return
 	}
-	r.bits[o>>6] |= 1 << (o & 63)
+	b := make([]uint64, span, span+span/4)
+	for _, y := range r {
+		b[y>>6] |= 1 << (y & 63)
+	}
+	a.rows[x] = apartRow{^int32(len(a.dense))}
+	a.dense = append(a.dense, b)
 }
 
 // add notes that segments x and y (x != y) are in different pools, and
@@ -69,11 +82,11 @@ func (a *apartSet) add(x, y int) bool {
 	if n := max(x, y) + 1; n > len(a.rows) {
 		a.rows = append(a.rows, make([]apartRow, n-len(a.rows))...)
 	}
-	if a.rows[x].has(y) {
+	if a.has(x, y) {
 		return false
 	}
-	a.rows[x].add(y)
-	a.rows[y].add(x)
+	a.put(x, y)
+	a.put(y, x)
 	a.pairs++
 	return true
 }
@@ -84,17 +97,18 @@ func (a *apartSet) each(x, from int, see func(o int)) {
 	if x >= len(a.rows) {
 		return
 	}
-	r := &a.rows[x]
-	if r.bits == nil {
-		k, _ := slices.BinarySearch(r.list, int32(from+1))
-		for _, o := range r.list[k:] {
+	r := a.rows[x]
+	set := a.bits(r)
+	if set == nil {
+		k, _ := slices.BinarySearch(r, int32(from+1))
+		for _, o := range r[k:] {
 			see(int(o))
 		}
 		return
 	}
 	lo := from + 1
-	for w := lo >> 6; w < len(r.bits); w++ {
-		b := r.bits[w]
+	for w := lo >> 6; w < len(set); w++ {
+		b := set[w]
 		if w == lo>>6 {
 			b &^= 1<<(lo&63) - 1
 		}
@@ -107,9 +121,12 @@ func (a *apartSet) each(x, from int, see func(o int)) {
 
 // bytes is the memory the pairs take.
 func (a *apartSet) bytes() int {
-	n := cap(a.rows) * int(unsafe.Sizeof(apartRow{}))
+	n := cap(a.rows)*int(unsafe.Sizeof(apartRow{})) + cap(a.dense)*int(unsafe.Sizeof([]uint64{}))
 	for _, r := range a.rows {
-		n += cap(r.list)*4 + cap(r.bits)*8
+		n += cap(r) * 4
+	}
+	for _, b := range a.dense {
+		n += cap(b) * 8
 	}
 	return n
 }
