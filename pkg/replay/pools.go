@@ -169,11 +169,11 @@ type inferer struct {
 	roots         []int32           // their free treaps
 	mask          []uint64          // a buffer of classes
 	// apart: pairs of open segments known to be in different pools (a
-	// classed segment's exclusions are summed up in its open partner);
-	// anyApart: the walk found an exclusion
-	// (a list: a pair may come more than once, sortApart leaves each once)
-	apart      [][2]int32
-	apartLen   int // len(apart) when sortApart last ran
+	// classed segment's exclusions are summed up in its open partner;
+	// exclusions adds the pairs labelling reads of those), lastApart the
+	// pair added last; anyApart: the walk found an exclusion
+	apart      apartSet
+	lastApart  [2]int32
 	anyApart   bool
 	closedSets [][]uint64 // see segmentInfo.closed
 	runs       [][]int    // per run: the segments it freed, in order
@@ -222,6 +222,16 @@ type closedSeg struct {
 // inferPools labels every segment of the trace with its pool. final holds the
 // snapshot's final segments of this device (nil when unknown).
 func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *poolPlan {
+	f := walkPools(events, final, cfg)
+	if f == nil {
+		return nil
+	}
+	return f.poolPlan(final)
+}
+
+// walkPools walks the block model of the trace for inferPools; nil when
+// pools are not modelled.
+func walkPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *inferer {
 	allocs := 0
 	for i := range events {
 		switch events[i].Action {
@@ -261,7 +271,7 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 		g.events = events
 		g.walk()
 	}
-	return f.poolPlan(final)
+	return f
 }
 
 // predict finds the segments the snapshot's final segments will label

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -134,8 +133,8 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 	if ids == nil {
 		return nil
 	}
-	apart, apartOf := f.exclusions()
-	f.propagate(apart, apartOf)
+	f.exclusions()
+	f.propagate()
 	// the label of each class: the snapshot's, fixed
 	idOf := map[[2]int64]int{}
 	for l, id := range ids {
@@ -162,11 +161,11 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 		}
 		excluded := map[int]bool{}
 		for _, m := range members {
-			for _, o := range apartOf[m] {
+			f.apart.each(m, -1, func(o int) {
 				if l := f.segs[o].label; l > 0 {
 					excluded[l] = true
 				}
-			}
+			})
 			for c, l := range classLabel {
 				if ids := f.closedIDs(m); ids != nil && ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
 					excluded[l] = true
@@ -243,7 +242,7 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 // queue of changed segments, each rechecking its runs and exclusions.
 // Where a broken trace makes labels contradict, the first set wins; the
 // queue's order is fixed, so the result is too.
-func (f *inferer) propagate(apart [][2]int, apartOf [][]int32) {
+func (f *inferer) propagate() {
 	runsOf := make([][]int32, len(f.segs))
 	for r, run := range f.runs {
 		for _, si := range run {
@@ -290,10 +289,10 @@ func (f *inferer) propagate(apart [][2]int, apartOf [][]int32) {
 	for r := range f.runs {
 		order(r)
 	}
-	for _, p := range apart {
-		exclude(p[0], p[1])
-		exclude(p[1], p[0])
-	}
+	f.apart.eachPair(func(x, y int) {
+		exclude(x, y)
+		exclude(y, x)
+	})
 	next := 0 // segments before it are labeled: labels are never unset
 	for {
 		for len(queue) > 0 {
@@ -302,10 +301,14 @@ func (f *inferer) propagate(apart [][2]int, apartOf [][]int32) {
 			for _, r := range runsOf[si] {
 				order(int(r))
 			}
-			for _, o := range apartOf[si] {
-				exclude(si, int(o))
-				exclude(int(o), si)
-			}
+			// si is labeled (a label set is never unknown), and the rules
+			// set unknown labels only: its partners' labels say nothing
+			// more of it
+			f.apart.each(si, -1, func(o int) {
+				if f.segs[o].label == labelUnknown {
+					exclude(si, o)
+				}
+			})
 		}
 		for next < len(f.segs) && f.segs[next].label != labelUnknown {
 			next++
@@ -321,33 +324,19 @@ func (f *inferer) propagate(apart [][2]int, apartOf [][]int32) {
 	}
 }
 
-// exclusions are the pairs of segments known to be in different pools, in
-// one order (a map's would differ from run to run), and each segment's
-// partners. Of the pairs of an open segment and a classed one (whose
-// label the snapshot fixed), only the one with the lowest classed
-// segment can label the open one (rules set unknown labels only, and it
-// comes first in that order); a pair of two classed ones labels none.
-func (f *inferer) exclusions() (apart [][2]int, apartOf [][]int32) {
-	f.sortApart()
-	apart = make([][2]int, len(f.apart), len(f.apart)+len(f.segs)/8)
-	for k, p := range f.apart {
-		apart[k] = [2]int{int(p[0]), int(p[1])}
-	}
+// exclusions completes f.apart, the pairs of segments known to be in
+// different pools, which the rules read in one order (a map's would
+// differ from run to run): by the lower segment, then the higher. Of the
+// pairs of an open segment and a classed one (whose label the snapshot
+// fixed), only the one with the lowest classed segment can label the
+// open one (rules set unknown labels only, and it comes first in that
+// order); a pair of two classed ones labels none.
+func (f *inferer) exclusions() {
 	for si, s := range f.segs {
 		if s.closedMin >= 0 {
-			c := int(s.closedMin)
-			apart = append(apart, [2]int{min(si, c), max(si, c)})
+			f.apart.add(si, int(s.closedMin))
 		}
 	}
-	slices.SortFunc(apart, func(a, b [2]int) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
-	})
-	apartOf = make([][]int32, len(f.segs))
-	for _, p := range apart {
-		apartOf[p[0]] = append(apartOf[p[0]], int32(p[1]))
-		apartOf[p[1]] = append(apartOf[p[1]], int32(p[0]))
-	}
-	return apart, apartOf
 }
 
 // byDistance hands see the alloc events (their indexes in the records)

@@ -121,10 +121,16 @@ func (f *inferer) passedClaims() {
 // a classed one of its pool's label, a classed one that passed over a
 // block of its own class.
 func (f *inferer) samePoolApart() bool {
-	for _, p := range f.apart {
-		if l := f.segs[p[0]].label; l > 0 && l == f.segs[p[1]].label {
-			return true
+	// (f.apart holds the pairs of an open segment and the lowest classed
+	// one it is apart from too: the loop below finds those of one pool)
+	same := false
+	f.apart.eachPair(func(x, y int) {
+		if l := f.segs[x].label; l > 0 && l == f.segs[y].label {
+			same = true
 		}
+	})
+	if same {
+		return true
 	}
 	for si, s := range f.segs {
 		if s.label > 0 && (s.samePass || slices.ContainsFunc(f.closedIDs(si), func(w uint64) bool { return w != 0 })) {

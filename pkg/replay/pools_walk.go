@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"cmp"
 	"math"
 	"slices"
 
@@ -117,23 +116,11 @@ func (f *inferer) differ(x, y int) {
 	if x == y {
 		return
 	}
-	p := [2]int32{int32(min(x, y)), int32(max(x, y))}
-	if n := len(f.apart); n > 0 && f.apart[n-1] == p {
-		return
+	// a segment's free blocks come one after another: its pair again
+	if p := [2]int32{int32(x), int32(y)}; p != f.lastApart {
+		f.lastApart = p
+		f.apart.add(x, y)
 	}
-	f.apart = append(f.apart, p)
-	if len(f.apart) >= 2*f.apartLen+1024 { // the list stays within twice the pairs
-		f.sortApart()
-	}
-}
-
-// sortApart sorts the pairs apart and leaves each once.
-func (f *inferer) sortApart() {
-	slices.SortFunc(f.apart, func(a, b [2]int32) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
-	})
-	f.apart = slices.Compact(f.apart)
-	f.apartLen = len(f.apart)
 }
 
 // closedPartner notes that open segment si is in another pool than
