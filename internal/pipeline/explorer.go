@@ -378,8 +378,12 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 }
 
 // allocOps counts the allocations the first n ops of plan make: every
-// OpAlloc but the one that failed.
+// OpAlloc but the one that failed. A replay that went through the whole
+// plan makes them all: the plan's count, no pass over its ops.
 func allocOps(plan *replay.Plan, res *replay.Result, n int) int {
+	if res.OOM == nil && n == plan.Len() {
+		return plan.Allocs()
+	}
 	count, i := 0, 0
 	_ = plan.Each(func(_ int, ops []alloc.Op, _, _ []int32) error {
 		for _, op := range ops {

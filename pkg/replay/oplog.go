@@ -15,6 +15,7 @@ import (
 type opLog struct {
 	chunks [][]byte
 	n      int   // operations
+	allocs int   // of them allocations (OpAlloc)
 	event  int32 // the last operation's Event and Stack
 	stack  int32
 }
@@ -51,6 +52,9 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 	var buf [64]byte
 	for i := range ops {
 		op := &ops[i]
+		if op.Kind == alloc.OpAlloc {
+			l.allocs++
+		}
 		h := byte(op.Kind) & hKind
 		var x byte
 		switch d := event[i] - l.event; {

@@ -204,6 +204,21 @@ func (p *Plan) Len() int {
 	return len(p.Ops)
 }
 
+// Allocs is how many of the plan's operations are allocations (OpAlloc):
+// a packed plan counted them as they were added, without unpacking them.
+func (p *Plan) Allocs() int {
+	if p.log != nil {
+		return p.log.allocs
+	}
+	n := 0
+	for i := range p.Ops {
+		if p.Ops[i].Kind == alloc.OpAlloc {
+			n++
+		}
+	}
+	return n
+}
+
 // Each hands f the plan's operations in order, with their Event and Stack
 // (nil when the plan has none; 0 and -1 past the end of a shorter one),
 // up to Batch at a time: base is the index

@@ -143,5 +143,14 @@ func TestStopAndEach(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(ops, want.Ops) || !reflect.DeepEqual(event, want.Event) || !reflect.DeepEqual(stack, want.Stack) {
 			t.Errorf("%s: Each handed over other ops than the plan's (%d of %d): %v", name, len(ops), len(want.Ops), err)
 		}
+		allocs := 0
+		for _, op := range ops {
+			if op.Kind == alloc.OpAlloc {
+				allocs++
+			}
+		}
+		if allocs == 0 || p.Allocs() != allocs {
+			t.Errorf("%s: Allocs %d, Each handed over %d allocations", name, p.Allocs(), allocs)
+		}
 	}
 }
