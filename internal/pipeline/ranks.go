@@ -145,7 +145,7 @@ type SetSource struct {
 	// categories, no event times.
 	PlansOnly bool
 	// Ahead: plan each rank read whole ahead of its private pools
-	// (replay.FromSnapshotApart), for a caller with a core to spare;
+	// (replay.FromSnapshotAhead), for a caller with a core to spare;
 	// rankPlan.settle then settles the plan (the settling starts at once,
 	// on its own goroutine).
 	Ahead bool
@@ -268,7 +268,7 @@ func openRank(ctx context.Context, src SetSource, p string) ([]rankPlan, error) 
 		rp := rankPlan{path: p, device: d, rank: r, snap: snap, note: note}
 		if src.Ahead {
 			// the settling on a spare core while this one plans ahead
-			ahead, settle := replay.FromSnapshotApart(snap, d)
+			ahead, settle := replay.FromSnapshotAhead(snap, d)
 			go settle()
 			rp.plan, rp.settle = ahead(), settle
 		} else {

@@ -122,7 +122,7 @@ func Sweep(ctx context.Context, in SweepInput) (*sweep.Report, error) {
 }
 
 // A settling is a plan made ahead of its private pools and what settles
-// it (replay.FromSnapshotApart).
+// it (replay.FromSnapshotAhead).
 type settling struct {
 	ahead  *replay.Plan
 	settle func() *replay.Plan

@@ -8,13 +8,13 @@ import (
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-// FromSnapshotAhead's (and FromSnapshotApart's) settled plan is
+// FromSnapshotAhead's settled plan is
 // FromSnapshot's, for every recorded fixture: the plan made ahead itself
 // when the trace used no private pool, or when its final segments name
 // one (graph_convnet: then the plan ahead is planned with them), a new
 // one when it used pools that its end does not show (mempool_single); the
-// snapshot's events may be dropped once the plan ahead is made (once
-// FromSnapshotApart returns).
+// snapshot's events may be dropped once FromSnapshotAhead returns, and
+// settle may run before, after or while the plan ahead is made.
 func TestFromSnapshotAhead(t *testing.T) {
 	names, _ := filepath.Glob(filepath.Join(fixtures, "*.pickle"))
 	if len(names) == 0 {
@@ -58,19 +58,17 @@ func TestFromSnapshotAhead(t *testing.T) {
 	}
 }
 
-// plannedAhead plans snap's device 0 ahead and settles the plan: with
-// FromSnapshotAhead, or with FromSnapshotApart, settling on another
-// goroutine while the plan is made ahead; either way the snapshot's
-// events are dropped once it returns, as a caller that keeps only the
-// plans does.
+// plannedAhead plans snap's device 0 ahead and settles the plan: one
+// after the other, or (apart) settling on another goroutine while the
+// plan is made ahead; either way the snapshot's events are dropped once
+// FromSnapshotAhead returns, as a caller that keeps only the plans does.
 func plannedAhead(snap *trace.Snapshot, apart bool) (ahead, settled *Plan) {
+	aheadF, settle := FromSnapshotAhead(snap, 0)
+	snap.Traces = nil
 	if !apart {
-		ahead, settle := FromSnapshotAhead(snap, 0)
-		snap.Traces = nil
+		ahead = aheadF()
 		return ahead, settle()
 	}
-	aheadF, settle := FromSnapshotApart(snap, 0)
-	snap.Traces = nil
 	done := make(chan *Plan)
 	go func() { done <- settle() }()
 	ahead = aheadF()

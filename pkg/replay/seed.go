@@ -39,27 +39,20 @@ func FromSnapshot(snap *trace.Snapshot, device int) *Plan {
 	return fromSnapshot(snap, device, true, nil)
 }
 
-// FromSnapshotAhead is [FromSnapshot] in two steps, for a caller with a
-// core to spare: ahead is the plan as if the trace used no private pool
-// (CUDA graphs, MemPool), as most do, planned without inferring them;
-// settle infers them (about two thirds of FromSnapshot's time) and
-// returns the plan FromSnapshot would: ahead itself when the trace used
-// none, else a new plan. The caller may replay ahead while settle runs,
-// and drop the snapshot's events: settle keeps them until it has run
-// (once; later calls return the same plan). It changes neither plan. A
+// FromSnapshotAhead is [FromSnapshot] in two steps, for a caller with
+// cores to spare: ahead makes the plan as if the trace used no private
+// pool (CUDA graphs, MemPool), as most do, without inferring them; settle
+// infers them (about two thirds of FromSnapshot's time) and returns the
+// plan FromSnapshot would: ahead's plan itself when the trace used none,
+// else a new plan. The two may run at once, each as often as wanted (the
+// work is done once; later calls return the same plan), and settle waits
+// for ahead only to return its plan. The caller may replay ahead's plan
+// while settle runs, and drop the snapshot's events once this returns:
+// neither reads its Traces field then. It changes neither plan. A
 // snapshot whose final segments name a private pool (a captured CUDA
-// graph's, kept to the end) is planned with its pools at once, and
-// settle returns that plan.
-func FromSnapshotAhead(snap *trace.Snapshot, device int) (ahead *Plan, settle func() *Plan) {
-	a, s := FromSnapshotApart(snap, device)
-	return a(), s
-}
-
-// FromSnapshotApart is [FromSnapshotAhead] with the plan made ahead a
-// function too, for a caller with two cores to spare: ahead and settle
-// may run at once, each once, and settle waits for ahead only to return
-// it. Neither reads the snapshot's Traces field once this returns.
-func FromSnapshotApart(snap *trace.Snapshot, device int) (ahead, settle func() *Plan) {
+// graph's, kept to the end) is planned with its pools at once, and both
+// return that plan.
+func FromSnapshotAhead(snap *trace.Snapshot, device int) (ahead, settle func() *Plan) {
 	kept := *snap
 	for _, s := range deviceSegments(snap, device) {
 		if s.PoolID != [2]int64{} {
