@@ -84,20 +84,19 @@ func (g *evGen) store() int {
 }
 
 func (g *evGen) binput(i int) {
-	if i < 256 && !g.rare(4) {
-		g.b = append(g.b, opBinPut, byte(i))
-	} else {
-		g.b = append(g.b, opLongBinPut)
-		g.b = binary.LittleEndian.AppendUint32(g.b, uint32(i))
-	}
+	g.indexOp(opBinPut, opLongBinPut, i, 4)
 	g.note(i)
 }
 
-func (g *evGen) get(i int) {
-	if i < 256 && !g.rare(6) {
-		g.b = append(g.b, opBinGet, byte(i))
+func (g *evGen) get(i int) { g.indexOp(opBinGet, opLongBinGet, i, 6) }
+
+// indexOp writes memo index i with the one-byte opcode short, or with
+// long (a four-byte index) when i needs it and once in n times anyway.
+func (g *evGen) indexOp(short, long byte, i, n int) {
+	if i < 256 && !g.rare(n) {
+		g.b = append(g.b, short, byte(i))
 	} else {
-		g.b = append(g.b, opLongBinGet)
+		g.b = append(g.b, long)
 		g.b = binary.LittleEndian.AppendUint32(g.b, uint32(i))
 	}
 }
