@@ -3,22 +3,37 @@ package replay
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"sync"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 )
 
 // opLog holds a plan's operations, with each one's Event and Stack, packed
-// into a few bytes each (a free takes 2 or 3, an allocation about 7
-// instead of the 56 of an Op and its two indexes): a streamed plan of a
-// big trace keeps its operations here until the replay reads them back.
+// into a few bytes each (a free takes 2 or 3, an allocation 3 or 4 when
+// its size is one of the recent ones, instead of the 56 of an Op and its
+// two indexes): a streamed plan of a big trace keeps its operations here
+// until the replay reads them back.
 type opLog struct {
 	chunks [][]byte
 	n      int   // operations
 	allocs int   // of them allocations (OpAlloc)
 	event  int32 // the last operation's Event and Stack
 	stack  int32
+	sizes  sizeCache
 }
+
+// sizeCache holds recent allocation sizes: an OpAlloc's size is written
+// as its slot in the cache when the cache holds it (one byte: a program
+// allocates the same few sizes again and again), else as the size plus
+// sizeSlots, and then takes its slot. The writer and each reader keep
+// their own cache and fill it alike, in the log's order.
+type sizeCache [sizeSlots]uint64
+
+const sizeSlots = 128 // a slot is one uvarint byte
+
+// slot is the slot of size n: the top bits of a Fibonacci hash.
+func (*sizeCache) slot(n uint64) uint64 { return n * 0x9E3779B97F4A7C15 >> 57 }
 
 // A log's chunks grow from firstChunk to logChunk bytes: a small trace
 // (one of thousands of ranks) costs a few kilobytes, not a megabyte.
@@ -47,6 +62,10 @@ const (
 	xEvent // Event follows as a uvarint, less the previous op's
 )
 
+// An OpAlloc's size always follows (not flagged by xSize), as a slot of
+// the sizeCache or as the size plus sizeSlots; a size too large for that
+// sum (2^64 less sizeSlots or more) is flagged by xSize and follows as it is.
+
 // add appends ops with their events and stacks.
 func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 	var buf [64]byte
@@ -69,7 +88,7 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 		case st >= 0:
 			h |= hStackNew
 		}
-		if op.Size != 0 {
+		if op.Size != 0 && op.Kind != alloc.OpAlloc || op.Kind == alloc.OpAlloc && op.Size > math.MaxUint64-sizeSlots {
 			x |= xSize
 		}
 		if op.Stream != 0 {
@@ -97,6 +116,13 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 		}
 		if x&xSize != 0 {
 			b = binary.AppendUvarint(b, op.Size)
+		} else if op.Kind == alloc.OpAlloc {
+			if k := l.sizes.slot(op.Size); l.sizes[k] == op.Size {
+				b = append(b, byte(k))
+			} else {
+				b = binary.AppendUvarint(b, op.Size+sizeSlots)
+				l.sizes[k] = op.Size
+			}
 		}
 		if x&xStream != 0 {
 			b = binary.AppendUvarint(b, op.Stream)
@@ -162,6 +188,7 @@ const runBatch = 4096
 // capacity at a time.
 func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op, event, stack []int32) error) error {
 	var ev, st int32
+	var sizes sizeCache
 	for _, c := range l.chunks {
 		for p := 0; p < len(c); {
 			h := c[p]
@@ -199,6 +226,15 @@ func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op
 			}
 			if x&xSize != 0 {
 				op.Size, p = uvarint(c, p)
+			} else if op.Kind == alloc.OpAlloc {
+				if b := c[p]; b < sizeSlots {
+					op.Size = sizes[b]
+					p++
+				} else {
+					op.Size, p = uvarintLong(c, p)
+					op.Size -= sizeSlots
+					sizes[sizes.slot(op.Size)] = op.Size
+				}
 			}
 			if x&xStream != 0 {
 				op.Stream, p = uvarint(c, p)

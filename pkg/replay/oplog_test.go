@@ -31,6 +31,34 @@ func TestOpLogRoundTrip(t *testing.T) {
 	})
 }
 
+// An allocation's size comes back whether the size cache held it (a size
+// seen before, one whose slot another size took since, zero) or not (the
+// largest sizes, which skip the cache), and repeated sizes take a byte.
+func TestOpLogSizeCache(t *testing.T) {
+	sizes := []uint64{512, 512, 1 << 20, 0, 0, 512, math.MaxUint64, math.MaxUint64 - sizeSlots,
+		math.MaxUint64 - sizeSlots - 1, math.MaxUint64 - sizeSlots - 1, 3 << 30, 1 << 20}
+	for i := range 5000 { // enough sizes that slots are taken over
+		sizes = append(sizes, uint64(i%700)*512, uint64(i%3)<<40)
+	}
+	ops, event, stack := make([]alloc.Op, len(sizes)), make([]int32, len(sizes)), make([]int32, len(sizes))
+	for i, n := range sizes {
+		ops[i] = alloc.Op{Kind: alloc.OpAlloc, ID: uint32(i), Size: n}
+		event[i], stack[i] = int32(i), -1
+	}
+	var l opLog
+	l.add(ops, event, stack)
+	back(t, ops, event, stack, l.each)
+	var again opLog // one size over and over: a byte for it after the first
+	same := make([]alloc.Op, 1000)
+	for i := range same {
+		same[i] = alloc.Op{Kind: alloc.OpAlloc, Size: 12345 << 9}
+	}
+	again.add(same, make([]int32, len(same)), make([]int32, len(same)))
+	if n := len(again.chunks[0]); n > 3*len(same)+8 {
+		t.Errorf("%d allocations of one size take %d bytes, want 3 each", len(same), n)
+	}
+}
+
 // back checks that pass gives back ops, event and stack.
 func back(t *testing.T, ops []alloc.Op, event, stack []int32, pass func(func([]alloc.Op, []int32, []int32) error) error) {
 	t.Helper()
