@@ -71,27 +71,18 @@ func (p Phase) String() string {
 	return "unknown"
 }
 
-// Block is one allocation of the trace. A big trace has millions, each
-// kept until the trace is read: a block packs into 16 bytes (its size in
-// 40 bits; its address not at all: Result.Lookup finds the blocks live
-// before the trace by theirs; its alloc's event and stack beside it,
-// where they take less: Result.Event and Result.Stack).
+// Block is one allocation of the trace, as Result.Block gives it: a copy
+// (a big trace has millions, which the Result keeps packed: see rec).
 type Block struct {
 	// Born and Freed are positions: -1 for a block live before the trace
 	// began; Freed is Result.Positions when the block is never freed.
 	// They count in 32 bits.
 	Born, Freed int32
-	// the size (Size): the low 32 bits of its 40, which count bytes, or
-	// 512 B units when sizeHi's top bit is set
-	sizeLo   uint32
-	sizeHi   uint8
-	Category Category
-	Phase    Phase
-	Rule     Rule // the rule that decided it (docs/categories.md)
+	Category    Category
+	Phase       Phase
+	Rule        Rule   // the rule that decided it (docs/categories.md)
+	size        uint64 // see Size
 }
-
-// sizeUnits is the top bit of Block.sizeHi: its size counts 512 B units.
-const sizeUnits = 0x80
 
 // Size is the request rounded up as the caching allocator rounds it
 // (512 B steps): a trace records requests, and a block can be larger
@@ -99,22 +90,63 @@ const sizeUnits = 0x80
 // exact below 512 GiB, and for multiples of 512 B below 256 TiB: far
 // beyond any device (a larger size loses its low 9 bits, and past 256 TiB
 // is kept as the largest below).
-func (b *Block) Size() uint64 {
-	v := uint64(b.sizeHi&^sizeUnits)<<32 | uint64(b.sizeLo)
-	if b.sizeHi&sizeUnits != 0 {
-		return v << 9
+func (b *Block) Size() uint64 { return b.size }
+
+// keptSize is size n as a Block keeps it (see Size).
+func keptSize(n uint64) uint64 {
+	const limit = 1 << 39 // 40 bits less the units bit
+	if n%512 == 0 || n >= limit {
+		return min(n>>9, limit-1) << 9
 	}
-	return v
+	return n
 }
 
-// setSize sets the block's size (see Size).
-func (b *Block) setSize(n uint64) {
-	const limit = 1 << 39 // 40 bits less the units bit
-	var hi uint8
-	if n%512 == 0 || n >= limit {
-		n, hi = min(n>>9, limit-1), sizeUnits
+// rec is a block of the trace as the Builder and the Result keep it, in
+// 12 bytes: its size in 512 B units (a size of no whole units, or of more
+// than 32 bits of them, is kept in the odd map by the block's index: a
+// trace's sizes are rounded to units); its address not at all
+// (Result.Lookup finds the blocks live before the trace by theirs); its
+// alloc's event and stack beside it, where they take less (Result.Event
+// and Result.Stack); its category, phase and rule beside it once
+// classified (Result.cls).
+type rec struct {
+	Born, Freed int32
+	units       uint32 // the size in 512 B units; oddUnits: see odd
+}
+
+// oddUnits is a rec's units when its size is kept in the odd map.
+const oddUnits = ^uint32(0)
+
+// setSize sets the size of rec i, kept as a Block keeps it.
+func (c *rec) setSize(odd map[int]uint64, i int, n uint64) map[int]uint64 {
+	n = keptSize(n)
+	if n%512 == 0 && n>>9 < uint64(oddUnits) {
+		c.units = uint32(n >> 9)
+		return odd
 	}
-	b.sizeLo, b.sizeHi = uint32(n), hi|uint8(n>>32)
+	c.units = oddUnits
+	if odd == nil {
+		odd = map[int]uint64{}
+	}
+	odd[i] = n
+	return odd
+}
+
+// size is the size of rec i.
+func (c *rec) size(odd map[int]uint64, i int) uint64 {
+	if c.units != oddUnits {
+		return uint64(c.units) << 9
+	}
+	return odd[i]
+}
+
+// A classified block's category, phase and rule pack into a uint16.
+func packCls(c Category, p Phase, rule Rule) uint16 {
+	return uint16(c) | uint16(p)<<4 | uint16(rule)<<8
+}
+
+func unpackCls(v uint16) (Category, Phase, Rule) {
+	return Category(v & 0xf), Phase(v >> 4 & 0xf), Rule(v >> 8)
 }
 
 // KeptPastStep reports whether b is an activation kept past the step
@@ -148,7 +180,9 @@ type Result struct {
 	head      []Block
 	headAddr  []uint64 // the address of each head block
 	headStack []int32  // and its stack (its event is -1)
-	born      chunked[Block]
+	born      chunked[rec]
+	odd       map[int]uint64 // the sizes of born blocks kept here (rec)
+	cls       []uint16       // each born block's category, phase and rule (packCls)
 	side      side
 	before    map[uint64]int // address → index of the block live there before the trace (Lookup)
 }
@@ -255,6 +289,14 @@ func (r *Result) Event(i int) int32 {
 	return r.side.event(i, r.born.at(i).Born)
 }
 
+// bornAt is block i's Born.
+func (r *Result) bornAt(i int) int32 {
+	if i < len(r.head) {
+		return r.head[i].Born
+	}
+	return r.born.at(i - len(r.head)).Born
+}
+
 // Stack is block i's alloc's stack, -1 if none.
 func (r *Result) Stack(i int) int32 {
 	if i < len(r.head) {
@@ -269,51 +311,72 @@ func (r *Result) NumBlocks() int { return len(r.head) + r.born.n }
 
 // Block is block i (i < NumBlocks), in the order they were born (blocks
 // live before the trace first).
-func (r *Result) Block(i int) *Block {
+func (r *Result) Block(i int) Block {
 	if i < len(r.head) {
-		return &r.head[i]
+		return r.head[i]
 	}
-	return r.born.at(i - len(r.head))
+	i -= len(r.head)
+	c := r.born.at(i)
+	b := Block{Born: c.Born, Freed: c.Freed, size: c.size(r.odd, i)}
+	if i < len(r.cls) {
+		b.Category, b.Phase, b.Rule = unpackCls(r.cls[i])
+	}
+	return b
+}
+
+// set classifies block i.
+func (r *Result) set(i int, c Category, p Phase, rule Rule) {
+	if i < len(r.head) {
+		b := &r.head[i]
+		b.Category, b.Phase, b.Rule = c, p, rule
+		return
+	}
+	r.cls[i-len(r.head)] = packCls(c, p, rule)
+}
+
+// setPhase sets block i's phase alone.
+func (r *Result) setPhase(i int, p Phase) {
+	b := r.Block(i)
+	r.set(i, b.Category, p, b.Rule)
+}
+
+// setCategory sets block i's category and rule, keeping its phase.
+func (r *Result) setCategory(i int, c Category, rule Rule) {
+	r.set(i, c, r.Block(i).Phase, rule)
 }
 
 // All yields each block with its index, in the order they were born.
-func (r *Result) All() iter.Seq2[int, *Block] {
-	return func(yield func(int, *Block) bool) {
+func (r *Result) All() iter.Seq2[int, Block] {
+	return func(yield func(int, Block) bool) {
 		for i := range r.head {
-			if !yield(i, &r.head[i]) {
+			if !yield(i, r.head[i]) {
 				return
 			}
 		}
-		i := len(r.head)
+		i, k := len(r.head), 0
 		for _, ch := range r.born.chunks {
-			for k := range ch {
-				if !yield(i, &ch[k]) {
+			for j := range ch {
+				c := &ch[j]
+				b := Block{Born: c.Born, Freed: c.Freed, size: c.size(r.odd, k)}
+				if k < len(r.cls) {
+					b.Category, b.Phase, b.Rule = unpackCls(r.cls[k])
+				}
+				if !yield(i, b) {
 					return
 				}
-				i++
+				i, k = i+1, k+1
 			}
 		}
 	}
 }
 
-// Live returns the blocks live after position p.
-func (r *Result) Live(p int) []*Block {
-	var out []*Block
-	for _, b := range r.All() {
-		if int(b.Born) <= p && int(b.Freed) > p {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
 // ByEvent returns the block whose alloc is event e (replay.Plan's
-// Event numbering), or nil.
-func (r *Result) ByEvent(e int32) *Block {
+// Event numbering), and whether there is one.
+func (r *Result) ByEvent(e int32) (Block, bool) {
 	if i := r.byEvent(e); i >= 0 {
-		return r.Block(i)
+		return r.Block(i), true
 	}
-	return nil
+	return Block{}, false
 }
 
 // byEvent is the index of the block whose alloc is event e, or -1.
@@ -330,9 +393,9 @@ func (r *Result) byEvent(e int32) int {
 // order, as a plan's allocations come: it steps through the blocks
 // instead of searching them each time (it searches when asked out of
 // order).
-func (r *Result) InOrder() func(e int32) *Block {
+func (r *Result) InOrder() func(e int32) (Block, bool) {
 	next, last := 0, int32(0) // last: the event of block next-1
-	return func(e int32) *Block {
+	return func(e int32) (Block, bool) {
 		if next > 0 && last >= e {
 			return r.ByEvent(e)
 		}
@@ -343,10 +406,10 @@ func (r *Result) InOrder() func(e int32) *Block {
 			}
 			next, last = next+1, ev
 			if ev == e {
-				return r.Block(next - 1)
+				return r.Block(next - 1), true
 			}
 		}
-		return nil
+		return Block{}, false
 	}
 }
 
@@ -363,7 +426,8 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 
 // Builder gathers one device's events as they are read.
 type Builder struct {
-	blocks chunked[Block]
+	blocks chunked[rec]
+	odd    map[int]uint64   // the sizes of blocks kept here (rec)
 	side   side             // the blocks' events and stacks
 	open   addrmap.Map[int] // address → index into blocks of the live block there
 	times  clock            // time of each position
@@ -395,6 +459,8 @@ func (c *chunked[T]) add(v T) {
 	if k < 0 || len(c.chunks[k]) == 1<<chunkBits {
 		c.chunks = append(c.chunks, make([]T, 0, min(1<<chunkBits, max(c.n, 64))))
 		k++
+	} else if ch := c.chunks[k]; len(ch) == cap(ch) { // the first chunk, doubled (append grows by 1.25x)
+		c.chunks[k] = append(make([]T, 0, min(1<<chunkBits, 2*cap(ch))), ch...)
 	}
 	c.chunks[k] = append(c.chunks[k], v)
 	c.n++
@@ -415,13 +481,14 @@ func (b *Builder) Add(e *trace.Event) {
 		if i, ok := b.open.Swap(e.Addr, b.blocks.n); ok { // a second alloc at a live address: the first ended
 			old := b.blocks.at(i)
 			old.Freed = int32(pos)
-			b.cur -= int64(old.Size())
+			b.cur -= int64(old.size(b.odd, i))
 		}
-		blk := Block{Born: int32(pos), Freed: -2}
-		blk.setSize(rounded(e.Size))
+		blk := rec{Born: int32(pos), Freed: -2}
+		b.odd = blk.setSize(b.odd, b.blocks.n, rounded(e.Size))
+		size := blk.size(b.odd, b.blocks.n)
 		b.side.add(b.blocks.n, blk.Born, b.events, e.Stack)
 		b.blocks.add(blk)
-		if b.cur += int64(blk.Size()); b.cur > b.best {
+		if b.cur += int64(size); b.cur > b.best {
 			b.best, b.bestAt = b.cur, pos
 		}
 		b.stacks = b.stacks || e.Stack >= 0
@@ -432,10 +499,9 @@ func (b *Builder) Add(e *trace.Event) {
 		if i, ok := b.open.Take(e.Addr); ok {
 			blk := b.blocks.at(i)
 			blk.Freed = int32(pos)
-			b.cur -= int64(blk.Size())
+			b.cur -= int64(blk.size(b.odd, i))
 		} else {
-			blk := Block{Born: -1, Freed: int32(pos)}
-			blk.setSize(rounded(e.Size))
+			blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
 			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
 			b.cur -= int64(blk.Size()) // live from before the trace to here
 		}
@@ -465,8 +531,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 				continue
 			}
 			if _, ok := b.open.Get(blk.Address); !ok {
-				a := Block{Born: -1, Freed: int32(n)}
-				a.setSize(blk.Size)
+				a := Block{Born: -1, Freed: int32(n), size: keptSize(blk.Size)}
 				alive, aliveAt = append(alive, a), append(aliveAt, blk.Address)
 				aliveStack = append(aliveStack, blk.Stack)
 			}
@@ -488,13 +553,17 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 		r.headStack[i] = -1
 	}
 	r.headStack = append(r.headStack, aliveStack...)
-	r.born, b.blocks = b.blocks, chunked[Block]{}
+	r.born, b.blocks = b.blocks, chunked[rec]{}
+	r.odd, b.odd = b.odd, nil
 	r.side, b.side = b.side, side{}
-	for _, blk := range r.All() {
-		if blk.Freed == -2 {
-			blk.Freed = int32(n)
+	for _, ch := range r.born.chunks {
+		for j := range ch {
+			if ch[j].Freed == -2 {
+				ch[j].Freed = int32(n)
+			}
 		}
 	}
+	r.cls = make([]uint16, r.born.n)
 	classify(r, snap, &b.times)
 	b.times = clock{}
 	r.setPeak(b.bestAt, base+b.best)
@@ -505,8 +574,10 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 // of best bytes, and what each category held then.
 func (r *Result) setPeak(at int, best int64) {
 	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
-	for _, b := range r.Live(at) {
-		r.AtPeak[b.Category] += b.Size()
+	for _, b := range r.All() {
+		if int(b.Born) <= at && int(b.Freed) > at {
+			r.AtPeak[b.Category] += b.Size()
+		}
 	}
 }
 
@@ -523,13 +594,13 @@ func rounded(n uint64) uint64 {
 }
 
 // Lookup returns the block whose alloc is event e (replay.Plan's
-// numbering) or, for e < 0, the block live before the trace at addr;
-// nil when there is none.
-func (r *Result) Lookup(e int32, addr uint64) *Block {
+// numbering) or, for e < 0, the block live before the trace at addr, and
+// whether there is one.
+func (r *Result) Lookup(e int32, addr uint64) (Block, bool) {
 	if i := r.Find(e, addr); i >= 0 {
-		return r.Block(i)
+		return r.Block(i), true
 	}
-	return nil
+	return Block{}, false
 }
 
 // Find is the index of the block Lookup returns, or -1.

@@ -82,10 +82,10 @@ func decide(r *Result, st *structure) {
 			grads[size]++
 		}
 	}
-	set := func(b *Block, c Category, p Phase, rule Rule) { b.Category, b.Phase, b.Rule = c, p, rule }
-	var setup []*Block // made before the first forward and kept: parameters or buffers
-	var keptBwd []*Block
-	keptFwd := map[int][]*Block{} // iteration → blocks born in its forward and kept past the next step
+	set := r.set
+	var setup []int // made before the first forward and kept: parameters or buffers
+	var keptBwd []int
+	keptFwd := map[int][]int{} // iteration → blocks born in its forward and kept past the next step
 	firstFree := st.n
 	for _, b := range r.All() {
 		if int(b.Freed) < st.n {
@@ -97,37 +97,37 @@ func decide(r *Result, st *structure) {
 		if p < 0 {
 			switch {
 			case st.kept(b):
-				setup = append(setup, b)
-				b.Phase = Setup
+				setup = append(setup, i)
+				r.setPhase(i, Setup)
 			case inAny(st.zero, int(b.Freed)) >= 0:
-				set(b, Gradient, Backward, ruleZeroFreed)
+				set(i, Gradient, Backward, ruleZeroFreed)
 			default:
-				set(b, Unknown, Setup, ruleBeforeTrace)
+				set(i, Unknown, Setup, ruleBeforeTrace)
 			}
 			continue
 		}
 		if k == 0 {
 			if p < firstFree && int(b.Freed) == st.n {
-				setup = append(setup, b)
-				b.Phase = Setup
+				setup = append(setup, i)
+				r.setPhase(i, Setup)
 			} else {
-				set(b, Unknown, After, ruleNoStructure)
+				set(i, Unknown, After, ruleNoStructure)
 			}
 			continue
 		}
 		if j := inAny(st.steps, p); j >= 0 {
 			if int(b.Freed) < st.steps[j].hi {
-				set(b, Temporary, Optimizer, ruleStepTemp)
+				set(i, Temporary, Optimizer, ruleStepTemp)
 			} else {
-				set(b, OptimizerState, Optimizer, ruleStepKept)
+				set(i, OptimizerState, Optimizer, ruleStepKept)
 			}
 			continue
 		}
 		if j := inAny(st.zero, p); j >= 0 {
 			if int(b.Freed) < st.zero[j].hi {
-				set(b, Temporary, ZeroGrad, ruleZeroTemp)
+				set(i, Temporary, ZeroGrad, ruleZeroTemp)
 			} else {
-				set(b, Unknown, ZeroGrad, ruleZeroTemp)
+				set(i, Unknown, ZeroGrad, ruleZeroTemp)
 			}
 			continue
 		}
@@ -141,23 +141,23 @@ func decide(r *Result, st *structure) {
 		case p < st.fwd[it] && it == 0:
 			phase = Setup
 		}
-		b.Phase = phase
+		r.setPhase(i, phase)
 		if inAny(st.zero, int(b.Freed)) >= 0 {
-			set(b, Gradient, phase, ruleZeroFreed)
+			set(i, Gradient, phase, ruleZeroFreed)
 			addGrad(it, b.Size())
 			continue
 		}
 		if it == k { // after the last step
 			switch {
 			case int(b.Freed) < st.n:
-				set(b, Temporary, phase, ruleAfterTemp)
+				set(i, Temporary, phase, ruleAfterTemp)
 			case p < st.fwd[it]:
-				set(b, Input, phase, ruleInput)
+				set(i, Input, phase, ruleInput)
 			case cublasWorkspace(r, i):
-				set(b, Workspace, phase, ruleCublas)
+				set(i, Workspace, phase, ruleCublas)
 			default:
-				set(b, Activation, phase, ruleAfterKept)
-				keptFwd[it] = append(keptFwd[it], b)
+				set(i, Activation, phase, ruleAfterKept)
+				keptFwd[it] = append(keptFwd[it], i)
 			}
 			continue
 		}
@@ -165,41 +165,41 @@ func decide(r *Result, st *structure) {
 		switch {
 		case int(b.Freed) < st.end[it]: // freed before its step
 			if p < st.bwd[it] && int(b.Freed) >= st.bwd[it] {
-				set(b, Activation, phase, ruleSaved)
+				set(i, Activation, phase, ruleSaved)
 			} else {
-				set(b, Temporary, phase, rulePhaseTemp)
+				set(i, Temporary, phase, rulePhaseTemp)
 			}
 		case int(b.Freed) < stepEnd:
-			set(b, Temporary, phase, ruleStepFreed)
+			set(i, Temporary, phase, ruleStepFreed)
 		case p < st.fwd[it]:
 			if it == 0 && st.kept(b) {
-				setup = append(setup, b)
+				setup = append(setup, i)
 			} else {
-				set(b, Input, phase, ruleInput)
+				set(i, Input, phase, ruleInput)
 			}
 		case p >= st.bwd[it] && st.kept(b) && cublasWorkspace(r, i):
-			set(b, Workspace, phase, ruleCublas)
+			set(i, Workspace, phase, ruleCublas)
 		case p >= st.bwd[it]:
 			if it == 0 && st.kept(b) {
-				keptBwd = append(keptBwd, b)
+				keptBwd = append(keptBwd, i)
 			} else {
-				set(b, Unknown, phase, ruleBackwardKept)
-				keptBwd = append(keptBwd, b)
+				set(i, Unknown, phase, ruleBackwardKept)
+				keptBwd = append(keptBwd, i)
 			}
 		default: // born in forward, kept past the step
 			switch {
 			case st.kept(b) && cublasWorkspace(r, i):
-				set(b, Workspace, phase, ruleCublas)
+				set(i, Workspace, phase, ruleCublas)
 			case it == 0 && st.kept(b):
-				set(b, Workspace, phase, ruleWorkspace)
+				set(i, Workspace, phase, ruleWorkspace)
 			case it+1 == k && st.kept(b): // the last iteration's: held to the end, or a leak's
-				set(b, Activation, phase, ruleHeld)
-				keptFwd[it] = append(keptFwd[it], b)
+				set(i, Activation, phase, ruleHeld)
+				keptFwd[it] = append(keptFwd[it], i)
 			case it+1 == k || int(b.Freed) < st.steps[it+1].hi:
-				set(b, Activation, phase, ruleHeld) // a result the next iteration replaces
+				set(i, Activation, phase, ruleHeld) // a result the next iteration replaces
 			default:
-				set(b, Activation, phase, ruleOutlives)
-				keptFwd[it] = append(keptFwd[it], b)
+				set(i, Activation, phase, ruleOutlives)
+				keptFwd[it] = append(keptFwd[it], i)
 			}
 		}
 	}
@@ -207,7 +207,8 @@ func decide(r *Result, st *structure) {
 	// freed by zero_grad (zero_grad(set_to_none=False) keeps them),
 	// gradients if they have a parameter's size; else workspace
 	setupSizes := map[uint64]bool{}
-	for _, b := range setup {
+	for _, i := range setup {
+		b := r.Block(i)
 		setupSizes[b.Size()] = true
 	}
 	sized := func(size uint64) bool {
@@ -216,16 +217,17 @@ func decide(r *Result, st *structure) {
 		}
 		return setupSizes[size]
 	}
-	var kept []*Block
-	for _, b := range keptBwd {
-		if sized(b.Size()) {
-			kept = append(kept, b)
+	var kept []int
+	for _, i := range keptBwd {
+		if b := r.Block(i); sized(b.Size()) {
+			kept = append(kept, i)
 		} else if st.kept(b) {
-			set(b, Workspace, b.Phase, ruleWorkspace)
+			set(i, Workspace, b.Phase, ruleWorkspace)
 		}
 	}
-	for _, b := range kept {
-		set(b, Gradient, b.Phase, ruleKeptGrad)
+	for _, i := range kept {
+		b := r.Block(i)
+		set(i, Gradient, b.Phase, ruleKeptGrad)
 		addGrad(st.iteration(int(b.Born)), b.Size())
 	}
 	// what was made before the first forward and kept: a parameter when it
@@ -235,28 +237,29 @@ func decide(r *Result, st *structure) {
 	if len(ps) == 0 && len(grads) > 0 {
 		ps = grads // gradients kept by zero_grad(set_to_none=False), no optimizer state
 	}
-	for _, b := range setup {
+	for _, i := range setup {
+		b := r.Block(i)
 		switch {
 		case k == 0 || len(ps) == 0:
 			rule := ruleSetupNoGrad
 			if k == 0 {
 				rule = ruleNoStructPersi
 			}
-			set(b, Parameter, Setup, rule)
+			set(i, Parameter, Setup, rule)
 		case ps[b.Size()] > 0:
 			ps[b.Size()]--
-			set(b, Parameter, Setup, ruleSetupParam)
+			set(i, Parameter, Setup, ruleSetupParam)
 		default:
-			set(b, Buffer, Setup, ruleSetupBuffer)
+			set(i, Buffer, Setup, ruleSetupBuffer)
 		}
 	}
 	var params uint64
-	for _, b := range setup {
-		if b.Category == Parameter {
+	for _, i := range setup {
+		if b := r.Block(i); b.Category == Parameter {
 			params += b.Size()
 		}
 	}
-	resolveKept(keptFwd, k, params)
+	resolveKept(r, keptFwd, k, params)
 }
 
 // resolveKept decides the blocks born in forward and kept past the next
@@ -267,36 +270,38 @@ func decide(r *Result, st *structure) {
 // iteration before the last kept alone is state made once (oneOff); the
 // last iteration's and the tail's other blocks are results kept to the
 // end.
-func resolveKept(keptFwd map[int][]*Block, k int, params uint64) {
+func resolveKept(r *Result, keptFwd map[int][]int, k int, params uint64) {
 	its := map[uint64]map[int]bool{} // size → the iterations that kept one
 	for it, bs := range keptFwd {
-		for _, b := range bs {
+		for _, i := range bs {
+			b := r.Block(i)
 			if its[b.Size()] == nil {
 				its[b.Size()] = map[int]bool{}
 			}
 			its[b.Size()][it] = true
 		}
 	}
-	rest := map[int][]*Block{} // the middle iterations' blocks of no repeated size
+	rest := map[int][]int{} // the middle iterations' blocks of no repeated size
 	for it, bs := range keptFwd {
-		for _, b := range bs {
+		for _, i := range bs {
+			b := r.Block(i)
 			switch {
 			case len(its[b.Size()]) >= 2:
-				b.Category, b.Rule = Activation, ruleOutlives
+				r.setCategory(i, Activation, ruleOutlives)
 			case it < k-1:
-				rest[it] = append(rest[it], b)
+				rest[it] = append(rest[it], i)
 			}
 		}
 	}
 	if len(rest) >= 2 {
 		for _, bs := range rest {
-			for _, b := range bs {
-				b.Category, b.Rule = Activation, ruleOutlives
+			for _, i := range bs {
+				r.setCategory(i, Activation, ruleOutlives)
 			}
 		}
 		return
 	}
-	oneOff(rest, params)
+	oneOff(r, rest, params)
 }
 
 // oneOff decides the blocks born in forward and kept past the next step
@@ -305,21 +310,22 @@ func resolveKept(keptFwd map[int][]*Block, k int, params uint64) {
 // size (within 10%) they are gradients, such as DistributedDataParallel's
 // buckets rebuilt at the second forward; else workspace. Blocks of
 // several iterations stay activations kept past their step.
-func oneOff(keptFwd map[int][]*Block, params uint64) {
+func oneOff(r *Result, keptFwd map[int][]int, params uint64) {
 	if len(keptFwd) != 1 {
 		return
 	}
 	for _, bs := range keptFwd {
 		var sum uint64
-		for _, b := range bs {
+		for _, i := range bs {
+			b := r.Block(i)
 			sum += b.Size()
 		}
 		c, rule := Workspace, ruleMadeOnce
 		if params > 0 && sum >= params-params/10 && sum <= params+params/10 {
 			c, rule = Gradient, ruleBuckets
 		}
-		for _, b := range bs {
-			b.Category, b.Rule = c, rule
+		for _, i := range bs {
+			r.setCategory(i, c, rule)
 		}
 	}
 }
@@ -332,7 +338,7 @@ func oneOff(keptFwd map[int][]*Block, params uint64) {
 // pair counts: a result of 32 MiB alone is no workspace.
 func cublasWorkspace(r *Result, i int) bool {
 	big := func(size uint64) bool { return size == 32<<20 || size == 4096<<10*2+16<<10*8 }
-	pair := func(w, lt *Block) bool {
+	pair := func(w, lt Block) bool {
 		return big(w.Size()) && lt.Size() == 1<<20 && int(lt.Born) == int(w.Born)+1 && int(w.Freed) == int(lt.Freed)
 	}
 	return i+1 < r.NumBlocks() && pair(r.Block(i), r.Block(i+1)) || i > 0 && pair(r.Block(i-1), r.Block(i))

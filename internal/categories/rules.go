@@ -70,7 +70,7 @@ func inAny(ss []span, p int) int {
 // kept reports whether b lives to the end of the trace, or at least
 // past the end of the last of two or more steps (a program may free its
 // model before the snapshot).
-func (st *structure) kept(b *Block) bool {
+func (st *structure) kept(b Block) bool {
 	if k := len(st.steps); k >= 2 {
 		return int(b.Freed) >= st.steps[k-1].hi
 	}
@@ -202,9 +202,9 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int32) in
 	// one (gradients kept by zero_grad(set_to_none=False) are kept too)
 	// the blocks born in [lo, end): Blocks are in birth order
 	n := r.NumBlocks()
-	from := sort.Search(n, func(j int) bool { return int(r.Block(j).Born) >= lo })
-	born := func(yield func(*Block) bool) {
-		for j := from; j < n && int(r.Block(j).Born) < end; j++ {
+	from := sort.Search(n, func(j int) bool { return int(r.bornAt(j)) >= lo })
+	born := func(yield func(Block) bool) {
+		for j := from; j < n && int(r.bornAt(j)) < end; j++ {
 			if !yield(r.Block(j)) {
 				return
 			}

@@ -304,24 +304,43 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 }
 
 // A big trace has millions of blocks, each kept until the trace is read:
-// a block holds its rule's number, not its text, its size in 40 bits and
-// no address, and packs into 16 bytes. The rule still prints as its text,
-// and sizes keep their bytes.
+// a block holds no address and its size in 512 B units, and packs into
+// 12 bytes, and its category, phase and rule (the rule's number, not its
+// text) into 2 more. The rule still prints as its text, and sizes keep
+// their bytes, those of no whole units or of more than 32 bits of units
+// included (kept apart).
 func TestBlockSize(t *testing.T) {
-	if n := unsafe.Sizeof(Block{}); n > 16 {
-		t.Errorf("a Block takes %d bytes, want at most 16", n)
+	if n := unsafe.Sizeof(rec{}); n > 12 {
+		t.Errorf("a block takes %d bytes, want at most 12", n)
 	}
-	for _, n := range []uint64{0, 1, 511, 512, 1 << 20, 1<<32 + 512, 1<<39 - 1, 1 << 39, 1<<48 - 512, 3 << 40} {
-		var b Block
-		if b.setSize(n); b.Size() != n {
-			t.Errorf("size %d kept as %d", n, b.Size())
+	var odd map[int]uint64
+	sizes := []uint64{0, 1, 511, 512, 1 << 20, 1<<32 + 512, 1<<39 - 1, 1 << 39, 1<<41 - 512, 1 << 41, 1<<48 - 512, 3 << 40}
+	recs := make([]rec, len(sizes))
+	for i, n := range sizes {
+		odd = recs[i].setSize(odd, i, n)
+	}
+	for i, n := range sizes {
+		if got := recs[i].size(odd, i); got != n {
+			t.Errorf("size %d kept as %d", n, got)
 		}
 	}
-	var b Block
-	if b.setSize(^uint64(0)); b.Size() != 1<<48-512 {
-		t.Errorf("size 2^64-1 kept as %d, want the largest below 256 TiB", b.Size())
+	if len(odd) != 7 {
+		t.Errorf("%d sizes kept apart, want the 7 of no whole units or of 2^32-1 units or more", len(odd))
 	}
-	b = Block{Category: Activation, Rule: ruleOutlives}
+	var c rec
+	if odd = c.setSize(odd, 99, ^uint64(0)); c.size(odd, 99) != 1<<48-512 {
+		t.Errorf("size 2^64-1 kept as %d, want the largest below 256 TiB", c.size(odd, 99))
+	}
+	for _, c := range []Category{Parameter, Unknown} {
+		for _, p := range []Phase{Setup, After} {
+			for _, rule := range []Rule{ruleNone, ruleCublas} {
+				if gc, gp, gr := unpackCls(packCls(c, p, rule)); gc != c || gp != p || gr != rule {
+					t.Errorf("%v %v %v packed and back: %v %v %v", c, p, rule, gc, gp, gr)
+				}
+			}
+		}
+	}
+	b := Block{Category: Activation, Rule: ruleOutlives}
 	if got := fmt.Sprintf("%s", b.Rule); got != "born in forward, kept past the next step, in several iterations" || !b.KeptPastStep() {
 		t.Errorf("rule prints as %q, kept past step %v", got, b.KeptPastStep())
 	}
@@ -418,8 +437,9 @@ func TestInOrder(t *testing.T) {
 	for _, events := range [][]int32{{-1, 0, 1, 2, 3, 5, 8, 13, last, last + 1}, {7, 3, 3, 9, 0, last}} {
 		in := r.InOrder()
 		for _, e := range events {
-			if got, want := in(e), r.ByEvent(e); got != want {
-				t.Errorf("event %d of %v: %p, ByEvent %p", e, events, got, want)
+			got, ok := in(e)
+			if want, wok := r.ByEvent(e); got != want || ok != wok {
+				t.Errorf("event %d of %v: %+v %v, ByEvent %+v %v", e, events, got, ok, want, wok)
 			}
 		}
 	}
@@ -462,7 +482,7 @@ func TestEventAndStack(t *testing.T) {
 			if got := r.Stack(k); got != e.Stack {
 				t.Fatalf("block %d: stack %d, want %d", k, got, e.Stack)
 			}
-			if r.ByEvent(event) != r.Block(k) {
+			if b, ok := r.ByEvent(event); !ok || b != r.Block(k) {
 				t.Fatalf("ByEvent(%d) is not block %d", event, k)
 			}
 			k++

@@ -78,15 +78,15 @@ func (r *Run) addCategories(cls *categories.Result) error {
 			default:
 				i = cls.Find(-1, b.Address)
 			}
-			var blk *categories.Block
+			var blk categories.Block
 			c, name := categories.Unknown, "(no stack)"
 			if i >= 0 {
 				blk = cls.Block(i)
 				c = blk.Category
-				name = r.siteOf(blk, cls.Stack(i), names)
+				name = r.siteOf(&blk, cls.Stack(i), names)
 			}
 			at[c] += b.Size
-			if blk != nil && blk.KeptPastStep() {
+			if i >= 0 && blk.KeptPastStep() {
 				kept += b.Size
 			}
 			k := key{c, name}
@@ -148,9 +148,9 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 		ok   bool
 	}
 	var byID []live // allocation ids are small integers, reused once freed
-	add := func(id uint32, blk *categories.Block, size uint64) {
+	add := func(id uint32, blk categories.Block, found bool, size uint64) {
 		c := categories.Unknown
-		if blk != nil {
+		if found {
 			c = blk.Category
 		}
 		if int(id) >= len(byID) {
@@ -162,7 +162,8 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 	if points != nil {
 		for _, s := range plan.Seeds {
 			for _, b := range s.Blocks {
-				add(b.ID, cls.Lookup(-1, s.Address+b.Offset), max(b.Requested, b.Size))
+				blk, ok := cls.Lookup(-1, s.Address+b.Offset)
+				add(b.ID, blk, ok, max(b.Requested, b.Size))
 			}
 		}
 	}
@@ -186,11 +187,12 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 					}
 				}
 				if points != nil && op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
-					var blk *categories.Block
+					var blk categories.Block
+					var ok bool
 					if event != nil {
-						blk = byEvent(event[k])
+						blk, ok = byEvent(event[k])
 					}
-					add(op.ID, blk, op.Size)
+					add(op.ID, blk, ok, op.Size)
 				}
 			case alloc.OpFree, alloc.OpFreeRequest:
 				if int(op.ID) < len(byID) && byID[op.ID].ok {
@@ -263,15 +265,16 @@ func (r *Run) explorerCategories(ex *figures.Explorer, plan *replay.Plan) {
 	changes := make([]change, 0, 2*len(ex.Allocs))
 	for k := range ex.Allocs {
 		a := &ex.Allocs[k]
-		var blk *categories.Block
+		var blk categories.Block
+		var ok bool
 		switch {
 		case k < seeded:
-			blk = r.cls.Lookup(-1, a.Address)
+			blk, ok = r.cls.Lookup(-1, a.Address)
 		default:
-			blk = opBlock(plan, r.cls, int(a.Start))
+			blk, ok = opBlock(plan, r.cls, int(a.Start))
 		}
 		c := categories.Unknown
-		if blk != nil {
+		if ok {
 			c = blk.Category
 		}
 		a.Category = uint8(c) + 1
@@ -302,12 +305,13 @@ func (r *Run) explorerCategories(ex *figures.Explorer, plan *replay.Plan) {
 	}
 }
 
-// opBlock is the classified block that alloc op i of plan made; nil for
-// an op of no alloc event (the request a recorded out-of-memory failed).
-func opBlock(plan *replay.Plan, cls *categories.Result, i int) *categories.Block {
+// opBlock is the classified block that alloc op i of plan made, and
+// whether there is one: none for an op of no alloc event (the request a
+// recorded out-of-memory failed).
+func opBlock(plan *replay.Plan, cls *categories.Result, i int) (categories.Block, bool) {
 	if i < 0 || i >= len(plan.Ops) || i >= len(plan.Event) || plan.Ops[i].Kind != alloc.OpAlloc ||
 		plan.Ops[i].Flags&alloc.FlagRecordedOOM != 0 {
-		return nil
+		return categories.Block{}, false
 	}
 	return cls.ByEvent(plan.Event[i])
 }

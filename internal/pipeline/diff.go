@@ -121,8 +121,8 @@ func (r *Run) PeakSites(depth int) []figures.Site {
 			names[st] = name
 		}
 		if name == "(no stack)" && r.cls != nil && i < len(r.plan.Event) {
-			if blk := r.cls.ByEvent(r.plan.Event[i]); blk != nil {
-				name = noStackName(r.cls, blk) // by its category and phase
+			if blk, ok := r.cls.ByEvent(r.plan.Event[i]); ok {
+				name = noStackName(r.cls, &blk) // by its category and phase
 			}
 		}
 		s := by[name]

@@ -168,7 +168,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				Size: max(b.Requested, b.Size), Address: sd.Address + b.Offset, Stream: sd.Stream, Stack: -1}
 			if s.cls != nil {
 				c := categories.Unknown
-				if blk := s.cls.Lookup(-1, a.Address); blk != nil {
+				if blk, ok := s.cls.Lookup(-1, a.Address); ok {
 					c = blk.Category
 				}
 				a.Category = uint8(c) + 1
@@ -207,7 +207,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}
 		return -1
 	}
-	var byEvent func(int32) *categories.Block // the allocations' events come in order
+	var byEvent func(int32) (categories.Block, bool) // the allocations' events come in order
 	if s.cls != nil {
 		byEvent = s.cls.InOrder()
 	}
@@ -287,7 +287,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 			if s.cls != nil {
 				madeCat = categories.Unknown
 				if op.Flags&alloc.FlagRecordedOOM == 0 {
-					if blk := byEvent(event); blk != nil {
+					if blk, ok := byEvent(event); ok {
 						madeCat = blk.Category
 					}
 				}
