@@ -101,45 +101,6 @@ func keptSize(n uint64) uint64 {
 	return n
 }
 
-// rec is a block of the trace as the Builder and the Result keep it, in
-// 12 bytes: its size in 512 B units (a size of no whole units, or of more
-// than 32 bits of them, is kept in the odd map by the block's index: a
-// trace's sizes are rounded to units); its address not at all
-// (Result.Lookup finds the blocks live before the trace by theirs); its
-// alloc's event and stack beside it, where they take less (Result.Event
-// and Result.Stack); its category, phase and rule beside it once
-// classified (Result.cls).
-type rec struct {
-	Born, Freed int32
-	units       uint32 // the size in 512 B units; oddUnits: see odd
-}
-
-// oddUnits is a rec's units when its size is kept in the odd map.
-const oddUnits = ^uint32(0)
-
-// setSize sets the size of rec i, kept as a Block keeps it.
-func (c *rec) setSize(odd map[int]uint64, i int, n uint64) map[int]uint64 {
-	n = keptSize(n)
-	if n%512 == 0 && n>>9 < uint64(oddUnits) {
-		c.units = uint32(n >> 9)
-		return odd
-	}
-	c.units = oddUnits
-	if odd == nil {
-		odd = map[int]uint64{}
-	}
-	odd[i] = n
-	return odd
-}
-
-// size is the size of rec i.
-func (c *rec) size(odd map[int]uint64, i int) uint64 {
-	if c.units != oddUnits {
-		return uint64(c.units) << 9
-	}
-	return odd[i]
-}
-
 // A classified block's category, phase and rule pack into a uint16.
 func packCls(c Category, p Phase, rule Rule) uint16 {
 	return uint16(c) | uint16(p)<<4 | uint16(rule)<<8
@@ -180,9 +141,8 @@ type Result struct {
 	head      []Block
 	headAddr  []uint64 // the address of each head block
 	headStack []int32  // and its stack (its event is -1)
-	born      chunked[rec]
-	odd       map[int]uint64 // the sizes of born blocks kept here (rec)
-	cls       []uint16       // each born block's category, phase and rule (packCls)
+	born      blockList
+	cls       []uint16 // each born block's category, phase and rule (packCls)
 	side      side
 	before    map[uint64]int // address → index of the block live there before the trace (Lookup)
 }
@@ -286,7 +246,7 @@ func (r *Result) Event(i int) int32 {
 		return -1
 	}
 	i -= len(r.head)
-	return r.side.event(i, r.born.at(i).Born)
+	return r.side.event(i, r.born.born(i))
 }
 
 // bornAt is block i's Born.
@@ -294,7 +254,7 @@ func (r *Result) bornAt(i int) int32 {
 	if i < len(r.head) {
 		return r.head[i].Born
 	}
-	return r.born.at(i - len(r.head)).Born
+	return r.born.born(i - len(r.head))
 }
 
 // Stack is block i's alloc's stack, -1 if none.
@@ -307,7 +267,7 @@ func (r *Result) Stack(i int) int32 {
 
 // NumBlocks is the number of blocks, the allocations of the trace and
 // those live before it.
-func (r *Result) NumBlocks() int { return len(r.head) + r.born.n }
+func (r *Result) NumBlocks() int { return len(r.head) + r.born.recs.n }
 
 // Block is block i (i < NumBlocks), in the order they were born (blocks
 // live before the trace first).
@@ -316,8 +276,7 @@ func (r *Result) Block(i int) Block {
 		return r.head[i]
 	}
 	i -= len(r.head)
-	c := r.born.at(i)
-	b := Block{Born: c.Born, Freed: c.Freed, size: c.size(r.odd, i)}
+	b := r.born.block(i, r.born.recs.at(i), int32(r.Positions))
 	if i < len(r.cls) {
 		b.Category, b.Phase, b.Rule = unpackCls(r.cls[i])
 	}
@@ -334,12 +293,6 @@ func (r *Result) set(i int, c Category, p Phase, rule Rule) {
 	r.cls[i-len(r.head)] = packCls(c, p, rule)
 }
 
-// setPhase sets block i's phase alone.
-func (r *Result) setPhase(i int, p Phase) {
-	b := r.Block(i)
-	r.set(i, b.Category, p, b.Rule)
-}
-
 // setCategory sets block i's category and rule, keeping its phase.
 func (r *Result) setCategory(i int, c Category, rule Rule) {
 	r.set(i, c, r.Block(i).Phase, rule)
@@ -353,11 +306,10 @@ func (r *Result) All() iter.Seq2[int, Block] {
 				return
 			}
 		}
-		i, k := len(r.head), 0
-		for _, ch := range r.born.chunks {
+		i, k, end := len(r.head), 0, int32(r.Positions)
+		for _, ch := range r.born.recs.chunks {
 			for j := range ch {
-				c := &ch[j]
-				b := Block{Born: c.Born, Freed: c.Freed, size: c.size(r.odd, k)}
+				b := r.born.block(k, &ch[j], end)
 				if k < len(r.cls) {
 					b.Category, b.Phase, b.Rule = unpackCls(r.cls[k])
 				}
@@ -426,8 +378,7 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 
 // Builder gathers one device's events as they are read.
 type Builder struct {
-	blocks chunked[rec]
-	odd    map[int]uint64   // the sizes of blocks kept here (rec)
+	blocks blockList
 	side   side             // the blocks' events and stacks
 	open   addrmap.Map[int] // address → index into blocks of the live block there
 	times  clock            // time of each position
@@ -478,16 +429,12 @@ func (b *Builder) Add(e *trace.Event) {
 	case trace.ActionAlloc:
 		pos := b.times.n
 		b.times.add(e.TimeUS)
-		if i, ok := b.open.Swap(e.Addr, b.blocks.n); ok { // a second alloc at a live address: the first ended
-			old := b.blocks.at(i)
-			old.Freed = int32(pos)
-			b.cur -= int64(old.size(b.odd, i))
+		if i, ok := b.open.Swap(e.Addr, b.blocks.recs.n); ok { // a second alloc at a live address: the first ended
+			b.blocks.setFreed(i, int32(pos))
+			b.cur -= int64(b.blocks.size(i))
 		}
-		blk := rec{Born: int32(pos), Freed: -2}
-		b.odd = blk.setSize(b.odd, b.blocks.n, rounded(e.Size))
-		size := blk.size(b.odd, b.blocks.n)
-		b.side.add(b.blocks.n, blk.Born, b.events, e.Stack)
-		b.blocks.add(blk)
+		b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
+		size := b.blocks.add(int32(pos), rounded(e.Size))
 		if b.cur += int64(size); b.cur > b.best {
 			b.best, b.bestAt = b.cur, pos
 		}
@@ -497,9 +444,8 @@ func (b *Builder) Add(e *trace.Event) {
 		pos := b.times.n
 		b.times.add(e.TimeUS)
 		if i, ok := b.open.Take(e.Addr); ok {
-			blk := b.blocks.at(i)
-			blk.Freed = int32(pos)
-			b.cur -= int64(blk.size(b.odd, i))
+			b.blocks.setFreed(i, int32(pos))
+			b.cur -= int64(b.blocks.size(i))
 		} else {
 			blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
 			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
@@ -553,17 +499,9 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 		r.headStack[i] = -1
 	}
 	r.headStack = append(r.headStack, aliveStack...)
-	r.born, b.blocks = b.blocks, chunked[rec]{}
-	r.odd, b.odd = b.odd, nil
+	r.born, b.blocks = b.blocks, blockList{}
 	r.side, b.side = b.side, side{}
-	for _, ch := range r.born.chunks {
-		for j := range ch {
-			if ch[j].Freed == -2 {
-				ch[j].Freed = int32(n)
-			}
-		}
-	}
-	r.cls = make([]uint16, r.born.n)
+	r.cls = make([]uint16, r.born.recs.n)
 	classify(r, snap, &b.times)
 	b.times = clock{}
 	r.setPeak(b.bestAt, base+b.best)

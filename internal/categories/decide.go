@@ -98,7 +98,7 @@ func decide(r *Result, st *structure) {
 			switch {
 			case st.kept(b):
 				setup = append(setup, i)
-				r.setPhase(i, Setup)
+				set(i, 0, Setup, ruleNone) // decided below
 			case inAny(st.zero, int(b.Freed)) >= 0:
 				set(i, Gradient, Backward, ruleZeroFreed)
 			default:
@@ -109,7 +109,7 @@ func decide(r *Result, st *structure) {
 		if k == 0 {
 			if p < firstFree && int(b.Freed) == st.n {
 				setup = append(setup, i)
-				r.setPhase(i, Setup)
+				set(i, 0, Setup, ruleNone) // decided below
 			} else {
 				set(i, Unknown, After, ruleNoStructure)
 			}
@@ -141,7 +141,7 @@ func decide(r *Result, st *structure) {
 		case p < st.fwd[it] && it == 0:
 			phase = Setup
 		}
-		r.setPhase(i, phase)
+		set(i, 0, phase, ruleNone) // the phase alone: each branch below decides the rest
 		if inAny(st.zero, int(b.Freed)) >= 0 {
 			set(i, Gradient, phase, ruleZeroFreed)
 			addGrad(it, b.Size())

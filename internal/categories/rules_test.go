@@ -304,32 +304,74 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 }
 
 // A big trace has millions of blocks, each kept until the trace is read:
-// a block holds no address and its size in 512 B units, and packs into
-// 12 bytes, and its category, phase and rule (the rule's number, not its
-// text) into 2 more. The rule still prints as its text, and sizes keep
-// their bytes, those of no whole units or of more than 32 bits of units
-// included (kept apart).
+// a block holds no address, its Born as an offset in its group, its
+// Freed as its lifetime and its size in 512 B units, and packs into 8
+// bytes, and its category, phase and rule (the rule's number, not its
+// text) into 2 more. The rule still prints as its text, and every block
+// keeps its Born, Freed and size, those that do not fit included (kept
+// apart): sizes of no whole units or of 2^32-1 units or more, a Born far
+// from its group's first, long lives.
 func TestBlockSize(t *testing.T) {
-	if n := unsafe.Sizeof(rec{}); n > 12 {
-		t.Errorf("a block takes %d bytes, want at most 12", n)
+	if n := unsafe.Sizeof(rec{}); n > 8 {
+		t.Errorf("a block takes %d bytes, want at most 8", n)
 	}
-	var odd map[int]uint64
 	sizes := []uint64{0, 1, 511, 512, 1 << 20, 1<<32 + 512, 1<<39 - 1, 1 << 39, 1<<41 - 512, 1 << 41, 1<<48 - 512, 3 << 40}
-	recs := make([]rec, len(sizes))
-	for i, n := range sizes {
-		odd = recs[i].setSize(odd, i, n)
+	type want struct {
+		born, freed int32 // freed -1: never
+		size        uint64
 	}
-	for i, n := range sizes {
-		if got := recs[i].size(odd, i); got != n {
-			t.Errorf("size %d kept as %d", n, got)
+	var wants []want
+	born := int32(0)
+	for i := range 3*(1<<bornGroupBits) + 100 {
+		switch {
+		case i == 5000 || i == 9000: // a group's blocks far apart
+			born += 1 << 16
+		case i%7 == 0:
+			born += 3
+		default:
+			born++
+		}
+		w := want{born, born + int32(i%5)*100, sizes[i%len(sizes)]}
+		switch i % 11 {
+		case 3:
+			w.freed = -1
+		case 4:
+			w.freed = born + 1<<20 // long-lived
+		case 5:
+			w.freed = born + lifeFar - 1
+		case 6:
+			w.freed = born + lifeFar
+		}
+		wants = append(wants, w)
+	}
+	wants[len(wants)-1].size = ^uint64(0)
+	var l blockList
+	for i, w := range wants {
+		if got := l.add(w.born, w.size); w.size != ^uint64(0) && got != w.size {
+			t.Fatalf("block %d: size %d kept as %d", i, w.size, got)
 		}
 	}
-	if len(odd) != 7 {
-		t.Errorf("%d sizes kept apart, want the 7 of no whole units or of 2^32-1 units or more", len(odd))
+	for i, w := range wants {
+		if w.freed >= 0 {
+			l.setFreed(i, w.freed)
+		}
 	}
-	var c rec
-	if odd = c.setSize(odd, 99, ^uint64(0)); c.size(odd, 99) != 1<<48-512 {
-		t.Errorf("size 2^64-1 kept as %d, want the largest below 256 TiB", c.size(odd, 99))
+	const end = 1 << 30
+	for i, w := range wants {
+		if w.freed < 0 {
+			w.freed = end
+		}
+		if w.size == ^uint64(0) {
+			w.size = 1<<48 - 512 // the largest kept, below 256 TiB
+		}
+		b := l.block(i, l.recs.at(i), end)
+		if b.Born != w.born || b.Freed != w.freed || b.Size() != w.size ||
+			l.born(i) != w.born || l.freed(i, end) != w.freed || l.size(i) != w.size {
+			t.Fatalf("block %d: %+v (born %d freed %d size %d), want %+v", i, b, l.born(i), l.freed(i, end), l.size(i), w)
+		}
+	}
+	if len(l.far) == 0 || len(l.late) == 0 || len(l.odd) == 0 {
+		t.Errorf("kept apart: %d Borns, %d Freeds, %d sizes; want some of each", len(l.far), len(l.late), len(l.odd))
 	}
 	for _, c := range []Category{Parameter, Unknown} {
 		for _, p := range []Phase{Setup, After} {
