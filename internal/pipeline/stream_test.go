@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/gpumem/gpumem/internal/setup"
@@ -41,6 +42,29 @@ func TestLeanReplayStreams(t *testing.T) {
 		if !reflect.DeepEqual(single.Report, u.Report) {
 			t.Errorf("card %d: lean Replay differs", card)
 		}
+	}
+}
+
+// A streamed read leaves no garbage of the decoder behind: what the heap
+// holds when it returns is what a collection keeps, less what the
+// categories made after it.
+func TestStreamReadCollected(t *testing.T) {
+	runtime.GC()
+	var before, after, kept runtime.MemStats
+	runtime.ReadMemStats(&before)
+	snap, plans, cls, _, ok := streamPlans(context.Background(), pytorchFixture("gpt2_varlen_stacks.pickle"), nil, false)
+	if !ok || snap == nil || len(plans) == 0 || len(cls) == 0 {
+		t.Fatal("not streamed")
+	}
+	runtime.ReadMemStats(&after)
+	runtime.GC()
+	runtime.ReadMemStats(&kept)
+	runtime.KeepAlive(plans)
+	runtime.KeepAlive(cls)
+	garbage := int64(after.HeapAlloc) - int64(kept.HeapAlloc)
+	read := int64(after.TotalAlloc - before.TotalAlloc)
+	if garbage > read/4 {
+		t.Errorf("%d bytes of garbage left of the %d the read allocated", garbage, read)
 	}
 }
 
