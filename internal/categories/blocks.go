@@ -107,19 +107,31 @@ func (l *blockList) size(i int) uint64 {
 
 // block is block i, whose rec is c, as a Block (not yet classified).
 func (l *blockList) block(i int, c *rec, end int32) Block {
-	b := Block{Born: l.base[i>>bornGroupBits] + int32(c.off), Freed: end, size: uint64(c.units) << 9}
+	var b Block
+	l.fill(&b, i, c, end)
+	return b
+}
+
+// fill sets b's Born, Freed and size to block i's, whose rec is c, one
+// field at a time: a Block built apart and copied whole costs hot loops
+// a stall per block (the copy's wide loads wait on the narrow stores).
+func (l *blockList) fill(b *Block, i int, c *rec, end int32) {
+	born := l.base[i>>bornGroupBits] + int32(c.off)
 	if c.off == bornFar {
-		b.Born = l.far[i]
+		born = l.far[i]
 	}
+	b.Born = born
 	switch c.life {
 	case lifeEnd:
+		b.Freed = end
 	case lifeFar:
 		b.Freed = l.late[i]
 	default:
-		b.Freed = b.Born + int32(c.life)
+		b.Freed = born + int32(c.life)
 	}
-	if c.units == oddUnits {
+	if c.units != oddUnits {
+		b.size = uint64(c.units) << 9
+	} else {
 		b.size = l.odd[i]
 	}
-	return b
 }

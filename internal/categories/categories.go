@@ -299,21 +299,25 @@ func (r *Result) setCategory(i int, c Category, rule Rule) {
 }
 
 // All yields each block with its index, in the order they were born.
-func (r *Result) All() iter.Seq2[int, Block] {
-	return func(yield func(int, Block) bool) {
+// The Block is the iteration's own: it holds the next block once the
+// loop goes on (keep a copy, or the index, to hold on to one).
+func (r *Result) All() iter.Seq2[int, *Block] {
+	return func(yield func(int, *Block) bool) {
+		var b Block
 		for i := range r.head {
-			if !yield(i, r.head[i]) {
+			if b = r.head[i]; !yield(i, &b) {
 				return
 			}
 		}
 		i, k, end := len(r.head), 0, int32(r.Positions)
 		for _, ch := range r.born.recs.chunks {
 			for j := range ch {
-				b := r.born.block(k, &ch[j], end)
+				r.born.fill(&b, k, &ch[j], end)
+				b.Category, b.Phase, b.Rule = 0, 0, 0
 				if k < len(r.cls) {
 					b.Category, b.Phase, b.Rule = unpackCls(r.cls[k])
 				}
-				if !yield(i, b) {
+				if !yield(i, &b) {
 					return
 				}
 				i, k = i+1, k+1
@@ -341,15 +345,18 @@ func (r *Result) byEvent(e int32) int {
 	return -1
 }
 
-// InOrder returns ByEvent for callers that ask for events in increasing
-// order, as a plan's allocations come: it steps through the blocks
-// instead of searching them each time (it searches when asked out of
-// order).
-func (r *Result) InOrder() func(e int32) (Block, bool) {
+// InOrder returns the category of ByEvent's block for callers that ask
+// for events in increasing order, as a plan's allocations come: it steps
+// through the blocks instead of searching them each time (it searches
+// when asked out of order).
+func (r *Result) InOrder() func(e int32) (Category, bool) {
 	next, last := 0, int32(0) // last: the event of block next-1
-	return func(e int32) (Block, bool) {
+	return func(e int32) (Category, bool) {
 		if next > 0 && last >= e {
-			return r.ByEvent(e)
+			if i := r.byEvent(e); i >= 0 {
+				return r.category(i), true
+			}
+			return Unknown, false
 		}
 		for n := r.NumBlocks(); next < n; {
 			ev := r.Event(next)
@@ -358,11 +365,19 @@ func (r *Result) InOrder() func(e int32) (Block, bool) {
 			}
 			next, last = next+1, ev
 			if ev == e {
-				return r.Block(next - 1), true
+				return r.category(next - 1), true
 			}
 		}
-		return Block{}, false
+		return Unknown, false
 	}
+}
+
+// category is block i's category.
+func (r *Result) category(i int) Category {
+	if i < len(r.head) {
+		return r.head[i].Category
+	}
+	return Category(r.cls[i-len(r.head)] & 0xf)
 }
 
 // Classify classifies the allocations of snap's trace of device.
@@ -514,7 +529,7 @@ func (r *Result) setPeak(at int, best int64) {
 	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
 	for _, b := range r.All() {
 		if int(b.Born) <= at && int(b.Freed) > at {
-			r.AtPeak[b.Category] += b.Size()
+			r.AtPeak[b.Category] += b.size
 		}
 	}
 }

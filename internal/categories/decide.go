@@ -82,7 +82,6 @@ func decide(r *Result, st *structure) {
 			grads[size]++
 		}
 	}
-	set := r.set
 	var setup []int // made before the first forward and kept: parameters or buffers
 	var keptBwd []int
 	keptFwd := map[int][]int{} // iteration → blocks born in its forward and kept past the next step
@@ -98,36 +97,36 @@ func decide(r *Result, st *structure) {
 			switch {
 			case st.kept(b):
 				setup = append(setup, i)
-				set(i, 0, Setup, ruleNone) // decided below
+				r.set(i, 0, Setup, ruleNone) // decided below
 			case inAny(st.zero, int(b.Freed)) >= 0:
-				set(i, Gradient, Backward, ruleZeroFreed)
+				r.set(i, Gradient, Backward, ruleZeroFreed)
 			default:
-				set(i, Unknown, Setup, ruleBeforeTrace)
+				r.set(i, Unknown, Setup, ruleBeforeTrace)
 			}
 			continue
 		}
 		if k == 0 {
 			if p < firstFree && int(b.Freed) == st.n {
 				setup = append(setup, i)
-				set(i, 0, Setup, ruleNone) // decided below
+				r.set(i, 0, Setup, ruleNone) // decided below
 			} else {
-				set(i, Unknown, After, ruleNoStructure)
+				r.set(i, Unknown, After, ruleNoStructure)
 			}
 			continue
 		}
 		if j := inAny(st.steps, p); j >= 0 {
 			if int(b.Freed) < st.steps[j].hi {
-				set(i, Temporary, Optimizer, ruleStepTemp)
+				r.set(i, Temporary, Optimizer, ruleStepTemp)
 			} else {
-				set(i, OptimizerState, Optimizer, ruleStepKept)
+				r.set(i, OptimizerState, Optimizer, ruleStepKept)
 			}
 			continue
 		}
 		if j := inAny(st.zero, p); j >= 0 {
 			if int(b.Freed) < st.zero[j].hi {
-				set(i, Temporary, ZeroGrad, ruleZeroTemp)
+				r.set(i, Temporary, ZeroGrad, ruleZeroTemp)
 			} else {
-				set(i, Unknown, ZeroGrad, ruleZeroTemp)
+				r.set(i, Unknown, ZeroGrad, ruleZeroTemp)
 			}
 			continue
 		}
@@ -141,22 +140,22 @@ func decide(r *Result, st *structure) {
 		case p < st.fwd[it] && it == 0:
 			phase = Setup
 		}
-		set(i, 0, phase, ruleNone) // the phase alone: each branch below decides the rest
+		r.set(i, 0, phase, ruleNone) // the phase alone: each branch below decides the rest
 		if inAny(st.zero, int(b.Freed)) >= 0 {
-			set(i, Gradient, phase, ruleZeroFreed)
+			r.set(i, Gradient, phase, ruleZeroFreed)
 			addGrad(it, b.Size())
 			continue
 		}
 		if it == k { // after the last step
 			switch {
 			case int(b.Freed) < st.n:
-				set(i, Temporary, phase, ruleAfterTemp)
+				r.set(i, Temporary, phase, ruleAfterTemp)
 			case p < st.fwd[it]:
-				set(i, Input, phase, ruleInput)
+				r.set(i, Input, phase, ruleInput)
 			case cublasWorkspace(r, i):
-				set(i, Workspace, phase, ruleCublas)
+				r.set(i, Workspace, phase, ruleCublas)
 			default:
-				set(i, Activation, phase, ruleAfterKept)
+				r.set(i, Activation, phase, ruleAfterKept)
 				keptFwd[it] = append(keptFwd[it], i)
 			}
 			continue
@@ -165,40 +164,40 @@ func decide(r *Result, st *structure) {
 		switch {
 		case int(b.Freed) < st.end[it]: // freed before its step
 			if p < st.bwd[it] && int(b.Freed) >= st.bwd[it] {
-				set(i, Activation, phase, ruleSaved)
+				r.set(i, Activation, phase, ruleSaved)
 			} else {
-				set(i, Temporary, phase, rulePhaseTemp)
+				r.set(i, Temporary, phase, rulePhaseTemp)
 			}
 		case int(b.Freed) < stepEnd:
-			set(i, Temporary, phase, ruleStepFreed)
+			r.set(i, Temporary, phase, ruleStepFreed)
 		case p < st.fwd[it]:
 			if it == 0 && st.kept(b) {
 				setup = append(setup, i)
 			} else {
-				set(i, Input, phase, ruleInput)
+				r.set(i, Input, phase, ruleInput)
 			}
 		case p >= st.bwd[it] && st.kept(b) && cublasWorkspace(r, i):
-			set(i, Workspace, phase, ruleCublas)
+			r.set(i, Workspace, phase, ruleCublas)
 		case p >= st.bwd[it]:
 			if it == 0 && st.kept(b) {
 				keptBwd = append(keptBwd, i)
 			} else {
-				set(i, Unknown, phase, ruleBackwardKept)
+				r.set(i, Unknown, phase, ruleBackwardKept)
 				keptBwd = append(keptBwd, i)
 			}
 		default: // born in forward, kept past the step
 			switch {
 			case st.kept(b) && cublasWorkspace(r, i):
-				set(i, Workspace, phase, ruleCublas)
+				r.set(i, Workspace, phase, ruleCublas)
 			case it == 0 && st.kept(b):
-				set(i, Workspace, phase, ruleWorkspace)
+				r.set(i, Workspace, phase, ruleWorkspace)
 			case it+1 == k && st.kept(b): // the last iteration's: held to the end, or a leak's
-				set(i, Activation, phase, ruleHeld)
+				r.set(i, Activation, phase, ruleHeld)
 				keptFwd[it] = append(keptFwd[it], i)
 			case it+1 == k || int(b.Freed) < st.steps[it+1].hi:
-				set(i, Activation, phase, ruleHeld) // a result the next iteration replaces
+				r.set(i, Activation, phase, ruleHeld) // a result the next iteration replaces
 			default:
-				set(i, Activation, phase, ruleOutlives)
+				r.set(i, Activation, phase, ruleOutlives)
 				keptFwd[it] = append(keptFwd[it], i)
 			}
 		}
@@ -221,13 +220,13 @@ func decide(r *Result, st *structure) {
 	for _, i := range keptBwd {
 		if b := r.Block(i); sized(b.Size()) {
 			kept = append(kept, i)
-		} else if st.kept(b) {
-			set(i, Workspace, b.Phase, ruleWorkspace)
+		} else if st.kept(&b) {
+			r.set(i, Workspace, b.Phase, ruleWorkspace)
 		}
 	}
 	for _, i := range kept {
 		b := r.Block(i)
-		set(i, Gradient, b.Phase, ruleKeptGrad)
+		r.set(i, Gradient, b.Phase, ruleKeptGrad)
 		addGrad(st.iteration(int(b.Born)), b.Size())
 	}
 	// what was made before the first forward and kept: a parameter when it
@@ -245,12 +244,12 @@ func decide(r *Result, st *structure) {
 			if k == 0 {
 				rule = ruleNoStructPersi
 			}
-			set(i, Parameter, Setup, rule)
+			r.set(i, Parameter, Setup, rule)
 		case ps[b.Size()] > 0:
 			ps[b.Size()]--
-			set(i, Parameter, Setup, ruleSetupParam)
+			r.set(i, Parameter, Setup, ruleSetupParam)
 		default:
-			set(i, Buffer, Setup, ruleSetupBuffer)
+			r.set(i, Buffer, Setup, ruleSetupBuffer)
 		}
 	}
 	var params uint64

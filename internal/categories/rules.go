@@ -70,7 +70,7 @@ func inAny(ss []span, p int) int {
 // kept reports whether b lives to the end of the trace, or at least
 // past the end of the last of two or more steps (a program may free its
 // model before the snapshot).
-func (st *structure) kept(b Block) bool {
+func (st *structure) kept(b *Block) bool {
 	if k := len(st.steps); k >= 2 {
 		return int(b.Freed) >= st.steps[k-1].hi
 	}
@@ -214,7 +214,7 @@ func backwardStart(r *Result, st *structure, i, lo, grad int, engine []int32) in
 	for b := range born {
 		if int(b.Born) < min(grad, end) && int(b.Freed) >= st.steps[i].hi {
 			anyKept = max(anyKept, int(b.Born))
-			if !st.kept(b) {
+			if !st.kept(&b) {
 				loss = max(loss, int(b.Born))
 			}
 		}

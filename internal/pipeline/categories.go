@@ -148,11 +148,7 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 		ok   bool
 	}
 	var byID []live // allocation ids are small integers, reused once freed
-	add := func(id uint32, blk categories.Block, found bool, size uint64) {
-		c := categories.Unknown
-		if found {
-			c = blk.Category
-		}
+	add := func(id uint32, c categories.Category, size uint64) {
 		if int(id) >= len(byID) {
 			byID = slices.Grow(byID, int(id)+1-len(byID))[:int(id)+1]
 		}
@@ -162,8 +158,11 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 	if points != nil {
 		for _, s := range plan.Seeds {
 			for _, b := range s.Blocks {
-				blk, ok := cls.Lookup(-1, s.Address+b.Offset)
-				add(b.ID, blk, ok, max(b.Requested, b.Size))
+				c := categories.Unknown
+				if blk, ok := cls.Lookup(-1, s.Address+b.Offset); ok {
+					c = blk.Category
+				}
+				add(b.ID, c, max(b.Requested, b.Size))
 			}
 		}
 	}
@@ -187,12 +186,11 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 					}
 				}
 				if points != nil && op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
-					var blk categories.Block
-					var ok bool
+					c := categories.Unknown
 					if event != nil {
-						blk, ok = byEvent(event[k])
+						c, _ = byEvent(event[k])
 					}
-					add(op.ID, blk, ok, op.Size)
+					add(op.ID, c, op.Size)
 				}
 			case alloc.OpFree, alloc.OpFreeRequest:
 				if int(op.ID) < len(byID) && byID[op.ID].ok {

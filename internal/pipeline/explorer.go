@@ -207,7 +207,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}
 		return -1
 	}
-	var byEvent func(int32) (categories.Block, bool) // the allocations' events come in order
+	var byEvent func(int32) (categories.Category, bool) // the allocations' events come in order
 	if s.cls != nil {
 		byEvent = s.cls.InOrder()
 	}
@@ -287,8 +287,8 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 			if s.cls != nil {
 				madeCat = categories.Unknown
 				if op.Flags&alloc.FlagRecordedOOM == 0 {
-					if blk, ok := byEvent(event); ok {
-						madeCat = blk.Category
+					if c, ok := byEvent(event); ok {
+						madeCat = c
 					}
 				}
 				made.Category = uint8(madeCat) + 1
