@@ -84,6 +84,7 @@ type decoder struct {
 	memo      [][]uint64 // pages of packed vals; nil where packed holds the page
 	packed    [][]byte   // pages of kinds alone (packPage)
 	spare     []uint64   // a page packPage freed
+	lastPack  []byte     // the page packPage packed last, which the next may share
 	memoLen   int        // slots allocated
 	memoCount int        // slots set, for MEMOIZE
 	memoMax   uint64     // 1 + the highest slot set

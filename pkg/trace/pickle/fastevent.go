@@ -451,7 +451,8 @@ func (d *decoder) takeEvent(v val) *model.Event {
 // Memo pages that are done with are packed: a page whose slots hold no
 // payload (the kGone of event dicts, the kEmpty of their frames lists,
 // the first strings and small ints) keeps one byte a slot, its kind,
-// instead of eight. A big trace's memo has two slots an event.
+// instead of eight, and shares them with the page packed before it when
+// they are alike. A big trace's memo has two slots an event.
 const packLag = 4 // pages after a page that is packed
 
 func (d *decoder) newPage() []uint64 {
@@ -479,9 +480,19 @@ func (d *decoder) packPage(k int) {
 			return
 		}
 	}
-	b := make([]byte, memoPageLen)
+	// a page like the one packed before it (a trace whose events all
+	// look alike) shares its bytes: packed pages are never written
+	same := len(d.lastPack) == memoPageLen
 	for i, e := range pg {
-		b[i] = byte(e >> 56)
+		same = same && d.lastPack[i] == byte(e>>56)
+	}
+	b := d.lastPack
+	if !same {
+		b = make([]byte, memoPageLen)
+		for i, e := range pg {
+			b[i] = byte(e >> 56)
+		}
+		d.lastPack = b
 	}
 	d.packed[k], d.memo[k], d.spare = b, nil, pg
 }

@@ -252,6 +252,42 @@ func TestMemoPacking(t *testing.T) {
 	}
 }
 
+// A packed page like the one packed before it shares its bytes (a big
+// trace's events all look alike); one unlike it does not, and a write to
+// a page that shares unpacks that page alone.
+func TestMemoPackedPagesShare(t *testing.T) {
+	d := newDecoder(bytes.NewReader(nil), 0)
+	d.op = 1 << 30
+	n := (packLag + 4) * memoPageLen
+	for i := range n {
+		v := val{k: kGone}
+		if i%2 == 1 || i == 2*memoPageLen+4 {
+			v = val{k: kEmpty}
+		}
+		if err := d.put(uint64(i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pk := d.packed
+	if pk[0] == nil || pk[1] == nil || pk[2] == nil || pk[3] == nil {
+		t.Fatal("pages 0 to 3 not packed")
+	}
+	if &pk[0][0] != &pk[1][0] || &pk[1][0] == &pk[2][0] || &pk[2][0] == &pk[3][0] {
+		t.Errorf("pages alike share, pages unlike do not: 0=1 %v, 1=2 %v, 2=3 %v", &pk[0][0] == &pk[1][0], &pk[1][0] == &pk[2][0], &pk[2][0] == &pk[3][0])
+	}
+	if err := d.put(memoPageLen+6, val{kInt, 42}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range map[int]val{6: {k: kGone}, 7: {k: kEmpty}, memoPageLen + 6: {kInt, 42}, memoPageLen + 7: {k: kEmpty}, 2*memoPageLen + 4: {k: kEmpty}} {
+		if v := d.unpack(d.memoEntry(uint64(i))); v != want {
+			t.Errorf("slot %d = %v, want %v", i, v, want)
+		}
+	}
+	if d.memo[0] != nil || d.memo[1] == nil {
+		t.Errorf("page 0 unpacked %v, page 1 unpacked %v: want the written one alone", d.memo[0] != nil, d.memo[1] != nil)
+	}
+}
+
 // A key's memo slot written again between two event dicts: the keys the
 // fast path remembers from one dict must not stand for the next. The
 // second event stores its "N/A" value over the slot of "addr", so the
