@@ -1,19 +1,24 @@
 package categories
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
-// clock is the time of each position of a Builder, in a byte or two a
-// position: each time is kept as its difference from the one before, a
-// signed varint (one byte below 64 µs, two below 8 ms), and every
-// clockGroup positions a mark keeps the group's first time and where its
-// differences begin, so that at decodes at most a group's. The
-// differences fill slabs of clockSlab bytes, never copied as they grow;
-// a group's never straddle two.
+// clock is the time of each position of a Builder, in a few bits a
+// position: every clockGroup positions a mark keeps the group's first
+// time and where the rest of the group begins; the rest are the
+// differences from the time before, kept as their least plus each one's
+// excess over it in as many bits as the largest excess needs (a trace's
+// steps of a few microseconds take a few bits). A group is packed once
+// it is whole; at decodes at most a group's. The groups fill slabs of
+// clockSlab bytes, never copied as they grow; a group never straddles two.
 type clock struct {
 	first []int64  // each group's first time
 	off   []uint32 // where each group's differences begin: slab<<16 | offset
 	slabs [][]byte
-	last  int64 // the time of position n-1
+	open  [clockGroup - 1]int64 // the differences of the last group, not packed yet
+	last  int64                 // the time of position n-1
 	n     int
 }
 
@@ -21,39 +26,105 @@ const (
 	clockGroupBits = 6 // clockGroup = 64 positions a mark
 	clockGroup     = 1 << clockGroupBits
 	clockSlab      = 1 << 16
-	// the most bytes a group's differences take
-	clockGroupMax = (clockGroup - 1) * binary.MaxVarintLen64
+	// the most bytes a group's differences take: their least, the width,
+	// and 63 excesses of up to 64 bits
+	clockGroupMax = binary.MaxVarintLen64 + 1 + (clockGroup-1)*8
 )
 
 func (c *clock) add(t int64) {
-	if c.n&(clockGroup-1) == 0 {
-		k := len(c.slabs) - 1
-		if k < 0 || clockSlab-len(c.slabs[k]) < clockGroupMax {
-			c.slabs = append(c.slabs, make([]byte, 0, min(clockSlab, max(2*c.n, 256))))
-			k++
+	j := c.n & (clockGroup - 1)
+	if j == 0 {
+		if c.n > 0 {
+			c.pack()
 		}
 		c.first = append(c.first, t)
-		c.off = append(c.off, uint32(k)<<16|uint32(len(c.slabs[k])))
-	} else if d := t - c.last; d >= -64 && d < 64 { // one byte, as binary.AppendVarint writes it
-		k := len(c.slabs) - 1
-		c.slabs[k] = append(c.slabs[k], byte(d<<1^d>>63))
 	} else {
-		k := len(c.slabs) - 1
-		c.slabs[k] = binary.AppendVarint(c.slabs[k], d)
+		c.open[j-1] = t - c.last // wraps as int64 does; at wraps back
 	}
 	c.last = t
 	c.n++
 }
 
+// pack packs the last group, whole, into the slabs and marks where.
+func (c *clock) pack() {
+	k := len(c.slabs) - 1
+	if k < 0 || clockSlab-len(c.slabs[k]) < clockGroupMax {
+		c.slabs = append(c.slabs, make([]byte, 0, min(clockSlab, max(c.n, 256))))
+		k++
+	}
+	c.off = append(c.off, uint32(k)<<16|uint32(len(c.slabs[k])))
+	d := &c.open
+	least := d[0]
+	for _, v := range d {
+		least = min(least, v)
+	}
+	var most uint64
+	for _, v := range d {
+		most = max(most, uint64(v)-uint64(least))
+	}
+	w := uint(bits.Len64(most))
+	b := binary.AppendVarint(c.slabs[k], least)
+	b = append(b, byte(w))
+	var acc uint64
+	var nacc uint
+	put := func(v uint64, w uint) { // w <= 56: v<<nacc (nacc < 8) fits
+		acc |= v << nacc
+		for nacc += w; nacc >= 8; nacc -= 8 {
+			b = append(b, byte(acc))
+			acc >>= 8
+		}
+	}
+	for _, v := range d {
+		x := uint64(v) - uint64(least)
+		if w > 56 {
+			put(x&(1<<32-1), 32)
+			put(x>>32, w-32)
+		} else {
+			put(x, w)
+		}
+	}
+	if nacc > 0 {
+		b = append(b, byte(acc))
+	}
+	c.slabs[k] = b
+}
+
 // at is the time of position i (i < n).
 func (c *clock) at(i int) int64 {
-	g := i >> clockGroupBits
-	t, o := c.first[g], c.off[g]
+	g, j := i>>clockGroupBits, i&(clockGroup-1)
+	t := c.first[g]
+	if g == len(c.off) { // the last group, not packed yet
+		for _, d := range c.open[:j] {
+			t += d
+		}
+		return t
+	}
+	o := c.off[g]
 	b := c.slabs[o>>16][o&(clockSlab-1):]
-	for range i & (clockGroup - 1) {
-		d, k := binary.Varint(b)
-		t += d
-		b = b[k:]
+	least, k := binary.Varint(b)
+	w := uint(b[k])
+	b = b[k+1:]
+	var acc uint64
+	var nacc uint
+	get := func(w uint) uint64 { // w <= 56
+		for ; nacc < w; nacc += 8 {
+			acc |= uint64(b[0]) << nacc
+			b = b[1:]
+		}
+		v := acc & (1<<w - 1)
+		acc >>= w
+		nacc -= w
+		return v
+	}
+	for range j {
+		var x uint64
+		if w > 56 {
+			x = get(32)
+			x |= get(w-32) << 32
+		} else {
+			x = get(w)
+		}
+		t += int64(uint64(least) + x)
 	}
 	return t
 }

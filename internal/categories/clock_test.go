@@ -7,8 +7,8 @@ import (
 
 // TestClock checks that every time comes back as given, across groups
 // and slabs: small steps, a gap past 32 bits, a time going back, and the
-// extremes of int64 (whose differences wrap). Steps of a few
-// microseconds take about a byte a position.
+// extremes of int64 (whose differences wrap), the last group whole or
+// not. Steps of a few microseconds take a few bits a position.
 func TestClock(t *testing.T) {
 	var want []int64
 	tm := int64(1_700_000_000_000_000)
@@ -43,11 +43,20 @@ func TestClock(t *testing.T) {
 			t.Fatalf("at(%d) = %d, want %d", i, got, v)
 		}
 	}
+	for range clockGroup - 5 { // the last group whole: packed
+		c.add(tm)
+		want = append(want, tm)
+	}
+	for i := len(want) - 2*clockGroup; i < len(want); i++ {
+		if got := c.at(i); got != want[i] {
+			t.Fatalf("at(%d) = %d, want %d", i, got, want[i])
+		}
+	}
 	size := 12 * len(c.first)
 	for _, s := range c.slabs {
 		size += len(s)
 	}
-	if per := float64(size) / float64(c.n); per > 1.3 {
-		t.Errorf("%.2f bytes a position, want about one", per)
+	if per := float64(size) / float64(c.n); per > 0.8 {
+		t.Errorf("%.2f bytes a position, want about 0.7 (most groups 3 bits a position, and the marks)", per)
 	}
 }
