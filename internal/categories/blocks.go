@@ -1,34 +1,46 @@
 package categories
 
 // blockList is the trace's blocks as the Builder and the Result keep
-// them, in the order they were born: 8 bytes a block (rec), and beside
+// them, in the order they were born: 6 bytes a block (rec), and beside
 // them what does not fit, by the block's index. Their addresses are not
 // kept (Result.Lookup finds the blocks live before the trace by theirs);
 // their alloc's event and stack are kept beside them (side), and their
 // category, phase and rule once classified (Result.cls).
 type blockList struct {
-	recs chunked[rec]
-	base []int32        // each group's first Born, bornGroup blocks a group
-	odd  map[int]uint64 // sizes of no whole units, or of 2^32-1 units or more
-	far  map[int]int32  // Born of blocks too far from their group's first
-	late map[int]int32  // Freed of blocks too long-lived for rec.life
+	recs  chunked[rec]
+	base  []int32             // each group's first Born, bornGroup blocks a group
+	sizes []uint64            // the sizes the blocks have, which rec.size indexes
+	index map[uint64]uint16   // size → its index in sizes, while blocks are added
+	cache [sizeCache]sizeSlot // recent sizes and their index
+	odd   map[int]uint64      // sizes of blocks past the first 65535 sizes
+	far   map[int]int32       // Born of blocks too far from their group's first
+	late  map[int]int32       // Freed of blocks too long-lived for rec.life
 }
 
 // rec is one block: its Born as an offset in its group, its Freed as its
-// lifetime, and its size in 512 B units (a trace's sizes are rounded to
-// them).
+// lifetime, and its size as its index among the sizes (a program
+// allocates a few sizes over and over).
 type rec struct {
-	off   uint16 // Born less its group's first Born; bornFar: see far
-	life  uint16 // Freed less Born; lifeEnd: never freed; lifeFar: see late
-	units uint32 // the size in 512 B units; oddUnits: see odd
+	off  uint16 // Born less its group's first Born; bornFar: see far
+	life uint16 // Freed less Born; lifeEnd: never freed; lifeFar: see late
+	size uint16 // the index of its size in sizes; oddSize: see odd
 }
+
+// sizeSlot is an entry of blockList.cache, which saves most blocks the
+// map lookup of their size's index: a size and its index + 1 (0: empty).
+type sizeSlot struct {
+	size uint64
+	idx  uint32
+}
+
+const sizeCache = 256 // entries; a Fibonacci hash of a size picks its slot
 
 const (
 	bornGroupBits = 12 // bornGroup = 4096 blocks: a few thousand positions apart
 	bornFar       = 0xffff
 	lifeEnd       = 0xffff // Freed is the end of the trace (Result.Positions)
 	lifeFar       = 0xfffe
-	oddUnits      = ^uint32(0)
+	oddSize       = 0xffff
 )
 
 // add appends a block born at born (never before the last one) of size
@@ -50,10 +62,7 @@ func (l *blockList) add(born int32, n uint64) uint64 {
 		l.far[i] = born
 	}
 	n = keptSize(n)
-	if n%512 == 0 && n>>9 < uint64(oddUnits) {
-		c.units = uint32(n >> 9)
-	} else {
-		c.units = oddUnits
+	if c.size = l.sizeIndex(n); c.size == oddSize {
 		if l.odd == nil {
 			l.odd = map[int]uint64{}
 		}
@@ -62,6 +71,32 @@ func (l *blockList) add(born int32, n uint64) uint64 {
 	l.recs.add(c)
 	return n
 }
+
+// sizeIndex is the index of size n in sizes, which it adds if new;
+// oddSize when sizes holds all it may.
+func (l *blockList) sizeIndex(n uint64) uint16 {
+	s := &l.cache[n*0x9E3779B97F4A7C15>>56]
+	if s.idx != 0 && s.size == n {
+		return uint16(s.idx - 1)
+	}
+	k, ok := l.index[n]
+	if !ok {
+		if len(l.sizes) == oddSize {
+			return oddSize
+		}
+		if l.index == nil {
+			l.index = map[uint64]uint16{}
+		}
+		k = uint16(len(l.sizes))
+		l.sizes = append(l.sizes, n)
+		l.index[n] = k
+	}
+	*s = sizeSlot{n, uint32(k) + 1}
+	return k
+}
+
+// done drops what only adding blocks needs.
+func (l *blockList) done() { l.index, l.cache = nil, [sizeCache]sizeSlot{} }
 
 // setFreed sets block i's Freed.
 func (l *blockList) setFreed(i int, freed int32) {
@@ -99,8 +134,8 @@ func (l *blockList) freed(i int, end int32) int32 {
 
 // size is block i's size.
 func (l *blockList) size(i int) uint64 {
-	if c := l.recs.at(i); c.units != oddUnits {
-		return uint64(c.units) << 9
+	if c := l.recs.at(i); c.size != oddSize {
+		return l.sizes[c.size]
 	}
 	return l.odd[i]
 }
@@ -129,8 +164,8 @@ func (l *blockList) fill(b *Block, i int, c *rec, end int32) {
 	default:
 		b.Freed = born + int32(c.life)
 	}
-	if c.units != oddUnits {
-		b.size = uint64(c.units) << 9
+	if c.size != oddSize {
+		b.size = l.sizes[c.size]
 	} else {
 		b.size = l.odd[i]
 	}

@@ -515,6 +515,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	}
 	r.headStack = append(r.headStack, aliveStack...)
 	r.born, b.blocks = b.blocks, blockList{}
+	r.born.done()
 	r.side, b.side = b.side, side{}
 	r.cls = make([]uint16, r.born.recs.n)
 	classify(r, snap, &b.times)

@@ -305,15 +305,15 @@ func TestCublasPairsAreNoLeak(t *testing.T) {
 
 // A big trace has millions of blocks, each kept until the trace is read:
 // a block holds no address, its Born as an offset in its group, its
-// Freed as its lifetime and its size in 512 B units, and packs into 8
-// bytes, and its category, phase and rule (the rule's number, not its
-// text) into 2 more. The rule still prints as its text, and every block
-// keeps its Born, Freed and size, those that do not fit included (kept
-// apart): sizes of no whole units or of 2^32-1 units or more, a Born far
-// from its group's first, long lives.
+// Freed as its lifetime and its size as an index among the sizes, and
+// packs into 6 bytes, and its category, phase and rule (the rule's
+// number, not its text) into 2 more. The rule still prints as its text,
+// and every block keeps its Born, Freed and size, those that do not fit
+// included (kept apart): a Born far from its group's first, long lives,
+// sizes past the first 65535.
 func TestBlockSize(t *testing.T) {
-	if n := unsafe.Sizeof(rec{}); n > 8 {
-		t.Errorf("a block takes %d bytes, want at most 8", n)
+	if n := unsafe.Sizeof(rec{}); n > 6 {
+		t.Errorf("a block takes %d bytes, want at most 6", n)
 	}
 	sizes := []uint64{0, 1, 511, 512, 1 << 20, 1<<32 + 512, 1<<39 - 1, 1 << 39, 1<<41 - 512, 1 << 41, 1<<48 - 512, 3 << 40}
 	type want struct {
@@ -370,8 +370,22 @@ func TestBlockSize(t *testing.T) {
 			t.Fatalf("block %d: %+v (born %d freed %d size %d), want %+v", i, b, l.born(i), l.freed(i, end), l.size(i), w)
 		}
 	}
-	if len(l.far) == 0 || len(l.late) == 0 || len(l.odd) == 0 {
-		t.Errorf("kept apart: %d Borns, %d Freeds, %d sizes; want some of each", len(l.far), len(l.late), len(l.odd))
+	if len(l.far) == 0 || len(l.late) == 0 || len(l.odd) != 0 || len(l.sizes) != len(sizes) {
+		t.Errorf("kept apart: %d Borns, %d Freeds, %d sizes; want some Borns and Freeds; %d sizes, want %d",
+			len(l.far), len(l.late), len(l.odd), len(l.sizes), len(sizes))
+	}
+	var many blockList // more sizes than an index holds
+	for i := range oddSize + 100 {
+		many.add(int32(i), uint64(i%(oddSize+50)+1)<<9)
+	}
+	many.done()
+	for i := range oddSize + 100 {
+		if got, want := many.size(i), uint64(i%(oddSize+50)+1)<<9; got != want {
+			t.Fatalf("block %d of many sizes: size %d, want %d", i, got, want)
+		}
+	}
+	if len(many.odd) != 50 {
+		t.Errorf("%d sizes kept apart, want the 50 of sizes past the first 65535 (the rest repeat earlier ones)", len(many.odd))
 	}
 	for _, c := range []Category{Parameter, Unknown} {
 		for _, p := range []Phase{Setup, After} {
