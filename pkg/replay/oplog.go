@@ -162,16 +162,18 @@ type opBatch struct {
 
 // batches keeps the slices of the passes over big logs done with: a
 // replay reads its log several times (the replay, its placement check,
-// the categories' timeline), and each pass's 2.5 MB would otherwise be
-// garbage the heap grows by until the next collection.
+// the categories' timeline), and each pass's slices would otherwise be
+// garbage the heap grows by until the next collection. They hold runBatch
+// operations, as run's: Batch's (3 MB) were a large part of what a
+// replay holds after its read.
 var batches = sync.Pool{New: func() any {
-	return &opBatch{make([]alloc.Op, 0, Batch), make([]int32, 0, Batch), make([]int32, 0, Batch)}
+	return &opBatch{make([]alloc.Op, 0, runBatch), make([]int32, 0, runBatch), make([]int32, 0, runBatch)}
 }}
 
-// each hands f the operations in order, up to Batch at a time, in slices
-// it reuses; it stops at f's first error.
+// each hands f the operations in order, up to runBatch at a time, in
+// slices it reuses; it stops at f's first error.
 func (l *opLog) each(f func(ops []alloc.Op, event, stack []int32) error) error {
-	if l.n >= Batch {
+	if l.n >= runBatch {
 		b := batches.Get().(*opBatch)
 		defer batches.Put(b)
 		return l.into(b.ops[:0], b.event[:0], b.stack[:0], f)

@@ -59,6 +59,26 @@ func TestOpLogSizeCache(t *testing.T) {
 	}
 }
 
+// A pass over a big log unpacks it runBatch operations at a time, into
+// slices that stay small (a replay holds them after its read).
+func TestOpLogEachBatch(t *testing.T) {
+	n := Batch + 1000
+	ops := make([]alloc.Op, n)
+	for i := range ops {
+		ops[i] = alloc.Op{Kind: alloc.OpFree, ID: uint32(i % 100)}
+	}
+	var l opLog
+	l.add(ops, make([]int32, n), make([]int32, n))
+	most, sum := 0, 0
+	_ = l.each(func(o []alloc.Op, _, _ []int32) error {
+		most, sum = max(most, cap(o)), sum+len(o)
+		return nil
+	})
+	if most > runBatch || sum != n {
+		t.Errorf("passed %d ops in slices of up to %d, want %d in up to %d", sum, most, n, runBatch)
+	}
+}
+
 // back checks that pass gives back ops, event and stack.
 func back(t *testing.T, ops []alloc.Op, event, stack []int32, pass func(func([]alloc.Op, []int32, []int32) error) error) {
 	t.Helper()
