@@ -170,3 +170,51 @@ func (l *blockList) fill(b *Block, i int, c *rec, end int32) {
 		b.size = l.odd[i]
 	}
 }
+
+// classes is each born block's category, phase and rule (packCls): a
+// byte a block, the index of its value among the values the trace's
+// blocks have (a few dozen: a rule decides the category, mostly); two
+// bytes a block, the value itself, once more than 256 values show.
+type classes struct {
+	idx    []uint8
+	wide   []uint16 // nil until more than 256 values
+	values []uint16 // the values idx indexes; values[0] is 0, unclassified
+	of     *[1 << 13]uint16
+}
+
+// newClasses gives n blocks the value 0.
+func newClasses(n int) classes {
+	return classes{idx: make([]uint8, n), values: []uint16{0}, of: &[1 << 13]uint16{0: 1}}
+}
+
+// get is block i's value.
+func (c *classes) get(i int) uint16 {
+	if c.wide != nil {
+		return c.wide[i]
+	}
+	return c.values[c.idx[i]]
+}
+
+// set sets block i's value.
+func (c *classes) set(i int, v uint16) {
+	if c.wide != nil {
+		c.wide[i] = v
+		return
+	}
+	k := c.of[v] // its index + 1; 0: none yet
+	if k == 0 {
+		if len(c.values) == 256 {
+			c.wide = make([]uint16, len(c.idx))
+			for j, x := range c.idx {
+				c.wide[j] = c.values[x]
+			}
+			c.idx, c.of = nil, nil
+			c.wide[i] = v
+			return
+		}
+		c.values = append(c.values, v)
+		k = uint16(len(c.values))
+		c.of[v] = k
+	}
+	c.idx[i] = uint8(k - 1)
+}

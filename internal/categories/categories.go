@@ -101,7 +101,10 @@ func keptSize(n uint64) uint64 {
 	return n
 }
 
-// A classified block's category, phase and rule pack into a uint16.
+// A classified block's category, phase and rule pack into a uint16, of
+// 13 bits (classes indexes them): the rules must stay below 32.
+const _ = uint(1<<13 - 1 - (uint(len(ruleNames)-1)<<8 | 0xff))
+
 func packCls(c Category, p Phase, rule Rule) uint16 {
 	return uint16(c) | uint16(p)<<4 | uint16(rule)<<8
 }
@@ -142,7 +145,7 @@ type Result struct {
 	headAddr  []uint64 // the address of each head block
 	headStack []int32  // and its stack (its event is -1)
 	born      blockList
-	cls       []uint16 // each born block's category, phase and rule (packCls)
+	cls       classes // each born block's category, phase and rule
 	side      side
 	before    map[uint64]int // address → index of the block live there before the trace (Lookup)
 }
@@ -277,8 +280,8 @@ func (r *Result) Block(i int) Block {
 	}
 	i -= len(r.head)
 	b := r.born.block(i, r.born.recs.at(i), int32(r.Positions))
-	if i < len(r.cls) {
-		b.Category, b.Phase, b.Rule = unpackCls(r.cls[i])
+	if i < r.born.recs.n {
+		b.Category, b.Phase, b.Rule = unpackCls(r.cls.get(i))
 	}
 	return b
 }
@@ -290,7 +293,7 @@ func (r *Result) set(i int, c Category, p Phase, rule Rule) {
 		b.Category, b.Phase, b.Rule = c, p, rule
 		return
 	}
-	r.cls[i-len(r.head)] = packCls(c, p, rule)
+	r.cls.set(i-len(r.head), packCls(c, p, rule))
 }
 
 // setCategory sets block i's category and rule, keeping its phase.
@@ -314,8 +317,8 @@ func (r *Result) All() iter.Seq2[int, *Block] {
 			for j := range ch {
 				r.born.fill(&b, k, &ch[j], end)
 				b.Category, b.Phase, b.Rule = 0, 0, 0
-				if k < len(r.cls) {
-					b.Category, b.Phase, b.Rule = unpackCls(r.cls[k])
+				if k < r.born.recs.n {
+					b.Category, b.Phase, b.Rule = unpackCls(r.cls.get(k))
 				}
 				if !yield(i, &b) {
 					return
@@ -377,7 +380,7 @@ func (r *Result) category(i int) Category {
 	if i < len(r.head) {
 		return r.head[i].Category
 	}
-	return Category(r.cls[i-len(r.head)] & 0xf)
+	return Category(r.cls.get(i-len(r.head)) & 0xf)
 }
 
 // Classify classifies the allocations of snap's trace of device.
@@ -517,7 +520,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	r.born, b.blocks = b.blocks, blockList{}
 	r.born.done()
 	r.side, b.side = b.side, side{}
-	r.cls = make([]uint16, r.born.recs.n)
+	r.cls = newClasses(r.born.recs.n)
 	classify(r, snap, &b.times)
 	b.times = clock{}
 	r.setPeak(b.bestAt, base+b.best)

@@ -387,6 +387,27 @@ func TestBlockSize(t *testing.T) {
 	if len(many.odd) != 50 {
 		t.Errorf("%d sizes kept apart, want the 50 of sizes past the first 65535 (the rest repeat earlier ones)", len(many.odd))
 	}
+	// a byte a block while its classes are few, two past 256 of them
+	cl := newClasses(1000)
+	wantCls := make([]uint16, 1000)
+	for i := range wantCls {
+		wantCls[i] = uint16(i%40) << 4
+		if i >= 500 {
+			wantCls[i] = uint16(i*7) % (1 << 13)
+		}
+		cl.set(i, wantCls[i])
+		if i == 499 && (cl.wide != nil || len(cl.values) != 40) {
+			t.Fatalf("40 classes: wide %v, %d values", cl.wide != nil, len(cl.values))
+		}
+	}
+	for i, w := range wantCls {
+		if got := cl.get(i); got != w {
+			t.Fatalf("block %d: class %#x, want %#x", i, got, w)
+		}
+	}
+	if cl.wide == nil {
+		t.Error("past 256 classes, still a byte a block")
+	}
 	for _, c := range []Category{Parameter, Unknown} {
 		for _, p := range []Phase{Setup, After} {
 			for _, rule := range []Rule{ruleNone, ruleCublas} {
