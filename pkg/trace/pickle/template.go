@@ -79,6 +79,7 @@ type template struct {
 	fints  []fixedInt
 	fbase  eventFields // base with the fields the ints set marked set
 	flen   int         // the dict's bytes
+	next   int         // the template whose layout followed this one's last
 }
 
 // isVarField reports whether key k's value is read anew for each dict.
@@ -344,16 +345,18 @@ func (t *template) addRun(c []byte, key uint8) bool {
 
 // tmplEvent reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
 // if it matches one of the templates: their fixed layouts first, the
-// last one matched first, then their steps. A dict that matches a
-// template's steps only teaches a template its fixed layout.
+// one that followed the last one matched last time first, then their
+// steps. A dict that matches a template's steps only teaches a template
+// its fixed layout.
 func (d *decoder) tmplEvent() bool {
+	p := d.tmplPred & (len(d.tmpls) - 1)
+	if t := &d.tmpls[p]; t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
+		d.tmplHit(p)
+		return true
+	}
 	for k := 0; k < len(d.tmpls) && d.tmpls[k].ok; k++ {
-		if t := &d.tmpls[k]; t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
-			if k > 0 {
-				t := d.tmpls[k]
-				copy(d.tmpls[1:k+1], d.tmpls[:k])
-				d.tmpls[0] = t
-			}
+		if t := &d.tmpls[k]; k != p && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
+			d.tmplHit(k)
 			return true
 		}
 	}
@@ -369,6 +372,15 @@ func (d *decoder) tmplEvent() bool {
 		}
 	}
 	return false
+}
+
+// tmplHit notes that template k's fixed layout matched: the template
+// that follows it is the one that followed it last time. (learn moves
+// the templates; a prediction it makes stale only costs a miss.)
+func (d *decoder) tmplHit(k int) {
+	d.tmpls[d.tmplPrev&(len(d.tmpls)-1)].next = k
+	d.tmplPrev = k
+	d.tmplPred = d.tmpls[k].next
 }
 
 // tmplRoom reports whether template t may be matched at d.pos: it is
@@ -503,6 +515,27 @@ func (d *decoder) tmplStores(t *template, i, n uint64, vals *[tmplMaxVars]val) b
 		}
 	}
 	end := i + uint64(len(stores))
+	if end <= uint64(d.memoLen) && i>>memoPageBits == (end-1)>>memoPageBits {
+		// one page, the usual case
+		if pg := d.memo[i>>memoPageBits]; pg != nil {
+			dst := pg[i&(memoPageLen-1):]
+			dst = dst[:len(stores)]
+			for k, s := range stores {
+				e := s.e
+				switch {
+				case s.from >= 0:
+					v := vals[s.from&(tmplMaxVars-1)]
+					e = uint64(v.k)<<56 | v.n
+				case s.from == storeSelf:
+					e = uint64(kEventDone)<<56 | n
+				}
+				dst[k] = e
+			}
+			d.memoCount += len(stores)
+			d.memoMax = end
+			return true
+		}
+	}
 	if end > uint64(d.memoLen) {
 		pages := (end - uint64(d.memoLen) + memoPageLen - 1) / memoPageLen
 		if d.mem+int64(pages)*memoPageLen*8 > d.limit || d.growMemo(int(end-1)) != nil {
