@@ -70,6 +70,16 @@ type template struct {
 	maxLen int // the most bytes a matching dict can take, plus slack
 	// varStores is set when a field's value is stored
 	varStores bool
+	// fixed is the dict's whole layout when each field's value has an
+	// opcode of fixed length: its bytes as words and the masks of those
+	// compared (all but the values' bytes), and where the values are.
+	fixed  bool
+	fw, fm []uint64
+	fvars  []fixedVar // as learned; then the values not ints
+	fints  []fixedInt
+	fbase  eventFields // base with the fields the ints set marked set
+	flen   int         // the dict's bytes
+	next   int         // the template whose layout followed this one's last
 }
 
 // isVarField reports whether key k's value is read anew for each dict.
@@ -210,6 +220,8 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 	t.steps = t.steps[:0]
 	t.stores = t.stores[:0]
 	t.varStores = false
+	t.fixed = true
+	t.fvars = t.fvars[:0]
 	t.base = eventFields{ev: model.Event{Stack: -1}}
 	p := start
 	if b[p] == opMemoize {
@@ -244,6 +256,7 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 				}
 				s := &t.steps[len(t.steps)-1]
 				s.list, s.store = true, at >= 0
+				t.fixed = false
 				if at >= 0 {
 					t.stores = append(t.stores, tmplStore{from: int8(nv)})
 					t.varStores = true
@@ -260,6 +273,7 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 				return
 			}
 			maxLen += p - run + varMax
+			t.addFixedVar(b[start:end], p-start, nv, uint8(k.n))
 			p, run = q, q
 			if isStore(b[p]) {
 				if b[p] != opMemoize {
@@ -293,6 +307,9 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 		return
 	}
 	t.maxLen = maxLen + p - run + tmplSlack
+	if t.fixed {
+		t.fixLayout(b[start:end])
+	}
 	t.epoch = d.memoEpoch
 	t.ok = true
 	// the new template goes first, the last one's storage is reused
@@ -327,27 +344,49 @@ func (t *template) addRun(c []byte, key uint8) bool {
 }
 
 // tmplEvent reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
-// if it matches one of the templates, the last one matched first.
+// if it matches one of the templates: their fixed layouts first, the
+// one that followed the last one matched last time first, then their
+// steps. A dict that matches a template's steps only teaches a template
+// its fixed layout.
 func (d *decoder) tmplEvent() bool {
-	if d.tmplRead(&d.tmpls[0]) {
+	p := d.tmplPred & (len(d.tmpls) - 1)
+	if t := &d.tmpls[p]; t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
+		d.tmplHit(p)
 		return true
 	}
-	for k := 1; k < len(d.tmpls) && d.tmpls[k].ok; k++ {
-		if d.tmplRead(&d.tmpls[k]) {
-			t := d.tmpls[k]
-			copy(d.tmpls[1:k+1], d.tmpls[:k])
-			d.tmpls[0] = t
+	for k := 0; k < len(d.tmpls) && d.tmpls[k].ok; k++ {
+		if t := &d.tmpls[k]; k != p && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
+			d.tmplHit(k)
 			return true
+		}
+	}
+	for k := 0; k < len(d.tmpls) && d.tmpls[k].ok; k++ {
+		if t := &d.tmpls[k]; d.tmplRoom(t) {
+			start, memoStart := d.pos, d.memoMax
+			if fixed := t.fixed; d.tmplRead(t) {
+				if fixed {
+					d.learn(d.buf, start, d.pos, memoStart)
+				}
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// tmplRead reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
-// if it matches template t, as fastEvent would; otherwise it changes
-// nothing (but may intern a str of the dict).
-func (d *decoder) tmplRead(t *template) bool {
-	if !t.ok || t.epoch != d.memoEpoch || uint64(d.memoCount) != d.memoMax {
+// tmplHit notes that template k's fixed layout matched: the template
+// that follows it is the one that followed it last time. (learn moves
+// the templates; a prediction it makes stale only costs a miss.)
+func (d *decoder) tmplHit(k int) {
+	d.tmpls[d.tmplPrev&(len(d.tmpls)-1)].next = k
+	d.tmplPrev = k
+	d.tmplPred = d.tmpls[k].next
+}
+
+// tmplRoom reports whether template t may be matched at d.pos: it is
+// current and the buffer holds the most bytes a dict matching it takes.
+func (d *decoder) tmplRoom(t *template) bool {
+	if t.epoch != d.memoEpoch || uint64(d.memoCount) != d.memoMax {
 		return false
 	}
 	if len(d.buf)-d.pos < t.maxLen {
@@ -359,6 +398,13 @@ func (d *decoder) tmplRead(t *template) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// tmplRead reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
+// if it matches template t's steps (d.tmplRoom(t)), as fastEvent would;
+// otherwise it changes nothing (but may intern a str of the dict).
+func (d *decoder) tmplRead(t *template) bool {
 	b := d.buf
 	p := d.pos
 	memoStart := d.memoMax
@@ -424,13 +470,21 @@ func (d *decoder) tmplRead(t *template) bool {
 			nv++
 		}
 	}
-	if c := b[p]; c != opEmptyDict && c != opAppends && c != opAppend {
+	return d.tmplDone(t, p, n, pe, &vals)
+}
+
+// tmplDone ends the read of a dict that matched template t up to b[p],
+// read into pending event n, pe: false, changing nothing, if it goes to
+// fastEvent after all.
+func (d *decoder) tmplDone(t *template, p int, n int, pe *pendingEvent, vals *[tmplMaxVars]val) bool {
+	memoStart := d.memoMax
+	if c := d.buf[p]; c != opEmptyDict && c != opAppends && c != opAppend {
 		return false // a dict filled by more than one SETITEMS goes the general way
 	}
-	if _, err := f.done(d.op); err != nil {
+	if _, err := pe.f.done(d.op); err != nil {
 		return false
 	}
-	if !d.tmplStores(t, memoStart, uint64(n), &vals) {
+	if !d.tmplStores(t, memoStart, uint64(n), vals) {
 		return false
 	}
 	pe.slot, pe.fetched = -1, false
@@ -461,6 +515,27 @@ func (d *decoder) tmplStores(t *template, i, n uint64, vals *[tmplMaxVars]val) b
 		}
 	}
 	end := i + uint64(len(stores))
+	if end <= uint64(d.memoLen) && i>>memoPageBits == (end-1)>>memoPageBits {
+		// one page, the usual case
+		if pg := d.memo[i>>memoPageBits]; pg != nil {
+			dst := pg[i&(memoPageLen-1):]
+			dst = dst[:len(stores)]
+			for k, s := range stores {
+				e := s.e
+				switch {
+				case s.from >= 0:
+					v := vals[s.from&(tmplMaxVars-1)]
+					e = uint64(v.k)<<56 | v.n
+				case s.from == storeSelf:
+					e = uint64(kEventDone)<<56 | n
+				}
+				dst[k] = e
+			}
+			d.memoCount += len(stores)
+			d.memoMax = end
+			return true
+		}
+	}
 	if end > uint64(d.memoLen) {
 		pages := (end - uint64(d.memoLen) + memoPageLen - 1) / memoPageLen
 		if d.mem+int64(pages)*memoPageLen*8 > d.limit || d.growMemo(int(end-1)) != nil {
