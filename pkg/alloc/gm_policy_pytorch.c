@@ -117,7 +117,7 @@ static gm_block_t *find_expandable_block(gm_alloc_t *a, params_t *p) {
   gm_pool_t *pool = p->pool;
   gm_block_t key = {0};
   key.stream = p->stream;
-  for (gm_block_t *c = gm_treap_lower_bound(pool->unmapped, &key, gm_cmp_addr);
+  for (gm_block_t *c = gm_treap_lower_bound(pool->unmapped, &key, gm_less_addr);
        c && c->stream == p->stream; c = gm_treap_next(c)) {
     gm_block_t *start = allocatable(c->prev) ? c->prev : c;
     uint64_t bytes = 0;
@@ -211,7 +211,7 @@ static gm_block_t *find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***lin
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
-  *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_cmp_size, pred);
+  *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_less_size, pred);
   gm_block_t *it = *link ? **link : NULL;
   if (!it || it->stream != p->stream) return NULL;
   if (it->seg->expandable) {
@@ -303,9 +303,9 @@ static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size < ms ? ms : p->size;
-  gm_block_t *it = gm_treap_lower_bound(pool->free, &key, gm_cmp_size);
+  gm_block_t *it = gm_treap_lower_bound(pool->free, &key, gm_less_size);
   if (!it || it->stream != p->stream || !releasable(it)) {
-    it = gm_treap_before(pool->free, it ? it : &(gm_block_t){.stream = UINT64_MAX, .size = UINT64_MAX, .ptr = UINT64_MAX}, gm_cmp_size);
+    it = gm_treap_before(pool->free, it ? it : &(gm_block_t){.stream = UINT64_MAX, .size = UINT64_MAX, .ptr = UINT64_MAX}, gm_less_size);
     if (!it) return 0;
     uint64_t released = 0;
     while (released < key.size && it->size >= ms && it->stream == p->stream) {
@@ -380,7 +380,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
      * smaller than b was), and one comparison replaces an erase and an
      * insert. */
     gm_block_t key = {.stream = b->stream, .size = b->size - p->size, .ptr = b->ptr + p->size};
-    if (!split || (p->pred && gm_cmp_size(p->pred, &key) >= 0)) {
+    if (!split || (p->pred && !gm_less_size(p->pred, &key))) {
       gm_treap_erase_at(p->link);
       b->in_set = 0;
     }
@@ -497,7 +497,7 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
     d_count -= 1;
     d_bytes -= (int64_t)n;
   }
-  if (link && (!succ || gm_cmp_size(b, succ) < 0)) {
+  if (link && (!succ || gm_less_size(b, succ))) {
     gm_treap_replace_at(link, slot, b);
     b->gc_base = pool->clock;
     b->in_set = GM_SET_FREE;
