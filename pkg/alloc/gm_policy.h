@@ -263,7 +263,7 @@ static inline void gm_block_delete(gm_alloc_t *a, gm_block_t *b) {
 
 
 static inline int gm_idle_free(const gm_block_t *b) {
-  return b && !b->allocated && !b->pending && !b->uses;
+  return b && !(b->allocated | b->pending | b->uses); /* one branch for three flags */
 }
 
 /* Free blocks: the pool's free set, keyed (stream, size, ptr); a

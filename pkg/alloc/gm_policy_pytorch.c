@@ -22,12 +22,17 @@ static uint64_t allocation_size(const gm_alloc_t *a, uint64_t size) {
 /* ------------------------------------------------------------------ */
 /* blocks                                                              */
 
-static inline int is_split(const gm_block_t *b) { return b->prev || b->next; }
+static inline int is_split(const gm_block_t *b) { return (b->prev != NULL) | (b->next != NULL); }
+
+/* Whether try_merge_blocks would absorb src into dst. */
+static inline int mergeable(const gm_block_t *dst, const gm_block_t *src) {
+  return gm_idle_free(src) && src->mapped == dst->mapped;
+}
 
 /* try_merge_blocks: absorb src into dst if src is free, idle and in the
  * same mapped state. Returns the bytes absorbed. */
 static uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
-  if (!gm_idle_free(src) || src->mapped != dst->mapped) return 0;
+  if (!mergeable(dst, src)) return 0;
   uint64_t n = src->size;
   gm_block_absorb(a, dst, src);
   return n;
@@ -477,25 +482,25 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
    * ranks right after it (same stream, larger size), so unless b also
    * passes its successor, b takes its place there and no insert descends.
    * It is looked up after the other neighbour's erase, which may move it. */
+  /* Which neighbours try_merge_blocks absorbs, asked once: merging one
+   * leaves the other's answer as it was. */
+  int merge[2];
   gm_block_t *slot = NULL, **link = NULL, *succ = NULL;
-  for (int i = 0; i < 2; i++)
-    if (gm_idle_free(cands[i]) && cands[i]->mapped == b->mapped && cands[i]->in_set == GM_SET_FREE)
-      slot = cands[i];
   for (int i = 0; i < 2; i++) {
-    if (cands[i] == slot) continue;
-    uint64_t n = try_merge_blocks(a, b, cands[i]);
-    if (n > 0) {
-      d_count -= 1;
-      d_bytes -= (int64_t)n;
-    }
+    merge[i] = mergeable(b, cands[i]);
+    if (merge[i] && cands[i]->in_set == GM_SET_FREE) slot = cands[i];
+  }
+  for (int i = 0; i < 2; i++) {
+    if (!merge[i] || cands[i] == slot) continue;
+    d_count -= 1;
+    d_bytes -= (int64_t)try_merge_blocks(a, b, cands[i]);
   }
   if (slot) {
     link = gm_treap_link(&pool->free, slot);
     succ = gm_treap_next(slot);
     slot->in_set = 0; /* try_merge_blocks must leave it in the tree */
-    uint64_t n = try_merge_blocks(a, b, slot);
     d_count -= 1;
-    d_bytes -= (int64_t)n;
+    d_bytes -= (int64_t)try_merge_blocks(a, b, slot);
   }
   if (link && (!succ || gm_less_size(b, succ))) {
     gm_treap_replace_at(link, slot, b);

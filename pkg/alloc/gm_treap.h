@@ -15,6 +15,9 @@
 
 #include "gm_internal.h"
 
+_Static_assert(offsetof(gm_block_t, right) == offsetof(gm_block_t, left) + sizeof(gm_block_t *),
+               "gm_treap_insert finds right one pointer after left");
+
 typedef int (*gm_less_fn)(const gm_block_t *a, const gm_block_t *b);
 
 /* a < b in (stream, size, ptr): PyTorch's BlockComparatorSize. Size and
@@ -85,7 +88,10 @@ static inline void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_less_fn 
   gm_block_t **link = root, *up = NULL;
   while (*link && (*link)->prio > n->prio) {
     up = *link;
-    link = less(n, up) ? &up->left : &up->right;
+    /* left or right by arithmetic, not a branch (a select gcc made a
+     * branch at some inlined sites and a move at others) */
+    link = (gm_block_t **)((char *)up + offsetof(gm_block_t, left) +
+                           (size_t)!less(n, up) * sizeof(gm_block_t *));
   }
   split(*link, n, less, n, &n->left, &n->right);
   n->parent = up;
