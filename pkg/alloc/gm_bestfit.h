@@ -20,7 +20,7 @@ static inline gm_block_t *gm_pol_best_fit(gm_alloc_t *a, uint64_t stream, uint64
   gm_block_t key = {0};
   key.stream = stream;
   key.size = size;
-  gm_block_t *b = gm_treap_lower_bound(a->large.free, &key, gm_cmp_size);
+  gm_block_t *b = gm_treap_lower_bound(a->large.free, &key, gm_less_size);
   return b && b->stream == stream ? b : NULL;
 }
 

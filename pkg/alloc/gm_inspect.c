@@ -28,12 +28,12 @@ typedef struct totals {
 /* Check one set: ordered, linked to parent up, and every member is what
  * the set should hold. */
 static int check_set(const gm_block_t *t, const gm_block_t *up, const gm_block_t *lo,
-                     const gm_block_t *hi, gm_cmp_fn cmp, int kind, const gm_pool_t *pool,
+                     const gm_block_t *hi, gm_less_fn less, int kind, const gm_pool_t *pool,
                      size_t *count, char *msg, size_t len) {
   if (!t) return GM_OK;
   if (t->parent != up)
     return fail(msg, len, "I3: treap parent link broken at block 0x%llx", (unsigned long long)t->ptr);
-  if ((lo && cmp(t, lo) <= 0) || (hi && cmp(t, hi) >= 0))
+  if ((lo && !less(lo, t)) || (hi && !less(t, hi)))
     return fail(msg, len, "I3: set out of order at block 0x%llx", (unsigned long long)t->ptr);
   if (t->in_set != kind || t->pool != pool)
     return fail(msg, len, "I3: block 0x%llx in the wrong set", (unsigned long long)t->ptr);
@@ -44,9 +44,9 @@ static int check_set(const gm_block_t *t, const gm_block_t *up, const gm_block_t
   if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))
     return fail(msg, len, "I3: treap heap order broken at 0x%llx", (unsigned long long)t->ptr);
   (*count)++;
-  int rc = check_set(t->left, t, lo, t, cmp, kind, pool, count, msg, len);
+  int rc = check_set(t->left, t, lo, t, less, kind, pool, count, msg, len);
   if (rc != GM_OK) return rc;
-  return check_set(t->right, t, t, hi, cmp, kind, pool, count, msg, len);
+  return check_set(t->right, t, t, hi, less, kind, pool, count, msg, len);
 }
 
 static int check_stat(const char *name, const gm_stat_t *s, int64_t want, char *msg, size_t len) {
@@ -138,9 +138,9 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
   size_t nf[3] = {0}, nu[3] = {0};
   for (size_t i = 0; i < npools && rc == GM_OK; i++) {
     int c = pools[i]->is_small ? GM_STAT_SMALL : GM_STAT_LARGE;
-    rc = check_set(pools[i]->free, NULL, NULL, NULL, gm_cmp_size, GM_SET_FREE, pools[i], &nf[c], msg, len);
+    rc = check_set(pools[i]->free, NULL, NULL, NULL, gm_less_size, GM_SET_FREE, pools[i], &nf[c], msg, len);
     if (rc == GM_OK)
-      rc = check_set(pools[i]->unmapped, NULL, NULL, NULL, gm_cmp_addr, GM_SET_UNMAPPED, pools[i], &nu[c], msg, len);
+      rc = check_set(pools[i]->unmapped, NULL, NULL, NULL, gm_less_addr, GM_SET_UNMAPPED, pools[i], &nu[c], msg, len);
   }
   free(pools);
   if (rc != GM_OK) return rc;

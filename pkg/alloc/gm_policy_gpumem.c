@@ -117,12 +117,12 @@ static uint64_t trim(gm_alloc_t *a, uint64_t want) {
   uint64_t got = 0;
   gm_block_t key = {0};
   key.stream = key.size = key.ptr = UINT64_MAX;
-  gm_block_t *it = gm_treap_before(a->large.free, &key, gm_cmp_size);
+  gm_block_t *it = gm_treap_before(a->large.free, &key, gm_less_size);
   while (it && got < want) {
     if (it->size < GM_PAGE) { /* no whole page left in this stream: the previous one */
       key.stream = it->stream;
       key.size = key.ptr = 0;
-      it = gm_treap_before(a->large.free, &key, gm_cmp_size);
+      it = gm_treap_before(a->large.free, &key, gm_less_size);
       continue;
     }
     gm_block_t *prev = gm_treap_prev(it);
@@ -227,7 +227,7 @@ static int gpm_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out, g
   place_t best = {0}, pl;
   gm_block_t key = {0};
   key.stream = stream;
-  for (gm_block_t *u = gm_treap_lower_bound(a->large.unmapped, &key, gm_cmp_addr);
+  for (gm_block_t *u = gm_treap_lower_bound(a->large.unmapped, &key, gm_less_addr);
        u && u->stream == stream; u = gm_treap_next(u))
     if (fits(u, n, &pl) && (!best.u || better(&pl, &best))) best = pl;
   if (!best.u) {

@@ -22,12 +22,17 @@ static uint64_t allocation_size(const gm_alloc_t *a, uint64_t size) {
 /* ------------------------------------------------------------------ */
 /* blocks                                                              */
 
-static inline int is_split(const gm_block_t *b) { return b->prev || b->next; }
+static inline int is_split(const gm_block_t *b) { return (b->prev != NULL) | (b->next != NULL); }
+
+/* Whether try_merge_blocks would absorb src into dst. */
+static inline int mergeable(const gm_block_t *dst, const gm_block_t *src) {
+  return gm_idle_free(src) && src->mapped == dst->mapped;
+}
 
 /* try_merge_blocks: absorb src into dst if src is free, idle and in the
  * same mapped state. Returns the bytes absorbed. */
 static uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
-  if (!gm_idle_free(src) || src->mapped != dst->mapped) return 0;
+  if (!mergeable(dst, src)) return 0;
   uint64_t n = src->size;
   gm_block_absorb(a, dst, src);
   return n;
@@ -117,7 +122,7 @@ static gm_block_t *find_expandable_block(gm_alloc_t *a, params_t *p) {
   gm_pool_t *pool = p->pool;
   gm_block_t key = {0};
   key.stream = p->stream;
-  for (gm_block_t *c = gm_treap_lower_bound(pool->unmapped, &key, gm_cmp_addr);
+  for (gm_block_t *c = gm_treap_lower_bound(pool->unmapped, &key, gm_less_addr);
        c && c->stream == p->stream; c = gm_treap_next(c)) {
     gm_block_t *start = allocatable(c->prev) ? c->prev : c;
     uint64_t bytes = 0;
@@ -211,7 +216,7 @@ static gm_block_t *find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***lin
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
-  *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_cmp_size, pred);
+  *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_less_size, pred);
   gm_block_t *it = *link ? **link : NULL;
   if (!it || it->stream != p->stream) return NULL;
   if (it->seg->expandable) {
@@ -303,9 +308,9 @@ static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size < ms ? ms : p->size;
-  gm_block_t *it = gm_treap_lower_bound(pool->free, &key, gm_cmp_size);
+  gm_block_t *it = gm_treap_lower_bound(pool->free, &key, gm_less_size);
   if (!it || it->stream != p->stream || !releasable(it)) {
-    it = gm_treap_before(pool->free, it ? it : &(gm_block_t){.stream = UINT64_MAX, .size = UINT64_MAX, .ptr = UINT64_MAX}, gm_cmp_size);
+    it = gm_treap_before(pool->free, it ? it : &(gm_block_t){.stream = UINT64_MAX, .size = UINT64_MAX, .ptr = UINT64_MAX}, gm_less_size);
     if (!it) return 0;
     uint64_t released = 0;
     while (released < key.size && it->size >= ms && it->stream == p->stream) {
@@ -380,7 +385,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
      * smaller than b was), and one comparison replaces an erase and an
      * insert. */
     gm_block_t key = {.stream = b->stream, .size = b->size - p->size, .ptr = b->ptr + p->size};
-    if (!split || (p->pred && gm_cmp_size(p->pred, &key) >= 0)) {
+    if (!split || (p->pred && !gm_less_size(p->pred, &key))) {
       gm_treap_erase_at(p->link);
       b->in_set = 0;
     }
@@ -477,27 +482,27 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
    * ranks right after it (same stream, larger size), so unless b also
    * passes its successor, b takes its place there and no insert descends.
    * It is looked up after the other neighbour's erase, which may move it. */
+  /* Which neighbours try_merge_blocks absorbs, asked once: merging one
+   * leaves the other's answer as it was. */
+  int merge[2];
   gm_block_t *slot = NULL, **link = NULL, *succ = NULL;
-  for (int i = 0; i < 2; i++)
-    if (gm_idle_free(cands[i]) && cands[i]->mapped == b->mapped && cands[i]->in_set == GM_SET_FREE)
-      slot = cands[i];
   for (int i = 0; i < 2; i++) {
-    if (cands[i] == slot) continue;
-    uint64_t n = try_merge_blocks(a, b, cands[i]);
-    if (n > 0) {
-      d_count -= 1;
-      d_bytes -= (int64_t)n;
-    }
+    merge[i] = mergeable(b, cands[i]);
+    if (merge[i] && cands[i]->in_set == GM_SET_FREE) slot = cands[i];
+  }
+  for (int i = 0; i < 2; i++) {
+    if (!merge[i] || cands[i] == slot) continue;
+    d_count -= 1;
+    d_bytes -= (int64_t)try_merge_blocks(a, b, cands[i]);
   }
   if (slot) {
     link = gm_treap_link(&pool->free, slot);
     succ = gm_treap_next(slot);
     slot->in_set = 0; /* try_merge_blocks must leave it in the tree */
-    uint64_t n = try_merge_blocks(a, b, slot);
     d_count -= 1;
-    d_bytes -= (int64_t)n;
+    d_bytes -= (int64_t)try_merge_blocks(a, b, slot);
   }
-  if (link && (!succ || gm_cmp_size(b, succ) < 0)) {
+  if (link && (!succ || gm_less_size(b, succ))) {
     gm_treap_replace_at(link, slot, b);
     b->gc_base = pool->clock;
     b->in_set = GM_SET_FREE;

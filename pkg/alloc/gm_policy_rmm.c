@@ -27,13 +27,13 @@ static gm_block_t *next_stream(gm_alloc_t *a, uint64_t stream) {
   if (stream == UINT64_MAX) return NULL;
   gm_block_t key = {0};
   key.stream = stream + 1;
-  return gm_treap_lower_bound(a->large.free, &key, gm_cmp_size);
+  return gm_treap_lower_bound(a->large.free, &key, gm_less_size);
 }
 
 /* step 2: a block from another stream's list, taken as it is */
 static gm_block_t *from_other(gm_alloc_t *a, uint64_t stream, uint64_t n) {
   gm_block_t key = {0};
-  gm_block_t *f = gm_treap_lower_bound(a->large.free, &key, gm_cmp_size);
+  gm_block_t *f = gm_treap_lower_bound(a->large.free, &key, gm_less_size);
   while (f) {
     uint64_t s = f->stream;
     if (s != stream) {
@@ -48,7 +48,7 @@ static gm_block_t *from_other(gm_alloc_t *a, uint64_t stream, uint64_t n) {
 /* step 3: merge other streams' lists into this one until a block fits */
 static gm_block_t *merge_others(gm_alloc_t *a, uint64_t stream, uint64_t n) {
   gm_block_t key = {0};
-  gm_block_t *f = gm_treap_lower_bound(a->large.free, &key, gm_cmp_size);
+  gm_block_t *f = gm_treap_lower_bound(a->large.free, &key, gm_less_size);
   while (f) {
     uint64_t s = f->stream;
     if (s == stream) {
@@ -61,7 +61,7 @@ static gm_block_t *merge_others(gm_alloc_t *a, uint64_t stream, uint64_t n) {
       key.stream = s;
       key.size = 0;
       key.ptr = 0;
-      f = gm_treap_lower_bound(a->large.free, &key, gm_cmp_size);
+      f = gm_treap_lower_bound(a->large.free, &key, gm_less_size);
     }
     gm_block_t *b = gm_pol_best_fit(a, stream, n);
     if (b) return b;

@@ -15,31 +15,35 @@
 
 #include "gm_internal.h"
 
-typedef int (*gm_cmp_fn)(const gm_block_t *a, const gm_block_t *b);
+_Static_assert(offsetof(gm_block_t, right) == offsetof(gm_block_t, left) + sizeof(gm_block_t *),
+               "gm_treap_insert finds right one pointer after left");
 
-/* (stream, size, ptr): PyTorch's BlockComparatorSize. Size and address
- * compare as one 128-bit number: fewer branches on the hottest path. */
-static inline int gm_cmp_size(const gm_block_t *a, const gm_block_t *b) {
-  if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
+typedef int (*gm_less_fn)(const gm_block_t *a, const gm_block_t *b);
+
+/* a < b in (stream, size, ptr): PyTorch's BlockComparatorSize. Size and
+ * address compare as one 128-bit number, a borrow with no branch; streams
+ * rarely differ, so their test predicts well. Every descent asks only
+ * "less than", never a three-way comparison. */
+static inline int gm_less_size(const gm_block_t *a, const gm_block_t *b) {
+  if (a->stream != b->stream) return a->stream < b->stream;
   unsigned __int128 x = ((unsigned __int128)a->size << 64) | a->ptr;
   unsigned __int128 y = ((unsigned __int128)b->size << 64) | b->ptr;
-  return (x > y) - (x < y);
+  return x < y;
 }
 
-/* (stream, ptr): PyTorch's BlockComparatorAddress. */
-static inline int gm_cmp_addr(const gm_block_t *a, const gm_block_t *b) {
-  if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
-  if (a->ptr != b->ptr) return a->ptr < b->ptr ? -1 : 1;
-  return 0;
+/* a < b in (stream, ptr): PyTorch's BlockComparatorAddress. */
+static inline int gm_less_addr(const gm_block_t *a, const gm_block_t *b) {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  return a->ptr < b->ptr;
 }
 
 /* split t into keys < n (l) and keys > n (r); the roots of both pieces
  * get parent `up`, n itself when it is being inserted above them. */
-static inline void split(gm_block_t *t, const gm_block_t *n, gm_cmp_fn cmp, gm_block_t *up,
+static inline void split(gm_block_t *t, const gm_block_t *n, gm_less_fn less, gm_block_t *up,
                          gm_block_t **l, gm_block_t **r) {
   gm_block_t *lp = up, *rp = up;
   while (t) {
-    if (cmp(t, n) < 0) {
+    if (less(t, n)) {
       *l = t;
       t->parent = lp;
       lp = t;
@@ -80,13 +84,16 @@ static inline gm_block_t *merge(gm_block_t *l, gm_block_t *r, gm_block_t *up) {
   return root;
 }
 
-static inline void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_cmp_fn cmp) {
+static inline void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_less_fn less) {
   gm_block_t **link = root, *up = NULL;
   while (*link && (*link)->prio > n->prio) {
     up = *link;
-    link = cmp(n, up) < 0 ? &up->left : &up->right;
+    /* left or right by arithmetic, not a branch (a select gcc made a
+     * branch at some inlined sites and a move at others) */
+    link = (gm_block_t **)((char *)up + offsetof(gm_block_t, left) +
+                           (size_t)!less(n, up) * sizeof(gm_block_t *));
   }
-  split(*link, n, cmp, n, &n->left, &n->right);
+  split(*link, n, less, n, &n->left, &n->right);
   n->parent = up;
   *link = n;
 }
@@ -131,10 +138,10 @@ static inline gm_block_t *gm_treap_prev(const gm_block_t *n) {
   return n->parent;
 }
 
-static inline gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
+static inline gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *key, gm_less_fn less) {
   gm_block_t *best = NULL;
   while (t) {
-    if (cmp(t, key) >= 0) {
+    if (!less(t, key)) {
       best = t;
       t = t->left;
     } else {
@@ -149,11 +156,11 @@ static inline gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *
  * largest element < key (or NULL), found on the same path: the last node
  * the descent turned right at. */
 static inline gm_block_t **gm_treap_lower_bound_link(gm_block_t **link, const gm_block_t *key,
-                                                     gm_cmp_fn cmp, gm_block_t **pred) {
+                                                     gm_less_fn less, gm_block_t **pred) {
   gm_block_t **best = NULL;
   *pred = NULL;
   while (*link) {
-    if (cmp(*link, key) >= 0) {
+    if (!less(*link, key)) {
       best = link;
       link = &(*link)->left;
     } else {
@@ -180,10 +187,10 @@ static inline void gm_treap_replace_at(gm_block_t **link, gm_block_t *old, gm_bl
   *link = n;
 }
 
-static inline gm_block_t *gm_treap_before(gm_block_t *t, const gm_block_t *key, gm_cmp_fn cmp) {
+static inline gm_block_t *gm_treap_before(gm_block_t *t, const gm_block_t *key, gm_less_fn less) {
   gm_block_t *best = NULL;
   while (t) {
-    if (cmp(t, key) < 0) {
+    if (less(t, key)) {
       best = t;
       t = t->right;
     } else {
