@@ -70,6 +70,10 @@ type Result struct {
 	Divergence *Divergence
 	// survivedOps are the op indexes of the OOMs the replay went past.
 	survivedOps []int
+	// placementSettled: no decision of the replay could have gone
+	// otherwise on the simulated device's other placement
+	// (alloc.Allocator.PlacementTies); false when unknown.
+	placementSettled bool
 	// Addressing says how the simulated device chose segment addresses;
 	// nil on a real device.
 	Addressing *alloc.Addressing
@@ -185,6 +189,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 	}
 	r := finish(a, res, tl, eventOf)
 	r.Cap = inferred
+	r.placementSettled = !a.PlacementTies()
 	if compare {
 		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config, o.DeviceTotal > 0)
 	}
