@@ -81,6 +81,13 @@ func placementCheck(p *Plan, o Options, r *Result) error {
 	if !ok || (r.placementSettled && placementRoom(r.Stats)) {
 		return nil
 	}
+	if r.other != nil { // it ran beside
+		if r.other.err != nil {
+			return r.other.err
+		}
+		placementCompare(r, r.other.stats, r.other.oom)
+		return nil
+	}
 	return placementReplay(p, o, r, dev)
 }
 
@@ -109,10 +116,18 @@ func placementReplay(p *Plan, o Options, r *Result, dev alloc.Device) error {
 	if err != nil {
 		return err
 	}
-	if other.OOM != nil {
-		return nil // the other placement ran out of memory: nothing to compare key by key
+	placementCompare(r, other.Stats, other.OOM != nil)
+	return nil
+}
+
+// placementCompare names in r.Inexact each key whose value differs in
+// other, the statistics of the replay on the other placement, unless that
+// one ran out of memory (oom): then there is nothing to compare key by key.
+func placementCompare(r *Result, other alloc.Stats, oom bool) {
+	if oom {
+		return
 	}
-	want, got := r.Stats.Map(), other.Stats.Map()
+	want, got := r.Stats.Map(), other.Map()
 	for k, v := range want {
 		if got[k] == v {
 			continue
@@ -124,5 +139,4 @@ func placementReplay(p *Plan, o Options, r *Result, dev alloc.Device) error {
 			r.Inexact[k] = fmt.Sprintf(InexactPlacement, got[k])
 		}
 	}
-	return nil
 }

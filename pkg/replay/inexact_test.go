@@ -17,6 +17,31 @@ import (
 // placementTally counts what placementAlike saw.
 type placementTally struct {
 	checked, settled, moved int // replays the check ran on; settled without a second; with keys moved
+	beside                  int // whose second replay ran beside the first (twin)
+}
+
+// streamed is p with its ops in an op log, as a streamed plan keeps them
+// (the placement check's second replay then runs beside the first).
+func streamed(p *Plan) *Plan {
+	q := *p
+	ev, st := p.Event, p.Stack
+	if ev == nil {
+		ev = make([]int32, len(p.Ops))
+		for i := range ev {
+			ev[i] = int32(i)
+		}
+	}
+	if st == nil {
+		st = make([]int32, len(p.Ops))
+		for i := range st {
+			st[i] = -1
+		}
+	}
+	var l opLog
+	l.add(p.Ops, ev, st)
+	q.log = &l
+	q.Ops, q.Event, q.Stack = nil, nil, nil
+	return &q
 }
 
 // placementAlike runs p under o as Run does, and again with the placement
@@ -42,6 +67,9 @@ func placementAlike(t *testing.T, name string, p *Plan, o Options, n *placementT
 			t.Fatalf("%s: %v", name, err)
 		}
 		n.checked++
+		if r, err := runBeside(p.Ops, p.Event, p.Seeds, o, p, newTwin(p, o)); err == nil && r.other != nil {
+			n.beside++
+		}
 		if got.placementSettled && placementRoom(got.Stats) {
 			n.settled++
 			oo := o
@@ -96,8 +124,12 @@ func TestPlacementShortcutFixtures(t *testing.T) {
 			t.Fatal(err)
 		}
 		for dev := range snap.Traces {
-			p := FromSnapshot(snap, dev)
-			for _, conf := range confs {
+			plain := FromSnapshot(snap, dev)
+			for k, conf := range confs {
+				p := plain
+				if k%2 == 1 {
+					p = streamed(plain)
+				}
 				cfg := settingsConfig(snap.Settings)
 				if conf != "" {
 					if cfg, err = alloc.ParseConfig(conf); err != nil {
@@ -111,8 +143,9 @@ func TestPlacementShortcutFixtures(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d fixtures: %d replays checked, %d settled without a second, %d with keys moved", len(files), n.checked, n.settled, n.moved)
-	if n.settled == 0 || n.checked == n.settled {
+	t.Logf("%d fixtures: %d replays checked, %d settled without a second, %d with keys moved, %d beside",
+		len(files), n.checked, n.settled, n.moved, n.beside)
+	if n.settled == 0 || n.checked == n.settled || n.beside == 0 {
 		t.Errorf("the fixtures exercise one side of the shortcut only: %+v", n)
 	}
 }
@@ -194,7 +227,14 @@ func TestPlacementShortcutRandom(t *testing.T) {
 	var n placementTally
 	for _, seed := range list {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
-		p := randomPlan(rng, 50+rng.IntN(400))
+		size := 50 + rng.IntN(400)
+		if rng.IntN(8) == 0 {
+			size += runBatch // more than one batch
+		}
+		p := randomPlan(rng, size)
+		if rng.IntN(2) == 0 {
+			p = streamed(p)
+		}
 		conf := confs[rng.IntN(len(confs))]
 		cfg, err := alloc.ParseConfig(conf)
 		if err != nil {
@@ -210,8 +250,9 @@ func TestPlacementShortcutRandom(t *testing.T) {
 		}
 		placementAlike(t, fmt.Sprintf("seed %d %q", seed, conf), p, o, &n)
 	}
-	t.Logf("%d traces: %d checked, %d settled without a second replay, %d with keys moved", len(list), n.checked, n.settled, n.moved)
-	if n.settled == 0 || n.moved == 0 {
+	t.Logf("%d traces: %d checked, %d settled without a second replay, %d with keys moved, %d beside",
+		len(list), n.checked, n.settled, n.moved, n.beside)
+	if n.settled == 0 || n.moved == 0 || n.beside == 0 {
 		t.Errorf("the traces exercise one side of the shortcut only: %+v", n)
 	}
 }
