@@ -577,6 +577,17 @@ func (a *Allocator) LargestFree() uint64 {
 	return uint64(C.gm_largest_free(a.c))
 }
 
+// PlacementTies reports whether a decision so far could have gone
+// otherwise had the segments sat at other addresses, with the same sizes
+// and offsets: false means the run would make each decision alike on
+// the simulated device's other placement (SimOtherPlacement). Only the
+// pytorch policy watches; under any other it is always true.
+func (a *Allocator) PlacementTies() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return C.gm_placement_ties(a.c) != 0
+}
+
 // Extra holds figures beyond memory_stats that reports need.
 type Extra struct {
 	Ops             int   // operations applied

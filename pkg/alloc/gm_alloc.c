@@ -283,6 +283,7 @@ int gm_new(const gm_config_t *c, const gm_backend_t *b, gm_alloc_t **out) {
   a->be = *b;
   a->small.is_small = 1;
   a->rng = 0x9e3779b9u;
+  a->placement_ties = c->policy != GM_POLICY_PYTORCH; /* only pytorch watches */
   a->ex.peak_op = 0;
   a->st.max_split_size = c->max_split_size == UINT64_MAX ? -1 : (int64_t)c->max_split_size;
   if (!(pol->info.traits & GM_TRAIT_PYTORCH_KNOBS)) {
@@ -545,6 +546,8 @@ uint64_t gm_largest_free(const gm_alloc_t *a) {
       if (b->mapped && gm_idle_free(b) && b->size > best) best = b->size;
   return best;
 }
+
+int gm_placement_ties(const gm_alloc_t *a) { return a->placement_ties; }
 
 /* ------------------------------------------------------------------ */
 /* seeding a truncated trace's starting state                          */

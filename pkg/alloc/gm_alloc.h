@@ -471,6 +471,17 @@ void gm_steps_free(gm_steps_t *s);
 /* gm_largest_free returns the size of the largest free mapped block. */
 uint64_t gm_largest_free(const gm_alloc_t *a);
 
+/* gm_placement_ties is 0 while no decision so far could have gone
+ * otherwise had the segments sat at other addresses (those the simulated
+ * device's other placement gives), with the same sizes and offsets: 1 once
+ * one could. Only the pytorch policy watches (it is 1 from the start under
+ * any other): best fit found a block whose equals in (stream, size) span
+ * two segments, which only addresses order; or it took a path it does not
+ * follow (expandable segments, a claim by address, the release of
+ * oversize blocks). Releasing every free segment (empty_cache, garbage
+ * collection) is a set, in whatever order. */
+int gm_placement_ties(const gm_alloc_t *a);
+
 /* Figures beyond memory_stats that reports need. */
 typedef struct gm_extra {
   uint64_t ops;              /* operations applied so far */

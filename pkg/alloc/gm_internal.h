@@ -116,6 +116,7 @@ struct gm_alloc {
   size_t ntouched, touched_cap;
   uint8_t touch_lost;
   uint64_t seg_gen;
+  uint8_t placement_ties; /* gm_placement_ties */
 };
 
 /* gm_touch: s's blocks may have changed (split, merged, allocated,

@@ -236,12 +236,28 @@ static gm_block_t *find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***lin
   return it;
 }
 
+/* gm_placement_ties: it, the lower bound of p's search, is the lowest
+ * address among the free blocks of its stream and size; whether those span
+ * two segments. They are one run in the order, and the blocks of a segment
+ * are one run within it (segments do not overlap): the first's successor
+ * tells, unless it shares the first's segment, when the last tells. */
+static void note_tie(gm_alloc_t *a, const gm_block_t *it) {
+  const gm_block_t *n = gm_treap_next(it);
+  if (!n || n->stream != it->stream || n->size != it->size) return;
+  if (n->seg == it->seg) {
+    gm_block_t key = {.stream = it->stream, .size = it->size, .ptr = UINT64_MAX};
+    n = gm_treap_before(it->pool->free, &key, gm_cmp_size);
+  }
+  if (n->seg != it->seg) a->placement_ties = 1;
+}
+
 static int get_free_block(gm_alloc_t *a, params_t *p) {
   gm_pool_t *pool = p->pool;
   if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) pool->clock++;
   gm_block_t **link, *pred;
   gm_block_t *it = find_free_block(a, p, &link, &pred);
   if (!it) return 0;
+  if (!a->placement_ties) note_tie(a, it);
   if (*link == it) { /* still the lower bound: alloc_found_block takes it out */
     p->link = link;
     p->pred = pred;
@@ -304,6 +320,7 @@ static inline int releasable(const gm_block_t *b) { return !b->seg->expandable &
 static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
   uint64_t ms = a->cfg.max_split_size;
   if (ms == UINT64_MAX) return 0;
+  a->placement_ties = 1; /* which of equal blocks go: not followed */
   gm_pool_t *pool = p->pool;
   gm_block_t key = {0};
   key.stream = p->stream;
@@ -429,6 +446,7 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
   p.pool = gm_pool_for(a, rq->pool, p.size <= GM_SMALL_SIZE);
   if (!p.pool) return GM_EINVAL;
   p.alloc_size = allocation_size(a, p.size);
+  if (a->cfg.expandable_segments || rq->claim) a->placement_ties = 1; /* not followed */
   /* a checkpoint restore claims a block by address, not by best fit, at
    * its recorded size, split off exactly (setSegmentStateToCheckpoint) */
   uint64_t exact = gm_up(orig, GM_MIN_BLOCK);

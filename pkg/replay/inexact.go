@@ -68,23 +68,66 @@ func inexact(p *Plan, r *Result) map[string]string {
 // placement (alloc.SimOtherPlacement), and names each key whose value
 // moves (InexactPlacement): the trace does not settle it. A replay that
 // compares nothing (a sweep's) or ran on a real card is not checked.
+//
+// A replay none of whose decisions could have gone otherwise on other
+// addresses (r.placementSettled) needs no second one, where the other
+// placement cannot run out of address space (placementRoom): it would make
+// the same calls, the device the same answers, and every key would agree.
 func placementCheck(p *Plan, o Options, r *Result) error {
 	if o.NoDivergence || r.Addressing == nil || r.Addressing.ModelledFrom < 0 || r.OOM != nil {
 		return nil
 	}
 	dev, ok := alloc.SimOtherPlacement(o.Device)
-	if !ok {
+	if !ok || (r.placementSettled && placementRoom(r.Stats)) {
 		return nil
 	}
+	if r.other != nil { // it ran beside
+		if r.other.err != nil {
+			return r.other.err
+		}
+		placementCompare(r, r.other.stats, r.other.oom)
+		return nil
+	}
+	return placementReplay(p, o, r, dev)
+}
+
+// placementRoom: the simulated device's address space, [4 GiB, 128 TiB),
+// holds a new segment wherever the others sit, at every step of a replay
+// with stats s (a replay never resets its peaks). The device fails a
+// cudaMalloc of cs bytes only when no gap between its n live ranges (at
+// most the segment peak, plus the one asked for), of L bytes in all (at
+// most the reserved peak), takes cs rounded to 32 MiB and aligned: when
+// (n+1)(cs+64 MiB) + L exceeds it, cs at most the reserved peak. 64 TiB
+// leaves room for the driver's start-up mappings.
+func placementRoom(s alloc.Stats) bool {
+	n := max(s.Segment[alloc.All].Peak, s.Segment[alloc.All].Current) + 2
+	l := max(s.ReservedBytes[alloc.All].Peak, s.ReservedBytes[alloc.All].Current)
+	const room = 1 << 46
+	if n < 0 || n > 1<<20 || l < 0 || l > 1<<40 {
+		return false
+	}
+	return n*(l+64<<20)+l <= room
+}
+
+// placementReplay is placementCheck's second replay, on dev.
+func placementReplay(p *Plan, o Options, r *Result, dev alloc.Device) error {
 	o.Device, o.Points, o.Check, o.NoDivergence = dev, 0, false, true
 	other, err := run(p.Ops, p.Event, p.Seeds, o, p)
 	if err != nil {
 		return err
 	}
-	if other.OOM != nil {
-		return nil // the other placement ran out of memory: nothing to compare key by key
+	placementCompare(r, other.Stats, other.OOM != nil)
+	return nil
+}
+
+// placementCompare names in r.Inexact each key whose value differs in
+// other, the statistics of the replay on the other placement, unless that
+// one ran out of memory (oom): then there is nothing to compare key by key.
+func placementCompare(r *Result, other alloc.Stats, oom bool) {
+	if oom {
+		return
 	}
-	want, got := r.Stats.Map(), other.Stats.Map()
+	want, got := r.Stats.Map(), other.Map()
 	for k, v := range want {
 		if got[k] == v {
 			continue
@@ -96,5 +139,4 @@ func placementCheck(p *Plan, o Options, r *Result) error {
 			r.Inexact[k] = fmt.Sprintf(InexactPlacement, got[k])
 		}
 	}
-	return nil
 }

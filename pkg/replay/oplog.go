@@ -281,7 +281,7 @@ func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op
 // run replays the log's first limit operations on a, Batch operations at
 // a time, as RunBatches does a slice; events maps the op index of each
 // out-of-memory to its Event.
-func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int) (alloc.Result, error) {
+func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin) (alloc.Result, error) {
 	var total alloc.Result
 	stop := errStop{}
 	m := min(l.n, runBatch)
@@ -308,6 +308,9 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 		if res.OOM != nil {
 			events[res.OOM.OpIndex] = event[res.OOM.OpIndex-base]
 			return stop
+		}
+		if err == nil {
+			tw.step(a, ops, base)
 		}
 		return err
 	})

@@ -70,6 +70,13 @@ type Result struct {
 	Divergence *Divergence
 	// survivedOps are the op indexes of the OOMs the replay went past.
 	survivedOps []int
+	// placementSettled: no decision of the replay could have gone
+	// otherwise on the simulated device's other placement
+	// (alloc.Allocator.PlacementTies); false when unknown.
+	placementSettled bool
+	// other is the placement check's second replay, when it ran beside
+	// this one (twin); nil otherwise.
+	other *twinResult
 	// Addressing says how the simulated device chose segment addresses;
 	// nil on a real device.
 	Addressing *alloc.Addressing
@@ -85,13 +92,14 @@ type Result struct {
 // first out-of-memory the recording did not have; those it had are counted
 // as PyTorch counted them and the replay goes on.
 func Run(p *Plan, o Options) (*Result, error) {
-	r, err := run(p.Ops, p.Event, p.Seeds, o, p)
+	r, err := runBeside(p.Ops, p.Event, p.Seeds, o, p, newTwin(p, o))
 	if r != nil {
 		r.Pools = p.Pools
 		r.Inexact = inexact(p, r)
 		if err == nil {
 			err = placementCheck(p, o, r)
 		}
+		r.other = nil // read
 	}
 	return r, err
 }
@@ -129,6 +137,13 @@ func newAllocator(o Options, p *Plan) (*alloc.Allocator, *Cap, error) {
 
 // run replays ops; p, when not nil, is the plan they come from.
 func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Result, error) {
+	return runBeside(ops, event, seeds, o, p, nil)
+}
+
+// runBeside is run, handing each batch of a streamed plan's ops to tw
+// (nil: none) too, for the placement check.
+func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan, tw *twin) (*Result, error) {
+	defer tw.close()
 	a, inferred, err := newAllocator(o, p)
 	if err != nil {
 		return nil, err
@@ -172,7 +187,7 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 	eventOf := func(op int) int { return int(event[op]) }
 	if p != nil && p.log != nil {
 		events := map[int]int32{} // of the out-of-memory ops
-		res, err = p.log.run(o.Context, a, tl, events, n)
+		res, err = p.log.run(o.Context, a, tl, events, n, tw)
 		eventOf = func(op int) int { return int(events[op]) }
 	} else {
 		res, err = RunBatches(o.Context, a, ops, 0, tl)
@@ -185,6 +200,8 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 	}
 	r := finish(a, res, tl, eventOf)
 	r.Cap = inferred
+	r.placementSettled = !a.PlacementTies()
+	r.other = tw.result()
 	if compare {
 		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config, o.DeviceTotal > 0)
 	}
