@@ -74,10 +74,15 @@ typedef struct chunk {
 
 typedef struct sim {
   uint64_t capacity, used;
+  /* Both arrays sit inside a buffer with room on either side (see
+   * open_at): r is rbuf + rfront, c is cbuf + cfront. */
   range_t *r; /* live address ranges, sorted by address */
   size_t n, cap;
   chunk_t *c; /* chunks, sorted by address */
   size_t nc, capc;
+  range_t *rbuf;
+  chunk_t *cbuf;
+  size_t rfront, cfront;
   uint64_t carved; /* chunks carved so far */
   /* the top of the room chunks are carved from (the start-up mappings sit
    * above it); 0 until the first chunk when the layout is unknown */
@@ -110,20 +115,56 @@ static int overlaps(const sim_t *s, uint64_t addr, uint64_t size) {
   return i < s->n && s->r[i].addr < addr + size;
 }
 
-static int grow(void **p, size_t *cap, size_t n, size_t elem) {
-  if (n < *cap) return GM_OK;
-  size_t c = *cap ? *cap * 2 : 64;
-  void *q = realloc(*p, c * elem);
+/* The sorted arrays take and give up elements where the layout changes,
+ * which is often at their low end (the frontier moves down): an element
+ * goes in or out by moving the shorter side, into room kept on both sides
+ * of the n elements at *base, *front elements into *buf of cap. */
+static int open_at(void **base, void **buf, size_t *front, size_t *cap, size_t n, size_t i, size_t elem) {
+  char *b = *base;
+  int low = i < n - i;
+  if (low && *front > 0) { /* the low side moves down */
+    memmove(b - elem, b, i * elem);
+    *base = b - elem;
+    (*front)--;
+    return GM_OK;
+  }
+  if (!low && *front + n < *cap) { /* the high side moves up */
+    memmove(b + (i + 1) * elem, b + i * elem, (n - i) * elem);
+    return GM_OK;
+  }
+  /* no room on that side: a buffer with half its room on either side,
+   * twice as large when it is half full */
+  size_t c = *cap < 32 ? 64 : n + 1 > *cap / 2 ? *cap * 2 : *cap, f = (c - n - 1) / 2;
+  char *q = malloc(c * elem);
   if (!q) return GM_ENOMEM;
-  *p = q;
+  if (n) {
+    memcpy(q + f * elem, b, i * elem);
+    memcpy(q + (f + i + 1) * elem, b + i * elem, (n - i) * elem);
+  }
+  free(*buf);
+  *buf = q;
+  *base = q + f * elem;
+  *front = f;
   *cap = c;
   return GM_OK;
 }
 
+/* The element at index i of the n at *base goes: the shorter side moves. */
+static void close_at(void **base, size_t *front, size_t n, size_t i, size_t elem) {
+  char *b = *base;
+  if (i < n - 1 - i) {
+    memmove(b + elem, b, i * elem);
+    *base = b + elem;
+    (*front)++;
+  } else {
+    memmove(b + i * elem, b + (i + 1) * elem, (n - i - 1) * elem);
+  }
+}
+
 static int insert(sim_t *s, uint64_t addr, uint64_t size) {
-  if (grow((void **)&s->r, &s->cap, s->n, sizeof *s->r) != GM_OK) return GM_ENOMEM;
   size_t i = find(s, addr);
-  memmove(s->r + i + 1, s->r + i, (s->n - i) * sizeof *s->r);
+  if (open_at((void **)&s->r, (void **)&s->rbuf, &s->rfront, &s->cap, s->n, i, sizeof *s->r) != GM_OK)
+    return GM_ENOMEM;
   s->r[i].addr = addr;
   s->r[i].size = size;
   s->n++;
@@ -133,7 +174,7 @@ static int insert(sim_t *s, uint64_t addr, uint64_t size) {
 static int erase(sim_t *s, uint64_t addr) {
   size_t i = find(s, addr);
   if (i >= s->n || s->r[i].addr != addr) return GM_EBACKEND;
-  memmove(s->r + i, s->r + i + 1, (s->n - i - 1) * sizeof *s->r);
+  close_at((void **)&s->r, &s->rfront, s->n, i, sizeof *s->r);
   s->n--;
   return GM_OK;
 }
@@ -146,19 +187,20 @@ static chunk_t *chunk_at(sim_t *s, uint64_t addr) {
 }
 
 static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent) {
-  if (grow((void **)&s->c, &s->capc, s->nc, sizeof *s->c) != GM_OK) return NULL;
   size_t i = 0;
   while (i < s->nc && s->c[i].addr < addr) i++;
-  memmove(s->c + i + 1, s->c + i, (s->nc - i) * sizeof *s->c);
+  if (open_at((void **)&s->c, (void **)&s->cbuf, &s->cfront, &s->capc, s->nc, i, sizeof *s->c) != GM_OK)
+    return NULL;
   s->c[i] = (chunk_t){addr, size, ++s->carved, 0, 0, (uint8_t)permanent, 0};
   s->nc++;
   if (!permanent && !s->ceiling) s->ceiling = addr + size;
   return &s->c[i];
 }
 
+/* Chunk c goes; a pointer to another chunk may move with it, an index
+ * below c's stays. */
 static void drop_chunk(sim_t *s, chunk_t *c) {
-  size_t i = (size_t)(c - s->c);
-  memmove(s->c + i, s->c + i + 1, (s->nc - i - 1) * sizeof *s->c);
+  close_at((void **)&s->c, &s->cfront, s->nc, (size_t)(c - s->c), sizeof *s->c);
   s->nc--;
 }
 
@@ -389,14 +431,14 @@ static int sim_free(void *ctx, uint64_t addr, uint64_t size) {
   if (c && c->live > 0 && --c->live == 0 && !c->permanent) {
     c->released = 1;
     /* one entry per run of given-back room: merge with released neighbours */
-    size_t i = (size_t)(c - s->c);
-    if (i + 1 < s->nc && s->c[i + 1].released && c->addr + c->size == s->c[i + 1].addr) {
-      c->size += s->c[i + 1].size;
+    size_t i = (size_t)(c - s->c); /* by index: a drop moves pointers */
+    if (i + 1 < s->nc && s->c[i + 1].released && s->c[i].addr + s->c[i].size == s->c[i + 1].addr) {
+      s->c[i].size += s->c[i + 1].size;
       drop_chunk(s, &s->c[i + 1]);
     }
-    if (i > 0 && s->c[i - 1].released && s->c[i - 1].addr + s->c[i - 1].size == c->addr) {
-      s->c[i - 1].size += c->size;
-      drop_chunk(s, c);
+    if (i > 0 && s->c[i - 1].released && s->c[i - 1].addr + s->c[i - 1].size == s->c[i].addr) {
+      s->c[i - 1].size += s->c[i].size;
+      drop_chunk(s, &s->c[i]);
     }
   }
   return GM_OK;
@@ -446,8 +488,8 @@ static int sim_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total) {
 
 static void sim_destroy(void *ctx) {
   sim_t *s = ctx;
-  free(s->r);
-  free(s->c);
+  free(s->rbuf);
+  free(s->cbuf);
   free(s);
 }
 

@@ -32,6 +32,7 @@ type freeTree struct {
 	masks []uint64 // words per node: the classes in its subtree
 	words int
 	spare []int32
+	path  []int32 // a scratch stack of the nodes above one
 	seq   uint64
 	rng   uint32
 }
@@ -161,58 +162,92 @@ func (t *freeTree) addKey(root int32, size, addr, seq uint64, seg, class int32) 
 	t.rng ^= t.rng << 13
 	t.rng ^= t.rng >> 17
 	t.rng ^= t.rng << 5
-	t.nodes[x] = freeNode{size: size, addr: addr, seq: seq, seg: seg, class: class, prio: t.rng}
+	prio := t.rng
+	t.nodes[x] = freeNode{size: size, addr: addr, seq: seq, seg: seg, class: class, prio: prio}
+	// down to where x goes (the treap of distinct priorities is one, however
+	// built), split what is there into x's children, and sum up the way back
+	path := t.path[:0]
+	cur := root
+	for cur != 0 && t.nodes[cur].prio > prio {
+		path = append(path, cur)
+		if nd := &t.nodes[cur]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
+			cur = nd.r
+		} else {
+			cur = nd.l
+		}
+	}
+	l, r := t.split(cur, size, addr, seq)
+	t.nodes[x].l, t.nodes[x].r = l, r
 	t.pull(x)
-	l, r := t.split(root, size, addr, seq)
-	return t.merge(t.merge(l, x), r), x
+	t.path = path
+	if len(path) == 0 {
+		return x, x
+	}
+	if p := &t.nodes[path[len(path)-1]]; keyLess(p.size, p.addr, p.seq, size, addr, seq) {
+		p.r = x
+	} else {
+		p.l = x
+	}
+	t.pullPath(path)
+	return root, x
+}
+
+// pullPath recomputes the sums of the nodes of path, deepest first.
+func (t *freeTree) pullPath(path []int32) {
+	for i := len(path) - 1; i >= 0; i-- {
+		t.pull(path[i])
+	}
+}
+
+// drop removes from the treap root its first block not before the key
+// (size, addr, seq), when there is one and, with same, it is of size at
+// addr; it returns the new root and the node removed (0: none).
+func (t *freeTree) drop(root int32, size, addr, seq uint64, same bool) (int32, int32) {
+	path := t.path[:0]
+	at := -1 // the index in path of the lower bound
+	for cur := root; cur != 0; {
+		path = append(path, cur)
+		if nd := &t.nodes[cur]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
+			cur = nd.r
+		} else {
+			at, cur = len(path)-1, nd.l
+		}
+	}
+	t.path = path
+	if at < 0 {
+		return root, 0
+	}
+	x := path[at]
+	nd := &t.nodes[x]
+	if same && (nd.size != size || nd.addr != addr) {
+		return root, 0
+	}
+	m := t.merge(nd.l, nd.r)
+	t.spare = append(t.spare, x)
+	if at == 0 {
+		return m, x
+	}
+	if p := &t.nodes[path[at-1]]; p.l == x {
+		p.l = m
+	} else {
+		p.r = m
+	}
+	t.pullPath(path[:at])
+	return root, x
 }
 
 // take removes the block of size at addr added last from the treap root;
 // it returns the new root and the node removed (0: none), whose fields
 // stay readable until the next add.
 func (t *freeTree) take(root int32, size, addr uint64) (int32, int32) {
-	l, r := t.split(root, size, addr, math.MaxUint64)
-	if r == 0 {
-		return t.merge(l, r), 0
-	}
-	// the leftmost node of r
-	x := r
-	for t.nodes[x].l != 0 {
-		x = t.nodes[x].l
-	}
-	if nd := &t.nodes[x]; nd.size != size || nd.addr != addr {
-		return t.merge(l, r), 0
-	}
-	r = t.dropFirst(r)
-	t.spare = append(t.spare, x)
-	return t.merge(l, r), x
+	return t.drop(root, size, addr, math.MaxUint64, true)
 }
 
 // remove removes the block of key (size, addr, seq) from the treap root,
 // which holds it, and returns the new root.
 func (t *freeTree) remove(root int32, size, addr, seq uint64) int32 {
-	l, r := t.split(root, size, addr, seq)
-	if r == 0 {
-		return l
-	}
-	x := r
-	for t.nodes[x].l != 0 {
-		x = t.nodes[x].l
-	}
-	r = t.dropFirst(r)
-	t.spare = append(t.spare, x)
-	return t.merge(l, r)
-}
-
-// dropFirst removes the leftmost node of x.
-func (t *freeTree) dropFirst(x int32) int32 {
-	nd := &t.nodes[x]
-	if nd.l == 0 {
-		return nd.r
-	}
-	nd.l = t.dropFirst(nd.l)
-	t.pull(x)
-	return x
+	root, _ = t.drop(root, size, addr, seq, false)
+	return root
 }
 
 // freeRange is a range of blocks: sizes from lo on, before the block of

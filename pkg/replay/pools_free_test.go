@@ -103,3 +103,98 @@ func testFreeTree(t *testing.T, classes int) {
 		}
 	}
 }
+
+// The treap's adds, takes and removals build the very treap that a split
+// and merges around the key would (refAdd, refDrop): the shape decides the
+// order the sums hand blocks of no class to freeSum.each.
+func TestFreeTreeShape(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 7))
+	got, want := newFreeTree(70), newFreeTree(70)
+	var gr, wr int32
+	var keys [][3]uint64
+	for step := range 20000 {
+		size, addr := uint64(1+rng.IntN(40)), uint64(rng.IntN(8))
+		switch op := rng.IntN(3); {
+		case op == 0 || len(keys) == 0:
+			seg, class := int32(rng.IntN(100)), int32(rng.IntN(90))-20
+			class = max(class, -1)
+			var x int32
+			gr, x = got.add(gr, size, addr, seg, class)
+			wr = want.refAdd(wr, size, addr, seg, class)
+			keys = append(keys, [3]uint64{size, addr, got.nodes[x].seq})
+		case op == 1:
+			gr, _ = got.take(gr, size, addr)
+			wr = want.refDrop(wr, size, addr, math.MaxUint64, true)
+		default:
+			i := rng.IntN(len(keys))
+			k := keys[i]
+			keys = slices.Delete(keys, i, i+1)
+			gr = got.remove(gr, k[0], k[1], k[2])
+			wr = want.refDrop(wr, k[0], k[1], k[2], false)
+		}
+		if !sameTreap(got, want, gr, wr) {
+			t.Fatalf("step %d: the treaps differ", step)
+		}
+	}
+}
+
+func sameTreap(a, b *freeTree, x, y int32) bool {
+	if x == 0 || y == 0 {
+		return x == y
+	}
+	p, q := a.nodes[x], b.nodes[y]
+	if p.size != q.size || p.addr != q.addr || p.seq != q.seq || p.prio != q.prio || p.n != q.n ||
+		p.open != q.open || p.minSeg != q.minSeg || !slices.Equal(a.mask(x), b.mask(y)) {
+		return false
+	}
+	return sameTreap(a, b, p.l, q.l) && sameTreap(a, b, p.r, q.r)
+}
+
+// refAdd is add as a split at the key and two merges.
+func (t *freeTree) refAdd(root int32, size, addr uint64, seg, class int32) int32 {
+	t.seq++
+	var x int32
+	if k := len(t.spare); k > 0 {
+		x, t.spare = t.spare[k-1], t.spare[:k-1]
+	} else {
+		x = int32(len(t.nodes))
+		t.nodes = append(t.nodes, freeNode{})
+		t.masks = append(t.masks, make([]uint64, t.words)...)
+	}
+	t.rng ^= t.rng << 13
+	t.rng ^= t.rng >> 17
+	t.rng ^= t.rng << 5
+	t.nodes[x] = freeNode{size: size, addr: addr, seq: t.seq, seg: seg, class: class, prio: t.rng}
+	t.pull(x)
+	l, r := t.split(root, size, addr, t.seq)
+	return t.merge(t.merge(l, x), r)
+}
+
+// refDrop is drop as a split at the key, the removal of the right part's
+// first node, and a merge.
+func (t *freeTree) refDrop(root int32, size, addr, seq uint64, same bool) int32 {
+	l, r := t.split(root, size, addr, seq)
+	if r == 0 {
+		return l
+	}
+	x := r
+	for t.nodes[x].l != 0 {
+		x = t.nodes[x].l
+	}
+	if nd := &t.nodes[x]; same && (nd.size != size || nd.addr != addr) {
+		return t.merge(l, r)
+	}
+	r = t.refDropFirst(r)
+	t.spare = append(t.spare, x)
+	return t.merge(l, r)
+}
+
+func (t *freeTree) refDropFirst(x int32) int32 {
+	nd := &t.nodes[x]
+	if nd.l == 0 {
+		return nd.r
+	}
+	nd.l = t.refDropFirst(nd.l)
+	t.pull(x)
+	return x
+}
