@@ -3,11 +3,18 @@
  * segment by segment, and only the segments an op touched (gm_touch) are
  * walked again and compared: a step costs the blocks it changed, not the
  * whole list, which is made only for the keys (gm_flat_list). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gm_devlog.h"
 #include "gm_internal.h"
+
+/* alloc.FlatBlock's layout (snapshot.go), read in place by Go */
+_Static_assert(sizeof(gm_flat_block_t) == 40 && offsetof(gm_flat_block_t, seg_size) == 16 &&
+                   offsetof(gm_flat_block_t, seg_blocks) == 24 && offsetof(gm_flat_block_t, id) == 28 &&
+                   offsetof(gm_flat_block_t, state) == 32,
+               "gm_flat_block_t is not alloc.FlatBlock");
 
 void gm_touch_slow(gm_seg_t *s) {
   gm_alloc_t *a = s->owner;
