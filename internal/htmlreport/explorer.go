@@ -82,17 +82,12 @@ func (s *switchWriter) Write(b []byte) (int, error) { return s.w.Write(b) }
 
 // part appends to z the deflated part b of a column, in blocks ended by
 // a sync flush, referring back into dict, the column's bytes just before
-// b (what the page has inflated just before b): the compressor reads dict
-// first, its output thrown away, so that b's matches reach back into it
-// as they would have in one stream.
+// b (what the page has inflated just before b): the compressor takes
+// dict as its dictionary, so that b's matches reach back into it as they
+// would have in one stream.
 func (d *deflater) part(z *bytes.Buffer, dict, b []byte) {
-	d.out.w = io.Discard
-	d.w.Reset(&d.out)
-	if len(dict) > 0 {
-		d.w.Write(dict)
-		d.w.Flush() // byte-aligned: what follows is b's own
-	}
 	d.out.w = z
+	d.w.ResetDict(&d.out, dict) // matches the dict's bytes, writes nothing
 	d.w.Write(b)
 	d.w.Flush()
 	d.out.w = nil // no reference to z left in the pool
