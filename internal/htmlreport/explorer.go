@@ -3,7 +3,6 @@ package htmlreport
 import (
 	"bytes"
 	"cmp"
-	"compress/flate"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -13,6 +12,8 @@ import (
 	"math"
 	"slices"
 	"sync"
+
+	"github.com/klauspost/compress/flate"
 
 	"github.com/gpumem/gpumem/internal/figures"
 )
@@ -36,6 +37,7 @@ const DefaultMaxBands = 2_000_000
 type column struct {
 	b    []byte
 	hist int
+	lim  int // add's one-byte values go straight in while len(b) < lim
 	last int64
 	n    int
 	size int      // bytes deflated into zs
@@ -47,11 +49,13 @@ type column struct {
 // bytes of block headers: at this size the page grows by 0.1%.
 var spillAt = 256 << 10
 
-// level is the columns' deflate level: against the default (6), `replay
-// --html` of scripts/gen_trace.py's 1M events writes an 11% larger page
-// (2.3 MB) with 19% less CPU (the default searches 8 times longer chains
-// for matches, which columns packed as these are rarely hold).
-const level = 4
+// level is the columns' deflate level, of klauspost/compress/flate,
+// whose levels up to 6 are hash encoders of few probes rather than the
+// standard library's chains of matches: at 5 it deflates the columns of
+// scripts/gen_trace.py's 1M events in less than half the CPU of the
+// standard library's level 4, 2.4% smaller (its 6: 2.2% smaller again,
+// 15% slower; its 4: 6% larger, a page over 2.4 MB).
+const level = 5
 
 // window is deflate's: how far back a part of a column may refer.
 const window = 32 << 10
@@ -78,17 +82,12 @@ func (s *switchWriter) Write(b []byte) (int, error) { return s.w.Write(b) }
 
 // part appends to z the deflated part b of a column, in blocks ended by
 // a sync flush, referring back into dict, the column's bytes just before
-// b (what the page has inflated just before b): the compressor reads dict
-// first, its output thrown away, so that b's matches reach back into it
-// as they would have in one stream.
+// b (what the page has inflated just before b): the compressor takes
+// dict as its dictionary, so that b's matches reach back into it as they
+// would have in one stream.
 func (d *deflater) part(z *bytes.Buffer, dict, b []byte) {
-	d.out.w = io.Discard
-	d.w.Reset(&d.out)
-	if len(dict) > 0 {
-		d.w.Write(dict)
-		d.w.Flush() // byte-aligned: what follows is b's own
-	}
 	d.out.w = z
+	d.w.ResetDict(&d.out, dict) // matches the dict's bytes, writes nothing
 	d.w.Write(b)
 	d.w.Flush()
 	d.out.w = nil // no reference to z left in the pool
@@ -126,23 +125,50 @@ func (c *column) raw() int { return c.size + len(c.b) - c.hist }
 
 // add appends v, as the difference from the last value when delta.
 func (c *column) add(v int64, delta bool) {
+	if u, ok := c.try(v, delta); !ok {
+		c.put(u)
+	}
+}
+
+// try is add for a value of one byte, most of them, below lim (room for
+// any value, and no spill due): one store. Otherwise it returns the
+// varint for put to write. add, with its call, is past what Go inlines;
+// try alone is not, so the packer's callers for every allocation, op and
+// block write add's body where they add (2% fewer instructions in
+// replay --html of a million events).
+func (c *column) try(v int64, delta bool) (uint64, bool) {
 	d := v
 	if delta {
 		d, c.last = v-c.last, v
 	}
 	u := uint64(d<<1) ^ uint64(d>>63)
+	n := len(c.b)
+	if u >= 0x80 || n >= c.lim {
+		return u, false
+	}
+	c.b = c.b[:n+1]
+	c.b[n] = byte(u)
+	c.n++
+	return 0, true
+}
+
+// put appends the varint u, then sets lim.
+func (c *column) put(u uint64) {
 	if len(c.b)+binary.MaxVarintLen64 > cap(c.b) {
 		c.grow()
 	}
+	b := c.b
 	for u >= 0x80 {
-		c.b = append(c.b, byte(u)|0x80)
+		b = append(b, byte(u)|0x80)
 		u >>= 7
 	}
-	c.b = append(c.b, byte(u))
+	c.b = append(b, byte(u))
 	c.n++
 	if len(c.b)-c.hist >= spillAt {
 		c.spill()
 	}
+	// below lim a byte leaves room for a varint and no spill due
+	c.lim = min(cap(c.b)-binary.MaxVarintLen64+1, c.hist+spillAt-1)
 }
 
 type exDevice struct {
@@ -433,13 +459,25 @@ func (p *packer) Alloc(k int32, a figures.Lifetime) {
 	p.bSize = append(p.bSize, a.Size)
 	p.bStack = append(p.bStack, a.Stack)
 	c := &p.c
-	c.start.add(int64(a.Start), true)
-	c.size.add(int64(a.Size), false)
-	c.addr.add(int64(a.Address), true)
-	c.stream.add(int64(a.Stream), true)
-	c.stack.add(int64(a.Stack), true)
+	if u, ok := c.start.try(int64(a.Start), true); !ok {
+		c.start.put(u)
+	}
+	if u, ok := c.size.try(int64(a.Size), false); !ok {
+		c.size.put(u)
+	}
+	if u, ok := c.addr.try(int64(a.Address), true); !ok {
+		c.addr.put(u)
+	}
+	if u, ok := c.stream.try(int64(a.Stream), true); !ok {
+		c.stream.put(u)
+	}
+	if u, ok := c.stack.try(int64(a.Stack), true); !ok {
+		c.stack.put(u)
+	}
 	if p.head.Categories != nil {
-		c.cat.add(int64(a.Category), false)
+		if u, ok := c.cat.try(int64(a.Category), false); !ok {
+			c.cat.put(u)
+		}
 	}
 }
 
@@ -470,10 +508,14 @@ func (p *packer) Released(k, op int32) {
 func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.BlockRec) {
 	c := &p.c
 	if p.timed {
-		c.time.add(t, true)
+		if u, ok := c.time.try(t, true); !ok {
+			c.time.put(u)
+		}
 	}
 	if !p.all {
-		c.agg.add(p.aggOp, false)
+		if u, ok := c.agg.try(p.aggOp, false); !ok {
+			c.agg.put(u)
+		}
 		p.aggOp = 0
 	}
 	// the preview: the op of each column's stretch with the most bytes live
@@ -487,13 +529,19 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 			p.best[k], p.bestTotal[k], p.bestAgg[k] = i, total, p.aggLive
 		}
 	}
-	c.pos.add(int64(ch.Pos), true)
+	if u, ok := c.pos.try(int64(ch.Pos), true); !ok {
+		c.pos.put(u)
+	}
 	// the blocks deleted and inserted, in one value: most ops insert one or
 	// two, the rare op inserting more has the rest in column insx
 	ins := int64(len(ch.Ins))
-	c.insdel.add(int64(ch.Del)<<2|min(ins, 3), false)
+	if u, ok := c.insdel.try(int64(ch.Del)<<2|min(ins, 3), false); !ok {
+		c.insdel.put(u)
+	}
 	if ins >= 3 {
-		c.insx.add(ins-3, false)
+		if u, ok := c.insx.try(ins-3, false); !ok {
+			c.insx.put(u)
+		}
 	}
 	p.blocks(ch.Ins, false, &c.bsize, &c.bstate, &c.bseg)
 	if i+1 == p.firstOp {
@@ -537,8 +585,12 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 		st := int64(b.State)
 		if b.First {
 			st |= 4
-			seg.add(int64(b.Address), true)
-			seg.add(int64(b.SegSize/p.d.Unit), false)
+			if u, ok := seg.try(int64(b.Address), true); !ok {
+				seg.put(u)
+			}
+			if u, ok := seg.try(int64(b.SegSize/p.d.Unit), false); !ok {
+				seg.put(u)
+			}
 		}
 		k := int64(0)
 		if b.Alloc >= 0 {
@@ -550,8 +602,12 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 				sz -= int64((p.bSize[bd] + p.d.Unit - 1) / p.d.Unit)
 			}
 		}
-		size.add(sz, false)
-		state.add(k<<3|st, false)
+		if u, ok := size.try(sz, false); !ok {
+			size.put(u)
+		}
+		if u, ok := state.try(k<<3|st, false); !ok {
+			state.put(u)
+		}
 	}
 }
 
@@ -562,8 +618,12 @@ func (p *packer) Finish() error {
 	}
 	e, c := p.head, &p.c
 	for b := range p.bStart {
-		c.len.add(int64(p.bEnd[b]-p.bStart[b]), false)
-		c.rel.add(int64(p.bRel[b]-p.bEnd[b]), false)
+		if u, ok := c.len.try(int64(p.bEnd[b]-p.bStart[b]), false); !ok {
+			c.len.put(u)
+		}
+		if u, ok := c.rel.try(int64(p.bRel[b]-p.bEnd[b]), false); !ok {
+			c.rel.put(u)
+		}
 	}
 	scratch := p.bRel // written: the preview's, as its memory
 	p.bRel, p.bandOf = nil, nil

@@ -47,21 +47,22 @@ type liveAlloc struct {
 // changes), a map for the rest.
 type liveSet struct {
 	dense  []liveAlloc
-	sparse map[uint32]liveAlloc
+	sparse map[uint32]*liveAlloc
 }
 
 // denseIDs is the most ids liveSet keeps in its slice.
 const denseIDs = 1 << 20
 
-func (l *liveSet) get(id uint32) (liveAlloc, bool) {
+// get is id's allocation, in place (nil when none): valid until the next
+// put or del.
+func (l *liveSet) get(id uint32) *liveAlloc {
 	if id < denseIDs {
 		if int(id) < len(l.dense) && l.dense[id].ok {
-			return l.dense[id], true
+			return &l.dense[id]
 		}
-		return liveAlloc{}, false
+		return nil
 	}
-	v, ok := l.sparse[id]
-	return v, ok
+	return l.sparse[id]
 }
 
 func (l *liveSet) put(id uint32, v liveAlloc) {
@@ -74,9 +75,11 @@ func (l *liveSet) put(id uint32, v liveAlloc) {
 		return
 	}
 	if l.sparse == nil {
-		l.sparse = map[uint32]liveAlloc{}
+		l.sparse = map[uint32]*liveAlloc{}
 	}
-	l.sparse[id] = v
+	p := new(liveAlloc) // here, not v: v itself stays off the heap
+	*p = v
+	l.sparse[id] = p
 }
 
 func (l *liveSet) del(id uint32) {
@@ -276,7 +279,8 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}
 		var made *figures.Lifetime
 		var madeCat categories.Category
-		var freed *liveAlloc
+		var madeK int32
+		var freed, released *liveAlloc
 		switch op.Kind {
 		case alloc.OpAlloc:
 			if res.OOM != nil && i == res.OOMOp {
@@ -294,24 +298,26 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				made.Category = uint8(madeCat) + 1
 			}
 			live.put(op.ID, liveAlloc{k: nk, size: op.Size, cat: uint8(madeCat)})
+			madeK = nk
 			nk++
 		case alloc.OpFree, alloc.OpFreeRequest:
-			if l, ok := live.get(op.ID); ok && !l.ended {
+			if l := live.get(op.ID); l != nil && !l.ended {
 				l.ended = true
-				live.put(op.ID, l)
-				freed = &l
+				freed = l
 				if s.cls != nil {
 					cur[l.cat] -= int64(l.size)
 					total -= int64(l.size)
 				}
 			}
 		}
+		if op.Kind == alloc.OpFreeComplete || op.Kind == alloc.OpFree {
+			released = live.get(op.ID)
+		}
 		c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(ins[:0], bc.Ins, live)}
 		ins = c.Ins
 		opWhole, opAt = bc.Whole, a
 		if made != nil {
-			l, _ := live.get(op.ID)
-			k := l.k
+			k := madeK
 			for _, b := range c.Ins {
 				if b.Alloc == k && b.State == figures.StateAllocated {
 					made.Address = b.Address
@@ -324,11 +330,9 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		if freed != nil {
 			sink.Freed(freed.k, int32(i), freed.size)
 		}
-		if op.Kind == alloc.OpFreeComplete || op.Kind == alloc.OpFree {
-			if l, ok := live.get(op.ID); ok {
-				sink.Released(l.k, int32(i))
-				live.del(op.ID)
-			}
+		if released != nil {
+			sink.Released(released.k, int32(i))
+			live.del(op.ID)
 		}
 
 		var t int64
@@ -417,7 +421,7 @@ func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live *liveSet) []
 			r.State = figures.StateFree
 		}
 		if r.State >= figures.StateAllocated {
-			if l, ok := live.get(b.ID); ok {
+			if l := live.get(b.ID); l != nil {
 				r.Alloc = l.k
 			}
 		}

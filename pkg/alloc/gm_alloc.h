@@ -399,13 +399,15 @@ void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
                  size_t *need_blk);
 
 /* A flat block of gm_flat_step: every mapped block in address order,
- * seg_size on the first block of each segment (mapped run), 0 on the rest. */
+ * seg_size on the first block of each segment (mapped run), 0 on the rest.
+ * Go's alloc.FlatBlock has its layout (TestFlatBlockLayout), so that Go
+ * reads a step's blocks in place. */
 typedef struct gm_flat_block {
   uint64_t address, size, seg_size;
-  uint32_t id;         /* allocation id, or UINT32_MAX when inactive */
   uint32_t seg_blocks; /* blocks of its segment */
-  int32_t state;       /* GM_BLOCK_* */
-  int32_t pad;
+  uint32_t id;         /* allocation id, or UINT32_MAX when inactive */
+  uint8_t state;       /* GM_BLOCK_* */
+  uint8_t pad[7];
 } gm_flat_block_t;
 
 /* gm_flat_t follows the block list from one gm_flat_step to the next;

@@ -3,11 +3,18 @@
  * segment by segment, and only the segments an op touched (gm_touch) are
  * walked again and compared: a step costs the blocks it changed, not the
  * whole list, which is made only for the keys (gm_flat_list). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gm_devlog.h"
 #include "gm_internal.h"
+
+/* alloc.FlatBlock's layout (snapshot.go), read in place by Go */
+_Static_assert(sizeof(gm_flat_block_t) == 40 && offsetof(gm_flat_block_t, seg_size) == 16 &&
+                   offsetof(gm_flat_block_t, seg_blocks) == 24 && offsetof(gm_flat_block_t, id) == 28 &&
+                   offsetof(gm_flat_block_t, state) == 32,
+               "gm_flat_block_t is not alloc.FlatBlock");
 
 void gm_touch_slow(gm_seg_t *s) {
   gm_alloc_t *a = s->owner;
@@ -200,7 +207,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
     f->del = f->nins = 0;
     return GM_OK;
   }
-  size_t k0 = SIZE_MAX, k1 = 0;
+  size_t k0 = SIZE_MAX, k1 = 0, h0 = 0; /* h0: the common head of segment k0's blocks */
   int changed = 0;
   for (size_t i = 0; i < a->ntouched; i++) {
     gm_seg_t *s = a->touched[i];
@@ -218,9 +225,9 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
       f->alloc = NULL; /* the next step walks every segment */
       return GM_EBACKEND;
     }
-    int moved = v->n != v->nold;
-    for (size_t j = 0; j < v->n && !moved; j++) moved = !same(&v->b[j], &v->old[j]);
-    if (!moved) { /* touched, but its blocks compare the same */
+    size_t h = 0, m = v->n < v->nold ? v->n : v->nold;
+    while (h < m && same(&v->b[h], &v->old[h])) h++;
+    if (h == m && v->n == v->nold) { /* touched, but its blocks compare the same */
       v->changed = 0;
       continue;
     }
@@ -228,8 +235,8 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
       fen_add(f, k, v->n - v->nold);
       nc += v->n - v->nold;
     }
-    changed = 1;
-    if (k < k0) k0 = k;
+    changed++;
+    if (k < k0) k0 = k, h0 = h;
     if (k > k1) k1 = k;
   }
   size_t nt = a->ntouched;
@@ -241,6 +248,19 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   }
   f->cur_ok = 0;
   f->ncur = nc;
+  gm_flat_seg_t *v0 = &f->segv[k0];
+  if (changed == 1 && h0 < v0->n && h0 < v0->nold) {
+    /* one segment changed, and not only at its end: the lists' common
+     * head and tail end within its blocks, which compare in place */
+    size_t t = 0, m = (v0->n < v0->nold ? v0->n : v0->nold) - h0;
+    while (t < m && same(&v0->b[v0->n - 1 - t], &v0->old[v0->nold - 1 - t])) t++;
+    f->pos = fen_before(f, k0) + h0;
+    f->del = v0->nold - h0 - t;
+    f->nins = v0->n - h0 - t;
+    f->ins = v0->b + h0;
+    for (size_t i = 0; i < nt; i++) f->segv[a->touched[i]->flat_k].changed = 0;
+    return GM_OK;
+  }
   /* the common head, from the first changed segment on */
   size_t p = fen_before(f, k0);
   walk_t o = {f, 1, k0, 0}, w = {f, 0, k0, 0};

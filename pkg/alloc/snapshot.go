@@ -80,7 +80,8 @@ func (a *Allocator) Snapshot() []Segment {
 	return out
 }
 
-// FlatBlock is one block of AppendBlocks' flat snapshot.
+// FlatBlock is one block of AppendBlocks' flat snapshot. It has the layout
+// of C's gm_flat_block_t (BlockSteps reads C's in place).
 type FlatBlock struct {
 	Address, Size uint64
 	SegSize       uint64 // the segment's size on its first block, 0 on the others
@@ -145,9 +146,8 @@ func (a *Allocator) AppendBlocks(dst []FlatBlock, buf *SnapshotBuffer) []FlatBlo
 // caller that looks at the list after every op needs, at the cost of a
 // walk, not of a copy of the list into Go. Free it when done.
 type BlockSteps struct {
-	f          C.gm_flat_t
-	s          C.gm_steps_t
-	ins, whole []FlatBlock
+	f C.gm_flat_t
+	s C.gm_steps_t
 }
 
 // Blocks appends the whole block list after the last op Run applied to dst.
@@ -156,7 +156,7 @@ func (s *BlockSteps) Blocks(dst []FlatBlock) []FlatBlock {
 	if s.f.ncur == 0 || C.gm_flat_list(&s.f) != C.GM_OK {
 		return dst
 	}
-	return flatOf(dst, unsafe.Slice(s.f.cur, int(s.f.ncur)))
+	return append(dst, flatIn(s.f.cur, int(s.f.ncur))...)
 }
 
 // Free releases what the steps hold in C.
@@ -203,22 +203,18 @@ func (s *BlockSteps) Run(a *Allocator, ops []Op, base, keyGap int) (done int, oo
 }
 
 // Changes hands f each op's change of the last Run, in order; the slices
-// it is handed are valid only during the call.
+// it is handed are valid only during the call (they are the C memory Run
+// wrote, read in place).
 func (s *BlockSteps) Changes(f func(j int, c BlockChange) bool) {
 	hs := unsafe.Slice(s.s.ops, int(s.s.nops))
-	var blocks []C.gm_flat_block_t
-	if s.s.nblocks > 0 {
-		blocks = unsafe.Slice(s.s.blocks, int(s.s.nblocks))
-	}
+	blocks := flatIn(s.s.blocks, int(s.s.nblocks))
 	off := 0
 	for j, h := range hs {
 		c := BlockChange{Pos: int(h.pos), Del: int(h.del), N: int(h.nlist)}
-		s.ins = flatOf(s.ins[:0], blocks[off:off+int(h.nins)])
-		c.Ins = s.ins
+		c.Ins = blocks[off : off+int(h.nins) : off+int(h.nins)]
 		off += int(h.nins)
 		if h.key != 0 {
-			s.whole = flatOf(s.whole[:0], blocks[off:off+int(h.nlist)])
-			c.Whole = s.whole
+			c.Whole = blocks[off : off+int(h.nlist) : off+int(h.nlist)]
 			off += int(h.nlist)
 		}
 		if !f(j, c) {
@@ -227,10 +223,12 @@ func (s *BlockSteps) Changes(f func(j int, c BlockChange) bool) {
 	}
 }
 
-func flatOf(dst []FlatBlock, bs []C.gm_flat_block_t) []FlatBlock {
-	for _, b := range bs {
-		dst = append(dst, FlatBlock{Address: uint64(b.address), Size: uint64(b.size), SegSize: uint64(b.seg_size),
-			SegBlocks: uint32(b.seg_blocks), ID: uint32(b.id), State: BlockState(b.state)})
+// flatIn is C's n blocks at p as FlatBlocks, in place: FlatBlock has
+// gm_flat_block_t's layout (TestFlatBlockLayout, and a static assertion
+// in gm_steps.c).
+func flatIn(p *C.gm_flat_block_t, n int) []FlatBlock {
+	if n == 0 {
+		return nil
 	}
-	return dst
+	return unsafe.Slice((*FlatBlock)(unsafe.Pointer(p)), n)
 }
