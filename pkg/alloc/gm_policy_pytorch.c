@@ -246,7 +246,7 @@ static void note_tie(gm_alloc_t *a, const gm_block_t *it) {
   if (!n || n->stream != it->stream || n->size != it->size) return;
   if (n->seg == it->seg) {
     gm_block_t key = {.stream = it->stream, .size = it->size, .ptr = UINT64_MAX};
-    n = gm_treap_before(it->pool->free, &key, gm_cmp_size);
+    n = gm_treap_before(it->pool->free, &key, gm_less_size);
   }
   if (n->seg != it->seg) a->placement_ties = 1;
 }
