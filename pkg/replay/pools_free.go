@@ -151,19 +151,8 @@ func (t *freeTree) add(root int32, size, addr uint64, seg, class int32) (int32, 
 // addKey is add with the block's seq given (a copy of a block in another
 // treap).
 func (t *freeTree) addKey(root int32, size, addr, seq uint64, seg, class int32) (int32, int32) {
-	var x int32
-	if k := len(t.spare); k > 0 {
-		x, t.spare = t.spare[k-1], t.spare[:k-1]
-	} else {
-		x = int32(len(t.nodes))
-		t.nodes = append(t.nodes, freeNode{})
-		t.masks = append(t.masks, make([]uint64, t.words)...)
-	}
-	t.rng ^= t.rng << 13
-	t.rng ^= t.rng >> 17
-	t.rng ^= t.rng << 5
-	prio := t.rng
-	t.nodes[x] = freeNode{size: size, addr: addr, seq: seq, seg: seg, class: class, prio: prio}
+	x := t.newNode(size, addr, seq, seg, class)
+	prio := t.nodes[x].prio
 	// down to where x goes (the treap of distinct priorities is one, however
 	// built), split what is there into x's children, and sum up the way back
 	path := t.path[:0]
@@ -190,6 +179,24 @@ func (t *freeTree) addKey(root int32, size, addr, seq uint64, seg, class int32) 
 	}
 	t.pullPath(path)
 	return root, x
+}
+
+// newNode takes a spare node (or a new one) for a block, with the next
+// random priority, its children none and its sums not yet pulled.
+func (t *freeTree) newNode(size, addr, seq uint64, seg, class int32) int32 {
+	var x int32
+	if k := len(t.spare); k > 0 {
+		x, t.spare = t.spare[k-1], t.spare[:k-1]
+	} else {
+		x = int32(len(t.nodes))
+		t.nodes = append(t.nodes, freeNode{})
+		t.masks = append(t.masks, make([]uint64, t.words)...)
+	}
+	t.rng ^= t.rng << 13
+	t.rng ^= t.rng >> 17
+	t.rng ^= t.rng << 5
+	t.nodes[x] = freeNode{size: size, addr: addr, seq: seq, seg: seg, class: class, prio: t.rng}
+	return x
 }
 
 // pullPath recomputes the sums of the nodes of path, deepest first.

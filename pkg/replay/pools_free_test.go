@@ -153,18 +153,7 @@ func sameTreap(a, b *freeTree, x, y int32) bool {
 // refAdd is add as a split at the key and two merges.
 func (t *freeTree) refAdd(root int32, size, addr uint64, seg, class int32) int32 {
 	t.seq++
-	var x int32
-	if k := len(t.spare); k > 0 {
-		x, t.spare = t.spare[k-1], t.spare[:k-1]
-	} else {
-		x = int32(len(t.nodes))
-		t.nodes = append(t.nodes, freeNode{})
-		t.masks = append(t.masks, make([]uint64, t.words)...)
-	}
-	t.rng ^= t.rng << 13
-	t.rng ^= t.rng >> 17
-	t.rng ^= t.rng << 5
-	t.nodes[x] = freeNode{size: size, addr: addr, seq: t.seq, seg: seg, class: class, prio: t.rng}
+	x := t.newNode(size, addr, t.seq, seg, class)
 	t.pull(x)
 	l, r := t.split(root, size, addr, t.seq)
 	return t.merge(t.merge(l, x), r)
