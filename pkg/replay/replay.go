@@ -135,6 +135,28 @@ func newAllocator(o Options, p *Plan) (*alloc.Allocator, *Cap, error) {
 	return a, inferred, err
 }
 
+// seeded makes the allocator of a replay of p under o (newAllocator) and
+// lays seeds on it; failed is the seed that did not fit the card (an
+// out-of-memory before the first op, the seeds after it not laid), nil
+// when all did. On an error there is no allocator to close.
+func seeded(o Options, p *Plan, seeds []*Seed) (a *alloc.Allocator, inferred *Cap, failed *Seed, err error) {
+	a, inferred, err = newAllocator(o, p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a.SetFollowsRecording(p.followsSettings(o.Config, a.Allowed()))
+	for _, s := range seeds {
+		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
+			if errors.Is(err, alloc.ErrOutOfMemory) {
+				return a, inferred, s, nil
+			}
+			a.Close()
+			return nil, nil, nil, err
+		}
+	}
+	return a, inferred, nil, nil
+}
+
 // run replays ops; p, when not nil, is the plan they come from.
 func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Result, error) {
 	return runBeside(ops, event, seeds, o, p, nil)
@@ -144,21 +166,15 @@ func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Res
 // (nil: none) too, for the placement check.
 func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan, tw *twin) (*Result, error) {
 	defer tw.close()
-	a, inferred, err := newAllocator(o, p)
+	a, inferred, failed, err := seeded(o, p, seeds)
 	if err != nil {
 		return nil, err
 	}
 	defer a.Close()
-	a.SetFollowsRecording(p.followsSettings(o.Config, a.Allowed()))
-	for _, s := range seeds {
-		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
-			if errors.Is(err, alloc.ErrOutOfMemory) {
-				// the state a truncated trace starts in does not fit this
-				// card: an out-of-memory before the first op, not a failure
-				return seedOOM(a, s), nil
-			}
-			return nil, err
-		}
+	if failed != nil {
+		// the state a truncated trace starts in does not fit this card: an
+		// out-of-memory before the first op, not a failure
+		return seedOOM(a, failed), nil
 	}
 	if o.Stop > 0 && o.Stop < len(ops) {
 		ops = ops[:o.Stop]

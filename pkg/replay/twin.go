@@ -1,10 +1,6 @@
 package replay
 
-import (
-	"errors"
-
-	"github.com/gpumem/gpumem/pkg/alloc"
-)
+import "github.com/gpumem/gpumem/pkg/alloc"
 
 // twin is the placement check's second replay (placementReplay) run
 // beside the first, batch by batch, so that a streamed plan's op log is
@@ -75,24 +71,17 @@ func (t *twin) step(a *alloc.Allocator, ops []alloc.Op, base int) {
 
 // start makes the second replay's allocator as run does, seeds included.
 func (t *twin) start() bool {
-	a, _, err := newAllocator(t.o, t.p)
-	if err != nil {
+	a, _, failed, err := seeded(t.o, t.p, t.p.Seeds)
+	switch {
+	case err != nil:
 		t.err, t.done = err, true
+		return false
+	case failed != nil: // run's seedOOM: an out-of-memory before the first op
+		a.Close()
+		t.oom, t.done = true, true
 		return false
 	}
 	t.a = a
-	a.SetFollowsRecording(t.p.followsSettings(t.o.Config, a.Allowed()))
-	for _, s := range t.p.Seeds {
-		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
-			if errors.Is(err, alloc.ErrOutOfMemory) {
-				t.oom = true // run's seedOOM: an out-of-memory before the first op
-			} else {
-				t.err = err
-			}
-			t.done = true
-			return false
-		}
-	}
 	return true
 }
 
