@@ -133,11 +133,7 @@ func (d *decoder) fastEvent() bool {
 	}
 	// the event is read into its place in pending, which a failure
 	// leaves beyond the slice's length
-	n := len(d.pending)
-	if n == cap(d.pending) {
-		d.pending = append(d.pending, pendingEvent{})[:n]
-	}
-	pe := &d.pending[:n+1][n]
+	pe, n := d.nextPending()
 	*pe = pendingEvent{f: eventFields{ev: model.Event{Stack: -1}}, slot: -1}
 	f := &pe.f
 	// the dict itself may be memoized: its slot says kEventDone until its
@@ -419,6 +415,17 @@ type pendingEvent struct {
 	f       eventFields // the event, f.ev
 	slot    int64       // the dict's memo slot, -1 if none
 	fetched bool        // fetched from the memo meanwhile (see get)
+}
+
+// nextPending is the place in pending an event is read into, the n-th:
+// beyond the slice's length, so that a read that fails leaves it out, and
+// one that succeeds takes it with d.pending[:n+1].
+func (d *decoder) nextPending() (pe *pendingEvent, n int) {
+	n = len(d.pending)
+	if n == cap(d.pending) {
+		d.pending = append(d.pending, pendingEvent{})[:n]
+	}
+	return &d.pending[:n+1][n], n
 }
 
 // takeEvent returns the event a kEventDone value stands for, valid until

@@ -145,11 +145,7 @@ func (d *decoder) fixedRead(t *template) bool {
 			return false
 		}
 	}
-	n := len(d.pending)
-	if n == cap(d.pending) {
-		d.pending = append(d.pending, pendingEvent{})[:n]
-	}
-	pe := &d.pending[:n+1][n]
+	pe, n := d.nextPending()
 	pe.f = t.fbase
 	f := &pe.f
 	var out [8]uint64

@@ -410,11 +410,7 @@ func (d *decoder) tmplRead(t *template) bool {
 	memoStart := d.memoMax
 	// the event is read into its place in pending, which a failure
 	// leaves beyond the slice's length
-	n := len(d.pending)
-	if n == cap(d.pending) {
-		d.pending = append(d.pending, pendingEvent{})[:n]
-	}
-	pe := &d.pending[:n+1][n]
+	pe, n := d.nextPending()
 	pe.f = t.base
 	f := &pe.f
 	var vals [tmplMaxVars]val
