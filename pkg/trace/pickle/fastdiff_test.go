@@ -279,10 +279,9 @@ func (g *evGen) event(addr, t int64) {
 	g.b = append(g.b, opSetItems)
 }
 
-// genSnapshot writes a snapshot pickle of events as src chooses.
-func genSnapshot(src []byte, events int) []byte {
-	g := &evGen{src: src, b: []byte{opProto, 4}, set: map[int]bool{}, str: map[string]int{}}
-	g.stacks = g.pick(2) == 1
+// header writes the start of a snapshot: its dict, "segments" an empty
+// list, "device_traces" a list opened (MARK) for the lists of events.
+func (g *evGen) header() {
 	g.b = append(g.b, opEmptyDict)
 	g.memoize()
 	g.b = append(g.b, opMark)
@@ -293,6 +292,13 @@ func genSnapshot(src []byte, events int) []byte {
 	g.b = append(g.b, opEmptyList)
 	g.memoize()
 	g.b = append(g.b, opMark)
+}
+
+// genSnapshot writes a snapshot pickle of events as src chooses.
+func genSnapshot(src []byte, events int) []byte {
+	g := &evGen{src: src, b: []byte{opProto, 4}, set: map[int]bool{}, str: map[string]int{}}
+	g.stacks = g.pick(2) == 1
+	g.header()
 	for range 1 + g.pick(2) {
 		g.b = append(g.b, opEmptyList)
 		g.memoize()

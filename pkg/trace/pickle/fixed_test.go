@@ -12,16 +12,8 @@ import (
 // negative BININT.
 func signedEvents(n, badAddr, badSize int) []byte {
 	g := &evGen{b: []byte{opProto, 4}, set: map[int]bool{}, str: map[string]int{}}
-	g.b = append(g.b, opEmptyDict)
-	g.memoize()
-	g.b = append(g.b, opMark)
-	g.s("segments")
+	g.header()
 	g.b = append(g.b, opEmptyList)
-	g.memoize()
-	g.s("device_traces")
-	g.b = append(g.b, opEmptyList)
-	g.memoize()
-	g.b = append(g.b, opMark, opEmptyList)
 	g.memoize()
 	g.b = append(g.b, opMark)
 	long6 := func(v uint64) {
