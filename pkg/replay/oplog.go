@@ -42,6 +42,12 @@ const (
 	logChunk   = 1 << 20
 )
 
+// maxOpLen is more than the longest packed op: a header and an extra
+// byte, the ID, Stack, Pool and Event as uvarints of 32 bits (5 bytes
+// each), Size, Stream and Hint as uvarints of 64 bits (10 bytes each),
+// and Flags.
+const maxOpLen = 64
+
 // Header byte of a packed op: its kind, then flags saying which fields
 // follow and how its Event and Stack relate to the previous op's.
 const (
@@ -68,8 +74,19 @@ const (
 
 // add appends ops with their events and stacks.
 func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
-	var buf [64]byte
 	for i := range ops {
+		// the op is written in place, at the end of the last chunk,
+		// which is first made to have room for the longest op
+		k := len(l.chunks) - 1
+		if k < 0 || cap(l.chunks[k])-len(l.chunks[k]) < maxOpLen {
+			size := firstChunk
+			if k >= 0 {
+				size = min(2*cap(l.chunks[k]), logChunk)
+			}
+			l.chunks = append(l.chunks, make([]byte, 0, size))
+			k++
+		}
+		b := l.chunks[k]
 		op := &ops[i]
 		if op.Kind == alloc.OpAlloc {
 			l.allocs++
@@ -103,7 +120,6 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 		if op.Flags != 0 {
 			x |= xFlags
 		}
-		b := buf[:0]
 		if x != 0 {
 			h |= hExtra
 			b = append(b, h, x)
@@ -140,16 +156,7 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 			b = binary.AppendUvarint(b, uint64(uint32(event[i]-l.event)))
 		}
 		l.event, l.stack = event[i], stack[i]
-		k := len(l.chunks) - 1
-		if k < 0 || len(l.chunks[k])+len(b) > cap(l.chunks[k]) {
-			size := firstChunk
-			if k >= 0 {
-				size = min(2*cap(l.chunks[k]), logChunk)
-			}
-			l.chunks = append(l.chunks, make([]byte, 0, max(size, len(b))))
-			k++
-		}
-		l.chunks[k] = append(l.chunks[k], b...)
+		l.chunks[k] = b
 	}
 	l.n += len(ops)
 }
