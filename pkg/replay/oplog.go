@@ -193,96 +193,120 @@ func (l *opLog) each(f func(ops []alloc.Op, event, stack []int32) error) error {
 // reading them (Batch's 2.5 MB do not), still plenty per call into C.
 const runBatch = 4096
 
-// into is each, unpacking into ops, event and stack (empty), up to their
-// capacity at a time.
+// into is each, unpacking into ops, event and stack (empty, of equal
+// capacity), up to their capacity at a time.
 func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op, event, stack []int32) error) error {
-	var ev, st int32
-	var sizes sizeCache
+	ops, event, stack = ops[:cap(ops)], event[:cap(ops)], stack[:cap(ops)]
+	var u unpacker
+	n := 0
 	for _, c := range l.chunks {
 		for p := 0; p < len(c); {
-			h := c[p]
+			p, n = u.unpack(c, p, ops, event, stack, n)
+			if n == len(ops) {
+				if err := f(ops, event, stack); err != nil {
+					return err
+				}
+				n = 0
+			}
+		}
+	}
+	if n > 0 {
+		return f(ops[:n], event[:n], stack[:n])
+	}
+	return nil
+}
+
+// unpacker is what into carries from one op to the next: the last op's
+// Event and Stack, and the reader's sizeCache.
+type unpacker struct {
+	ev, st int32
+	sizes  sizeCache
+}
+
+// unpack unpacks the ops of chunk c from c[p:] into ops, event and stack
+// (of equal length) from index n, until either ends, and returns the
+// index in c and the count after them. It calls no function, so that its
+// values stay in registers (into's loop, with calls in it, kept them on
+// the stack).
+func (u *unpacker) unpack(c []byte, p int, ops []alloc.Op, event, stack []int32, n int) (int, int) {
+	event, stack = event[:len(ops)], stack[:len(ops)]
+	ev, st := u.ev, u.st
+	for ; p < len(c) && n < len(ops); n++ {
+		h := c[p]
+		p++
+		var x byte
+		if h&hExtra != 0 {
+			x = c[p]
 			p++
-			var x byte
-			if h&hExtra != 0 {
-				x = c[p]
+		}
+		var id uint64
+		id, p = readUvarint(c, p)
+		op := alloc.Op{Kind: alloc.OpKind(h & hKind), ID: uint32(id)}
+		switch {
+		case h&hStackNew != 0:
+			var v uint64
+			v, p = readUvarint(c, p)
+			st = int32(v)
+		case h&hStackSame == 0:
+			st = -1
+		}
+		if x&xSize != 0 {
+			op.Size, p = readUvarint(c, p)
+		} else if op.Kind == alloc.OpAlloc {
+			if b := c[p]; b < sizeSlots {
+				op.Size = u.sizes[b]
 				p++
-			}
-			// the ID, of one to three bytes, is read in place (uvarint
-			// is too big to be inlined)
-			var id uint64
-			if b := c[p]; b < 0x80 {
-				id = uint64(b)
-				p++
-			} else if p+1 < len(c) && c[p+1] < 0x80 {
-				id = uint64(b&0x7f) | uint64(c[p+1])<<7
-				p += 2
 			} else {
-				id, p = uvarintLong(c, p)
+				op.Size, p = readUvarint(c, p)
+				op.Size -= sizeSlots
+				u.sizes[u.sizes.slot(op.Size)] = op.Size
 			}
-			op := alloc.Op{Kind: alloc.OpKind(h & hKind), ID: uint32(id)}
-			switch {
-			case h&hStackNew != 0:
-				var v uint64
-				if b := c[p]; b < 0x80 {
-					v = uint64(b)
-					p++
-				} else {
-					v, p = uvarintLong(c, p)
-				}
-				st = int32(v)
-			case h&hStackSame == 0:
-				st = -1
-			}
-			if x&xSize != 0 {
-				op.Size, p = uvarint(c, p)
-			} else if op.Kind == alloc.OpAlloc {
-				if b := c[p]; b < sizeSlots {
-					op.Size = sizes[b]
-					p++
-				} else {
-					op.Size, p = uvarintLong(c, p)
-					op.Size -= sizeSlots
-					sizes[sizes.slot(op.Size)] = op.Size
-				}
-			}
+		}
+		if x != 0 {
 			if x&xStream != 0 {
-				op.Stream, p = uvarint(c, p)
+				op.Stream, p = readUvarint(c, p)
 			}
 			if x&xHint != 0 {
-				op.Hint, p = uvarint(c, p)
+				op.Hint, p = readUvarint(c, p)
 			}
 			if x&xPool != 0 {
 				var v uint64
-				v, p = uvarint(c, p)
+				v, p = readUvarint(c, p)
 				op.Pool = uint32(v)
 			}
 			if x&xFlags != 0 {
 				op.Flags = c[p]
 				p++
 			}
-			switch {
-			case x&xEvent != 0:
-				var v uint64
-				v, p = uvarint(c, p)
-				ev += int32(uint32(v))
-			case h&hEventNext != 0:
-				ev++
-			}
-			ops = append(ops, op)
-			event = append(event, ev)
-			stack = append(stack, st)
-			if len(ops) == cap(ops) {
-				if err := f(ops, event, stack); err != nil {
-					return err
-				}
-				ops, event, stack = ops[:0], event[:0], stack[:0]
-			}
 		}
+		switch {
+		case x&xEvent != 0:
+			var v uint64
+			v, p = readUvarint(c, p)
+			ev += int32(uint32(v))
+		case h&hEventNext != 0:
+			ev++
+		}
+		ops[n] = op
+		event[n] = ev
+		stack[n] = st
 	}
-	if len(ops) > 0 {
-		return f(ops, event, stack)
+	u.ev, u.st = ev, st
+	return p, n
+}
+
+// readUvarint reads the uvarint at c[p:], which add wrote, and returns it
+// and the index after it; unlike uvarint it is inlined.
+func readUvarint(c []byte, p int) (uint64, int) {
+	var v uint64
+	for s := uint(0); ; s += 7 {
+		b := c[p]
+		p++
+		if b < 0x80 {
+			return v | uint64(b)<<(s&63), p
+		}
+		v |= uint64(b&0x7f) << (s & 63)
 	}
-	return nil
 }
 
 // run replays the log's first limit operations on a, Batch operations at
