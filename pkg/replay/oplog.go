@@ -74,8 +74,8 @@ const (
 
 // add appends ops with their events and stacks.
 func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
-	for i := range ops {
-		// the op is written in place, at the end of the last chunk,
+	for i := 0; i < len(ops); {
+		// the ops are written in place, at the end of the last chunk,
 		// which is first made to have room for the longest op
 		k := len(l.chunks) - 1
 		if k < 0 || cap(l.chunks[k])-len(l.chunks[k]) < maxOpLen {
@@ -86,21 +86,37 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 			l.chunks = append(l.chunks, make([]byte, 0, size))
 			k++
 		}
-		b := l.chunks[k]
+		var n int
+		l.chunks[k], n = l.pack(l.chunks[k], ops[i:], event[i:], stack[i:])
+		i += n
+	}
+	l.n += len(ops)
+}
+
+// pack packs ops, with their events and stacks, at the end of chunk c
+// for as long as it has room for the longest op, and returns c and how
+// many it packed. Like unpack, it calls no function.
+func (l *opLog) pack(c []byte, ops []alloc.Op, event, stack []int32) ([]byte, int) {
+	b := c[:cap(c)]
+	p := len(c)
+	event, stack = event[:len(ops)], stack[:len(ops)]
+	last, lastStack := l.event, l.stack
+	i := 0
+	for ; i < len(ops) && len(b)-p >= maxOpLen; i++ {
 		op := &ops[i]
 		if op.Kind == alloc.OpAlloc {
 			l.allocs++
 		}
 		h := byte(op.Kind) & hKind
 		var x byte
-		switch d := event[i] - l.event; {
+		switch d := event[i] - last; {
 		case d == 1:
 			h |= hEventNext
 		case d != 0:
 			x |= xEvent
 		}
 		switch st := stack[i]; {
-		case st == l.stack && st >= 0:
+		case st == lastStack && st >= 0:
 			h |= hStackSame
 		case st >= 0:
 			h |= hStackNew
@@ -122,43 +138,62 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 		}
 		if x != 0 {
 			h |= hExtra
-			b = append(b, h, x)
+			b[p] = h
+			b[p+1] = x
+			p += 2
 		} else {
-			b = append(b, h)
+			b[p] = h
+			p++
 		}
-		b = binary.AppendUvarint(b, uint64(op.ID))
+		p = putUvarint(b, p, uint64(op.ID))
 		if h&hStackNew != 0 {
-			b = binary.AppendUvarint(b, uint64(stack[i]))
+			p = putUvarint(b, p, uint64(stack[i]))
 		}
 		if x&xSize != 0 {
-			b = binary.AppendUvarint(b, op.Size)
+			p = putUvarint(b, p, op.Size)
 		} else if op.Kind == alloc.OpAlloc {
 			if k := l.sizes.slot(op.Size); l.sizes[k] == op.Size {
-				b = append(b, byte(k))
+				b[p] = byte(k)
+				p++
 			} else {
-				b = binary.AppendUvarint(b, op.Size+sizeSlots)
+				p = putUvarint(b, p, op.Size+sizeSlots)
 				l.sizes[k] = op.Size
 			}
 		}
-		if x&xStream != 0 {
-			b = binary.AppendUvarint(b, op.Stream)
+		if x != 0 {
+			if x&xStream != 0 {
+				p = putUvarint(b, p, op.Stream)
+			}
+			if x&xHint != 0 {
+				p = putUvarint(b, p, op.Hint)
+			}
+			if x&xPool != 0 {
+				p = putUvarint(b, p, uint64(op.Pool))
+			}
+			if x&xFlags != 0 {
+				b[p] = op.Flags
+				p++
+			}
+			if x&xEvent != 0 {
+				p = putUvarint(b, p, uint64(uint32(event[i]-last)))
+			}
 		}
-		if x&xHint != 0 {
-			b = binary.AppendUvarint(b, op.Hint)
-		}
-		if x&xPool != 0 {
-			b = binary.AppendUvarint(b, uint64(op.Pool))
-		}
-		if x&xFlags != 0 {
-			b = append(b, op.Flags)
-		}
-		if x&xEvent != 0 {
-			b = binary.AppendUvarint(b, uint64(uint32(event[i]-l.event)))
-		}
-		l.event, l.stack = event[i], stack[i]
-		l.chunks[k] = b
+		last, lastStack = event[i], stack[i]
 	}
-	l.n += len(ops)
+	l.event, l.stack = last, lastStack
+	return b[:p], i
+}
+
+// putUvarint writes v as a uvarint at b[p:] and returns the index after
+// it; unlike binary.PutUvarint it is inlined.
+func putUvarint(b []byte, p int, v uint64) int {
+	for v >= 0x80 {
+		b[p] = byte(v) | 0x80
+		v >>= 7
+		p++
+	}
+	b[p] = byte(v)
+	return p + 1
 }
 
 // opBatch is the slices each unpacks a big log's operations into.
