@@ -261,8 +261,8 @@ type unpacker struct {
 // unpack unpacks the ops of chunk c from c[p:] into ops, event and stack
 // (of equal length) from index n, until either ends, and returns the
 // index in c and the count after them. It calls no function, so that its
-// values stay in registers (into's loop, with calls in it, kept them on
-// the stack).
+// values stay in registers: Go keeps a loop's values on the stack around
+// any call in it, even one on a rare path.
 func (u *unpacker) unpack(c []byte, p int, ops []alloc.Op, event, stack []int32, n int) (int, int) {
 	event, stack = event[:len(ops)], stack[:len(ops)]
 	ev, st := u.ev, u.st

@@ -191,9 +191,8 @@ func (d *decoder) fixedRead(t *template) bool {
 // fixedInts reads the ints of a fixed layout from dict b into out, by
 // slot, and into vals, by value index when stores is set; false if one
 // that may not be negative is. It is kept out of fixedRead: inlined, its
-// loop's values did not fit in the registers beside fixedRead's, and
-// the spills cost more than the call (about a quarter of fixedRead's
-// instructions).
+// loop's values do not fit in the registers beside fixedRead's, and the
+// spills cost more than the call.
 //
 //go:noinline
 func fixedInts(b []byte, fints []fixedInt, out *[8]uint64, vals *[tmplMaxVars]val, stores bool) bool {
