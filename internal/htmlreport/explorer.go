@@ -106,6 +106,13 @@ func (c *column) spill() {
 	} else {
 		c.b = c.b[:copy(c.b, c.b[len(c.b)-c.hist:])]
 	}
+	c.setLim()
+}
+
+// setLim sets lim once b's room or hist changed: below it a byte leaves
+// room for a varint and no spill due.
+func (c *column) setLim() {
+	c.lim = min(cap(c.b)-binary.MaxVarintLen64+1, c.hist+spillAt-1)
 }
 
 // grow makes room in b: 4 KB at first, then all a column holds between
@@ -118,6 +125,7 @@ func (c *column) grow() {
 		n = full
 	}
 	c.b = append(make([]byte, 0, n), c.b...)
+	c.setLim()
 }
 
 // raw is how many bytes the column holds, deflated or not.
@@ -152,23 +160,24 @@ func (c *column) try(v int64, delta bool) (uint64, bool) {
 	return 0, true
 }
 
-// put appends the varint u, then sets lim.
+// put appends the varint u, into the room grow keeps for one.
 func (c *column) put(u uint64) {
 	if len(c.b)+binary.MaxVarintLen64 > cap(c.b) {
 		c.grow()
 	}
-	b := c.b
+	n := len(c.b)
+	b := c.b[:n+binary.MaxVarintLen64]
 	for u >= 0x80 {
-		b = append(b, byte(u)|0x80)
+		b[n] = byte(u) | 0x80
 		u >>= 7
+		n++
 	}
-	c.b = append(b, byte(u))
+	b[n] = byte(u)
+	c.b = b[:n+1]
 	c.n++
 	if len(c.b)-c.hist >= spillAt {
 		c.spill()
 	}
-	// below lim a byte leaves room for a varint and no spill due
-	c.lim = min(cap(c.b)-binary.MaxVarintLen64+1, c.hist+spillAt-1)
 }
 
 type exDevice struct {
