@@ -552,8 +552,14 @@ func (c *clock) at(k int32) int64 {
 		return c.times[max(0, min(int(k), len(c.times)-1))]
 	}
 	for k := min(int(k), c.log.n-1); c.pos <= k; c.pos++ {
-		u, w := binary.Uvarint(c.log.b[c.off:])
-		c.off += w
+		u := uint64(c.log.b[c.off]) // most differences take one byte
+		if u < 0x80 {
+			c.off++
+		} else {
+			var w int
+			u, w = binary.Uvarint(c.log.b[c.off:])
+			c.off += w
+		}
 		c.cur += int64(u>>1) ^ -int64(u&1)
 	}
 	return c.cur
