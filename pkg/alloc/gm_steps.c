@@ -90,17 +90,24 @@ static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_
   f->nins = nc - p - q;
 }
 
-/* One segment's blocks in the list, and while a step compares, its
- * blocks before the step (old, when changed) and the first and last
- * blocks the step touched that are still there (lo, hi: NULL when none).
- * Unless counted, only the blocks of the last span put_span made hold
- * their segment's block count (seg_blocks); count_seg sets the others'. */
+/* One segment's blocks in the list, and while a step compares, the
+ * first and last blocks the step touched that are still there (lo, hi:
+ * NULL when none) and, when changed, its nold blocks before the step:
+ * those of b but for [oi0, oi0 + nspan), which are old's (old_at). Unless
+ * counted, only the blocks of the last span put_span made hold their
+ * segment's block count (seg_blocks); count_seg sets the others'. */
 struct gm_flat_seg {
   gm_flat_block_t *b, *old;
-  size_t n, cap, nold, old_cap;
+  size_t n, cap, nold, old_cap, oi0, nspan;
   const gm_block_t *lo, *hi;
   int changed, counted;
 };
+
+/* old_at is block j of v before the step. */
+static inline const gm_flat_block_t *old_at(const gm_flat_seg_t *v, size_t j) {
+  if (j - v->oi0 < v->nspan) return &v->old[j - v->oi0]; /* j < oi0 wraps past nspan */
+  return &v->b[j < v->oi0 ? j : j + v->n - v->nold];
+}
 
 /* count_seg sets the block count of v's blocks, one run (put_span's). */
 static void count_seg(gm_flat_seg_t *v) {
@@ -201,7 +208,7 @@ static inline size_t walk_n(const walk_t *w, size_t k) {
 
 static inline const gm_flat_block_t *walk_at(const walk_t *w) {
   const gm_flat_seg_t *v = &w->f->segv[w->k];
-  return (w->old && v->changed ? v->old : v->b) + w->j;
+  return w->old && v->changed ? old_at(v, w->j) : v->b + w->j;
 }
 
 /* walk_fwd moves w to the next block that is, from (k, j) on; 0 at the end. */
@@ -237,26 +244,30 @@ static size_t find_at(const gm_flat_block_t *b, size_t n, uint64_t p) {
 enum { SPAN_WHOLE = -1 }; /* put_span: walk the segment whole */
 
 /* put_span makes v->b, the blocks of s (a segment that is not
- * expandable: every block mapped, one run) after the step, from its
- * blocks before it (v->old) and its span from v->lo to v->hi: the blocks
- * the step did not touch are as they were, so those before the span and
- * after it are the old ones. Sets *head and *tail to their counts (blocks
- * that compare the same before and after). SPAN_WHOLE when the old
- * blocks do not end and start where the span does. */
+ * expandable: every block mapped, one run), the blocks after the step,
+ * in place, from its span from v->lo to v->hi: the blocks the step did
+ * not touch are as they were, so those before the span and after it
+ * stay, and only the old span's go to v->old. Sets *head and *tail to
+ * their counts (blocks that compare the same before and after).
+ * SPAN_WHOLE, with nothing changed, when the blocks before do not end
+ * and start where the span does. */
 static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *tail) {
-  const gm_flat_block_t *o = v->old;
-  size_t no = v->nold;
+  size_t no = v->n;
   const gm_block_t *lo = v->lo, *hi = v->hi;
   uint64_t end = hi->ptr + hi->size;
-  size_t i0 = find_at(o, no, lo->ptr), i1 = end == s->base + s->size ? no : find_at(o, no, end);
+  size_t i0 = find_at(v->b, no, lo->ptr), i1 = end == s->base + s->size ? no : find_at(v->b, no, end);
   if (i0 == no || (i1 == no && end != s->base + s->size) || i1 <= i0) return SPAN_WHOLE;
   size_t m = 1;
   for (const gm_block_t *b = lo; b != hi; b = b->next, m++)
     if (!b || !b->mapped) return SPAN_WHOLE;
   if (!hi->mapped) return SPAN_WHOLE;
   size_t n = i0 + m + (no - i1);
-  if (gm_grow((void **)&v->b, &v->cap, n, sizeof *v->b) != GM_OK) return GM_EBACKEND;
-  memcpy(v->b, o, i0 * sizeof *o);
+  if (gm_grow((void **)&v->old, &v->old_cap, i1 - i0, sizeof *v->old) != GM_OK ||
+      gm_grow((void **)&v->b, &v->cap, n, sizeof *v->b) != GM_OK)
+    return GM_EBACKEND;
+  for (size_t j = i0; j < i1; j++) v->old[j - i0] = v->b[j];
+  v->nold = no, v->oi0 = i0, v->nspan = i1 - i0;
+  if (m != i1 - i0) memmove(v->b + i0 + m, v->b + i1, (no - i1) * sizeof *v->b);
   gm_flat_block_t *w = v->b + i0;
   for (const gm_block_t *b = lo;; b = b->next, w++) {
     *w = (gm_flat_block_t){.address = b->ptr, .size = b->size, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
@@ -266,8 +277,7 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
     }
     if (b == hi) break;
   }
-  memcpy(v->b + i0 + m, o + i1, (no - i1) * sizeof *o);
-  v->b[0].seg_size = o[0].seg_size; /* the segment's size: its blocks tile it (I1) */
+  if (i0 == 0) v->b[0].seg_size = v->old[0].seg_size; /* the segment's size: its blocks tile it (I1) */
   /* the span's blocks' count of their segment's blocks; the others' are
    * the old count, which count_seg corrects when they are asked for */
   for (size_t j = i0; j < i0 + m; j++) v->b[j].seg_blocks = (uint32_t)n;
@@ -309,15 +319,14 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
     size_t k = s->flat_k;
     gm_flat_seg_t *v = &f->segv[k];
     s->touch = GM_WATCHED;
-    /* its blocks before into old, now into b */
-    gm_flat_block_t *t = v->old;
-    size_t tc = v->old_cap;
-    v->old = v->b, v->old_cap = v->cap, v->nold = v->n;
-    v->b = t, v->cap = tc, v->n = 0;
     v->changed = 1;
     size_t h = 0, tl = 0; /* blocks known the same at the head and the tail */
     int rc = v->lo && !s->expandable ? put_span(s, v, &h, &tl) : SPAN_WHOLE;
-    if (rc == SPAN_WHOLE) {
+    if (rc == SPAN_WHOLE) { /* its blocks before into old, now into b */
+      gm_flat_block_t *t = v->old;
+      size_t tc = v->old_cap;
+      v->old = v->b, v->old_cap = v->cap, v->nold = v->n, v->oi0 = 0, v->nspan = v->n;
+      v->b = t, v->cap = tc, v->n = 0;
       rc = put_seg(s, &v->b, &v->cap, &v->n);
       v->counted = 1;
     }
@@ -328,7 +337,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
       return GM_EBACKEND;
     }
     size_t m = v->n < v->nold ? v->n : v->nold;
-    while (h < m && same(&v->b[h], &v->old[h])) h++;
+    while (h < m && same(&v->b[h], old_at(v, h))) h++;
     if (h == m && v->n == v->nold) { /* touched, but its blocks compare the same */
       v->changed = 0;
       continue;
@@ -355,7 +364,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
     /* one segment changed, and not only at its end: the lists' common
      * head and tail end within its blocks, which compare in place */
     size_t m = (v0->n < v0->nold ? v0->n : v0->nold) - h0, t = t0 < m ? t0 : m;
-    while (t < m && same(&v0->b[v0->n - 1 - t], &v0->old[v0->nold - 1 - t])) t++;
+    while (t < m && same(&v0->b[v0->n - 1 - t], old_at(v0, v0->nold - 1 - t))) t++;
     f->pos = fen_before(f, k0) + h0;
     f->del = v0->nold - h0 - t;
     f->nins = v0->n - h0 - t;
