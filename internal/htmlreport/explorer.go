@@ -354,6 +354,7 @@ func packExplorer(e *figures.Explorer, maxBands int) (*packer, error) {
 type packer struct {
 	maxBands int
 	unit1    bool // a block size not a multiple of 512 was seen: the next pass writes bytes
+	unitLog  uint // d.Unit is 1 << unitLog: sizes in units are shifted, not divided
 	done     bool
 	d        exDevice
 	head     *figures.Explorer
@@ -401,8 +402,9 @@ func (p *packer) Start(s figures.ExplorerStart) {
 	e := s.Head
 	p.d = exDevice{Device: e.Device, Ops: e.Ops, Peak: e.PeakOp, OOM: e.OOMOp, OOMSize: e.OOMSize,
 		OOMRounded: e.OOMRounded, Unit: 512}
+	p.unitLog = 9
 	if p.unit1 {
-		p.d.Unit = 1
+		p.d.Unit, p.unitLog = 1, 0
 	}
 	p.all = s.Allocs <= p.maxBands
 	if !p.all {
@@ -590,14 +592,14 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 		if b.Size%512 != 0 || b.SegSize%512 != 0 {
 			p.odd = true
 		}
-		sz := int64(b.Size / p.d.Unit)
+		sz := int64(b.Size >> p.unitLog)
 		st := int64(b.State)
 		if b.First {
 			st |= 4
 			if u, ok := seg.try(int64(b.Address), true); !ok {
 				seg.put(u)
 			}
-			if u, ok := seg.try(int64(b.SegSize/p.d.Unit), false); !ok {
+			if u, ok := seg.try(int64(b.SegSize>>p.unitLog), false); !ok {
 				seg.put(u)
 			}
 		}
@@ -608,7 +610,7 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 				if abs {
 					k = int64(bd) + 1
 				}
-				sz -= int64((p.bSize[bd] + p.d.Unit - 1) / p.d.Unit)
+				sz -= int64((p.bSize[bd] + p.d.Unit - 1) >> p.unitLog)
 			}
 		}
 		if u, ok := size.try(sz, false); !ok {
