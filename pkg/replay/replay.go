@@ -380,6 +380,11 @@ func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack in
 	return err
 }
 
+// stepBatch is the most ops StepBlocks runs in one call into C: their
+// changes, which after reads once the call is back, stay in the caches,
+// and the buffer C writes them into stays small.
+const stepBatch = 4096
+
 // StepBlocks is StepEach for a caller that follows the allocator's block
 // list after every op (the HTML explorer), without a call into C per op:
 // the ops run in batches, each in one call (alloc.BlockSteps.Run, with
@@ -400,11 +405,11 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 	i0 := 0   // the index of the batch's first op
 	err = p.Each(func(_ int, ops []alloc.Op, event, stack []int32) error {
 		for lo := 0; lo < len(ops); {
-			// a batch ends after a pause, or with ops
+			// a batch ends after a pause, or after stepBatch ops, or with ops
 			for next < len(pauses) && pauses[next] < i0+lo {
 				next++
 			}
-			hi, paused := len(ops), false
+			hi, paused := min(len(ops), lo+stepBatch), false
 			if next < len(pauses) && pauses[next]-i0 < hi {
 				hi, paused = pauses[next]-i0+1, true
 			}
