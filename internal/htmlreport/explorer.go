@@ -106,6 +106,13 @@ func (c *column) spill() {
 	} else {
 		c.b = c.b[:copy(c.b, c.b[len(c.b)-c.hist:])]
 	}
+	c.setLim()
+}
+
+// setLim sets lim once b's room or hist changed: below it a byte leaves
+// room for a varint and no spill due.
+func (c *column) setLim() {
+	c.lim = min(cap(c.b)-binary.MaxVarintLen64+1, c.hist+spillAt-1)
 }
 
 // grow makes room in b: 4 KB at first, then all a column holds between
@@ -118,6 +125,7 @@ func (c *column) grow() {
 		n = full
 	}
 	c.b = append(make([]byte, 0, n), c.b...)
+	c.setLim()
 }
 
 // raw is how many bytes the column holds, deflated or not.
@@ -152,23 +160,24 @@ func (c *column) try(v int64, delta bool) (uint64, bool) {
 	return 0, true
 }
 
-// put appends the varint u, then sets lim.
+// put appends the varint u, into the room grow keeps for one.
 func (c *column) put(u uint64) {
 	if len(c.b)+binary.MaxVarintLen64 > cap(c.b) {
 		c.grow()
 	}
-	b := c.b
+	n := len(c.b)
+	b := c.b[:n+binary.MaxVarintLen64]
 	for u >= 0x80 {
-		b = append(b, byte(u)|0x80)
+		b[n] = byte(u) | 0x80
 		u >>= 7
+		n++
 	}
-	c.b = append(b, byte(u))
+	b[n] = byte(u)
+	c.b = b[:n+1]
 	c.n++
 	if len(c.b)-c.hist >= spillAt {
 		c.spill()
 	}
-	// below lim a byte leaves room for a varint and no spill due
-	c.lim = min(cap(c.b)-binary.MaxVarintLen64+1, c.hist+spillAt-1)
 }
 
 type exDevice struct {
@@ -345,6 +354,7 @@ func packExplorer(e *figures.Explorer, maxBands int) (*packer, error) {
 type packer struct {
 	maxBands int
 	unit1    bool // a block size not a multiple of 512 was seen: the next pass writes bytes
+	unitLog  uint // d.Unit is 1 << unitLog: sizes in units are shifted, not divided
 	done     bool
 	d        exDevice
 	head     *figures.Explorer
@@ -392,8 +402,9 @@ func (p *packer) Start(s figures.ExplorerStart) {
 	e := s.Head
 	p.d = exDevice{Device: e.Device, Ops: e.Ops, Peak: e.PeakOp, OOM: e.OOMOp, OOMSize: e.OOMSize,
 		OOMRounded: e.OOMRounded, Unit: 512}
+	p.unitLog = 9
 	if p.unit1 {
-		p.d.Unit = 1
+		p.d.Unit, p.unitLog = 1, 0
 	}
 	p.all = s.Allocs <= p.maxBands
 	if !p.all {
@@ -581,14 +592,14 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 		if b.Size%512 != 0 || b.SegSize%512 != 0 {
 			p.odd = true
 		}
-		sz := int64(b.Size / p.d.Unit)
+		sz := int64(b.Size >> p.unitLog)
 		st := int64(b.State)
 		if b.First {
 			st |= 4
 			if u, ok := seg.try(int64(b.Address), true); !ok {
 				seg.put(u)
 			}
-			if u, ok := seg.try(int64(b.SegSize/p.d.Unit), false); !ok {
+			if u, ok := seg.try(int64(b.SegSize>>p.unitLog), false); !ok {
 				seg.put(u)
 			}
 		}
@@ -599,7 +610,7 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 				if abs {
 					k = int64(bd) + 1
 				}
-				sz -= int64((p.bSize[bd] + p.d.Unit - 1) / p.d.Unit)
+				sz -= int64((p.bSize[bd] + p.d.Unit - 1) >> p.unitLog)
 			}
 		}
 		if u, ok := size.try(sz, false); !ok {

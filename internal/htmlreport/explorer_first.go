@@ -44,15 +44,18 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 			fen[i] += v
 		}
 	}
-	find := func(v float64) int { // the first band whose prefix sum exceeds v
-		p := 0
+	// find is the first band whose prefix sum exceeds v, and the sum of
+	// the bands before it (sums of whole bytes, exact in float64)
+	find := func(v float64) (int, float64) {
+		p, sum := 0, 0.0
 		for s := log; s > 0; s >>= 1 {
 			if p+s <= n && fen[p+s] <= v {
 				p += s
 				v -= fen[p]
+				sum += fen[p]
 			}
 		}
-		return p
+		return p, sum
 	}
 	prefix := func(i int) float64 {
 		s := 0.0
@@ -137,9 +140,8 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 			tot = prefix(n - 1)
 		}
 		for pos < tot {
-			bi := find(pos)
-			hiB := prefix(bi)
-			loB := hiB - size(bi)
+			bi, loB := find(pos)
+			hiB := loB + size(bi) // the band found is live: its size is in the tree
 			yTop, yBot := H-(base+hiB)*k2b, H-(base+loB)*k2b
 			if yBot-yTop >= 1 {
 				for r := max(0, round(yTop)); r < round(yBot); r++ {

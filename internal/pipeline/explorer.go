@@ -156,6 +156,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	var cur [categories.NumCategories]int64
 	var total int64
 	stride := max(1, (n+seriesPoints-1)/seriesPoints)
+	toPoint := stride // ops left to the end of the stride
 	best, bestOp, bestTotal := cur, -1, int64(-1)
 	addCat := func(c categories.Category, size int64) {
 		if s.cls != nil {
@@ -351,7 +352,9 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 			if total > bestTotal {
 				best, bestOp, bestTotal = cur, i, total
 			}
-			if (i+1)%stride == 0 || i == n-1 {
+			toPoint--
+			if toPoint == 0 || i == n-1 {
+				toPoint = stride
 				p := figures.CategoryPoint{Op: bestOp, Bytes: make([]uint64, len(best))}
 				for c, v := range best {
 					p.Bytes[c] = uint64(max(v, 0))
@@ -552,8 +555,14 @@ func (c *clock) at(k int32) int64 {
 		return c.times[max(0, min(int(k), len(c.times)-1))]
 	}
 	for k := min(int(k), c.log.n-1); c.pos <= k; c.pos++ {
-		u, w := binary.Uvarint(c.log.b[c.off:])
-		c.off += w
+		u := uint64(c.log.b[c.off]) // most differences take one byte
+		if u < 0x80 {
+			c.off++
+		} else {
+			var w int
+			u, w = binary.Uvarint(c.log.b[c.off:])
+			c.off += w
+		}
 		c.cur += int64(u>>1) ^ -int64(u&1)
 	}
 	return c.cur

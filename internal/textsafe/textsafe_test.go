@@ -107,3 +107,39 @@ func TestWriterMarks(t *testing.T) {
 		t.Fatalf("got %q, want %q", b.String(), want)
 	}
 }
+
+// TestPrintable8 checks the word test Writer skips plain text with: every
+// byte value at every place of a word of printable bytes.
+func TestPrintable8(t *testing.T) {
+	base := []byte("abcdefgh")
+	for pos := range 8 {
+		for v := range 256 {
+			w := bytes.Clone(base)
+			w[pos] = byte(v)
+			x := uint64(0)
+			for k := 7; k >= 0; k-- {
+				x = x<<8 | uint64(w[k])
+			}
+			if got, want := printable8(x), v >= 0x20 && v <= 0x7e; got != want {
+				t.Fatalf("printable8(%q) = %v, want %v", w, got, want)
+			}
+		}
+	}
+}
+
+// TestWriterLong marks what a long run of plain text hides, at every
+// place in a word.
+func TestWriterLong(t *testing.T) {
+	for at := range 17 {
+		in := []byte(strings.Repeat("A", 24))
+		in[at] = 0x1b
+		var b bytes.Buffer
+		w := NewWriter(&b)
+		w.Write(in)
+		w.Flush()
+		want := strings.Repeat("A", at) + "[U+001B]" + strings.Repeat("A", 23-at)
+		if b.String() != want {
+			t.Fatalf("escape at %d: got %q, want %q", at, b.String(), want)
+		}
+	}
+}

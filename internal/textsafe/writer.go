@@ -1,6 +1,7 @@
 package textsafe
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"unicode/utf8"
@@ -34,6 +35,12 @@ func (v *Writer) Write(p []byte) (int, error) {
 	out := v.out[:0]
 	start := 0 // of the run of bytes to copy as they are
 	for i := 0; i < len(in); {
+		for i+8 <= len(in) && printable8(binary.LittleEndian.Uint64(in[i:])) {
+			i += 8 // most of a page: its data in base64
+		}
+		if i == len(in) {
+			break
+		}
 		c := in[i]
 		if c < utf8.RuneSelf {
 			if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
@@ -66,6 +73,15 @@ func (v *Writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// printable8 reports whether the eight bytes of w are all printable ASCII
+// (0x20 to 0x7e): none is below 0x20 (a byte's borrow sets its top bit
+// only then, in a word of bytes below 0x80) and none above 0x7e (a byte
+// plus one sets its top bit only then).
+func printable8(w uint64) bool {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	return (w-0x20*ones)&^w&tops|((w+ones)|w)&tops == 0
 }
 
 // Flush writes the bytes of a rune cut short at the end, as they are.

@@ -194,7 +194,7 @@ void gm_live_add(gm_alloc_t *a, uint64_t requested) {
 
 /* The allocation statistics of a block that stops being allocated. */
 static void uncount_allocation(gm_alloc_t *a, gm_block_t *b) {
-  gm_touch(b->seg);
+  gm_touch(b);
   b->allocated = 0;
   GM_DEC(a, allocation, b->pool, 1);
   GM_DEC(a, allocated_bytes, b->pool, (int64_t)b->size);
@@ -207,7 +207,7 @@ static void uncount_allocation(gm_alloc_t *a, gm_block_t *b) {
 static void finish_pending(gm_alloc_t *a, gm_block_t *b);
 
 void gm_pend_push(gm_alloc_t *a, gm_block_t *b) {
-  gm_touch(b->seg);
+  gm_touch(b);
   b->pending = 1;
   b->pend_next = NULL;
   if (a->pend_tail) a->pend_tail->pend_next = b;
@@ -262,7 +262,7 @@ static void complete_pending(gm_alloc_t *a, gm_block_t *b) {
 
 /* A freed block's last use is over: its memory becomes reusable. */
 static void finish_pending(gm_alloc_t *a, gm_block_t *b) {
-  gm_touch(b->seg);
+  gm_touch(b);
   b->pend_next = NULL;
   b->pending = 0;
   if (b->id < a->nids && a->ids[b->id] == b) a->ids[b->id] = NULL;
@@ -330,6 +330,7 @@ void gm_free(gm_alloc_t *a) {
   free(a->ids);
   free(a->oomev);
   free(a->touched);
+  free(a->tblocks);
   gm_pools_destroy(a);
   if (a->be.destroy) a->be.destroy(a->be.ctx);
   free(a);

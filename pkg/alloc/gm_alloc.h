@@ -27,7 +27,8 @@
  * Invariants, checked by gm_check() and by every test after every operation:
  *   I1 the blocks of a segment tile it: in address order, each starts where
  *      the previous ends, the first at the segment base, the last ends at
- *      base + size; no two segments overlap.
+ *      base + size; no two segments overlap; only an expandable segment
+ *      has unmapped blocks.
  *   I2 no two free mapped neighbours of one stream in a segment (they are
  *      merged), and no two unmapped neighbours.
  *   I3 a pool's free set holds exactly the free, mapped, idle blocks of that

@@ -87,6 +87,7 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
     for (; b; b = b->next) {
       if (b->seg != s || b->pool != s->pool) { rc = fail(msg, len, "I1: block 0x%llx points at another segment", (unsigned long long)b->ptr); break; }
       if (b->ptr != end) { rc = fail(msg, len, "I1: gap or overlap at 0x%llx in segment 0x%llx", (unsigned long long)b->ptr, (unsigned long long)s->base); break; }
+      if (!b->mapped && !s->expandable) { rc = fail(msg, len, "I1: unmapped block 0x%llx in a segment that is not expandable", (unsigned long long)b->ptr); break; }
       if (b->size == 0 || b->size % GM_MIN_BLOCK) { rc = fail(msg, len, "I4: block 0x%llx has size %llu", (unsigned long long)b->ptr, (unsigned long long)b->size); break; }
       if (b->next && b->next->prev != b) { rc = fail(msg, len, "I1: broken links at 0x%llx", (unsigned long long)b->ptr); break; }
       if (b->next && b->mapped == b->next->mapped && b->mapped && idle_free(b) && idle_free(b->next) && b->stream == b->next->stream) { rc = fail(msg, len, "I2: free neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
@@ -233,8 +234,7 @@ void gm_snapshot(const gm_alloc_t *a, gm_segment_info_t *segs, size_t nseg,
 
 /* ------------------------------------------------------------------ */
 
-int gm_grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return GM_OK;
+int gm_grow_slow(void **p, size_t *cap, size_t need, size_t elem) {
   size_t c = *cap ? *cap : 64;
   while (c < need) c *= 2;
   void *q = realloc(*p, c * elem);

@@ -110,24 +110,32 @@ struct gm_alloc {
   gm_oom_event_t *oomev;   /* out-of-memory events gm_run went past */
   size_t noomev, capoomev;
   /* what gm_flat_step follows from one step to the next: the watched
-   * segments whose blocks changed since (gm_touch), whether one was lost
-   * to a failed allocation, and a count of segments made and removed */
+   * segments whose blocks changed since (gm_touch), the blocks of those
+   * that are not expandable it was handed (some since merged away),
+   * whether one was lost to a failed allocation, and a count of segments
+   * made and removed */
   gm_seg_t **touched;
   size_t ntouched, touched_cap;
+  gm_block_t **tblocks;
+  size_t ntblocks, tblocks_cap;
   uint8_t touch_lost;
   uint64_t seg_gen;
   uint8_t placement_ties; /* gm_placement_ties */
 };
 
-/* gm_touch: s's blocks may have changed (split, merged, allocated,
+/* gm_touch: block b may have changed (made, split, merged, allocated,
  * freed, pending, mapped or unmapped). Every change of a block goes
- * through a function that calls it (gm_block_of, gm_block_absorb, the
- * free and unmapped sets, the allocation bookkeeping), so that
- * gm_flat_step walks only the segments an op changed; gm_run_steps checks
- * that against a whole walk under the checker. */
-void gm_touch_slow(gm_seg_t *s);
-static inline void gm_touch(gm_seg_t *s) {
-  if (s->touch == GM_WATCHED) gm_touch_slow(s);
+ * through a function that calls it with that block (gm_block_of,
+ * gm_block_absorb, the free and unmapped sets, the allocation
+ * bookkeeping), at some time during the op, so that gm_flat_step walks
+ * only the segments an op changed, and in a segment that is not
+ * expandable only the blocks between the first and the last it was
+ * handed that are still there (a block merged away is not: its
+ * neighbour that took it is); gm_run_steps checks that against a whole
+ * walk under the checker. */
+void gm_touch_slow(gm_block_t *b);
+static inline void gm_touch(gm_block_t *b) {
+  if (b->seg->touch) gm_touch_slow(b);
 }
 
 /* gm_pools.c, for the engine and the checker: the private pools' segment
@@ -147,10 +155,14 @@ void gm_pools_destroy(gm_alloc_t *a);
 /* Free cached bytes in private pools, for the OOM message. */
 uint64_t gm_pools_free_bytes(const gm_alloc_t *a);
 
-/* gm_inspect.c: makes the array *p of *cap elements of elem bytes hold at
+/* gm_grow makes the array *p of *cap elements of elem bytes hold at
  * least need, doubling (from 64) and updating *p and *cap; GM_EBACKEND,
  * with *p unchanged, when the host is out of memory. For the buffers
- * gm_flat_step and gm_run_steps keep from call to call. */
-int gm_grow(void **p, size_t *cap, size_t need, size_t elem);
+ * gm_flat_step and gm_run_steps keep from call to call: inline, as it
+ * mostly finds the room there (gm_grow_slow, in gm_inspect.c, makes it). */
+int gm_grow_slow(void **p, size_t *cap, size_t need, size_t elem);
+static inline int gm_grow(void **p, size_t *cap, size_t need, size_t elem) {
+  return need <= *cap ? GM_OK : gm_grow_slow(p, cap, need, elem);
+}
 
 #endif

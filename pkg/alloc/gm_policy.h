@@ -163,7 +163,7 @@ static inline int gm_pool_stat(const gm_pool_t *p) { return p->is_small ? GM_STA
  * run on every alloc and free. */
 static inline void gm_count_alloc(gm_alloc_t *a, gm_block_t *b, uint64_t orig) {
   gm_pool_t *pool = b->pool;
-  gm_touch(b->seg);
+  gm_touch(b);
   b->allocated = 1;
   b->requested = orig;
   b->uses = 0;
@@ -234,7 +234,7 @@ static inline gm_block_t *gm_block_of(gm_alloc_t *a, const gm_block_t *b, uint64
   x->stream = b->stream;
   x->pool = b->pool;
   x->seg = b->seg;
-  gm_touch(x->seg);
+  gm_touch(x);
   return x;
 }
 
@@ -257,6 +257,7 @@ static inline gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t
 }
 
 static inline void gm_block_delete(gm_alloc_t *a, gm_block_t *b) {
+  b->seg = NULL; /* in no segment: gm_flat_step skips it among the touched */
   b->next = a->spare;
   a->spare = b;
 }
@@ -269,27 +270,27 @@ static inline int gm_idle_free(const gm_block_t *b) {
 /* Free blocks: the pool's free set, keyed (stream, size, ptr); a
  * lower_bound there is best fit, lowest address among equals. */
 static inline void gm_free_insert(gm_block_t *b) {
-  gm_touch(b->seg);
+  gm_touch(b);
   b->gc_base = b->pool->clock;
   b->in_set = GM_SET_FREE;
   gm_treap_insert(&b->pool->free, b, gm_less_size);
 }
 
 static inline void gm_free_erase(gm_block_t *b) {
-  gm_touch(b->seg);
+  gm_touch(b);
   gm_treap_erase(&b->pool->free, b);
   b->in_set = 0;
 }
 
 /* Unmapped ranges of expandable segments, keyed (stream, ptr). */
 static inline void gm_unmapped_insert(gm_block_t *b) {
-  gm_touch(b->seg);
+  gm_touch(b);
   b->in_set = GM_SET_UNMAPPED;
   gm_treap_insert(&b->pool->unmapped, b, gm_less_addr);
 }
 
 static inline void gm_unmapped_erase(gm_block_t *b) {
-  gm_touch(b->seg);
+  gm_touch(b);
   gm_treap_erase(&b->pool->unmapped, b);
   b->in_set = 0;
 }
@@ -298,7 +299,7 @@ static inline void gm_unmapped_erase(gm_block_t *b) {
  * whichever set holds it; dst's place in a set is the caller's business
  * (its key changes). Every policy merges through this. */
 static inline void gm_block_absorb(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
-  gm_touch(dst->seg);
+  gm_touch(dst);
   if (src->in_set == GM_SET_FREE) gm_free_erase(src);
   else if (src->in_set == GM_SET_UNMAPPED) gm_unmapped_erase(src);
   if (dst->prev == src) {

@@ -413,8 +413,12 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
     if (!(b = gm_block_beside(a, rest, rest->ptr, p->size, 0))) return GM_EBACKEND;
     rest->ptr += p->size;
     rest->size -= p->size;
-    if (rest->in_set == GM_SET_FREE) rest->gc_base = pool->clock; /* kept its place */
-    else gm_free_insert(rest);
+    if (rest->in_set == GM_SET_FREE) { /* kept its place */
+      rest->gc_base = pool->clock;
+      gm_touch(rest);
+    } else {
+      gm_free_insert(rest);
+    }
     if (!exp) {
       if (already_split) {
         GM_DEC(a, inactive_split_bytes, pool, (int64_t)b->size);

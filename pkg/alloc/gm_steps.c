@@ -1,8 +1,10 @@
 /* gm_flat_step and gm_run_steps: the block list followed op by op (the
  * HTML explorer's stepped replay). The list is kept from step to step,
  * segment by segment, and only the segments an op touched (gm_touch) are
- * walked again and compared: a step costs the blocks it changed, not the
- * whole list, which is made only for the keys (gm_flat_list). */
+ * walked again and compared, in a segment that is not expandable only
+ * its span from the first block the op touched to the last: a step costs
+ * the blocks it changed, not the whole list, which is made only for the
+ * keys (gm_flat_list). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +18,24 @@ _Static_assert(sizeof(gm_flat_block_t) == 40 && offsetof(gm_flat_block_t, seg_si
                    offsetof(gm_flat_block_t, state) == 32,
                "gm_flat_block_t is not alloc.FlatBlock");
 
-void gm_touch_slow(gm_seg_t *s) {
+void gm_touch_slow(gm_block_t *b) {
+  gm_seg_t *s = b->seg;
   gm_alloc_t *a = s->owner;
-  if (gm_grow((void **)&a->touched, &a->touched_cap, a->ntouched + 1, sizeof *a->touched) != GM_OK) {
-    a->touch_lost = 1; /* the next step walks every segment */
+  if (s->touch == GM_WATCHED) {
+    if (gm_grow((void **)&a->touched, &a->touched_cap, a->ntouched + 1, sizeof *a->touched) != GM_OK) {
+      a->touch_lost = 1; /* the next step walks every segment */
+      return;
+    }
+    a->touched[a->ntouched++] = s;
+    s->touch = GM_TOUCHED;
+  }
+  /* an expandable segment is walked whole: its mapped runs may change */
+  if (s->expandable || (a->ntblocks && a->tblocks[a->ntblocks - 1] == b)) return;
+  if (gm_grow((void **)&a->tblocks, &a->tblocks_cap, a->ntblocks + 1, sizeof *a->tblocks) != GM_OK) {
+    a->touch_lost = 1;
     return;
   }
-  a->touched[a->ntouched++] = s;
-  s->touch = GM_TOUCHED;
+  a->tblocks[a->ntblocks++] = b;
 }
 
 static int cmp_seg_base(const void *x, const void *y) {
@@ -78,13 +90,31 @@ static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_
   f->nins = nc - p - q;
 }
 
-/* One segment's blocks in the list, and while a step compares, its
- * blocks before the step (old, when changed). */
+/* One segment's blocks in the list, and while a step compares, the
+ * first and last blocks the step touched that are still there (lo, hi:
+ * NULL when none) and, when changed, its nold blocks before the step:
+ * those of b but for [oi0, oi0 + nspan), which are old's (old_at). Unless
+ * counted, only the blocks of the last span put_span made hold their
+ * segment's block count (seg_blocks); count_seg sets the others'. */
 struct gm_flat_seg {
   gm_flat_block_t *b, *old;
-  size_t n, cap, nold, old_cap;
-  int changed;
+  size_t n, cap, nold, old_cap, oi0, nspan;
+  const gm_block_t *lo, *hi;
+  int changed, counted;
 };
+
+/* old_at is block j of v before the step. */
+static inline const gm_flat_block_t *old_at(const gm_flat_seg_t *v, size_t j) {
+  if (j - v->oi0 < v->nspan) return &v->old[j - v->oi0]; /* j < oi0 wraps past nspan */
+  return &v->b[j < v->oi0 ? j : j + v->n - v->nold];
+}
+
+/* count_seg sets the block count of v's blocks, one run (put_span's). */
+static void count_seg(gm_flat_seg_t *v) {
+  if (v->counted) return;
+  for (size_t j = 0; j < v->n; j++) v->b[j].seg_blocks = (uint32_t)v->n;
+  v->counted = 1;
+}
 
 /* The Fenwick tree fen[1..nseg] of the segments' block counts. */
 static void fen_add(gm_flat_t *f, size_t k, uint64_t d) {
@@ -102,7 +132,8 @@ int gm_flat_list(gm_flat_t *f) {
   if (gm_grow((void **)&f->cur, &f->cur_cap, f->ncur, sizeof *f->cur) != GM_OK) return GM_EBACKEND;
   size_t n = 0;
   for (size_t k = 0; k < f->nseg; k++) {
-    const gm_flat_seg_t *v = &f->segv[k];
+    gm_flat_seg_t *v = &f->segv[k];
+    count_seg(v);
     if (v->n) memcpy(f->cur + n, v->b, v->n * sizeof *v->b);
     n += v->n;
   }
@@ -143,6 +174,8 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
     sorted[k]->touch = GM_WATCHED;
     v->n = 0;
     v->changed = 0;
+    v->lo = v->hi = NULL;
+    v->counted = 1;
     rc = put_seg(sorted[k], &v->b, &v->cap, &v->n);
     f->ncur += v->n;
     fen_add(f, k, v->n);
@@ -150,6 +183,7 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   free(sorted);
   if (rc != GM_OK) return rc;
   a->ntouched = 0;
+  a->ntblocks = 0;
   a->touch_lost = 0;
   f->alloc = a;
   f->seg_gen = a->seg_gen;
@@ -174,7 +208,7 @@ static inline size_t walk_n(const walk_t *w, size_t k) {
 
 static inline const gm_flat_block_t *walk_at(const walk_t *w) {
   const gm_flat_seg_t *v = &w->f->segv[w->k];
-  return (w->old && v->changed ? v->old : v->b) + w->j;
+  return w->old && v->changed ? old_at(v, w->j) : v->b + w->j;
 }
 
 /* walk_fwd moves w to the next block that is, from (k, j) on; 0 at the end. */
@@ -195,6 +229,65 @@ static inline int walk_back(walk_t *w) {
   return 1;
 }
 
+/* find_at is the index of the block of b[0, n) (in address order) that
+ * starts at address p; n when none does. */
+static size_t find_at(const gm_flat_block_t *b, size_t n, uint64_t p) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (b[mid].address < p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < n && b[lo].address == p ? lo : n;
+}
+
+enum { SPAN_WHOLE = -1 }; /* put_span: walk the segment whole */
+
+/* put_span makes v->b, the blocks of s (a segment that is not
+ * expandable: every block mapped, one run), the blocks after the step,
+ * in place, from its span from v->lo to v->hi: the blocks the step did
+ * not touch are as they were, so those before the span and after it
+ * stay, and only the old span's go to v->old. Sets *head and *tail to
+ * their counts (blocks that compare the same before and after).
+ * SPAN_WHOLE, with nothing changed, when the blocks before do not end
+ * and start where the span does. */
+static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *tail) {
+  size_t no = v->n;
+  const gm_block_t *lo = v->lo, *hi = v->hi;
+  uint64_t end = hi->ptr + hi->size;
+  size_t i0 = find_at(v->b, no, lo->ptr), i1 = end == s->base + s->size ? no : find_at(v->b, no, end);
+  if (i0 == no || (i1 == no && end != s->base + s->size) || i1 <= i0) return SPAN_WHOLE;
+  size_t m = 1;
+  for (const gm_block_t *b = lo; b != hi; b = b->next, m++)
+    if (!b || !b->mapped) return SPAN_WHOLE;
+  if (!hi->mapped) return SPAN_WHOLE;
+  size_t n = i0 + m + (no - i1);
+  if (gm_grow((void **)&v->old, &v->old_cap, i1 - i0, sizeof *v->old) != GM_OK ||
+      gm_grow((void **)&v->b, &v->cap, n, sizeof *v->b) != GM_OK)
+    return GM_EBACKEND;
+  for (size_t j = i0; j < i1; j++) v->old[j - i0] = v->b[j];
+  v->nold = no, v->oi0 = i0, v->nspan = i1 - i0;
+  if (m != i1 - i0) memmove(v->b + i0 + m, v->b + i1, (no - i1) * sizeof *v->b);
+  gm_flat_block_t *w = v->b + i0;
+  for (const gm_block_t *b = lo;; b = b->next, w++) {
+    *w = (gm_flat_block_t){.address = b->ptr, .size = b->size, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
+    if (b->allocated || b->pending) {
+      w->state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
+      w->id = b->id;
+    }
+    if (b == hi) break;
+  }
+  if (i0 == 0) v->b[0].seg_size = v->old[0].seg_size; /* the segment's size: its blocks tile it (I1) */
+  /* the span's blocks' count of their segment's blocks; the others' are
+   * the old count, which count_seg corrects when they are asked for */
+  for (size_t j = i0; j < i0 + m; j++) v->b[j].seg_blocks = (uint32_t)n;
+  v->counted = v->counted && n == no;
+  v->n = n;
+  *head = i0;
+  *tail = no - i1;
+  return GM_OK;
+}
+
 /* step_touched walks again the segments touched since the last step and
  * compares the list before and after from the first of those that
  * changed on and from the last of them back, block by block: a step costs
@@ -203,30 +296,48 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   size_t n = f->ncur, nc = n;
   f->ins = NULL;
   if (a->ntouched == 0) { /* the list is as it was */
+    a->ntblocks = 0;
     f->pos = n;
     f->del = f->nins = 0;
     return GM_OK;
   }
-  size_t k0 = SIZE_MAX, k1 = 0, h0 = 0; /* h0: the common head of segment k0's blocks */
+  /* the first and last touched blocks still in each touched segment (a
+   * deleted block is in none; one whose struct was reused is a block made
+   * in this step, touched too) */
+  for (size_t i = 0; i < a->ntblocks; i++) {
+    const gm_block_t *b = a->tblocks[i];
+    if (!b->seg || b->seg->touch != GM_TOUCHED) continue;
+    gm_flat_seg_t *v = &f->segv[b->seg->flat_k];
+    if (!v->lo || b->ptr < v->lo->ptr) v->lo = b;
+    if (!v->hi || b->ptr > v->hi->ptr) v->hi = b;
+  }
+  a->ntblocks = 0;
+  size_t k0 = SIZE_MAX, k1 = 0, h0 = 0, t0 = 0; /* h0, t0: the common head and tail of segment k0's blocks */
   int changed = 0;
   for (size_t i = 0; i < a->ntouched; i++) {
     gm_seg_t *s = a->touched[i];
     size_t k = s->flat_k;
     gm_flat_seg_t *v = &f->segv[k];
     s->touch = GM_WATCHED;
-    /* its blocks before into old, now into b */
-    gm_flat_block_t *t = v->old;
-    size_t tc = v->old_cap;
-    v->old = v->b, v->old_cap = v->cap, v->nold = v->n;
-    v->b = t, v->cap = tc, v->n = 0;
     v->changed = 1;
-    if (put_seg(s, &v->b, &v->cap, &v->n) != GM_OK) {
+    size_t h = 0, tl = 0; /* blocks known the same at the head and the tail */
+    int rc = v->lo && !s->expandable ? put_span(s, v, &h, &tl) : SPAN_WHOLE;
+    if (rc == SPAN_WHOLE) { /* its blocks before into old, now into b */
+      gm_flat_block_t *t = v->old;
+      size_t tc = v->old_cap;
+      v->old = v->b, v->old_cap = v->cap, v->nold = v->n, v->oi0 = 0, v->nspan = v->n;
+      v->b = t, v->cap = tc, v->n = 0;
+      rc = put_seg(s, &v->b, &v->cap, &v->n);
+      v->counted = 1;
+    }
+    v->lo = v->hi = NULL;
+    if (rc != GM_OK) {
       a->ntouched = 0;
       f->alloc = NULL; /* the next step walks every segment */
       return GM_EBACKEND;
     }
-    size_t h = 0, m = v->n < v->nold ? v->n : v->nold;
-    while (h < m && same(&v->b[h], &v->old[h])) h++;
+    size_t m = v->n < v->nold ? v->n : v->nold;
+    while (h < m && same(&v->b[h], old_at(v, h))) h++;
     if (h == m && v->n == v->nold) { /* touched, but its blocks compare the same */
       v->changed = 0;
       continue;
@@ -236,7 +347,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
       nc += v->n - v->nold;
     }
     changed++;
-    if (k < k0) k0 = k, h0 = h;
+    if (k < k0) k0 = k, h0 = h, t0 = tl;
     if (k > k1) k1 = k;
   }
   size_t nt = a->ntouched;
@@ -252,8 +363,8 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   if (changed == 1 && h0 < v0->n && h0 < v0->nold) {
     /* one segment changed, and not only at its end: the lists' common
      * head and tail end within its blocks, which compare in place */
-    size_t t = 0, m = (v0->n < v0->nold ? v0->n : v0->nold) - h0;
-    while (t < m && same(&v0->b[v0->n - 1 - t], &v0->old[v0->nold - 1 - t])) t++;
+    size_t m = (v0->n < v0->nold ? v0->n : v0->nold) - h0, t = t0 < m ? t0 : m;
+    while (t < m && same(&v0->b[v0->n - 1 - t], old_at(v0, v0->nold - 1 - t))) t++;
     f->pos = fen_before(f, k0) + h0;
     f->del = v0->nold - h0 - t;
     f->nins = v0->n - h0 - t;
@@ -283,6 +394,8 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   for (size_t i = 0; i < f->nins; i++, ins.j++) {
     walk_fwd(&ins);
     f->ins_buf[i] = *walk_at(&ins);
+    const gm_flat_seg_t *v = &f->segv[ins.k];
+    if (!v->counted) f->ins_buf[i].seg_blocks = (uint32_t)v->n;
   }
   f->ins = f->ins_buf;
   for (size_t i = 0; i < nt; i++) f->segv[a->touched[i]->flat_k].changed = 0;

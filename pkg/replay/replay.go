@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
 )
@@ -379,6 +380,11 @@ func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack in
 	return err
 }
 
+// stepBatch is the most ops StepBlocks runs in one call into C: their
+// changes, which after reads once the call is back, stay in the caches,
+// and the buffer C writes them into stays small.
+const stepBatch = 4096
+
 // StepBlocks is StepEach for a caller that follows the allocator's block
 // list after every op (the HTML explorer), without a call into C per op:
 // the ops run in batches, each in one call (alloc.BlockSteps.Run, with
@@ -394,23 +400,25 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 		return err
 	}
 	defer a.Close()
-	pause := make(map[int]bool, len(pauses))
-	for _, k := range pauses {
-		pause[k] = true
-	}
-	i0 := 0 // the index of the batch's first op
+	pauses = slices.Sorted(slices.Values(pauses))
+	next := 0 // the first of pauses not before the batch's first op
+	i0 := 0   // the index of the batch's first op
 	err = p.Each(func(_ int, ops []alloc.Op, event, stack []int32) error {
 		for lo := 0; lo < len(ops); {
-			hi := lo + 1
-			for hi < len(ops) && !pause[i0+hi-1] {
-				hi++
+			// a batch ends after a pause, or after stepBatch ops, or with ops
+			for next < len(pauses) && pauses[next] < i0+lo {
+				next++
+			}
+			hi, paused := min(len(ops), lo+stepBatch), false
+			if next < len(pauses) && pauses[next]-i0 < hi {
+				hi, paused = pauses[next]-i0+1, true
 			}
 			_, oom, err := bs.Run(a, ops[lo:hi], i0+lo, keyGap)
 			stop := oom
 			bs.Changes(func(j int, c alloc.BlockChange) bool {
 				k := lo + j
 				var at *alloc.Allocator
-				if k == hi-1 && pause[i0+k] && err == nil {
+				if k == hi-1 && paused && err == nil {
 					at = a
 				}
 				if !after(i0+k, ops[k], orDefault(event, k, 0), orDefault(stack, k, -1), c, at) {
