@@ -63,6 +63,61 @@ func (m *Map[V]) Get(k uint64) (V, bool) {
 	}
 }
 
+// Ref is a pointer to the value of k, nil when k is absent: a lookup
+// that can also change the value in place. The pointer is good until the
+// next Swap, Set, Put, Take or Delete.
+func (m *Map[V]) Ref(k uint64) *V {
+	if k == 0 {
+		if m.zero {
+			return &m.zv
+		}
+		return nil
+	}
+	if m.slots == nil {
+		return nil
+	}
+	mask := len(m.slots) - 1
+	for i := m.home(k); ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.k == k {
+			return &s.v
+		}
+		if s.k == 0 {
+			return nil
+		}
+	}
+}
+
+// Put is a pointer to the value of k, which it adds with the zero value
+// when absent, and whether k was present: Get and Set in one probe when
+// the value to set depends on the old one. The pointer is good until the
+// next Swap, Set, Put, Take or Delete.
+func (m *Map[V]) Put(k uint64) (v *V, ok bool) {
+	if k == 0 {
+		ok = m.zero
+		if !ok {
+			var none V
+			m.zero, m.zv = true, none
+		}
+		return &m.zv, ok
+	}
+	if 4*(m.n+1) > 3*len(m.slots) {
+		m.grow()
+	}
+	mask := len(m.slots) - 1
+	for i := m.home(k); ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.k == k {
+			return &s.v, true
+		}
+		if s.k == 0 {
+			s.k = k
+			m.n++
+			return &s.v, false
+		}
+	}
+}
+
 // Set sets the value of k.
 func (m *Map[V]) Set(k uint64, v V) { m.Swap(k, v) }
 

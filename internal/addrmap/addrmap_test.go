@@ -5,9 +5,8 @@ import (
 	"testing"
 )
 
-// The map against a Go map under random sets, swaps, gets, deletes and
-// takes, with keys
-// drawn from a few hundred addresses (as a trace reuses them), the key 0
+// The map against a Go map under random sets, swaps, gets, deletes,
+// takes, refs and puts, with keys drawn from a few hundred addresses (as a trace reuses them), the key 0
 // and keys whose hashes collide.
 func TestMatchesGoMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -38,6 +37,24 @@ func TestMatchesGoMap(t *testing.T) {
 				t.Fatalf("step %d: Take(%#x) = %d, %v; want %d, %v", step, k, v, ok, w, wok)
 			}
 			delete(want, k)
+		case 4:
+			if rng.IntN(2) == 0 {
+				r := m.Ref(k)
+				if w, wok := want[k]; (r != nil) != wok || r != nil && *r != w {
+					t.Fatalf("step %d: Ref(%#x) = %v; want %d, %v", step, k, r, w, wok)
+				}
+				if r != nil {
+					*r = int32(step)
+					want[k] = int32(step)
+				}
+				break
+			}
+			r, ok := m.Put(k)
+			if w, wok := want[k]; ok != wok || *r != w {
+				t.Fatalf("step %d: Put(%#x) = %d, %v; want %d, %v", step, k, *r, ok, w, wok)
+			}
+			*r = int32(step)
+			want[k] = int32(step)
 		}
 		v, ok := m.Get(k)
 		if w, wok := want[k]; v != w || ok != wok {

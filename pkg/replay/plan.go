@@ -261,23 +261,25 @@ func (b *builder) emit(op alloc.Op, stack int32) {
 	p.Stack = append(p.Stack, stack)
 }
 
-// liveAt is the live allocation at addr, if any.
-func (b *builder) liveAt(addr uint64) (live1, bool) {
-	l, ok := b.p.byAddr.Get(addr)
-	return l, ok && !l.freed
+// liveAt is the entry of addr in the plan's live allocations, nil when
+// the address was never allocated; an entry marked freed is not live.
+// It is good until the next change to the map (addrmap.Map.Ref).
+func (b *builder) liveAt(addr uint64) *live1 {
+	return b.p.byAddr.Ref(addr)
 }
 
-// done ends allocation l at addr: its id is free again; the address stays
-// known (see live1.freed).
-func (b *builder) done(addr uint64, l live1) {
-	b.p.byAddr.Set(addr, live1{freed: true})
+// done ends the allocation of entry l: its id is free again; the address
+// stays known (see live1.freed).
+func (b *builder) done(l *live1) {
 	b.p.freeIDs = append(b.p.freeIDs, l.id)
+	*l = live1{freed: true}
 }
 
-// unknownFree counts a free of addr, which is not live.
-func (b *builder) unknownFree(addr uint64) {
+// unknownFree counts a free of an address that is not live, whose entry
+// is l (nil: the trace never allocated it).
+func (b *builder) unknownFree(l *live1) {
 	b.p.Skipped[SkipUnknownFree]++
-	if _, ok := b.p.byAddr.Get(addr); !ok {
+	if l == nil {
 		b.freedFirst = true
 	}
 }
@@ -300,13 +302,14 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 	case trace.ActionAlloc:
 		k := b.allocs // its index among the trace's alloc events
 		b.allocs++
-		if _, ok := b.liveAt(e.Addr); ok {
+		l, known := p.byAddr.Put(e.Addr)
+		if known && !l.freed {
 			p.Skipped[SkipDoubleAlloc]++
 			b.counted++
 			return i
 		}
 		id := p.newID()
-		p.byAddr.Set(e.Addr, live1{id: id})
+		*l = live1{id: id}
 		op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
 		if b.releasedBefore {
 			op.Flags |= alloc.FlagReleasedBefore
@@ -323,9 +326,9 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		b.counted++
 	case trace.ActionFreeRequested:
 		paired := i+1 < len(events) && events[i+1].Action == trace.ActionFreeCompleted && events[i+1].Addr == e.Addr
-		l, ok := b.liveAt(e.Addr)
-		if !ok || l.pending {
-			b.unknownFree(e.Addr)
+		l := b.liveAt(e.Addr)
+		if l == nil || l.freed || l.pending {
+			b.unknownFree(l)
 			if paired {
 				i++
 				b.counted++
@@ -335,23 +338,23 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		if paired {
 			b.emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
 			b.counted++
-			b.done(e.Addr, l)
+			b.done(l)
 			return i + 1
 		}
 		b.emit(alloc.Op{Kind: alloc.OpFreeRequest, ID: l.id}, e.Stack)
-		p.byAddr.Set(e.Addr, live1{id: l.id, pending: true})
+		l.pending = true
 	case trace.ActionFreeCompleted:
-		l, ok := b.liveAt(e.Addr)
+		l := b.liveAt(e.Addr)
 		switch {
-		case !ok:
-			b.unknownFree(e.Addr)
+		case l == nil || l.freed:
+			b.unknownFree(l)
 		case !l.pending:
 			// a truncated trace can start between the two halves of a free
 			b.emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
-			b.done(e.Addr, l)
+			b.done(l)
 		default:
 			b.emit(alloc.Op{Kind: alloc.OpFreeComplete, ID: l.id}, e.Stack)
-			b.done(e.Addr, l)
+			b.done(l)
 		}
 		b.counted++
 	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:

@@ -473,28 +473,27 @@ func (d *decoder) newPage() []uint64 {
 
 // packPage packs memo page k if each of its slots is a kind alone. An
 // open container's slot (kDict, kList) is left unpacked: closing it
-// rewrites the slot.
+// rewrites the slot. One pass over the page both checks it and compares
+// its kinds with the page packed last.
 func (d *decoder) packPage(k int) {
 	pg := d.memo[k]
 	if pg == nil {
 		return
 	}
-	for _, e := range pg {
-		if e&(1<<56-1) != 0 {
-			return
-		}
-		if k := kind(e >> 56); k == kDict || k == kList || k == kSide || k == kEventDone {
-			return
-		}
+	const open = 1<<kDict | 1<<kList | 1<<kSide | 1<<kEventDone
+	last := d.lastPack
+	have := len(last) == memoPageLen
+	if !have {
+		last = noKinds[:]
+	}
+	low, kinds, diff := pageKinds((*[memoPageLen]uint64)(pg), (*[memoPageLen]byte)(last))
+	if low != 0 || kinds&open != 0 {
+		return
 	}
 	// a page like the one packed before it (a trace whose events all
 	// look alike) shares its bytes: packed pages are never written
-	same := len(d.lastPack) == memoPageLen
-	for i, e := range pg {
-		same = same && d.lastPack[i] == byte(e>>56)
-	}
 	b := d.lastPack
-	if !same {
+	if !have || diff != 0 {
 		b = make([]byte, memoPageLen)
 		for i, e := range pg {
 			b[i] = byte(e >> 56)
@@ -503,6 +502,25 @@ func (d *decoder) packPage(k int) {
 	}
 	d.packed[k], d.memo[k], d.spare = b, nil, pg
 }
+
+// pageKinds is, over the slots of memo page pg, the bits of their
+// payloads, the set of their kinds (a kind is below 64) and the bits
+// where their kinds differ from last's, in a loop with no branch. It is
+// kept out of packPage: inlined there, the loop reloads spilled values
+// at each slot.
+//
+//go:noinline
+func pageKinds(pg *[memoPageLen]uint64, last *[memoPageLen]byte) (low, kinds, diff uint64) {
+	for i, e := range pg {
+		low |= e & (1<<56 - 1)
+		kinds |= 1 << (e >> 56 & 63)
+		diff |= uint64(last[i]) ^ e>>56
+	}
+	return low, kinds, diff
+}
+
+// noKinds stands in for the page packed last before there is one.
+var noKinds [memoPageLen]byte
 
 // unpackPage undoes packPage, for a slot written again (BINPUT may
 // store at any index).

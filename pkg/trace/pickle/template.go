@@ -511,21 +511,25 @@ func (d *decoder) tmplStores(t *template, i, n uint64, vals *[tmplMaxVars]val) b
 		}
 	}
 	end := i + uint64(len(stores))
-	if end <= uint64(d.memoLen) && i>>memoPageBits == (end-1)>>memoPageBits {
-		// one page, the usual case
+	if j := i & (memoPageLen - 1); end <= uint64(d.memoLen) && j+uint64(len(stores)) <= memoPageLen {
+		// one page, the usual case: the constants (a store of the dict
+		// or of a field's value has e 0), then the others over them
 		if pg := d.memo[i>>memoPageBits]; pg != nil {
-			dst := pg[i&(memoPageLen-1):]
-			dst = dst[:len(stores)]
-			for k, s := range stores {
-				e := s.e
-				switch {
-				case s.from >= 0:
-					v := vals[s.from&(tmplMaxVars-1)]
-					e = uint64(v.k)<<56 | v.n
-				case s.from == storeSelf:
-					e = uint64(kEventDone)<<56 | n
+			dst := pg[j : j+uint64(len(stores))]
+			stores = stores[:len(dst)]
+			for k := range dst {
+				dst[k] = stores[k].e
+			}
+			if stores[0].from == storeSelf { // (learn puts it first)
+				dst[0] = uint64(kEventDone)<<56 | n
+			}
+			if t.varStores {
+				for k, s := range stores {
+					if s.from >= 0 {
+						v := vals[s.from&(tmplMaxVars-1)]
+						dst[k] = uint64(v.k)<<56 | v.n
+					}
 				}
-				dst[k] = e
 			}
 			d.memoCount += len(stores)
 			d.memoMax = end
