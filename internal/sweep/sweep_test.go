@@ -250,6 +250,29 @@ func TestRunCasesBeside(t *testing.T) {
 	}
 }
 
+// The workers take the replay without a cache first and those with
+// expandable segments or under bfc last; every other setting of the
+// grid, the defaults among them, in between.
+func TestReplayWeight(t *testing.T) {
+	def := replayWeight(Defaults())
+	for _, s := range DefaultGrid(true) {
+		w := replayWeight(s)
+		c := s.Config
+		switch {
+		case c.Policy == alloc.PolicyNoCache:
+			if w <= def {
+				t.Errorf("%s: weight %d, not above the defaults' %d", s.Label, w, def)
+			}
+		case c.ExpandableSegments || c.Policy == alloc.PolicyBFC:
+			if w >= def {
+				t.Errorf("%s: weight %d, not below the defaults' %d", s.Label, w, def)
+			}
+		case w != def:
+			t.Errorf("%s: weight %d, the defaults' %d", s.Label, w, def)
+		}
+	}
+}
+
 // garbage_collection_threshold acts only under a cap: without one its
 // rows equal the defaults, which is why DefaultGrid adds it only then.
 func TestGCNeedsCap(t *testing.T) {
