@@ -124,27 +124,9 @@ func (m *Map[V]) Set(k uint64, v V) { m.Swap(k, v) }
 // Swap sets the value of k and returns the one it replaced, and whether
 // there was one: Get and Set in one probe.
 func (m *Map[V]) Swap(k uint64, v V) (old V, ok bool) {
-	if k == 0 {
-		old, ok = m.zv, m.zero
-		m.zero, m.zv = true, v
-		return old, ok
-	}
-	if 4*(m.n+1) > 3*len(m.slots) {
-		m.grow()
-	}
-	mask := len(m.slots) - 1
-	for i := m.home(k); ; i = (i + 1) & mask {
-		s := &m.slots[i]
-		if s.k == k {
-			old, s.v = s.v, v
-			return old, true
-		}
-		if s.k == 0 {
-			s.k, s.v = k, v
-			m.n++
-			return old, false
-		}
-	}
+	p, ok := m.Put(k)
+	old, *p = *p, v
+	return old, ok
 }
 
 // Delete removes k, if present.
