@@ -153,19 +153,10 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}})
 	// what each category holds, sampled as the ops go: the op of each
 	// stride where the most was live
-	var cur [categories.NumCategories]int64
-	var total int64
-	stride := max(1, (n+seriesPoints-1)/seriesPoints)
-	toPoint := stride // ops left to the end of the stride
-	best, bestOp, bestTotal := cur, -1, int64(-1)
-	addCat := func(c categories.Category, size int64) {
-		if s.cls != nil {
-			cur[c] += size
-			total += size
-		}
-	}
-	live := &liveSet{}
-	var nk int32
+	x := &opStepper{s: s, e: e, sink: sink, n: n, steps: max(n, s.peakN), timed: timed, live: &liveSet{}}
+	x.stride = max(1, (n+seriesPoints-1)/seriesPoints)
+	x.toPoint = x.stride
+	x.bestOp, x.bestTotal = -1, -1
 	for _, sd := range plan.Seeds {
 		for _, b := range sd.Blocks {
 			a := figures.Lifetime{Start: 0, End: int32(n), Released: int32(n),
@@ -176,68 +167,35 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 					c = blk.Category
 				}
 				a.Category = uint8(c) + 1
-				addCat(c, int64(a.Size))
+				x.addCat(c, int64(a.Size))
 			}
-			live.put(b.ID, liveAlloc{k: nk, size: a.Size, cat: a.Category - 1})
-			sink.Alloc(nk, a)
-			nk++
+			x.live.put(b.ID, liveAlloc{k: x.nk, size: a.Size, cat: a.Category - 1})
+			sink.Alloc(x.nk, a)
+			x.nk++
 		}
 	}
 	// the annotations' times, in order, to find the op each falls at
-	var ann []int // indexes into snap.Annotations of this device's, by time
-	var annOp []int
 	if snap != nil && timed {
 		for k, a := range snap.Annotations {
 			if a.Device == s.device {
-				ann = append(ann, k)
+				x.ann = append(x.ann, k)
 			}
 		}
+		ann := x.ann
 		sort.SliceStable(ann, func(i, j int) bool { return snap.Annotations[ann[i]].TimeUS < snap.Annotations[ann[j]].TimeUS })
-		annOp = make([]int, len(ann))
+		x.annOp = make([]int, len(ann))
 	}
-	nextAnn := 0
-	// the allocations still allocated (not freed), for the sites at the peak
-	type siteAlloc struct {
-		stack int32
-		size  uint64
-	}
-	var allocated map[uint32]siteAlloc
 	if s.peakN > 0 && snap != nil {
-		allocated = map[uint32]siteAlloc{}
+		x.allocated = map[uint32]siteAlloc{}
 	}
-	validStack := func(st int32) int32 {
-		if snap != nil && st >= 0 && int(st) < len(snap.Stacks) {
-			return st
-		}
-		return -1
-	}
-	var byEvent func(int32) (categories.Category, bool) // the allocations' events come in order
 	if s.cls != nil {
-		byEvent = s.cls.InOrder()
+		x.byEvent = s.cls.InOrder()
 	}
 	o := s.o
 	o.Points, o.Check = 0, false
-	var flat []alloc.FlatBlock
-	var ins, whole []figures.BlockRec // reused: a sink sees them only during its call
-	var bs alloc.BlockSteps
-	defer bs.Free()
-	// the whole list after the op at hand (its key, or the list kept, at
-	// the ops where the allocator is at hand): one closure for every op,
-	// not one made for each
-	var opWhole []alloc.FlatBlock
-	var opAt *alloc.Allocator
-	wholeList := func() []figures.BlockRec {
-		list := opWhole
-		if list == nil && opAt != nil {
-			flat = bs.Blocks(flat[:0])
-			list = flat
-		}
-		whole = records(whole[:0], list, live)
-		return whole
-	}
-	var last int64 // the last op's time: times are kept monotonic
+	defer x.bs.Free()
+	x.wholeList = x.whole
 	s.reached = false
-	steps := max(n, s.peakN)
 	if s.clock != nil {
 		s.clock.rewind()
 	}
@@ -251,129 +209,16 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	// a key once the changes since the last one hold as many blocks as the
 	// list: keys at most double the data, and the page applies at most that
 	// many blocks' worth of changes to reach any op
-	err := replay.StepBlocks(plan, o, &bs, minKeyGap, pauses, func(i int, op alloc.Op, event, stack int32, bc alloc.BlockChange, a *alloc.Allocator) bool {
-		if i >= steps {
-			return false
-		}
-		if allocated != nil {
-			switch op.Kind {
-			case alloc.OpAlloc:
-				allocated[op.ID] = siteAlloc{validStack(stack), op.Size}
-			case alloc.OpFree, alloc.OpFreeRequest:
-				delete(allocated, op.ID) // no longer allocated, even if still pending
-			}
-		}
-		if i == s.peakN-1 {
-			s.reached = true
-			s.peak = segmentMaps(a.Snapshot())
-			if allocated != nil {
-				s.sites = sitesOf(snap, func(yield func(st int32, size uint64)) {
-					for _, v := range allocated {
-						yield(v.stack, v.size)
-					}
-				})
-				allocated = nil // past the peak, no longer needed
-			}
-		}
-		if i >= n {
-			return true
-		}
-		var made *figures.Lifetime
-		var madeCat categories.Category
-		var madeK int32
-		var freed, released *liveAlloc
-		switch op.Kind {
-		case alloc.OpAlloc:
-			if res.OOM != nil && i == res.OOMOp {
-				break // the failing request holds no block
-			}
-			made = &figures.Lifetime{Start: int32(i), End: int32(n), Released: int32(n),
-				Size: op.Size, Stream: op.Stream, Stack: validStack(stack)}
-			if s.cls != nil {
-				madeCat = categories.Unknown
-				if op.Flags&alloc.FlagRecordedOOM == 0 {
-					if c, ok := byEvent(event); ok {
-						madeCat = c
-					}
-				}
-				made.Category = uint8(madeCat) + 1
-			}
-			live.put(op.ID, liveAlloc{k: nk, size: op.Size, cat: uint8(madeCat)})
-			madeK = nk
-			nk++
-		case alloc.OpFree, alloc.OpFreeRequest:
-			if l := live.get(op.ID); l != nil && !l.ended {
-				l.ended = true
-				freed = l
-				if s.cls != nil {
-					cur[l.cat] -= int64(l.size)
-					total -= int64(l.size)
-				}
-			}
-		}
-		if op.Kind == alloc.OpFreeComplete || op.Kind == alloc.OpFree {
-			released = live.get(op.ID)
-		}
-		c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(ins[:0], bc.Ins, live)}
-		ins = c.Ins
-		opWhole, opAt = bc.Whole, a
-		if made != nil {
-			k := madeK
-			for _, b := range c.Ins {
-				if b.Alloc == k && b.State == figures.StateAllocated {
-					made.Address = b.Address
-					break
-				}
-			}
-			sink.Alloc(k, *made)
-			addCat(madeCat, int64(made.Size))
-		}
-		if freed != nil {
-			sink.Freed(freed.k, int32(i), freed.size)
-		}
-		if released != nil {
-			sink.Released(released.k, int32(i))
-			live.del(op.ID)
-		}
-
-		var t int64
-		if timed {
-			t = max(s.clock.at(event), last)
-			last = t
-			for ; nextAnn < len(ann) && snap.Annotations[ann[nextAnn]].TimeUS <= t; nextAnn++ {
-				annOp[nextAnn] = i
-			}
-		}
-		sink.Op(i, t, c, wholeList)
-		if bc.Whole != nil {
-			sink.Key(i+1, wholeList())
-		}
-		if s.cls != nil {
-			if total > bestTotal {
-				best, bestOp, bestTotal = cur, i, total
-			}
-			toPoint--
-			if toPoint == 0 || i == n-1 {
-				toPoint = stride
-				p := figures.CategoryPoint{Op: bestOp, Bytes: make([]uint64, len(best))}
-				for c, v := range best {
-					p.Bytes[c] = uint64(max(v, 0))
-				}
-				e.CategorySeries = append(e.CategorySeries, p)
-				bestTotal = -1
-			}
-		}
-		return true
-	})
+	err := replay.StepBlocks(plan, o, &x.bs, minKeyGap, pauses, x.step)
 	if err != nil {
 		return err
 	}
 	if snap != nil && timed {
 		at := make([]int, len(snap.Annotations)) // the op each of this device's annotations falls at
-		for j, k := range ann {
+		for j, k := range x.ann {
 			at[k] = n
-			if j < nextAnn {
-				at[k] = annOp[j]
+			if j < x.nextAnn {
+				at[k] = x.annOp[j]
 			}
 		}
 		e.Spans = spans(snap.Annotations, s.device, at)
@@ -382,6 +227,189 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		s.finish(e)
 	}
 	return nil
+}
+
+// siteAlloc is an allocation still allocated (not freed), for the sites
+// at the peak.
+type siteAlloc struct {
+	stack int32
+	size  uint64
+}
+
+// opStepper is one stepped replay of exploreOnce: what it keeps from op
+// to op, in one struct, so that step, called for every op, reads only
+// the fields it uses.
+type opStepper struct {
+	s     *stepOpts
+	e     *figures.Explorer
+	sink  figures.ExplorerSink
+	n     int // the ops the explorer shows
+	steps int // the ops stepped: n, or to the peak of s.peakN
+	timed bool
+	live  *liveSet
+	nk    int32 // the allocations made so far
+	// what each category holds (cur, total), and the op of the stride
+	// where the most was live
+	cur             [categories.NumCategories]int64
+	total           int64
+	best            [categories.NumCategories]int64
+	bestOp          int
+	bestTotal       int64
+	stride, toPoint int   // toPoint: ops left to the end of the stride
+	ann, annOp      []int // this device's annotations by time, and the op each falls at
+	nextAnn         int
+	last            int64 // the last op's time: times are kept monotonic
+	allocated       map[uint32]siteAlloc
+	byEvent         func(int32) (categories.Category, bool) // the allocations' events come in order
+	bs              alloc.BlockSteps
+	flat            []alloc.FlatBlock
+	ins, wholeRecs  []figures.BlockRec // reused: a sink sees them only during its call
+	opWhole         []alloc.FlatBlock  // the op's key
+	opAt            *alloc.Allocator   // the allocator, at the ops where it is at hand
+	wholeList       func() []figures.BlockRec
+}
+
+func (x *opStepper) addCat(c categories.Category, size int64) {
+	if x.s.cls != nil {
+		x.cur[c] += size
+		x.total += size
+	}
+}
+
+func (x *opStepper) validStack(st int32) int32 {
+	if snap := x.s.snap; snap != nil && st >= 0 && int(st) < len(snap.Stacks) {
+		return st
+	}
+	return -1
+}
+
+// whole is the whole list after the op at hand (its key, or the list
+// kept, at the ops where the allocator is at hand).
+func (x *opStepper) whole() []figures.BlockRec {
+	list := x.opWhole
+	if list == nil && x.opAt != nil {
+		x.flat = x.bs.Blocks(x.flat[:0])
+		list = x.flat
+	}
+	x.wholeRecs = records(x.wholeRecs[:0], list, x.live)
+	return x.wholeRecs
+}
+
+// step hands the sink op st.I's allocation, free and change.
+func (x *opStepper) step(st *replay.BlockStep) bool {
+	s, n, i, op, bc, a := x.s, x.n, st.I, &st.Op, st.Change, st.At
+	if i >= x.steps {
+		return false
+	}
+	if x.allocated != nil {
+		switch op.Kind {
+		case alloc.OpAlloc:
+			x.allocated[op.ID] = siteAlloc{x.validStack(st.Stack), op.Size}
+		case alloc.OpFree, alloc.OpFreeRequest:
+			delete(x.allocated, op.ID) // no longer allocated, even if still pending
+		}
+	}
+	if i == s.peakN-1 {
+		s.reached = true
+		s.peak = segmentMaps(a.Snapshot())
+		if x.allocated != nil {
+			s.sites = sitesOf(s.snap, func(yield func(st int32, size uint64)) {
+				for _, v := range x.allocated {
+					yield(v.stack, v.size)
+				}
+			})
+			x.allocated = nil // past the peak, no longer needed
+		}
+	}
+	if i >= n {
+		return true
+	}
+	res, live := s.res, x.live
+	var made figures.Lifetime
+	var madeCat categories.Category
+	var madeK int32 = -1
+	var freed, released *liveAlloc
+	switch op.Kind {
+	case alloc.OpAlloc:
+		if res.OOM != nil && i == res.OOMOp {
+			break // the failing request holds no block
+		}
+		made = figures.Lifetime{Start: int32(i), End: int32(n), Released: int32(n),
+			Size: op.Size, Stream: op.Stream, Stack: x.validStack(st.Stack)}
+		if s.cls != nil {
+			madeCat = categories.Unknown
+			if op.Flags&alloc.FlagRecordedOOM == 0 {
+				if c, ok := x.byEvent(st.Event); ok {
+					madeCat = c
+				}
+			}
+			made.Category = uint8(madeCat) + 1
+		}
+		madeK = x.nk
+		live.put(op.ID, liveAlloc{k: madeK, size: op.Size, cat: uint8(madeCat)})
+		x.nk++
+	case alloc.OpFree, alloc.OpFreeRequest:
+		if l := live.get(op.ID); l != nil && !l.ended {
+			l.ended = true
+			freed = l
+			if s.cls != nil {
+				x.cur[l.cat] -= int64(l.size)
+				x.total -= int64(l.size)
+			}
+		}
+	}
+	if op.Kind == alloc.OpFreeComplete || op.Kind == alloc.OpFree {
+		released = live.get(op.ID)
+	}
+	c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(x.ins[:0], bc.Ins, live)}
+	x.ins = c.Ins
+	x.opWhole, x.opAt = bc.Whole, a
+	if madeK >= 0 {
+		for _, b := range c.Ins {
+			if b.Alloc == madeK && b.State == figures.StateAllocated {
+				made.Address = b.Address
+				break
+			}
+		}
+		x.sink.Alloc(madeK, made)
+		x.addCat(madeCat, int64(made.Size))
+	}
+	if freed != nil {
+		x.sink.Freed(freed.k, int32(i), freed.size)
+	}
+	if released != nil {
+		x.sink.Released(released.k, int32(i))
+		live.del(op.ID)
+	}
+
+	var t int64
+	if x.timed {
+		t = max(s.clock.at(st.Event), x.last)
+		x.last = t
+		for ann := s.snap.Annotations; x.nextAnn < len(x.ann) && ann[x.ann[x.nextAnn]].TimeUS <= t; x.nextAnn++ {
+			x.annOp[x.nextAnn] = i
+		}
+	}
+	x.sink.Op(i, t, c, x.wholeList)
+	if bc.Whole != nil {
+		x.sink.Key(i+1, x.wholeList())
+	}
+	if s.cls != nil {
+		if x.total > x.bestTotal {
+			x.best, x.bestOp, x.bestTotal = x.cur, i, x.total
+		}
+		x.toPoint--
+		if x.toPoint == 0 || i == n-1 {
+			x.toPoint = x.stride
+			p := figures.CategoryPoint{Op: x.bestOp, Bytes: make([]uint64, len(x.best))}
+			for c, v := range x.best {
+				p.Bytes[c] = uint64(max(v, 0))
+			}
+			x.e.CategorySeries = append(x.e.CategorySeries, p)
+			x.bestTotal = -1
+		}
+	}
+	return true
 }
 
 // allocOps counts the allocations the first n ops of plan make: every

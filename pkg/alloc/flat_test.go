@@ -112,7 +112,7 @@ func TestBlockSteps(t *testing.T) {
 			if oom != (lo+done-1 == oomAt) {
 				t.Fatalf("op %d: out of memory %v", lo+done-1, oom)
 			}
-			steps.Changes(func(j int, c BlockChange) bool {
+			steps.Changes(func(j int, c *BlockChange) bool {
 				if _, err := b.Run(batch[j:j+1], i, nil); err != nil {
 					t.Fatal(err)
 				}

@@ -319,7 +319,6 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
     size_t k = s->flat_k;
     gm_flat_seg_t *v = &f->segv[k];
     s->touch = GM_WATCHED;
-    v->changed = 1;
     size_t h = 0, tl = 0; /* blocks known the same at the head and the tail */
     int rc = v->lo && !s->expandable ? put_span(s, v, &h, &tl) : SPAN_WHOLE;
     if (rc == SPAN_WHOLE) { /* its blocks before into old, now into b */
@@ -338,10 +337,8 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
     }
     size_t m = v->n < v->nold ? v->n : v->nold;
     while (h < m && same(&v->b[h], old_at(v, h))) h++;
-    if (h == m && v->n == v->nold) { /* touched, but its blocks compare the same */
-      v->changed = 0;
-      continue;
-    }
+    if (h == m && v->n == v->nold) continue; /* touched, but its blocks compare the same */
+    v->changed = 1;
     if (v->n != v->nold) {
       fen_add(f, k, v->n - v->nold);
       nc += v->n - v->nold;
@@ -369,7 +366,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
     f->del = v0->nold - h0 - t;
     f->nins = v0->n - h0 - t;
     f->ins = v0->b + h0;
-    for (size_t i = 0; i < nt; i++) f->segv[a->touched[i]->flat_k].changed = 0;
+    v0->changed = 0; /* the only one set */
     return GM_OK;
   }
   /* the common head, from the first changed segment on */
@@ -439,8 +436,10 @@ int gm_flat_step(gm_alloc_t *a, gm_flat_t *f) {
     memcpy(old, f->cur, n * sizeof *old);
   }
   int rc = all ? step_all(a, f) : step_touched(a, f);
-  if (rc == GM_OK && a->cfg.check) rc = check_step(a, f, old, old ? n : 0);
-  free(old);
+  if (a->cfg.check) {
+    if (rc == GM_OK) rc = check_step(a, f, old, old ? n : 0);
+    free(old);
+  }
   return rc;
 }
 
@@ -469,8 +468,10 @@ int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uin
                  gm_flat_t *f, gm_steps_t *s, size_t *done) {
   s->nops = 0;
   s->nblocks = 0;
+  /* device log events carry op indexes: base + j while op j runs, as
+   * every op applied counts one in ex.ops */
+  gm_devlog_at(a, base);
   for (size_t j = 0; j < n; j++) {
-    gm_devlog_at(a, base + j); /* device log events carry op indexes */
     size_t d = 0;
     gm_oom_t oom;
     int rc = gm_run(a, &ops[j], 1, &d, &oom, NULL, NULL);

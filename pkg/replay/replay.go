@@ -385,16 +385,27 @@ func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack in
 // and the buffer C writes them into stays small.
 const stepBatch = 4096
 
+// BlockStep is one op as StepBlocks hands it to its caller: op I of the plan,
+// its event and stack (0 and -1 when the plan has none), its change of
+// the block list, and At, the allocator just after the op at the ops
+// StepBlocks pauses at (nil at the others).
+type BlockStep struct {
+	I            int
+	Op           alloc.Op
+	Event, Stack int32
+	Change       *alloc.BlockChange
+	At           *alloc.Allocator
+}
+
 // StepBlocks is StepEach for a caller that follows the allocator's block
 // list after every op (the HTML explorer), without a call into C per op:
 // the ops run in batches, each in one call (alloc.BlockSteps.Run, with
 // bs following the list and giving the whole list as keyGap says), and
-// after sees each op with its change. At the ops listed in pauses it also
-// sees the allocator, in the state just after that op; a is nil at the
-// others. It stops at the first out-of-memory, after the failing op, or
-// when after returns false.
-func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []int,
-	after func(i int, op alloc.Op, event, stack int32, c alloc.BlockChange, a *alloc.Allocator) bool) error {
+// after sees each op with its change, in one BlockStep rewritten for every op
+// and valid only during the call. At the ops listed in pauses it also
+// sees the allocator, in the state just after that op. It stops at the
+// first out-of-memory, after the failing op, or when after returns false.
+func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []int, after func(s *BlockStep) bool) error {
 	a, err := seededAllocator(o, p)
 	if err != nil {
 		return err
@@ -403,6 +414,7 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 	pauses = slices.Sorted(slices.Values(pauses))
 	next := 0 // the first of pauses not before the batch's first op
 	i0 := 0   // the index of the batch's first op
+	var st BlockStep
 	err = p.Each(func(_ int, ops []alloc.Op, event, stack []int32) error {
 		for lo := 0; lo < len(ops); {
 			// a batch ends after a pause, or after stepBatch ops, or with ops
@@ -415,13 +427,14 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 			}
 			_, oom, err := bs.Run(a, ops[lo:hi], i0+lo, keyGap)
 			stop := oom
-			bs.Changes(func(j int, c alloc.BlockChange) bool {
+			bs.Changes(func(j int, c *alloc.BlockChange) bool {
 				k := lo + j
-				var at *alloc.Allocator
+				st.I, st.Op, st.Change, st.At = i0+k, ops[k], c, nil
+				st.Event, st.Stack = orDefault(event, k, 0), orDefault(stack, k, -1)
 				if k == hi-1 && paused && err == nil {
-					at = a
+					st.At = a
 				}
-				if !after(i0+k, ops[k], orDefault(event, k, 0), orDefault(stack, k, -1), c, at) {
+				if !after(&st) {
 					stop = true
 					return false
 				}
