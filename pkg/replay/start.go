@@ -33,11 +33,8 @@ type StartState struct {
 	mapped bool
 	// paged: it maps or unmaps pages (a trace cut short may unmap only)
 	paged  bool
-	events int // read so far, the allocs of them and those a plan keeps
-	allocs int // (device events and the one after each): a later read
-	kept   int // sizes its arrays with them
-	// afterDevice: the last event read was a device event
-	afterDevice bool
+	events int // read so far, and the allocs of them: a later read
+	allocs int // sizes its arrays with them
 }
 
 // undo is the walk back's steps over one address's events so far, as a
@@ -80,11 +77,6 @@ func (s *StartState) Add(e *trace.Event) {
 	if e.Action == trace.ActionAlloc {
 		s.allocs++
 	}
-	dev := isDevice(e.Action)
-	if dev || s.afterDevice {
-		s.kept++
-	}
-	s.afterDevice = dev
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 		s.a += int64(e.Size)
@@ -224,7 +216,6 @@ func newSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Plann
 		start += s.Size
 	}
 	pl.b.cfg, pl.b.reserved, pl.b.peak = settingsConfig(snap.Settings), start, st.peak(start)
-	pl.kept = st.kept
 	pl.gc = newGCWatch(snap.Settings)
 	return pl
 }
