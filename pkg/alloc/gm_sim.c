@@ -179,16 +179,28 @@ static int erase(sim_t *s, uint64_t addr) {
   return GM_OK;
 }
 
-/* the chunk holding addr, or NULL */
+/* index of the first chunk whose address is at least addr (the chunks
+ * are sorted by address, and a chunk's address never changes) */
+static size_t chunk_from(const sim_t *s, uint64_t addr) {
+  size_t lo = 0, hi = s->nc;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s->c[mid].addr < addr) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* the chunk holding addr, or NULL: the first that does, of those that
+ * begin at or below it */
 static chunk_t *chunk_at(sim_t *s, uint64_t addr) {
-  for (size_t i = 0; i < s->nc; i++)
-    if (s->c[i].addr <= addr && addr < s->c[i].addr + s->c[i].size) return &s->c[i];
+  for (size_t i = 0, n = addr < UINT64_MAX ? chunk_from(s, addr + 1) : s->nc; i < n; i++)
+    if (addr < s->c[i].addr + s->c[i].size) return &s->c[i];
   return NULL;
 }
 
 static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent) {
-  size_t i = 0;
-  while (i < s->nc && s->c[i].addr < addr) i++;
+  size_t i = chunk_from(s, addr);
   if (open_at((void **)&s->c, (void **)&s->cbuf, &s->cfront, &s->capc, s->nc, i, sizeof *s->c) != GM_OK)
     return NULL;
   s->c[i] = (chunk_t){addr, size, ++s->carved, 0, 0, (uint8_t)permanent, 0};
@@ -209,7 +221,8 @@ static void drop_chunk(sim_t *s, chunk_t *c) {
 static int forget(sim_t *s, uint64_t lo, uint64_t hi) {
   for (size_t i = 0; i < s->nc; i++) {
     chunk_t *c = &s->c[i];
-    if (!c->released || c->addr >= hi || c->addr + c->size <= lo) continue;
+    if (c->addr >= hi) break; /* and so do all after it */
+    if (!c->released || c->addr + c->size <= lo) continue;
     uint64_t a = c->addr, b = c->addr + c->size;
     drop_chunk(s, c);
     if (a < lo && !(c = add_chunk(s, a, lo - a, 0))) return GM_ENOMEM;
@@ -274,8 +287,12 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
   chunk_t *c = chunk_at(s, at);
   if (!c || c->released) { /* a new chunk, over any given-back room it covers */
     uint64_t end = at + up(size, SIM_CHUNK);
-    for (size_t i = 0; i < s->nc; i++)
-      if (!s->c[i].released && s->c[i].addr > at && s->c[i].addr < end) end = s->c[i].addr;
+    /* up to the lowest chunk in use above at */
+    for (size_t i = chunk_from(s, at + 1); i < s->nc && s->c[i].addr < end; i++)
+      if (!s->c[i].released) {
+        end = s->c[i].addr;
+        break;
+      }
     if (end < at + size) end = at + size;
     if (forget(s, at, end) != GM_OK) return GM_ENOMEM;
     c = add_chunk(s, at, end - at, 0);
