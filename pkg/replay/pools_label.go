@@ -14,12 +14,12 @@ import (
 
 // set labels segment si l, unless it has a label that says more.
 func (f *inferer) set(si, l int, how string) bool {
-	s := f.segs[si]
-	if s.label == l || (l == labelPrivate && s.label > 0) {
+	s := &f.segs[si]
+	if int(s.label) == l || (l == labelPrivate && s.label > 0) {
 		return false
 	}
 	if s.label == labelUnknown || (s.label == labelPrivate && l > 0) {
-		s.label, s.how = l, howIndex(how)
+		s.label, s.how = int32(l), howIndex(how)
 		return true
 	}
 	return false
@@ -43,7 +43,7 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 			ids = append(ids, fs.PoolID)
 			idOf[fs.PoolID] = l
 		}
-		f.segs[si].label, f.segs[si].how = l, howIndex(howSnapshot)
+		f.segs[si].label, f.segs[si].how = int32(l), howIndex(howSnapshot)
 	}
 	// E4: a global release frees default large, default small, then the
 	// released pools' small and large segments; where that order breaks,
@@ -85,7 +85,8 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 	// any private label or exclusion: a trace of the default pool alone
 	// shows none
 	evidence := len(ids) > 1 || f.anyApart
-	for _, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		evidence = evidence || s.label == labelPrivate
 	}
 	if !evidence {
@@ -151,7 +152,8 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 	// pool inferred when none is left. A pool-only release's segments
 	// share their pool.
 	inferred := 0 // the last inferred pool's label
-	for si, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		if s.label != labelPrivate {
 			continue
 		}
@@ -163,7 +165,7 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 		for _, m := range members {
 			f.apart.each(m, -1, func(o int) {
 				if l := f.segs[o].label; l > 0 {
-					excluded[l] = true
+					excluded[int(l)] = true
 				}
 			})
 			for c, l := range classLabel {
@@ -181,7 +183,7 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 			l, inferred = len(ids)-1, len(ids)-1
 		}
 		for _, m := range members {
-			f.segs[m].label = l
+			f.segs[m].label = int32(l)
 		}
 	}
 	return f.lifetimes(ids)
@@ -202,16 +204,17 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 	}
 	released := map[int]bool{} // lifetimes a run has freed segments of
 	r := 0
-	for _, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		for r < len(f.runs) && f.runAt[r] < int(s.born) {
 			for _, x := range f.runs[r] {
 				if l := f.segs[x].label; l > 0 {
-					released[l] = true
+					released[int(l)] = true
 				}
 			}
 			r++
 		}
-		l := s.label
+		l := int(s.label)
 		if l <= 0 || l >= len(cur) {
 			continue
 		}
@@ -219,7 +222,7 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 			ids = append(ids, [2]int64{})
 			cur[l] = len(ids) - 1
 		}
-		s.label = cur[l]
+		s.label = int32(cur[l])
 	}
 	for l, c := range cur {
 		if c != l && ids[l] != ([2]int64{}) {
@@ -332,7 +335,8 @@ func (f *inferer) propagate() {
 // open one (rules set unknown labels only, and it comes first in that
 // order); a pair of two classed ones labels none.
 func (f *inferer) exclusions() {
-	for si, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		if s.closedMin >= 0 {
 			f.apart.add(si, int(s.closedMin))
 		}
@@ -373,19 +377,19 @@ func (f *inferer) allocIndex(i int) int {
 // nearest is the label of the labeled allocation closest in event order to
 // segment si's first allocation on its stream; default when there is none.
 func (f *inferer) nearest(si int) int {
-	s := f.segs[si]
+	s := &f.segs[si]
 	at := int(s.firstAlloc)
 	if at < 0 {
 		at = int(s.born)
 	}
-	stream := f.streamIndex(s.stream)
+	stream := s.stream
 	l := labelDefault
 	f.byDistance(at, func(k int) bool {
 		if f.rec[k].stream() != stream || f.generatorAlloc(k) {
 			return false
 		}
 		if o := f.segOfAlloc[k]; o >= 0 && int(o) != si {
-			if ol := f.segs[o].label; ol != labelUnknown {
+			if ol := int(f.segs[o].label); ol != labelUnknown {
 				l = ol
 				if ol > 0 {
 					l = labelPrivate
@@ -425,11 +429,11 @@ func (f *inferer) generatorAlloc(k int) bool {
 // nearestPool is the pool of the nearest allocation on si's stream that
 // landed in a segment of a known private pool, 0 when none.
 func (f *inferer) nearestPool(si int) int {
-	s := f.segs[si]
+	s := &f.segs[si]
 	l := 0
 	f.byDistance(int(max(s.firstAlloc, s.born)), func(k int) bool {
 		if o := f.segOfAlloc[k]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
-			l = f.segs[o].label
+			l = int(f.segs[o].label)
 			return true
 		}
 		return false

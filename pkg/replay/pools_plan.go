@@ -20,7 +20,8 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	for l := range pools {
 		pools[l] = Pool{Pool: uint32(l), ID: ids[l], Released: -1}
 	}
-	for _, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		if s.label > 0 {
 			pools[s.label].Segments++
 			hows[s.label] |= 1 << s.how
@@ -39,7 +40,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	last := map[int]int{}
 	for k, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			last[f.segs[o].label] = int(f.allocAt[k])
+			last[int(f.segs[o].label)] = int(f.allocAt[k])
 		}
 	}
 	released := map[int]bool{}
@@ -47,7 +48,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		var ri runInfo
 		onlyPrivate := len(run) > 0
 		for _, si := range run {
-			l := f.segs[si].label
+			l := int(f.segs[si].label)
 			if l <= 0 {
 				onlyPrivate = false
 				continue
@@ -107,7 +108,9 @@ func (f *inferer) passedClaims() {
 	g := newInferer(f.cfg)
 	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
 	g.segClass, g.skipOpen = make([]int32, len(f.segs)), !f.sharedBase
-	for si, s := range f.segs {
+	g.segs = make([]segmentInfo, 0, len(f.segs))
+	for si := range f.segs {
+		s := &f.segs[si]
 		g.segClass[si] = -1
 		if s.label > 0 {
 			g.segClass[si] = int32(s.label)
@@ -132,7 +135,8 @@ func (f *inferer) samePoolApart() bool {
 	if same {
 		return true
 	}
-	for si, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		if s.label > 0 && (s.samePass || slices.ContainsFunc(f.closedIDs(si), func(w uint64) bool { return w != 0 })) {
 			return true
 		}

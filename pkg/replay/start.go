@@ -32,9 +32,10 @@ type StartState struct {
 	// modelled
 	mapped bool
 	// paged: it maps or unmaps pages (a trace cut short may unmap only)
-	paged  bool
-	events int // read so far, and the allocs of them: a later read
-	allocs int // sizes its arrays with them
+	paged     bool
+	events    int // read so far, and the allocs and segment_allocs of
+	allocs    int // them: a later read sizes its arrays with them
+	segAllocs int
 }
 
 // undo is the walk back's steps over one address's events so far, as a
@@ -74,8 +75,11 @@ func NewStartState() *StartState {
 // Add reads the next event.
 func (s *StartState) Add(e *trace.Event) {
 	s.events++
-	if e.Action == trace.ActionAlloc {
+	switch e.Action {
+	case trace.ActionAlloc:
 		s.allocs++
+	case trace.ActionSegmentAlloc:
+		s.segAllocs++
 	}
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
