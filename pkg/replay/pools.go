@@ -178,18 +178,21 @@ type inferer struct {
 	lastApart  [2]int32
 	anyApart   bool
 	closedSets [][]uint64 // see segmentInfo.closed
-	runs       [][]int    // per run: the segments it freed, in order
-	runAt      []int      // per run: its first event index
-	runEnd     []int      // per run: its last event index
-	surv       [][]int    // per run: the open whole-free segments it left
-	survDef    []bool     // per run: it left a whole-free classed segment of the default pool
-	claim      bitset     // per event: an alloc that claims its block by address
-	orderOK    bool       // no GC or max_split_size: releases free every whole segment in order
+	// per run: the segments it freed, in order (run), and the open
+	// whole-free segments it left (surv), each runs' lists one after
+	// another in one slice with where each begins
+	runSegs, runOff   []int32
+	survSegs, survOff []int32
+	runAt             []int32 // per run: its first event index
+	runEnd            []int32 // per run: its last event index
+	survDef           []bool  // per run: it left a whole-free classed segment of the default pool
+	claim             bitset  // per event: an alloc that claims its block by address
+	orderOK           bool    // no GC or max_split_size: releases free every whole segment in order
 	// runStart: per run, where its global release begins; the segments
 	// before it were one pool's own release (~MemPool's emptyCache)
 	// just before an empty_cache(), so they share a pool (group)
 	runStart  []int
-	groups    [][]int     // the segments of each pool-only release
+	groups    [][]int32   // the segments of each pool-only release
 	groupOf   map[int]int // segment → its group
 	divisions bool        // roundup_power2_divisions set
 	// closedAt: per final segment's address, the event that made the
@@ -212,6 +215,22 @@ type inferer struct {
 	sharedBase bool
 	byClass    map[int64]int32 // the free treaps of each class: key<<32 | class
 	again      func(g *inferer)
+}
+
+// run is the segments release run r freed, in order.
+func (f *inferer) run(r int) []int32 { return listAt(f.runSegs, f.runOff, r) }
+
+// surv is the open whole-free segments release run r left, ascending.
+func (f *inferer) surv(r int) []int32 { return listAt(f.survSegs, f.survOff, r) }
+
+// listAt is list k of lists laid one after another in all, the kth
+// beginning at off[k].
+func listAt(all, off []int32, k int) []int32 {
+	end := len(all)
+	if k+1 < len(off) {
+		end = int(off[k+1])
+	}
+	return all[off[k]:end:end]
 }
 
 // closedSeg is a segment alive at the end of the trace that a final

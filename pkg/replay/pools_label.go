@@ -48,10 +48,11 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 	// E4: a global release frees default large, default small, then the
 	// released pools' small and large segments; where that order breaks,
 	// private segments begin
-	f.runStart = make([]int, len(f.runs))
+	f.runStart = make([]int, len(f.runAt))
 	f.groupOf = map[int]int{}
 	if f.orderOK {
-		for r, run := range f.runs {
+		for r := range f.runAt {
+			run := f.run(r)
 			k := orderBreak(f, run)
 			if k < 0 {
 				continue
@@ -60,8 +61,8 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 				// one pool's own release, then empty_cache()'s
 				f.runStart[r] = k
 				for _, si := range run[:k] {
-					f.set(si, labelPrivate, howOrder)
-					f.groupOf[si] = len(f.groups)
+					f.set(int(si), labelPrivate, howOrder)
+					f.groupOf[int(si)] = len(f.groups)
 				}
 				f.groups = append(f.groups, run[:k])
 				// the global part in order is the default pools' (a
@@ -71,14 +72,14 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 					end = k + k2
 				}
 				for _, si := range run[k:end] {
-					f.set(si, labelDefault, howOrder)
+					f.set(int(si), labelDefault, howOrder)
 				}
 				if k = end; k == len(run) {
 					continue
 				}
 			}
 			for _, si := range run[k:] {
-				f.set(si, labelPrivate, howOrder)
+				f.set(int(si), labelPrivate, howOrder)
 			}
 		}
 	}
@@ -97,9 +98,9 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 
 // orderBreak is the first index of run whose segment sorts before the one
 // before it (classKey), -1 when the run is in order.
-func orderBreak(f *inferer, run []int) int {
+func orderBreak(f *inferer, run []int32) int {
 	for k := 1; k < len(run); k++ {
-		if lessKey(f.classKey(run[k]), f.classKey(run[k-1])) {
+		if lessKey(f.classKey(int(run[k])), f.classKey(int(run[k-1]))) {
 			return k
 		}
 	}
@@ -113,8 +114,8 @@ func orderBreak(f *inferer, run []int) int {
 // global release followed by released pools' segments from k on: those
 // would free a pool's small segments before its large ones, and run[k:]
 // frees large before small.
-func (f *inferer) poolThenGlobal(run []int, k int) bool {
-	small := func(si int) bool { return f.segs[si].small }
+func (f *inferer) poolThenGlobal(run []int32, k int) bool {
+	small := func(si int32) bool { return f.segs[si].small }
 	for _, si := range run[1:k] {
 		if small(si) != small(run[0]) {
 			return false
@@ -159,7 +160,12 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 		}
 		members := []int{si}
 		if g, ok := f.groupOf[si]; ok {
-			members = slices.DeleteFunc(slices.Clone(f.groups[g]), func(m int) bool { return f.segs[m].label != labelPrivate })
+			members = members[:0]
+			for _, m := range f.groups[g] {
+				if f.segs[m].label == labelPrivate {
+					members = append(members, int(m))
+				}
+			}
 		}
 		excluded := map[int]bool{}
 		for _, m := range members {
@@ -206,8 +212,8 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 	r := 0
 	for si := range f.segs {
 		s := &f.segs[si]
-		for r < len(f.runs) && f.runAt[r] < int(s.born) {
-			for _, x := range f.runs[r] {
+		for r < len(f.runAt) && f.runAt[r] < s.born {
+			for _, x := range f.run(r) {
 				if l := f.segs[x].label; l > 0 {
 					released[int(l)] = true
 				}
@@ -246,10 +252,15 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 // Where a broken trace makes labels contradict, the first set wins; the
 // queue's order is fixed, so the result is too.
 func (f *inferer) propagate() {
-	runsOf := make([][]int32, len(f.segs))
-	for r, run := range f.runs {
-		for _, si := range run {
-			runsOf[si] = append(runsOf[si], int32(r))
+	// the run that freed each segment, -1: none (a run frees a live
+	// segment, which leaves the live ones as it does: one run at most)
+	runOf := make([]int32, len(f.segs))
+	for si := range runOf {
+		runOf[si] = -1
+	}
+	for r := range f.runAt {
+		for _, si := range f.run(r) {
+			runOf[si] = int32(r)
 		}
 	}
 	var queue []int
@@ -259,7 +270,7 @@ func (f *inferer) propagate() {
 		}
 	}
 	order := func(r int) {
-		run := f.runs[r][f.runStart[r]:]
+		run := f.run(r)[f.runStart[r]:]
 		lastD, firstP := -1, len(run)
 		for k, si := range run {
 			if f.segs[si].label == labelDefault {
@@ -270,14 +281,14 @@ func (f *inferer) propagate() {
 			}
 		}
 		for k := 0; k < lastD; k++ {
-			set(run[k], labelDefault, howOrder)
+			set(int(run[k]), labelDefault, howOrder)
 		}
 		for k := firstP + 1; k < len(run); k++ {
-			set(run[k], labelPrivate, howOrder)
+			set(int(run[k]), labelPrivate, howOrder)
 		}
 		if f.orderOK && (lastD >= 0 || f.runStart[r] > 0) { // a global release
-			for _, si := range f.surv[r] {
-				set(si, labelPrivate, howOrder)
+			for _, si := range f.surv(r) {
+				set(int(si), labelPrivate, howOrder)
 			}
 		}
 	}
@@ -289,7 +300,7 @@ func (f *inferer) propagate() {
 			set(y, labelDefault, howExclusion)
 		}
 	}
-	for r := range f.runs {
+	for r := range f.runAt {
 		order(r)
 	}
 	f.apart.eachPair(func(x, y int) {
@@ -301,7 +312,7 @@ func (f *inferer) propagate() {
 		for len(queue) > 0 {
 			si := queue[0]
 			queue = queue[1:]
-			for _, r := range runsOf[si] {
+			if r := runOf[si]; r >= 0 {
 				order(int(r))
 			}
 			// si is labeled (a label set is never unknown), and the rules

@@ -44,7 +44,8 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		}
 	}
 	released := map[int]bool{}
-	for r, run := range f.runs {
+	for r := range f.runAt {
+		run := f.run(r)
 		var ri runInfo
 		onlyPrivate := len(run) > 0
 		for _, si := range run {
@@ -53,17 +54,17 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 				onlyPrivate = false
 				continue
 			}
-			if !released[l] && last[l] < f.runAt[r] {
+			if !released[l] && last[l] < int(f.runAt[r]) {
 				released[l] = true
 				ri.release = append(ri.release, uint32(l))
 			}
 		}
 		if onlyPrivate {
-			ri.poolOnly = f.survDef[r] || slices.ContainsFunc(f.surv[r], func(si int) bool { return f.segs[si].label == labelDefault })
+			ri.poolOnly = f.survDef[r] || slices.ContainsFunc(f.surv(r), func(si int32) bool { return f.segs[si].label == labelDefault })
 		}
 		ri.enters = f.entersPool(r)
 		if len(ri.release) > 0 || ri.poolOnly || ri.enters {
-			pp.runs[f.runAt[r]] = ri
+			pp.runs[int(f.runAt[r])] = ri
 		}
 	}
 	for l := 1; l < len(pools); l++ {
@@ -158,13 +159,13 @@ func (f *inferer) entersPool(r int) bool {
 	if f.cfg.GCThreshold > 0 {
 		return false
 	}
-	if f.cfg.MaxSplitSize > 0 && !slices.ContainsFunc(f.runs[r], func(si int) bool { return f.segs[si].label == labelDefault }) {
+	if f.cfg.MaxSplitSize > 0 && !slices.ContainsFunc(f.run(r), func(si int32) bool { return f.segs[si].label == labelDefault }) {
 		return false
 	}
 	// the segment the next request made and the generator's pair come
 	// between; anything else ends the look
 	const within = 6
-	end := f.runEnd[r]
+	end := int(f.runEnd[r])
 	k, _ := slices.BinarySearch(f.allocAt, int32(end+1))
 	for ; k < len(f.allocAt) && int(f.allocAt[k]) <= end+within; k++ {
 		if f.generatorAlloc(k) {

@@ -252,14 +252,14 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 // release walks the release run run, whose first event is the trace's
 // event from.
 func (f *inferer) release(run []trace.Event, from int) {
-	var freed []int
+	f.runOff = append(f.runOff, int32(len(f.runSegs)))
 	for k := range run {
 		x, ok := slices.BinarySearch(f.bases, run[k].Addr)
 		if !ok {
 			continue
 		}
 		si := int(f.baseSeg[x])
-		freed = append(freed, si)
+		f.runSegs = append(f.runSegs, int32(si))
 		s := &f.segs[si]
 		for _, b := range s.blocks {
 			if b.free && !f.skips(si) {
@@ -271,16 +271,13 @@ func (f *inferer) release(run []trace.Event, from int) {
 		f.bases = slices.Delete(f.bases, x, x+1)
 		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
 	}
-	f.runs = append(f.runs, freed)
-	f.runAt = append(f.runAt, from)
-	f.runEnd = append(f.runEnd, from+len(run)-1)
+	f.runAt = append(f.runAt, int32(from))
+	f.runEnd = append(f.runEnd, int32(from+len(run)-1))
 	if f.mode == walkFull {
-		var surv []int
-		for _, si := range f.whole {
-			surv = append(surv, int(si))
-		}
-		slices.Sort(surv)
-		f.surv = append(f.surv, surv)
+		at := len(f.survSegs)
+		f.survOff = append(f.survOff, int32(at))
+		f.survSegs = append(f.survSegs, f.whole...)
+		slices.Sort(f.survSegs[at:])
 		f.survDef = append(f.survDef, f.wholeDef > 0)
 	}
 }
