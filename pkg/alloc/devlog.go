@@ -5,7 +5,10 @@ package alloc
 */
 import "C"
 
-import "unsafe"
+import (
+	"slices"
+	"unsafe"
+)
 
 // DeviceCallKind is what the allocator asked of its device.
 type DeviceCallKind uint8
@@ -51,8 +54,8 @@ func (a *Allocator) LogDevice() error {
 	return statusErr(C.gm_devlog_start(a.c))
 }
 
-// DeviceLog returns the device calls made since LogDevice, in order; nil
-// when logging was not started.
+// DeviceLog returns the device calls made since LogDevice (or the last
+// DrainDeviceLog), in order; nil when logging was not started.
 func (a *Allocator) DeviceLog() []DeviceCall { return a.DeviceLogFrom(0) }
 
 // DeviceLogFrom returns the device calls after the first k of DeviceLog:
@@ -60,14 +63,31 @@ func (a *Allocator) DeviceLog() []DeviceCall { return a.DeviceLogFrom(0) }
 func (a *Allocator) DeviceLogFrom(k int) []DeviceCall {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.deviceLog(nil, k)
+}
+
+// DrainDeviceLog appends the calls of DeviceLog to calls, empties the
+// log and returns calls: a caller that reads the log after each Run
+// keeps it, here and in C, as small as one Run's calls.
+func (a *Allocator) DrainDeviceLog(calls []DeviceCall) []DeviceCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	calls = a.deviceLog(calls, 0)
+	C.gm_devlog_clear(a.c)
+	return calls
+}
+
+// deviceLog appends the logged calls after the first k to out; nil when
+// out is nil and there are none.
+func (a *Allocator) deviceLog(out []DeviceCall, k int) []DeviceCall {
 	var ev *C.gm_devlog_event_t
 	n := int(C.gm_devlog_events(a.c, &ev))
 	if n <= k {
-		return nil
+		return out
 	}
-	out := make([]DeviceCall, n-k)
-	for i, e := range unsafe.Slice(ev, n)[k:] {
-		out[i] = DeviceCall{Op: int(e.op), Kind: DeviceCallKind(e.kind), Addr: uint64(e.addr), Size: uint64(e.size)}
+	out = slices.Grow(out, n-k)
+	for _, e := range unsafe.Slice(ev, n)[k:] {
+		out = append(out, DeviceCall{Op: int(e.op), Kind: DeviceCallKind(e.kind), Addr: uint64(e.addr), Size: uint64(e.size)})
 	}
 	return out
 }

@@ -68,3 +68,29 @@ func TestDeviceLogExpandable(t *testing.T) {
 		t.Errorf("log %+v", log)
 	}
 }
+
+// Draining the log hands over each call once, in order, and the log goes
+// on from there.
+func TestDrainDeviceLog(t *testing.T) {
+	const mib = 1 << 20
+	a := newChecked(t, Options{})
+	if got := a.DrainDeviceLog(nil); got != nil {
+		t.Fatalf("drained before LogDevice: %v", got)
+	}
+	if err := a.LogDevice(); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, a, Op{Kind: OpAlloc, ID: 0, Size: 40 * mib}, Op{Kind: OpAlloc, ID: 1, Size: 30 * mib})
+	first := a.DrainDeviceLog(nil)
+	if len(first) != 2 || first[0].Size != 40*mib || first[1].Size != 30*mib {
+		t.Fatalf("first drain %+v", first)
+	}
+	if got := a.DeviceLog(); got != nil {
+		t.Fatalf("log after a drain: %+v", got)
+	}
+	mustRun(t, a, Op{Kind: OpFree, ID: 1}, Op{Kind: OpEmptyCache})
+	calls := a.DrainDeviceLog(slices.Clip(first[:1]))
+	if len(calls) != 2 || calls[0] != first[0] || calls[1].Kind != DeviceFree || calls[1].Addr != first[1].Addr {
+		t.Fatalf("second drain %+v", calls)
+	}
+}

@@ -130,3 +130,9 @@ const gm_backend_t *gm_devlog_inner(const gm_alloc_t *a) {
   if (a->be.malloc != dl_malloc) return &a->be;
   return &((const devlog_t *)a->be.ctx)->inner;
 }
+
+void gm_devlog_clear(gm_alloc_t *a) {
+  if (a->be.malloc != dl_malloc) return;
+  devlog_t *l = a->be.ctx;
+  l->n = 0;
+}

@@ -42,6 +42,11 @@ void gm_devlog_at(gm_alloc_t *a, uint64_t op);
  * next operation) and returns their number; 0 when no log was started. */
 size_t gm_devlog_events(const gm_alloc_t *a, const gm_devlog_event_t **ev);
 
+/* gm_devlog_clear empties the log (it goes on logging): a caller that has
+ * read the events keeps the log as small as what one run logs. No-op
+ * without a log. */
+void gm_devlog_clear(gm_alloc_t *a);
+
 #ifdef __cplusplus
 }
 #endif

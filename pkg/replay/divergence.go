@@ -15,8 +15,9 @@ import (
 // recording did: the same segment allocs, frees, maps and unmaps in the
 // same ops, the same out-of-memory errors, and end with the snapshot's
 // segments. Run compares the two as cheaply as it can (the allocator logs
-// its device calls, a few per thousand ops) and reports the first
-// difference as a Divergence.
+// its device calls, a few per thousand ops, and the checker reads them
+// after each batch of ops) and reports the first difference as a
+// Divergence.
 
 // DeviceEvent is one device event of the recording, or (after) the event
 // right after one, which the cap reads (inferCapFrom).
@@ -37,14 +38,11 @@ type DeviceEvent struct {
 	Addr, Size uint64
 }
 
-// keptEvents are a plan's Recorded as the cap reads them.
-type keptEvents []DeviceEvent
-
-func (t keptEvents) len() int { return len(t) }
-func (t keptEvents) at(k int) capEvent {
-	e := &t[k]
-	return capEvent{e.Action, e.Addr, e.Size, uint64(e.stream)}
-}
+// Recorded are the recording's device events, each at its op: what a
+// replay under the recorded settings must do again (see Divergence); and,
+// marked, the event right after each, which the cap reads. The plan keeps
+// them packed: each call unpacks a copy.
+func (p *Plan) Recorded() []DeviceEvent { return p.recorded.all() }
 
 // SegmentRange is a segment's address and size.
 type SegmentRange struct{ Address, Size uint64 }
@@ -112,7 +110,7 @@ func (b *builder) noteDevice(i int, e *trace.Event) {
 			b.lastStream, b.lastStreamIdx = e.Stream, k
 		}
 		p := b.p
-		p.Recorded = append(p.Recorded, DeviceEvent{Op: int32(p.opCount()), Event: int32(i), Action: e.Action, after: !dev,
+		p.recorded.add(DeviceEvent{Op: int32(p.opCount()), Event: int32(i), Action: e.Action, after: !dev,
 			stream: b.lastStreamIdx, Addr: e.Addr, Size: e.Size})
 	}
 	b.afterDevice = dev
@@ -122,13 +120,13 @@ func (b *builder) noteDevice(i int, e *trace.Event) {
 // the device held before the first event, frees the garbage collection
 // watch's count before each of them (nil: none kept), and sets it.
 func (p *Plan) inferCap(s trace.Settings, reserved0 uint64, frees []int32) {
-	rec := p.Recorded
+	rec := &p.recorded
 	var emptyCache func(int) bool
 	if p.entering != nil {
-		emptyCache = func(k int) bool { return p.entering[int(rec[k].Event)] }
+		emptyCache = func(k int) bool { return p.entering[int(rec.get(k).Event)] }
 	}
-	if c := inferCapFrom(keptEvents(rec), s, reserved0, frees, emptyCache); c != nil {
-		c.Event = int(rec[c.Event].Event)
+	if c := inferCapFrom(rec, s, reserved0, frees, emptyCache); c != nil {
+		c.Event = int(rec.get(c.Event).Event)
 		p.Cap = c
 	}
 }
@@ -141,12 +139,12 @@ func (p *Plan) keptFrees(s trace.Settings, events []trace.Event) []int32 {
 	if gc == nil {
 		return nil
 	}
-	frees := make([]int32, 0, len(p.Recorded))
-	k := 0
+	frees := make([]int32, 0, p.recorded.len())
+	rec := p.recorded.cursor()
 	for i := range events {
-		if k < len(p.Recorded) && int(p.Recorded[k].Event) == i {
+		if r := rec.peek(); r != nil && int(r.Event) == i {
 			frees = append(frees, int32(gc.free))
-			k++
+			rec.next()
 		}
 		e := &events[i]
 		gc.see(e.Action, e.Addr, e.Size)
@@ -204,15 +202,7 @@ func (p *Plan) comparable() bool {
 	if p == nil {
 		return false
 	}
-	if p.HasFinal {
-		return true
-	}
-	for _, e := range p.Recorded {
-		if !e.after && e.Action != trace.ActionOOM {
-			return true
-		}
-	}
-	return false
+	return p.HasFinal || p.recorded.device
 }
 
 // call is a device event of either side, in a form both share.
@@ -236,61 +226,100 @@ var callAction = map[alloc.DeviceCallKind]trace.Action{
 	alloc.DeviceMap: trace.ActionSegmentMap, alloc.DeviceUnmap: trace.ActionSegmentUnmap,
 }
 
-// diverge compares a replay of p's ops with the recording. log is the
-// allocator's device log; res the replay's result, cfg its settings.
-func (p *Plan) diverge(log []alloc.DeviceCall, res *Result, cfg alloc.Config, card bool) *Divergence {
-	d := p.divergeAt(log, res, cfg)
-	if d != nil {
-		d.WhatIf = p.settingsCause(res, cfg) != "" || card && d.short
-	}
-	return d
+// checker compares a replay of a plan's ops with its recording as the
+// replay runs, after each batch of ops (see batch), keeping only what it
+// has not compared yet: the allocator's device log is drained after each
+// batch, and the recording's events are read in order from the plan.
+type checker struct {
+	p   *Plan
+	rec *recCursor
+	// the replay's device calls, out-of-memory errors it went past and
+	// the one that stopped it (oomOp, -1 when none), not compared yet
+	rep      []alloc.DeviceCall
+	survived []survivor
+	oomOp    int
+	oomSize  uint64
+	r, l     []call
+	// found: the first op whose calls differ, with each side's calls
+	found *found
 }
 
-// divergeAt is the first divergence (see diverge); card: the caller gave
-// the card's size.
-func (p *Plan) divergeAt(log []alloc.DeviceCall, res *Result, cfg alloc.Config) *Divergence {
-	// the ops the replay ran: all, or up to the failing one, whose release
-	// steps ran
-	end := p.Len()
-	if res.OOMOp >= 0 {
-		end = res.OOMOp + 1
+// survivor is an out-of-memory the replay went past: its op and the
+// rounded request.
+type survivor struct {
+	op   int
+	size uint64
+}
+
+// found is where the replay first left its recording.
+type found struct {
+	op, event int
+	r, l      []call
+}
+
+// newChecker starts comparing a replay of p on a: it starts a's device
+// log.
+func newChecker(p *Plan, a *alloc.Allocator) (*checker, error) {
+	if err := a.LogDevice(); err != nil {
+		return nil, err
 	}
-	rec, rep, oomOp := p.Recorded, log, res.OOMOp
-	// OOMs the replay went past (recorded ones, counted and survived)
-	survived, sOOM := res.survivedOps, 0
-	var r, l []call
+	return &checker{p: p, rec: p.recorded.cursor(), oomOp: -1}, nil
+}
+
+// batch compares what the replay on a did in a batch of ops that started
+// at op base and ended in res; a nil checker compares nothing.
+func (c *checker) batch(a *alloc.Allocator, base int, res alloc.Result) {
+	if c == nil || c.found != nil {
+		return
+	}
+	c.rep = a.DrainDeviceLog(c.rep)
+	for _, s := range res.Survived {
+		c.survived = append(c.survived, survivor{s.OpIndex, s.Rounded})
+	}
+	end := base + res.Done
+	if res.OOM != nil {
+		// the failing op, whose release steps ran
+		c.oomOp, c.oomSize = res.OOM.OpIndex, res.OOM.Rounded
+		end = c.oomOp + 1
+	}
+	c.compare(min(end, c.p.Len()))
+}
+
+// compare compares the ops before end.
+func (c *checker) compare(end int) {
 	skip := func() { // the events kept for the cap alone
-		for len(rec) > 0 && rec[0].after {
-			rec = rec[1:]
+		for e := c.rec.peek(); e != nil && e.after; e = c.rec.peek() {
+			c.rec.next()
 		}
 	}
+	rep, survived := c.rep, c.survived
 	for {
 		skip()
 		// the next op either side did something in
 		op := end
-		if len(rec) > 0 {
-			op = min(op, int(rec[0].Op))
+		if e := c.rec.peek(); e != nil {
+			op = min(op, int(e.Op))
 		}
 		if len(rep) > 0 {
 			op = min(op, rep[0].Op)
 		}
-		if oomOp >= 0 {
-			op = min(op, oomOp)
+		if c.oomOp >= 0 {
+			op = min(op, c.oomOp)
 		}
 		if len(survived) > 0 {
-			op = min(op, survived[0])
+			op = min(op, survived[0].op)
 		}
 		if op >= end {
 			break
 		}
-		r, l = r[:0], l[:0]
+		r, l := c.r[:0], c.l[:0]
 		event := -1
-		for len(rec) > 0 && int(rec[0].Op) == op {
+		for e := c.rec.peek(); e != nil && int(e.Op) == op; e = c.rec.peek() {
 			if event < 0 {
-				event = int(rec[0].Event)
+				event = int(e.Event)
 			}
-			r = append(r, call{rec[0].Action, pageAddr(rec[0].Action, rec[0].Addr), rec[0].Size})
-			rec = rec[1:]
+			r = append(r, call{e.Action, pageAddr(e.Action, e.Addr), e.Size})
+			c.rec.next()
 			skip()
 		}
 		for len(rep) > 0 && rep[0].Op == op {
@@ -298,27 +327,48 @@ func (p *Plan) divergeAt(log []alloc.DeviceCall, res *Result, cfg alloc.Config) 
 			l = append(l, call{k, pageAddr(k, rep[0].Addr), rep[0].Size})
 			rep = rep[1:]
 		}
-		if op == oomOp {
-			l = append(l, call{trace.ActionOOM, 0, res.OOM.Rounded})
-			oomOp = -1
+		if op == c.oomOp {
+			l = append(l, call{trace.ActionOOM, 0, c.oomSize})
+			c.oomOp = -1
 		}
-		for len(survived) > 0 && survived[0] == op {
-			l = append(l, call{trace.ActionOOM, 0, res.OOMs[sOOM].Rounded})
-			survived, sOOM = survived[1:], sOOM+1
+		for len(survived) > 0 && survived[0].op == op {
+			l = append(l, call{trace.ActionOOM, 0, survived[0].size})
+			survived = survived[1:]
 		}
+		c.r, c.l = r, l
 		// within one op the order of releases is not a difference
 		slices.SortFunc(r, cmpCall)
 		slices.SortFunc(l, cmpCall)
 		if !slices.Equal(r, l) {
-			c, short := cause(r, l, res)
-			return &Divergence{Op: op, Event: event, Recorded: describeCalls(r), Replayed: describeCalls(l),
-				Cause: p.settingsCause(res, cfg) + c, short: short}
+			c.found = &found{op, event, slices.Clone(r), slices.Clone(l)}
+			break
 		}
 	}
-	if res.OOMOp >= 0 || !p.HasFinal || p.Len() != p.finalAt {
+	// what is left belongs to ops not run yet
+	c.rep = append(c.rep[:0], rep...)
+	c.survived = append(c.survived[:0], survived...)
+}
+
+// divergence is the first divergence of the replay, which ended in res
+// under cfg (card: the caller gave the card's size), once every batch was
+// compared.
+func (c *checker) divergence(res *Result, cfg alloc.Config, card bool) *Divergence {
+	p := c.p
+	var d *Divergence
+	switch f := c.found; {
+	case f != nil:
+		cs, short := cause(f.r, f.l, res)
+		d = &Divergence{Op: f.op, Event: f.event, Recorded: describeCalls(f.r), Replayed: describeCalls(f.l),
+			Cause: p.settingsCause(res, cfg) + cs, short: short}
+	case res.OOMOp >= 0 || !p.HasFinal || p.Len() != p.finalAt:
 		return nil // the replay stopped before the end the snapshot shows
+	default:
+		d = p.divergeFinal(res, cfg)
 	}
-	return p.divergeFinal(res, cfg)
+	if d != nil {
+		d.WhatIf = p.settingsCause(res, cfg) != "" || card && d.short
+	}
+	return d
 }
 
 // pageAddr is the address a call is compared at. Expandable segments'

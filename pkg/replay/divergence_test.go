@@ -43,7 +43,7 @@ func TestFixturesFollowTheirRecording(t *testing.T) {
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			p, res := replayRecorded(t, readFixture(t, filepath.Base(name)))
 			if !p.comparable() {
-				t.Fatalf("nothing to compare: %d device events, final segments %v", len(p.Recorded), p.HasFinal)
+				t.Fatalf("nothing to compare: %d device events, final segments %v", len(p.Recorded()), p.HasFinal)
 			}
 			if d := res.Divergence; d != nil {
 				t.Errorf("diverged: %s", d.Describe())
@@ -70,7 +70,7 @@ func firstRun(events []trace.Event, a trace.Action) (int, int) {
 // opOf is the op a plan puts a trace event at.
 func opOf(t *testing.T, p *Plan, event int) int {
 	t.Helper()
-	for _, e := range p.Recorded {
+	for _, e := range p.Recorded() {
 		if int(e.Event) == event {
 			return int(e.Op)
 		}
@@ -102,7 +102,7 @@ func TestDivergenceDroppedSegmentFree(t *testing.T) {
 	if !strings.Contains(d.Recorded, released(n-1)) || !strings.Contains(d.Replayed, released(n)) {
 		t.Errorf("recorded %q, replayed %q: want %d and %d segments released", d.Recorded, d.Replayed, n-1, n)
 	}
-	if len(p.Recorded) == 0 {
+	if len(p.Recorded()) == 0 {
 		t.Fatal("no device events")
 	}
 }
@@ -163,11 +163,13 @@ func TestDivergenceCauses(t *testing.T) {
 			seg(trace.ActionSegmentAlloc, a, 12*mib), ev(trace.ActionAlloc, a, 12*mib),
 			seg(trace.ActionSegmentAlloc, a+12*mib, 12*mib), ev(trace.ActionAlloc, a+12*mib, 12*mib),
 		})
-		for k := range p.Recorded {
-			if p.Recorded[k].Event == 2 {
-				p.Recorded[k].Addr = a // as if recorded there
+		rec := p.Recorded()
+		for k := range rec {
+			if rec[k].Event == 2 {
+				rec[k].Addr = a // as if recorded there
 			}
 		}
+		p.recorded = newRecorded(rec)
 		res, err := Run(p, Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -346,8 +346,9 @@ func readUvarint(c []byte, p int) (uint64, int) {
 
 // run replays the log's first limit operations on a, Batch operations at
 // a time, as RunBatches does a slice; events maps the op index of each
-// out-of-memory to its Event.
-func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin) (alloc.Result, error) {
+// out-of-memory to its Event; check (nil: none) compares each batch with
+// the recording.
+func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin, check *checker) (alloc.Result, error) {
 	var total alloc.Result
 	stop := errStop{}
 	m := min(l.n, runBatch)
@@ -365,6 +366,9 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 			ops = ops[:limit-base]
 		}
 		res, err := a.Run(ops, base, tl)
+		if err == nil {
+			check.batch(a, base, res)
+		}
 		total.Done += res.Done
 		total.OOM = res.OOM
 		total.Survived = append(total.Survived, res.Survived...)

@@ -36,10 +36,8 @@ type Plan struct {
 	// Seeds hold the state it began in, and peaks cover the kept window.
 	Truncated bool
 	Seeds     []*Seed
-	// Recorded are the recording's device events, each at its op: what a
-	// replay under the recorded settings must do again (see Divergence);
-	// and, marked, the event right after each, which the cap reads.
-	Recorded []DeviceEvent
+	// recorded are the recording's device events, packed (see Recorded)
+	recorded recorded
 	// Final holds the snapshot's segments of this device at its end, when
 	// the trace lists segments (HasFinal; FromSnapshot only).
 	Final    []SegmentRange
@@ -427,9 +425,7 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	// at the op after (empty_cache, emptyCache, the failing malloc), where
 	// a replay's device log has them
 	if after := p.opCount(); after != at {
-		for k := len(p.Recorded) - 1; k >= 0 && int(p.Recorded[k].Op) == at; k-- {
-			p.Recorded[k].Op = int32(after)
-		}
+		p.recorded.retag(at, after)
 	}
 	switch {
 	case caused:

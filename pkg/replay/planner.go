@@ -29,8 +29,6 @@ type Planner struct {
 	netSeg int64    // reserved bytes the segment events added
 	// afterDevice: the last event read was a device event
 	afterDevice bool
-	// kept: how many events the plan's Recorded will keep, when known
-	kept int
 	// gc is the cap's garbage collection watch (nil without one), gcFree
 	// what it counted before each event the plan's Recorded keeps (device
 	// events and those right after them, all that inferCap reads but for
@@ -124,9 +122,6 @@ func (pl *Planner) plan(end bool) {
 		// declines at once (private pools) plans nothing
 		n := Batch + 2*cap(w)
 		p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-		if pl.kept > 0 {
-			p.Recorded = make([]DeviceEvent, 0, pl.kept)
-		}
 	}
 	i := pl.stepReady(end, b.step)
 	if pl.walk != nil {

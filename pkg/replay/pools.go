@@ -80,14 +80,12 @@ type modelBlock struct {
 // fields are narrow, and what only a live segment needs is apart
 // (segLive).
 type segmentInfo struct {
-	*segLive                  // nil once the segment is freed
-	addr, size, stream uint64 //
-	lastAddr           uint64 // the address of the latest allocation in it
-	label              int    // labelUnknown, labelDefault, labelPrivate or a pool > 0
-	born               int32  // event index
-	firstAlloc         int32  // the event of its first allocation, -1 if none
-	lastAlloc          int32  // the event of the latest allocation in it, -1 if none
-	fk                 int32  // the index of its stream and size class
+	*segLive          // nil once the segment is freed
+	addr, size uint64 //
+	stream     uint32 // its stream's index in inferer.streams
+	label      int32  // labelUnknown, labelDefault, labelPrivate or a pool > 0
+	born       int32  // event index
+	firstAlloc int32  // the event of its first allocation, -1 if none
 	// class: for a segment the snapshot will label (alive at the end, a
 	// final segment's), the index of its pool id in inferer.classIDs; -1
 	// for any other (open). An open segment keeps its exclusions from
@@ -97,7 +95,6 @@ type segmentInfo struct {
 	class     int32
 	closedMin int32
 	closed    int32 // the index of its classes in inferer.closedSets, -1: none
-	whole     int32 // its index in inferer.whole, -1 when not there
 	how       uint8 // the evidence of its label, an index in howNames
 	small     bool
 	broken    bool // the events did not fit the block model: no evidence from it
@@ -106,8 +103,12 @@ type segmentInfo struct {
 
 // segLive is the block model of a live segment.
 type segLive struct {
-	blocks []modelBlock // address order
-	free   []int32      // its blocks' nodes in the free treap
+	blocks    []modelBlock // address order
+	free      []int32      // its blocks' nodes in the free treap
+	lastAddr  uint64       // the address of the latest allocation in it
+	lastAlloc int32        // the event of the latest allocation in it, -1 if none
+	fk        int32        // the index of its stream and size class
+	whole     int32        // its index in inferer.whole, -1 when not there
 }
 
 // howNames are the evidence names by index (segmentInfo.how).
@@ -161,7 +162,8 @@ type inferer struct {
 	streams       map[uint64]uint32
 	lastStream    uint64 // the stream streamIndex was last asked for, and its index
 	lastStreamIdx uint32
-	segs          []*segmentInfo
+	streamIDs     []uint64 // the streams by index
+	segs          []segmentInfo
 	bases         []uint64 // live segments' bases, sorted
 	baseSeg       []int32  // and the segment at each
 	tree          *freeTree
@@ -176,18 +178,21 @@ type inferer struct {
 	lastApart  [2]int32
 	anyApart   bool
 	closedSets [][]uint64 // see segmentInfo.closed
-	runs       [][]int    // per run: the segments it freed, in order
-	runAt      []int      // per run: its first event index
-	runEnd     []int      // per run: its last event index
-	surv       [][]int    // per run: the open whole-free segments it left
-	survDef    []bool     // per run: it left a whole-free classed segment of the default pool
-	claim      bitset     // per event: an alloc that claims its block by address
-	orderOK    bool       // no GC or max_split_size: releases free every whole segment in order
+	// per run: the segments it freed, in order (run), and the open
+	// whole-free segments it left (surv), each runs' lists one after
+	// another in one slice with where each begins
+	runSegs, runOff   []int32
+	survSegs, survOff []int32
+	runAt             []int32 // per run: its first event index
+	runEnd            []int32 // per run: its last event index
+	survDef           []bool  // per run: it left a whole-free classed segment of the default pool
+	claim             bitset  // per event: an alloc that claims its block by address
+	orderOK           bool    // no GC or max_split_size: releases free every whole segment in order
 	// runStart: per run, where its global release begins; the segments
 	// before it were one pool's own release (~MemPool's emptyCache)
 	// just before an empty_cache(), so they share a pool (group)
 	runStart  []int
-	groups    [][]int     // the segments of each pool-only release
+	groups    [][]int32   // the segments of each pool-only release
 	groupOf   map[int]int // segment → its group
 	divisions bool        // roundup_power2_divisions set
 	// closedAt: per final segment's address, the event that made the
@@ -212,6 +217,22 @@ type inferer struct {
 	again      func(g *inferer)
 }
 
+// run is the segments release run r freed, in order.
+func (f *inferer) run(r int) []int32 { return listAt(f.runSegs, f.runOff, r) }
+
+// surv is the open whole-free segments release run r left, ascending.
+func (f *inferer) surv(r int) []int32 { return listAt(f.survSegs, f.survOff, r) }
+
+// listAt is list k of lists laid one after another in all, the kth
+// beginning at off[k].
+func listAt(all, off []int32, k int) []int32 {
+	end := len(all)
+	if k+1 < len(off) {
+		end = int(off[k+1])
+	}
+	return all[off[k]:end:end]
+}
+
 // closedSeg is a segment alive at the end of the trace that a final
 // segment names: the event that made it and its class.
 type closedSeg struct {
@@ -232,18 +253,20 @@ func inferPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *
 // walkPools walks the block model of the trace for inferPools; nil when
 // pools are not modelled.
 func walkPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *inferer {
-	allocs := 0
+	allocs, segs := 0, 0
 	for i := range events {
 		switch events[i].Action {
 		case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
 			return nil // expandable segments: pools are not modelled there
 		case trace.ActionAlloc:
 			allocs++
+		case trace.ActionSegmentAlloc:
+			segs++
 		}
 	}
 	f := newInferer(cfg)
 	f.events = events
-	f.keepRecords(len(events), allocs)
+	f.keepRecords(len(events), allocs, segs)
 	last := map[uint64]int{}
 	for _, fs := range final {
 		last[fs.Address] = -2 // not seen
@@ -341,10 +364,12 @@ const (
 func (r eventRecord) stream() uint32 { return uint32(r >> recStreamShift) }
 
 // keepRecords makes the walk keep a record of every alloc event, and what
-// it learns of each (segOfAlloc, claim), for labelling; n and allocs, the
-// trace's events and alloc events, are capacity hints.
-func (f *inferer) keepRecords(n, allocs int) {
+// it learns of each (segOfAlloc, claim), for labelling; n, allocs and
+// segs, the trace's events, alloc events and segment_alloc events, are
+// capacity hints.
+func (f *inferer) keepRecords(n, allocs, segs int) {
 	f.mode = walkFull
+	f.segs = make([]segmentInfo, 0, segs)
 	f.claim = make(bitset, 0, (n+63)/64)
 	f.rec, f.allocAt, f.segOfAlloc = make([]eventRecord, 0, allocs), make([]int32, 0, allocs), make([]int32, 0, allocs)
 }
@@ -375,6 +400,7 @@ func (f *inferer) streamIndex(stream uint64) uint32 {
 	if !ok {
 		k = uint32(len(f.streams))
 		f.streams[stream] = k
+		f.streamIDs = append(f.streamIDs, stream)
 	}
 	f.lastStream, f.lastStreamIdx = stream, k
 	return k

@@ -14,12 +14,12 @@ import (
 
 // set labels segment si l, unless it has a label that says more.
 func (f *inferer) set(si, l int, how string) bool {
-	s := f.segs[si]
-	if s.label == l || (l == labelPrivate && s.label > 0) {
+	s := &f.segs[si]
+	if int(s.label) == l || (l == labelPrivate && s.label > 0) {
 		return false
 	}
 	if s.label == labelUnknown || (s.label == labelPrivate && l > 0) {
-		s.label, s.how = l, howIndex(how)
+		s.label, s.how = int32(l), howIndex(how)
 		return true
 	}
 	return false
@@ -43,15 +43,16 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 			ids = append(ids, fs.PoolID)
 			idOf[fs.PoolID] = l
 		}
-		f.segs[si].label, f.segs[si].how = l, howIndex(howSnapshot)
+		f.segs[si].label, f.segs[si].how = int32(l), howIndex(howSnapshot)
 	}
 	// E4: a global release frees default large, default small, then the
 	// released pools' small and large segments; where that order breaks,
 	// private segments begin
-	f.runStart = make([]int, len(f.runs))
+	f.runStart = make([]int, len(f.runAt))
 	f.groupOf = map[int]int{}
 	if f.orderOK {
-		for r, run := range f.runs {
+		for r := range f.runAt {
+			run := f.run(r)
 			k := orderBreak(f, run)
 			if k < 0 {
 				continue
@@ -60,8 +61,8 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 				// one pool's own release, then empty_cache()'s
 				f.runStart[r] = k
 				for _, si := range run[:k] {
-					f.set(si, labelPrivate, howOrder)
-					f.groupOf[si] = len(f.groups)
+					f.set(int(si), labelPrivate, howOrder)
+					f.groupOf[int(si)] = len(f.groups)
 				}
 				f.groups = append(f.groups, run[:k])
 				// the global part in order is the default pools' (a
@@ -71,21 +72,22 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 					end = k + k2
 				}
 				for _, si := range run[k:end] {
-					f.set(si, labelDefault, howOrder)
+					f.set(int(si), labelDefault, howOrder)
 				}
 				if k = end; k == len(run) {
 					continue
 				}
 			}
 			for _, si := range run[k:] {
-				f.set(si, labelPrivate, howOrder)
+				f.set(int(si), labelPrivate, howOrder)
 			}
 		}
 	}
 	// any private label or exclusion: a trace of the default pool alone
 	// shows none
 	evidence := len(ids) > 1 || f.anyApart
-	for _, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		evidence = evidence || s.label == labelPrivate
 	}
 	if !evidence {
@@ -96,9 +98,9 @@ func (f *inferer) evidence(final []trace.Segment) [][2]int64 {
 
 // orderBreak is the first index of run whose segment sorts before the one
 // before it (classKey), -1 when the run is in order.
-func orderBreak(f *inferer, run []int) int {
+func orderBreak(f *inferer, run []int32) int {
 	for k := 1; k < len(run); k++ {
-		if lessKey(f.classKey(run[k]), f.classKey(run[k-1])) {
+		if lessKey(f.classKey(int(run[k])), f.classKey(int(run[k-1]))) {
 			return k
 		}
 	}
@@ -112,8 +114,8 @@ func orderBreak(f *inferer, run []int) int {
 // global release followed by released pools' segments from k on: those
 // would free a pool's small segments before its large ones, and run[k:]
 // frees large before small.
-func (f *inferer) poolThenGlobal(run []int, k int) bool {
-	small := func(si int) bool { return f.segs[si].small }
+func (f *inferer) poolThenGlobal(run []int32, k int) bool {
+	small := func(si int32) bool { return f.segs[si].small }
 	for _, si := range run[1:k] {
 		if small(si) != small(run[0]) {
 			return false
@@ -151,19 +153,25 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 	// pool inferred when none is left. A pool-only release's segments
 	// share their pool.
 	inferred := 0 // the last inferred pool's label
-	for si, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		if s.label != labelPrivate {
 			continue
 		}
 		members := []int{si}
 		if g, ok := f.groupOf[si]; ok {
-			members = slices.DeleteFunc(slices.Clone(f.groups[g]), func(m int) bool { return f.segs[m].label != labelPrivate })
+			members = members[:0]
+			for _, m := range f.groups[g] {
+				if f.segs[m].label == labelPrivate {
+					members = append(members, int(m))
+				}
+			}
 		}
 		excluded := map[int]bool{}
 		for _, m := range members {
 			f.apart.each(m, -1, func(o int) {
 				if l := f.segs[o].label; l > 0 {
-					excluded[l] = true
+					excluded[int(l)] = true
 				}
 			})
 			for c, l := range classLabel {
@@ -181,7 +189,7 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 			l, inferred = len(ids)-1, len(ids)-1
 		}
 		for _, m := range members {
-			f.segs[m].label = l
+			f.segs[m].label = int32(l)
 		}
 	}
 	return f.lifetimes(ids)
@@ -202,16 +210,17 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 	}
 	released := map[int]bool{} // lifetimes a run has freed segments of
 	r := 0
-	for _, s := range f.segs {
-		for r < len(f.runs) && f.runAt[r] < int(s.born) {
-			for _, x := range f.runs[r] {
+	for si := range f.segs {
+		s := &f.segs[si]
+		for r < len(f.runAt) && f.runAt[r] < s.born {
+			for _, x := range f.run(r) {
 				if l := f.segs[x].label; l > 0 {
-					released[l] = true
+					released[int(l)] = true
 				}
 			}
 			r++
 		}
-		l := s.label
+		l := int(s.label)
 		if l <= 0 || l >= len(cur) {
 			continue
 		}
@@ -219,7 +228,7 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 			ids = append(ids, [2]int64{})
 			cur[l] = len(ids) - 1
 		}
-		s.label = cur[l]
+		s.label = int32(cur[l])
 	}
 	for l, c := range cur {
 		if c != l && ids[l] != ([2]int64{}) {
@@ -243,10 +252,15 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 // Where a broken trace makes labels contradict, the first set wins; the
 // queue's order is fixed, so the result is too.
 func (f *inferer) propagate() {
-	runsOf := make([][]int32, len(f.segs))
-	for r, run := range f.runs {
-		for _, si := range run {
-			runsOf[si] = append(runsOf[si], int32(r))
+	// the run that freed each segment, -1: none (a run frees a live
+	// segment, which leaves the live ones as it does: one run at most)
+	runOf := make([]int32, len(f.segs))
+	for si := range runOf {
+		runOf[si] = -1
+	}
+	for r := range f.runAt {
+		for _, si := range f.run(r) {
+			runOf[si] = int32(r)
 		}
 	}
 	var queue []int
@@ -256,7 +270,7 @@ func (f *inferer) propagate() {
 		}
 	}
 	order := func(r int) {
-		run := f.runs[r][f.runStart[r]:]
+		run := f.run(r)[f.runStart[r]:]
 		lastD, firstP := -1, len(run)
 		for k, si := range run {
 			if f.segs[si].label == labelDefault {
@@ -267,14 +281,14 @@ func (f *inferer) propagate() {
 			}
 		}
 		for k := 0; k < lastD; k++ {
-			set(run[k], labelDefault, howOrder)
+			set(int(run[k]), labelDefault, howOrder)
 		}
 		for k := firstP + 1; k < len(run); k++ {
-			set(run[k], labelPrivate, howOrder)
+			set(int(run[k]), labelPrivate, howOrder)
 		}
 		if f.orderOK && (lastD >= 0 || f.runStart[r] > 0) { // a global release
-			for _, si := range f.surv[r] {
-				set(si, labelPrivate, howOrder)
+			for _, si := range f.surv(r) {
+				set(int(si), labelPrivate, howOrder)
 			}
 		}
 	}
@@ -286,7 +300,7 @@ func (f *inferer) propagate() {
 			set(y, labelDefault, howExclusion)
 		}
 	}
-	for r := range f.runs {
+	for r := range f.runAt {
 		order(r)
 	}
 	f.apart.eachPair(func(x, y int) {
@@ -298,7 +312,7 @@ func (f *inferer) propagate() {
 		for len(queue) > 0 {
 			si := queue[0]
 			queue = queue[1:]
-			for _, r := range runsOf[si] {
+			if r := runOf[si]; r >= 0 {
 				order(int(r))
 			}
 			// si is labeled (a label set is never unknown), and the rules
@@ -332,7 +346,8 @@ func (f *inferer) propagate() {
 // open one (rules set unknown labels only, and it comes first in that
 // order); a pair of two classed ones labels none.
 func (f *inferer) exclusions() {
-	for si, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		if s.closedMin >= 0 {
 			f.apart.add(si, int(s.closedMin))
 		}
@@ -373,19 +388,19 @@ func (f *inferer) allocIndex(i int) int {
 // nearest is the label of the labeled allocation closest in event order to
 // segment si's first allocation on its stream; default when there is none.
 func (f *inferer) nearest(si int) int {
-	s := f.segs[si]
+	s := &f.segs[si]
 	at := int(s.firstAlloc)
 	if at < 0 {
 		at = int(s.born)
 	}
-	stream := f.streamIndex(s.stream)
+	stream := s.stream
 	l := labelDefault
 	f.byDistance(at, func(k int) bool {
 		if f.rec[k].stream() != stream || f.generatorAlloc(k) {
 			return false
 		}
 		if o := f.segOfAlloc[k]; o >= 0 && int(o) != si {
-			if ol := f.segs[o].label; ol != labelUnknown {
+			if ol := int(f.segs[o].label); ol != labelUnknown {
 				l = ol
 				if ol > 0 {
 					l = labelPrivate
@@ -425,11 +440,11 @@ func (f *inferer) generatorAlloc(k int) bool {
 // nearestPool is the pool of the nearest allocation on si's stream that
 // landed in a segment of a known private pool, 0 when none.
 func (f *inferer) nearestPool(si int) int {
-	s := f.segs[si]
+	s := &f.segs[si]
 	l := 0
 	f.byDistance(int(max(s.firstAlloc, s.born)), func(k int) bool {
 		if o := f.segOfAlloc[k]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
-			l = f.segs[o].label
+			l = int(f.segs[o].label)
 			return true
 		}
 		return false

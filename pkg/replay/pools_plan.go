@@ -20,7 +20,8 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	for l := range pools {
 		pools[l] = Pool{Pool: uint32(l), ID: ids[l], Released: -1}
 	}
-	for _, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		if s.label > 0 {
 			pools[s.label].Segments++
 			hows[s.label] |= 1 << s.how
@@ -39,30 +40,31 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	last := map[int]int{}
 	for k, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			last[f.segs[o].label] = int(f.allocAt[k])
+			last[int(f.segs[o].label)] = int(f.allocAt[k])
 		}
 	}
 	released := map[int]bool{}
-	for r, run := range f.runs {
+	for r := range f.runAt {
+		run := f.run(r)
 		var ri runInfo
 		onlyPrivate := len(run) > 0
 		for _, si := range run {
-			l := f.segs[si].label
+			l := int(f.segs[si].label)
 			if l <= 0 {
 				onlyPrivate = false
 				continue
 			}
-			if !released[l] && last[l] < f.runAt[r] {
+			if !released[l] && last[l] < int(f.runAt[r]) {
 				released[l] = true
 				ri.release = append(ri.release, uint32(l))
 			}
 		}
 		if onlyPrivate {
-			ri.poolOnly = f.survDef[r] || slices.ContainsFunc(f.surv[r], func(si int) bool { return f.segs[si].label == labelDefault })
+			ri.poolOnly = f.survDef[r] || slices.ContainsFunc(f.surv(r), func(si int32) bool { return f.segs[si].label == labelDefault })
 		}
 		ri.enters = f.entersPool(r)
 		if len(ri.release) > 0 || ri.poolOnly || ri.enters {
-			pp.runs[f.runAt[r]] = ri
+			pp.runs[int(f.runAt[r])] = ri
 		}
 	}
 	for l := 1; l < len(pools); l++ {
@@ -107,7 +109,9 @@ func (f *inferer) passedClaims() {
 	g := newInferer(f.cfg)
 	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
 	g.segClass, g.skipOpen = make([]int32, len(f.segs)), !f.sharedBase
-	for si, s := range f.segs {
+	g.segs = make([]segmentInfo, 0, len(f.segs))
+	for si := range f.segs {
+		s := &f.segs[si]
 		g.segClass[si] = -1
 		if s.label > 0 {
 			g.segClass[si] = int32(s.label)
@@ -132,7 +136,8 @@ func (f *inferer) samePoolApart() bool {
 	if same {
 		return true
 	}
-	for si, s := range f.segs {
+	for si := range f.segs {
+		s := &f.segs[si]
 		if s.label > 0 && (s.samePass || slices.ContainsFunc(f.closedIDs(si), func(w uint64) bool { return w != 0 })) {
 			return true
 		}
@@ -154,13 +159,13 @@ func (f *inferer) entersPool(r int) bool {
 	if f.cfg.GCThreshold > 0 {
 		return false
 	}
-	if f.cfg.MaxSplitSize > 0 && !slices.ContainsFunc(f.runs[r], func(si int) bool { return f.segs[si].label == labelDefault }) {
+	if f.cfg.MaxSplitSize > 0 && !slices.ContainsFunc(f.run(r), func(si int32) bool { return f.segs[si].label == labelDefault }) {
 		return false
 	}
 	// the segment the next request made and the generator's pair come
 	// between; anything else ends the look
 	const within = 6
-	end := f.runEnd[r]
+	end := int(f.runEnd[r])
 	k, _ := slices.BinarySearch(f.allocAt, int32(end+1))
 	for ; k < len(f.allocAt) && int(f.allocAt[k]) <= end+within; k++ {
 		if f.generatorAlloc(k) {

@@ -29,7 +29,7 @@ func (f *inferer) at(addr uint64) int {
 		return -1
 	}
 	si := int(f.baseSeg[k])
-	if s := f.segs[si]; addr >= s.addr+s.size {
+	if s := &f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
 	return si
@@ -77,7 +77,7 @@ func (f *inferer) blockClass(si int) int32 {
 }
 
 func (f *inferer) addFree(si int, b modelBlock) {
-	s := f.segs[si]
+	s := &f.segs[si]
 	c := f.blockClass(si)
 	if f.mode == walkClaims {
 		c = -1 // the treaps of each class hold the classes
@@ -102,7 +102,7 @@ func (f *inferer) delFree(si int, b modelBlock) {
 		return
 	}
 	nd := f.tree.nodes[x]
-	o := f.segs[nd.seg]
+	o := &f.segs[nd.seg]
 	if j := slices.Index(o.free, x); j >= 0 {
 		o.free = slices.Delete(o.free, j, j+1)
 	}
@@ -126,7 +126,7 @@ func (f *inferer) differ(x, y int) {
 // closedPartner notes that open segment si is in another pool than
 // classed segment c, of class.
 func (f *inferer) closedPartner(si int, c, class int32) {
-	s := f.segs[si]
+	s := &f.segs[si]
 	if s.closedMin < 0 || c < s.closedMin {
 		s.closedMin = c
 	}
@@ -146,7 +146,7 @@ func (f *inferer) closedSet(s *segmentInfo) []uint64 {
 // closedPartners notes that open segment si is in another pool than
 // classed segments, the lowest c, of the classes of mask.
 func (f *inferer) closedPartners(si int, c int32, mask []uint64) {
-	s := f.segs[si]
+	s := &f.segs[si]
 	if s.closedMin < 0 || c < s.closedMin {
 		s.closedMin = c
 	}
@@ -162,7 +162,7 @@ func (f *inferer) setWhole(si int, live bool) {
 	if f.mode != walkFull {
 		return
 	}
-	s := f.segs[si]
+	s := &f.segs[si]
 	in := live && !s.broken && len(s.blocks) == 1 && s.blocks[0].free
 	switch {
 	case s.class >= 0:
@@ -207,9 +207,11 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	e := &ev[i]
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
-		s := &segmentInfo{addr: e.Addr, size: e.Size, stream: e.Stream, born: int32(base + i), label: labelUnknown,
-			segLive:    &segLive{blocks: []modelBlock{{e.Addr, e.Size, true}}},
-			firstAlloc: -1, lastAlloc: -1, class: -1, closedMin: -1, closed: -1, whole: -1}
+		f.segs = append(f.segs, segmentInfo{addr: e.Addr, size: e.Size, stream: f.streamIndex(e.Stream), born: int32(base + i), label: labelUnknown,
+			segLive:    &segLive{blocks: []modelBlock{{e.Addr, e.Size, true}}, lastAlloc: -1, whole: -1},
+			firstAlloc: -1, class: -1, closedMin: -1, closed: -1})
+		si := len(f.segs) - 1
+		s := &f.segs[si]
 		if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
 			s.class = c.class
 		}
@@ -218,9 +220,7 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		} else {
 			s.small = e.Size == 2<<20
 		}
-		s.fk = f.keyOf(s.stream, s.small)
-		f.segs = append(f.segs, s)
-		si := len(f.segs) - 1
+		s.fk = f.keyOf(e.Stream, s.small)
 		if k, ok := slices.BinarySearch(f.bases, e.Addr); !ok {
 			f.bases = slices.Insert(f.bases, k, e.Addr)
 			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
@@ -252,35 +252,32 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 // release walks the release run run, whose first event is the trace's
 // event from.
 func (f *inferer) release(run []trace.Event, from int) {
-	var freed []int
+	f.runOff = append(f.runOff, int32(len(f.runSegs)))
 	for k := range run {
 		x, ok := slices.BinarySearch(f.bases, run[k].Addr)
 		if !ok {
 			continue
 		}
 		si := int(f.baseSeg[x])
-		freed = append(freed, si)
-		s := f.segs[si]
+		f.runSegs = append(f.runSegs, int32(si))
+		s := &f.segs[si]
 		for _, b := range s.blocks {
 			if b.free && !f.skips(si) {
 				f.delFree(si, b)
 			}
 		}
-		s.segLive = nil // a freed segment's blocks are never looked at again
 		f.setWhole(si, false)
+		s.segLive = nil // a freed segment's blocks are never looked at again
 		f.bases = slices.Delete(f.bases, x, x+1)
 		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
 	}
-	f.runs = append(f.runs, freed)
-	f.runAt = append(f.runAt, from)
-	f.runEnd = append(f.runEnd, from+len(run)-1)
+	f.runAt = append(f.runAt, int32(from))
+	f.runEnd = append(f.runEnd, int32(from+len(run)-1))
 	if f.mode == walkFull {
-		var surv []int
-		for _, si := range f.whole {
-			surv = append(surv, int(si))
-		}
-		slices.Sort(surv)
-		f.surv = append(f.surv, surv)
+		at := len(f.survSegs)
+		f.survOff = append(f.survOff, int32(at))
+		f.survSegs = append(f.survSegs, f.whole...)
+		slices.Sort(f.survSegs[at:])
 		f.survDef = append(f.survDef, f.wholeDef > 0)
 	}
 }
@@ -303,7 +300,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	if f.segOfAlloc != nil {
 		f.segOfAlloc[f.nAllocs] = int32(si)
 	}
-	s := f.segs[si]
+	s := &f.segs[si]
 	if s.firstAlloc < 0 {
 		s.firstAlloc = int32(i)
 	}
@@ -389,7 +386,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 // treap already): every usable block best fit preferred (a better fit;
 // any, for the request that made si) lies in another pool.
 func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
-	s := f.segs[si]
+	s := &f.segs[si]
 	hiSize, hiAddr, hiInf := b.size, b.addr, isNew
 	if ms := f.cfg.MaxSplitSize; ms > 0 { // usable blocks are those below u
 		u := ms
@@ -459,7 +456,7 @@ func (f *inferer) freeAt(addr uint64) {
 
 // freeIn walks the free_completed at addr, in segment si.
 func (f *inferer) freeIn(si int, addr uint64) {
-	s := f.segs[si]
+	s := &f.segs[si]
 	if s.broken {
 		return
 	}
@@ -487,12 +484,12 @@ func (f *inferer) freeIn(si int, addr uint64) {
 // classKey orders segments as release_cached_blocks frees them within one
 // pool: large before small, then by (stream, size, address).
 func (f *inferer) classKey(si int) [4]uint64 {
-	s := f.segs[si]
+	s := &f.segs[si]
 	c := uint64(0)
 	if s.small {
 		c = 1
 	}
-	return [4]uint64{c, s.stream, s.size, s.addr}
+	return [4]uint64{c, f.streamIDs[s.stream], s.size, s.addr}
 }
 
 func lessKey(a, b [4]uint64) bool {

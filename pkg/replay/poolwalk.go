@@ -32,7 +32,7 @@ type PoolWalk struct {
 func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(e *trace.Event))) *PoolWalk {
 	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), events: events, window: window{win: make([]trace.Event, 0, plannerWindow)},
 		final: deviceSegments(snap, device)}
-	w.f.keepRecords(st.events, st.allocs)
+	w.f.keepRecords(st.events, st.allocs, st.segAllocs)
 	w.mapped = st.paged
 	w.last = func(addr uint64) (int, bool) {
 		f, ok := st.segs[addr]

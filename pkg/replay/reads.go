@@ -2,6 +2,7 @@ package replay
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -112,6 +113,10 @@ func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *
 			starts[l] = nil // its per-event records are no longer needed
 		}
 	}
+	// The walks' block models are garbage now, the largest thing on the
+	// heap but the tapes: collected at once, the plans reuse their memory
+	// instead of growing the heap to the pacer's goal, twice the walks'.
+	runtime.GC()
 	plans, err = planTapes(first, watch, lists, planners, tapes, true)
 	if err != nil {
 		return nil, nil, nil, false

@@ -69,8 +69,6 @@ type Result struct {
 	// recording to its end, or the trace records nothing to compare with.
 	// Under other settings than the recorded ones a divergence is expected.
 	Divergence *Divergence
-	// survivedOps are the op indexes of the OOMs the replay went past.
-	survivedOps []int
 	// placementSettled: no decision of the replay could have gone
 	// otherwise on the simulated device's other placement
 	// (alloc.Allocator.PlacementTies); false when unknown.
@@ -183,9 +181,10 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 			event = event[:o.Stop]
 		}
 	}
-	compare := !o.NoDivergence && o.Stop == 0 && p.comparable()
-	if compare {
-		if err := a.LogDevice(); err != nil {
+	// the replay is compared with its recording batch by batch
+	var check *checker
+	if !o.NoDivergence && o.Stop == 0 && p.comparable() {
+		if check, err = newChecker(p, a); err != nil {
 			return nil, err
 		}
 	}
@@ -204,10 +203,10 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 	eventOf := func(op int) int { return int(event[op]) }
 	if p != nil && p.log != nil {
 		events := map[int]int32{} // of the out-of-memory ops
-		res, err = p.log.run(o.Context, a, tl, events, n, tw)
+		res, err = p.log.run(o.Context, a, tl, events, n, tw, check)
 		eventOf = func(op int) int { return int(events[op]) }
 	} else {
-		res, err = RunBatches(o.Context, a, ops, 0, tl)
+		res, err = runBatches(o.Context, a, ops, 0, tl, check)
 		if event == nil {
 			eventOf = nil
 		}
@@ -219,8 +218,8 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 	r.Cap = inferred
 	r.placementSettled = !a.PlacementTies()
 	r.other = tw.result()
-	if compare {
-		r.Divergence = p.diverge(a.DeviceLog(), r, o.Config, o.DeviceTotal > 0)
+	if check != nil {
+		r.Divergence = check.divergence(r, o.Config, o.DeviceTotal > 0)
 	}
 	return r, nil
 }
@@ -234,7 +233,6 @@ func finish(a *alloc.Allocator, res alloc.Result, tl *alloc.Timeline, eventOf fu
 		Allowed: a.Allowed(), DeviceTotal: a.DeviceTotal(),
 	}
 	for _, s := range res.Survived {
-		r.survivedOps = append(r.survivedOps, s.OpIndex)
 		if eventOf != nil {
 			s.OpIndex = eventOf(s.OpIndex)
 		}
@@ -310,8 +308,18 @@ const Batch = 1 << 16
 // ctx (nil = never done) between batches; it stops at an out-of-memory as
 // a.Run does.
 func RunBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Timeline) (alloc.Result, error) {
+	return runBatches(ctx, a, ops, base, tl, nil)
+}
+
+// runBatches is RunBatches, handing each batch's result to check (nil:
+// none) as it ends.
+func runBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Timeline, check *checker) (alloc.Result, error) {
 	if ctx == nil {
-		return a.Run(ops, base, tl)
+		res, err := a.Run(ops, base, tl)
+		if err == nil {
+			check.batch(a, base, res)
+		}
+		return res, err
 	}
 	var total alloc.Result
 	for start := 0; start < len(ops); start += Batch {
@@ -319,6 +327,9 @@ func RunBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base in
 			return total, err
 		}
 		res, err := a.Run(ops[start:min(start+Batch, len(ops))], base+start, tl)
+		if err == nil {
+			check.batch(a, base+start, res)
+		}
 		total.Done += res.Done
 		total.OOM = res.OOM
 		total.Survived = append(total.Survived, res.Survived...)

@@ -32,12 +32,10 @@ type StartState struct {
 	// modelled
 	mapped bool
 	// paged: it maps or unmaps pages (a trace cut short may unmap only)
-	paged  bool
-	events int // read so far, the allocs of them and those a plan keeps
-	allocs int // (device events and the one after each): a later read
-	kept   int // sizes its arrays with them
-	// afterDevice: the last event read was a device event
-	afterDevice bool
+	paged     bool
+	events    int // read so far, and the allocs and segment_allocs of
+	allocs    int // them: a later read sizes its arrays with them
+	segAllocs int
 }
 
 // undo is the walk back's steps over one address's events so far, as a
@@ -77,14 +75,12 @@ func NewStartState() *StartState {
 // Add reads the next event.
 func (s *StartState) Add(e *trace.Event) {
 	s.events++
-	if e.Action == trace.ActionAlloc {
+	switch e.Action {
+	case trace.ActionAlloc:
 		s.allocs++
+	case trace.ActionSegmentAlloc:
+		s.segAllocs++
 	}
-	dev := isDevice(e.Action)
-	if dev || s.afterDevice {
-		s.kept++
-	}
-	s.afterDevice = dev
 	switch e.Action {
 	case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 		s.a += int64(e.Size)
@@ -224,7 +220,6 @@ func newSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Plann
 		start += s.Size
 	}
 	pl.b.cfg, pl.b.reserved, pl.b.peak = settingsConfig(snap.Settings), start, st.peak(start)
-	pl.kept = st.kept
 	pl.gc = newGCWatch(snap.Settings)
 	return pl
 }
