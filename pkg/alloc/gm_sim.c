@@ -81,9 +81,11 @@ typedef struct sim {
   size_t n, cap;
   chunk_t *c; /* chunks, sorted by address */
   size_t nc, capc;
-  range_t *rbuf;
+  range_t *g; /* the given-back (released) chunks, sorted by address */
+  size_t ng, capg;
+  range_t *rbuf, *gbuf;
   chunk_t *cbuf;
-  size_t rfront, cfront;
+  size_t rfront, cfront, gfront;
   uint64_t carved; /* chunks carved so far */
   /* the room index (see room_set): 2 * tcap nodes in room, the chunks'
    * addresses by carved in cat (tcap of them) */
@@ -277,6 +279,50 @@ static const chunk_t *carved_chunk(const sim_t *s, uint64_t k) {
   return NULL;
 }
 
+/* index of the first given-back chunk whose address is at least addr */
+static size_t given_from(const sim_t *s, uint64_t addr) {
+  size_t lo = 0, hi = s->ng;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s->g[mid].addr < addr) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* index of the given-back chunk at addr in the chunks */
+static size_t given_index(const sim_t *s, uint64_t addr) {
+  size_t i = chunk_from(s, addr);
+  while (i + 1 < s->nc && !s->c[i].released && s->c[i + 1].addr == addr) i++;
+  return i;
+}
+
+/* Chunk c goes; a pointer to another chunk may move with it, an index
+ * below c's stays. */
+static void drop_chunk(sim_t *s, chunk_t *c) {
+  room_set(s, c->carved, 0);
+  if (c->released) {
+    size_t j = given_from(s, c->addr);
+    close_at((void **)&s->g, &s->gfront, s->ng, j, sizeof *s->g);
+    s->ng--;
+  }
+  close_at((void **)&s->c, &s->cfront, s->nc, (size_t)(c - s->c), sizeof *s->c);
+  s->nc--;
+}
+
+/* Chunk c is given back: it joins the given-back chunks. */
+static int give(sim_t *s, const chunk_t *c) {
+  size_t j = given_from(s, c->addr);
+  if (open_at((void **)&s->g, (void **)&s->gbuf, &s->gfront, &s->capg, s->ng, j, sizeof *s->g) != GM_OK)
+    return GM_ENOMEM;
+  s->g[j] = (range_t){c->addr, c->size};
+  s->ng++;
+  return GM_OK;
+}
+
+/* Given-back chunk c grew. */
+static void given_grew(sim_t *s, const chunk_t *c) { s->g[given_from(s, c->addr)].size = c->size; }
+
 static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent, int released) {
   size_t i = chunk_from(s, addr);
   if (room_grow(s, s->carved + 1) != GM_OK) return NULL;
@@ -284,19 +330,17 @@ static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent,
     return NULL;
   s->c[i] = (chunk_t){addr, size, ++s->carved, 0, 0, (uint8_t)permanent, (uint8_t)released};
   s->nc++;
+  if (released && give(s, &s->c[i]) != GM_OK) {
+    s->c[i].released = 0;
+    drop_chunk(s, &s->c[i]);
+    return NULL;
+  }
   s->cat[s->carved] = addr;
   room_sync(s, &s->c[i]);
   if (!permanent && !s->ceiling) s->ceiling = addr + size;
   return &s->c[i];
 }
 
-/* Chunk c goes; a pointer to another chunk may move with it, an index
- * below c's stays. */
-static void drop_chunk(sim_t *s, chunk_t *c) {
-  room_set(s, c->carved, 0);
-  close_at((void **)&s->c, &s->cfront, s->nc, (size_t)(c - s->c), sizeof *s->c);
-  s->nc--;
-}
 
 /* Take [lo, hi) out of the given-back room: a chunk is carved there, or
  * mappings the trace does not show took it. */
@@ -455,6 +499,30 @@ static uint64_t top_fit(const sim_t *s, uint64_t size, uint64_t align) {
  * (oom_survive_resnet predicts 55 of 154 segments so, 48 with a frontier
  * that stays down). */
 static uint64_t hole_fit(const sim_t *s, uint64_t cs) {
+  /* the walk visits the given-back chunks only, from the highest below
+   * the ceiling down; chunks in use only end runs */
+  size_t j = given_from(s, s->ceiling);
+  uint64_t top = s->nc && s->c[0].addr < s->ceiling ? s->c[0].addr : s->ceiling;
+  while (j > 0) {
+    uint64_t run_top = s->g[j - 1].addr + s->g[j - 1].size, run_low = s->g[j - 1].addr;
+    /* the run goes on over a given-back neighbour next in the chunks */
+    for (j--; j > 0 && s->g[j - 1].addr + s->g[j - 1].size == run_low &&
+               given_index(s, s->g[j - 1].addr) + 1 == given_index(s, run_low);
+         j--)
+      run_low = s->g[j - 1].addr;
+    if (j == 0 && s->c[0].released) { /* the lowest chunk's run: the frontier's top */
+      top = run_top;
+      break;
+    }
+    /* bounded below; a reservation may have been made in given-back room */
+    if (run_top - run_low > cs && !overlaps(s, run_top - cs, cs)) return run_top - cs;
+  }
+  if (top < SIM_FLOOR + cs || overlaps(s, top - cs, cs)) return 0;
+  return top - cs;
+}
+
+/* hole_fit by a walk of every chunk, for gm_sim_check. */
+static uint64_t hole_scan(const sim_t *s, uint64_t cs) {
   uint64_t run_top = 0, run_low = 0, low = s->ceiling;
   for (size_t i = s->nc; i-- > 0;) {
     const chunk_t *c = &s->c[i];
@@ -553,15 +621,18 @@ static int sim_free(void *ctx, uint64_t addr, uint64_t size) {
   if (c && c->live > 0 && --c->live == 0 && !c->permanent) {
     c->released = 1;
     room_sync(s, c);
+    if (give(s, c) != GM_OK) return GM_ENOMEM;
     /* one entry per run of given-back room: merge with released neighbours */
     size_t i = (size_t)(c - s->c); /* by index: a drop moves pointers */
     if (i + 1 < s->nc && s->c[i + 1].released && s->c[i].addr + s->c[i].size == s->c[i + 1].addr) {
       s->c[i].size += s->c[i + 1].size;
       drop_chunk(s, &s->c[i + 1]);
+      given_grew(s, &s->c[i]);
     }
     if (i > 0 && s->c[i - 1].released && s->c[i - 1].addr + s->c[i - 1].size == s->c[i].addr) {
       s->c[i - 1].size += s->c[i].size;
       drop_chunk(s, &s->c[i]);
+      given_grew(s, &s->c[i - 1]);
     }
   }
   return GM_OK;
@@ -613,6 +684,7 @@ static void sim_destroy(void *ctx) {
   sim_t *s = ctx;
   free(s->rbuf);
   free(s->cbuf);
+  free(s->gbuf);
   free(s->room);
   free(s->cat);
   free(s);
@@ -694,6 +766,27 @@ int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
   if (leaves != in_use) {
     snprintf(msg, len, "I7: the room index has %zu leaves for %zu chunks with room", leaves, in_use);
     return GM_ECORRUPT;
+  }
+  size_t given = 0;
+  for (size_t i = 0; i < s->nc; i++) {
+    const chunk_t *c = &s->c[i];
+    if (!c->released) continue;
+    size_t j = given_from(s, c->addr);
+    if (j >= s->ng || s->g[j].addr != c->addr || s->g[j].size != c->size) {
+      snprintf(msg, len, "I7: the given-back chunk at 0x%llx is not in the given-back list", (unsigned long long)c->addr);
+      return GM_ECORRUPT;
+    }
+    given++;
+  }
+  if (given != s->ng) {
+    snprintf(msg, len, "I7: the given-back list holds %zu chunks, %zu are given back", s->ng, given);
+    return GM_ECORRUPT;
+  }
+  for (uint64_t cs = SIM_CHUNK; s->ceiling && cs <= 32 * SIM_CHUNK; cs *= 2) {
+    if (hole_fit(s, cs) != hole_scan(s, cs)) {
+      snprintf(msg, len, "I7: the given-back list finds another place for %llu bytes than the walk", (unsigned long long)cs);
+      return GM_ECORRUPT;
+    }
   }
   for (uint64_t n = SIM_ALIGN; n <= 16 * SIM_CHUNK; n *= 2) {
     if (gap_fit(s, n) != gap_scan(s, n)) {
