@@ -43,10 +43,12 @@
  *      sets together hold every free block); a private pool's segment count
  *      (cudaMalloc_count) equals the segments that point at it, its use
  *      count is never negative, and no segment points at an erased pool.
- *   I7 on the simulated device, the room index (gm_sim.c) agrees with the
+ *   I7 on the simulated device (gm_sim.c), the room index agrees with the
  *      chunks: one leaf per chunk with room, each its chunk's room, each
- *      node the larger of its two children; and the gap it finds for a
- *      request of 2 MiB to 512 MiB equals a walk of every chunk's.
+ *      node the larger of its two children; the given-back list holds
+ *      exactly the given-back chunks, by address; and the gap and the new
+ *      chunk's place they find (requests of 2 MiB to 512 MiB, new chunks
+ *      of 32 MiB to 1 GiB) equal those a walk of every chunk finds.
  *
  * Threading: a gm_alloc_t is not thread-safe; the Go wrapper serialises calls.
  * Errors: every function returning int returns GM_OK (0) or a GM_E* code.
