@@ -263,8 +263,8 @@ static uint64_t room_last(const sim_t *s, uint64_t t, uint64_t before) {
     if (!s->tcap || s->room[1] < t) return 0;
     j = 1;
   } else {
-    for (j = s->tcap + before; j > 1 && !((j & 1) && s->room[j - 1] >= t); j /= 2) {
-    }
+    j = s->tcap + before;
+    while (j > 1 && !((j & 1) && s->room[j - 1] >= t)) j /= 2;
     if (j <= 1) return 0;
     j--;
   }
@@ -744,7 +744,7 @@ int gm_sim_backend_tenant(const gm_backend_t *be, uint64_t size) {
 int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
   if (be->malloc != sim_malloc) return GM_OK;
   const sim_t *s = be->ctx;
-  size_t in_use = 0, leaves = 0;
+  size_t in_use = 0, leaves = 0, given = 0;
   for (size_t i = 0; i < s->nc; i++) {
     const chunk_t *c = &s->c[i];
     if (c->carved == 0 || c->carved >= s->tcap || s->room[s->tcap + c->carved] != room_of(c) ||
@@ -753,6 +753,12 @@ int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
       return GM_ECORRUPT;
     }
     in_use += room_of(c) != 0;
+    size_t j = given_from(s, c->addr);
+    if (c->released && (j >= s->ng || s->g[j].addr != c->addr || s->g[j].size != c->size)) {
+      snprintf(msg, len, "I7: the given-back chunk at 0x%llx is not in the given-back list", (unsigned long long)c->addr);
+      return GM_ECORRUPT;
+    }
+    given += c->released;
   }
   for (size_t j = 1; j < s->tcap; j++) {
     uint64_t m = s->room[2 * j] > s->room[2 * j + 1] ? s->room[2 * j] : s->room[2 * j + 1];
@@ -766,17 +772,6 @@ int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
   if (leaves != in_use) {
     snprintf(msg, len, "I7: the room index has %zu leaves for %zu chunks with room", leaves, in_use);
     return GM_ECORRUPT;
-  }
-  size_t given = 0;
-  for (size_t i = 0; i < s->nc; i++) {
-    const chunk_t *c = &s->c[i];
-    if (!c->released) continue;
-    size_t j = given_from(s, c->addr);
-    if (j >= s->ng || s->g[j].addr != c->addr || s->g[j].size != c->size) {
-      snprintf(msg, len, "I7: the given-back chunk at 0x%llx is not in the given-back list", (unsigned long long)c->addr);
-      return GM_ECORRUPT;
-    }
-    given++;
   }
   if (given != s->ng) {
     snprintf(msg, len, "I7: the given-back list holds %zu chunks, %zu are given back", s->ng, given);
