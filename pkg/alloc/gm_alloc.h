@@ -43,6 +43,12 @@
  *      sets together hold every free block); a private pool's segment count
  *      (cudaMalloc_count) equals the segments that point at it, its use
  *      count is never negative, and no segment points at an erased pool.
+ *   I7 on the simulated device (gm_sim.c), the room index agrees with the
+ *      chunks: one leaf per chunk with room, each its chunk's room, each
+ *      node the larger of its two children; the given-back list holds
+ *      exactly the given-back chunks, by address; and the gap and the new
+ *      chunk's place they find (requests of 2 MiB to 512 MiB, new chunks
+ *      of 32 MiB to 1 GiB) equal those a walk of every chunk finds.
  *
  * Threading: a gm_alloc_t is not thread-safe; the Go wrapper serialises calls.
  * Errors: every function returning int returns GM_OK (0) or a GM_E* code.
@@ -496,7 +502,7 @@ typedef struct gm_extra {
 
 void gm_get_extra(const gm_alloc_t *a, gm_extra_t *e);
 
-/* gm_check verifies invariants I1-I6; on failure it returns GM_ECORRUPT and
+/* gm_check verifies invariants I1-I7; on failure it returns GM_ECORRUPT and
  * writes a one-line reason to msg (NUL terminated, at most len bytes). */
 int gm_check(const gm_alloc_t *a, char *msg, size_t len);
 

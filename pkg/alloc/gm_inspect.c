@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gm_devlog.h"
 #include "gm_treap.h"
 
 static int fail(char *msg, size_t len, const char *fmt, ...) {
@@ -150,6 +151,7 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
     if (nu[c] != tot[c].unmapped_blocks) return fail(msg, len, "I3: unmapped sets hold %zu blocks, the segments %zu", nu[c], tot[c].unmapped_blocks);
   }
   if ((rc = gm_pools_check(a, msg, len)) != GM_OK) return rc;
+  if ((rc = gm_sim_check(gm_devlog_inner(a), msg, len)) != GM_OK) return rc;
   for (int i = 1; i < 3; i++) {
     tot[0].allocation += tot[i].allocation;
     tot[0].allocated += tot[i].allocated;

@@ -151,6 +151,9 @@ int gm_pool_empty(gm_alloc_t *a, uint32_t id);
 /* Every private small/large pool, for the checker; returns how many. */
 size_t gm_pools_list(const gm_alloc_t *a, const gm_pool_t **out, size_t n);
 int gm_pools_check(const gm_alloc_t *a, char *msg, size_t len);
+/* gm_sim.c, for the checker: I7 on a simulated device's index (GM_OK for
+ * any other backend). */
+int gm_sim_check(const gm_backend_t *b, char *msg, size_t len);
 void gm_pools_destroy(gm_alloc_t *a);
 /* Free cached bytes in private pools, for the OOM message. */
 uint64_t gm_pools_free_bytes(const gm_alloc_t *a);

@@ -39,6 +39,7 @@
  * cudaMalloc comes without a hint, or with one that is taken, the replay has
  * left the recording and the model places every later segment. With
  * GM_SIM_IGNORE_HINTS, only the first segment's hint is used. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,10 +81,16 @@ typedef struct sim {
   size_t n, cap;
   chunk_t *c; /* chunks, sorted by address */
   size_t nc, capc;
-  range_t *rbuf;
+  range_t *g; /* the given-back (released) chunks, sorted by address */
+  size_t ng, capg;
+  range_t *rbuf, *gbuf;
   chunk_t *cbuf;
-  size_t rfront, cfront;
+  size_t rfront, cfront, gfront;
   uint64_t carved; /* chunks carved so far */
+  /* the room index (see room_set): 2 * tcap nodes in room, the chunks'
+   * addresses by carved in cat (tcap of them) */
+  uint64_t *room, *cat;
+  size_t tcap;
   /* the top of the room chunks are carved from (the start-up mappings sit
    * above it); 0 until the first chunk when the layout is unknown */
   uint64_t ceiling;
@@ -199,22 +206,141 @@ static chunk_t *chunk_at(sim_t *s, uint64_t addr) {
   return NULL;
 }
 
-static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent) {
+/* The room index lets gap_fit visit only the chunks that may have a gap
+ * for a request, latest carved first, instead of every chunk. It is a max
+ * segment tree over the carved numbers: leaf k (node tcap + k) belongs to
+ * the chunk carved k-th, and holds one more than its free bytes (size -
+ * used) while that chunk is in use (not released) and used <= size, else
+ * 0, as it does once the chunk is dropped; cat[k] is that chunk's address.
+ * Node j < tcap holds the larger of nodes 2j and 2j + 1. A chunk has a
+ * gap of n bytes only if its leaf is at least n + 1 (gap_fit's test). Every
+ * change of a chunk's size, used or released goes through room_sync or
+ * drop_chunk; gm_sim_check compares the index with the chunks. */
+static void room_set(sim_t *s, uint64_t k, uint64_t v) {
+  size_t j = s->tcap + k;
+  s->room[j] = v;
+  for (j /= 2; j > 0; j /= 2) {
+    uint64_t m = s->room[2 * j] > s->room[2 * j + 1] ? s->room[2 * j] : s->room[2 * j + 1];
+    if (s->room[j] == m) break; /* and so are the nodes above */
+    s->room[j] = m;
+  }
+}
+
+static uint64_t room_of(const chunk_t *c) { return !c->released && c->used <= c->size ? c->size - c->used + 1 : 0; }
+
+static void room_sync(sim_t *s, const chunk_t *c) { room_set(s, c->carved, room_of(c)); }
+
+/* Room for carved numbers up to k: twice the leaves, the tree rebuilt. */
+static int room_grow(sim_t *s, uint64_t k) {
+  size_t cap = s->tcap ? s->tcap : 64;
+  while (cap <= k) cap *= 2;
+  if (cap == s->tcap) return GM_OK;
+  uint64_t *room = calloc(2 * cap, sizeof *room), *cat = calloc(cap, sizeof *cat);
+  if (!room || !cat) {
+    free(room);
+    free(cat);
+    return GM_ENOMEM;
+  }
+  if (s->tcap) {
+    memcpy(room + cap, s->room + s->tcap, s->tcap * sizeof *room);
+    memcpy(cat, s->cat, s->tcap * sizeof *cat);
+  }
+  for (size_t j = cap - 1; j > 0; j--) room[j] = room[2 * j] > room[2 * j + 1] ? room[2 * j] : room[2 * j + 1];
+  free(s->room);
+  free(s->cat);
+  s->room = room;
+  s->cat = cat;
+  s->tcap = cap;
+  return GM_OK;
+}
+
+/* The largest carved number below `before` whose leaf is at least t, or 0
+ * (no chunk is carved 0th): up from leaf `before` to the first left
+ * sibling that holds one, then down its right side. */
+static uint64_t room_last(const sim_t *s, uint64_t t, uint64_t before) {
+  size_t j;
+  if (before >= s->tcap) {
+    if (!s->tcap || s->room[1] < t) return 0;
+    j = 1;
+  } else {
+    j = s->tcap + before;
+    while (j > 1 && !((j & 1) && s->room[j - 1] >= t)) j /= 2;
+    if (j <= 1) return 0;
+    j--;
+  }
+  while (j < s->tcap) j = s->room[2 * j + 1] >= t ? 2 * j + 1 : 2 * j;
+  return j - s->tcap;
+}
+
+/* the chunk carved k-th, or NULL */
+static const chunk_t *carved_chunk(const sim_t *s, uint64_t k) {
+  for (size_t i = chunk_from(s, s->cat[k]); i < s->nc && s->c[i].addr == s->cat[k]; i++)
+    if (s->c[i].carved == k) return &s->c[i];
+  return NULL;
+}
+
+/* index of the first given-back chunk whose address is at least addr */
+static size_t given_from(const sim_t *s, uint64_t addr) {
+  size_t lo = 0, hi = s->ng;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s->g[mid].addr < addr) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* index of the given-back chunk at addr in the chunks */
+static size_t given_index(const sim_t *s, uint64_t addr) {
   size_t i = chunk_from(s, addr);
-  if (open_at((void **)&s->c, (void **)&s->cbuf, &s->cfront, &s->capc, s->nc, i, sizeof *s->c) != GM_OK)
-    return NULL;
-  s->c[i] = (chunk_t){addr, size, ++s->carved, 0, 0, (uint8_t)permanent, 0};
-  s->nc++;
-  if (!permanent && !s->ceiling) s->ceiling = addr + size;
-  return &s->c[i];
+  while (i + 1 < s->nc && !s->c[i].released && s->c[i + 1].addr == addr) i++;
+  return i;
 }
 
 /* Chunk c goes; a pointer to another chunk may move with it, an index
  * below c's stays. */
 static void drop_chunk(sim_t *s, chunk_t *c) {
+  room_set(s, c->carved, 0);
+  if (c->released) {
+    size_t j = given_from(s, c->addr);
+    close_at((void **)&s->g, &s->gfront, s->ng, j, sizeof *s->g);
+    s->ng--;
+  }
   close_at((void **)&s->c, &s->cfront, s->nc, (size_t)(c - s->c), sizeof *s->c);
   s->nc--;
 }
+
+/* Chunk c is given back: it joins the given-back chunks. */
+static int give(sim_t *s, const chunk_t *c) {
+  size_t j = given_from(s, c->addr);
+  if (open_at((void **)&s->g, (void **)&s->gbuf, &s->gfront, &s->capg, s->ng, j, sizeof *s->g) != GM_OK)
+    return GM_ENOMEM;
+  s->g[j] = (range_t){c->addr, c->size};
+  s->ng++;
+  return GM_OK;
+}
+
+/* Given-back chunk c grew. */
+static void given_grew(sim_t *s, const chunk_t *c) { s->g[given_from(s, c->addr)].size = c->size; }
+
+static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent, int released) {
+  size_t i = chunk_from(s, addr);
+  if (room_grow(s, s->carved + 1) != GM_OK) return NULL;
+  if (open_at((void **)&s->c, (void **)&s->cbuf, &s->cfront, &s->capc, s->nc, i, sizeof *s->c) != GM_OK)
+    return NULL;
+  s->c[i] = (chunk_t){addr, size, ++s->carved, 0, 0, (uint8_t)permanent, (uint8_t)released};
+  s->nc++;
+  if (released && give(s, &s->c[i]) != GM_OK) {
+    s->c[i].released = 0;
+    drop_chunk(s, &s->c[i]);
+    return NULL;
+  }
+  s->cat[s->carved] = addr;
+  room_sync(s, &s->c[i]);
+  if (!permanent && !s->ceiling) s->ceiling = addr + size;
+  return &s->c[i];
+}
+
 
 /* Take [lo, hi) out of the given-back room: a chunk is carved there, or
  * mappings the trace does not show took it. */
@@ -225,10 +351,8 @@ static int forget(sim_t *s, uint64_t lo, uint64_t hi) {
     if (!c->released || c->addr + c->size <= lo) continue;
     uint64_t a = c->addr, b = c->addr + c->size;
     drop_chunk(s, c);
-    if (a < lo && !(c = add_chunk(s, a, lo - a, 0))) return GM_ENOMEM;
-    if (a < lo) c->released = 1;
-    if (hi < b && !(c = add_chunk(s, hi, b - hi, 0))) return GM_ENOMEM;
-    if (hi < b) c->released = 1;
+    if (a < lo && !add_chunk(s, a, lo - a, 0, 1)) return GM_ENOMEM;
+    if (hi < b && !add_chunk(s, hi, b - hi, 0, 1)) return GM_ENOMEM;
     i = (size_t)-1; /* the array moved: look again from the start */
   }
   return GM_OK;
@@ -247,7 +371,7 @@ static int start(sim_t *s, uint64_t at, uint64_t size) {
   }
   /* the hole counts as carved after the region: a small request takes it
    * before the region's room */
-  if (!add_chunk(s, region, SIM_REGION, 1) || !add_chunk(s, region - SIM_HOLE_DOWN, SIM_ALIGN, 1)) {
+  if (!add_chunk(s, region, SIM_REGION, 1, 0) || !add_chunk(s, region - SIM_HOLE_DOWN, SIM_ALIGN, 1, 0)) {
     return GM_ENOMEM;
   }
   s->ceiling = region - SIM_REGION_UP;
@@ -272,14 +396,12 @@ static int open_range(sim_t *s) {
     chunk_t *h = chunk_at(s, s->hole);
     if (h && h->permanent && h->live == 0) drop_chunk(s, h);
     if (!chunk_at(s, s->hole)) {
-      chunk_t *c = add_chunk(s, at, SIM_RANGE + SIM_ALIGN, 0);
-      if (!c) return GM_ENOMEM;
-      c->released = 1;
+      if (!add_chunk(s, at, SIM_RANGE + SIM_ALIGN, 0, 1)) return GM_ENOMEM;
       s->ceiling = at + SIM_RANGE + SIM_ALIGN;
       return GM_OK;
     }
   }
-  return add_chunk(s, at, SIM_RANGE, 1) ? GM_OK : GM_ENOMEM;
+  return add_chunk(s, at, SIM_RANGE, 1, 0) ? GM_OK : GM_ENOMEM;
 }
 
 /* Record an allocation at [at, at+size) in the chunk layout. */
@@ -295,37 +417,58 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
       }
     if (end < at + size) end = at + size;
     if (forget(s, at, end) != GM_OK) return GM_ENOMEM;
-    c = add_chunk(s, at, end - at, 0);
+    c = add_chunk(s, at, end - at, 0, 0);
     if (!c) return GM_ENOMEM;
     c->live++;
     c->used += size;
+    room_sync(s, c);
     return s->range && !s->on_signal ? open_range(s) : GM_OK; /* the first chunk carved */
   } else if (at + size > c->addr + c->size) { /* the recording's block runs past its chunk */
     uint64_t end = c->addr + c->size;
     c->size = at + size - c->addr;
+    room_sync(s, c);
     if (forget(s, end, at + size) != GM_OK) return GM_ENOMEM;
     if (!(c = chunk_at(s, at))) return GM_EBACKEND; /* forget moved the array */
   }
   c->live++;
   c->used += size;
+  room_sync(s, c);
   return GM_OK;
+}
+
+/* The smallest 2 MiB-aligned gap of n bytes in chunk c (the lowest of
+ * equal ones), at its start, or 0. */
+static uint64_t gap_in(const sim_t *s, const chunk_t *c, uint64_t n) {
+  uint64_t at = c->addr, end = c->addr + c->size, best = 0, best_size = 0;
+  for (size_t i = find(s, at);; i++) {
+    uint64_t next = i < s->n && s->r[i].addr < end ? s->r[i].addr : end;
+    if (next >= at + n && (!best || next - at < best_size)) best = at, best_size = next - at;
+    if (next == end) break;
+    at = up(s->r[i].addr + s->r[i].size, SIM_ALIGN);
+  }
+  return best;
 }
 
 /* A 2 MiB-aligned gap of n bytes inside a chunk in use, or 0: in the
  * chunk carved last among those that have one, the smallest such gap (the
- * lowest of equal ones), at its start. */
+ * lowest of equal ones), at its start. The room index gives the chunks
+ * with free bytes enough, latest carved first. */
 static uint64_t gap_fit(const sim_t *s, uint64_t n) {
+  for (uint64_t k = room_last(s, n + 1, s->tcap); k; k = room_last(s, n + 1, k)) {
+    const chunk_t *c = carved_chunk(s, k);
+    uint64_t at = c ? gap_in(s, c, n) : 0;
+    if (at) return at;
+  }
+  return 0;
+}
+
+/* gap_fit by a walk of every chunk, for gm_sim_check. */
+static uint64_t gap_scan(const sim_t *s, uint64_t n) {
   uint64_t found = 0, when = 0;
   for (size_t k = 0; k < s->nc; k++) {
     const chunk_t *c = &s->c[k];
     if (c->released || c->size < n || c->size - n < c->used || c->carved < when) continue;
-    uint64_t at = c->addr, end = c->addr + c->size, best = 0, best_size = 0;
-    for (size_t i = find(s, at);; i++) {
-      uint64_t next = i < s->n && s->r[i].addr < end ? s->r[i].addr : end;
-      if (next >= at + n && (!best || next - at < best_size)) best = at, best_size = next - at;
-      if (next == end) break;
-      at = up(s->r[i].addr + s->r[i].size, SIM_ALIGN);
-    }
+    uint64_t best = gap_in(s, c, n);
     if (best) found = best, when = c->carved;
   }
   return found;
@@ -356,6 +499,30 @@ static uint64_t top_fit(const sim_t *s, uint64_t size, uint64_t align) {
  * (oom_survive_resnet predicts 55 of 154 segments so, 48 with a frontier
  * that stays down). */
 static uint64_t hole_fit(const sim_t *s, uint64_t cs) {
+  /* the walk visits the given-back chunks only, from the highest below
+   * the ceiling down; chunks in use only end runs */
+  size_t j = given_from(s, s->ceiling);
+  uint64_t top = s->nc && s->c[0].addr < s->ceiling ? s->c[0].addr : s->ceiling;
+  while (j > 0) {
+    uint64_t run_top = s->g[j - 1].addr + s->g[j - 1].size, run_low = s->g[j - 1].addr;
+    /* the run goes on over a given-back neighbour next in the chunks */
+    for (j--; j > 0 && s->g[j - 1].addr + s->g[j - 1].size == run_low &&
+               given_index(s, s->g[j - 1].addr) + 1 == given_index(s, run_low);
+         j--)
+      run_low = s->g[j - 1].addr;
+    if (j == 0 && s->c[0].released) { /* the lowest chunk's run: the frontier's top */
+      top = run_top;
+      break;
+    }
+    /* bounded below; a reservation may have been made in given-back room */
+    if (run_top - run_low > cs && !overlaps(s, run_top - cs, cs)) return run_top - cs;
+  }
+  if (top < SIM_FLOOR + cs || overlaps(s, top - cs, cs)) return 0;
+  return top - cs;
+}
+
+/* hole_fit by a walk of every chunk, for gm_sim_check. */
+static uint64_t hole_scan(const sim_t *s, uint64_t cs) {
   uint64_t run_top = 0, run_low = 0, low = s->ceiling;
   for (size_t i = s->nc; i-- > 0;) {
     const chunk_t *c = &s->c[i];
@@ -416,7 +583,10 @@ static int sim_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
       size_t i = find(s, want);
       if (i >= s->n || s->r[i].addr >= c->addr + c->size) { /* nothing live above */
         if (want == c->addr) drop_chunk(s, c);
-        else c->size = want - c->addr;
+        else {
+          c->size = want - c->addr;
+          room_sync(s, c);
+        }
       }
     }
   }
@@ -444,18 +614,25 @@ static int sim_free(void *ctx, uint64_t addr, uint64_t size) {
   if (rc != GM_OK) return rc;
   s->used -= size;
   chunk_t *c = chunk_at(s, addr);
-  if (c && c->live > 0) c->used -= size < c->used ? size : c->used;
+  if (c && c->live > 0) {
+    c->used -= size < c->used ? size : c->used;
+    room_sync(s, c);
+  }
   if (c && c->live > 0 && --c->live == 0 && !c->permanent) {
     c->released = 1;
+    room_sync(s, c);
+    if (give(s, c) != GM_OK) return GM_ENOMEM;
     /* one entry per run of given-back room: merge with released neighbours */
     size_t i = (size_t)(c - s->c); /* by index: a drop moves pointers */
     if (i + 1 < s->nc && s->c[i + 1].released && s->c[i].addr + s->c[i].size == s->c[i + 1].addr) {
       s->c[i].size += s->c[i + 1].size;
       drop_chunk(s, &s->c[i + 1]);
+      given_grew(s, &s->c[i]);
     }
     if (i > 0 && s->c[i - 1].released && s->c[i - 1].addr + s->c[i - 1].size == s->c[i].addr) {
       s->c[i - 1].size += s->c[i].size;
       drop_chunk(s, &s->c[i]);
+      given_grew(s, &s->c[i - 1]);
     }
   }
   return GM_OK;
@@ -507,6 +684,9 @@ static void sim_destroy(void *ctx) {
   sim_t *s = ctx;
   free(s->rbuf);
   free(s->cbuf);
+  free(s->gbuf);
+  free(s->room);
+  free(s->cat);
   free(s);
 }
 
@@ -559,6 +739,57 @@ int gm_sim_backend_tenant(const gm_backend_t *be, uint64_t size) {
   if (rc != GM_OK) return rc;
   if ((rc = note(s, at, size)) != GM_OK) erase(s, at);
   return rc;
+}
+
+int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
+  if (be->malloc != sim_malloc) return GM_OK;
+  const sim_t *s = be->ctx;
+  size_t in_use = 0, leaves = 0, given = 0;
+  for (size_t i = 0; i < s->nc; i++) {
+    const chunk_t *c = &s->c[i];
+    if (c->carved == 0 || c->carved >= s->tcap || s->room[s->tcap + c->carved] != room_of(c) ||
+        s->cat[c->carved] != c->addr) {
+      snprintf(msg, len, "I7: the room index is wrong for the chunk at 0x%llx", (unsigned long long)c->addr);
+      return GM_ECORRUPT;
+    }
+    in_use += room_of(c) != 0;
+    size_t j = given_from(s, c->addr);
+    if (c->released && (j >= s->ng || s->g[j].addr != c->addr || s->g[j].size != c->size)) {
+      snprintf(msg, len, "I7: the given-back chunk at 0x%llx is not in the given-back list", (unsigned long long)c->addr);
+      return GM_ECORRUPT;
+    }
+    given += c->released;
+  }
+  for (size_t j = 1; j < s->tcap; j++) {
+    uint64_t m = s->room[2 * j] > s->room[2 * j + 1] ? s->room[2 * j] : s->room[2 * j + 1];
+    if (s->room[j] != m) {
+      snprintf(msg, len, "I7: node %zu of the room index is not the larger of its children", j);
+      return GM_ECORRUPT;
+    }
+    leaves += s->room[s->tcap + j] != 0;
+  }
+  if (s->tcap && s->room[s->tcap]) leaves++;
+  if (leaves != in_use) {
+    snprintf(msg, len, "I7: the room index has %zu leaves for %zu chunks with room", leaves, in_use);
+    return GM_ECORRUPT;
+  }
+  if (given != s->ng) {
+    snprintf(msg, len, "I7: the given-back list holds %zu chunks, %zu are given back", s->ng, given);
+    return GM_ECORRUPT;
+  }
+  for (uint64_t cs = SIM_CHUNK; s->ceiling && cs <= 32 * SIM_CHUNK; cs *= 2) {
+    if (hole_fit(s, cs) != hole_scan(s, cs)) {
+      snprintf(msg, len, "I7: the given-back list finds another place for %llu bytes than the walk", (unsigned long long)cs);
+      return GM_ECORRUPT;
+    }
+  }
+  for (uint64_t n = SIM_ALIGN; n <= 16 * SIM_CHUNK; n *= 2) {
+    if (gap_fit(s, n) != gap_scan(s, n)) {
+      snprintf(msg, len, "I7: the room index finds another gap of %llu bytes than the walk", (unsigned long long)n);
+      return GM_ECORRUPT;
+    }
+  }
+  return GM_OK;
 }
 
 int gm_sim_tenant(gm_alloc_t *a, uint64_t size) { return gm_sim_backend_tenant(gm_devlog_inner(a), size); }
