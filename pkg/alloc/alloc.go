@@ -154,6 +154,7 @@ type Allocator struct {
 	cfg     Config
 	total   uint64
 	allowed uint64
+	dev     Device     // the device it runs on
 	one     *C.gm_op_t // scratch op for the single-operation methods, in C memory
 }
 
@@ -220,7 +221,7 @@ func New(o Options) (*Allocator, error) {
 	if o.Check {
 		cc.check = 1
 	}
-	a := &Allocator{cfg: cfg, total: total, allowed: allowed}
+	a := &Allocator{cfg: cfg, total: total, allowed: allowed, dev: dev}
 	if rc := C.gm_new(&cc, &be, &a.c); rc != C.GM_OK {
 		C.gm_call_destroy(&be)
 		return nil, statusErr(rc)
@@ -586,6 +587,42 @@ func (a *Allocator) PlacementTies() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return C.gm_placement_ties(a.c) != 0
+}
+
+// WatchOtherPlacement runs the simulated device's other placement
+// (SimOtherPlacement of the device a runs on) beside a's own device, call
+// for call, so that OtherPlacementAgrees can tell whether a replay on it
+// would have gone as a's: an allocator's decisions see addresses only
+// through their order and the device's answers. Call it before a's first
+// op or seed; an error for any other device than the simulated one (or
+// an emulated run's, SimEmulated, whose signals reach only its own).
+func (a *Allocator) WatchOtherPlacement() error {
+	dev, ok := SimOtherPlacement(a.dev)
+	if s, sim := a.dev.(simDevice); !ok || !sim || s.kernelSignal { // an emulated run signals its own device only
+		return fmt.Errorf("%w: only the simulated device has another placement", ErrInvalidOp)
+	}
+	var be C.gm_backend_t
+	if err := dev.open(&be); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if rc := C.gm_placement_watch(a.c, &be); rc != C.GM_OK {
+		C.gm_call_destroy(&be)
+		return statusErr(rc)
+	}
+	return nil
+}
+
+// OtherPlacementAgrees reports whether the other placement WatchOtherPlacement
+// runs has so far answered every device call as a's own device did and
+// kept a's segments in the same order: an allocator on it would have made
+// a's every decision and would hold a's statistics. False without a watch,
+// and for good once a call disagreed or an op claimed a block by address.
+func (a *Allocator) OtherPlacementAgrees() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return C.gm_placement_agrees(a.c) == 1
 }
 
 // Extra holds figures beyond memory_stats that reports need.

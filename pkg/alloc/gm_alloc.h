@@ -49,6 +49,10 @@
  *      exactly the given-back chunks, by address; and the gap and the new
  *      chunk's place they find (requests of 2 MiB to 512 MiB, new chunks
  *      of 32 MiB to 1 GiB) equal those a walk of every chunk finds.
+ *   I8 while a placement watch agrees (gm_placement_watch), it holds one
+ *      range per segment, of the segment's base and size (and the base on
+ *      the other device the segment keeps, if any), none overlapping
+ *      another, and I7 holds on its other device.
  *
  * Threading: a gm_alloc_t is not thread-safe; the Go wrapper serialises calls.
  * Errors: every function returning int returns GM_OK (0) or a GM_E* code.
@@ -491,6 +495,19 @@ uint64_t gm_largest_free(const gm_alloc_t *a);
  * collection) is a set, in whatever order. */
 int gm_placement_ties(const gm_alloc_t *a);
 
+/* gm_placement_watch runs `other`, a second simulated device (the other
+ * placement), beside a's own device, call for call (gm_watch.c), and takes
+ * ownership of it; a must not have obtained memory yet. While the other
+ * device answers every call alike and puts each live range (cudaMalloc or
+ * reservation) in the same order among the others, an allocator on it
+ * would make a's decisions and end with a's statistics:
+ * gm_placement_agrees is 1 then, 0 once a call disagreed or an op claimed
+ * a block by address (the other device is then no longer called), and -1
+ * without a watch. GM_EINVAL when a already has memory or a watch, or a
+ * backend lacks an entry. */
+int gm_placement_watch(gm_alloc_t *a, const gm_backend_t *other);
+int gm_placement_agrees(const gm_alloc_t *a);
+
 /* Figures beyond memory_stats that reports need. */
 typedef struct gm_extra {
   uint64_t ops;              /* operations applied so far */
@@ -502,7 +519,7 @@ typedef struct gm_extra {
 
 void gm_get_extra(const gm_alloc_t *a, gm_extra_t *e);
 
-/* gm_check verifies invariants I1-I7; on failure it returns GM_ECORRUPT and
+/* gm_check verifies invariants I1-I8; on failure it returns GM_ECORRUPT and
  * writes a one-line reason to msg (NUL terminated, at most len bytes). */
 int gm_check(const gm_alloc_t *a, char *msg, size_t len);
 

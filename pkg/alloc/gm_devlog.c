@@ -126,10 +126,12 @@ void gm_devlog_at(gm_alloc_t *a, uint64_t op) {
   l->ops0 = a->ex.ops;
 }
 
-const gm_backend_t *gm_devlog_inner(const gm_alloc_t *a) {
+const gm_backend_t *gm_devlog_under(const gm_alloc_t *a) {
   if (a->be.malloc != dl_malloc) return &a->be;
   return &((const devlog_t *)a->be.ctx)->inner;
 }
+
+const gm_backend_t *gm_devlog_inner(const gm_alloc_t *a) { return gm_watch_inner(gm_devlog_under(a)); }
 
 void gm_devlog_clear(gm_alloc_t *a) {
   if (a->be.malloc != dl_malloc) return;

@@ -51,7 +51,9 @@ void gm_devlog_clear(gm_alloc_t *a);
 }
 #endif
 /* gm_devlog_inner is the backend the log decorates, or a's own backend
- * when no log is on: for code that must know which device it runs on. */
+ * when no log is on, and under a placement watch (gm_placement_watch) the
+ * device the watch decorates: for code that must know which device it
+ * runs on. */
 const gm_backend_t *gm_devlog_inner(const gm_alloc_t *a);
 
 #endif /* GM_DEVLOG_H */

@@ -152,6 +152,7 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
   }
   if ((rc = gm_pools_check(a, msg, len)) != GM_OK) return rc;
   if ((rc = gm_sim_check(gm_devlog_inner(a), msg, len)) != GM_OK) return rc;
+  if ((rc = gm_watch_check(a, msg, len)) != GM_OK) return rc;
   for (int i = 1; i < 3; i++) {
     tot[0].allocation += tot[i].allocation;
     tot[0].allocated += tot[i].allocated;

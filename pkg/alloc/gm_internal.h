@@ -76,6 +76,9 @@ struct gm_seg {
   struct gm_alloc *owner;
   uint32_t flat_k;
   uint8_t touch;
+  /* its base on the other placement while a placement watch agrees
+   * (gm_watch.c), once the watch has looked it up; 0 before */
+  uint64_t other;
 };
 
 enum { GM_WATCHED = 1, GM_TOUCHED = 2 };
@@ -121,6 +124,7 @@ struct gm_alloc {
   uint8_t touch_lost;
   uint64_t seg_gen;
   uint8_t placement_ties; /* gm_placement_ties */
+  struct gm_watch *watch;  /* the placement watch while it agrees (gm_watch.c); NULL otherwise */
 };
 
 /* gm_touch: block b may have changed (made, split, merged, allocated,
@@ -157,6 +161,13 @@ int gm_sim_check(const gm_backend_t *b, char *msg, size_t len);
 void gm_pools_destroy(gm_alloc_t *a);
 /* Free cached bytes in private pools, for the OOM message. */
 uint64_t gm_pools_free_bytes(const gm_alloc_t *a);
+
+/* gm_watch.c, for the device log and the checker: the backend a watch
+ * decorates (be itself when it is none); I8. gm_devlog_under is the
+ * backend under a's device log, or a's own without one. */
+const gm_backend_t *gm_watch_inner(const gm_backend_t *be);
+int gm_watch_check(const gm_alloc_t *a, char *msg, size_t len);
+const gm_backend_t *gm_devlog_under(const gm_alloc_t *a);
 
 /* gm_grow makes the array *p of *cap elements of elem bytes hold at
  * least need, doubling (from 64) and updating *p and *cap; GM_EBACKEND,

@@ -385,6 +385,19 @@ gm_block_t *gm_pool_claim(gm_alloc_t *a, gm_ppool_t *owner, uint64_t addr, uint6
  * segments are erased. */
 void gm_pools_release_freeable(gm_alloc_t *a);
 
+/* ---- the placement watch (gm_watch.c, gm_placement_watch) ---- */
+
+/* gm_placement_pick: best fit took `it`, the lowest address among the free
+ * blocks equal to it in (stream, size); the watch stops unless `it` is the
+ * lowest on the other placement too. gm_placement_unwatch: the policy
+ * takes a path whose decisions depend on addresses otherwise (it does not
+ * follow them); the watch stops. */
+void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it);
+static inline void gm_placement_pick(gm_alloc_t *a, const gm_block_t *it) {
+  if (a->watch) gm_placement_pick_slow(a, it);
+}
+void gm_placement_unwatch(gm_alloc_t *a);
+
 /* ---- pending frees and seeding ---- */
 
 /* Queue b (not allocated) to wait for a later GM_OP_FREE_COMPLETE. */

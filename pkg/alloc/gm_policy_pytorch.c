@@ -258,6 +258,7 @@ static int get_free_block(gm_alloc_t *a, params_t *p) {
   gm_block_t *it = find_free_block(a, p, &link, &pred);
   if (!it) return 0;
   if (!a->placement_ties) note_tie(a, it);
+  gm_placement_pick(a, it);
   if (*link == it) { /* still the lower bound: alloc_found_block takes it out */
     p->link = link;
     p->pred = pred;
@@ -321,6 +322,7 @@ static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
   uint64_t ms = a->cfg.max_split_size;
   if (ms == UINT64_MAX) return 0;
   a->placement_ties = 1; /* which of equal blocks go: not followed */
+  gm_placement_unwatch(a);
   gm_pool_t *pool = p->pool;
   gm_block_t key = {0};
   key.stream = p->stream;
@@ -450,7 +452,10 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
   p.pool = gm_pool_for(a, rq->pool, p.size <= GM_SMALL_SIZE);
   if (!p.pool) return GM_EINVAL;
   p.alloc_size = allocation_size(a, p.size);
-  if (a->cfg.expandable_segments || rq->claim) a->placement_ties = 1; /* not followed */
+  if (a->cfg.expandable_segments || rq->claim) { /* not followed */
+    a->placement_ties = 1;
+    gm_placement_unwatch(a);
+  }
   /* a checkpoint restore claims a block by address, not by best fit, at
    * its recorded size, split off exactly (setSegmentStateToCheckpoint) */
   uint64_t exact = gm_up(orig, GM_MIN_BLOCK);

@@ -73,12 +73,16 @@ func inexact(p *Plan, r *Result) map[string]string {
 // addresses (r.placementSettled) needs no second one, where the other
 // placement cannot run out of address space (placementRoom): it would make
 // the same calls, the device the same answers, and every key would agree.
+// Nor does one whose watch of the other placement agreed to the end
+// (r.otherAgrees): that device, asked the same calls, gave the same
+// answers and kept the segments in the same order, so the allocator's
+// every decision, and so every key, would have been the same.
 func placementCheck(p *Plan, o Options, r *Result) error {
 	if o.NoDivergence || r.Addressing == nil || r.Addressing.ModelledFrom < 0 || r.OOM != nil {
 		return nil
 	}
 	dev, ok := alloc.SimOtherPlacement(o.Device)
-	if !ok || (r.placementSettled && placementRoom(r.Stats)) {
+	if !ok || (r.placementSettled && placementRoom(r.Stats)) || r.otherAgrees {
 		return nil
 	}
 	if r.other != nil { // it ran beside

@@ -73,6 +73,11 @@ type Result struct {
 	// otherwise on the simulated device's other placement
 	// (alloc.Allocator.PlacementTies); false when unknown.
 	placementSettled bool
+	// otherAgrees: the simulated device's other placement, watched beside
+	// this replay (alloc.Allocator.WatchOtherPlacement), answered every
+	// call alike and kept the segments in the same order, so a replay on
+	// it would have gone as this one did.
+	otherAgrees bool
 	// other is the placement check's second replay, when it ran beside
 	// this one (twin); nil otherwise.
 	other *twinResult
@@ -144,6 +149,14 @@ func seeded(o Options, p *Plan, seeds []*Seed) (a *alloc.Allocator, inferred *Ca
 		return nil, nil, nil, err
 	}
 	a.SetFollowsRecording(p.followsSettings(o.Config, a.Allowed()))
+	if p != nil && watchesPlacement(o) {
+		// the placement check's second replay is needed only where the
+		// other placement would not go as this one (placementCheck)
+		if err := a.WatchOtherPlacement(); err != nil {
+			a.Close()
+			return nil, nil, nil, err
+		}
+	}
 	for _, s := range seeds {
 		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
 			if errors.Is(err, alloc.ErrOutOfMemory) {
@@ -154,6 +167,17 @@ func seeded(o Options, p *Plan, seeds []*Seed) (a *alloc.Allocator, inferred *Ca
 		}
 	}
 	return a, inferred, nil, nil
+}
+
+// watchesPlacement: a replay of a plan under o has its placement checked
+// (placementCheck, by Run) and watches the other placement for it. The
+// check's own replay (NoDivergence) does not, nor one stopped early.
+func watchesPlacement(o Options) bool {
+	if o.NoDivergence || o.Stop > 0 {
+		return false
+	}
+	_, ok := alloc.SimOtherPlacement(o.Device)
+	return ok
 }
 
 // run replays ops; p, when not nil, is the plan they come from.
@@ -217,6 +241,7 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 	r := finish(a, res, tl, eventOf)
 	r.Cap = inferred
 	r.placementSettled = !a.PlacementTies()
+	r.otherAgrees = a.OtherPlacementAgrees()
 	r.other = tw.result()
 	if check != nil {
 		r.Divergence = check.divergence(r, o.Config, o.DeviceTotal > 0)

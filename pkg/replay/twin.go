@@ -7,8 +7,9 @@ import "github.com/gpumem/gpumem/pkg/alloc"
 // unpacked once, not twice: each batch the first replay ran goes to it
 // while it is still in the cache. It starts after the first batch when
 // the check is sure to replay (the device modelled a segment and a
-// decision could already have gone otherwise, alloc.PlacementTies), else
-// never: the check then replays afterwards, if it must. It runs exactly
+// decision could already have gone otherwise, alloc.PlacementTies, and
+// the other placement, watched, already went otherwise), else never: the
+// check then replays afterwards, if it must. It runs exactly
 // the ops the second replay would, in the same batches, and stops where
 // it would, at its own out-of-memory; if the first replay stops at one,
 // the check does not run and what the twin did is dropped.
@@ -52,7 +53,7 @@ func (t *twin) step(a *alloc.Allocator, ops []alloc.Op, base int) {
 	}
 	if t.a == nil {
 		ad, ok := a.Addressing()
-		if base != 0 || !ok || ad.ModelledFrom < 0 || !a.PlacementTies() {
+		if base != 0 || !ok || ad.ModelledFrom < 0 || !a.PlacementTies() || a.OtherPlacementAgrees() {
 			t.off = true
 			return
 		}

@@ -1,0 +1,311 @@
+/* gm_watch.c — the other placement, watched (gm_placement_watch).
+ *
+ * A decorator takes the allocator's backend's place, forwards every call
+ * to it, and makes the same call on a second device: the simulated
+ * device's other placement. It keeps, for each live range (a cudaMalloc or
+ * an address-space reservation), its address on both devices. The pytorch
+ * policy's decisions depend on addresses in one place it follows: best fit
+ * takes the lowest address among equal free blocks (gm_placement_pick asks
+ * whether the other placement's lowest is the same block, or, like it, a
+ * whole free segment: then the two swap places in the watch, and the
+ * allocator goes on alike on both). Releasing every
+ * free segment (empty_cache, garbage collection) is a set, in whatever
+ * order. So while the second device answers every call as the first (same
+ * status, same memory info) and every pick is the same, an allocator on
+ * the second device would have made the same decisions, asked the same
+ * calls and counted the same statistics: the watch agrees. Once one is
+ * not, or the policy takes a path that depends on addresses otherwise
+ * (gm_placement_unwatch: expandable segments, a claim by address, the
+ * release of oversize blocks), or the policy is not pytorch, the watch
+ * stops and says so; the second device is then left alone. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm_treap.h"
+
+/* A live range: its address on the allocator's device and on the other. */
+typedef struct wrange {
+  uint64_t addr, other, size;
+} wrange_t;
+
+struct gm_watch {
+  gm_backend_t inner; /* the allocator's own device */
+  gm_backend_t other; /* the other placement */
+  gm_alloc_t *a;
+  wrange_t *r;        /* live ranges by addr (I8) */
+  size_t n, cap;
+  int off;            /* disagreed: no longer watching */
+};
+typedef struct gm_watch watch_t;
+
+/* stop: the watch no longer agrees, for good. */
+static void stop(watch_t *w) {
+  w->off = 1;
+  w->a->watch = NULL;
+}
+
+/* at is the index of the first range whose addr is not below addr. */
+static size_t at(const watch_t *w, uint64_t addr) {
+  size_t lo = 0, hi = w->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (w->r[mid].addr < addr) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* add records a new range, addr on the allocator's device and other on
+ * the other one (the watch stops when memory runs out). */
+static void add(watch_t *w, uint64_t addr, uint64_t other, uint64_t size) {
+  size_t k = at(w, addr);
+  if (w->n == w->cap) {
+    size_t c = w->cap ? 2 * w->cap : 64;
+    wrange_t *r = realloc(w->r, c * sizeof *r);
+    if (!r) {
+      stop(w);
+      return;
+    }
+    w->r = r;
+    w->cap = c;
+  }
+  memmove(w->r + k + 1, w->r + k, (w->n - k) * sizeof *w->r);
+  w->r[k] = (wrange_t){.addr = addr, .other = other, .size = size};
+  w->n++;
+}
+
+/* find is the range holding [addr, addr+size), or NULL (the watch then
+ * stops: the allocator asked about memory it never obtained). */
+static wrange_t *find(watch_t *w, uint64_t addr, uint64_t size) {
+  size_t k = at(w, addr + 1);
+  if (k == 0 || addr + size > w->r[k - 1].addr + w->r[k - 1].size) {
+    stop(w);
+    return NULL;
+  }
+  return &w->r[k - 1];
+}
+
+static void drop(watch_t *w, wrange_t *r) {
+  size_t k = (size_t)(r - w->r);
+  memmove(w->r + k, w->r + k + 1, (w->n - k - 1) * sizeof *w->r);
+  w->n--;
+}
+
+/* same stops the watch unless both devices answered rc. */
+static void same(watch_t *w, int rc, int other) {
+  if (rc != other) stop(w);
+}
+
+static int wt_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
+  watch_t *w = ctx;
+  int rc = w->inner.malloc(w->inner.ctx, size, hint, addr);
+  if (!w->off) {
+    uint64_t o = 0;
+    same(w, rc, w->other.malloc(w->other.ctx, size, hint, &o));
+    if (!w->off && rc == GM_OK) add(w, *addr, o, size);
+  }
+  return rc;
+}
+
+static int wt_free(void *ctx, uint64_t addr, uint64_t size) {
+  watch_t *w = ctx;
+  int rc = w->inner.free(w->inner.ctx, addr, size);
+  wrange_t *r;
+  if (!w->off && (r = find(w, addr, size))) {
+    same(w, rc, w->other.free(w->other.ctx, r->other, size));
+    drop(w, r);
+  }
+  return rc;
+}
+
+static int wt_va_reserve(void *ctx, uint64_t size, uint64_t page, uint64_t *addr) {
+  watch_t *w = ctx;
+  int rc = w->inner.va_reserve(w->inner.ctx, size, page, addr);
+  if (!w->off) {
+    uint64_t o = 0;
+    same(w, rc, w->other.va_reserve(w->other.ctx, size, page, &o));
+    if (!w->off && rc == GM_OK) add(w, *addr, o, size);
+  }
+  return rc;
+}
+
+static int wt_va_release(void *ctx, uint64_t addr, uint64_t size) {
+  watch_t *w = ctx;
+  int rc = w->inner.va_release(w->inner.ctx, addr, size);
+  wrange_t *r;
+  if (!w->off && (r = find(w, addr, size))) {
+    same(w, rc, w->other.va_release(w->other.ctx, r->other, size));
+    drop(w, r);
+  }
+  return rc;
+}
+
+static int wt_map(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
+  watch_t *w = ctx;
+  int rc = w->inner.map(w->inner.ctx, addr, size, page);
+  const wrange_t *r;
+  if (!w->off && (r = find(w, addr, size)))
+    same(w, rc, w->other.map(w->other.ctx, r->other + (addr - r->addr), size, page));
+  return rc;
+}
+
+static int wt_unmap(void *ctx, uint64_t addr, uint64_t size, uint64_t page) {
+  watch_t *w = ctx;
+  int rc = w->inner.unmap(w->inner.ctx, addr, size, page);
+  const wrange_t *r;
+  if (!w->off && (r = find(w, addr, size)))
+    same(w, rc, w->other.unmap(w->other.ctx, r->other + (addr - r->addr), size, page));
+  return rc;
+}
+
+static int wt_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes) {
+  watch_t *w = ctx;
+  int rc = w->inner.mem_info(w->inner.ctx, free_bytes, total_bytes);
+  if (!w->off) {
+    uint64_t f = 0, t = 0;
+    same(w, rc, w->other.mem_info(w->other.ctx, &f, &t));
+    if (!w->off && rc == GM_OK && (f != *free_bytes || t != *total_bytes)) stop(w);
+  }
+  return rc;
+}
+
+static void wt_destroy(void *ctx) {
+  watch_t *w = ctx;
+  if (w->inner.destroy) w->inner.destroy(w->inner.ctx);
+  if (w->other.destroy) w->other.destroy(w->other.ctx);
+  free(w->r);
+  free(w);
+}
+
+static const char *wt_error(void *ctx) {
+  watch_t *w = ctx;
+  return w->inner.error ? w->inner.error(w->inner.ctx) : NULL;
+}
+
+/* a's watch, stopped or not: its backend, or the one under its device
+ * log; NULL when that is no watch. */
+static watch_t *watch_of(const gm_alloc_t *a) {
+  const gm_backend_t *be = gm_devlog_under(a);
+  return be->malloc == wt_malloc ? be->ctx : NULL;
+}
+
+int gm_placement_watch(gm_alloc_t *a, const gm_backend_t *other) {
+  /* every entry both devices must have, and nothing yet obtained */
+  if (a->segs || watch_of(a) || !a->be.va_reserve ||
+      !a->be.va_release || !a->be.map || !a->be.unmap || !a->be.mem_info || !other->malloc ||
+      !other->free || !other->va_reserve || !other->va_release || !other->map ||
+      !other->unmap || !other->mem_info)
+    return GM_EINVAL;
+  watch_t *w = calloc(1, sizeof *w);
+  if (!w) return GM_ENOMEM;
+  w->inner = a->be;
+  w->other = *other;
+  w->a = a;
+  a->watch = w;
+  uint64_t f = 0, t = 0; /* the two cards alike from the start: gm_new's caller sized a by its own */
+  wt_mem_info(w, &f, &t);
+  a->be = (gm_backend_t){.ctx = w, .malloc = wt_malloc, .free = wt_free,
+                         .va_reserve = wt_va_reserve, .va_release = wt_va_release,
+                         .map = wt_map, .unmap = wt_unmap, .mem_info = wt_mem_info,
+                         .destroy = wt_destroy, .error = wt_error};
+  if (a->cfg.policy != GM_POLICY_PYTORCH) stop(w); /* only pytorch's decisions are followed */
+  return GM_OK;
+}
+
+int gm_placement_agrees(const gm_alloc_t *a) {
+  const watch_t *w = watch_of(a);
+  return w ? !w->off : -1;
+}
+
+void gm_placement_unwatch(gm_alloc_t *a) {
+  if (a->watch) stop(a->watch);
+}
+
+/* other_of is where block b lies on the other placement, 0 when its
+ * segment is no range (the watch then stops): its segment's base there
+ * (kept in the segment once looked up) and b's offset. */
+static uint64_t other_of(watch_t *w, const gm_block_t *b) {
+  gm_seg_t *s = b->seg;
+  if (!s->other) {
+    const wrange_t *r = find(w, s->base, 1);
+    if (!r) return 0;
+    s->other = r->other;
+  }
+  return s->other + (b->ptr - s->base);
+}
+
+/* whole: b is the one block of its segment. Two free whole segments of one
+ * stream and size in one pool differ only in where they lie (and, under
+ * garbage collection, their age): whichever of them an allocation takes,
+ * the allocator goes on alike, the other one in its place. */
+static int whole(const gm_block_t *b) { return !b->prev && !b->next; }
+
+void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it) {
+  watch_t *w = a->watch;
+  const gm_block_t *z = it; /* the other placement's pick */
+  uint64_t lowest = 0;
+  for (const gm_block_t *n = gm_treap_next(it); n && n->stream == it->stream && n->size == it->size;
+       n = gm_treap_next(n)) {
+    if (n->seg == it->seg) continue; /* later in it's segment: later on both */
+    if (!lowest && !(lowest = other_of(w, it))) return;
+    uint64_t o = other_of(w, n);
+    if (!o) return;
+    if (o < lowest) {
+      lowest = o;
+      z = n;
+    }
+  }
+  if (z == it) return;
+  /* the other placement would take z: the same, where both are whole
+   * segments of the same age, once their places swap */
+  wrange_t *ri, *rz;
+  if (!whole(it) || !whole(z) || it->gc_base != z->gc_base || !(ri = find(w, it->seg->base, 1)) ||
+      !(rz = find(w, z->seg->base, 1))) {
+    stop(w);
+    return;
+  }
+  uint64_t o = ri->other;
+  ri->other = rz->other;
+  rz->other = o;
+  it->seg->other = ri->other;
+  z->seg->other = rz->other;
+}
+
+const gm_backend_t *gm_watch_inner(const gm_backend_t *be) {
+  return be->malloc == wt_malloc ? &((const watch_t *)be->ctx)->inner : be;
+}
+
+static int fail(char *msg, size_t len, const char *fmt, ...) {
+  if (msg && len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+  }
+  return GM_ECORRUPT;
+}
+
+int gm_watch_check(const gm_alloc_t *a, char *msg, size_t len) {
+  const watch_t *w = watch_of(a);
+  if (w && !w->off != (a->watch == w)) return fail(msg, len, "I8: the watch agrees but the allocator does not see it, or the reverse");
+  if (!w || w->off) return GM_OK;
+  size_t segs = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) {
+    size_t k = at(w, s->base + 1);
+    if (k == 0 || w->r[k - 1].addr != s->base || w->r[k - 1].size != s->size)
+      return fail(msg, len, "I8: segment 0x%llx is no watched range", (unsigned long long)s->base);
+    if (s->other && s->other != w->r[k - 1].other)
+      return fail(msg, len, "I8: segment 0x%llx keeps another base than its range's", (unsigned long long)s->base);
+    segs++;
+  }
+  if (segs != w->n) return fail(msg, len, "I8: %zu watched ranges, %zu segments", w->n, segs);
+  int rc = gm_sim_check(&w->other, msg, len); /* I7 on the other placement */
+  if (rc != GM_OK) return rc;
+  for (size_t i = 1; i < w->n; i++)
+    if (w->r[i - 1].addr + w->r[i - 1].size > w->r[i].addr)
+      return fail(msg, len, "I8: watched ranges 0x%llx and 0x%llx overlap", (unsigned long long)w->r[i - 1].addr,
+                     (unsigned long long)w->r[i].addr);
+  return GM_OK;
+}
