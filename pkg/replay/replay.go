@@ -148,10 +148,14 @@ func seeded(o Options, p *Plan, seeds []*Seed) (a *alloc.Allocator, inferred *Ca
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	a.SetFollowsRecording(p.followsSettings(o.Config, a.Allowed()))
-	if p != nil && watchesPlacement(o) {
+	follows := p.followsSettings(o.Config, a.Allowed())
+	a.SetFollowsRecording(follows)
+	if p != nil && watchesPlacement(o) && (!p.recorded.device || !follows) {
 		// the placement check's second replay is needed only where the
-		// other placement would not go as this one (placementCheck)
+		// other placement would not go as this one (placementCheck). A
+		// replay of recorded addresses under the recorded settings
+		// mostly follows them to the end and needs no check at all: it
+		// does not pay for the other device's calls.
 		if err := a.WatchOtherPlacement(); err != nil {
 			a.Close()
 			return nil, nil, nil, err
