@@ -27,6 +27,12 @@
 //     ratio. Reports give 1 − allocated/reserved (now and at the peak),
 //     1 − peak allocated/peak reserved, and 1 − largest free block/free
 //     cached bytes.
+//   - Other placement: the simulated device's other model of where the
+//     driver puts segments (for a process that launches kernels, or for
+//     one that does not; [SimOtherPlacement]). A watch of it
+//     ([Allocator.WatchOtherPlacement]) makes every device call on it too
+//     and tells whether an allocator there would have gone alike
+//     ([Allocator.OtherPlacementAgrees]).
 //
 // # Use
 //
