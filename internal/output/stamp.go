@@ -1,6 +1,8 @@
 package output
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 
@@ -36,9 +38,69 @@ func stamp() Stamp { return Stamp{SchemaVersion: SchemaVersion, Generator: gener
 // writeJSON writes doc indented by two spaces, with a final newline.
 // escapeHTML escapes <, > and & as encoding/json does by default; the
 // replay report leaves them as they are, for frames such as "<module>".
+//
+// The document is encoded compact and indented on its way out (as
+// json.Indent would), not indented whole in memory first: a replay
+// report of many private pools is megabytes.
 func writeJSON(w io.Writer, doc any, escapeHTML bool) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(escapeHTML)
-	return enc.Encode(doc)
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	writeIndented(bw, buf.Bytes())
+	return bw.Flush()
+}
+
+// writeIndented writes src, compact JSON as encoding/json writes it, to
+// w indented by two spaces as json.Indent does: a newline and the depth's
+// indent after each opening bracket, comma and before each closing one,
+// a space after each colon, and an empty object or array as {} or [].
+func writeIndented(w *bufio.Writer, src []byte) {
+	depth, open := 0, false // open: the last byte opened an object or array
+	newline := func() {
+		w.WriteByte('\n')
+		for range depth {
+			w.WriteString("  ")
+		}
+	}
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if open && c != '}' && c != ']' {
+			open = false
+			depth++
+			newline()
+		}
+		switch c {
+		case '"': // the string whole, its escapes included
+			j := i + 1
+			for ; j < len(src) && src[j] != '"'; j++ {
+				if src[j] == '\\' {
+					j++
+				}
+			}
+			w.Write(src[i:min(j+1, len(src))])
+			i = j
+		case '{', '[':
+			open = true
+			w.WriteByte(c)
+		case ',':
+			w.WriteByte(c)
+			newline()
+		case ':':
+			w.WriteString(": ")
+		case '}', ']':
+			if open {
+				open = false
+			} else {
+				depth--
+				newline()
+			}
+			w.WriteByte(c)
+		default:
+			w.WriteByte(c)
+		}
+	}
 }

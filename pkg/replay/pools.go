@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"runtime"
 	"slices"
 
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -77,11 +78,11 @@ type modelBlock struct {
 
 // segmentInfo is one segment of the trace, as the walk and labelling
 // see it: a trace has many (a segment per few events in some), so its
-// fields are narrow, and what only a live segment needs is apart
-// (segLive).
+// fields are narrow and hold no pointer (the collector need not scan
+// them), and what only a live segment needs is apart (segLive).
 type segmentInfo struct {
-	*segLive          // nil once the segment is freed
 	addr, size uint64 //
+	live       int32  // its block model's index in inferer.live, -1 once freed
 	stream     uint32 // its stream's index in inferer.streams
 	label      int32  // labelUnknown, labelDefault, labelPrivate or a pool > 0
 	born       int32  // event index
@@ -101,7 +102,10 @@ type segmentInfo struct {
 	samePass  bool
 }
 
-// segLive is the block model of a live segment.
+// segLive is the block model of a live segment. A freed segment's goes
+// back to inferer.spare for the next segment made, its slices' room
+// kept: a walk makes a block model per segment of the trace, and so
+// allocates only as many as are ever live at once.
 type segLive struct {
 	blocks    []modelBlock // address order
 	free      []int32      // its blocks' nodes in the free treap
@@ -164,8 +168,10 @@ type inferer struct {
 	lastStreamIdx uint32
 	streamIDs     []uint64 // the streams by index
 	segs          []segmentInfo
-	bases         []uint64 // live segments' bases, sorted
-	baseSeg       []int32  // and the segment at each
+	live          []segLive // the live segments' block models, and those spare
+	spare         []int32   // the indexes in live of those spare
+	bases         []uint64  // live segments' bases, sorted
+	baseSeg       []int32   // and the segment at each
 	tree          *freeTree
 	keys          map[freeKey]int32 // each stream and size class's index in roots
 	roots         []int32           // their free treaps
@@ -337,6 +343,11 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 	if ids == nil {
 		return nil
 	}
+	// Labelling's working sets are garbage now, as much again as the
+	// walk's records: collected at once, the plan and the walk for claims
+	// reuse their memory instead of growing the heap to the pacer's goal,
+	// twice the records and those working sets.
+	runtime.GC()
 	return f.plan(ids)
 }
 
@@ -372,6 +383,7 @@ func (f *inferer) keepRecords(n, allocs, segs int) {
 	f.segs = make([]segmentInfo, 0, segs)
 	f.claim = make(bitset, 0, (n+63)/64)
 	f.rec, f.allocAt, f.segOfAlloc = make([]eventRecord, 0, allocs), make([]int32, 0, allocs), make([]int32, 0, allocs)
+	f.apart.rows = make([]apartRow, 0, segs)
 }
 
 // record appends the record of the trace's next event.

@@ -11,9 +11,10 @@ import (
 // allocation's pool, the pools released before each release run, and the
 // runs that begin a capture or MemPool window.
 
-// plan turns the labels into what the plan builder needs.
+// plan turns the labels into what the plan builder needs. It is the
+// inferer's last use: the walk for claims at its end takes over the
+// segment records.
 func (f *inferer) plan(ids [][2]int64) *poolPlan {
-	f.passedClaims()
 	pp := &poolPlan{claim: f.claim, runs: map[int]runInfo{}}
 	pools := make([]Pool, len(ids))
 	hows := make([]uint8, len(ids)) // per pool, the evidence seen (bits by index in howNames)
@@ -37,13 +38,13 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	// are wrong somewhere, and the pool is released at a later run); a run
 	// that frees only private segments while a default whole-free segment
 	// survives is ~MemPool's own emptyCache
-	last := map[int]int{}
+	last := make([]int32, len(pools))
 	for k, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			last[int(f.segs[o].label)] = int(f.allocAt[k])
+			last[f.segs[o].label] = f.allocAt[k]
 		}
 	}
-	released := map[int]bool{}
+	released := make([]bool, len(pools))
 	for r := range f.runAt {
 		run := f.run(r)
 		var ri runInfo
@@ -54,7 +55,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 				onlyPrivate = false
 				continue
 			}
-			if !released[l] && last[l] < int(f.runAt[r]) {
+			if !released[l] && last[l] < f.runAt[r] {
 				released[l] = true
 				ri.release = append(ri.release, uint32(l))
 			}
@@ -67,17 +68,27 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 			pp.runs[int(f.runAt[r])] = ri
 		}
 	}
+	// pools of the same evidence share its list of names (a trace may
+	// have many pools)
+	names := map[uint8][]string{}
 	for l := 1; l < len(pools); l++ {
-		for h, name := range howNames {
-			if hows[l]&(1<<h) == 0 {
-				continue
+		how, ok := names[hows[l]]
+		if !ok {
+			for h, name := range howNames {
+				if hows[l]&(1<<h) != 0 {
+					how = append(how, name)
+				}
 			}
-			pools[l].How = append(pools[l].How, name)
+			sort.Strings(how)
+			how = slices.Clip(how)
+			names[hows[l]] = how
 		}
-		sort.Strings(pools[l].How)
-		if pools[l].Segments > 0 {
-			pp.pools = append(pp.pools, pools[l])
-		}
+		pools[l].How = how
+	}
+	// the pools that made a segment, in place
+	pp.pools = slices.DeleteFunc(pools[1:], func(p Pool) bool { return p.Segments == 0 })
+	if len(pp.pools) == 0 {
+		pp.pools = nil
 	}
 	// each alloc's pool, in place of its segment: the records are done with
 	for k, o := range f.segOfAlloc {
@@ -88,6 +99,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		f.segOfAlloc[k] = l
 	}
 	pp.allocPool, f.segOfAlloc = f.segOfAlloc, nil
+	f.passedClaims()
 	return pp
 }
 
@@ -102,6 +114,9 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 // is marked; else the trace is walked once more, each segment's blocks
 // classed by its pool, and each allocation asks whether the blocks it
 // passed over hold one of its own pool's.
+//
+// The walk again reuses f's segment records, the largest of its tables
+// (a trace walks the same segments each time): f is done with them.
 func (f *inferer) passedClaims() {
 	if f.claim == nil || f.again == nil || !f.samePoolApart() {
 		return
@@ -109,7 +124,6 @@ func (f *inferer) passedClaims() {
 	g := newInferer(f.cfg)
 	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
 	g.segClass, g.skipOpen = make([]int32, len(f.segs)), !f.sharedBase
-	g.segs = make([]segmentInfo, 0, len(f.segs))
 	for si := range f.segs {
 		s := &f.segs[si]
 		g.segClass[si] = -1
@@ -117,7 +131,10 @@ func (f *inferer) passedClaims() {
 			g.segClass[si] = int32(s.label)
 		}
 	}
-	f.again(g)
+	g.segs, f.segs = f.segs[:0], nil
+	again := f.again
+	*f = inferer{} // what the walk of f left is garbage now
+	again(g)
 }
 
 // samePoolApart says whether two segments of one private pool may have

@@ -43,6 +43,24 @@ func (f *inferer) liveAt(addr uint64) (int, bool) {
 	return 0, false
 }
 
+// model is live segment si's block model.
+func (f *inferer) model(si int) *segLive { return &f.live[f.segs[si].live] }
+
+// newLive is the index in f.live of a block model of a new segment,
+// one free block at addr of size, a spare one's where there is one.
+func (f *inferer) newLive(addr, size uint64) int32 {
+	var li int32
+	if n := len(f.spare); n > 0 {
+		li, f.spare = f.spare[n-1], f.spare[:n-1]
+	} else {
+		li = int32(len(f.live))
+		f.live = append(f.live, segLive{})
+	}
+	m := &f.live[li]
+	*m = segLive{blocks: append(m.blocks[:0], modelBlock{addr, size, true}), free: m.free[:0], lastAlloc: -1, whole: -1}
+	return li
+}
+
 // round is round_size; without roundup_power2_divisions it is 512-byte
 // rounding, done here rather than through cgo for every event.
 func (f *inferer) round(size uint64) uint64 {
@@ -77,16 +95,16 @@ func (f *inferer) blockClass(si int) int32 {
 }
 
 func (f *inferer) addFree(si int, b modelBlock) {
-	s := &f.segs[si]
+	m := f.model(si)
 	c := f.blockClass(si)
 	if f.mode == walkClaims {
 		c = -1 // the treaps of each class hold the classes
 	}
-	root, x := f.tree.add(f.roots[s.fk], b.size, b.addr, int32(si), c)
-	f.roots[s.fk] = root
-	s.free = append(s.free, x)
+	root, x := f.tree.add(f.roots[m.fk], b.size, b.addr, int32(si), c)
+	f.roots[m.fk] = root
+	m.free = append(m.free, x)
 	if c := f.blockClass(si); f.mode == walkClaims && c >= 0 {
-		ck := int64(s.fk)<<32 | int64(c)
+		ck := int64(m.fk)<<32 | int64(c)
 		f.byClass[ck], _ = f.tree.addKey(f.byClass[ck], b.size, b.addr, f.tree.nodes[x].seq, int32(si), c)
 	}
 }
@@ -95,14 +113,14 @@ func (f *inferer) addFree(si int, b modelBlock) {
 // last to si's stream and size class (si's, unless the trace gave two
 // segments one address).
 func (f *inferer) delFree(si int, b modelBlock) {
-	k := f.segs[si].fk
+	k := f.model(si).fk
 	root, x := f.tree.take(f.roots[k], b.size, b.addr)
 	f.roots[k] = root
 	if x == 0 {
 		return
 	}
 	nd := f.tree.nodes[x]
-	o := &f.segs[nd.seg]
+	o := f.model(int(nd.seg))
 	if j := slices.Index(o.free, x); j >= 0 {
 		o.free = slices.Delete(o.free, j, j+1)
 	}
@@ -162,28 +180,28 @@ func (f *inferer) setWhole(si int, live bool) {
 	if f.mode != walkFull {
 		return
 	}
-	s := &f.segs[si]
-	in := live && !s.broken && len(s.blocks) == 1 && s.blocks[0].free
+	s, m := &f.segs[si], f.model(si)
+	in := live && !s.broken && len(m.blocks) == 1 && m.blocks[0].free
 	switch {
 	case s.class >= 0:
-		if s.class == f.defClass && in != (s.whole >= 0) {
+		if s.class == f.defClass && in != (m.whole >= 0) {
 			if in {
 				f.wholeDef++
-				s.whole = 0
+				m.whole = 0
 			} else {
 				f.wholeDef--
-				s.whole = -1
+				m.whole = -1
 			}
 		}
-	case in && s.whole < 0:
-		s.whole = int32(len(f.whole))
+	case in && m.whole < 0:
+		m.whole = int32(len(f.whole))
 		f.whole = append(f.whole, int32(si))
-	case !in && s.whole >= 0:
+	case !in && m.whole >= 0:
 		last := f.whole[len(f.whole)-1]
-		f.whole[s.whole] = last
-		f.segs[last].whole = s.whole
+		f.whole[m.whole] = last
+		f.model(int(last)).whole = m.whole
 		f.whole = f.whole[:len(f.whole)-1]
-		s.whole = -1
+		m.whole = -1
 	}
 }
 
@@ -207,9 +225,8 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	e := &ev[i]
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
-		f.segs = append(f.segs, segmentInfo{addr: e.Addr, size: e.Size, stream: f.streamIndex(e.Stream), born: int32(base + i), label: labelUnknown,
-			segLive:    &segLive{blocks: []modelBlock{{e.Addr, e.Size, true}}, lastAlloc: -1, whole: -1},
-			firstAlloc: -1, class: -1, closedMin: -1, closed: -1})
+		f.segs = append(f.segs, segmentInfo{addr: e.Addr, size: e.Size, live: f.newLive(e.Addr, e.Size), stream: f.streamIndex(e.Stream),
+			born: int32(base + i), label: labelUnknown, firstAlloc: -1, class: -1, closedMin: -1, closed: -1})
 		si := len(f.segs) - 1
 		s := &f.segs[si]
 		if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
@@ -220,7 +237,7 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		} else {
 			s.small = e.Size == 2<<20
 		}
-		s.fk = f.keyOf(e.Stream, s.small)
+		f.model(si).fk = f.keyOf(e.Stream, s.small)
 		if k, ok := slices.BinarySearch(f.bases, e.Addr); !ok {
 			f.bases = slices.Insert(f.bases, k, e.Addr)
 			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
@@ -230,7 +247,7 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			f.baseSeg[k] = int32(si)
 		}
 		if !f.skips(si) {
-			f.addFree(si, s.blocks[0])
+			f.addFree(si, f.model(si).blocks[0])
 		}
 		f.setWhole(si, true)
 	case trace.ActionSegmentFree:
@@ -260,14 +277,15 @@ func (f *inferer) release(run []trace.Event, from int) {
 		}
 		si := int(f.baseSeg[x])
 		f.runSegs = append(f.runSegs, int32(si))
-		s := &f.segs[si]
-		for _, b := range s.blocks {
+		for _, b := range f.model(si).blocks {
 			if b.free && !f.skips(si) {
 				f.delFree(si, b)
 			}
 		}
 		f.setWhole(si, false)
-		s.segLive = nil // a freed segment's blocks are never looked at again
+		// a freed segment's blocks are never looked at again
+		f.spare = append(f.spare, f.segs[si].live)
+		f.segs[si].live = -1
 		f.bases = slices.Delete(f.bases, x, x+1)
 		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
 	}
@@ -300,44 +318,44 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	if f.segOfAlloc != nil {
 		f.segOfAlloc[f.nAllocs] = int32(si)
 	}
-	s := &f.segs[si]
+	s, m := &f.segs[si], f.model(si)
 	if s.firstAlloc < 0 {
 		s.firstAlloc = int32(i)
 	}
 	if s.broken {
 		return
 	}
-	k := slices.IndexFunc(s.blocks, func(b modelBlock) bool { return e.Addr >= b.addr && e.Addr < b.addr+b.size })
+	k := slices.IndexFunc(m.blocks, func(b modelBlock) bool { return e.Addr >= b.addr && e.Addr < b.addr+b.size })
 	r := f.round(e.Size)
 	chained := false
-	if k >= 0 && !s.blocks[k].free && s.lastAlloc >= 0 && s.blocks[k].addr == s.lastAddr && e.Addr > s.lastAddr {
+	if k >= 0 && !m.blocks[k].free && m.lastAlloc >= 0 && m.blocks[k].addr == m.lastAddr && e.Addr > m.lastAddr {
 		// inside the block just allocated here: that allocation was a
 		// checkpoint restore's claim, split off exactly where best fit
 		// would have kept a remainder of 1 MiB or less, and so is this one
-		old := s.blocks[k]
+		old := m.blocks[k]
 		back := modelBlock{e.Addr, old.addr + old.size - e.Addr, true}
-		s.blocks = slices.Replace(s.blocks, k, k+1, modelBlock{old.addr, e.Addr - old.addr, false}, back)
+		m.blocks = slices.Replace(m.blocks, k, k+1, modelBlock{old.addr, e.Addr - old.addr, false}, back)
 		f.addFree(si, back)
-		f.setClaim(int(s.lastAlloc))
+		f.setClaim(int(m.lastAlloc))
 		k++
 		chained = true
 	}
-	if chained || (k >= 0 && s.blocks[k].free && s.blocks[k].addr == e.Addr && (r <= 1<<20) != s.small) {
+	if chained || (k >= 0 && m.blocks[k].free && m.blocks[k].addr == e.Addr && (r <= 1<<20) != s.small) {
 		r = (e.Size + 511) / 512 * 512 // a claim takes its recorded size
 	}
-	if k < 0 || !s.blocks[k].free || s.blocks[k].addr+s.blocks[k].size < e.Addr+r {
+	if k < 0 || !m.blocks[k].free || m.blocks[k].addr+m.blocks[k].size < e.Addr+r {
 		s.broken = true
 		return
 	}
-	s.lastAlloc, s.lastAddr = int32(i), e.Addr
-	b := s.blocks[k]
+	m.lastAlloc, m.lastAddr = int32(i), e.Addr
+	b := m.blocks[k]
 	small := f.round(e.Size) <= 1<<20
 	// a block that best fit would not hand out here: a claim by address
 	// (CUDA graph trees restoring a checkpoint), which marks a private pool
 	restore := chained || small != s.small || b.addr != e.Addr
 	if !restore && !isNew {
 		// a better block in the same segment means best fit was not used
-		for _, x := range s.free {
+		for _, x := range m.free {
 			c := &f.tree.nodes[x]
 			if c.size >= r && (c.size < b.size || c.size == b.size && c.addr < b.addr) && f.usable(r, c.size) {
 				restore = true
@@ -378,7 +396,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 			f.addFree(si, x)
 		}
 	}
-	s.blocks = slices.Replace(s.blocks, k, k+1, out...)
+	m.blocks = slices.Replace(m.blocks, k, k+1, out...)
 }
 
 // exclude reads the exclusions of alloc event i in segment si, a request
@@ -386,7 +404,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 // treap already): every usable block best fit preferred (a better fit;
 // any, for the request that made si) lies in another pool.
 func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
-	s := &f.segs[si]
+	s, m := &f.segs[si], f.model(si)
 	hiSize, hiAddr, hiInf := b.size, b.addr, isNew
 	if ms := f.cfg.MaxSplitSize; ms > 0 { // usable blocks are those below u
 		u := ms
@@ -400,9 +418,9 @@ func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 	t, q := f.tree, freeRange{r, hiSize, hiAddr, hiInf}
 	switch f.mode {
 	case walkDetect:
-		f.anyApart = f.anyApart || t.any(f.roots[s.fk], &q)
+		f.anyApart = f.anyApart || t.any(f.roots[m.fk], &q)
 	case walkClaims:
-		if c := f.segClass[si]; c >= 0 && t.any(f.byClass[int64(s.fk)<<32|int64(c)], &q) {
+		if c := f.segClass[si]; c >= 0 && t.any(f.byClass[int64(m.fk)<<32|int64(c)], &q) {
 			f.setClaim(i)
 		}
 	case walkFull:
@@ -417,7 +435,7 @@ func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 				f.closedPartner(int(o), int32(si), s.class)
 			}
 		}
-		t.sum(f.roots[s.fk], &q, &sum)
+		t.sum(f.roots[m.fk], &q, &sum)
 		if sum.n == 0 {
 			return
 		}
@@ -456,28 +474,28 @@ func (f *inferer) freeAt(addr uint64) {
 
 // freeIn walks the free_completed at addr, in segment si.
 func (f *inferer) freeIn(si int, addr uint64) {
-	s := &f.segs[si]
+	s, m := &f.segs[si], f.model(si)
 	if s.broken {
 		return
 	}
-	k := slices.IndexFunc(s.blocks, func(b modelBlock) bool { return b.addr == addr })
-	if k < 0 || s.blocks[k].free {
+	k := slices.IndexFunc(m.blocks, func(b modelBlock) bool { return b.addr == addr })
+	if k < 0 || m.blocks[k].free {
 		s.broken = true
 		return
 	}
-	b := modelBlock{addr, s.blocks[k].size, true}
+	b := modelBlock{addr, m.blocks[k].size, true}
 	lo, hi := k, k+1
-	if k > 0 && s.blocks[k-1].free {
-		f.delFree(si, s.blocks[k-1])
-		b.addr, b.size = s.blocks[k-1].addr, b.size+s.blocks[k-1].size
+	if k > 0 && m.blocks[k-1].free {
+		f.delFree(si, m.blocks[k-1])
+		b.addr, b.size = m.blocks[k-1].addr, b.size+m.blocks[k-1].size
 		lo = k - 1
 	}
-	if k+1 < len(s.blocks) && s.blocks[k+1].free {
-		f.delFree(si, s.blocks[k+1])
-		b.size += s.blocks[k+1].size
+	if k+1 < len(m.blocks) && m.blocks[k+1].free {
+		f.delFree(si, m.blocks[k+1])
+		b.size += m.blocks[k+1].size
 		hi = k + 2
 	}
-	s.blocks = slices.Replace(s.blocks, lo, hi, b)
+	m.blocks = slices.Replace(m.blocks, lo, hi, b)
 	f.addFree(si, b)
 }
 

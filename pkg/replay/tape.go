@@ -29,6 +29,37 @@ const (
 	tTimeSame   = 1 << 7
 )
 
+// Addresses and sizes are multiples of 512 but in odd traces: an
+// address's step from the last (zigzag encoded) or a size is taped as a
+// uvarint of v<<1|1 where v counts units of 512 bytes (a byte or two less
+// than in bytes), else of v<<1, else (v of 2^63 or more) tapeEscape then
+// v. A count of units is below 2^55, so no v<<1|1 is tapeEscape.
+const tapeEscape = 1<<56 | 1
+
+// appendUnits appends v, a count of 512-byte units when scaled.
+func appendUnits(b []byte, v uint64, scaled bool) []byte {
+	switch {
+	case scaled:
+		return binary.AppendUvarint(b, v<<1|1)
+	case v < 1<<63:
+		return binary.AppendUvarint(b, v<<1)
+	}
+	return binary.AppendUvarint(binary.AppendUvarint(b, tapeEscape), v)
+}
+
+// readUnits reads what appendUnits appended at c[p:].
+func readUnits(c []byte, p int) (v uint64, scaled bool, next int) {
+	u, p := uvarint(c, p)
+	switch {
+	case u&1 == 0:
+		return u >> 1, false, p
+	case u == tapeEscape:
+		v, p = uvarint(c, p)
+		return v, false, p
+	}
+	return u >> 1, true, p
+}
+
 // add appends e.
 func (t *tape) add(e *trace.Event) {
 	var buf [64]byte
@@ -53,8 +84,16 @@ func (t *tape) add(e *trace.Event) {
 	if h&tAction == 0 {
 		b = append(b, byte(e.Action))
 	}
-	b = binary.AppendVarint(b, int64(e.Addr-p.Addr))
-	b = binary.AppendUvarint(b, e.Size)
+	if d := int64(e.Addr - p.Addr); d%512 == 0 {
+		b = appendUnits(b, zigzag(d>>9), true)
+	} else {
+		b = appendUnits(b, zigzag(d), false)
+	}
+	if e.Size%512 == 0 {
+		b = appendUnits(b, e.Size>>9, true)
+	} else {
+		b = appendUnits(b, e.Size, false)
+	}
 	if h&tStreamSame == 0 {
 		b = binary.AppendUvarint(b, e.Stream)
 	}
@@ -93,10 +132,17 @@ func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 				e.Action = trace.Action(c[p])
 				p++
 			}
-			d, n := binary.Varint(c[p:])
-			p += n
+			var v uint64
+			var scaled bool
+			v, scaled, p = readUnits(c, p)
+			d := unzigzag(v)
+			if scaled {
+				d <<= 9
+			}
 			e.Addr += uint64(d)
-			e.Size, p = uvarint(c, p)
+			if e.Size, scaled, p = readUnits(c, p); scaled {
+				e.Size <<= 9
+			}
 			if h&tStreamSame == 0 {
 				e.Stream, p = uvarint(c, p)
 			}

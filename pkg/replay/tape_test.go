@@ -10,7 +10,8 @@ import (
 
 // A tape gives back every field of the events it was given, in order:
 // addresses that go down as well as up, stacks that go to -1 and back,
-// actions beyond a nibble, extreme values.
+// actions beyond a nibble, addresses and sizes in units of 512 bytes or
+// not, extreme values.
 func TestTapeRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var events []trace.Event
@@ -18,6 +19,10 @@ func TestTapeRoundTrip(t *testing.T) {
 		e := trace.Event{Action: trace.Action(1 + rng.IntN(9)), Stack: int32(rng.IntN(50)) - 1,
 			Addr: 0x7f0000000000 + uint64(rng.IntN(1<<30)), Size: uint64(rng.IntN(1 << 26)),
 			Stream: uint64(rng.IntN(3)), TimeUS: 1700000000000000 + int64(i*3-rng.IntN(5))}
+		if i%3 != 0 { // most addresses and sizes are multiples of 512
+			e.Addr &^= 511
+			e.Size &^= 511
+		}
 		switch i % 997 {
 		case 1:
 			e.Action = trace.ActionEmptyCache
@@ -25,6 +30,12 @@ func TestTapeRoundTrip(t *testing.T) {
 			e.Addr, e.Size, e.Stream, e.TimeUS, e.Stack = math.MaxUint64, math.MaxUint64, math.MaxUint64, math.MinInt64, math.MaxInt32
 		case 3:
 			e = trace.Event{}
+		case 4: // steps of 2^63 and more, aligned and not
+			e.Addr, e.Size = 1<<63, 1<<63
+		case 5:
+			e.Addr, e.Size = 1, 1<<63|1
+		case 6:
+			e.Addr, e.Size = 1<<63|512, math.MaxUint64&^511
 		}
 		events = append(events, e)
 	}

@@ -187,7 +187,7 @@ func (d *decoder) growMemo(idx int) error {
 			return err
 		}
 		d.memo = append(d.memo, d.newPage())
-		d.packed = append(d.packed, nil)
+		d.packed, d.wide = append(d.packed, nil), append(d.wide, nil)
 		d.memoLen += memoPageLen
 		// pages are filled in order: one a few pages back is done with
 		if k := len(d.memo) - 1 - packLag; k >= 0 {

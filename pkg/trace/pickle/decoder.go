@@ -81,8 +81,9 @@ type decoder struct {
 	stack []val
 	marks []int
 
-	memo      [][]uint64 // pages of packed vals; nil where packed holds the page
+	memo      [][]uint64 // pages of packed vals; nil where packed or wide holds the page
 	packed    [][]byte   // pages of kinds alone (packPage)
+	wide      [][]uint16 // pages of kinds and small payloads (packPage)
 	spare     []uint64   // a page packPage freed
 	lastPack  []byte     // the page packPage packed last, which the next may share
 	memoLen   int        // slots allocated

@@ -459,8 +459,16 @@ func (d *decoder) takeEvent(v val) *model.Event {
 // payload (the kGone of event dicts, the kEmpty of their frames lists,
 // the first strings and small ints) keeps one byte a slot, its kind,
 // instead of eight, and shares them with the page packed before it when
-// they are alike. A big trace's memo has two slots an event.
+// they are alike; one whose payloads are all small (the ids of a trace's
+// few strings beside them) keeps two bytes a slot, its kind and payload
+// (wide). A big trace's memo has two slots an event.
 const packLag = 4 // pages after a page that is packed
+
+// A wide page's slot is kind<<wideBits | payload: every kind fits above.
+const (
+	wideBits = 11
+	_        = uint8(1<<(16-wideBits)-1) - uint8(kEventDone) // does not compile if a kind did not fit
+)
 
 func (d *decoder) newPage() []uint64 {
 	if pg := d.spare; pg != nil {
@@ -471,7 +479,8 @@ func (d *decoder) newPage() []uint64 {
 	return make([]uint64, memoPageLen)
 }
 
-// packPage packs memo page k if each of its slots is a kind alone. An
+// packPage packs memo page k if each of its slots is a kind alone, or
+// one with a small payload (wide). An
 // open container's slot (kDict, kList) is left unpacked: closing it
 // rewrites the slot. One pass over the page both checks it and compares
 // its kinds with the page packed last.
@@ -487,7 +496,15 @@ func (d *decoder) packPage(k int) {
 		last = noKinds[:]
 	}
 	low, kinds, diff := pageKinds((*[memoPageLen]uint64)(pg), (*[memoPageLen]byte)(last))
-	if low != 0 || kinds&open != 0 {
+	if low >= 1<<wideBits || kinds&open != 0 {
+		return
+	}
+	if low != 0 {
+		w := make([]uint16, memoPageLen)
+		for i, e := range pg {
+			w[i] = uint16(e>>56)<<wideBits | uint16(e)
+		}
+		d.wide[k], d.memo[k], d.spare = w, nil, pg
 		return
 	}
 	// a page like the one packed before it (a trace whose events all
@@ -529,9 +546,20 @@ func (d *decoder) unpackPage(k int) {
 	for i, b := range d.packed[k] {
 		pg[i] = uint64(b) << 56
 	}
-	d.memo[k], d.packed[k] = pg, nil
+	for i, w := range d.wide[k] {
+		pg[i] = wideEntry(w)
+	}
+	d.memo[k], d.packed[k], d.wide[k] = pg, nil, nil
 }
 
 func (d *decoder) packedEntry(i uint64) uint64 {
-	return uint64(d.packed[i>>memoPageBits][i&(memoPageLen-1)]) << 56
+	j := i & (memoPageLen - 1)
+	if b := d.packed[i>>memoPageBits]; b != nil {
+		return uint64(b[j]) << 56
+	}
+	return wideEntry(d.wide[i>>memoPageBits][j])
+}
+
+func wideEntry(w uint16) uint64 {
+	return uint64(w>>wideBits)<<56 | uint64(w&(1<<wideBits-1))
 }

@@ -216,11 +216,13 @@ func TestStreamSinkError(t *testing.T) {
 	}
 }
 
-// A packed memo page reads as it was, and is unpacked when written again.
+// A packed memo page reads as it was, and is unpacked when written again:
+// of kinds alone, of small payloads (wide), not of a wider one.
 func TestMemoPacking(t *testing.T) {
 	d := newDecoder(bytes.NewReader(nil), 0)
 	d.op = 1 << 30
-	n := (packLag + 2) * memoPageLen
+	n := (packLag + 3) * memoPageLen
+	wide := memoPageLen + 1
 	for i := range n {
 		v := val{k: kGone}
 		switch {
@@ -228,27 +230,37 @@ func TestMemoPacking(t *testing.T) {
 			v = val{k: kEmpty}
 		case i == 5:
 			v = val{kStr, sAlloc} // payload 0: packs
-		case i == memoPageLen+1:
-			v = val{kStr, sFreeRequested} // a payload: page 1 stays as it is
+		case i == wide:
+			v = val{kStr, sFreeRequested} // a small payload: page 1 packs wide
+		case i == wide+1:
+			v = val{kInt, 1<<wideBits - 1}
+		case i == 2*memoPageLen+1:
+			v = val{kInt, 1 << wideBits} // too wide: page 2 stays as it is
 		}
 		if err := d.put(uint64(i), v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if d.memo[0] != nil || d.packed[0] == nil || d.memo[1] == nil {
-		t.Fatalf("page 0 packed %v, page 1 unpacked %v", d.memo[0] == nil, d.memo[1] != nil)
+	if d.memo[0] != nil || d.packed[0] == nil || d.memo[1] != nil || d.wide[1] == nil || d.memo[2] == nil {
+		t.Fatalf("page 0 packed %v, page 1 wide %v, page 2 unpacked %v", d.packed[0] != nil, d.wide[1] != nil, d.memo[2] != nil)
 	}
-	if v := d.unpack(d.memoEntry(5)); v != (val{kStr, sAlloc}) {
-		t.Errorf("slot 5 = %v", v)
+	for i, want := range map[int]val{5: {kStr, sAlloc}, 3: {k: kEmpty}, 4: {k: kGone}, wide: {kStr, sFreeRequested},
+		wide + 1: {kInt, 1<<wideBits - 1}, wide + 2: {k: kGone}, 2*memoPageLen + 1: {kInt, 1 << wideBits}} {
+		if v := d.unpack(d.memoEntry(uint64(i))); v != want {
+			t.Errorf("slot %d = %v, want %v", i, v, want)
+		}
 	}
-	if v := d.unpack(d.memoEntry(3)); v != (val{k: kEmpty}) {
-		t.Errorf("slot 3 = %v", v)
-	}
-	if err := d.put(7, val{kInt, 42}); err != nil {
-		t.Fatal(err)
+	for _, i := range []int{7, wide + 5} {
+		if err := d.put(uint64(i), val{kInt, 42}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if d.memo[0] == nil || d.unpack(d.memoEntry(7)) != (val{kInt, 42}) || d.unpack(d.memoEntry(5)) != (val{kStr, sAlloc}) {
 		t.Error("a write to a packed page lost it")
+	}
+	if d.memo[1] == nil || d.wide[1] != nil || d.unpack(d.memoEntry(uint64(wide+5))) != (val{kInt, 42}) ||
+		d.unpack(d.memoEntry(uint64(wide))) != (val{kStr, sFreeRequested}) || d.unpack(d.memoEntry(uint64(wide+1))) != (val{kInt, 1<<wideBits - 1}) {
+		t.Error("a write to a wide page lost it")
 	}
 }
 
