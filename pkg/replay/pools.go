@@ -326,7 +326,7 @@ func (f *inferer) predict(final []trace.Segment, last func(addr uint64) (int, bo
 		}
 		f.closedAt[fs.Address] = closedSeg{i, c}
 	}
-	f.tree = newFreeTree(len(f.classIDs))
+	f.tree = newFreeTree(len(f.classIDs), f.mode == walkFull)
 	f.mask = make([]uint64, f.tree.words)
 }
 
@@ -344,7 +344,7 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 // (keepRecords) it can only find the evidence of pools (a streamed walk
 // that looks for them).
 func newInferer(cfg alloc.Config) *inferer {
-	return &inferer{cfg: cfg, keys: map[freeKey]int32{}, tree: newFreeTree(0),
+	return &inferer{cfg: cfg, keys: map[freeKey]int32{}, tree: newFreeTree(0, false),
 		streams: map[uint64]uint32{}, defClass: -1,
 		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}
