@@ -46,7 +46,11 @@
  *   I7 on the simulated device (gm_sim.c), the room index agrees with the
  *      chunks: one leaf per chunk with room, each its chunk's room, each
  *      node the larger of its two children; the given-back list holds
- *      exactly the given-back chunks, by address; and the gap and the new
+ *      exactly the given-back chunks, by address; the hole index holds
+ *      them too, in address order, each with its key (its size, or the
+ *      largest key when it ends where the next below begins), each node
+ *      the largest key of its subtree and of no higher priority than its
+ *      parent; and the gap and the new
  *      chunk's place they find (requests of 2 MiB to 512 MiB, new chunks
  *      of 32 MiB to 1 GiB) equal those a walk of every chunk finds.
  *
