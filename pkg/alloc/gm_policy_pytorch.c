@@ -283,7 +283,11 @@ static gm_block_t **list_set(gm_block_t *root, size_t *n) {
   return v;
 }
 
+/* A settled pool holds nothing to give back (release_cached_blocks walks
+ * every freeable private pool at every empty_cache: most have only the
+ * split blocks the last one left), so the walk of its set is skipped. */
 static void release_blocks(gm_alloc_t *a, gm_pool_t *pool) {
+  if (pool->settled) return;
   size_t n;
   gm_block_t **v = list_set(pool->free, &n);
   size_t nexp = 0;
@@ -292,6 +296,7 @@ static void release_blocks(gm_alloc_t *a, gm_pool_t *pool) {
     if (b->seg->expandable) v[nexp++] = b;
     else if (!b->prev && !b->next) gm_release_block(a, b);
   }
+  if (v && nexp == 0) pool->settled = 1; /* the whole segments went */
   for (size_t i = 0; i < nexp; i++) {
     gm_block_t *b = v[i];
     unmap_block(a, b);
@@ -526,6 +531,7 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
   }
   if (link && (!succ || gm_less_size(b, succ))) {
     gm_treap_replace_at(link, slot, b);
+    gm_unsettle(pool); /* b enters the set in slot's place */
     b->gc_base = pool->clock;
     b->in_set = GM_SET_FREE;
   } else {
