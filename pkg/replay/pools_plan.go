@@ -37,13 +37,13 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	// are wrong somewhere, and the pool is released at a later run); a run
 	// that frees only private segments while a default whole-free segment
 	// survives is ~MemPool's own emptyCache
-	last := map[int]int{}
+	last := make([]int, len(pools)) // per label, its last allocation's event
 	for k, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
 			last[int(f.segs[o].label)] = int(f.allocAt[k])
 		}
 	}
-	released := map[int]bool{}
+	released := make([]bool, len(pools))
 	for r := range f.runAt {
 		run := f.run(r)
 		var ri runInfo
