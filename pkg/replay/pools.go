@@ -213,8 +213,15 @@ type inferer struct {
 	// first walk), where a free block is taken back by address alone.
 	skipOpen   bool
 	sharedBase bool
-	byClass    map[int64]int32 // the free treaps of each class: key<<32 | class
-	again      func(g *inferer)
+	// overlap: two live segments overlapped (seen by the first walk);
+	// ownFree (walkClaims): each segment's free blocks are found among
+	// its own, not in its stream's free treap, which the walk then does
+	// not keep (skipOpen, and no overlap: no other segment's block can
+	// lie at a block's address)
+	overlap bool
+	ownFree bool
+	byClass map[int64]int32 // the free treaps of each class: key<<32 | class
+	again   func(g *inferer)
 }
 
 // run is the segments release run r freed, in order.

@@ -109,6 +109,7 @@ func (f *inferer) passedClaims() {
 	g := newInferer(f.cfg)
 	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
 	g.segClass, g.skipOpen = make([]int32, len(f.segs)), !f.sharedBase
+	g.ownFree = g.skipOpen && !f.overlap
 	g.segs = make([]segmentInfo, 0, len(f.segs))
 	for si := range f.segs {
 		s := &f.segs[si]
