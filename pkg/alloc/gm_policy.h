@@ -269,13 +269,14 @@ static inline int gm_idle_free(const gm_block_t *b) {
 
 /* Free blocks: the pool's free set, keyed (stream, size, ptr); a
  * lower_bound there is best fit, lowest address among equals. */
-/* A block enters pool's free set: it may hold one to give back now (a
- * block leaving it, or split in place, leaves none). */
+/* A block a release would give back (a whole segment, or one of an
+ * expandable segment) enters pool's free set: the pool is not settled.
+ * The policy with releases (pytorch) calls it where such a block enters;
+ * a block leaving the set, or split, makes none. */
 static inline void gm_unsettle(gm_pool_t *pool) { pool->settled = 0; }
 
 static inline void gm_free_insert(gm_block_t *b) {
   gm_touch(b);
-  gm_unsettle(b->pool);
   b->gc_base = b->pool->clock;
   b->in_set = GM_SET_FREE;
   gm_treap_insert(&b->pool->free, b, gm_less_size);

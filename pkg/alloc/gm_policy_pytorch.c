@@ -75,6 +75,7 @@ static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
   try_merge_blocks(a, b, b->prev);
   try_merge_blocks(a, b, b->next);
   gm_free_insert(b);
+  gm_unsettle(pool);
   gm_pages_mapped(a, pool, mapped);
   return GM_OK;
 }
@@ -423,6 +424,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
       gm_touch(rest);
     } else {
       gm_free_insert(rest);
+      if (exp) gm_unsettle(pool);
     }
     if (!exp) {
       if (already_split) {
@@ -531,7 +533,6 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
   }
   if (link && (!succ || gm_less_size(b, succ))) {
     gm_treap_replace_at(link, slot, b);
-    gm_unsettle(pool); /* b enters the set in slot's place */
     b->gc_base = pool->clock;
     b->in_set = GM_SET_FREE;
   } else {
@@ -541,12 +542,16 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
   if (is_split(b)) {
     d_count += 1;
     d_bytes += (int64_t)b->size;
+  } else {
+    gm_unsettle(pool); /* a whole segment free again */
   }
   if (!b->seg->expandable) {
     if (d_count > 0) GM_INC(a, inactive_split, pool, d_count);
     else if (d_count < 0) GM_DEC(a, inactive_split, pool, -d_count);
     if (d_bytes > 0) GM_INC(a, inactive_split_bytes, pool, d_bytes);
     else if (d_bytes < 0) GM_DEC(a, inactive_split_bytes, pool, -d_bytes);
+  } else {
+    gm_unsettle(pool);
   }
   GM_DEC(a, active, pool, 1);
   GM_DEC(a, active_bytes, pool, (int64_t)orig_size);
@@ -592,6 +597,7 @@ static int pytorch_seed(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t st
     if (next > at) { /* the gap is one free block */
       if (!(last = seed_block(a, s, last, at, next - at))) return GM_ENOMEM;
       gm_free_insert(last);
+      gm_unsettle(pool);
     }
     if (i == n) break;
     const gm_seed_block_t *sb = &blocks[i];
