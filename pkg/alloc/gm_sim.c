@@ -45,76 +45,7 @@
 
 #include "gm_devlog.h"
 #include "gm_internal.h"
-
-#define SIM_TOP 0x7fff00000000ull
-#define SIM_FLOOR 0x100000000ull /* the address space is [SIM_FLOOR, SIM_TOP) */
-#define SIM_LOW 0x302000000ull   /* where the driver's first reservation went */
-#define MIB 1048576ull
-#define SIM_ALIGN (2 * MIB)
-#define SIM_CHUNK (32 * MIB)
-#define SIM_REGION (24 * MIB)   /* the start-up region's free room */
-#define SIM_REGION_UP (488 * MIB) /* from the top of the first chunk to it */
-#define SIM_HOLE_DOWN (74 * MIB)  /* from it down to the 2 MiB hole */
-/* the start-up range kernels free: from the top of the first chunk up to the hole */
-#define SIM_RANGE (SIM_REGION_UP - SIM_HOLE_DOWN)
-#define SIM_UNLIMITED (1ull << 40) /* what an unlimited device reports: 1 TiB */
-
-typedef struct range {
-  uint64_t addr, size;
-} range_t;
-
-typedef struct chunk {
-  uint64_t addr, size;
-  uint64_t carved;    /* when: chunks carved later are searched first */
-  uint64_t used;      /* bytes of the allocations inside: a chunk with less
-                       * free than a request has no gap for it */
-  uint32_t live;      /* allocations inside */
-  uint8_t permanent;  /* the driver's own start-up room: never given back */
-  uint8_t released;   /* given back: room a later chunk can be carved from */
-} chunk_t;
-
-/* a node of the hole index: a given-back chunk's address, its key (see
- * given_key), the largest key in its subtree, its heap priority and its
- * children */
-typedef struct gnode {
-  uint64_t addr, key, max;
-  uint32_t prio, l, r;
-} gnode_t;
-
-typedef struct sim {
-  uint64_t capacity, used;
-  /* Both arrays sit inside a buffer with room on either side (see
-   * open_at): r is rbuf + rfront, c is cbuf + cfront. */
-  range_t *r; /* live address ranges, sorted by address */
-  size_t n, cap;
-  chunk_t *c; /* chunks, sorted by address */
-  size_t nc, capc;
-  range_t *g; /* the given-back (released) chunks, sorted by address */
-  size_t ng, capg;
-  range_t *rbuf, *gbuf;
-  chunk_t *cbuf;
-  size_t rfront, cfront, gfront;
-  /* the hole index (see given_key): a treap over the given-back chunks by
-   * address, nodes gt[1..], 0 for none, spare ones chained by l */
-  struct gnode *gt;
-  uint32_t gt_root, gt_len, gt_cap, gt_spare, gt_rng;
-  uint64_t carved; /* chunks carved so far */
-  /* the room index (see room_set): 2 * tcap nodes in room, the chunks'
-   * addresses by carved in cat (tcap of them) */
-  uint64_t *room, *cat;
-  size_t tcap;
-  /* the top of the room chunks are carved from (the start-up mappings sit
-   * above it); 0 until the first chunk when the layout is unknown */
-  uint64_t ceiling;
-  /* where the start-up range opens once the first chunk is carved; 0 = not
-   * pending (opened, no layout read, or a process without kernels) */
-  uint64_t range;
-  uint64_t hole; /* the start-up hole's address; 0 = no layout read */
-  /* GM_SIM_KERNEL_SIGNAL: the range opens when gm_sim_kernels_started says
-   * so, not once the first chunk is carved */
-  int started, diverged, ignore, no_kernels, on_signal;
-  gm_sim_addressing_t st;
-} sim_t;
+#include "gm_sim.h"
 
 static uint64_t up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -309,106 +240,13 @@ static size_t given_index(const sim_t *s, uint64_t addr) {
   return i;
 }
 
-/* The hole index lets hole_fit visit only the given-back chunks that may
- * matter to it instead of every one: a treap over the given-back chunks by
- * address (the heap by prio), each node keeping the largest key in its
- * subtree. A chunk's key is UINT64_MAX when it ends where the next one
+/* The hole index (gm_sim_holes.h) lets hole_fit visit only the given-back
+ * chunks that may matter to it instead of every one. A chunk's key is UINT64_MAX when it ends where the next one
  * below it begins (a run may go on there), else its size: a run of one
  * chunk with a key of cs or less holds no new chunk of cs bytes, and
  * hole_fit passes over it. Every change of the given-back list goes
  * through give, drop_chunk or given_grew, which keep it; gm_sim_check
  * compares it with the list. */
-static void gt_pull(sim_t *s, uint32_t x) {
-  gnode_t *n = &s->gt[x];
-  uint64_t m = n->key;
-  if (n->l && s->gt[n->l].max > m) m = s->gt[n->l].max;
-  if (n->r && s->gt[n->r].max > m) m = s->gt[n->r].max;
-  n->max = m;
-}
-
-/* the treap x split into the nodes below addr (*l) and the rest (*r) */
-static void gt_split(sim_t *s, uint32_t x, uint64_t addr, uint32_t *l, uint32_t *r) {
-  if (!x) {
-    *l = *r = 0;
-  } else if (s->gt[x].addr < addr) {
-    gt_split(s, s->gt[x].r, addr, &s->gt[x].r, r);
-    gt_pull(s, x);
-    *l = x;
-  } else {
-    gt_split(s, s->gt[x].l, addr, l, &s->gt[x].l);
-    gt_pull(s, x);
-    *r = x;
-  }
-}
-
-static uint32_t gt_merge(sim_t *s, uint32_t a, uint32_t b) {
-  if (!a || !b) return a ? a : b;
-  if (s->gt[a].prio > s->gt[b].prio) {
-    s->gt[a].r = gt_merge(s, s->gt[a].r, b);
-    gt_pull(s, a);
-    return a;
-  }
-  s->gt[b].l = gt_merge(s, a, s->gt[b].l);
-  gt_pull(s, b);
-  return b;
-}
-
-/* node y (its children none) into the treap x */
-static uint32_t gt_insert(sim_t *s, uint32_t x, uint32_t y) {
-  if (!x) return y;
-  if (s->gt[y].prio > s->gt[x].prio) {
-    gt_split(s, x, s->gt[y].addr, &s->gt[y].l, &s->gt[y].r);
-    gt_pull(s, y);
-    return y;
-  }
-  if (s->gt[y].addr < s->gt[x].addr) s->gt[x].l = gt_insert(s, s->gt[x].l, y);
-  else s->gt[x].r = gt_insert(s, s->gt[x].r, y);
-  gt_pull(s, x);
-  return x;
-}
-
-/* the treap x without the node at addr */
-static uint32_t gt_erase(sim_t *s, uint32_t x, uint64_t addr) {
-  if (!x) return 0;
-  gnode_t *n = &s->gt[x];
-  if (n->addr == addr) {
-    uint32_t m = gt_merge(s, n->l, n->r);
-    n->l = s->gt_spare;
-    s->gt_spare = x;
-    return m;
-  }
-  if (addr < n->addr) n->l = gt_erase(s, n->l, addr);
-  else n->r = gt_erase(s, n->r, addr);
-  gt_pull(s, x);
-  return x;
-}
-
-/* the node at addr in the treap x gets key; 0 when there is none */
-static int gt_rekey(sim_t *s, uint32_t x, uint64_t addr, uint64_t key) {
-  if (!x) return 0;
-  gnode_t *n = &s->gt[x];
-  int found = n->addr == addr ? (n->key = key, 1) : gt_rekey(s, addr < n->addr ? n->l : n->r, addr, key);
-  if (found) gt_pull(s, x);
-  return found;
-}
-
-/* The address of the highest node below `before` in the treap x whose
- * key is above t, or 0. */
-static uint64_t gt_last(const sim_t *s, uint32_t x, uint64_t before, uint64_t t) {
-  while (x && s->gt[x].max > t) {
-    const gnode_t *n = &s->gt[x];
-    if (n->addr >= before) {
-      x = n->l;
-      continue;
-    }
-    uint64_t at = gt_last(s, n->r, before, t);
-    if (at) return at;
-    if (n->key > t) return n->addr;
-    x = n->l;
-  }
-  return 0;
-}
-
 /* whether given-back chunk lo ends where chunk hi begins */
 static int joins(const sim_t *s, size_t lo, size_t hi) { return s->g[lo].addr + s->g[lo].size == s->g[hi].addr; }
 
@@ -420,7 +258,7 @@ static uint64_t given_key_of(const sim_t *s, size_t j) { return j > 0 && joins(s
 static void given_key(sim_t *s, size_t j, int was, int dirty) {
   if (j >= s->ng) return;
   int now = j > 0 && joins(s, j - 1, j);
-  if (dirty || now != was) gt_rekey(s, s->gt_root, s->g[j].addr, given_key_of(s, j));
+  if (dirty || now != was) holes_rekey(&s->holes, s->holes.root, s->g[j].addr, given_key_of(s, j));
 }
 
 /* Chunk c goes; a pointer to another chunk may move with it, an index
@@ -430,7 +268,7 @@ static void drop_chunk(sim_t *s, chunk_t *c) {
   if (c->released) {
     size_t j = given_from(s, c->addr);
     int above = j + 1 < s->ng && joins(s, j, j + 1);
-    s->gt_root = gt_erase(s, s->gt_root, c->addr);
+    holes_erase(&s->holes, c->addr);
     close_at((void **)&s->g, &s->gfront, s->ng, j, sizeof *s->g);
     s->ng--;
     given_key(s, j, above, 0); /* the one above it: its neighbour below changed */
@@ -441,34 +279,17 @@ static void drop_chunk(sim_t *s, chunk_t *c) {
 
 /* Chunk c is given back: it joins the given-back chunks. */
 static int give(sim_t *s, const chunk_t *c) {
-  uint32_t y = s->gt_spare;
-  if (y) {
-    s->gt_spare = s->gt[y].l;
-  } else {
-    if (s->gt_len + 1 >= s->gt_cap) {
-      uint32_t cap = s->gt_cap ? 2 * s->gt_cap : 64;
-      gnode_t *gt = realloc(s->gt, cap * sizeof *gt);
-      if (!gt) return GM_ENOMEM;
-      s->gt = gt;
-      s->gt_cap = cap;
-    }
-    y = ++s->gt_len; /* node 0 is none */
-  }
   size_t j = given_from(s, c->addr);
   int above = j > 0 && j < s->ng && joins(s, j - 1, j);
-  if (open_at((void **)&s->g, (void **)&s->gbuf, &s->gfront, &s->capg, s->ng, j, sizeof *s->g) != GM_OK) {
-    s->gt[y].l = s->gt_spare;
-    s->gt_spare = y;
+  if (open_at((void **)&s->g, (void **)&s->gbuf, &s->gfront, &s->capg, s->ng, j, sizeof *s->g) != GM_OK)
     return GM_ENOMEM;
-  }
   s->g[j] = (range_t){c->addr, c->size};
   s->ng++;
-  s->gt_rng ^= s->gt_rng << 13;
-  s->gt_rng ^= s->gt_rng >> 17;
-  s->gt_rng ^= s->gt_rng << 5;
-  s->gt[y] = (gnode_t){c->addr, given_key_of(s, j), 0, s->gt_rng, 0, 0};
-  s->gt[y].max = s->gt[y].key;
-  s->gt_root = gt_insert(s, s->gt_root, y);
+  if (holes_add(&s->holes, c->addr, given_key_of(s, j)) != GM_OK) {
+    close_at((void **)&s->g, &s->gfront, s->ng, j, sizeof *s->g);
+    s->ng--;
+    return GM_ENOMEM;
+  }
   given_key(s, j + 1, above, 0);
   return GM_OK;
 }
@@ -665,7 +486,7 @@ static uint64_t hole_fit(const sim_t *s, uint64_t cs) {
   size_t j = given_from(s, s->ceiling);
   uint64_t top = s->nc && s->c[0].addr < s->ceiling ? s->c[0].addr : s->ceiling;
   while (j > 0) {
-    uint64_t next = gt_last(s, s->gt_root, s->g[j - 1].addr + 1, cs);
+    uint64_t next = holes_last(&s->holes, s->holes.root, s->g[j - 1].addr + 1, cs);
     if (!next) { /* none left but the lowest, a run of its own */
       if (s->c[0].released) top = s->g[0].addr + s->g[0].size;
       break;
@@ -854,7 +675,7 @@ static void sim_destroy(void *ctx) {
   free(s->gbuf);
   free(s->room);
   free(s->cat);
-  free(s->gt);
+  free(s->holes.n);
   free(s);
 }
 
@@ -866,7 +687,6 @@ int gm_sim_backend_opts(uint64_t capacity, int flags, gm_backend_t *b) {
   s->no_kernels = (flags & GM_SIM_NO_KERNELS) != 0;
   s->on_signal = (flags & GM_SIM_KERNEL_SIGNAL) != 0;
   s->st.modelled_from = -1;
-  s->gt_rng = 0x9e3779b9;
   b->ctx = s;
   b->malloc = sim_malloc;
   b->free = sim_free;
@@ -910,20 +730,10 @@ int gm_sim_backend_tenant(const gm_backend_t *be, uint64_t size) {
   return rc;
 }
 
-/* Whether the hole index's subtree x, whose nodes are the given-back
- * chunks from *k on, is right: in address order, each key given_key_of
- * its chunk's, each max the largest key below it, each priority at most
- * its parent's (up); *k moves past it. */
-static int gt_ok(const sim_t *s, uint32_t x, uint32_t up, size_t *k) {
-  if (!x) return 1;
-  const gnode_t *n = &s->gt[x];
-  if (x > s->gt_len || n->prio > up || !gt_ok(s, n->l, n->prio, k)) return 0;
-  if (*k >= s->ng || n->addr != s->g[*k].addr || n->key != given_key_of(s, *k)) return 0;
-  (*k)++;
-  uint64_t m = n->key;
-  if (n->l && s->gt[n->l].max > m) m = s->gt[n->l].max;
-  if (n->r && s->gt[n->r].max > m) m = s->gt[n->r].max;
-  return n->max == m && gt_ok(s, n->r, n->prio, k);
+/* whether the hole index's k-th node (addr, key) is given-back chunk k's */
+static int hole_ok(const void *ctx, size_t k, uint64_t addr, uint64_t key) {
+  const sim_t *s = ctx;
+  return k < s->ng && addr == s->g[k].addr && key == given_key_of(s, k);
 }
 
 int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
@@ -963,7 +773,7 @@ int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
     return GM_ECORRUPT;
   }
   size_t k = 0;
-  if (!gt_ok(s, s->gt_root, UINT32_MAX, &k) || k != s->ng) {
+  if (!holes_ok(&s->holes, s->holes.root, UINT32_MAX, &k, hole_ok, s) || k != s->ng) {
     snprintf(msg, len, "I7: the hole index does not hold the given-back chunks as it should (%zu of %zu in order)", k, s->ng);
     return GM_ECORRUPT;
   }
