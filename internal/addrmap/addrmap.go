@@ -11,6 +11,8 @@
 // one or two loads.
 package addrmap
 
+import "iter"
+
 // Map maps addresses to values of V. The zero Map is empty and ready.
 type Map[V any] struct {
 	slots []slot[V] // key 0 marks an empty slot; the key 0 itself lives in zero
@@ -169,6 +171,21 @@ func (m *Map[V]) Take(k uint64) (v V, ok bool) {
 	m.slots[i] = slot[V]{}
 	m.n--
 	return v, true
+}
+
+// All yields every key and its value, in no particular order. The map
+// must not change during the loop.
+func (m *Map[V]) All() iter.Seq2[uint64, V] {
+	return func(yield func(uint64, V) bool) {
+		if m.zero && !yield(0, m.zv) {
+			return
+		}
+		for i := range m.slots {
+			if s := &m.slots[i]; s.k != 0 && !yield(s.k, s.v) {
+				return
+			}
+		}
+	}
 }
 
 // grow doubles the table (or makes the first) and puts every key back.

@@ -70,6 +70,21 @@ func TestMatchesGoMap(t *testing.T) {
 			t.Fatalf("Get(%#x) = %d, %v; want %d, %v", k, v, ok, w, wok)
 		}
 	}
+	seen := map[uint64]int32{}
+	for k, v := range m.All() {
+		if _, again := seen[k]; again {
+			t.Fatalf("All yields %#x twice", k)
+		}
+		seen[k] = v
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("All yields %d keys, want %d", len(seen), len(want))
+	}
+	for k, w := range want {
+		if v, ok := seen[k]; !ok || v != w {
+			t.Fatalf("All yields %#x = %d, %v; want %d", k, v, ok, w)
+		}
+	}
 }
 
 // Deleting keys that share a home slot leaves the others findable, in a

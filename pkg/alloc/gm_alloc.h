@@ -33,7 +33,9 @@
  *      merged), and no two unmapped neighbours.
  *   I3 a pool's free set holds exactly the free, mapped, idle blocks of that
  *      pool, each once, and is ordered by (stream, size, addr); the unmapped
- *      set likewise holds exactly the unmapped blocks.
+ *      set likewise holds exactly the unmapped blocks. A pool marked settled
+ *      holds no free block a release would give back: none is a whole
+ *      segment, none is in an expandable segment.
  *   I4 every block size is a multiple of 512, and every statistic's current
  *      value equals what the blocks add up to (allocated, active, requested,
  *      reserved, segments, inactive split), for all/large/small.
@@ -46,7 +48,11 @@
  *   I7 on the simulated device (gm_sim.c), the room index agrees with the
  *      chunks: one leaf per chunk with room, each its chunk's room, each
  *      node the larger of its two children; the given-back list holds
- *      exactly the given-back chunks, by address; and the gap and the new
+ *      exactly the given-back chunks, by address; the hole index holds
+ *      them too, in address order, each with its key (its size, or the
+ *      largest key when it ends where the next below begins), each node
+ *      the largest key of its subtree and of no higher priority than its
+ *      parent; and the gap and the new
  *      chunk's place they find (requests of 2 MiB to 512 MiB, new chunks
  *      of 32 MiB to 1 GiB) equal those a walk of every chunk finds.
  *   I8 while a placement watch agrees (gm_placement_watch), it holds one

@@ -40,6 +40,8 @@ static int check_set(const gm_block_t *t, const gm_block_t *up, const gm_block_t
     return fail(msg, len, "I3: block 0x%llx in the wrong set", (unsigned long long)t->ptr);
   if (kind == GM_SET_FREE && (!t->mapped || !idle_free(t)))
     return fail(msg, len, "I3: free set holds a busy or unmapped block 0x%llx", (unsigned long long)t->ptr);
+  if (kind == GM_SET_FREE && pool->settled && (t->seg->expandable || (!t->prev && !t->next)))
+    return fail(msg, len, "I3: settled pool holds block 0x%llx, which a release gives back", (unsigned long long)t->ptr);
   if (kind == GM_SET_UNMAPPED && t->mapped)
     return fail(msg, len, "I3: unmapped set holds a mapped block 0x%llx", (unsigned long long)t->ptr);
   if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))

@@ -45,6 +45,11 @@ struct gm_pool {
   gm_block_t *free;       /* free mapped idle blocks */
   gm_block_t *unmapped;   /* unmapped expandable ranges */
   int is_small;
+  /* settled: the free set holds nothing release_cached_blocks would give
+   * back (a whole segment, or a block of an expandable one), as the last
+   * release found it; a block entering the set that a release would give
+   * back clears it (gm_unsettle) */
+  int settled;
   int64_t clock;          /* get_free_blocks_call_count: the GC clock */
   gm_ppool_t *owner;      /* the private pool it belongs to; NULL = default */
 };

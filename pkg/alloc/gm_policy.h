@@ -269,6 +269,12 @@ static inline int gm_idle_free(const gm_block_t *b) {
 
 /* Free blocks: the pool's free set, keyed (stream, size, ptr); a
  * lower_bound there is best fit, lowest address among equals. */
+/* A block a release would give back (a whole segment, or one of an
+ * expandable segment) enters pool's free set: the pool is not settled.
+ * The policy with releases (pytorch) calls it where such a block enters;
+ * a block leaving the set, or split, makes none. */
+static inline void gm_unsettle(gm_pool_t *pool) { pool->settled = 0; }
+
 static inline void gm_free_insert(gm_block_t *b) {
   gm_touch(b);
   b->gc_base = b->pool->clock;

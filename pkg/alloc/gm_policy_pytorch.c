@@ -75,6 +75,7 @@ static int map_block(gm_alloc_t *a, gm_block_t *b, uint64_t n) {
   try_merge_blocks(a, b, b->prev);
   try_merge_blocks(a, b, b->next);
   gm_free_insert(b);
+  gm_unsettle(pool);
   gm_pages_mapped(a, pool, mapped);
   return GM_OK;
 }
@@ -284,7 +285,11 @@ static gm_block_t **list_set(gm_block_t *root, size_t *n) {
   return v;
 }
 
+/* A settled pool holds nothing to give back (release_cached_blocks walks
+ * every freeable private pool at every empty_cache: most have only the
+ * split blocks the last one left), so the walk of its set is skipped. */
 static void release_blocks(gm_alloc_t *a, gm_pool_t *pool) {
+  if (pool->settled) return;
   size_t n;
   gm_block_t **v = list_set(pool->free, &n);
   size_t nexp = 0;
@@ -293,6 +298,7 @@ static void release_blocks(gm_alloc_t *a, gm_pool_t *pool) {
     if (b->seg->expandable) v[nexp++] = b;
     else if (!b->prev && !b->next) gm_release_block(a, b);
   }
+  if (v && nexp == 0) pool->settled = 1; /* the whole segments went */
   for (size_t i = 0; i < nexp; i++) {
     gm_block_t *b = v[i];
     unmap_block(a, b);
@@ -420,6 +426,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
       gm_touch(rest);
     } else {
       gm_free_insert(rest);
+      if (exp) gm_unsettle(pool);
     }
     if (!exp) {
       if (already_split) {
@@ -540,12 +547,16 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
   if (is_split(b)) {
     d_count += 1;
     d_bytes += (int64_t)b->size;
+  } else {
+    gm_unsettle(pool); /* a whole segment free again */
   }
   if (!b->seg->expandable) {
     if (d_count > 0) GM_INC(a, inactive_split, pool, d_count);
     else if (d_count < 0) GM_DEC(a, inactive_split, pool, -d_count);
     if (d_bytes > 0) GM_INC(a, inactive_split_bytes, pool, d_bytes);
     else if (d_bytes < 0) GM_DEC(a, inactive_split_bytes, pool, -d_bytes);
+  } else {
+    gm_unsettle(pool);
   }
   GM_DEC(a, active, pool, 1);
   GM_DEC(a, active_bytes, pool, (int64_t)orig_size);
@@ -591,6 +602,7 @@ static int pytorch_seed(gm_alloc_t *a, uint64_t hint, uint64_t size, uint64_t st
     if (next > at) { /* the gap is one free block */
       if (!(last = seed_block(a, s, last, at, next - at))) return GM_ENOMEM;
       gm_free_insert(last);
+      gm_unsettle(pool);
     }
     if (i == n) break;
     const gm_seed_block_t *sb = &blocks[i];

@@ -45,64 +45,7 @@
 
 #include "gm_devlog.h"
 #include "gm_internal.h"
-
-#define SIM_TOP 0x7fff00000000ull
-#define SIM_FLOOR 0x100000000ull /* the address space is [SIM_FLOOR, SIM_TOP) */
-#define SIM_LOW 0x302000000ull   /* where the driver's first reservation went */
-#define MIB 1048576ull
-#define SIM_ALIGN (2 * MIB)
-#define SIM_CHUNK (32 * MIB)
-#define SIM_REGION (24 * MIB)   /* the start-up region's free room */
-#define SIM_REGION_UP (488 * MIB) /* from the top of the first chunk to it */
-#define SIM_HOLE_DOWN (74 * MIB)  /* from it down to the 2 MiB hole */
-/* the start-up range kernels free: from the top of the first chunk up to the hole */
-#define SIM_RANGE (SIM_REGION_UP - SIM_HOLE_DOWN)
-#define SIM_UNLIMITED (1ull << 40) /* what an unlimited device reports: 1 TiB */
-
-typedef struct range {
-  uint64_t addr, size;
-} range_t;
-
-typedef struct chunk {
-  uint64_t addr, size;
-  uint64_t carved;    /* when: chunks carved later are searched first */
-  uint64_t used;      /* bytes of the allocations inside: a chunk with less
-                       * free than a request has no gap for it */
-  uint32_t live;      /* allocations inside */
-  uint8_t permanent;  /* the driver's own start-up room: never given back */
-  uint8_t released;   /* given back: room a later chunk can be carved from */
-} chunk_t;
-
-typedef struct sim {
-  uint64_t capacity, used;
-  /* Both arrays sit inside a buffer with room on either side (see
-   * open_at): r is rbuf + rfront, c is cbuf + cfront. */
-  range_t *r; /* live address ranges, sorted by address */
-  size_t n, cap;
-  chunk_t *c; /* chunks, sorted by address */
-  size_t nc, capc;
-  range_t *g; /* the given-back (released) chunks, sorted by address */
-  size_t ng, capg;
-  range_t *rbuf, *gbuf;
-  chunk_t *cbuf;
-  size_t rfront, cfront, gfront;
-  uint64_t carved; /* chunks carved so far */
-  /* the room index (see room_set): 2 * tcap nodes in room, the chunks'
-   * addresses by carved in cat (tcap of them) */
-  uint64_t *room, *cat;
-  size_t tcap;
-  /* the top of the room chunks are carved from (the start-up mappings sit
-   * above it); 0 until the first chunk when the layout is unknown */
-  uint64_t ceiling;
-  /* where the start-up range opens once the first chunk is carved; 0 = not
-   * pending (opened, no layout read, or a process without kernels) */
-  uint64_t range;
-  uint64_t hole; /* the start-up hole's address; 0 = no layout read */
-  /* GM_SIM_KERNEL_SIGNAL: the range opens when gm_sim_kernels_started says
-   * so, not once the first chunk is carved */
-  int started, diverged, ignore, no_kernels, on_signal;
-  gm_sim_addressing_t st;
-} sim_t;
+#include "gm_sim.h"
 
 static uint64_t up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -297,14 +240,38 @@ static size_t given_index(const sim_t *s, uint64_t addr) {
   return i;
 }
 
+/* The hole index (gm_sim_holes.h) lets hole_fit visit only the given-back
+ * chunks that may matter to it instead of every one. A chunk's key is UINT64_MAX when it ends where the next one
+ * below it begins (a run may go on there), else its size: a run of one
+ * chunk with a key of cs or less holds no new chunk of cs bytes, and
+ * hole_fit passes over it. Every change of the given-back list goes
+ * through give, drop_chunk or given_grew, which keep it; gm_sim_check
+ * compares it with the list. */
+/* whether given-back chunk lo ends where chunk hi begins */
+static int joins(const sim_t *s, size_t lo, size_t hi) { return s->g[lo].addr + s->g[lo].size == s->g[hi].addr; }
+
+/* given-back chunk j's key in the hole index */
+static uint64_t given_key_of(const sim_t *s, size_t j) { return j > 0 && joins(s, j - 1, j) ? UINT64_MAX : s->g[j].size; }
+
+/* Given-back chunk j's key is brought up to date, when there is one and
+ * it was `was` (UINT64_MAX: joined below) or may have changed (dirty). */
+static void given_key(sim_t *s, size_t j, int was, int dirty) {
+  if (j >= s->ng) return;
+  int now = j > 0 && joins(s, j - 1, j);
+  if (dirty || now != was) holes_rekey(&s->holes, s->holes.root, s->g[j].addr, given_key_of(s, j));
+}
+
 /* Chunk c goes; a pointer to another chunk may move with it, an index
  * below c's stays. */
 static void drop_chunk(sim_t *s, chunk_t *c) {
   room_set(s, c->carved, 0);
   if (c->released) {
     size_t j = given_from(s, c->addr);
+    int above = j + 1 < s->ng && joins(s, j, j + 1);
+    holes_erase(&s->holes, c->addr);
     close_at((void **)&s->g, &s->gfront, s->ng, j, sizeof *s->g);
     s->ng--;
+    given_key(s, j, above, 0); /* the one above it: its neighbour below changed */
   }
   close_at((void **)&s->c, &s->cfront, s->nc, (size_t)(c - s->c), sizeof *s->c);
   s->nc--;
@@ -313,15 +280,28 @@ static void drop_chunk(sim_t *s, chunk_t *c) {
 /* Chunk c is given back: it joins the given-back chunks. */
 static int give(sim_t *s, const chunk_t *c) {
   size_t j = given_from(s, c->addr);
+  int above = j > 0 && j < s->ng && joins(s, j - 1, j);
   if (open_at((void **)&s->g, (void **)&s->gbuf, &s->gfront, &s->capg, s->ng, j, sizeof *s->g) != GM_OK)
     return GM_ENOMEM;
   s->g[j] = (range_t){c->addr, c->size};
   s->ng++;
+  if (holes_add(&s->holes, c->addr, given_key_of(s, j)) != GM_OK) {
+    close_at((void **)&s->g, &s->gfront, s->ng, j, sizeof *s->g);
+    s->ng--;
+    return GM_ENOMEM;
+  }
+  given_key(s, j + 1, above, 0);
   return GM_OK;
 }
 
 /* Given-back chunk c grew. */
-static void given_grew(sim_t *s, const chunk_t *c) { s->g[given_from(s, c->addr)].size = c->size; }
+static void given_grew(sim_t *s, const chunk_t *c) {
+  size_t j = given_from(s, c->addr);
+  int above = j + 1 < s->ng && joins(s, j, j + 1);
+  s->g[j].size = c->size;
+  given_key(s, j, 0, 1);
+  given_key(s, j + 1, above, 0);
+}
 
 static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent, int released) {
   size_t i = chunk_from(s, addr);
@@ -500,10 +480,18 @@ static uint64_t top_fit(const sim_t *s, uint64_t size, uint64_t align) {
  * that stays down). */
 static uint64_t hole_fit(const sim_t *s, uint64_t cs) {
   /* the walk visits the given-back chunks only, from the highest below
-   * the ceiling down; chunks in use only end runs */
+   * the ceiling down, and of those only the ones the hole index holds
+   * above cs (the runs of one chunk it passes over hold no new chunk);
+   * chunks in use only end runs */
   size_t j = given_from(s, s->ceiling);
   uint64_t top = s->nc && s->c[0].addr < s->ceiling ? s->c[0].addr : s->ceiling;
   while (j > 0) {
+    uint64_t next = holes_last(&s->holes, s->holes.root, s->g[j - 1].addr + 1, cs);
+    if (!next) { /* none left but the lowest, a run of its own */
+      if (s->c[0].released) top = s->g[0].addr + s->g[0].size;
+      break;
+    }
+    j = given_from(s, next) + 1;
     uint64_t run_top = s->g[j - 1].addr + s->g[j - 1].size, run_low = s->g[j - 1].addr;
     /* the run goes on over a given-back neighbour next in the chunks */
     for (j--; j > 0 && s->g[j - 1].addr + s->g[j - 1].size == run_low &&
@@ -687,6 +675,7 @@ static void sim_destroy(void *ctx) {
   free(s->gbuf);
   free(s->room);
   free(s->cat);
+  free(s->holes.n);
   free(s);
 }
 
@@ -741,6 +730,12 @@ int gm_sim_backend_tenant(const gm_backend_t *be, uint64_t size) {
   return rc;
 }
 
+/* whether the hole index's k-th node (addr, key) is given-back chunk k's */
+static int hole_ok(const void *ctx, size_t k, uint64_t addr, uint64_t key) {
+  const sim_t *s = ctx;
+  return k < s->ng && addr == s->g[k].addr && key == given_key_of(s, k);
+}
+
 int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
   if (be->malloc != sim_malloc) return GM_OK;
   const sim_t *s = be->ctx;
@@ -775,6 +770,11 @@ int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
   }
   if (given != s->ng) {
     snprintf(msg, len, "I7: the given-back list holds %zu chunks, %zu are given back", s->ng, given);
+    return GM_ECORRUPT;
+  }
+  size_t k = 0;
+  if (!holes_ok(&s->holes, s->holes.root, UINT32_MAX, &k, hole_ok, s) || k != s->ng) {
+    snprintf(msg, len, "I7: the hole index does not hold the given-back chunks as it should (%zu of %zu in order)", k, s->ng);
     return GM_ECORRUPT;
   }
   for (uint64_t cs = SIM_CHUNK; s->ceiling && cs <= 32 * SIM_CHUNK; cs *= 2) {

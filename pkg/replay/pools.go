@@ -219,8 +219,15 @@ type inferer struct {
 	// first walk), where a free block is taken back by address alone.
 	skipOpen   bool
 	sharedBase bool
-	byClass    map[int64]int32 // the free treaps of each class: key<<32 | class
-	again      func(g *inferer)
+	// overlap: two live segments overlapped (seen by the first walk);
+	// ownFree (walkClaims): each segment's free blocks are found among
+	// its own, not in its stream's free treap, which the walk then does
+	// not keep (skipOpen, and no overlap: no other segment's block can
+	// lie at a block's address)
+	overlap bool
+	ownFree bool
+	byClass map[int64]int32 // the free treaps of each class: key<<32 | class
+	again   func(g *inferer)
 }
 
 // run is the segments release run r freed, in order.
@@ -332,7 +339,7 @@ func (f *inferer) predict(final []trace.Segment, last func(addr uint64) (int, bo
 		}
 		f.closedAt[fs.Address] = closedSeg{i, c}
 	}
-	f.tree = newFreeTree(len(f.classIDs))
+	f.tree = newFreeTree(len(f.classIDs), f.mode == walkFull)
 	f.mask = make([]uint64, f.tree.words)
 }
 
@@ -355,7 +362,7 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 // (keepRecords) it can only find the evidence of pools (a streamed walk
 // that looks for them).
 func newInferer(cfg alloc.Config) *inferer {
-	return &inferer{cfg: cfg, keys: map[freeKey]int32{}, tree: newFreeTree(0),
+	return &inferer{cfg: cfg, keys: map[freeKey]int32{}, tree: newFreeTree(0, false),
 		streams: map[uint64]uint32{}, defClass: -1,
 		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}

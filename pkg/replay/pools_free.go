@@ -35,11 +35,16 @@ type freeTree struct {
 	path  []int32 // a scratch stack of the nodes above one
 	seq   uint64
 	rng   uint32
+	// sums: the nodes keep their subtrees' sums, which sum reads; a walk
+	// that only asks any and takes blocks back keeps none
+	sums bool
 }
 
-func newFreeTree(classes int) *freeTree {
+// newFreeTree is the node store of a walk whose blocks are of classes
+// classes, keeping the sums sum reads when sums is set.
+func newFreeTree(classes int, sums bool) *freeTree {
 	w := (classes + 63) / 64
-	return &freeTree{nodes: make([]freeNode, 1, 64), masks: make([]uint64, w, 64*max(w, 1)), words: w, rng: 0x9e3779b9}
+	return &freeTree{nodes: make([]freeNode, 1, 64), masks: make([]uint64, w, 64*max(w, 1)), words: w, rng: 0x9e3779b9, sums: sums}
 }
 
 // key order: size, address, then seq descending.
@@ -59,6 +64,9 @@ func (t *freeTree) mask(x int32) []uint64 {
 
 // pull recomputes node x's sums from its children.
 func (t *freeTree) pull(x int32) {
+	if !t.sums {
+		return
+	}
 	nd := &t.nodes[x]
 	n, open, minSeg := int32(1), int32(0), int32(math.MaxInt32)
 	if nd.class < 0 {

@@ -23,7 +23,7 @@ func testFreeTree(t *testing.T, classes int) {
 		seg, class      int32
 	}
 	rng := rand.New(rand.NewPCG(3, uint64(classes)))
-	tr := newFreeTree(classes)
+	tr := newFreeTree(classes, true)
 	var root int32
 	var list []blk // in treap order
 	less := func(a, b blk) int {
@@ -109,7 +109,7 @@ func testFreeTree(t *testing.T, classes int) {
 // order the sums hand blocks of no class to freeSum.each.
 func TestFreeTreeShape(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 7))
-	got, want := newFreeTree(70), newFreeTree(70)
+	got, want := newFreeTree(70, true), newFreeTree(70, true)
 	var gr, wr int32
 	var keys [][3]uint64
 	for step := range 20000 {

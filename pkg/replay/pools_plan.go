@@ -38,7 +38,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	// are wrong somewhere, and the pool is released at a later run); a run
 	// that frees only private segments while a default whole-free segment
 	// survives is ~MemPool's own emptyCache
-	last := make([]int32, len(pools))
+	last := make([]int32, len(pools)) // per label, its last allocation's event
 	for k, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
 			last[f.segs[o].label] = f.allocAt[k]
@@ -124,6 +124,7 @@ func (f *inferer) passedClaims() {
 	g := newInferer(f.cfg)
 	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
 	g.segClass, g.skipOpen = make([]int32, len(f.segs)), !f.sharedBase
+	g.ownFree = g.skipOpen && !f.overlap
 	for si := range f.segs {
 		s := &f.segs[si]
 		g.segClass[si] = -1

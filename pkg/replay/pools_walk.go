@@ -100,8 +100,15 @@ func (f *inferer) addFree(si int, b modelBlock) {
 	if f.mode == walkClaims {
 		c = -1 // the treaps of each class hold the classes
 	}
-	root, x := f.tree.add(f.roots[m.fk], b.size, b.addr, int32(si), c)
-	f.roots[m.fk] = root
+	var x int32
+	if f.ownFree {
+		f.tree.seq++
+		x = f.tree.newNode(b.size, b.addr, f.tree.seq, int32(si), c)
+	} else {
+		var root int32
+		root, x = f.tree.add(f.roots[m.fk], b.size, b.addr, int32(si), c)
+		f.roots[m.fk] = root
+	}
 	m.free = append(m.free, x)
 	if c := f.blockClass(si); f.mode == walkClaims && c >= 0 {
 		ck := int64(m.fk)<<32 | int64(c)
@@ -114,8 +121,14 @@ func (f *inferer) addFree(si int, b modelBlock) {
 // segments one address).
 func (f *inferer) delFree(si int, b modelBlock) {
 	k := f.model(si).fk
-	root, x := f.tree.take(f.roots[k], b.size, b.addr)
-	f.roots[k] = root
+	var x int32
+	if f.ownFree {
+		x = f.takeOwn(si, b)
+	} else {
+		var root int32
+		root, x = f.tree.take(f.roots[k], b.size, b.addr)
+		f.roots[k] = root
+	}
 	if x == 0 {
 		return
 	}
@@ -128,6 +141,20 @@ func (f *inferer) delFree(si int, b modelBlock) {
 		ck := int64(k)<<32 | int64(c)
 		f.byClass[ck] = f.tree.remove(f.byClass[ck], nd.size, nd.addr, nd.seq)
 	}
+}
+
+// takeOwn is take for a walk whose free blocks are found among their
+// segment's own (ownFree): segment si's free block b, the one added last
+// when there are two, its node let go (0: none).
+func (f *inferer) takeOwn(si int, b modelBlock) int32 {
+	free := f.model(si).free
+	for j := len(free) - 1; j >= 0; j-- {
+		if nd := &f.tree.nodes[free[j]]; nd.size == b.size && nd.addr == b.addr {
+			f.tree.spare = append(f.tree.spare, free[j])
+			return free[j]
+		}
+	}
+	return 0
 }
 
 func (f *inferer) differ(x, y int) {
@@ -239,6 +266,9 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		}
 		f.model(si).fk = f.keyOf(e.Stream, s.small)
 		if k, ok := slices.BinarySearch(f.bases, e.Addr); !ok {
+			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
+				f.overlap = true
+			}
 			f.bases = slices.Insert(f.bases, k, e.Addr)
 			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of

@@ -3,6 +3,7 @@ package replay
 import (
 	"slices"
 
+	"github.com/gpumem/gpumem/internal/addrmap"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -23,7 +24,7 @@ const privatePools = "the trace used private pools"
 // the chain so far composes into one of four forms (see undo), so each
 // address keeps one.
 type StartState struct {
-	blocks map[uint64]undo
+	blocks addrmap.Map[undo]
 	segs   map[uint64]segFirst
 	// Reserved bytes after each segment event are max(start+a, b) for the
 	// start's reserved bytes, not known until the end: the walk clamps at 0.
@@ -69,7 +70,7 @@ type segFirst struct {
 
 // NewStartState starts reading a trace.
 func NewStartState() *StartState {
-	return &StartState{blocks: map[uint64]undo{}, segs: map[uint64]segFirst{}}
+	return &StartState{segs: map[uint64]segFirst{}}
 }
 
 // Add reads the next event.
@@ -106,7 +107,8 @@ func (s *StartState) Add(e *trace.Event) {
 		f.last = -1
 		s.segs[e.Addr] = f
 	case trace.ActionAlloc, trace.ActionFreeCompleted, trace.ActionFreeRequested:
-		s.blocks[e.Addr] = compose(s.blocks[e.Addr], e)
+		g, _ := s.blocks.Put(e.Addr)
+		*g = compose(*g, e)
 	}
 }
 
@@ -162,7 +164,7 @@ func (s *StartState) start(snap *trace.Snapshot, device int) (map[uint64]segStat
 			delete(segs, a)
 		}
 	}
-	for a, g := range s.blocks {
+	for a, g := range s.blocks.All() {
 		b, ok := live[a]
 		if b, ok = g.apply(b, ok); ok {
 			live[a] = b
