@@ -272,7 +272,9 @@ static inline int gm_idle_free(const gm_block_t *b) {
 /* A block a release would give back (a whole segment, or one of an
  * expandable segment) enters pool's free set: the pool is not settled.
  * The policy with releases (pytorch) calls it where such a block enters;
- * a block leaving the set, or split, makes none. */
+ * a block leaving the set, or split, makes none. Nor does the remainder
+ * of a split: the block split was in the free set, so its pool was not
+ * settled (I3), or its pages were mapped just now (map_block calls it). */
 static inline void gm_unsettle(gm_pool_t *pool) { pool->settled = 0; }
 
 static inline void gm_free_insert(gm_block_t *b) {

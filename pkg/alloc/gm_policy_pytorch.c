@@ -425,8 +425,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
       rest->gc_base = pool->clock;
       gm_touch(rest);
     } else {
-      gm_free_insert(rest);
-      if (exp) gm_unsettle(pool);
+      gm_free_insert(rest); /* no gm_unsettle: see there */
     }
     if (!exp) {
       if (already_split) {

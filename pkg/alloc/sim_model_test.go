@@ -190,3 +190,50 @@ func TestSimTailsSmallestGapNewestChunk(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// Given-back chunks that touch stay separate entries where the start-up
+// range opens as given-back room (GM_SIM_KERNEL_SIGNAL) right above a first
+// chunk given back before the program's first kernel: a free merges only
+// the chunk it gives back with its neighbours. The hole index keys such a
+// chunk as joined below (gm_sim.c, given_key_of). Segments placed at the
+// first chunk's bottom cut that room, leave none of it, and their frees
+// give it back, each time changing the key of the chunk above. The checker
+// (I7) runs after every op.
+func TestSimTouchingGivenBackChunks(t *testing.T) {
+	p := openSimProbeFlags(false, true, true)
+	if p == nil {
+		t.Fatal("cannot open the simulated device")
+	}
+	defer p.destroy()
+	const first = 0x7f0000000000
+	check := func(op string) {
+		t.Helper()
+		if msg := p.simCheck(); msg != "" {
+			t.Fatalf("after %s: %s", op, msg)
+		}
+	}
+	if got, rc := p.malloc(40<<20, first); rc != 0 || got != first {
+		t.Fatalf("first malloc: at %#x rc %d", got, rc)
+	}
+	check("the first malloc")
+	if rc := p.free(first, 40<<20); rc != 0 {
+		t.Fatalf("free rc %d", rc)
+	}
+	check("its free") // [first, first+64 MiB) given back
+	if rc := p.kernelsStarted(); rc != 0 {
+		t.Fatalf("kernels rc %d", rc)
+	}
+	check("the first kernel") // the range given back above it, apart
+	// 32 MiB: the first chunk's top half stays given back, apart from the
+	// range's room; 64 MiB: the whole first chunk
+	for _, size := range []uint64{32 << 20, 64 << 20} {
+		if got, rc := p.malloc(size, first); rc != 0 || got != first {
+			t.Fatalf("%d MiB at the first chunk's bottom: at %#x rc %d", size>>20, got, rc)
+		}
+		check("a malloc at the first chunk's bottom")
+		if rc := p.free(first, size); rc != 0 {
+			t.Fatalf("free of %d MiB: rc %d", size>>20, rc)
+		}
+		check("its free") // the first chunk given back whole
+	}
+}

@@ -3,6 +3,7 @@ package alloc
 /*
 #include <stdlib.h>
 #include "gm_alloc.h"
+#include "gm_internal.h"
 */
 import "C"
 
@@ -42,4 +43,14 @@ func (p *cudaProbe) kernelsStarted() int { return int(C.gm_sim_backend_kernels_s
 // tenant tells the simulator that the driver mapped size bytes of its own.
 func (p *cudaProbe) tenant(size uint64) int {
 	return int(C.gm_sim_backend_tenant(p.b, C.uint64_t(size)))
+}
+
+// simCheck runs the simulated device's checker (I7) and returns its
+// message, "" when the device's bookkeeping holds.
+func (p *cudaProbe) simCheck() string {
+	var msg [256]C.char
+	if C.gm_sim_check(p.b, &msg[0], C.size_t(len(msg))) != C.GM_OK {
+		return C.GoString(&msg[0])
+	}
+	return ""
 }
