@@ -425,3 +425,67 @@ func TestPoolLifetimesPast16Bits(t *testing.T) {
 		}
 	}
 }
+
+// The walk for claims takes a free block back as the first walk did,
+// the block of its size at its address added last to the stream, when
+// two live segments overlap (a trace that missed a segment_free): it
+// then finds the claims the first walk saw passed over. Here S1 and S2
+// overlap and both hold a free 50 MiB block at S2's base, S1's added
+// last; the allocation there (S2's, by address) takes S1's node, and
+// S2's stays behind as a free block of S2's pool. S3, of S2's pool,
+// then serves 40 MiB from its 200 MiB block: best fit would have taken
+// that 50 MiB one, so the first walk finds S3 passed over its own pool
+// and the allocation is a claim. Each segment finding its free blocks
+// among its own would take S2's node instead and see no claim.
+func TestClaimsWalkOverlap(t *testing.T) {
+	const a, b = 0x100000000, 0x200000000
+	var (
+		q = [2]int64{1, 1} // S1's pool
+		p = [2]int64{1, 2} // S2's and S3's
+	)
+	events := evs(
+		ev(trace.ActionSegmentAlloc, a, 100*mib), // S1: [a, a+100M)
+		ev(trace.ActionAlloc, a, 100*mib),
+		ev(trace.ActionSegmentAlloc, a+50*mib, 100*mib), // S2: [a+50M, a+150M), over S1
+		ev(trace.ActionAlloc, a+100*mib, 50*mib),        // a restore: S2 keeps (a+50M, 50M) free
+		ev(trace.ActionFreeRequested, a, 100*mib),
+		ev(trace.ActionFreeCompleted, a, 100*mib),
+		ev(trace.ActionAlloc, a, 50*mib),         // S1 keeps (a+50M, 50M) free, added last
+		ev(trace.ActionAlloc, a+50*mib, 50*mib),  // S2's: takes S1's node
+		ev(trace.ActionSegmentAlloc, b, 200*mib), // S3
+		ev(trace.ActionAlloc, b, 200*mib),
+		ev(trace.ActionFreeRequested, b, 200*mib),
+		ev(trace.ActionFreeCompleted, b, 200*mib),
+		ev(trace.ActionAlloc, b, 40*mib), // passed over S2's 50 MiB
+	)
+	seg := func(addr, size uint64, pool [2]int64, blocks ...trace.Block) trace.Segment {
+		var used uint64
+		for _, bl := range blocks {
+			if bl.State == trace.BlockAllocated {
+				used += bl.Size
+			}
+		}
+		return trace.Segment{Address: addr, TotalSize: size, AllocatedSize: used, PoolID: pool, Stack: -1, Blocks: blocks}
+	}
+	used := func(addr, size uint64) trace.Block {
+		return trace.Block{Address: addr, Size: size, RequestedSize: size, State: trace.BlockAllocated}
+	}
+	free := func(addr, size uint64) trace.Block {
+		return trace.Block{Address: addr, Size: size, State: trace.BlockInactive}
+	}
+	snap := &trace.Snapshot{Traces: [][]trace.Event{events}, Segments: []trace.Segment{
+		seg(a, 100*mib, q, used(a, 50*mib), free(a+50*mib, 50*mib)),
+		seg(a+50*mib, 100*mib, p, used(a+50*mib, 50*mib), used(a+100*mib, 50*mib)),
+		seg(b, 200*mib, p, used(b, 40*mib), free(b+40*mib, 160*mib)),
+	}}
+	plan := FromSnapshot(snap, 0)
+	var claims []bool
+	for _, op := range plan.Ops {
+		if op.Kind == alloc.OpAlloc {
+			claims = append(claims, op.Flags&alloc.FlagClaim != 0)
+		}
+	}
+	if want := []bool{false, true, false, false, false, true}; !slices.Equal(claims, want) {
+		t.Fatalf("claims %v, want %v: the restore in S2 and S3's allocation that passed over S2's block", claims, want)
+	}
+}
