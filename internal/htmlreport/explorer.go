@@ -376,7 +376,7 @@ type packer struct {
 	aggOp   int64 // the aggregated bytes op's allocations made less those it ended
 	aggLive int64 // the aggregated bytes live
 	live    int64 // all allocations' bytes live
-	ymax    float64
+	maxLive int64 // the most live at any op
 	// the preview's columns: each one's stretch of ops and the op of it
 	// where the most bytes were live, with the aggregated bytes then
 	sa, sb    []int
@@ -433,7 +433,6 @@ func (p *packer) Start(s figures.ExplorerStart) {
 		}
 		p.sa[c], p.sb[c], p.best[c] = a, b, min(a, p.ops-1)
 	}
-	p.ymax = 1
 	p.firstOp = firstOp(e)
 	p.d.First = exFirstMap{Op: p.firstOp, Blocks: [][6]int64{}}
 	p.d.Keys = []int{}
@@ -531,7 +530,7 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 	}
 	// the preview: the op of each column's stretch with the most bytes live
 	total := p.live
-	p.ymax = max(p.ymax, float64(total))
+	p.maxLive = max(p.maxLive, total)
 	for p.col0 < previewW && p.sb[p.col0] <= i {
 		p.col0++
 	}
@@ -668,7 +667,7 @@ func (p *packer) Finish() error {
 			p.best[k] = 0
 		}
 	}
-	d.Preview = base64.StdEncoding.EncodeToString(preview(p.ops, p.best, p.bestAgg, p.ymax,
+	d.Preview = base64.StdEncoding.EncodeToString(preview(p.ops, p.best, p.bestAgg, max(1, float64(p.maxLive)),
 		p.bStart, p.bEnd, p.bSize, p.bStack, scratch).b)
 	d.PreviewW, d.PreviewH = previewW, previewH
 	p.bStart, p.bEnd, p.bRel, p.bSize, p.bStack, p.bandOf = nil, nil, nil, nil, nil, nil
