@@ -39,7 +39,12 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 	for log*2 <= n {
 		log *= 2
 	}
+	// in marks the bands in the tree, so that the band after one drawn
+	// whole is found without a search when it is live
+	in := make([]uint64, (n+63)/64)
+	live := func(i int) bool { return in[i>>6]&(1<<(i&63)) != 0 }
 	add := func(i int, v float64) {
+		in[i>>6] ^= 1 << (i & 63) // each band is added once and taken out once
 		for i++; i <= n; i += i & -i {
 			fen[i] += v
 		}
@@ -88,6 +93,7 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 	for i := range n {
 		if int(start[i]) <= s0 && int(end[i]) > s0 {
 			fen[i+1] += size(i)
+			in[i>>6] |= 1 << (i & 63)
 		}
 	}
 	for i := 1; i <= n; i++ {
@@ -139,15 +145,23 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		if n > 0 {
 			tot = prefix(n - 1)
 		}
+		bi, loB, whole := 0, 0.0, false // whole: band bi was drawn whole, pos is its top
 		for pos < tot {
-			bi, loB := find(pos)
+			if whole && bi+1 < n && live(bi+1) && sizes[bi+1] > 0 {
+				// find(pos)'s answer: pos is the sum of the bands up to bi
+				// (whole bytes, exact), the next band live adds to it
+				bi, loB = bi+1, pos
+			} else {
+				bi, loB = find(pos)
+			}
 			hiB := loB + size(bi) // the band found is live: its size is in the tree
+			whole = false
 			yTop, yBot := H-(base+hiB)*k2b, H-(base+loB)*k2b
 			if yBot-yTop >= 1 {
 				for r := max(0, round(yTop)); r < round(yBot); r++ {
 					*px(r) = stack[bi] + 3
 				}
-				pos = hiB
+				pos, whole = hiB, true
 			} else { // a pixel of bands too small to see
 				row := int(math.Floor(yBot - 1e-9))
 				rowLo := (H-float64(row)-1)/k2b - base
