@@ -186,17 +186,30 @@ const previewRefs = 32
 // tenth of the runs of each column on its own.
 func previewRuns(img []int32, out *column) *column {
 	col := func(c int) []int32 { return img[c*previewH : (c+1)*previewH] }
-	// runs of a column against another (nil: none), stopping past most
+	// runs of a column on its own, and against another, stopping past
+	// most (two loops: they are most of the preview's time)
+	self := func(a []int32) int {
+		n := 0
+		for r := 0; r < len(a); n++ {
+			k, v := r+1, a[r]
+			for k < len(a) && a[k] == v {
+				k++
+			}
+			r = k
+		}
+		return n
+	}
 	runs := func(a, ref []int32, most int) int {
+		ref = ref[:len(a)]
 		n := 0
 		for r := 0; r < len(a) && n <= most; n++ {
 			k := r + 1
-			if ref != nil && a[r] == ref[r] {
+			if v := a[r]; v == ref[r] {
 				for k < len(a) && a[k] == ref[k] {
 					k++
 				}
 			} else {
-				for k < len(a) && a[k] == a[r] && (ref == nil || a[k] != ref[k]) {
+				for k < len(a) && a[k] == v && a[k] != ref[k] {
 					k++
 				}
 			}
@@ -205,7 +218,7 @@ func previewRuns(img []int32, out *column) *column {
 		return n
 	}
 	for c := range len(img) / previewH {
-		a, best, bk := col(c), runs(col(c), nil, previewH), 0
+		a, best, bk := col(c), self(col(c)), 0
 		for k := 1; k <= min(previewRefs, c) && best > 1; k++ {
 			if n := runs(a, col(c-k), best-1); n < best {
 				best, bk = n, k
