@@ -384,8 +384,11 @@ type packer struct {
 	bestTotal []int64
 	bestAgg   []int64
 	col0      int
-	firstOp   int
-	odd       bool // a block size not a multiple of 512
+	// ops before alone are in column col0 only, and none is its first:
+	// an op before it compares its total with col0's best and no more
+	alone   int
+	firstOp int
+	odd     bool // a block size not a multiple of 512
 
 	c struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
@@ -531,13 +534,12 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 	// the preview: the op of each column's stretch with the most bytes live
 	total := p.live
 	p.maxLive = max(p.maxLive, total)
-	for p.col0 < previewW && p.sb[p.col0] <= i {
-		p.col0++
-	}
-	for k := p.col0; k < previewW && p.sa[k] <= i; k++ {
-		if i == p.sa[k] || total > p.bestTotal[k] {
+	if i < p.alone {
+		if k := p.col0; total > p.bestTotal[k] {
 			p.best[k], p.bestTotal[k], p.bestAgg[k] = i, total, p.aggLive
 		}
+	} else {
+		p.sample(i, total)
 	}
 	if u, ok := c.pos.try(int64(ch.Pos), true); !ok {
 		c.pos.put(u)
@@ -568,6 +570,27 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 	}
 }
 
+// sample is Op's preview for op i, total bytes live, in every column whose
+// stretch holds it, and sets alone.
+func (p *packer) sample(i int, total int64) {
+	for p.col0 < previewW && p.sb[p.col0] <= i {
+		p.col0++
+	}
+	k := p.col0
+	for ; k < previewW && p.sa[k] <= i; k++ {
+		if i == p.sa[k] || total > p.bestTotal[k] {
+			p.best[k], p.bestTotal[k], p.bestAgg[k] = i, total, p.aggLive
+		}
+	}
+	p.alone = i + 1
+	if k == p.col0+1 { // in one column: until its stretch or the next one's ends
+		p.alone = p.sb[p.col0]
+		if k < previewW {
+			p.alone = min(p.alone, p.sa[k])
+		}
+	}
+}
+
 func (p *packer) Key(op int, blocks []figures.BlockRec) {
 	c := &p.c
 	p.d.Keys = append(p.d.Keys, op)
@@ -587,7 +610,8 @@ func (p *packer) Key(op int, blocks []figures.BlockRec) {
 // allocations as the key before, is 1 + the band; 0 is none.
 func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *column) {
 	made := int64(p.d.Bands)
-	for _, b := range bs {
+	for i := range bs {
+		b := &bs[i]
 		if b.Size%512 != 0 || b.SegSize%512 != 0 {
 			p.odd = true
 		}
