@@ -39,8 +39,8 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 	for log*2 <= n {
 		log *= 2
 	}
-	// in marks the bands in the tree, so that the band after one drawn
-	// whole is found without a search when it is live
+	// in marks the bands in the tree, so that when the bands are drawn up
+	// to one's top, the next, when live, is found without a search
 	in := make([]uint64, (n+63)/64)
 	live := func(i int) bool { return in[i>>6]&(1<<(i&63)) != 0 }
 	add := func(i int, v float64) {
@@ -145,9 +145,9 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		if n > 0 {
 			tot = prefix(n - 1)
 		}
-		bi, loB, whole := 0, 0.0, false // whole: band bi was drawn whole, pos is its top
+		bi, loB, atTop := 0, 0.0, false // atTop: pos is band bi's top
 		for pos < tot {
-			if whole && bi+1 < n && live(bi+1) && sizes[bi+1] > 0 {
+			if atTop && bi+1 < n && live(bi+1) && sizes[bi+1] > 0 {
 				// find(pos)'s answer: pos is the sum of the bands up to bi
 				// (whole bytes, exact), the next band live adds to it
 				bi, loB = bi+1, pos
@@ -155,13 +155,12 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 				bi, loB = find(pos)
 			}
 			hiB := loB + size(bi) // the band found is live: its size is in the tree
-			whole = false
 			yTop, yBot := H-(base+hiB)*k2b, H-(base+loB)*k2b
 			if yBot-yTop >= 1 {
 				for r := max(0, round(yTop)); r < round(yBot); r++ {
 					*px(r) = stack[bi] + 3
 				}
-				pos, whole = hiB, true
+				pos, atTop = hiB, true
 			} else { // a pixel of bands too small to see
 				row := int(math.Floor(yBot - 1e-9))
 				rowLo := (H-float64(row)-1)/k2b - base
@@ -169,6 +168,7 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 					*px(row) = 1
 				}
 				pos = max(hiB, rowLo+1/k2b)
+				atTop = pos == hiB
 			}
 		}
 	}
