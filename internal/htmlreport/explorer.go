@@ -376,7 +376,7 @@ type packer struct {
 	aggOp   int64 // the aggregated bytes op's allocations made less those it ended
 	aggLive int64 // the aggregated bytes live
 	live    int64 // all allocations' bytes live
-	ymax    float64
+	maxLive int64 // the most live at any op
 	// the preview's columns: each one's stretch of ops and the op of it
 	// where the most bytes were live, with the aggregated bytes then
 	sa, sb    []int
@@ -384,8 +384,11 @@ type packer struct {
 	bestTotal []int64
 	bestAgg   []int64
 	col0      int
-	firstOp   int
-	odd       bool // a block size not a multiple of 512
+	// ops before alone are in column col0 only, and none is its first:
+	// an op before it compares its total with col0's best and no more
+	alone   int
+	firstOp int
+	odd     bool // a block size not a multiple of 512
 
 	c struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
@@ -433,7 +436,6 @@ func (p *packer) Start(s figures.ExplorerStart) {
 		}
 		p.sa[c], p.sb[c], p.best[c] = a, b, min(a, p.ops-1)
 	}
-	p.ymax = 1
 	p.firstOp = firstOp(e)
 	p.d.First = exFirstMap{Op: p.firstOp, Blocks: [][6]int64{}}
 	p.d.Keys = []int{}
@@ -531,14 +533,13 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 	}
 	// the preview: the op of each column's stretch with the most bytes live
 	total := p.live
-	p.ymax = max(p.ymax, float64(total))
-	for p.col0 < previewW && p.sb[p.col0] <= i {
-		p.col0++
-	}
-	for k := p.col0; k < previewW && p.sa[k] <= i; k++ {
-		if i == p.sa[k] || total > p.bestTotal[k] {
+	p.maxLive = max(p.maxLive, total)
+	if i < p.alone {
+		if k := p.col0; total > p.bestTotal[k] {
 			p.best[k], p.bestTotal[k], p.bestAgg[k] = i, total, p.aggLive
 		}
+	} else {
+		p.sample(i, total)
 	}
 	if u, ok := c.pos.try(int64(ch.Pos), true); !ok {
 		c.pos.put(u)
@@ -569,6 +570,27 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 	}
 }
 
+// sample is Op's preview for op i, total bytes live, in every column whose
+// stretch holds it, and sets alone.
+func (p *packer) sample(i int, total int64) {
+	for p.col0 < previewW && p.sb[p.col0] <= i {
+		p.col0++
+	}
+	k := p.col0
+	for ; k < previewW && p.sa[k] <= i; k++ {
+		if i == p.sa[k] || total > p.bestTotal[k] {
+			p.best[k], p.bestTotal[k], p.bestAgg[k] = i, total, p.aggLive
+		}
+	}
+	p.alone = i + 1
+	if k == p.col0+1 { // in one column: until its stretch or the next one's ends
+		p.alone = p.sb[p.col0]
+		if k < previewW {
+			p.alone = min(p.alone, p.sa[k])
+		}
+	}
+}
+
 func (p *packer) Key(op int, blocks []figures.BlockRec) {
 	c := &p.c
 	p.d.Keys = append(p.d.Keys, op)
@@ -588,7 +610,8 @@ func (p *packer) Key(op int, blocks []figures.BlockRec) {
 // allocations as the key before, is 1 + the band; 0 is none.
 func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *column) {
 	made := int64(p.d.Bands)
-	for _, b := range bs {
+	for i := range bs {
+		b := &bs[i]
 		if b.Size%512 != 0 || b.SegSize%512 != 0 {
 			p.odd = true
 		}
@@ -668,7 +691,7 @@ func (p *packer) Finish() error {
 			p.best[k] = 0
 		}
 	}
-	d.Preview = base64.StdEncoding.EncodeToString(preview(p.ops, p.best, p.bestAgg, p.ymax,
+	d.Preview = base64.StdEncoding.EncodeToString(preview(p.ops, p.best, p.bestAgg, max(1, float64(p.maxLive)),
 		p.bStart, p.bEnd, p.bSize, p.bStack, scratch).b)
 	d.PreviewW, d.PreviewH = previewW, previewH
 	p.bStart, p.bEnd, p.bRel, p.bSize, p.bStack, p.bandOf = nil, nil, nil, nil, nil, nil

@@ -39,7 +39,12 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 	for log*2 <= n {
 		log *= 2
 	}
+	// in marks the bands in the tree, so that when the bands are drawn up
+	// to one's top, the next, when live, is found without a search
+	in := make([]uint64, (n+63)/64)
+	live := func(i int) bool { return in[i>>6]&(1<<(i&63)) != 0 }
 	add := func(i int, v float64) {
+		in[i>>6] ^= 1 << (i & 63) // each band is added once and taken out once
 		for i++; i <= n; i += i & -i {
 			fen[i] += v
 		}
@@ -88,6 +93,7 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 	for i := range n {
 		if int(start[i]) <= s0 && int(end[i]) > s0 {
 			fen[i+1] += size(i)
+			in[i>>6] |= 1 << (i & 63)
 		}
 	}
 	for i := 1; i <= n; i++ {
@@ -139,15 +145,22 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		if n > 0 {
 			tot = prefix(n - 1)
 		}
+		bi, loB, atTop := 0, 0.0, false // atTop: pos is band bi's top
 		for pos < tot {
-			bi, loB := find(pos)
+			if atTop && bi+1 < n && live(bi+1) && sizes[bi+1] > 0 {
+				// find(pos)'s answer: pos is the sum of the bands up to bi
+				// (whole bytes, exact), the next band live adds to it
+				bi, loB = bi+1, pos
+			} else {
+				bi, loB = find(pos)
+			}
 			hiB := loB + size(bi) // the band found is live: its size is in the tree
 			yTop, yBot := H-(base+hiB)*k2b, H-(base+loB)*k2b
 			if yBot-yTop >= 1 {
 				for r := max(0, round(yTop)); r < round(yBot); r++ {
 					*px(r) = stack[bi] + 3
 				}
-				pos = hiB
+				pos, atTop = hiB, true
 			} else { // a pixel of bands too small to see
 				row := int(math.Floor(yBot - 1e-9))
 				rowLo := (H-float64(row)-1)/k2b - base
@@ -155,6 +168,7 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 					*px(row) = 1
 				}
 				pos = max(hiB, rowLo+1/k2b)
+				atTop = pos == hiB
 			}
 		}
 	}
@@ -172,17 +186,30 @@ const previewRefs = 32
 // tenth of the runs of each column on its own.
 func previewRuns(img []int32, out *column) *column {
 	col := func(c int) []int32 { return img[c*previewH : (c+1)*previewH] }
-	// runs of a column against another (nil: none), stopping past most
+	// runs of a column on its own, and against another, stopping past
+	// most (two loops: they are most of the preview's time)
+	self := func(a []int32) int {
+		n := 0
+		for r := 0; r < len(a); n++ {
+			k, v := r+1, a[r]
+			for k < len(a) && a[k] == v {
+				k++
+			}
+			r = k
+		}
+		return n
+	}
 	runs := func(a, ref []int32, most int) int {
+		ref = ref[:len(a)]
 		n := 0
 		for r := 0; r < len(a) && n <= most; n++ {
 			k := r + 1
-			if ref != nil && a[r] == ref[r] {
+			if v := a[r]; v == ref[r] {
 				for k < len(a) && a[k] == ref[k] {
 					k++
 				}
 			} else {
-				for k < len(a) && a[k] == a[r] && (ref == nil || a[k] != ref[k]) {
+				for k < len(a) && a[k] == v && a[k] != ref[k] {
 					k++
 				}
 			}
@@ -191,7 +218,7 @@ func previewRuns(img []int32, out *column) *column {
 		return n
 	}
 	for c := range len(img) / previewH {
-		a, best, bk := col(c), runs(col(c), nil, previewH), 0
+		a, best, bk := col(c), self(col(c)), 0
 		for k := 1; k <= min(previewRefs, c) && best > 1; k++ {
 			if n := runs(a, col(c-k), best-1); n < best {
 				best, bk = n, k

@@ -72,6 +72,18 @@ static int put_seg(const gm_seg_t *s, gm_flat_block_t **buf, size_t *cap, size_t
   return GM_OK;
 }
 
+/* move_blocks is memmove of n blocks: most moves and copies of a step are
+ * of a few blocks, which a loop does for less than the call. */
+static inline void move_blocks(gm_flat_block_t *dst, const gm_flat_block_t *src, size_t n) {
+  if (n > 4) {
+    memmove(dst, src, n * sizeof *dst);
+  } else if (dst < src) {
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+  } else {
+    for (size_t i = n; i > 0; i--) dst[i - 1] = src[i - 1];
+  }
+}
+
 /* Two blocks of consecutive steps are the same when their address, size,
  * segment size, id and state are (see diff in the pipeline's explorer.go). */
 static inline int same(const gm_flat_block_t *x, const gm_flat_block_t *y) {
@@ -267,7 +279,7 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
     return GM_EBACKEND;
   for (size_t j = i0; j < i1; j++) v->old[j - i0] = v->b[j];
   v->nold = no, v->oi0 = i0, v->nspan = i1 - i0;
-  if (m != i1 - i0) memmove(v->b + i0 + m, v->b + i1, (no - i1) * sizeof *v->b);
+  if (m != i1 - i0) move_blocks(v->b + i0 + m, v->b + i1, no - i1);
   gm_flat_block_t *w = v->b + i0;
   for (const gm_block_t *b = lo;; b = b->next, w++) {
     *w = (gm_flat_block_t){.address = b->ptr, .size = b->size, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
@@ -459,7 +471,7 @@ void gm_flat_free(gm_flat_t *f) {
 static int put_blocks(gm_steps_t *s, const gm_flat_block_t *b, size_t n) {
   if (n == 0) return GM_OK;
   if (gm_grow((void **)&s->blocks, &s->blocks_cap, s->nblocks + n, sizeof *s->blocks) != GM_OK) return GM_EBACKEND;
-  memcpy(s->blocks + s->nblocks, b, n * sizeof *b);
+  move_blocks(s->blocks + s->nblocks, b, n);
   s->nblocks += n;
   return GM_OK;
 }
