@@ -8,7 +8,7 @@
 #include "gm_devlog.h"
 #include "gm_treap.h"
 
-static int fail(char *msg, size_t len, const char *fmt, ...) {
+int gm_check_fail(char *msg, size_t len, const char *fmt, ...) {
   if (msg && len) {
     va_list ap;
     va_start(ap, fmt);
@@ -33,19 +33,19 @@ static int check_set(const gm_block_t *t, const gm_block_t *up, const gm_block_t
                      size_t *count, char *msg, size_t len) {
   if (!t) return GM_OK;
   if (t->parent != up)
-    return fail(msg, len, "I3: treap parent link broken at block 0x%llx", (unsigned long long)t->ptr);
+    return gm_check_fail(msg, len, "I3: treap parent link broken at block 0x%llx", (unsigned long long)t->ptr);
   if ((lo && !less(lo, t)) || (hi && !less(t, hi)))
-    return fail(msg, len, "I3: set out of order at block 0x%llx", (unsigned long long)t->ptr);
+    return gm_check_fail(msg, len, "I3: set out of order at block 0x%llx", (unsigned long long)t->ptr);
   if (t->in_set != kind || t->pool != pool)
-    return fail(msg, len, "I3: block 0x%llx in the wrong set", (unsigned long long)t->ptr);
+    return gm_check_fail(msg, len, "I3: block 0x%llx in the wrong set", (unsigned long long)t->ptr);
   if (kind == GM_SET_FREE && (!t->mapped || !idle_free(t)))
-    return fail(msg, len, "I3: free set holds a busy or unmapped block 0x%llx", (unsigned long long)t->ptr);
+    return gm_check_fail(msg, len, "I3: free set holds a busy or unmapped block 0x%llx", (unsigned long long)t->ptr);
   if (kind == GM_SET_FREE && pool->settled && (t->seg->expandable || (!t->prev && !t->next)))
-    return fail(msg, len, "I3: settled pool holds block 0x%llx, which a release gives back", (unsigned long long)t->ptr);
+    return gm_check_fail(msg, len, "I3: settled pool holds block 0x%llx, which a release gives back", (unsigned long long)t->ptr);
   if (kind == GM_SET_UNMAPPED && t->mapped)
-    return fail(msg, len, "I3: unmapped set holds a mapped block 0x%llx", (unsigned long long)t->ptr);
+    return gm_check_fail(msg, len, "I3: unmapped set holds a mapped block 0x%llx", (unsigned long long)t->ptr);
   if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))
-    return fail(msg, len, "I3: treap heap order broken at 0x%llx", (unsigned long long)t->ptr);
+    return gm_check_fail(msg, len, "I3: treap heap order broken at 0x%llx", (unsigned long long)t->ptr);
   (*count)++;
   int rc = check_set(t->left, t, lo, t, less, kind, pool, count, msg, len);
   if (rc != GM_OK) return rc;
@@ -54,10 +54,10 @@ static int check_set(const gm_block_t *t, const gm_block_t *up, const gm_block_t
 
 static int check_stat(const char *name, const gm_stat_t *s, int64_t want, char *msg, size_t len) {
   if (s->current != want)
-    return fail(msg, len, "I4: %s is %lld, the blocks add up to %lld", name,
+    return gm_check_fail(msg, len, "I4: %s is %lld, the blocks add up to %lld", name,
                 (long long)s->current, (long long)want);
   if (s->peak < s->current || s->allocated - s->freed != s->current)
-    return fail(msg, len, "I4: %s peak or totals inconsistent", name);
+    return gm_check_fail(msg, len, "I4: %s peak or totals inconsistent", name);
   return GM_OK;
 }
 
@@ -72,7 +72,7 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
   size_t nseg = 0;
   for (const gm_seg_t *s = a->segs; s; s = s->next_seg) nseg++;
   uint64_t *ranges = malloc((nseg ? nseg : 1) * 2 * sizeof *ranges);
-  if (!ranges) return fail(msg, len, "out of memory while checking");
+  if (!ranges) return gm_check_fail(msg, len, "out of memory while checking");
   size_t k = 0;
   int rc = GM_OK;
   for (const gm_seg_t *s = a->segs; s && rc == GM_OK; s = s->next_seg) {
@@ -81,40 +81,40 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
     k++;
     const gm_block_t *b = s->head;
     if (!b || b->prev || b->ptr != s->base) {
-      rc = fail(msg, len, "I1: segment 0x%llx does not start with its head block", (unsigned long long)s->base);
+      rc = gm_check_fail(msg, len, "I1: segment 0x%llx does not start with its head block", (unsigned long long)s->base);
       break;
     }
     totals_t *t = &tot[s->pool->is_small ? GM_STAT_SMALL : GM_STAT_LARGE];
     uint64_t end = s->base;
     int split = b->next != NULL;
     for (; b; b = b->next) {
-      if (b->seg != s || b->pool != s->pool) { rc = fail(msg, len, "I1: block 0x%llx points at another segment", (unsigned long long)b->ptr); break; }
-      if (b->ptr != end) { rc = fail(msg, len, "I1: gap or overlap at 0x%llx in segment 0x%llx", (unsigned long long)b->ptr, (unsigned long long)s->base); break; }
-      if (!b->mapped && !s->expandable) { rc = fail(msg, len, "I1: unmapped block 0x%llx in a segment that is not expandable", (unsigned long long)b->ptr); break; }
-      if (b->size == 0 || b->size % GM_MIN_BLOCK) { rc = fail(msg, len, "I4: block 0x%llx has size %llu", (unsigned long long)b->ptr, (unsigned long long)b->size); break; }
-      if (b->next && b->next->prev != b) { rc = fail(msg, len, "I1: broken links at 0x%llx", (unsigned long long)b->ptr); break; }
-      if (b->next && b->mapped == b->next->mapped && b->mapped && idle_free(b) && idle_free(b->next) && b->stream == b->next->stream) { rc = fail(msg, len, "I2: free neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
-      if (b->next && !b->mapped && !b->next->mapped) { rc = fail(msg, len, "I2: unmapped neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
-      if (b->allocated && b->pending) { rc = fail(msg, len, "I5: block 0x%llx allocated and pending", (unsigned long long)b->ptr); break; }
+      if (b->seg != s || b->pool != s->pool) { rc = gm_check_fail(msg, len, "I1: block 0x%llx points at another segment", (unsigned long long)b->ptr); break; }
+      if (b->ptr != end) { rc = gm_check_fail(msg, len, "I1: gap or overlap at 0x%llx in segment 0x%llx", (unsigned long long)b->ptr, (unsigned long long)s->base); break; }
+      if (!b->mapped && !s->expandable) { rc = gm_check_fail(msg, len, "I1: unmapped block 0x%llx in a segment that is not expandable", (unsigned long long)b->ptr); break; }
+      if (b->size == 0 || b->size % GM_MIN_BLOCK) { rc = gm_check_fail(msg, len, "I4: block 0x%llx has size %llu", (unsigned long long)b->ptr, (unsigned long long)b->size); break; }
+      if (b->next && b->next->prev != b) { rc = gm_check_fail(msg, len, "I1: broken links at 0x%llx", (unsigned long long)b->ptr); break; }
+      if (b->next && b->mapped == b->next->mapped && b->mapped && idle_free(b) && idle_free(b->next) && b->stream == b->next->stream) { rc = gm_check_fail(msg, len, "I2: free neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
+      if (b->next && !b->mapped && !b->next->mapped) { rc = gm_check_fail(msg, len, "I2: unmapped neighbours not merged at 0x%llx", (unsigned long long)b->ptr); break; }
+      if (b->allocated && b->pending) { rc = gm_check_fail(msg, len, "I5: block 0x%llx allocated and pending", (unsigned long long)b->ptr); break; }
       if (b->allocated || b->pending) {
-        if (b->id == GM_NO_ID || b->id >= a->nids || a->ids[b->id] != b) { rc = fail(msg, len, "I5: live block 0x%llx has no id", (unsigned long long)b->ptr); break; }
+        if (b->id == GM_NO_ID || b->id >= a->nids || a->ids[b->id] != b) { rc = gm_check_fail(msg, len, "I5: live block 0x%llx has no id", (unsigned long long)b->ptr); break; }
         if (b->allocated) { t->allocation++; t->allocated += (int64_t)b->size; }
         t->active++;
         t->active_bytes += (int64_t)b->size;
         t->requested += (int64_t)b->requested;
       } else if (b->mapped) {
-        if (b->in_set != GM_SET_FREE) { rc = fail(msg, len, "I3: free block 0x%llx not in the free set", (unsigned long long)b->ptr); break; }
+        if (b->in_set != GM_SET_FREE) { rc = gm_check_fail(msg, len, "I3: free block 0x%llx not in the free set", (unsigned long long)b->ptr); break; }
         t->free_blocks++;
         if (!s->expandable && split) { t->inactive_split++; t->inactive_split_bytes += (int64_t)b->size; }
       } else {
-        if (b->in_set != GM_SET_UNMAPPED) { rc = fail(msg, len, "I3: unmapped block 0x%llx not in the unmapped set", (unsigned long long)b->ptr); break; }
+        if (b->in_set != GM_SET_UNMAPPED) { rc = gm_check_fail(msg, len, "I3: unmapped block 0x%llx not in the unmapped set", (unsigned long long)b->ptr); break; }
         t->unmapped_blocks++;
       }
       if (b->mapped && s->expandable) t->reserved += (int64_t)b->size;
       end = b->ptr + b->size;
     }
     if (rc == GM_OK && end != s->base + s->size)
-      rc = fail(msg, len, "I1: blocks of segment 0x%llx end at 0x%llx, not at its end", (unsigned long long)s->base, (unsigned long long)end);
+      rc = gm_check_fail(msg, len, "I1: blocks of segment 0x%llx end at 0x%llx, not at its end", (unsigned long long)s->base, (unsigned long long)end);
     if (!s->expandable) {
       t->reserved += (int64_t)s->size;
       t->segment++;
@@ -124,7 +124,7 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
     qsort(ranges, k, 2 * sizeof *ranges, cmp_u64);
     for (size_t i = 1; i < k; i++)
       if (ranges[2 * (i - 1)] + ranges[2 * (i - 1) + 1] > ranges[2 * i]) {
-        rc = fail(msg, len, "I1: segments overlap at 0x%llx", (unsigned long long)ranges[2 * i]);
+        rc = gm_check_fail(msg, len, "I1: segments overlap at 0x%llx", (unsigned long long)ranges[2 * i]);
         break;
       }
   }
@@ -135,7 +135,7 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
    * its own pool's blocks, and together they hold every free block */
   size_t npools = 2 + gm_pools_list(a, NULL, 0);
   const gm_pool_t **pools = malloc(npools * sizeof *pools);
-  if (!pools) return fail(msg, len, "out of memory while checking");
+  if (!pools) return gm_check_fail(msg, len, "out of memory while checking");
   pools[0] = &a->large;
   pools[1] = &a->small;
   gm_pools_list(a, pools + 2, npools - 2);
@@ -149,8 +149,8 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
   free(pools);
   if (rc != GM_OK) return rc;
   for (int c = GM_STAT_LARGE; c <= GM_STAT_SMALL; c++) {
-    if (nf[c] != tot[c].free_blocks) return fail(msg, len, "I3: free sets hold %zu blocks, the segments %zu", nf[c], tot[c].free_blocks);
-    if (nu[c] != tot[c].unmapped_blocks) return fail(msg, len, "I3: unmapped sets hold %zu blocks, the segments %zu", nu[c], tot[c].unmapped_blocks);
+    if (nf[c] != tot[c].free_blocks) return gm_check_fail(msg, len, "I3: free sets hold %zu blocks, the segments %zu", nf[c], tot[c].free_blocks);
+    if (nu[c] != tot[c].unmapped_blocks) return gm_check_fail(msg, len, "I3: unmapped sets hold %zu blocks, the segments %zu", nu[c], tot[c].unmapped_blocks);
   }
   if ((rc = gm_pools_check(a, msg, len)) != GM_OK) return rc;
   if ((rc = gm_sim_check(gm_devlog_inner(a), msg, len)) != GM_OK) return rc;
@@ -185,7 +185,7 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
 #undef CHECK
   }
   if ((int64_t)a->total_allocated != tot[0].reserved)
-    return fail(msg, len, "I4: device bytes %llu differ from reserved %lld", (unsigned long long)a->total_allocated, (long long)tot[0].reserved);
+    return gm_check_fail(msg, len, "I4: device bytes %llu differ from reserved %lld", (unsigned long long)a->total_allocated, (long long)tot[0].reserved);
   return GM_OK;
 }
 

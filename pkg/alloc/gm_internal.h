@@ -172,6 +172,9 @@ uint64_t gm_pools_free_bytes(const gm_alloc_t *a);
  * backend under a's device log, or a's own without one. */
 const gm_backend_t *gm_watch_inner(const gm_backend_t *be);
 int gm_watch_check(const gm_alloc_t *a, char *msg, size_t len);
+/* gm_inspect.c: a checker's failure. Writes the message made from fmt
+ * into msg (len bytes, NULL or 0 for none) and returns GM_ECORRUPT. */
+int gm_check_fail(char *msg, size_t len, const char *fmt, ...);
 const gm_backend_t *gm_devlog_under(const gm_alloc_t *a);
 
 /* gm_grow makes the array *p of *cap elements of elem bytes hold at

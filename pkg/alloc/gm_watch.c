@@ -18,8 +18,6 @@
  * (gm_placement_unwatch: expandable segments, a claim by address, the
  * release of oversize blocks), or the policy is not pytorch, the watch
  * stops and says so; the second device is then left alone. */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,35 +275,25 @@ const gm_backend_t *gm_watch_inner(const gm_backend_t *be) {
   return be->malloc == wt_malloc ? &((const watch_t *)be->ctx)->inner : be;
 }
 
-static int fail(char *msg, size_t len, const char *fmt, ...) {
-  if (msg && len) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, len, fmt, ap);
-    va_end(ap);
-  }
-  return GM_ECORRUPT;
-}
-
 int gm_watch_check(const gm_alloc_t *a, char *msg, size_t len) {
   const watch_t *w = watch_of(a);
-  if (w && !w->off != (a->watch == w)) return fail(msg, len, "I8: the watch agrees but the allocator does not see it, or the reverse");
+  if (w && !w->off != (a->watch == w)) return gm_check_fail(msg, len, "I8: the watch agrees but the allocator does not see it, or the reverse");
   if (!w || w->off) return GM_OK;
   size_t segs = 0;
   for (const gm_seg_t *s = a->segs; s; s = s->next_seg) {
     size_t k = at(w, s->base + 1);
     if (k == 0 || w->r[k - 1].addr != s->base || w->r[k - 1].size != s->size)
-      return fail(msg, len, "I8: segment 0x%llx is no watched range", (unsigned long long)s->base);
+      return gm_check_fail(msg, len, "I8: segment 0x%llx is no watched range", (unsigned long long)s->base);
     if (s->other && s->other != w->r[k - 1].other)
-      return fail(msg, len, "I8: segment 0x%llx keeps another base than its range's", (unsigned long long)s->base);
+      return gm_check_fail(msg, len, "I8: segment 0x%llx keeps another base than its range's", (unsigned long long)s->base);
     segs++;
   }
-  if (segs != w->n) return fail(msg, len, "I8: %zu watched ranges, %zu segments", w->n, segs);
+  if (segs != w->n) return gm_check_fail(msg, len, "I8: %zu watched ranges, %zu segments", w->n, segs);
   int rc = gm_sim_check(&w->other, msg, len); /* I7 on the other placement */
   if (rc != GM_OK) return rc;
   for (size_t i = 1; i < w->n; i++)
     if (w->r[i - 1].addr + w->r[i - 1].size > w->r[i].addr)
-      return fail(msg, len, "I8: watched ranges 0x%llx and 0x%llx overlap", (unsigned long long)w->r[i - 1].addr,
+      return gm_check_fail(msg, len, "I8: watched ranges 0x%llx and 0x%llx overlap", (unsigned long long)w->r[i - 1].addr,
                      (unsigned long long)w->r[i].addr);
   return GM_OK;
 }
