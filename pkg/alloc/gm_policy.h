@@ -397,14 +397,14 @@ void gm_pools_release_freeable(gm_alloc_t *a);
 
 /* gm_placement_pick: best fit took `it`, the lowest address among the free
  * blocks equal to it in (stream, size); the watch stops unless `it` is the
- * lowest on the other placement too. gm_placement_unwatch: the policy
+ * lowest on the other placement too. gm_placement_unfollowed: the policy
  * takes a path whose decisions depend on addresses otherwise (it does not
- * follow them); the watch stops. */
+ * follow them): gm_placement_ties is 1 from then on, and the watch stops. */
 void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it);
 static inline void gm_placement_pick(gm_alloc_t *a, const gm_block_t *it) {
   if (a->watch) gm_placement_pick_slow(a, it);
 }
-void gm_placement_unwatch(gm_alloc_t *a);
+void gm_placement_unfollowed(gm_alloc_t *a);
 
 /* ---- pending frees and seeding ---- */
 

@@ -327,8 +327,7 @@ static inline int releasable(const gm_block_t *b) { return !b->seg->expandable &
 static int release_available_cached_blocks(gm_alloc_t *a, params_t *p) {
   uint64_t ms = a->cfg.max_split_size;
   if (ms == UINT64_MAX) return 0;
-  a->placement_ties = 1; /* which of equal blocks go: not followed */
-  gm_placement_unwatch(a);
+  gm_placement_unfollowed(a); /* which of equal blocks go */
   gm_pool_t *pool = p->pool;
   gm_block_t key = {0};
   key.stream = p->stream;
@@ -459,8 +458,7 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
   if (!p.pool) return GM_EINVAL;
   p.alloc_size = allocation_size(a, p.size);
   if (a->cfg.expandable_segments || rq->claim) { /* not followed */
-    a->placement_ties = 1;
-    gm_placement_unwatch(a);
+    gm_placement_unfollowed(a);
   }
   /* a checkpoint restore claims a block by address, not by best fit, at
    * its recorded size, split off exactly (setSegmentStateToCheckpoint) */

@@ -15,7 +15,7 @@
  * the second device would have made the same decisions, asked the same
  * calls and counted the same statistics: the watch agrees. Once one is
  * not, or the policy takes a path that depends on addresses otherwise
- * (gm_placement_unwatch: expandable segments, a claim by address, the
+ * (gm_placement_unfollowed: expandable segments, a claim by address, the
  * release of oversize blocks), or the policy is not pytorch, the watch
  * stops and says so; the second device is then left alone. */
 #include <stdlib.h>
@@ -217,7 +217,8 @@ int gm_placement_agrees(const gm_alloc_t *a) {
   return w ? !w->off : -1;
 }
 
-void gm_placement_unwatch(gm_alloc_t *a) {
+void gm_placement_unfollowed(gm_alloc_t *a) {
+  a->placement_ties = 1;
   if (a->watch) stop(a->watch);
 }
 
