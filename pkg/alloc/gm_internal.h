@@ -183,6 +183,23 @@ const gm_backend_t *gm_devlog_under(const gm_alloc_t *a);
  * gm_flat_step and gm_run_steps keep from call to call: inline, as it
  * mostly finds the room there (gm_grow_slow, in gm_inspect.c, makes it). */
 int gm_grow_slow(void **p, size_t *cap, size_t need, size_t elem);
+
+/* gm_first_at_least is the index of the first of the n elements at base,
+ * elem bytes apart, whose uint64_t field at byte offset off is at least
+ * key; n when none is. Precondition: the elements are sorted by that
+ * field. The address-sorted arrays (the simulated device's chunks, the
+ * watch's ranges, a step's blocks) are searched with it; inline, so that
+ * elem and off are constants where it is called. */
+static inline size_t gm_first_at_least(const void *base, size_t n, size_t elem, size_t off, uint64_t key) {
+  const char *b = base;
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (*(const uint64_t *)(b + mid * elem + off) < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 static inline int gm_grow(void **p, size_t *cap, size_t need, size_t elem) {
   return need <= *cap ? GM_OK : gm_grow_slow(p, cap, need, elem);
 }

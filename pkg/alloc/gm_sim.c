@@ -132,13 +132,7 @@ static int erase(sim_t *s, uint64_t addr) {
 /* index of the first chunk whose address is at least addr (the chunks
  * are sorted by address, and a chunk's address never changes) */
 static size_t chunk_from(const sim_t *s, uint64_t addr) {
-  size_t lo = 0, hi = s->nc;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (s->c[mid].addr < addr) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return gm_first_at_least(s->c, s->nc, sizeof *s->c, offsetof(chunk_t, addr), addr);
 }
 
 /* the chunk holding addr, or NULL: the first that does, of those that
@@ -224,13 +218,7 @@ static const chunk_t *carved_chunk(const sim_t *s, uint64_t k) {
 
 /* index of the first given-back chunk whose address is at least addr */
 static size_t given_from(const sim_t *s, uint64_t addr) {
-  size_t lo = 0, hi = s->ng;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (s->g[mid].addr < addr) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return gm_first_at_least(s->g, s->ng, sizeof *s->g, offsetof(range_t, addr), addr);
 }
 
 /* index of the given-back chunk at addr in the chunks */

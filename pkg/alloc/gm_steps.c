@@ -244,12 +244,7 @@ static inline int walk_back(walk_t *w) {
 /* find_at is the index of the block of b[0, n) (in address order) that
  * starts at address p; n when none does. */
 static size_t find_at(const gm_flat_block_t *b, size_t n, uint64_t p) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (b[mid].address < p) lo = mid + 1;
-    else hi = mid;
-  }
+  size_t lo = gm_first_at_least(b, n, sizeof *b, offsetof(gm_flat_block_t, address), p);
   return lo < n && b[lo].address == p ? lo : n;
 }
 

@@ -46,13 +46,7 @@ static void stop(watch_t *w) {
 
 /* at is the index of the first range whose addr is not below addr. */
 static size_t at(const watch_t *w, uint64_t addr) {
-  size_t lo = 0, hi = w->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (w->r[mid].addr < addr) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return gm_first_at_least(w->r, w->n, sizeof *w->r, offsetof(wrange_t, addr), addr);
 }
 
 /* add records a new range, addr on the allocator's device and other on
