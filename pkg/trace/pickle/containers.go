@@ -461,10 +461,19 @@ func (d *decoder) appendsOn(opname string, t int, items []val) error {
 // appendItems adds items to list c. Event dicts are decoded straight
 // into c.events, which makes c an event list.
 func (d *decoder) appendItems(c *cont, items []val) error {
-	for i, v := range items {
+	for i := 0; i < len(items); i++ {
+		v := items[i]
 		if v.k == kEventDone {
 			if len(c.items) > 0 {
 				return d.errorf("list mixes event dicts with other values")
+			}
+			if d.sink.Event == nil && len(d.moreSlots) == 0 {
+				k, err := d.appendEvents(c, items[i:])
+				if err != nil {
+					return err
+				}
+				i += k - 1
+				continue
 			}
 			if d.pending[v.n].fetched {
 				return d.errorf("event dict fetched again from the memo (not supported)")
@@ -510,6 +519,50 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 		c.items = append(c.items, v)
 	}
 	return nil
+}
+
+// appendEvents adds the run of event dicts fastEvent read that items
+// starts with to c.events, as addEvent and takeEvent would one at a
+// time, and returns how many it added. (The sink takes them one at a
+// time, and an event with more memo slots than its own goes to
+// takeEvent.)
+func (d *decoder) appendEvents(c *cont, items []val) (int, error) {
+	k := 0
+	for k < len(items) && items[k].k == kEventDone {
+		k++
+	}
+	for done := 0; done < k; {
+		if len(c.events) == cap(c.events) {
+			d.growEvents(c, len(items)-done)
+		}
+		m := min(k-done, cap(c.events)-len(c.events))
+		evs := c.events[len(c.events) : len(c.events)+m]
+		for i, v := range items[done : done+m] {
+			pe := &d.pending[v.n]
+			if pe.fetched {
+				return done + i, d.errorf("event dict fetched again from the memo (not supported)")
+			}
+			evs[i] = pe.f.ev
+			// its memo slot says kGone from now on, unless written again
+			if i := pe.slot; i >= 0 {
+				var slot *uint64
+				if pg := d.memo[i>>memoPageBits]; pg != nil {
+					slot = &pg[i&(memoPageLen-1)]
+				} else {
+					slot = d.memoAt(int(i))
+				}
+				if *slot == uint64(kEventDone)<<56|v.n {
+					*slot = uint64(kGone) << 56
+				}
+			}
+		}
+		c.events = c.events[:len(c.events)+m]
+		done += m
+	}
+	if d.outstanding -= k; d.outstanding == 0 {
+		d.pending = d.pending[:0]
+	}
+	return k, nil
 }
 
 // addEvent adds ev to event list c, or hands it to the sink; more events

@@ -2,7 +2,8 @@ package pickle
 
 import (
 	"encoding/binary"
-	"math/bits"
+
+	"github.com/gpumem/gpumem/pkg/trace/model"
 )
 
 // A template whose field values each have an opcode of fixed length
@@ -10,6 +11,19 @@ import (
 // fetches, None, bools) has a fixed layout too: the whole dict is
 // compared as words, masked where the values are, and the ints are read
 // at offsets known in advance, with no step or field switch per value.
+// fixedRead does all a matching dict's reading: the compare, the values,
+// the checks done makes, the memo stores and the push; each in straight
+// code over arrays of known length, so that the compiler checks no index.
+
+// Limits on a fixed layout: its words (the dict's bytes, eight a word)
+// and its memo stores.
+const (
+	fixedWords  = 16
+	fixedStores = 8
+	// fixedView is the bytes fixedRead looks at: the layout's words and
+	// the opcode after the dict, read as a word.
+	fixedView = fixedWords*8 + 8
+)
 
 // fixedVar is a field's value in a fixed layout: its opcode at off
 // bytes into the dict (past EMPTY_DICT), and the field's key.
@@ -17,32 +31,32 @@ type fixedVar struct {
 	off uint16
 	op  uint8
 	key uint8
-	vi  uint8 // its index among the template's field values
 }
 
 // fixedInt is an int field's value in a fixed layout, read as the
-// mask'th bytes of the word at off, sign-extended from 64-sext bits.
+// mask'th bytes of the word at off, sign-extended from 64-sext bits; neg
+// has the sign bit set when a negative value is refused. A slot the dict
+// has no int for has mask 0 and reads 0.
 type fixedInt struct {
-	mask   uint64
-	off    uint16
-	sext   uint8
-	slot   uint8 // the field: intAddr...
-	vi     uint8
-	nonneg bool // a negative value is refused
+	mask uint64
+	neg  uint64
+	off  uint8
+	sext uint8
 }
 
-// The event fields an int sets, as fixedRead gathers them.
+// The event fields an int sets: the slots of template.fints.
 const (
 	intAddr = iota
 	intSize
 	intStream
 	intTime
 	intFree
+	numInts
 )
 
 // addFixedVar notes the value of field key read from len bytes at
 // b[start+off], or that the dict has no fixed layout.
-func (t *template) addFixedVar(b []byte, off, vi int, key uint8) {
+func (t *template) addFixedVar(b []byte, off int, key uint8) {
 	op := b[off]
 	switch op {
 	case opBinInt1, opBinInt2, opBinInt, opBinGet, opLongBinGet, opNone, opNewTrue, opNewFalse:
@@ -55,18 +69,23 @@ func (t *template) addFixedVar(b []byte, off, vi int, key uint8) {
 		t.fixed = false
 		return
 	}
-	t.fvars = append(t.fvars, fixedVar{off: uint16(off), op: op, key: key, vi: uint8(vi)})
+	t.fvars = append(t.fvars, fixedVar{off: uint16(off), op: op, key: key})
 }
 
 // fixLayout makes the words and masks of the fixed layout of dict c,
-// and sorts its values into ints and others.
+// sorts its values into ints and others, and packs its memo stores; it
+// clears t.fixed for a dict it has no room for.
 func (t *template) fixLayout(c []byte) {
-	nw := (len(c) + 7) / 8
+	if len(c) > fixedWords*8 || len(t.stores) > fixedStores || t.varStores {
+		t.fixed = false
+		return
+	}
+	t.fn = (len(c) + 7) / 8
 	t.flen = len(c)
-	t.fw, t.fm, t.fints = t.fw[:0], t.fm[:0], t.fints[:0]
+	t.fints = [numInts]fixedInt{}
+	t.fact = 0
 	t.fbase = t.base
-	var buf [tmplMaxLen + 8]byte
-	var mask [tmplMaxLen + 8]byte
+	var buf, mask [fixedWords * 8]byte
 	copy(buf[:], c)
 	for i := range c {
 		mask[i] = 0xff
@@ -74,14 +93,17 @@ func (t *template) fixLayout(c []byte) {
 	others := t.fvars[:0]
 	for _, v := range t.fvars {
 		o := int(v.off) + 1 // the opcode is compared, its argument not
-		fi := fixedInt{off: uint16(o), vi: v.vi}
+		fi := fixedInt{off: uint8(o)}
 		switch v.op {
 		case opBinInt1:
 			fi.mask = 0xff
+			clear(mask[o : o+1])
 		case opBinInt2:
 			fi.mask = 0xffff
+			clear(mask[o : o+2])
 		case opBinInt:
 			fi.mask, fi.sext = 0xffffffff, 32
+			clear(mask[o : o+4])
 		case opLong1:
 			// the length is compared, the bytes not but for the sign bit
 			n := int(c[o])
@@ -91,6 +113,10 @@ func (t *template) fixLayout(c []byte) {
 			mask[o+n] = 0x80
 		case opBinGet:
 			mask[o] = 0
+			if v.key == sAction {
+				t.fact = uint8(o) // read by itself, the usual case
+				continue
+			}
 			others = append(others, v)
 			continue
 		case opLongBinGet:
@@ -101,34 +127,41 @@ func (t *template) fixLayout(c []byte) {
 			others = append(others, v)
 			continue
 		}
-		if v.op != opLong1 {
-			clear(mask[o : o+bits.OnesCount64(fi.mask)/8])
-		}
 		f := &t.fbase
+		slot := 0
 		switch v.key {
 		case sAddr:
-			fi.slot, f.haveAddr = intAddr, true
+			slot, f.haveAddr = intAddr, true
 		case sSize:
-			fi.slot, f.haveSize = intSize, true
+			slot, f.haveSize = intSize, true
 		case sDeviceFree:
-			fi.slot, f.haveFree = intFree, true
+			slot, f.haveFree = intFree, true
 		case sStream:
-			fi.slot = intStream
+			slot = intStream
 		case sTimeUS:
-			fi.slot = intTime
+			slot = intTime
 		default:
 			t.fixed = false // (not an event fastEvent reads)
 			return
 		}
-		fi.nonneg = fi.sext != 0 && fi.slot != intStream && fi.slot != intTime
-		t.fints = append(t.fints, fi)
+		if fi.sext != 0 && slot != intStream && slot != intTime {
+			fi.neg = 1 << 63
+		}
+		t.fints[slot] = fi
 	}
 	t.fvars = others
-	for i := range nw {
+	for i := range fixedWords {
 		m := binary.LittleEndian.Uint64(mask[8*i:])
-		t.fm = append(t.fm, m)
-		t.fw = append(t.fw, binary.LittleEndian.Uint64(buf[8*i:])&m)
+		t.fm[i/4][i%4] = m
+		t.fw[i/4][i%4] = binary.LittleEndian.Uint64(buf[8*i:]) & m
 	}
+	t.fself = len(t.stores) > 0 && t.stores[0].from == storeSelf
+	t.nstores = len(t.stores)
+	for k, s := range t.stores {
+		t.fstores[k] = s.e // 0 for the dict itself, set as it is read
+	}
+	// the view fixedRead takes must lie in the buffer
+	t.maxLen = max(t.maxLen, fixedView)
 }
 
 // fixedRead reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
@@ -136,28 +169,59 @@ func (t *template) fixLayout(c []byte) {
 // holds t.maxLen bytes at d.pos), as fastEvent would; otherwise it
 // changes nothing.
 func (d *decoder) fixedRead(t *template) bool {
-	fw := t.fw
-	fm := t.fm[:len(fw)]
-	b := d.buf[d.pos:]
-	b = b[:len(fw)*8+8]
-	for i, w := range fw {
-		if binary.LittleEndian.Uint64(b[8*i:8*i+8])&fm[i] != w {
+	b := (*[fixedView]byte)(d.buf[d.pos:])
+	// four words at a time: the words past the layout's compare nothing
+	for g := range fixedWords / 4 {
+		if 4*g >= t.fn {
+			break
+		}
+		q := (*[32]byte)(b[32*g:])
+		w, m := &t.fw[g], &t.fm[g]
+		x := binary.LittleEndian.Uint64(q[0:])&m[0] ^ w[0] |
+			binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1] |
+			binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2] |
+			binary.LittleEndian.Uint64(q[24:])&m[3] ^ w[3]
+		if x != 0 {
 			return false
 		}
+	}
+	// a dict filled by more than one SETITEMS goes the general way
+	if c := b[t.flen]; c != opEmptyDict && c != opAppends && c != opAppend {
+		return false
+	}
+	memoStart := d.memoMax
+	var act uint64 // the action's str id + 1, 0 if fvars sets it
+	if t.fact != 0 {
+		j := uint64(b[t.fact])
+		if j >= memoStart {
+			return false
+		}
+		e := d.memoEntry(j)
+		if kind(e>>56) != kStr || e&(1<<56-1) > sSnapshot {
+			return false // what set refuses
+		}
+		act = e&(1<<56-1) + 1
 	}
 	pe, n := d.nextPending()
 	pe.f = t.fbase
 	f := &pe.f
-	var out [8]uint64
-	out[intAddr], out[intSize], out[intStream], out[intTime], out[intFree] = f.ev.Addr, f.ev.Size, f.ev.Stream, uint64(f.ev.TimeUS), f.devFree
-	var vals [tmplMaxVars]val
-	if !fixedInts(b, t.fints, &out, &vals, t.varStores) {
+	f.ev.Action = model.Action(act)
+	var neg uint64
+	fi := &t.fints
+	f.ev.Addr, neg = fixedInt64(b, &fi[intAddr], neg)
+	f.ev.Size, neg = fixedInt64(b, &fi[intSize], neg)
+	f.ev.Stream, neg = fixedInt64(b, &fi[intStream], neg)
+	var tm uint64
+	tm, neg = fixedInt64(b, &fi[intTime], neg)
+	f.ev.TimeUS = int64(tm)
+	if t.fbase.haveFree {
+		f.devFree, neg = fixedInt64(b, &fi[intFree], neg)
+	}
+	if neg != 0 {
 		return false
 	}
-	f.ev.Addr, f.ev.Size, f.ev.Stream, f.ev.TimeUS, f.devFree = out[intAddr], out[intSize], out[intStream], int64(out[intTime]), out[intFree]
-	memoStart := d.memoMax
 	for _, fv := range t.fvars {
-		p := int(fv.off)
+		p := int(fv.off) & (fixedWords*8 - 1)
 		var v val
 		switch fv.op {
 		case opBinGet, opLongBinGet:
@@ -183,36 +247,48 @@ func (d *decoder) fixedRead(t *template) bool {
 		if !f.set(uint64(fv.key), v) {
 			return false
 		}
-		vals[fv.vi&(tmplMaxVars-1)] = v
 	}
-	return d.tmplDone(t, d.pos+t.flen, n, pe, &vals)
+	// done's checks, which a block event with an aligned address passes
+	if !f.haveAddr || !f.haveSize || !model.IsBlockAction(f.ev.Action) || f.ev.Addr%model.MinBlock != 0 {
+		if _, err := f.done(d.op); err != nil {
+			return false
+		}
+	}
+	// the memo stores, in one page as they usually lie
+	k := t.nstores
+	i := memoStart
+	j := i & (memoPageLen - 1)
+	if pg := uint64(len(d.memo)); k > 0 && i+uint64(k) <= uint64(d.memoLen) && j+uint64(k) <= memoPageLen && i>>memoPageBits < pg && d.memo[i>>memoPageBits] != nil {
+		dst := d.memo[i>>memoPageBits][j : j+uint64(k)]
+		for k, e := range t.fstores[:len(dst)] {
+			dst[k] = e
+		}
+		if t.fself {
+			dst[0] = uint64(kEventDone)<<56 | uint64(n)
+		}
+		d.memoCount += k
+		d.memoMax = i + uint64(k)
+	} else if k > 0 {
+		var vals [tmplMaxVars]val // (a fixed layout stores no field's value)
+		if !d.tmplStores(t, i, uint64(n), &vals) {
+			return false
+		}
+	}
+	pe.slot, pe.fetched = -1, false
+	if t.fself {
+		pe.slot = int64(memoStart)
+	}
+	d.pending = d.pending[:n+1]
+	d.outstanding++
+	d.pos += t.flen
+	d.stack = append(d.stack, val{kEventDone, uint64(n)})
+	return true
 }
 
-// fixedInts reads the ints of a fixed layout from dict b into out, by
-// slot, and into vals, by value index when stores is set; false if one
-// that may not be negative is. It is kept out of fixedRead: inlined, its
-// loop's values do not fit in the registers beside fixedRead's, and the
-// spills cost more than the call.
-//
-//go:noinline
-func fixedInts(b []byte, fints []fixedInt, out *[8]uint64, vals *[tmplMaxVars]val, stores bool) bool {
-	for i := range fints {
-		fi := &fints[i]
-		// never true (fixLayout puts every int in the dict), but with it
-		// the compiler drops the two bounds checks of the read
-		o := int(fi.off)
-		if o > len(b)-8 {
-			return false
-		}
-		x := binary.LittleEndian.Uint64(b[o:]) & fi.mask
-		x = uint64(int64(x<<(fi.sext&63)) >> (fi.sext & 63))
-		if fi.nonneg && int64(x) < 0 {
-			return false
-		}
-		out[fi.slot&7] = x
-		if stores {
-			vals[fi.vi&(tmplMaxVars-1)] = val{kInt, x}
-		}
-	}
-	return true
+// fixedInt64 reads int fi from dict b and adds its sign bit to neg if
+// it may not be negative.
+func fixedInt64(b *[fixedView]byte, fi *fixedInt, neg uint64) (uint64, uint64) {
+	x := binary.LittleEndian.Uint64(b[fi.off&(fixedWords*8-1):]) & fi.mask
+	x = uint64(int64(x<<(fi.sext&63)) >> (fi.sext & 63))
+	return x, neg | x&fi.neg
 }

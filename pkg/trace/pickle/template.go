@@ -71,15 +71,22 @@ type template struct {
 	// varStores is set when a field's value is stored
 	varStores bool
 	// fixed is the dict's whole layout when each field's value has an
-	// opcode of fixed length: its bytes as words and the masks of those
-	// compared (all but the values' bytes), and where the values are.
-	fixed  bool
-	fw, fm []uint64
-	fvars  []fixedVar // as learned; then the values not ints
-	fints  []fixedInt
-	fbase  eventFields // base with the fields the ints set marked set
-	flen   int         // the dict's bytes
-	next   int         // the template whose layout followed this one's last
+	// opcode of fixed length (fixed.go): its bytes as fn words (in fours,
+	// zero past fn) and the
+	// masks of those compared (all but the values' bytes), its ints by
+	// slot, its other values, and its memo stores' entries.
+	fixed   bool
+	fn      int
+	fw, fm  [fixedWords / 4][4]uint64
+	fints   [numInts]fixedInt
+	fvars   []fixedVar  // as learned; then the values not ints
+	fact    uint8       // where the action's BINGET index is, if not in fvars
+	fbase   eventFields // base with the fields the ints set marked set
+	flen    int         // the dict's bytes
+	fstores [fixedStores]uint64
+	nstores int
+	fself   bool // the first store is of the dict itself
+	next    int  // the template whose layout followed this one's last
 }
 
 // isVarField reports whether key k's value is read anew for each dict.
@@ -273,7 +280,7 @@ func (d *decoder) learn(b []byte, start, end int, memoStart uint64) {
 				return
 			}
 			maxLen += p - run + varMax
-			t.addFixedVar(b[start:end], p-start, nv, uint8(k.n))
+			t.addFixedVar(b[start:end], p-start, uint8(k.n))
 			p, run = q, q
 			if isStore(b[p]) {
 				if b[p] != opMemoize {
@@ -350,7 +357,14 @@ func (t *template) addRun(c []byte, key uint8) bool {
 // its fixed layout.
 func (d *decoder) tmplEvent() bool {
 	p := d.tmplPred & (len(d.tmpls) - 1)
-	if t := &d.tmpls[p]; t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
+	t := &d.tmpls[p]
+	// tmplRoom's checks, in line for the usual case
+	if t.fixed && t.epoch == d.memoEpoch && uint64(d.memoCount) == d.memoMax && len(d.buf)-d.pos >= t.maxLen {
+		if d.fixedRead(t) {
+			d.tmplHit(p)
+			return true
+		}
+	} else if t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
 		d.tmplHit(p)
 		return true
 	}
