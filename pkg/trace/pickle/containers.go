@@ -467,7 +467,7 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 			if len(c.items) > 0 {
 				return d.errorf("list mixes event dicts with other values")
 			}
-			if d.sink.Event == nil && len(d.moreSlots) == 0 {
+			if len(d.moreSlots) == 0 {
 				k, err := d.appendEvents(c, items[i:])
 				if err != nil {
 					return err
@@ -522,16 +522,30 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 }
 
 // appendEvents adds the run of event dicts fastEvent read that items
-// starts with to c.events, as addEvent and takeEvent would one at a
-// time, and returns how many it added. (The sink takes them one at a
-// time, and an event with more memo slots than its own goes to
-// takeEvent.)
+// starts with to event list c, or hands them to the sink, as addEvent
+// and takeEvent would one at a time, and returns how many it added. (An
+// event with more memo slots than its own goes to takeEvent.)
 func (d *decoder) appendEvents(c *cont, items []val) (int, error) {
 	k := 0
 	for k < len(items) && items[k].k == kEventDone {
 		k++
 	}
-	for done := 0; done < k; {
+	if d.sink.Event != nil {
+		for i, v := range items[:k] {
+			pe := &d.pending[v.n]
+			if pe.fetched {
+				return i, d.errorf("event dict fetched again from the memo (not supported)")
+			}
+			if c.sinkList < 0 {
+				c.sinkList = d.sinkLists
+				d.sinkLists++
+			}
+			if err := d.sink.Event(c.sinkList, &pe.f.ev); err != nil {
+				return i, err
+			}
+		}
+	}
+	for done := 0; done < k && d.sink.Event == nil; {
 		if len(c.events) == cap(c.events) {
 			d.growEvents(c, len(items)-done)
 		}
@@ -543,26 +557,35 @@ func (d *decoder) appendEvents(c *cont, items []val) (int, error) {
 				return done + i, d.errorf("event dict fetched again from the memo (not supported)")
 			}
 			evs[i] = pe.f.ev
-			// its memo slot says kGone from now on, unless written again
-			if i := pe.slot; i >= 0 {
-				var slot *uint64
-				if pg := d.memo[i>>memoPageBits]; pg != nil {
-					slot = &pg[i&(memoPageLen-1)]
-				} else {
-					slot = d.memoAt(int(i))
-				}
-				if *slot == uint64(kEventDone)<<56|v.n {
-					*slot = uint64(kGone) << 56
-				}
-			}
 		}
 		c.events = c.events[:len(c.events)+m]
 		done += m
 	}
+	d.dropSlots(items[:k])
 	if d.outstanding -= k; d.outstanding == 0 {
 		d.pending = d.pending[:0]
 	}
 	return k, nil
+}
+
+// dropSlots makes the memo slots of the pending events run says
+// kGone from now on, those not written again since.
+func (d *decoder) dropSlots(run []val) {
+	for _, v := range run {
+		i := d.pending[v.n].slot
+		if i < 0 {
+			continue
+		}
+		var slot *uint64
+		if pg := d.memo[i>>memoPageBits]; pg != nil {
+			slot = &pg[i&(memoPageLen-1)]
+		} else {
+			slot = d.memoAt(int(i))
+		}
+		if *slot == uint64(kEventDone)<<56|v.n {
+			*slot = uint64(kGone) << 56
+		}
+	}
 }
 
 // addEvent adds ev to event list c, or hands it to the sink; more events

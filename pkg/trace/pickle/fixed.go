@@ -254,24 +254,25 @@ func (d *decoder) fixedRead(t *template) bool {
 			return false
 		}
 	}
-	// the memo stores, in one page as they usually lie
-	k := t.nstores
-	i := memoStart
-	j := i & (memoPageLen - 1)
-	if pg := uint64(len(d.memo)); k > 0 && i+uint64(k) <= uint64(d.memoLen) && j+uint64(k) <= memoPageLen && i>>memoPageBits < pg && d.memo[i>>memoPageBits] != nil {
-		dst := d.memo[i>>memoPageBits][j : j+uint64(k)]
-		for k, e := range t.fstores[:len(dst)] {
-			dst[k] = e
-		}
-		if t.fself {
-			dst[0] = uint64(kEventDone)<<56 | uint64(n)
-		}
-		d.memoCount += k
-		d.memoMax = i + uint64(k)
-	} else if k > 0 {
-		var vals [tmplMaxVars]val // (a fixed layout stores no field's value)
-		if !d.tmplStores(t, i, uint64(n), &vals) {
-			return false
+	// the memo stores, in one page as they usually lie (every page
+	// below memoLen is in d.memo)
+	if k := t.nstores; k > 0 {
+		i, j := memoStart>>memoPageBits, memoStart&(memoPageLen-1)
+		if i < uint64(len(d.memo)) && j+uint64(k) <= memoPageLen && d.memo[i] != nil {
+			dst := d.memo[i][j : j+uint64(k)]
+			for k, e := range t.fstores[:len(dst)] {
+				dst[k] = e
+			}
+			if t.fself {
+				dst[0] = uint64(kEventDone)<<56 | uint64(n)
+			}
+			d.memoCount += k
+			d.memoMax += uint64(k)
+		} else {
+			var vals [tmplMaxVars]val // (a fixed layout stores no field's value)
+			if !d.tmplStores(t, memoStart, uint64(n), &vals) {
+				return false
+			}
 		}
 	}
 	pe.slot, pe.fetched = -1, false

@@ -352,19 +352,12 @@ func (t *template) addRun(c []byte, key uint8) bool {
 
 // tmplEvent reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
 // if it matches one of the templates: their fixed layouts first, the
-// one that followed the last one matched last time first, then their
-// steps. A dict that matches a template's steps only teaches a template
-// its fixed layout.
-func (d *decoder) tmplEvent() bool {
+// one that followed the last one matched last time first (unless tried
+// says fastEvents tried it), then their steps. A dict that matches a
+// template's steps only teaches a template its fixed layout.
+func (d *decoder) tmplEvent(tried bool) bool {
 	p := d.tmplPred & (len(d.tmpls) - 1)
-	t := &d.tmpls[p]
-	// tmplRoom's checks, in line for the usual case
-	if t.fixed && t.epoch == d.memoEpoch && uint64(d.memoCount) == d.memoMax && len(d.buf)-d.pos >= t.maxLen {
-		if d.fixedRead(t) {
-			d.tmplHit(p)
-			return true
-		}
-	} else if t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
+	if t := &d.tmpls[p]; !tried && t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
 		d.tmplHit(p)
 		return true
 	}
@@ -585,26 +578,36 @@ func (d *decoder) tmplStores(t *template, i, n uint64, vals *[tmplMaxVars]val) b
 // with the template or fastEvent, then the dicts that follow it the
 // same way; false if the first is left to the general path. (The
 // EMPTY_DICT of a later one that is left to it opens its dict, as run
-// would.)
+// would.) The usual dict, laid out as the predicted template's fixed
+// layout, is read with no call but fixedRead.
 func (d *decoder) fastEvents() bool {
-	if !d.oneEvent() {
-		return false
-	}
-	for d.pos < len(d.buf) && d.buf[d.pos] == opEmptyDict && len(d.stack) < maxStack && d.mem <= d.limit {
+	for first := true; ; first = false {
+		p := d.tmplPred & (len(d.tmpls) - 1)
+		t := &d.tmpls[p]
+		// tmplRoom's checks, in line
+		ready := t.fixed && t.epoch == d.memoEpoch && uint64(d.memoCount) == d.memoMax && len(d.buf)-d.pos >= t.maxLen
+		if ready && d.fixedRead(t) {
+			d.tmplHit(p)
+		} else if !d.oneEvent(ready) {
+			if first {
+				return false
+			}
+			d.stack = append(d.stack, val{kDict, uint64(d.newCont(false))})
+			return true
+		}
+		if d.pos >= len(d.buf) || d.buf[d.pos] != opEmptyDict || len(d.stack) >= maxStack || d.mem > d.limit {
+			return true
+		}
 		d.op = d.base + int64(d.pos)
 		d.pos++
-		if !d.oneEvent() {
-			d.stack = append(d.stack, val{kDict, uint64(d.newCont(false))})
-			break
-		}
 	}
-	return true
 }
 
 // oneEvent reads one event dict with the template or with fastEvent,
-// which then teaches the template its layout.
-func (d *decoder) oneEvent() bool {
-	if d.tmplEvent() {
+// which then teaches the template its layout; tried says the predicted
+// template's fixed layout was tried.
+func (d *decoder) oneEvent(tried bool) bool {
+	if d.tmplEvent(tried) {
 		return true
 	}
 	start, memoStart := d.base+int64(d.pos), d.memoMax
