@@ -164,12 +164,12 @@ func (t *template) fixLayout(c []byte) {
 	t.maxLen = max(t.maxLen, fixedView)
 }
 
-// fixedRead reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
-// if it is laid out as template t's fixed layout (t.fixed; the buffer
-// holds t.maxLen bytes at d.pos), as fastEvent would; otherwise it
-// changes nothing.
-func (d *decoder) fixedRead(t *template) bool {
-	b := (*[fixedView]byte)(d.buf[d.pos:])
+// fixedRead reads the event dict whose EMPTY_DICT is at d.buf[at-1]
+// (d.op) if it is laid out as template t's fixed layout (t.fixed; the
+// buffer holds t.maxLen bytes at at), as fastEvent would, and moves
+// d.pos past it; otherwise it changes nothing.
+func (d *decoder) fixedRead(t *template, at int) bool {
+	b := (*[fixedView]byte)(d.buf[at:])
 	// four words at a time: the words past the layout's compare nothing
 	for g := range fixedWords / 4 {
 		if 4*g >= t.fn {
@@ -281,7 +281,7 @@ func (d *decoder) fixedRead(t *template) bool {
 	}
 	d.pending = d.pending[:n+1]
 	d.outstanding++
-	d.pos += t.flen
+	d.pos = at + t.flen
 	d.stack = append(d.stack, val{kEventDone, uint64(n)})
 	return true
 }

@@ -357,12 +357,12 @@ func (t *template) addRun(c []byte, key uint8) bool {
 // template's steps only teaches a template its fixed layout.
 func (d *decoder) tmplEvent(tried bool) bool {
 	p := d.tmplPred & (len(d.tmpls) - 1)
-	if t := &d.tmpls[p]; !tried && t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
+	if t := &d.tmpls[p]; !tried && t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t, d.pos) {
 		d.tmplHit(p)
 		return true
 	}
 	for k := 0; k < len(d.tmpls) && d.tmpls[k].ok; k++ {
-		if t := &d.tmpls[k]; k != p && t.fixed && d.tmplRoom(t) && d.fixedRead(t) {
+		if t := &d.tmpls[k]; k != p && t.fixed && d.tmplRoom(t) && d.fixedRead(t, d.pos) {
 			d.tmplHit(k)
 			return true
 		}
@@ -579,15 +579,23 @@ func (d *decoder) tmplStores(t *template, i, n uint64, vals *[tmplMaxVars]val) b
 // same way; false if the first is left to the general path. (The
 // EMPTY_DICT of a later one that is left to it opens its dict, as run
 // would.) The usual dict, laid out as the predicted template's fixed
-// layout, is read with no call but fixedRead.
+// layout, is read with no call but fixedRead, and so are the dicts that
+// follow it laid out alike.
 func (d *decoder) fastEvents() bool {
 	for first := true; ; first = false {
 		p := d.tmplPred & (len(d.tmpls) - 1)
 		t := &d.tmpls[p]
 		// tmplRoom's checks, in line
 		ready := t.fixed && t.epoch == d.memoEpoch && uint64(d.memoCount) == d.memoMax && len(d.buf)-d.pos >= t.maxLen
-		if ready && d.fixedRead(t) {
+		if ready && d.fixedRead(t, d.pos) {
 			d.tmplHit(p)
+			// the dicts that follow laid out alike
+			for d.pos < len(d.buf)-t.maxLen && d.buf[d.pos] == opEmptyDict && len(d.stack) < maxStack && d.mem <= d.limit {
+				d.op = d.base + int64(d.pos)
+				if !d.fixedRead(t, d.pos+1) {
+					break
+				}
+			}
 		} else if !d.oneEvent(ready) {
 			if first {
 				return false
