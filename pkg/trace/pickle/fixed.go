@@ -157,6 +157,7 @@ func (t *template) fixLayout(c []byte) {
 	}
 	t.fself = len(t.stores) > 0 && t.stores[0].from == storeSelf
 	t.nstores = len(t.stores)
+	t.fstores = [fixedStores]uint64{}
 	for k, s := range t.stores {
 		t.fstores[k] = s.e // 0 for the dict itself, set as it is read
 	}
@@ -220,6 +221,51 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 	if neg != 0 {
 		return false
 	}
+	if len(t.fvars) > 0 && !d.fixedVars(t, b, f, memoStart) {
+		return false
+	}
+	// done's checks, which a block event with an aligned address passes
+	if !f.haveAddr || !f.haveSize || !model.IsBlockAction(f.ev.Action) || f.ev.Addr%model.MinBlock != 0 {
+		if _, err := f.done(d.op); err != nil {
+			return false
+		}
+	}
+	// the memo stores, in one page as they usually lie: all of
+	// t.fstores, whose entries past t.nstores are 0 as the fresh slots
+	// they go to (every page below memoLen is in d.memo)
+	if k := t.nstores; k > 0 {
+		i, j := memoStart>>memoPageBits, memoStart&(memoPageLen-1)
+		if i < uint64(len(d.memo)) && j <= memoPageLen-fixedStores && d.memo[i] != nil {
+			dst := (*[fixedStores]uint64)(d.memo[i][j:])
+			*dst = t.fstores
+			if t.fself {
+				dst[0] = uint64(kEventDone)<<56 | uint64(n)
+			}
+			d.memoCount += k
+			d.memoMax += uint64(k)
+		} else {
+			var vals [tmplMaxVars]val // (a fixed layout stores no field's value)
+			if !d.tmplStores(t, memoStart, uint64(n), &vals) {
+				return false
+			}
+		}
+	}
+	pe.slot, pe.fetched = -1, false
+	if t.fself {
+		pe.slot = int64(memoStart)
+	}
+	d.pending = d.pending[:n+1]
+	d.outstanding++
+	d.pos = at + t.flen
+	d.stack = append(d.stack, val{kEventDone, uint64(n)})
+	return true
+}
+
+// fixedVars reads the values of fixed layout t that are not ints or
+// the action from dict b into f, as set takes them; false if set
+// refuses one or a memo fetch finds nothing. It is kept out of
+// fixedRead, whose usual dict has none.
+func (d *decoder) fixedVars(t *template, b *[fixedView]byte, f *eventFields, memoStart uint64) bool {
 	for _, fv := range t.fvars {
 		p := int(fv.off) & (fixedWords*8 - 1)
 		var v val
@@ -248,41 +294,6 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 			return false
 		}
 	}
-	// done's checks, which a block event with an aligned address passes
-	if !f.haveAddr || !f.haveSize || !model.IsBlockAction(f.ev.Action) || f.ev.Addr%model.MinBlock != 0 {
-		if _, err := f.done(d.op); err != nil {
-			return false
-		}
-	}
-	// the memo stores, in one page as they usually lie (every page
-	// below memoLen is in d.memo)
-	if k := t.nstores; k > 0 {
-		i, j := memoStart>>memoPageBits, memoStart&(memoPageLen-1)
-		if i < uint64(len(d.memo)) && j+uint64(k) <= memoPageLen && d.memo[i] != nil {
-			dst := d.memo[i][j : j+uint64(k)]
-			for k, e := range t.fstores[:len(dst)] {
-				dst[k] = e
-			}
-			if t.fself {
-				dst[0] = uint64(kEventDone)<<56 | uint64(n)
-			}
-			d.memoCount += k
-			d.memoMax += uint64(k)
-		} else {
-			var vals [tmplMaxVars]val // (a fixed layout stores no field's value)
-			if !d.tmplStores(t, memoStart, uint64(n), &vals) {
-				return false
-			}
-		}
-	}
-	pe.slot, pe.fetched = -1, false
-	if t.fself {
-		pe.slot = int64(memoStart)
-	}
-	d.pending = d.pending[:n+1]
-	d.outstanding++
-	d.pos = at + t.flen
-	d.stack = append(d.stack, val{kEventDone, uint64(n)})
 	return true
 }
 
