@@ -423,9 +423,17 @@ type pendingEvent struct {
 func (d *decoder) nextPending() (pe *pendingEvent, n int) {
 	n = len(d.pending)
 	if n == cap(d.pending) {
-		d.pending = append(d.pending, pendingEvent{})[:n]
+		d.growPending()
 	}
 	return &d.pending[:n+1][n], n
+}
+
+// growPending makes room for one more event in pending.
+//
+//go:noinline
+func (d *decoder) growPending() {
+	n := len(d.pending)
+	d.pending = append(d.pending, pendingEvent{})[:n]
 }
 
 // takeEvent returns the event a kEventDone value stands for, valid until

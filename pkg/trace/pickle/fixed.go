@@ -170,6 +170,9 @@ func (t *template) fixLayout(c []byte) {
 // buffer holds t.maxLen bytes at at), as fastEvent would, and moves
 // d.pos past it; otherwise it changes nothing.
 func (d *decoder) fixedRead(t *template, at int) bool {
+	if len(d.pending) == cap(d.pending) {
+		d.growPending() // first, before the values below live in registers
+	}
 	b := (*[fixedView]byte)(d.buf[at:])
 	// four words at a time: the words past the layout's compare nothing
 	for g := range fixedWords / 4 {
@@ -203,7 +206,8 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		}
 		act = e&(1<<56-1) + 1
 	}
-	pe, n := d.nextPending()
+	n := len(d.pending)
+	pe := &d.pending[:n+1][n]
 	pe.f = t.fbase
 	f := &pe.f
 	f.ev.Action = model.Action(act)
