@@ -167,102 +167,114 @@ func (t *template) fixLayout(c []byte) {
 
 // fixedRead reads the event dict whose EMPTY_DICT is at d.buf[at-1]
 // (d.op) if it is laid out as template t's fixed layout (t.fixed; the
-// buffer holds t.maxLen bytes at at), as fastEvent would, and moves
-// d.pos past it; otherwise it changes nothing.
+// buffer holds t.maxLen bytes at at), as fastEvent would, then the
+// dicts that follow it laid out alike while fastEvents would read them,
+// and moves d.pos past the last; false, changing nothing, if the first
+// is not laid out so.
 func (d *decoder) fixedRead(t *template, at int) bool {
-	if len(d.pending) == cap(d.pending) {
-		d.growPending() // first, before the values below live in registers
-	}
-	b := (*[fixedView]byte)(d.buf[at:])
-	// four words at a time: the words past the layout's compare nothing
-	for g := range fixedWords / 4 {
-		if 4*g >= t.fn {
-			break
-		}
-		q := (*[32]byte)(b[32*g:])
-		w, m := &t.fw[g], &t.fm[g]
-		x := binary.LittleEndian.Uint64(q[0:])&m[0] ^ w[0] |
-			binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1] |
-			binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2] |
-			binary.LittleEndian.Uint64(q[24:])&m[3] ^ w[3]
-		if x != 0 {
-			return false
-		}
-	}
-	// a dict filled by more than one SETITEMS goes the general way
-	if c := b[t.flen]; c != opEmptyDict && c != opAppends && c != opAppend {
-		return false
-	}
-	memoStart := d.memoMax
-	var act uint64 // the action's str id + 1, 0 if fvars sets it
-	if t.fact != 0 {
-		j := uint64(b[t.fact])
-		if j >= memoStart {
-			return false
-		}
-		e := d.memoEntry(j)
-		if kind(e>>56) != kStr || e&(1<<56-1) > sSnapshot {
-			return false // what set refuses
-		}
-		act = e&(1<<56-1) + 1
-	}
-	n := len(d.pending)
-	pe := &d.pending[:n+1][n]
-	pe.f = t.fbase
-	f := &pe.f
-	f.ev.Action = model.Action(act)
-	var neg uint64
-	fi := &t.fints
-	f.ev.Addr, neg = fixedInt64(b, &fi[intAddr], neg)
-	f.ev.Size, neg = fixedInt64(b, &fi[intSize], neg)
-	f.ev.Stream, neg = fixedInt64(b, &fi[intStream], neg)
-	var tm uint64
-	tm, neg = fixedInt64(b, &fi[intTime], neg)
-	f.ev.TimeUS = int64(tm)
-	if t.fbase.haveFree {
-		f.devFree, neg = fixedInt64(b, &fi[intFree], neg)
-	}
-	if neg != 0 {
-		return false
-	}
-	if len(t.fvars) > 0 && !d.fixedVars(t, b, f, memoStart) {
-		return false
-	}
-	// done's checks, which a block event with an aligned address passes
-	if !f.haveAddr || !f.haveSize || !model.IsBlockAction(f.ev.Action) || f.ev.Addr%model.MinBlock != 0 {
-		if _, err := f.done(d.op); err != nil {
-			return false
-		}
-	}
-	// the memo stores, in one page as they usually lie: all of
-	// t.fstores, whose entries past t.nstores are 0 as the fresh slots
-	// they go to (every page below memoLen is in d.memo)
-	if k := t.nstores; k > 0 {
-		i, j := memoStart>>memoPageBits, memoStart&(memoPageLen-1)
-		if i < uint64(len(d.memo)) && j <= memoPageLen-fixedStores && d.memo[i] != nil {
-			dst := (*[fixedStores]uint64)(d.memo[i][j:])
-			*dst = t.fstores
-			if t.fself {
-				dst[0] = uint64(kEventDone)<<56 | uint64(n)
+	for read := false; ; read = true {
+		if read {
+			// the next dict, if fastEvents would read it
+			if at >= len(d.buf)-t.maxLen || d.buf[at] != opEmptyDict || len(d.stack) >= maxStack || d.mem > d.limit {
+				return true
 			}
-			d.memoCount += k
-			d.memoMax += uint64(k)
-		} else {
-			var vals [tmplMaxVars]val // (a fixed layout stores no field's value)
-			if !d.tmplStores(t, memoStart, uint64(n), &vals) {
-				return false
+			d.op = d.base + int64(at)
+			at++
+		}
+		if len(d.pending) == cap(d.pending) {
+			d.growPending() // first, before the values below live in registers
+		}
+		b := (*[fixedView]byte)(d.buf[at:])
+		// four words at a time: the words past the layout's compare nothing
+		for g := range fixedWords / 4 {
+			if 4*g >= t.fn {
+				break
+			}
+			q := (*[32]byte)(b[32*g:])
+			w, m := &t.fw[g], &t.fm[g]
+			x := binary.LittleEndian.Uint64(q[0:])&m[0] ^ w[0] |
+				binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1] |
+				binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2] |
+				binary.LittleEndian.Uint64(q[24:])&m[3] ^ w[3]
+			if x != 0 {
+				return read
 			}
 		}
+		// a dict filled by more than one SETITEMS goes the general way
+		if c := b[t.flen]; c != opEmptyDict && c != opAppends && c != opAppend {
+			return read
+		}
+		memoStart := d.memoMax
+		var act uint64 // the action's str id + 1, 0 if fvars sets it
+		if t.fact != 0 {
+			j := uint64(b[t.fact])
+			if j >= memoStart {
+				return read
+			}
+			e := d.memoEntry(j)
+			if kind(e>>56) != kStr || e&(1<<56-1) > sSnapshot {
+				return read // what set refuses
+			}
+			act = e&(1<<56-1) + 1
+		}
+		n := len(d.pending)
+		pe := &d.pending[:n+1][n]
+		pe.f = t.fbase
+		f := &pe.f
+		f.ev.Action = model.Action(act)
+		var neg uint64
+		fi := &t.fints
+		f.ev.Addr, neg = fixedInt64(b, &fi[intAddr], neg)
+		f.ev.Size, neg = fixedInt64(b, &fi[intSize], neg)
+		f.ev.Stream, neg = fixedInt64(b, &fi[intStream], neg)
+		var tm uint64
+		tm, neg = fixedInt64(b, &fi[intTime], neg)
+		f.ev.TimeUS = int64(tm)
+		if t.fbase.haveFree {
+			f.devFree, neg = fixedInt64(b, &fi[intFree], neg)
+		}
+		if neg != 0 {
+			return read
+		}
+		if len(t.fvars) > 0 && !d.fixedVars(t, b, f, memoStart) {
+			return read
+		}
+		// done's checks, which a block event with an aligned address passes
+		if !f.haveAddr || !f.haveSize || !model.IsBlockAction(f.ev.Action) || f.ev.Addr%model.MinBlock != 0 {
+			if _, err := f.done(d.op); err != nil {
+				return read
+			}
+		}
+		// the memo stores, in one page as they usually lie: all of
+		// t.fstores, whose entries past t.nstores are 0 as the fresh slots
+		// they go to (every page below memoLen is in d.memo)
+		if k := t.nstores; k > 0 {
+			i, j := memoStart>>memoPageBits, memoStart&(memoPageLen-1)
+			if i < uint64(len(d.memo)) && j <= memoPageLen-fixedStores && d.memo[i] != nil {
+				dst := (*[fixedStores]uint64)(d.memo[i][j:])
+				*dst = t.fstores
+				if t.fself {
+					dst[0] = uint64(kEventDone)<<56 | uint64(n)
+				}
+				d.memoCount += k
+				d.memoMax += uint64(k)
+			} else {
+				var vals [tmplMaxVars]val // (a fixed layout stores no field's value)
+				if !d.tmplStores(t, memoStart, uint64(n), &vals) {
+					return read
+				}
+			}
+		}
+		pe.slot, pe.fetched = -1, false
+		if t.fself {
+			pe.slot = int64(memoStart)
+		}
+		d.pending = d.pending[:n+1]
+		d.outstanding++
+		d.pos = at + t.flen
+		d.stack = append(d.stack, val{kEventDone, uint64(n)})
+		at = d.pos
 	}
-	pe.slot, pe.fetched = -1, false
-	if t.fself {
-		pe.slot = int64(memoStart)
-	}
-	d.pending = d.pending[:n+1]
-	d.outstanding++
-	d.pos = at + t.flen
-	d.stack = append(d.stack, val{kEventDone, uint64(n)})
-	return true
 }
 
 // fixedVars reads the values of fixed layout t that are not ints or

@@ -579,8 +579,8 @@ func (d *decoder) tmplStores(t *template, i, n uint64, vals *[tmplMaxVars]val) b
 // same way; false if the first is left to the general path. (The
 // EMPTY_DICT of a later one that is left to it opens its dict, as run
 // would.) The usual dict, laid out as the predicted template's fixed
-// layout, is read with no call but fixedRead, and so are the dicts that
-// follow it laid out alike.
+// layout, is read with no call but fixedRead, which reads the dicts
+// that follow it laid out alike too.
 func (d *decoder) fastEvents() bool {
 	for first := true; ; first = false {
 		p := d.tmplPred & (len(d.tmpls) - 1)
@@ -589,13 +589,6 @@ func (d *decoder) fastEvents() bool {
 		ready := t.fixed && t.epoch == d.memoEpoch && uint64(d.memoCount) == d.memoMax && len(d.buf)-d.pos >= t.maxLen
 		if ready && d.fixedRead(t, d.pos) {
 			d.tmplHit(p)
-			// the dicts that follow laid out alike
-			for d.pos < len(d.buf)-t.maxLen && d.buf[d.pos] == opEmptyDict && len(d.stack) < maxStack && d.mem <= d.limit {
-				d.op = d.base + int64(d.pos)
-				if !d.fixedRead(t, d.pos+1) {
-					break
-				}
-			}
 		} else if !d.oneEvent(ready) {
 			if first {
 				return false
