@@ -127,11 +127,12 @@ type decoder struct {
 	ev          model.Event
 	general     bool // read every dict the general way (tests compare the two)
 	fast        fastState
-	tmpls       [4]template // the layouts learned last, the last learned first
+	tmpls       [8]template // the layouts learned last, the last learned first
 	tmplNext    template    // where learn makes the next one
 	tmplPrev    int         // the template matched last
 	tmplPred    int         // the template tmplEvent tries first
 	frameItems  []val       // framesList's scratch
+	lastFrames  lastFrames  // the frames list framesList read last
 	memoEpoch   uint64      // counts memo slots written again (a template checks it)
 }
 

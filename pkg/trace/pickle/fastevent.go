@@ -355,6 +355,13 @@ func (d *decoder) framesList(b []byte, p int, memoStart uint64) (val, int, int, 
 		return val{}, 0, 0, false
 	}
 	p++
+	// the same fetches as the list read last, of slots not written since
+	lf := &d.lastFrames
+	if n := len(lf.b); n > 0 && lf.epoch == d.memoEpoch && lf.max < memoStart && n < len(b)-p && b[p+n] == opAppends && string(b[p:p+n]) == string(lf.b) {
+		return lf.v, at, p + n + 1, true
+	}
+	start := p
+	var maxIdx uint64
 	items := d.frameItems[:0]
 	for p < len(b) && b[p] != opAppends {
 		var i uint64
@@ -371,6 +378,7 @@ func (d *decoder) framesList(b []byte, p int, memoStart uint64) (val, int, int, 
 		if i >= memoStart || i >= uint64(d.memoLen) || len(items) == maxFastFrames {
 			return val{}, 0, 0, false
 		}
+		maxIdx = max(maxIdx, i)
 		e := d.memoEntry(i)
 		if kind(e>>56) != kFrame {
 			return val{}, 0, 0, false
@@ -381,8 +389,26 @@ func (d *decoder) framesList(b []byte, p int, memoStart uint64) (val, int, int, 
 	if p >= len(b) || len(items) == 0 {
 		return val{}, 0, 0, false
 	}
-	return val{kStack, uint64(d.internStack(items))}, at, p + 1, true
+	v := val{kStack, uint64(d.internStack(items))}
+	if p-start <= maxLastFrames {
+		lf.b = append(lf.b[:0], b[start:p]...)
+		lf.epoch, lf.max, lf.v = d.memoEpoch, maxIdx, v
+	}
+	return v, at, p + 1, true
 }
+
+// lastFrames is the frames list framesList read last: the bytes of its
+// fetches, of maxLastFrames at most, and the stack they made. The same
+// bytes fetch the same frames while no memo slot is written again
+// (memoEpoch), and make the same stack.
+type lastFrames struct {
+	b     []byte
+	epoch uint64
+	max   uint64 // the highest slot fetched
+	v     val
+}
+
+const maxLastFrames = 512
 
 // putScalar is put for a value that is no container.
 func (d *decoder) putScalar(i uint64, v val) error {

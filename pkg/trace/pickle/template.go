@@ -351,15 +351,19 @@ func (t *template) addRun(c []byte, key uint8) bool {
 }
 
 // tmplEvent reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
-// if it matches one of the templates: their fixed layouts first, the
-// one that followed the last one matched last time first (unless tried
-// says fastEvents tried it), then their steps. A dict that matches a
-// template's steps only teaches a template its fixed layout.
+// if it matches one of the templates: the one that followed the last
+// one matched last time first (its fixed layout, unless tried says
+// fastEvents tried it, or its steps if it has none), then their fixed
+// layouts, then their steps. A dict that matches a template's steps only
+// teaches a template its fixed layout.
 func (d *decoder) tmplEvent(tried bool) bool {
 	p := d.tmplPred & (len(d.tmpls) - 1)
-	if t := &d.tmpls[p]; !tried && t.ok && t.fixed && d.tmplRoom(t) && d.fixedRead(t, d.pos) {
-		d.tmplHit(p)
-		return true
+	if t := &d.tmpls[p]; !tried && t.ok && d.tmplRoom(t) {
+		// its fixed layout, or its steps if it has none
+		if t.fixed && d.fixedRead(t, d.pos) || !t.fixed && d.tmplRead(t) {
+			d.tmplHit(p)
+			return true
+		}
 	}
 	for k := 0; k < len(d.tmpls) && d.tmpls[k].ok; k++ {
 		if t := &d.tmpls[k]; k != p && t.fixed && d.tmplRoom(t) && d.fixedRead(t, d.pos) {
@@ -373,6 +377,8 @@ func (d *decoder) tmplEvent(tried bool) bool {
 			if fixed := t.fixed; d.tmplRead(t) {
 				if fixed {
 					d.learn(d.buf, start, d.pos, memoStart)
+				} else {
+					d.tmplHit(k)
 				}
 				return true
 			}
