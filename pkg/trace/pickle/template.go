@@ -336,10 +336,11 @@ func (t *template) addRun(c []byte, key uint8) bool {
 		var s tmplStep
 		s.n = uint8(n)
 		s.key = noField
-		for i := 0; i < n; i++ {
-			s.w[i/8] |= uint64(c[i]) << (8 * (i % 8))
-			s.m[i/8] |= 0xff << (8 * (i % 8))
-		}
+		var w, m [16]byte
+		copy(w[:], c[:n])
+		copy(m[:], allOnes[:n])
+		s.w = [2]uint64{binary.LittleEndian.Uint64(w[:]), binary.LittleEndian.Uint64(w[8:])}
+		s.m = [2]uint64{binary.LittleEndian.Uint64(m[:]), binary.LittleEndian.Uint64(m[8:])}
 		c = c[n:]
 		if len(c) == 0 {
 			s.key = key
@@ -349,6 +350,9 @@ func (t *template) addRun(c []byte, key uint8) bool {
 		t.steps = append(t.steps, s)
 	}
 }
+
+// allOnes is the mask of up to 16 bytes compared.
+var allOnes = [16]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // tmplEvent reads the event dict whose EMPTY_DICT is at d.buf[d.pos-1]
 // if it matches one of the templates: the one that followed the last
@@ -421,6 +425,11 @@ func (d *decoder) tmplRead(t *template) bool {
 	b := d.buf
 	p := d.pos
 	memoStart := d.memoMax
+	// the first step's bytes first: a dict of another layout goes
+	// before anything is set up
+	if s, w := &t.steps[0], b[p:p+16:p+16]; binary.LittleEndian.Uint64(w)&s.m[0] != s.w[0] || binary.LittleEndian.Uint64(w[8:])&s.m[1] != s.w[1] {
+		return false
+	}
 	// the event is read into its place in pending, which a failure
 	// leaves beyond the slice's length
 	pe, n := d.nextPending()
