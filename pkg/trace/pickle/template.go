@@ -72,9 +72,9 @@ type template struct {
 	varStores bool
 	// fixed is the dict's whole layout when each field's value has an
 	// opcode of fixed length (fixed.go): its bytes as fn words (in fours,
-	// zero past fn) and the
-	// masks of those compared (all but the values' bytes), its ints by
-	// slot, its other values, and its memo stores' entries.
+	// zero past fn) and the masks of those compared (all but the values'
+	// bytes), its ints by slot, its other values, and its memo stores'
+	// entries.
 	fixed   bool
 	fn      int
 	fw, fm  [fixedWords / 4][4]uint64
