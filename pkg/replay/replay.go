@@ -104,7 +104,8 @@ func Run(p *Plan, o Options) (*Result, error) {
 // KeyGap says), and After, which sees each op applied with its change,
 // the failing op's at an out-of-memory too, in one BlockStep rewritten
 // for every op and valid only during the call (its At is nil). Once
-// After returns false the replay goes on without following the ops.
+// After returns false the replay goes on without following the ops. A
+// Stepper serves one replay.
 type Stepper struct {
 	Blocks *alloc.BlockSteps
 	KeyGap int
