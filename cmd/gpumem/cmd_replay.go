@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumem/gpumem/internal/figures"
 	"github.com/gpumem/gpumem/internal/fileout"
 	"github.com/gpumem/gpumem/internal/output"
 	"github.com/gpumem/gpumem/internal/pipeline"
@@ -77,11 +78,12 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 	opts := output.Options{Color: a.color, Warn: o.warn, Alarm: o.alarm, MaxBands: o.bands}
 	deviceGiven := o.changed != nil && o.changed("device")
 	keep := pipeline.KeepReport
+	var pack figures.ExplorerPacker // the explorer's, stepped through by the replay itself
 	if o.html != "" {
-		keep = pipeline.KeepDetail
+		keep, pack = pipeline.KeepDetail, output.ExplorerPacker(opts.MaxBands)
 	}
 	if len(paths) == 1 && (deviceGiven || o.stopAt > 0) {
-		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Device: o.device, StopAt: o.stopAt, Progress: a.progress(), Keep: keep}, s)
+		run, err := pipeline.Replay(o.ctx, pipeline.Source{Trace: paths[0], Device: o.device, StopAt: o.stopAt, Progress: a.progress(), Keep: keep, Pack: pack}, s)
 		if err != nil {
 			return err
 		}
@@ -92,7 +94,7 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 		return o.oomStatus(run)
 	}
 	// without --device a snapshot gives every device with events: a set
-	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress(), Keep: keep}, s)
+	set, err := pipeline.ReplaySet(o.ctx, pipeline.SetSource{Paths: paths, Device: o.device, DeviceGiven: deviceGiven, Progress: a.progress(), Keep: keep, Pack: pack}, s)
 	if err != nil {
 		return err
 	}

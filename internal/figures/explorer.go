@@ -115,8 +115,13 @@ type ExplorerSink interface {
 	// untimed); blocks returns the whole block list after it.
 	Op(i int, t int64, ch Change, blocks func() []BlockRec)
 	Key(op int, blocks []BlockRec)
+	// First is the block list after the first op ops, where the page's
+	// scrubber starts (the out-of-memory's op, else the peak's); it comes
+	// once, after that op's Op or, when the peak is known only at the end,
+	// before Finish.
+	First(op int, blocks []BlockRec)
 	// Finish ends the device: Start's Head now holds its Spans,
-	// CategorySeries and Verdict.
+	// CategorySeries and Verdict, and its PeakOp and out-of-memory.
 	Finish() error
 }
 

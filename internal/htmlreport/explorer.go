@@ -338,6 +338,9 @@ func packExplorer(e *figures.Explorer, maxBands int) (*packer, error) {
 				t = e.TimeUS[i]
 			}
 			p.Op(i, t, e.Changes[i], func() []figures.BlockRec { return blocksAt(e, i+1) })
+			if i+1 == firstOp(e) {
+				p.First(i+1, blocksAt(e, i+1))
+			}
 			for ; key < len(e.Keys) && e.Keys[key].Op <= i+1; key++ {
 				p.Key(e.Keys[key].Op, e.Keys[key].Blocks)
 			}
@@ -386,9 +389,9 @@ type packer struct {
 	col0      int
 	// ops before alone are in column col0 only, and none is its first:
 	// an op before it compares its total with col0's best and no more
-	alone   int
-	firstOp int
-	odd     bool // a block size not a multiple of 512
+	alone int
+	first bool // First came
+	odd   bool // a block size not a multiple of 512
 
 	c struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
@@ -403,8 +406,7 @@ func (p *packer) Start(s figures.ExplorerStart) {
 		p.maxBands = DefaultMaxBands
 	}
 	e := s.Head
-	p.d = exDevice{Device: e.Device, Ops: e.Ops, Peak: e.PeakOp, OOM: e.OOMOp, OOMSize: e.OOMSize,
-		OOMRounded: e.OOMRounded, Unit: 512}
+	p.d = exDevice{Device: e.Device, Ops: e.Ops, Unit: 512}
 	p.unitLog = 9
 	if p.unit1 {
 		p.d.Unit, p.unitLog = 1, 0
@@ -436,8 +438,6 @@ func (p *packer) Start(s figures.ExplorerStart) {
 		}
 		p.sa[c], p.sb[c], p.best[c] = a, b, min(a, p.ops-1)
 	}
-	p.firstOp = firstOp(e)
-	p.d.First = exFirstMap{Op: p.firstOp, Blocks: [][6]int64{}}
 	p.d.Keys = []int{}
 }
 
@@ -556,17 +556,21 @@ func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.B
 		}
 	}
 	p.blocks(ch.Ins, false, &c.bsize, &c.bstate, &c.bseg)
-	if i+1 == p.firstOp {
-		for _, b := range blocks() {
-			first, seg, band := int64(0), int64(0), int64(-1)
-			if b.First {
-				first, seg = 1, int64(b.SegSize)
-			}
-			if b.Alloc >= 0 {
-				band = int64(p.band(b.Alloc))
-			}
-			p.d.First.Blocks = append(p.d.First.Blocks, [6]int64{int64(b.Address), int64(b.Size), int64(b.State), first, seg, band})
+}
+
+// First keeps the segment map where the scrubber starts.
+func (p *packer) First(op int, blocks []figures.BlockRec) {
+	p.first = true
+	p.d.First = exFirstMap{Op: op, Blocks: make([][6]int64, 0, len(blocks))}
+	for _, b := range blocks {
+		first, seg, band := int64(0), int64(0), int64(-1)
+		if b.First {
+			first, seg = 1, int64(b.SegSize)
 		}
+		if b.Alloc >= 0 {
+			band = int64(p.band(b.Alloc))
+		}
+		p.d.First.Blocks = append(p.d.First.Blocks, [6]int64{int64(b.Address), int64(b.Size), int64(b.State), first, seg, band})
 	}
 }
 
@@ -662,6 +666,10 @@ func (p *packer) Finish() error {
 	scratch := p.bRel // written: the preview's, as its memory
 	p.bRel, p.bandOf = nil, nil
 	d := &p.d
+	d.Peak, d.OOM, d.OOMSize, d.OOMRounded = e.PeakOp, e.OOMOp, e.OOMSize, e.OOMRounded
+	if !p.first { // no op: the map is empty
+		d.First = exFirstMap{Op: firstOp(e), Blocks: [][6]int64{}}
+	}
 	d.Verdict, d.Stacks, d.Frames, d.User = e.Verdict, e.Stacks, e.Frames, e.User
 	d.Cats = e.Categories
 	for _, s := range e.CategorySeries {

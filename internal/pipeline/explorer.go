@@ -37,7 +37,9 @@ type stepOpts struct {
 type liveAlloc struct {
 	k     int32 // its index among the explorer's allocations
 	size  uint64
+	stack int32 // its stack (-1 none), for the sites at the peak
 	ended bool  // freed (its block may still wait for another stream)
+	made  bool  // made by an op, not a seed
 	cat   uint8 // its category, when there are categories
 	ok    bool  // in the set
 }
@@ -111,14 +113,56 @@ func explore(sink figures.ExplorerSink, s *stepOpts) error {
 }
 
 func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
-	plan, res, snap := s.plan, s.res, s.snap
-	n := res.Done
+	plan, res := s.plan, s.res
+	x := startExplorer(sink, s, shownOf(res))
+	defer x.bs.Free()
+	n := x.n
+	o := s.o
+	o.Points, o.Check = 0, false
+	x.firstOp = min(max(1, res.Extra.PeakOp+1), n)
 	if res.OOM != nil {
-		n = res.OOMOp + 1 // the failing op, after its release steps
+		x.firstOp = min(max(1, res.OOMOp+1), n)
 	}
-	e := &figures.Explorer{Device: s.device, Ops: n, PeakOp: res.Extra.PeakOp, OOMOp: -1}
+	// the allocator's state is at hand at these ops: the peak's, and those
+	// after which the page's first segment map may show (the peak's, the
+	// out-of-memory's, the first and the last)
+	pauses := []int{0, n - 1, res.Extra.PeakOp, s.peakN - 1}
 	if res.OOM != nil {
-		e.OOMOp, e.OOMSize, e.OOMRounded = res.OOMOp, res.OOM.Size, res.OOM.Rounded
+		pauses = append(pauses, res.OOMOp)
+	}
+	// a key once the changes since the last one hold as many blocks as the
+	// list: keys at most double the data, and the page applies at most that
+	// many blocks' worth of changes to reach any op
+	err := replay.StepBlocks(plan, o, &x.bs, minKeyGap, pauses, x.step)
+	if err != nil {
+		return err
+	}
+	x.end()
+	return nil
+}
+
+// shown is what the explorer shows of a replay: its first n ops, its
+// reserved peak, and its out-of-memory (oomOp -1 and oom nil when none).
+type shown struct {
+	n, peakOp, oomOp int
+	oom              *alloc.OOM
+}
+
+// shownOf is what the explorer shows of the replay that ended in res.
+func shownOf(res *replay.Result) shown {
+	if res.OOM != nil {
+		return shown{n: res.OOMOp + 1, peakOp: res.Extra.PeakOp, oomOp: res.OOMOp, oom: res.OOM} // the failing op, after its release steps
+	}
+	return shown{n: res.Done, peakOp: res.Extra.PeakOp, oomOp: -1}
+}
+
+// startExplorer starts the sink on the explorer of s's replay, showing
+// sh, and hands it the seeds: what the stepping needs before the first op.
+func startExplorer(sink figures.ExplorerSink, s *stepOpts, sh shown) *opStepper {
+	plan, snap, n := s.plan, s.snap, sh.n
+	e := &figures.Explorer{Device: s.device, Ops: n, PeakOp: sh.peakOp, OOMOp: -1}
+	if sh.oom != nil {
+		e.OOMOp, e.OOMSize, e.OOMRounded = sh.oomOp, sh.oom.Size, sh.oom.Rounded
 	}
 	if snap != nil && len(snap.Stacks) > 0 {
 		e.Stacks, e.Frames, e.User = internFrames(snap.Stacks)
@@ -133,7 +177,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	for _, sd := range plan.Seeds {
 		seeds += len(sd.Blocks)
 	}
-	sink.Start(figures.ExplorerStart{Head: e, Timed: timed, Allocs: seeds + allocOps(plan, res, n),
+	sink.Start(figures.ExplorerStart{Head: e, Timed: timed, Allocs: seeds + allocOps(plan, sh, n),
 		Sizes: func(yield func(uint64)) error {
 			for _, sd := range plan.Seeds {
 				for _, b := range sd.Blocks {
@@ -143,7 +187,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 			i := 0
 			return plan.Each(func(_ int, ops []alloc.Op, _, _ []int32) error {
 				for _, op := range ops {
-					if i < n && op.Kind == alloc.OpAlloc && !(res.OOM != nil && i == res.OOMOp) {
+					if i < n && op.Kind == alloc.OpAlloc && i != sh.oomOp {
 						yield(op.Size)
 					}
 					i++
@@ -153,7 +197,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 		}})
 	// what each category holds, sampled as the ops go: the op of each
 	// stride where the most was live
-	x := &opStepper{s: s, e: e, sink: sink, n: n, steps: max(n, s.peakN), timed: timed, live: &liveSet{}}
+	x := &opStepper{s: s, e: e, sink: sink, n: n, oomOp: sh.oomOp, steps: max(n, s.peakN), timed: timed, live: &liveSet{}, firstOp: -1}
 	x.stride = max(1, (n+seriesPoints-1)/seriesPoints)
 	x.toPoint = x.stride
 	x.bestOp, x.bestTotal = -1, -1
@@ -169,7 +213,7 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 				a.Category = uint8(c) + 1
 				x.addCat(c, int64(a.Size))
 			}
-			x.live.put(b.ID, liveAlloc{k: x.nk, size: a.Size, cat: a.Category - 1})
+			x.live.put(b.ID, liveAlloc{k: x.nk, size: a.Size, stack: -1, cat: a.Category - 1})
 			sink.Alloc(x.nk, a)
 			x.nk++
 		}
@@ -191,29 +235,19 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	if s.cls != nil {
 		x.byEvent = s.cls.InOrder()
 	}
-	o := s.o
-	o.Points, o.Check = 0, false
-	defer x.bs.Free()
 	x.wholeList = x.whole
 	s.reached = false
 	if s.clock != nil {
 		s.clock.rewind()
 	}
-	// the allocator's state is at hand at these ops: the peak's, and those
-	// after which the page's first segment map may show (the peak's, the
-	// out-of-memory's, the first and the last)
-	pauses := []int{0, n - 1, res.Extra.PeakOp, s.peakN - 1}
-	if res.OOM != nil {
-		pauses = append(pauses, res.OOMOp)
-	}
-	// a key once the changes since the last one hold as many blocks as the
-	// list: keys at most double the data, and the page applies at most that
-	// many blocks' worth of changes to reach any op
-	err := replay.StepBlocks(plan, o, &x.bs, minKeyGap, pauses, x.step)
-	if err != nil {
-		return err
-	}
-	if snap != nil && timed {
+	return x
+}
+
+// end completes the head once the ops are stepped: the annotations'
+// spans, then s.finish's part.
+func (x *opStepper) end() {
+	s, e, n, snap := x.s, x.e, x.n, x.s.snap
+	if snap != nil && x.timed {
 		at := make([]int, len(snap.Annotations)) // the op each of this device's annotations falls at
 		for j, k := range x.ann {
 			at[k] = n
@@ -226,7 +260,6 @@ func exploreOnce(sink figures.ExplorerSink, s *stepOpts) error {
 	if s.finish != nil {
 		s.finish(e)
 	}
-	return nil
 }
 
 // siteAlloc is an allocation still allocated (not freed), for the sites
@@ -244,10 +277,15 @@ type opStepper struct {
 	e     *figures.Explorer
 	sink  figures.ExplorerSink
 	n     int // the ops the explorer shows
+	oomOp int // the failing op, -1 none
 	steps int // the ops stepped: n, or to the peak of s.peakN
-	timed bool
-	live  *liveSet
-	nk    int32 // the allocations made so far
+	// firstOp: after op firstOp-1 the sink is handed the list (First);
+	// -1 when the peak is known only at the end (peak)
+	firstOp int
+	peak    *peakTrack // nil unless firstOp is -1
+	timed   bool
+	live    *liveSet
+	nk      int32 // the allocations made so far
 	// what each category holds (cur, total), and the op of the stride
 	// where the most was live
 	cur             [categories.NumCategories]int64
@@ -324,14 +362,14 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 	if i >= n {
 		return true
 	}
-	res, live := s.res, x.live
+	live := x.live
 	var made figures.Lifetime
 	var madeCat categories.Category
 	var madeK int32 = -1
 	var freed, released *liveAlloc
 	switch op.Kind {
 	case alloc.OpAlloc:
-		if res.OOM != nil && i == res.OOMOp {
+		if i == x.oomOp {
 			break // the failing request holds no block
 		}
 		made = figures.Lifetime{Start: int32(i), End: int32(n), Released: int32(n),
@@ -346,7 +384,7 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 			made.Category = uint8(madeCat) + 1
 		}
 		madeK = x.nk
-		live.put(op.ID, liveAlloc{k: madeK, size: op.Size, cat: uint8(madeCat)})
+		live.put(op.ID, liveAlloc{k: madeK, size: op.Size, stack: made.Stack, made: true, cat: uint8(madeCat)})
 		x.nk++
 	case alloc.OpFree, alloc.OpFreeRequest:
 		if l := live.get(op.ID); l != nil && !l.ended {
@@ -355,6 +393,9 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 			if s.cls != nil {
 				x.cur[l.cat] -= int64(l.size)
 				x.total -= int64(l.size)
+			}
+			if x.peak != nil && l.made {
+				x.peak.sites.add(l.stack, -int64(l.size))
 			}
 		}
 	}
@@ -394,6 +435,15 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 	if bc.Whole != nil {
 		x.sink.Key(i+1, x.wholeList())
 	}
+	if i+1 == x.firstOp {
+		x.sink.First(i+1, x.wholeList())
+	}
+	if x.peak != nil {
+		if madeK >= 0 {
+			x.peak.sites.add(made.Stack, int64(made.Size))
+		}
+		x.peak.step(i, bc, live)
+	}
 	if s.cls != nil {
 		if x.total > x.bestTotal {
 			x.best, x.bestOp, x.bestTotal = x.cur, i, x.total
@@ -415,14 +465,14 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 // allocOps counts the allocations the first n ops of plan make: every
 // OpAlloc but the one that failed. A replay that went through the whole
 // plan makes them all: the plan's count, no pass over its ops.
-func allocOps(plan *replay.Plan, res *replay.Result, n int) int {
-	if res.OOM == nil && n == plan.Len() {
+func allocOps(plan *replay.Plan, sh shown, n int) int {
+	if sh.oomOp < 0 && n == plan.Len() {
 		return plan.Allocs()
 	}
 	count, i := 0, 0
 	_ = plan.Each(func(_ int, ops []alloc.Op, _, _ []int32) error {
 		for _, op := range ops {
-			if i < n && op.Kind == alloc.OpAlloc && !(res.OOM != nil && i == res.OOMOp) {
+			if i < n && op.Kind == alloc.OpAlloc && i != sh.oomOp {
 				count++
 			}
 			i++
@@ -616,6 +666,7 @@ func (c *collector) Op(i int, t int64, ch figures.Change, _ func() []figures.Blo
 		c.e.TimeUS = append(c.e.TimeUS, t)
 	}
 }
+func (c *collector) First(int, []figures.BlockRec) {}
 func (c *collector) Key(op int, blocks []figures.BlockRec) {
 	c.e.Keys = append(c.e.Keys, figures.Keyframe{Op: op, Blocks: slices.Clone(blocks)})
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gpumem/gpumem/internal/figures"
 	"github.com/gpumem/gpumem/internal/setup"
 	"github.com/gpumem/gpumem/internal/workload"
 	"github.com/gpumem/gpumem/pkg/alloc"
@@ -61,6 +62,10 @@ type Source struct {
 	// Progress receives a progress bar while a big trace is read; nil
 	// draws none.
 	Progress io.Writer
+	// Pack, with KeepDetail, is the packer Detail will be given: the
+	// replay that makes a trace's report then steps through its ops for
+	// the explorer too, so that Detail need not replay it again.
+	Pack figures.ExplorerPacker
 }
 
 // Keep says what a caller reads of a run beyond its report, and so how a

@@ -138,9 +138,10 @@ func rankless(path string) string {
 type SetSource struct {
 	Paths       []string // from ExpandTraces
 	Device      int
-	DeviceGiven bool      // --device picks one device of each file
-	Progress    io.Writer // see Source
-	Keep        Keep      // see Source
+	DeviceGiven bool                   // --device picks one device of each file
+	Progress    io.Writer              // see Source
+	Keep        Keep                   // see Source
+	Pack        figures.ExplorerPacker // see Source
 	// PlansOnly: the caller reads the plans alone (a sweep): no
 	// categories, no event times.
 	PlansOnly bool
@@ -311,7 +312,11 @@ func ReplaySet(ctx context.Context, src SetSource, s Settings) (*Set, error) {
 	parallel(len(ranks), func(i int) {
 		rp := ranks[i]
 		set.Ranks[i] = rp.rank
-		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, s)
+		var step *explorerStep
+		if len(ranks) == 1 { // one run, whose page is the HTML report's
+			step = stepFor(src.Pack, src.Keep, rp.tlog, rp.cls)
+		}
+		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, s, step)
 		if errs[i] == nil {
 			set.Runs[i].tlog, set.Runs[i].others = rp.tlog, rp.others
 		}

@@ -31,6 +31,7 @@ type Run struct {
 	tlog   *timeLog           // or those times packed, for a trace planned as it was read
 	others []otherPlan        // the other devices planned as the trace was read, for the explorer
 	cls    *categories.Result // the categories of a trace's allocations; nil for workloads
+	ex     *explored          // the explorer the report's replay stepped through; nil when none
 }
 
 // Replay replays src under s and builds its report. Once ctx is done it
@@ -72,10 +73,11 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 			return nil, err
 		}
 		if ok {
-			r, err := replayPlanned(ctx, path, src.Device, ranks[0].snap, ranks[0].plan, nil, s)
+			rp := ranks[0]
+			r, err := replayPlanned(ctx, path, src.Device, rp.snap, rp.plan, nil, s, stepFor(src.Pack, src.Keep, rp.tlog, rp.cls))
 			if err == nil {
-				r.tlog, r.others = ranks[0].tlog, ranks[0].others
-				err = r.addCategories(ranks[0].cls)
+				r.tlog, r.others = rp.tlog, rp.others
+				err = r.addCategories(rp.cls)
 			}
 			return r, err
 		}
@@ -95,15 +97,37 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if len(snap.Traces) == 1 {
 		snap.Traces = nil // the plan holds what the replay needs; Detail replays the other devices
 	}
-	r, err := replayPlanned(ctx, path, src.Device, snap, plan, times, s)
+	var step *explorerStep
+	if src.StopAt == 0 {
+		step = stepFor(src.Pack, src.Keep, nil, cls)
+	}
+	r, err := replayPlanned(ctx, path, src.Device, snap, plan, times, s, step)
 	if err == nil {
 		err = r.addCategories(cls)
 	}
 	return r, err
 }
 
-// replayPlanned replays one device's plan of snap, read from path.
-func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64, s Settings) (*Run, error) {
+// explorerStep is what the replay that makes the report needs to step
+// through its ops for the HTML explorer too (Run.exploreStepped).
+type explorerStep struct {
+	pack figures.ExplorerPacker
+	tlog *timeLog
+	cls  *categories.Result
+}
+
+// stepFor is the explorerStep of a source kept for Detail with packer
+// pack; nil when there is none.
+func stepFor(pack figures.ExplorerPacker, keep Keep, tlog *timeLog, cls *categories.Result) *explorerStep {
+	if pack == nil || keep != KeepDetail {
+		return nil
+	}
+	return &explorerStep{pack: pack, tlog: tlog, cls: cls}
+}
+
+// replayPlanned replays one device's plan of snap, read from path, and
+// steps through it for the explorer too as step says (nil: not).
+func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64, s Settings, step *explorerStep) (*Run, error) {
 	o, err := s.options(setup.Recorded(snap.Settings))
 	if err != nil {
 		return nil, err
@@ -116,7 +140,13 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 			path, units.FormatCount(int64(len(r.plan.Seeds))), units.FormatCount(int64(r.plan.Seeded))))
 	}
 	r.device = device
-	if r.res, err = replay.Run(r.plan, o); err != nil {
+	var explore func() (*explored, error)
+	if step != nil && plan.Len() > 0 && !plan.ReleasesBefore() {
+		r.res, explore, err = r.exploreStepped(step.pack, newClock(times, step.tlog), step.cls)
+	} else {
+		r.res, err = replay.Run(r.plan, o)
+	}
+	if err != nil {
 		return nil, replayErr("replaying "+path, err)
 	}
 	if r.res.OOM != nil {
@@ -134,7 +164,27 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 	}
 	r.Report = buildReport(path, o, r.res, r.plan, snap)
 	r.Report.Device = device
+	if explore != nil {
+		if r.ex, err = explore(); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// finishHead completes the head of the run's own explorer: the verdict on
+// an out-of-memory, a workload's phases as spans.
+func (r *Run) finishHead(ex *figures.Explorer, phases []figures.Phase) {
+	if r.Report.OOM != nil {
+		ex.Verdict = r.Report.OOM.Verdict()
+	}
+	for i, p := range phases {
+		end := ex.Ops
+		if i+1 < len(phases) {
+			end = phases[i+1].Op
+		}
+		ex.Spans = append(ex.Spans, figures.Span{Name: p.Name, Start: p.Op, End: end})
+	}
 }
 
 // Detail is what the HTML report adds to the report: the segments at the
@@ -177,23 +227,21 @@ func (r *Run) Detail(pack figures.ExplorerPacker) (figures.Detail, error) {
 		}
 	}
 	st := &stepOpts{device: r.device, plan: r.plan, o: r.opts, res: r.res, snap: r.snap, clock: newClock(r.times, r.tlog),
-		cls: r.cls, peakN: n, finish: func(ex *figures.Explorer) {
-			if r.Report.OOM != nil {
-				ex.Verdict = r.Report.OOM.Verdict()
-			}
-			for i, p := range d.Phases {
-				end := ex.Ops
-				if i+1 < len(d.Phases) {
-					end = d.Phases[i+1].Op
-				}
-				ex.Spans = append(ex.Spans, figures.Span{Name: p.Name, Start: p.Op, End: end})
-			}
-		}}
-	sink := sinks()
-	if err := explore(sink, st); err != nil {
-		return d, fmt.Errorf("stepping through %s: %w", r.Report.Source, err)
+		cls: r.cls, peakN: n, finish: func(ex *figures.Explorer) { r.finishHead(ex, d.Phases) }}
+	if ex := r.ex; ex != nil && pack != nil && !ex.again { // the report's replay stepped through the ops
+		keep(ex.sink)
+		st.reached, st.peak, st.sites = true, ex.peak, ex.sites
+		r.ex = nil // a sink is finished once
+	} else {
+		sink := sinks()
+		if ex != nil && pack != nil { // it asked for the ops again: they come from this replay
+			sink, r.ex = ex.sink, nil
+		}
+		if err := explore(sink, st); err != nil {
+			return d, fmt.Errorf("stepping through %s: %w", r.Report.Source, err)
+		}
+		keep(sink)
 	}
-	keep(sink)
 	o := r.opts
 	o.Points, o.Check = 0, false
 	if st.reached {

@@ -210,32 +210,37 @@ func peakSites(plan *replay.Plan, snap *trace.Snapshot, n int) []figures.Site {
 // sitesOf groups the allocations each yields (its stack, its size) by
 // stack, most bytes first; nil when none has a stack.
 func sitesOf(snap *trace.Snapshot, each func(yield func(st int32, size uint64))) []figures.Site {
-	type site struct {
-		bytes uint64
-		count int
-	}
-	by := map[int32]*site{}
-	stacked := false
+	by := map[int32]*siteSum{}
 	each(func(st int32, size uint64) {
-		if st >= 0 && int(st) < len(snap.Stacks) {
-			stacked = true
-		} else {
+		if st < 0 || int(st) >= len(snap.Stacks) {
 			st = -1
 		}
 		s := by[st]
 		if s == nil {
-			s = &site{}
+			s = &siteSum{}
 			by[st] = s
 		}
-		s.bytes += size
+		s.bytes += int64(size)
 		s.count++
+	})
+	return sitesOfSums(snap, func(yield func(st int32, bytes uint64, count int)) {
+		for st, s := range by {
+			yield(st, uint64(s.bytes), s.count)
+		}
+	})
+}
+
+// sitesOfSums is sitesOf of allocations summed by stack: each yields
+// every stack's bytes and count (-1: those without a stack).
+func sitesOfSums(snap *trace.Snapshot, each func(yield func(st int32, bytes uint64, count int))) []figures.Site {
+	var sites []figures.Site
+	stacked := false
+	each(func(st int32, bytes uint64, count int) {
+		stacked = stacked || st >= 0
+		sites = append(sites, figures.Site{Frames: strings.Join(stackLines(snap, st), "\n"), Bytes: bytes, Count: count})
 	})
 	if !stacked {
 		return nil
-	}
-	sites := make([]figures.Site, 0, len(by))
-	for st, s := range by {
-		sites = append(sites, figures.Site{Frames: strings.Join(stackLines(snap, st), "\n"), Bytes: s.bytes, Count: s.count})
 	}
 	slices.SortFunc(sites, func(x, y figures.Site) int {
 		return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Frames, y.Frames))

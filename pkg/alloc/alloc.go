@@ -367,6 +367,18 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 	if len(ops) == 0 {
 		return Result{}, nil
 	}
+	return a.runLocked(ops, base, tl, func(ctl *C.gm_timeline_t, done *C.size_t, oom *C.gm_oom_t) C.int {
+		// Op has no Go pointers and the layout of gm_op_t (checked by a
+		// test), so C may read the slice in place.
+		return C.gm_run(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), done, oom, ctl, nil)
+	})
+}
+
+// runLocked is Run's bookkeeping around run, which applies ops in C
+// (gm_run, or gm_run_steps) with the timeline window ctl (nil when none)
+// and sets done and, at an out-of-memory, oom: the window of tl the ops
+// can reach, and the out-of-memory errors they went past or stopped at.
+func (a *Allocator) runLocked(ops []Op, base int, tl *Timeline, run func(ctl *C.gm_timeline_t, done *C.size_t, oom *C.gm_oom_t) C.int) (Result, error) {
 	var ctl *C.gm_timeline_t
 	if tl != nil && len(tl.Allocated) > 0 && tl.Stride > 0 {
 		// only the buckets ops can reach cross into C: [k0, k1)
@@ -423,9 +435,7 @@ func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
 	var ex C.gm_extra_t
 	C.gm_get_extra(a.c, &ex)
 	before := C.gm_oom_events(a.c, 0, nil, 0)
-	// Op has no Go pointers and the layout of gm_op_t (checked by a test),
-	// so C may read the slice in place.
-	rc := C.gm_run(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), &done, &oom, ctl, nil)
+	rc := run(ctl, &done, &oom)
 	res := Result{Done: int(done)}
 	if n := C.gm_oom_events(a.c, 0, nil, 0) - before; n > 0 {
 		evs := make([]C.gm_oom_event_t, n)

@@ -1,6 +1,9 @@
 package alloc
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestAppendBlocks checks the flat snapshot against Snapshot as blocks
 // come and go, with one buffer reused and grown throughout.
@@ -99,24 +102,43 @@ func TestBlockSteps(t *testing.T) {
 		b := newChecked(t, Options{Config: conf, Device: Sim(8 << 30)})
 		var steps BlockSteps
 		defer steps.Free()
+		steps.KeepPeaks()
 		var buf SnapshotBuffer
 		defer buf.Free()
 		var list, want []FlatBlock
 		keys, i := 0, 0
 		for lo := 0; lo < len(ops); lo += 17 {
 			batch := ops[lo:min(lo+17, len(ops))]
-			done, oom, err := steps.Run(a, batch, lo, tc.gap)
+			res, err := steps.Run(a, batch, lo, tc.gap, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if oom != (lo+done-1 == oomAt) {
-				t.Fatalf("op %d: out of memory %v", lo+done-1, oom)
+			last := lo + res.Done - 1 // the last op with a change
+			if res.OOM != nil {
+				last++
 			}
+			if (res.OOM != nil) != (last == oomAt) {
+				t.Fatalf("op %d: out of memory %v", last, res.OOM != nil)
+			}
+			lastPeak, peakLists, peakAt := -1, 0, -1 // of this batch
 			steps.Changes(func(j int, c *BlockChange) bool {
+				peak := b.Extra().PeakOp
 				if _, err := b.Run(batch[j:j+1], i, nil); err != nil {
 					t.Fatal(err)
 				}
+				if raised := b.Extra().PeakOp != peak; c.Peak != raised {
+					t.Fatalf("%+v op %d: Peak %v, the op raised the peak %v", conf, i, c.Peak, raised)
+				}
+				if c.Peak {
+					lastPeak = j
+				}
 				want = b.AppendBlocks(want[:0], &buf)
+				if c.PeakList != nil {
+					peakLists, peakAt = peakLists+1, j
+					if !c.Peak || !slices.Equal(c.PeakList, want) {
+						t.Fatalf("%+v op %d: PeakList %v (Peak %v), want %v", conf, i, c.PeakList, c.Peak, want)
+					}
+				}
 				list = append(list[:c.Pos], append(append([]FlatBlock(nil), c.Ins...), list[c.Pos+c.Del:]...)...)
 				if len(list) != c.N || len(list) != len(want) {
 					t.Fatalf("%+v op %d: %d blocks, N %d, want %d", conf, i, len(list), c.N, len(want))
@@ -139,6 +161,9 @@ func TestBlockSteps(t *testing.T) {
 				i++
 				return true
 			})
+			if peakLists != min(1, lastPeak+1) || peakAt != lastPeak {
+				t.Fatalf("%+v ops %d on: %d peak lists, at %d, the last op to raise the peak %d", conf, lo, peakLists, peakAt, lastPeak)
+			}
 		}
 		if i != len(ops) || keys == 0 {
 			t.Fatalf("%d ops stepped of %d, %d whole lists", i, len(ops), keys)
@@ -209,11 +234,14 @@ func TestBlockStepsPolicies(t *testing.T) {
 			}
 			var steps BlockSteps
 			for lo := 0; lo < len(ops); {
-				done, _, err := steps.Run(a, ops[lo:min(lo+64, len(ops))], lo, 32)
+				res, err := steps.Run(a, ops[lo:min(lo+64, len(ops))], lo, 32, nil)
 				if err != nil {
 					t.Fatalf("%s %q: %v", p, conf, err)
 				}
-				lo += done
+				lo += res.Done
+				if res.OOM != nil {
+					lo++
+				}
 			}
 			steps.Free()
 		}

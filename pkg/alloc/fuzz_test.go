@@ -377,8 +377,10 @@ func runFuzz(t *testing.T, data []byte, seeded, pools bool, pol Policy) {
 		if err != nil {
 			fail("%v", err)
 		}
-		if _, _, err := steps.Run(twin, []Op{op}, len(history)-1, 4); err != nil {
+		if sres, err := steps.Run(twin, []Op{op}, len(history)-1, 4, nil); err != nil {
 			fail("stepped: %v", err)
+		} else if sres.Done != res.Done || (sres.OOM != nil) != (res.OOM != nil) || len(sres.Survived) != len(res.Survived) {
+			fail("stepped: %+v, run: %+v", sres, res)
 		}
 		if len(res.Survived) > 0 {
 			if op.Flags&FlagRecordedOOM == 0 || len(res.Survived) != 1 || res.Survived[0].Size != op.Size {

@@ -461,11 +461,12 @@ int gm_flat_list(gm_flat_t *f);
 void gm_flat_free(gm_flat_t *f);
 
 /* One op of gm_run_steps: its change of the list (gm_flat_t's pos, del,
- * nins), the list's length after it, and whether the whole list follows
- * its inserted blocks in gm_steps_t's blocks. */
+ * nins), the list's length after it, whether the whole list follows
+ * its inserted blocks in gm_steps_t's blocks, and whether the op raised
+ * the reserved peak (gm_extra_t's peak_op became this op). */
 typedef struct gm_step {
   uint64_t pos, del, nins, nlist;
-  uint64_t key;
+  uint64_t key, peak;
 } gm_step_t;
 
 typedef struct gm_steps {
@@ -473,18 +474,29 @@ typedef struct gm_steps {
   gm_flat_block_t *blocks;
   size_t nops, nblocks, ops_cap, blocks_cap;
   gm_oom_t oom; /* of an op that ran out of memory */
+  /* with keep_peak set: the whole list after the last op of the call that
+   * raised the reserved peak (its index among the call's ops, peak_at),
+   * npeak blocks; peak_in says one did */
+  int keep_peak, peak_in;
+  size_t peak_at;
+  gm_flat_block_t *peak;
+  size_t npeak, peak_cap;
 } gm_steps_t;
 
 /* gm_run_steps applies ops one at a time (op numbers from base, as
- * gm_devlog_at), each followed by gm_flat_step, writing each op's change
- * to s (emptied first): its inserted blocks, and the whole list after an
- * op where the changes since the last whole list hold as many blocks as it
- * and at least key_gap ops (key_gap > 0) passed since. It stops after an
- * op that failed for memory (GM_ENOMEM, its change written, s->oom set)
- * or at an error (the op's status; GM_EBACKEND when host memory ran out);
- * *done counts the ops applied. */
+ * gm_devlog_at), each as gm_run would (tl, when not NULL, sampled as
+ * gm_run samples it, its base the first op's) and followed by
+ * gm_flat_step, writing each op's change to s (emptied first): its
+ * inserted blocks, and the whole list after an op where the changes since
+ * the last whole list hold as many blocks as it and at least key_gap ops
+ * (key_gap > 0) passed since. It stops after an op that failed for memory
+ * (GM_ENOMEM, its change written, s->oom set) or at an error (the op's
+ * status; GM_EBACKEND when host memory ran out); *done counts the ops
+ * applied. With s->keep_peak it copies the whole list after each op that
+ * raises the reserved peak into s->peak (the call's last such op's
+ * stays). */
 int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uint64_t key_gap,
-                 gm_flat_t *f, gm_steps_t *s, size_t *done);
+                 gm_timeline_t *tl, gm_flat_t *f, gm_steps_t *s, size_t *done);
 void gm_steps_free(gm_steps_t *s);
 
 /* gm_largest_free returns the size of the largest free mapped block. */

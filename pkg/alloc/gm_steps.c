@@ -472,16 +472,20 @@ static int put_blocks(gm_steps_t *s, const gm_flat_block_t *b, size_t n) {
 }
 
 int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uint64_t key_gap,
-                 gm_flat_t *f, gm_steps_t *s, size_t *done) {
+                 gm_timeline_t *tl, gm_flat_t *f, gm_steps_t *s, size_t *done) {
   s->nops = 0;
   s->nblocks = 0;
+  s->peak_in = 0;
   /* device log events carry op indexes: base + j while op j runs, as
    * every op applied counts one in ex.ops */
   gm_devlog_at(a, base);
+  const uint64_t tl_base = tl ? tl->base : 0;
   for (size_t j = 0; j < n; j++) {
     size_t d = 0;
     gm_oom_t oom;
-    int rc = gm_run(a, &ops[j], 1, &d, &oom, NULL, NULL);
+    const uint64_t peak_op = a->ex.peak_op;
+    if (tl) tl->base = tl_base + j; /* gm_run samples op j as its first */
+    int rc = gm_run(a, &ops[j], 1, &d, &oom, tl, NULL);
     if (rc != GM_OK && rc != GM_ENOMEM) {
       *done = j + d;
       return rc;
@@ -499,6 +503,18 @@ int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uin
     h->nins = f->nins;
     h->nlist = f->ncur;
     h->key = 0;
+    h->peak = a->ex.peak_op != peak_op;
+    if (h->peak && s->keep_peak) {
+      if (gm_flat_list(f) != GM_OK ||
+          (f->ncur && gm_grow((void **)&s->peak, &s->peak_cap, f->ncur, sizeof *s->peak) != GM_OK)) {
+        *done = j;
+        return GM_EBACKEND;
+      }
+      if (f->ncur) move_blocks(s->peak, f->cur, f->ncur);
+      s->npeak = f->ncur;
+      s->peak_at = j;
+      s->peak_in = 1;
+    }
     if (put_blocks(s, f->ins, f->nins) != GM_OK) {
       *done = j;
       return GM_EBACKEND;
@@ -529,5 +545,6 @@ int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uin
 void gm_steps_free(gm_steps_t *s) {
   free(s->ops);
   free(s->blocks);
+  free(s->peak);
   memset(s, 0, sizeof *s);
 }

@@ -169,37 +169,48 @@ func (s *BlockSteps) Free() {
 // Del blocks from Pos on replaced by Ins; the list then held N blocks,
 // and Whole, on the ops Run gives it after, is the whole list. Blocks are
 // compared by address, size, segment size, id and state: a block left in
-// place may keep the block count (SegBlocks) its segment had before.
+// place may keep the block count (SegBlocks) its segment had before. Peak
+// says the op raised the reserved peak: Extra.PeakOp is now this op; with
+// KeepPeaks, the last such op of a Run also has the whole list after it
+// in PeakList.
 type BlockChange struct {
 	Pos, Del, N int
 	Ins, Whole  []FlatBlock
+	Peak        bool
+	PeakList    []FlatBlock
 }
 
-// Run applies ops to a one at a time, as a's Run would one by one (their
-// indexes from base), following the block list after each, in one call
-// into C; Changes then reads each op's change. It stops after
-// an op that ran out of memory (oom, that op counted in done) or at an
-// error. Run gives the whole list after an op where the changes since the
-// last whole list (of this BlockSteps) hold as many blocks as the list and
-// keyGap ops (keyGap > 0) have passed since; the list now is Blocks.
-func (s *BlockSteps) Run(a *Allocator, ops []Op, base, keyGap int) (done int, oom bool, err error) {
+// KeepPeaks makes Run keep the whole list after each op that raises the
+// reserved peak (for a caller that learns which op the peak is only at
+// the end): each Run hands its last such op's list to Changes
+// (BlockChange.PeakList), at the cost of a copy of the list per op that
+// raises the peak.
+func (s *BlockSteps) KeepPeaks() { s.s.keep_peak = 1 }
+
+// Run applies ops to a one at a time, as a's Run would (their indexes
+// from base, tl sampled, the out-of-memory errors the recording had gone
+// past), following the block list after each, in one call into C;
+// Changes then reads each op's change, the failing op's too when Run
+// stopped at an out-of-memory. Run gives the whole list after an op where
+// the changes since the last whole list (of this BlockSteps) hold as many
+// blocks as the list and keyGap ops (keyGap > 0) have passed since; the
+// list now is Blocks.
+func (s *BlockSteps) Run(a *Allocator, ops []Op, base, keyGap int, tl *Timeline) (Result, error) {
 	if len(ops) == 0 {
-		return 0, false, nil
+		return Result{}, nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var d C.size_t
-	// Op has no Go pointers and the layout of gm_op_t, so C may read the
-	// slice in place.
-	rc := C.gm_run_steps(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), C.uint64_t(base),
-		C.uint64_t(keyGap), &s.f, &s.s, &d)
-	switch rc {
-	case C.GM_OK:
-		return int(d), false, nil
-	case C.GM_ENOMEM:
-		return int(d), true, nil
-	}
-	return int(d), false, a.opErrorLocked(rc, ops, base, int(d))
+	return a.runLocked(ops, base, tl, func(ctl *C.gm_timeline_t, done *C.size_t, oom *C.gm_oom_t) C.int {
+		// Op has no Go pointers and the layout of gm_op_t, so C may read the
+		// slice in place.
+		rc := C.gm_run_steps(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), C.uint64_t(base),
+			C.uint64_t(keyGap), ctl, &s.f, &s.s, done)
+		if rc == C.GM_ENOMEM { // the failing op is not applied, as gm_run counts
+			*done, *oom = *done-1, s.s.oom
+		}
+		return rc
+	})
 }
 
 // Changes hands f each op's change of the last Run, in order, in one
@@ -214,10 +225,16 @@ func (s *BlockSteps) Changes(f func(j int, c *BlockChange) bool) {
 	var c BlockChange
 	for j := range hs {
 		h := &hs[j]
-		c.Pos, c.Del, c.N = int(h.pos), int(h.del), int(h.nlist)
+		c.Pos, c.Del, c.N, c.Peak = int(h.pos), int(h.del), int(h.nlist), h.peak != 0
 		c.Ins = blocks[off : off+int(h.nins) : off+int(h.nins)]
 		off += int(h.nins)
-		c.Whole = nil
+		c.Whole, c.PeakList = nil, nil
+		if s.s.peak_in != 0 && j == int(s.s.peak_at) {
+			c.PeakList = flatIn(s.s.peak, int(s.s.npeak))
+			if c.PeakList == nil {
+				c.PeakList = []FlatBlock{} // an empty list, not none
+			}
+		}
 		if h.key != 0 {
 			c.Whole = blocks[off : off+int(h.nlist) : off+int(h.nlist)]
 			off += int(h.nlist)

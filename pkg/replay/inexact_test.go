@@ -68,7 +68,7 @@ func placementAlike(t *testing.T, name string, p *Plan, o Options, n *placementT
 			t.Fatalf("%s: %v", name, err)
 		}
 		n.checked++
-		if r, err := runBeside(p.Ops, p.Event, p.Seeds, o, p, newTwin(p, o)); err == nil && r.other != nil {
+		if r, err := runBeside(p.Ops, p.Event, p.Seeds, o, p, newTwin(p, o), nil); err == nil && r.other != nil {
 			n.beside++
 		}
 		settled := got.placementSettled && placementRoom(got.Stats)

@@ -348,11 +348,11 @@ func readUvarint(c []byte, p int) (uint64, int) {
 // a time, as RunBatches does a slice; events maps the op index of each
 // out-of-memory to its Event; check (nil: none) compares each batch with
 // the recording.
-func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin, check *checker) (alloc.Result, error) {
+func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin, check *checker, st *Stepper) (alloc.Result, error) {
 	var total alloc.Result
 	stop := errStop{}
 	m := min(l.n, runBatch)
-	err := l.into(make([]alloc.Op, 0, m), make([]int32, 0, m), make([]int32, 0, m), func(ops []alloc.Op, event, _ []int32) error {
+	err := l.into(make([]alloc.Op, 0, m), make([]int32, 0, m), make([]int32, 0, m), func(ops []alloc.Op, event, stack []int32) error {
 		if ctx != nil {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -365,7 +365,13 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 		if len(ops) > limit-base {
 			ops = ops[:limit-base]
 		}
-		res, err := a.Run(ops, base, tl)
+		var res alloc.Result
+		var err error
+		if st != nil {
+			res, err = st.run(a, ops, base, tl, event, stack)
+		} else {
+			res, err = a.Run(ops, base, tl)
+		}
 		if err == nil {
 			check.batch(a, base, res)
 		}

@@ -36,6 +36,8 @@ type Plan struct {
 	// Seeds hold the state it began in, and peaks cover the kept window.
 	Truncated bool
 	Seeds     []*Seed
+	// releasedBefore counts the ops flagged alloc.FlagReleasedBefore
+	releasedBefore int
 	// recorded are the recording's device events, packed (see Recorded)
 	recorded recorded
 	// Final holds the snapshot's segments of this device at its end, when
@@ -312,6 +314,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		if b.releasedBefore {
 			op.Flags |= alloc.FlagReleasedBefore
 			b.releasedBefore = false
+			p.releasedBefore++
 		}
 		if b.pp != nil {
 			op.Pool = uint32(b.pp.allocPool[k])

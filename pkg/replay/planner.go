@@ -199,6 +199,21 @@ func (p *Plan) Len() int {
 	return len(p.Ops)
 }
 
+// ReleasesBefore says an allocation of the plan is flagged
+// alloc.FlagReleasedBefore: its replay then differs with the allocator's
+// SetFollowsRecording.
+func (p *Plan) ReleasesBefore() bool {
+	if p.log != nil {
+		return p.releasedBefore > 0
+	}
+	for i := range p.Ops {
+		if p.Ops[i].Flags&alloc.FlagReleasedBefore != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Allocs is how many of the plan's operations are allocations (OpAlloc):
 // a packed plan counted them as they were added, without unpacking them.
 func (p *Plan) Allocs() int {

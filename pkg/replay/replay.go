@@ -96,7 +96,29 @@ type Result struct {
 // first out-of-memory the recording did not have; those it had are counted
 // as PyTorch counted them and the replay goes on.
 func Run(p *Plan, o Options) (*Result, error) {
-	r, err := runBeside(p.Ops, p.Event, p.Seeds, o, p, newTwin(p, o))
+	return RunSteps(p, o, nil)
+}
+
+// Stepper follows a replay op by op (RunSteps): the allocator's block
+// list through Blocks (alloc.BlockSteps.Run, with the whole list as
+// KeyGap says), and After, which sees each op applied with its change,
+// the failing op's at an out-of-memory too, in one BlockStep rewritten
+// for every op and valid only during the call (its At is nil). Once
+// After returns false the replay goes on without following the ops. A
+// Stepper serves one replay.
+type Stepper struct {
+	Blocks *alloc.BlockSteps
+	KeyGap int
+	After  func(s *BlockStep) bool
+	off    bool
+}
+
+// RunSteps is Run, its replay stepped through s (nil: none): one replay
+// gives both the result and what StepBlocks would have followed, on the
+// same allocator (the placement check's second replay, when it runs, is
+// not stepped).
+func RunSteps(p *Plan, o Options, s *Stepper) (*Result, error) {
+	r, err := runBeside(p.Ops, p.Event, p.Seeds, o, p, newTwin(p, o), s)
 	if r != nil {
 		r.Pools = p.Pools
 		r.Inexact = inexact(p, r)
@@ -186,12 +208,13 @@ func watchesPlacement(o Options) bool {
 
 // run replays ops; p, when not nil, is the plan they come from.
 func run(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan) (*Result, error) {
-	return runBeside(ops, event, seeds, o, p, nil)
+	return runBeside(ops, event, seeds, o, p, nil, nil)
 }
 
 // runBeside is run, handing each batch of a streamed plan's ops to tw
-// (nil: none) too, for the placement check.
-func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan, tw *twin) (*Result, error) {
+// (nil: none) too, for the placement check, and stepping them through st
+// (nil: none).
+func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan, tw *twin, st *Stepper) (*Result, error) {
 	defer tw.close()
 	a, inferred, failed, err := seeded(o, p, seeds)
 	if err != nil {
@@ -231,10 +254,14 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 	eventOf := func(op int) int { return int(event[op]) }
 	if p != nil && p.log != nil {
 		events := map[int]int32{} // of the out-of-memory ops
-		res, err = p.log.run(o.Context, a, tl, events, n, tw, check)
+		res, err = p.log.run(o.Context, a, tl, events, n, tw, check, st)
 		eventOf = func(op int) int { return int(events[op]) }
 	} else {
-		res, err = runBatches(o.Context, a, ops, 0, tl, check)
+		var stack []int32
+		if p != nil {
+			stack = p.Stack
+		}
+		res, err = runBatches(o.Context, a, ops, 0, tl, check, st.of(event, stack))
 		if event == nil {
 			eventOf = nil
 		}
@@ -337,14 +364,14 @@ const Batch = 1 << 16
 // ctx (nil = never done) between batches; it stops at an out-of-memory as
 // a.Run does.
 func RunBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Timeline) (alloc.Result, error) {
-	return runBatches(ctx, a, ops, base, tl, nil)
+	return runBatches(ctx, a, ops, base, tl, nil, nil)
 }
 
 // runBatches is RunBatches, handing each batch's result to check (nil:
-// none) as it ends.
-func runBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Timeline, check *checker) (alloc.Result, error) {
+// none) as it ends, and stepping the ops through st (nil: none).
+func runBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Timeline, check *checker, st *stepping) (alloc.Result, error) {
 	if ctx == nil {
-		res, err := a.Run(ops, base, tl)
+		res, err := st.run(a, ops, base, tl, 0)
 		if err == nil {
 			check.batch(a, base, res)
 		}
@@ -355,7 +382,7 @@ func runBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base in
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		res, err := a.Run(ops[start:min(start+Batch, len(ops))], base+start, tl)
+		res, err := st.run(a, ops[start:min(start+Batch, len(ops))], base+start, tl, start)
 		if err == nil {
 			check.batch(a, base+start, res)
 		}
@@ -420,6 +447,65 @@ func StepEach(p *Plan, o Options, after func(i int, op alloc.Op, event, stack in
 	return err
 }
 
+// stepping is a Stepper at work on ops whose events and stacks are
+// whole slices (not a packed log's batches): the ops' indexes into them.
+type stepping struct {
+	*Stepper
+	event, stack []int32
+	evBuf, stBuf []int32 // batchOf's, reused
+}
+
+// of is s at work on ops with events event and stacks stack; nil when s is.
+func (s *Stepper) of(event, stack []int32) *stepping {
+	if s == nil {
+		return nil
+	}
+	return &stepping{Stepper: s, event: event, stack: stack}
+}
+
+// run is a.Run for ops, whose first is at off in st's events and stacks,
+// stepped through st (nil: a.Run itself).
+func (st *stepping) run(a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Timeline, off int) (alloc.Result, error) {
+	if st == nil {
+		return a.Run(ops, base, tl)
+	}
+	end := off + len(ops)
+	event, stack := batchOf(st.event, off, end, 0, &st.evBuf), batchOf(st.stack, off, end, -1, &st.stBuf)
+	return st.Stepper.run(a, ops, base, tl, event, stack)
+}
+
+// run is a.Run for ops (the first op base; event and stack theirs, nil
+// when none), stepBatch at a time, each op handed to After with its
+// change.
+func (s *Stepper) run(a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Timeline, event, stack []int32) (alloc.Result, error) {
+	var total alloc.Result
+	var st BlockStep
+	for lo := 0; lo < len(ops); lo += stepBatch {
+		if s.off {
+			res, err := a.Run(ops[lo:], base+lo, tl)
+			total.Done += res.Done
+			total.OOM = res.OOM
+			total.Survived = append(total.Survived, res.Survived...)
+			return total, err
+		}
+		res, err := s.Blocks.Run(a, ops[lo:min(len(ops), lo+stepBatch)], base+lo, s.KeyGap, tl)
+		s.Blocks.Changes(func(j int, c *alloc.BlockChange) bool {
+			k := lo + j
+			st.I, st.Op, st.Change = base+k, ops[k], c
+			st.Event, st.Stack = orDefault(event, k, 0), orDefault(stack, k, -1)
+			s.off = !s.After(&st)
+			return !s.off
+		})
+		total.Done += res.Done
+		total.OOM = res.OOM
+		total.Survived = append(total.Survived, res.Survived...)
+		if err != nil || res.OOM != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // stepBatch is the most ops StepBlocks runs in one call into C: their
 // changes, which after reads once the call is back, stay in the caches,
 // and the buffer C writes them into stays small.
@@ -465,8 +551,8 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 			if next < len(pauses) && pauses[next]-i0 < hi {
 				hi, paused = pauses[next]-i0+1, true
 			}
-			_, oom, err := bs.Run(a, ops[lo:hi], i0+lo, keyGap)
-			stop := oom
+			res, err := bs.Run(a, ops[lo:hi], i0+lo, keyGap, nil)
+			stop := res.OOM != nil
 			bs.Changes(func(j int, c *alloc.BlockChange) bool {
 				k := lo + j
 				st.I, st.Op, st.Change, st.At = i0+k, ops[k], c, nil
