@@ -88,6 +88,9 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 			return err
 		}
 		printNotes(a, run)
+		if o.html == "" {
+			pipeline.ReportOnly(run)
+		}
 		if err := renderReplay(a, o.invocation, o.output, run, opts, o.html, paths); err != nil {
 			return err
 		}
@@ -99,6 +102,9 @@ func runReplay(a *app, o *replayOpts, args ...string) error {
 		return err
 	}
 	printNotes(a, set.Runs...)
+	if o.html == "" {
+		pipeline.ReportOnly(set.Runs...)
+	}
 	if len(set.Runs) == 1 {
 		err = renderReplay(a, o.invocation, o.output, set.Runs[0], opts, o.html, paths)
 	} else {

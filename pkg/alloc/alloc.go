@@ -3,6 +3,10 @@ package alloc
 /*
 #cgo CFLAGS: -std=gnu11 -O3 -Wall -Wextra -Werror=implicit-function-declaration -Werror=int-conversion
 #cgo LDFLAGS: -ldl -lpthread
+#cgo noescape gm_config_default
+#cgo nocallback gm_config_default
+#cgo noescape gm_round_size
+#cgo nocallback gm_round_size
 #include <stdlib.h>
 #include "gm_alloc.h"
 #include "gm_devlog.h"

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"runtime"
+
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -66,6 +68,11 @@ func (w *PoolWalk) pools() *poolPlan {
 	}
 	w.walkAll(f, true)
 	f.again = func(g *inferer) { w.walkAll(g, false) }
+	// The walk's garbage (the old arrays of the lists it grew, among
+	// others) is collected at once: labelling's working sets reuse its
+	// memory instead of growing the heap on top of it to the pacer's
+	// goal, twice the records.
+	runtime.GC()
 	pp := f.poolPlan(w.final)
 	w.f, w.win, w.events, w.last = nil, nil, nil, nil
 	return pp

@@ -11,13 +11,15 @@ import (
 // 12 against the 32 of a DeviceEvent), in blocks of recBlock events, each
 // event's fields as differences from the event before it in its block
 // (address and size as their low bytes, which a byte of lengths counts):
-// a long trace's device events take little memory. The cap reads them by
+// a long trace's device events take little memory. The blocks fill chunks
+// that grow from firstChunk to logChunk bytes, as an opLog's: a long
+// trace's are not one slice copied as it grows. The cap reads them by
 // index (at, through a cache of two unpacked blocks), the replay's check
 // in order (cursor). The last events, which the plan may still move to a
 // later op (retag), stay unpacked in tail until later ops follow them.
 type recorded struct {
-	packed []byte
-	starts []uint32 // where each packed block begins in packed
+	chunks [][]byte
+	starts []uint32 // where each packed block begins: its chunk<<recChunkShift | its offset there
 	tail   []DeviceEvent
 	n      int  // events, packed and in tail
 	device bool // one of them is a segment event (not an oom, not after)
@@ -27,6 +29,22 @@ type recorded struct {
 
 // recBlock is how many events a packed block holds.
 const recBlock = 64
+
+// maxRecBlock is more than the longest packed block: recBlock events of
+// a header and an action byte, a byte of lengths, Op and Event as
+// uvarints of 64 bits, the address and size (8 bytes each) and the
+// stream (a uvarint of 32 bits), then 8 bytes of padding.
+const maxRecBlock = recBlock*(3+2*10+2*8+5) + 8
+
+// A block's start is its chunk's index shifted by recChunkShift, or'ed
+// with its offset in the chunk (below logChunk).
+const recChunkShift = 20
+
+// a chunk's offsets fit below recChunkShift, and a block fits the first
+const (
+	_ = uint(1<<recChunkShift - logChunk)
+	_ = uint(firstChunk - maxRecBlock)
+)
 
 // recCache is one unpacked block; k1 is its index + 1, 0 when empty.
 type recCache struct {
@@ -65,7 +83,17 @@ func (r *recorded) retag(at, after int) {
 
 // pack appends one block of events.
 func (r *recorded) pack(ev []DeviceEvent) {
-	r.starts = append(r.starts, uint32(len(r.packed)))
+	k := len(r.chunks) - 1
+	if k < 0 || cap(r.chunks[k])-len(r.chunks[k]) < maxRecBlock {
+		size := firstChunk
+		if k >= 0 {
+			size = min(2*cap(r.chunks[k]), logChunk)
+		}
+		r.chunks = append(r.chunks, make([]byte, 0, size))
+		k++
+	}
+	r.starts = append(r.starts, uint32(k<<recChunkShift|len(r.chunks[k])))
+	b := r.chunks[k]
 	var p DeviceEvent
 	for i := range ev {
 		e := &ev[i]
@@ -79,7 +107,7 @@ func (r *recorded) pack(ev []DeviceEvent) {
 		if i > 0 && e.stream == p.stream {
 			h |= rStreamSame
 		}
-		b := append(r.packed, h)
+		b = append(b, h)
 		if h&rAction == 0 {
 			b = append(b, byte(e.Action))
 		}
@@ -93,11 +121,10 @@ func (r *recorded) pack(ev []DeviceEvent) {
 		if h&rStreamSame == 0 {
 			b = binary.AppendUvarint(b, uint64(e.stream))
 		}
-		r.packed = b
 		p = *e
 	}
 	// unpack reads 8 bytes for each address and size
-	r.packed = append(r.packed, make([]byte, 8)...)
+	r.chunks[k] = append(b, make([]byte, 8)...)
 }
 
 // byteLen is how many bytes v takes, its high zero bytes left out.
@@ -113,7 +140,8 @@ func unzigzag(v uint64) int64 { return int64(v>>1) ^ -int64(v&1) }
 
 // unpack unpacks block k into ev.
 func (r *recorded) unpack(k int, ev *[recBlock]DeviceEvent) {
-	c := r.packed[r.starts[k]:]
+	s := r.starts[k]
+	c := r.chunks[s>>recChunkShift][s&(1<<recChunkShift-1):]
 	var e DeviceEvent
 	p := 0
 	for i := range ev {

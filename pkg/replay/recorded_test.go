@@ -35,8 +35,8 @@ func TestRecordedRoundTrip(t *testing.T) {
 	if got := r.all(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("in order: %d events differ", len(got))
 	}
-	if r.len() != len(want) || len(r.starts) == 0 {
-		t.Fatalf("%d events, %d packed blocks", r.len(), len(r.starts))
+	if r.len() != len(want) || len(r.starts) == 0 || len(r.chunks) < 2 {
+		t.Fatalf("%d events, %d packed blocks in %d chunks", r.len(), len(r.starts), len(r.chunks))
 	}
 	for range 3000 {
 		k := rng.IntN(len(want))

@@ -7,7 +7,7 @@ import (
 )
 
 // tape keeps one device's events, as the read that found its start state
-// saw them, packed into a few bytes each (about 8 for a real trace's,
+// saw them, packed into a few bytes each (about 4.5 for a real trace's,
 // against the 48 of a trace.Event and the much more of decoding them from
 // the pickle again): the passes that need the whole trace before they can
 // plan it (the snapshot planner, the walk for private pools, the planner
@@ -17,6 +17,8 @@ type tape struct {
 	mapped []bool // per chunk: outside the Go heap (tapeChunk)
 	n      int    // events
 	last   trace.Event
+	addrs  sizeCache // the addresses and sizes taped last (appendAddr, appendSize)
+	sizes  sizeCache
 }
 
 // Header byte of a taped event: its action, then flags saying which
@@ -31,25 +33,32 @@ const (
 
 // Addresses and sizes are multiples of 512 but in odd traces: an
 // address's step from the last (zigzag encoded) or a size is taped as a
-// uvarint of v<<1|1 where v counts units of 512 bytes (a byte or two less
-// than in bytes), else of v<<1, else (v of 2^63 or more) tapeEscape then
-// v. A count of units is below 2^55, so no v<<1|1 is tapeEscape.
+// uvarint of base plus v<<1|1 where v counts units of 512 bytes (a byte
+// or two less than in bytes), else of base plus v<<1, else (v of 2^62 or
+// more) of base plus tapeEscape, then v. A count of units is below 2^55,
+// so no v<<1|1 is tapeEscape. The base is sizeSlots: an address or size
+// that the tape's cache of those taped last holds is its slot there
+// instead (a byte, against two or three: a program allocates the same
+// few sizes again and again, and frees and reuses the addresses it was
+// given). The tape and each of its readers keep their own caches and fill
+// them alike, in the tape's order.
 const tapeEscape = 1<<56 | 1
 
-// appendUnits appends v, a count of 512-byte units when scaled.
-func appendUnits(b []byte, v uint64, scaled bool) []byte {
+// appendUnits appends v, a count of 512-byte units when scaled, plus base.
+func appendUnits(b []byte, v uint64, scaled bool, base uint64) []byte {
 	switch {
 	case scaled:
-		return binary.AppendUvarint(b, v<<1|1)
-	case v < 1<<63:
-		return binary.AppendUvarint(b, v<<1)
+		return binary.AppendUvarint(b, base+(v<<1|1))
+	case v < 1<<62:
+		return binary.AppendUvarint(b, base+v<<1)
 	}
-	return binary.AppendUvarint(binary.AppendUvarint(b, tapeEscape), v)
+	return binary.AppendUvarint(binary.AppendUvarint(b, base+tapeEscape), v)
 }
 
-// readUnits reads what appendUnits appended at c[p:].
-func readUnits(c []byte, p int) (v uint64, scaled bool, next int) {
+// readUnits reads what appendUnits appended at c[p:] with base.
+func readUnits(c []byte, p int, base uint64) (v uint64, scaled bool, next int) {
 	u, p := uvarint(c, p)
+	u -= base
 	switch {
 	case u&1 == 0:
 		return u >> 1, false, p
@@ -58,6 +67,61 @@ func readUnits(c []byte, p int) (v uint64, scaled bool, next int) {
 		return v, false, p
 	}
 	return u >> 1, true, p
+}
+
+// appendAddr appends addr, as its slot in sc or as its step from prev.
+func appendAddr(b []byte, sc *sizeCache, addr, prev uint64) []byte {
+	k := sc.slot(addr)
+	if sc[k] == addr {
+		return append(b, byte(k))
+	}
+	sc[k] = addr
+	d := int64(addr - prev)
+	if d%512 == 0 {
+		return appendUnits(b, zigzag(d>>9), true, sizeSlots)
+	}
+	return appendUnits(b, zigzag(d), false, sizeSlots)
+}
+
+// readAddr reads what appendAddr appended at c[p:] with a cache as sc.
+func readAddr(c []byte, p int, sc *sizeCache, prev uint64) (addr uint64, next int) {
+	if c[p] < sizeSlots { // a one-byte uvarint: a slot
+		return sc[c[p]], p + 1
+	}
+	v, scaled, p := readUnits(c, p, sizeSlots)
+	d := unzigzag(v)
+	if scaled {
+		d <<= 9
+	}
+	addr = prev + uint64(d)
+	sc[sc.slot(addr)] = addr
+	return addr, p
+}
+
+// appendSize appends size, as its slot in sc or in units.
+func appendSize(b []byte, sc *sizeCache, size uint64) []byte {
+	k := sc.slot(size)
+	if sc[k] == size {
+		return append(b, byte(k))
+	}
+	sc[k] = size
+	if size%512 == 0 {
+		return appendUnits(b, size>>9, true, sizeSlots)
+	}
+	return appendUnits(b, size, false, sizeSlots)
+}
+
+// readSize reads what appendSize appended at c[p:] with a cache as sc.
+func readSize(c []byte, p int, sc *sizeCache) (size uint64, next int) {
+	if c[p] < sizeSlots { // a one-byte uvarint: a slot
+		return sc[c[p]], p + 1
+	}
+	size, scaled, p := readUnits(c, p, sizeSlots)
+	if scaled {
+		size <<= 9
+	}
+	sc[sc.slot(size)] = size
+	return size, p
 }
 
 // add appends e.
@@ -84,16 +148,8 @@ func (t *tape) add(e *trace.Event) {
 	if h&tAction == 0 {
 		b = append(b, byte(e.Action))
 	}
-	if d := int64(e.Addr - p.Addr); d%512 == 0 {
-		b = appendUnits(b, zigzag(d>>9), true)
-	} else {
-		b = appendUnits(b, zigzag(d), false)
-	}
-	if e.Size%512 == 0 {
-		b = appendUnits(b, e.Size>>9, true)
-	} else {
-		b = appendUnits(b, e.Size, false)
-	}
+	b = appendAddr(b, &t.addrs, e.Addr, p.Addr)
+	b = appendSize(b, &t.sizes, e.Size)
 	if h&tStreamSame == 0 {
 		b = binary.AppendUvarint(b, e.Stream)
 	}
@@ -123,6 +179,7 @@ func (t *tape) add(e *trace.Event) {
 // the tape is empty after.
 func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 	var e trace.Event
+	var addrs, sizes sizeCache
 	for k, c := range t.chunks {
 		for p := 0; p < len(c); {
 			h := c[p]
@@ -132,17 +189,8 @@ func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 				e.Action = trace.Action(c[p])
 				p++
 			}
-			var v uint64
-			var scaled bool
-			v, scaled, p = readUnits(c, p)
-			d := unzigzag(v)
-			if scaled {
-				d <<= 9
-			}
-			e.Addr += uint64(d)
-			if e.Size, scaled, p = readUnits(c, p); scaled {
-				e.Size <<= 9
-			}
+			e.Addr, p = readAddr(c, p, &addrs, e.Addr)
+			e.Size, p = readSize(c, p, &sizes)
 			if h&tStreamSame == 0 {
 				e.Stream, p = uvarint(c, p)
 			}

@@ -11,6 +11,7 @@ import (
 // A tape gives back every field of the events it was given, in order:
 // addresses that go down as well as up, stacks that go to -1 and back,
 // actions beyond a nibble, addresses and sizes in units of 512 bytes or
+// not, addresses and sizes seen before (a slot of their caches) and
 // not, extreme values.
 func TestTapeRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -22,6 +23,10 @@ func TestTapeRoundTrip(t *testing.T) {
 		if i%3 != 0 { // most addresses and sizes are multiples of 512
 			e.Addr &^= 511
 			e.Size &^= 511
+		}
+		if i%4 != 0 { // and most are sizes and addresses seen before
+			e.Size = uint64(1+rng.IntN(300)) << (rng.IntN(2) * 9)
+			e.Addr = 0x7f0000000000 + uint64(rng.IntN(300))<<(rng.IntN(2)*9)
 		}
 		switch i % 997 {
 		case 1:
