@@ -532,7 +532,10 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 func (r *Result) setPeak(at int, best int64) {
 	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
 	for _, b := range r.All() {
-		if int(b.Born) <= at && int(b.Freed) > at {
+		if int(b.Born) > at {
+			break // the blocks come in the order they were born
+		}
+		if int(b.Freed) > at {
 			r.AtPeak[b.Category] += b.size
 		}
 	}
