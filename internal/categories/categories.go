@@ -353,26 +353,60 @@ func (r *Result) byEvent(e int32) int {
 // through the blocks instead of searching them each time (it searches
 // when asked out of order).
 func (r *Result) InOrder() func(e int32) (Category, bool) {
-	next, last := 0, int32(0) // last: the event of block next-1
-	return func(e int32) (Category, bool) {
-		if next > 0 && last >= e {
-			if i := r.byEvent(e); i >= 0 {
-				return r.category(i), true
-			}
-			return Unknown, false
-		}
-		for n := r.NumBlocks(); next < n; {
-			ev := r.Event(next)
-			if ev > e {
-				break
-			}
-			next, last = next+1, ev
-			if ev == e {
-				return r.category(next - 1), true
-			}
+	c := &inOrder{r: r}
+	return c.category
+}
+
+// inOrder is InOrder's cursor: next is the first block not stepped
+// past, last the event of block next-1.
+type inOrder struct {
+	r    *Result
+	next int
+	last int32
+}
+
+func (c *inOrder) category(e int32) (Category, bool) {
+	r := c.r
+	if c.next > 0 && c.last >= e {
+		if i := r.byEvent(e); i >= 0 {
+			return r.category(i), true
 		}
 		return Unknown, false
 	}
+	for h := len(r.head); c.next < h; { // blocks live before the trace: event -1
+		ev := r.Event(c.next)
+		if ev > e {
+			return Unknown, false
+		}
+		c.next, c.last = c.next+1, ev
+		if ev == e {
+			return r.category(c.next - 1), true
+		}
+	}
+	// the blocks born in the trace, walked a chunk at a time
+	k := c.next - len(r.head)
+	for k < r.born.recs.n {
+		g := k >> chunkBits
+		recs, ev := r.born.recs.chunks[g], &r.side.ev[g]
+		for j := k & (1<<chunkBits - 1); j < len(recs); j, k = j+1, k+1 {
+			born := r.born.base[k>>bornGroupBits] + int32(recs[j].off)
+			if recs[j].off == bornFar {
+				born = r.born.far[k]
+			}
+			e1 := born - ev.at(j)
+			if e1 > e {
+				c.next = len(r.head) + k
+				return Unknown, false
+			}
+			c.last = e1
+			if e1 == e {
+				c.next = len(r.head) + k + 1
+				return Category(r.cls.get(k) & 0xf), true
+			}
+		}
+	}
+	c.next = len(r.head) + k
+	return Unknown, false
 }
 
 // category is block i's category.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gpumem/gpumem/internal/categories"
@@ -141,75 +142,111 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 	if points != nil {
 		timeline = make([][]uint64, 0, len(points))
 	}
-	var sums [categories.NumCategories]int64
-	type live struct {
-		size uint64
-		c    categories.Category
-		ok   bool
-	}
-	var byID []live // allocation ids are small integers, reused once freed
-	add := func(id uint32, c categories.Category, size uint64) {
-		if int(id) >= len(byID) {
-			byID = slices.Grow(byID, int(id)+1-len(byID))[:int(id)+1]
-		}
-		byID[id] = live{size, c, true}
-		sums[c] += int64(size)
-	}
+	c := &catPass{peak: peak, at: at, timeline: timeline, evOf: evOf, byEvent: cls.InOrder()}
+	c.due = c.dueAt()
 	if points != nil {
 		for _, s := range plan.Seeds {
 			for _, b := range s.Blocks {
-				c := categories.Unknown
+				cat := categories.Unknown
 				if blk, ok := cls.Lookup(-1, s.Address+b.Offset); ok {
-					c = blk.Category
+					cat = blk.Category
 				}
-				add(b.ID, c, max(b.Requested, b.Size))
+				c.add(b.ID, cat, max(b.Requested, b.Size))
 			}
 		}
 	}
-	j := 0
-	byEvent := cls.InOrder()
-	_ = plan.Each(func(base int, ops []alloc.Op, event, _ []int32) error {
-		for k := range ops {
-			op, i := &ops[k], base+k
-			if i > peak && j == len(points) {
-				return errPastPeak // both answers are complete
+	c.points = points != nil
+	_ = plan.Each(c.batch)
+	return c.evOf, c.timeline
+}
+
+// catPass is opCategories' pass over the ops.
+type catPass struct {
+	peak     int
+	points   bool  // the timeline is wanted
+	at       []int // the op of each point
+	j        int   // the next point
+	due      int   // at[j], or past every op once all points are in
+	timeline [][]uint64
+	evOf     []int32
+	byEvent  func(e int32) (categories.Category, bool)
+	sums     [categories.NumCategories]int64
+	byID     []catLive // allocation ids are small integers, reused once freed
+}
+
+// catLive is a live allocation: its request and category.
+type catLive struct {
+	size uint64
+	c    categories.Category
+	ok   bool
+}
+
+// dueAt is the op after which the next point is taken.
+func (c *catPass) dueAt() int {
+	if c.j < len(c.at) {
+		return c.at[c.j]
+	}
+	return math.MaxInt
+}
+
+func (c *catPass) add(id uint32, cat categories.Category, size uint64) {
+	if int(id) >= len(c.byID) {
+		c.byID = slices.Grow(c.byID, int(id)+1-len(c.byID))[:int(id)+1]
+	}
+	c.byID[id] = catLive{size, cat, true}
+	c.sums[cat] += int64(size)
+}
+
+// batch passes over ops, from op index base, with their events.
+func (c *catPass) batch(base int, ops []alloc.Op, event, _ []int32) error {
+	for k := range ops {
+		op, i := &ops[k], base+k
+		if i > c.peak && c.due == math.MaxInt {
+			return errPastPeak // both answers are complete
+		}
+		switch op.Kind {
+		case alloc.OpAlloc:
+			failed := op.Flags&alloc.FlagRecordedOOM != 0 // the program's failed request held nothing
+			if i <= c.peak {
+				for int(op.ID) >= len(c.evOf) {
+					c.evOf = append(c.evOf, -2)
+				}
+				c.evOf[op.ID] = -1
+				if !failed && event != nil {
+					c.evOf[op.ID] = event[k]
+				}
 			}
-			switch op.Kind {
-			case alloc.OpAlloc:
-				if i <= peak {
-					for int(op.ID) >= len(evOf) {
-						evOf = append(evOf, -2)
-					}
-					evOf[op.ID] = -1
-					if op.Flags&alloc.FlagRecordedOOM == 0 && event != nil {
-						evOf[op.ID] = event[k]
-					}
+			if c.points && !failed {
+				cat := categories.Unknown
+				if event != nil {
+					cat, _ = c.byEvent(event[k])
 				}
-				if points != nil && op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
-					c := categories.Unknown
-					if event != nil {
-						c, _ = byEvent(event[k])
-					}
-					add(op.ID, c, op.Size)
-				}
-			case alloc.OpFree, alloc.OpFreeRequest:
-				if int(op.ID) < len(byID) && byID[op.ID].ok {
-					l := byID[op.ID]
-					sums[l.c] -= int64(l.size)
-					byID[op.ID] = live{}
-				}
+				c.add(op.ID, cat, op.Size)
 			}
-			for ; j < len(points) && at[j] <= i; j++ {
-				p := make([]uint64, len(sums))
-				for c, n := range sums {
-					p[c] = uint64(max(n, 0))
-				}
-				timeline = append(timeline, p)
+		case alloc.OpFree, alloc.OpFreeRequest:
+			if int(op.ID) < len(c.byID) && c.byID[op.ID].ok {
+				l := c.byID[op.ID]
+				c.sums[l.c] -= int64(l.size)
+				c.byID[op.ID] = catLive{}
 			}
 		}
-		return nil
-	})
-	return evOf, timeline
+		if i >= c.due {
+			c.takePoints(i)
+		}
+	}
+	return nil
+}
+
+// takePoints takes the points due at op i.
+func (c *catPass) takePoints(i int) {
+	for ; c.j < len(c.at) && c.at[c.j] <= i; c.j++ {
+		p := make([]uint64, len(c.sums))
+		for cat, n := range c.sums {
+			p[cat] = uint64(max(n, 0))
+		}
+		c.timeline = append(c.timeline, p)
+	}
+	c.due = c.dueAt()
 }
 
 // siteOf names blk's allocation site: the top user frames of its stack or,
