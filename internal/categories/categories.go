@@ -353,16 +353,20 @@ func (r *Result) byEvent(e int32) int {
 // through the blocks instead of searching them each time (it searches
 // when asked out of order).
 func (r *Result) InOrder() func(e int32) (Category, bool) {
-	c := &inOrder{r: r}
+	c := &inOrder{r: r, g: -1}
 	return c.category
 }
 
 // inOrder is InOrder's cursor: next is the first block not stepped
-// past, last the event of block next-1.
+// past, last the event of block next-1; recs and ev are the chunk g of
+// the born blocks' records and events (-1: none yet).
 type inOrder struct {
 	r    *Result
 	next int
 	last int32
+	g    int
+	recs []rec
+	ev   *evChunk
 }
 
 func (c *inOrder) category(e int32) (Category, bool) {
@@ -383,29 +387,28 @@ func (c *inOrder) category(e int32) (Category, bool) {
 			return r.category(c.next - 1), true
 		}
 	}
-	// the blocks born in the trace, walked a chunk at a time
-	k := c.next - len(r.head)
-	for k < r.born.recs.n {
-		g := k >> chunkBits
-		recs, ev := r.born.recs.chunks[g], &r.side.ev[g]
-		for j := k & (1<<chunkBits - 1); j < len(recs); j, k = j+1, k+1 {
-			born := r.born.base[k>>bornGroupBits] + int32(recs[j].off)
-			if recs[j].off == bornFar {
-				born = r.born.far[k]
-			}
-			e1 := born - ev.at(j)
-			if e1 > e {
-				c.next = len(r.head) + k
-				return Unknown, false
-			}
-			c.last = e1
-			if e1 == e {
-				c.next = len(r.head) + k + 1
-				return Category(r.cls.get(k) & 0xf), true
-			}
+	// the blocks born in the trace, a chunk at a time
+	for k := c.next - len(r.head); k < r.born.recs.n; k++ {
+		j := k & (1<<chunkBits - 1)
+		if g := k >> chunkBits; g != c.g {
+			c.g, c.recs, c.ev = g, r.born.recs.chunks[g], &r.side.ev[g]
+		}
+		born := r.born.base[k>>bornGroupBits] + int32(c.recs[j].off)
+		if c.recs[j].off == bornFar {
+			born = r.born.far[k]
+		}
+		ev := born - c.ev.at(j)
+		if ev > e {
+			c.next = len(r.head) + k
+			return Unknown, false
+		}
+		c.last = ev
+		if ev == e {
+			c.next = len(r.head) + k + 1
+			return Category(r.cls.get(k) & 0xf), true
 		}
 	}
-	c.next = len(r.head) + k
+	c.next = r.NumBlocks()
 	return Unknown, false
 }
 
