@@ -311,7 +311,7 @@ func ReplaySet(ctx context.Context, src SetSource, s Settings) (*Set, error) {
 	parallel(len(ranks), func(i int) {
 		rp := ranks[i]
 		set.Ranks[i] = rp.rank
-		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, s)
+		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, rp.cls, s)
 		if errs[i] == nil {
 			set.Runs[i].tlog, set.Runs[i].others = rp.tlog, rp.others
 		}

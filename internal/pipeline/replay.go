@@ -31,6 +31,7 @@ type Run struct {
 	tlog   *timeLog           // or those times packed, for a trace planned as it was read
 	others []otherPlan        // the other devices planned as the trace was read, for the explorer
 	cls    *categories.Result // the categories of a trace's allocations; nil for workloads
+	ride   *catRide           // the categories' timeline made beside the replay; nil: none
 }
 
 // Replay replays src under s and builds its report. Once ctx is done it
@@ -72,7 +73,7 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 			return nil, err
 		}
 		if ok {
-			r, err := replayPlanned(ctx, path, src.Device, ranks[0].snap, ranks[0].plan, nil, s)
+			r, err := replayPlanned(ctx, path, src.Device, ranks[0].snap, ranks[0].plan, nil, ranks[0].cls, s)
 			if err == nil {
 				r.tlog, r.others = ranks[0].tlog, ranks[0].others
 				err = r.addCategories(ranks[0].cls)
@@ -95,15 +96,17 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if len(snap.Traces) == 1 {
 		snap.Traces = nil // the plan holds what the replay needs; Detail replays the other devices
 	}
-	r, err := replayPlanned(ctx, path, src.Device, snap, plan, times, s)
+	r, err := replayPlanned(ctx, path, src.Device, snap, plan, times, cls, s)
 	if err == nil {
 		err = r.addCategories(cls)
 	}
 	return r, err
 }
 
-// replayPlanned replays one device's plan of snap, read from path.
-func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64, s Settings) (*Run, error) {
+// replayPlanned replays one device's plan of snap, read from path; cls
+// (nil: none) are the categories addCategories will add.
+func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64,
+	cls *categories.Result, s Settings) (*Run, error) {
 	o, err := s.options(setup.Recorded(snap.Settings))
 	if err != nil {
 		return nil, err
@@ -116,7 +119,12 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 			path, units.FormatCount(int64(len(r.plan.Seeds))), units.FormatCount(int64(r.plan.Seeded))))
 	}
 	r.device = device
-	if r.res, err = replay.Run(r.plan, o); err != nil {
+	ro := o
+	if cls != nil && o.Points > 0 {
+		r.ride = newCatRide(plan, cls)
+		ro.Observe = r.ride.observe
+	}
+	if r.res, err = replay.Run(r.plan, ro); err != nil {
 		return nil, replayErr("replaying "+path, err)
 	}
 	if r.res.OOM != nil {
