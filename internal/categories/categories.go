@@ -485,8 +485,7 @@ func (b *Builder) Add(e *trace.Event) {
 		pos := b.times.n
 		b.times.add(e.TimeUS)
 		if i, ok := b.open.Swap(e.Addr, b.blocks.recs.n); ok { // a second alloc at a live address: the first ended
-			b.blocks.setFreed(i, int32(pos))
-			b.cur -= int64(b.blocks.size(i))
+			b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
 		}
 		b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
 		size := b.blocks.add(int32(pos), rounded(e.Size))
@@ -499,8 +498,7 @@ func (b *Builder) Add(e *trace.Event) {
 		pos := b.times.n
 		b.times.add(e.TimeUS)
 		if i, ok := b.open.Take(e.Addr); ok {
-			b.blocks.setFreed(i, int32(pos))
-			b.cur -= int64(b.blocks.size(i))
+			b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
 		} else {
 			blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
 			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
