@@ -132,8 +132,8 @@ func (pl *Planner) plan(end bool) {
 		n := Batch + 2*cap(w)
 		p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 	}
-	// stepReady's loop, calling b.step directly: a method value's call
-	// through its wrapper was a tenth of the planning of an event
+	// stepReady's loop with b.step called directly: through the method
+	// value every event would cost an indirect call and its wrapper
 	i, lim := pl.done, pl.ready(end)
 	for i < lim {
 		i = b.step(w, i, pl.base) + 1
