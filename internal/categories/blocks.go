@@ -206,6 +206,28 @@ func (c *classes) get(i int) uint16 {
 	return c.values[c.idx[i]]
 }
 
+// setFrom sets the value of every block from block i on.
+func (c *classes) setFrom(i int, v uint16) {
+	n := len(c.idx)
+	if c.wide != nil {
+		n = len(c.wide)
+	}
+	if i >= n {
+		return
+	}
+	c.set(i, v) // adds v to values, or makes them wide
+	if c.wide != nil {
+		for j := i + 1; j < n; j++ {
+			c.wide[j] = v
+		}
+		return
+	}
+	k := c.idx[i]
+	for j := i + 1; j < n; j++ {
+		c.idx[j] = k
+	}
+}
+
 // set sets block i's value.
 func (c *classes) set(i int, v uint16) {
 	if c.wide != nil {

@@ -296,6 +296,12 @@ func (r *Result) set(i int, c Category, p Phase, rule Rule) {
 	r.cls.set(i-len(r.head), packCls(c, p, rule))
 }
 
+// setFrom classifies every block from block i, one born in the trace,
+// alike.
+func (r *Result) setFrom(i int, c Category, p Phase, rule Rule) {
+	r.cls.setFrom(i-len(r.head), packCls(c, p, rule))
+}
+
 // setCategory sets block i's category and rule, keeping its phase.
 func (r *Result) setCategory(i int, c Category, rule Rule) {
 	r.set(i, c, r.Block(i).Phase, rule)

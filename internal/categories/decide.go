@@ -112,7 +112,13 @@ func decide(r *Result, st *structure) {
 			continue
 		}
 		if k == 0 {
-			if p < firstFree && int(b.Freed) == st.n {
+			if p >= firstFree {
+				// this block and every one after it, born at or after
+				// the first free, has no structure to go by
+				r.setFrom(i, Unknown, After, ruleNoStructure)
+				break
+			}
+			if int(b.Freed) == st.n {
 				setup = append(setup, i)
 				r.set(i, 0, Setup, ruleNone) // decided below
 			} else {
