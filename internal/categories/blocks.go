@@ -98,18 +98,29 @@ func (l *blockList) sizeIndex(n uint64) uint16 {
 // done drops what only adding blocks needs.
 func (l *blockList) done() { l.index, l.cache = nil, [sizeCache]sizeSlot{} }
 
-// setFreed sets block i's Freed.
-func (l *blockList) setFreed(i int, freed int32) {
+// setFreed sets block i's Freed and returns its size: one lookup of its
+// record for both, at every free of a trace.
+func (l *blockList) setFreed(i int, freed int32) (size uint64) {
 	c := l.recs.at(i)
-	if d := freed - l.born(i); d >= 0 && d < lifeFar {
+	born := l.base[i>>bornGroupBits] + int32(c.off)
+	if c.off == bornFar {
+		born = l.far[i]
+	}
+	if c.size != oddSize {
+		size = l.sizes[c.size]
+	} else {
+		size = l.odd[i]
+	}
+	if d := freed - born; d >= 0 && d < lifeFar {
 		c.life = uint16(d)
-		return
+		return size
 	}
 	c.life = lifeFar
 	if l.late == nil {
 		l.late = map[int]int32{}
 	}
 	l.late[i] = freed
+	return size
 }
 
 // born is block i's Born.
@@ -193,6 +204,28 @@ func (c *classes) get(i int) uint16 {
 		return c.wide[i]
 	}
 	return c.values[c.idx[i]]
+}
+
+// setFrom sets the value of every block from block i on.
+func (c *classes) setFrom(i int, v uint16) {
+	n := len(c.idx)
+	if c.wide != nil {
+		n = len(c.wide)
+	}
+	if i >= n {
+		return
+	}
+	c.set(i, v) // adds v to values, or makes them wide
+	if c.wide != nil {
+		for j := i + 1; j < n; j++ {
+			c.wide[j] = v
+		}
+		return
+	}
+	k := c.idx[i]
+	for j := i + 1; j < n; j++ {
+		c.idx[j] = k
+	}
 }
 
 // set sets block i's value.

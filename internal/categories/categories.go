@@ -296,6 +296,12 @@ func (r *Result) set(i int, c Category, p Phase, rule Rule) {
 	r.cls.set(i-len(r.head), packCls(c, p, rule))
 }
 
+// setFrom classifies every block from block i, one born in the trace,
+// alike.
+func (r *Result) setFrom(i int, c Category, p Phase, rule Rule) {
+	r.cls.setFrom(i-len(r.head), packCls(c, p, rule))
+}
+
 // setCategory sets block i's category and rule, keeping its phase.
 func (r *Result) setCategory(i int, c Category, rule Rule) {
 	r.set(i, c, r.Block(i).Phase, rule)
@@ -353,26 +359,63 @@ func (r *Result) byEvent(e int32) int {
 // through the blocks instead of searching them each time (it searches
 // when asked out of order).
 func (r *Result) InOrder() func(e int32) (Category, bool) {
-	next, last := 0, int32(0) // last: the event of block next-1
-	return func(e int32) (Category, bool) {
-		if next > 0 && last >= e {
-			if i := r.byEvent(e); i >= 0 {
-				return r.category(i), true
-			}
-			return Unknown, false
-		}
-		for n := r.NumBlocks(); next < n; {
-			ev := r.Event(next)
-			if ev > e {
-				break
-			}
-			next, last = next+1, ev
-			if ev == e {
-				return r.category(next - 1), true
-			}
+	c := &inOrder{r: r, g: -1}
+	return c.category
+}
+
+// inOrder is InOrder's cursor: next is the first block not stepped
+// past, last the event of block next-1; recs and ev are the chunk g of
+// the born blocks' records and events (-1: none yet).
+type inOrder struct {
+	r    *Result
+	next int
+	last int32
+	g    int
+	recs []rec
+	ev   *evChunk
+}
+
+func (c *inOrder) category(e int32) (Category, bool) {
+	r := c.r
+	if c.next > 0 && c.last >= e {
+		if i := r.byEvent(e); i >= 0 {
+			return r.category(i), true
 		}
 		return Unknown, false
 	}
+	for h := len(r.head); c.next < h; { // blocks live before the trace: event -1
+		ev := r.Event(c.next)
+		if ev > e {
+			return Unknown, false
+		}
+		c.next, c.last = c.next+1, ev
+		if ev == e {
+			return r.category(c.next - 1), true
+		}
+	}
+	// the blocks born in the trace, a chunk at a time
+	for k := c.next - len(r.head); k < r.born.recs.n; k++ {
+		j := k & (1<<chunkBits - 1)
+		if g := k >> chunkBits; g != c.g {
+			c.g, c.recs, c.ev = g, r.born.recs.chunks[g], &r.side.ev[g]
+		}
+		born := r.born.base[k>>bornGroupBits] + int32(c.recs[j].off)
+		if c.recs[j].off == bornFar {
+			born = r.born.far[k]
+		}
+		ev := born - c.ev.at(j)
+		if ev > e {
+			c.next = len(r.head) + k
+			return Unknown, false
+		}
+		c.last = ev
+		if ev == e {
+			c.next = len(r.head) + k + 1
+			return Category(r.cls.get(k) & 0xf), true
+		}
+	}
+	c.next = r.NumBlocks()
+	return Unknown, false
 }
 
 // category is block i's category.
@@ -448,8 +491,7 @@ func (b *Builder) Add(e *trace.Event) {
 		pos := b.times.n
 		b.times.add(e.TimeUS)
 		if i, ok := b.open.Swap(e.Addr, b.blocks.recs.n); ok { // a second alloc at a live address: the first ended
-			b.blocks.setFreed(i, int32(pos))
-			b.cur -= int64(b.blocks.size(i))
+			b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
 		}
 		b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
 		size := b.blocks.add(int32(pos), rounded(e.Size))
@@ -462,8 +504,7 @@ func (b *Builder) Add(e *trace.Event) {
 		pos := b.times.n
 		b.times.add(e.TimeUS)
 		if i, ok := b.open.Take(e.Addr); ok {
-			b.blocks.setFreed(i, int32(pos))
-			b.cur -= int64(b.blocks.size(i))
+			b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
 		} else {
 			blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
 			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
@@ -532,7 +573,10 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 func (r *Result) setPeak(at int, best int64) {
 	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
 	for _, b := range r.All() {
-		if int(b.Born) <= at && int(b.Freed) > at {
+		if int(b.Born) > at {
+			break // the blocks come in the order they were born
+		}
+		if int(b.Freed) > at {
 			r.AtPeak[b.Category] += b.size
 		}
 	}

@@ -54,14 +54,11 @@ func (c *clock) pack() {
 	}
 	c.off = append(c.off, uint32(k)<<16|uint32(len(c.slabs[k])))
 	d := &c.open
-	least := d[0]
+	least, top := d[0], d[0]
 	for _, v := range d {
-		least = min(least, v)
+		least, top = min(least, v), max(top, v)
 	}
-	var most uint64
-	for _, v := range d {
-		most = max(most, uint64(v)-uint64(least))
-	}
+	most := uint64(top) - uint64(least) // the largest excess
 	w := uint(bits.Len64(most))
 	b := binary.AppendVarint(c.slabs[k], least)
 	b = append(b, byte(w))

@@ -85,8 +85,14 @@ func decide(r *Result, st *structure) {
 	var setup []int // made before the first forward and kept: parameters or buffers
 	var keptBwd []int
 	keptFwd := map[int][]int{} // iteration → blocks born in its forward and kept past the next step
+	// the first position a block is freed at: the blocks come in the
+	// order they were born, and none is freed before it is born, so the
+	// walk stops at the first born at or after the earliest free so far
 	firstFree := st.n
 	for _, b := range r.All() {
+		if int(b.Born) >= firstFree {
+			break
+		}
 		if int(b.Freed) < st.n {
 			firstFree = min(firstFree, int(b.Freed))
 		}
@@ -106,7 +112,13 @@ func decide(r *Result, st *structure) {
 			continue
 		}
 		if k == 0 {
-			if p < firstFree && int(b.Freed) == st.n {
+			if p >= firstFree {
+				// this block and every one after it, born at or after
+				// the first free, has no structure to go by
+				r.setFrom(i, Unknown, After, ruleNoStructure)
+				break
+			}
+			if int(b.Freed) == st.n {
 				setup = append(setup, i)
 				r.set(i, 0, Setup, ruleNone) // decided below
 			} else {

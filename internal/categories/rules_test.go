@@ -178,8 +178,11 @@ func TestRulesNoSteps(t *testing.T) {
 	w := p.alloc(4096)
 	x := p.alloc(8192)
 	p.free(x)
+	y := p.alloc(2048) // after the first free: no structure, whatever its life
+	z := p.alloc(1024)
+	p.free(z)
 	r := Classify(&p.snap, 0)
-	check(t, &p.snap, r, map[uint64]Category{w: Parameter, x: Unknown})
+	check(t, &p.snap, r, map[uint64]Category{w: Parameter, x: Unknown, y: Unknown, z: Unknown})
 	if r.Method != "lifetimes only (no optimizer step marks)" {
 		t.Errorf("method %q", r.Method)
 	}
@@ -407,6 +410,34 @@ func TestBlockSize(t *testing.T) {
 	}
 	if cl.wide == nil {
 		t.Error("past 256 classes, still a byte a block")
+	}
+	// setFrom gives every block from one on a class, two bytes a block or one
+	cl.setFrom(900, 0x123)
+	few := newClasses(10)
+	few.set(0, 1<<4)
+	few.setFrom(3, 2<<4)
+	for i := range 1000 {
+		want := wantCls[i]
+		if i >= 900 {
+			want = 0x123
+		}
+		if got := cl.get(i); got != want {
+			t.Fatalf("block %d after setFrom: class %#x, want %#x", i, got, want)
+		}
+		if i >= 10 {
+			continue
+		}
+		switch {
+		case i == 0:
+			want = 1 << 4
+		case i >= 3:
+			want = 2 << 4
+		default:
+			want = 0
+		}
+		if got := few.get(i); got != want {
+			t.Fatalf("block %d of a few after setFrom: class %#x, want %#x", i, got, want)
+		}
 	}
 	for _, c := range []Category{Parameter, Unknown} {
 		for _, p := range []Phase{Setup, After} {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gpumem/gpumem/internal/categories"
@@ -24,8 +25,11 @@ const sitesPerCategory = 3
 // names the operation after which allocated memory first peaked (a replay
 // with one timeline point finds it when the report keeps none), and a
 // replay stopped there lists the blocks then live. A streamed plan stays
-// packed: both read it a batch at a time. Nothing is added when cls is
-// nil or the replay ended in an out-of-memory.
+// packed: both read it a batch at a time, and what each category held at
+// each point comes from the report's replay as it ran (catRide), the
+// allocations live at the peak from the replay to it (replayToPeak).
+// Nothing is added when cls is nil or the replay ended in an
+// out-of-memory.
 func (r *Run) addCategories(cls *categories.Result) error {
 	if cls == nil || r.res == nil || r.res.OOM != nil || r.plan.Len() == 0 {
 		return nil
@@ -47,14 +51,25 @@ func (r *Run) addCategories(cls *categories.Result) error {
 	if peak < 0 {
 		return nil
 	}
-	o.Points, o.Stop = 0, peak+1
-	res, err := replay.Run(plan, o)
+	res, evOf, err := replayToPeak(plan, o, peak)
 	if err != nil {
 		return replayErr("replaying "+r.Report.Source+" to its peak", err)
 	}
-	// one pass over the ops gives both the allocations live at the peak
-	// and what each category held at each timeline point
-	evOf, timeline := opCategories(plan, peak, r.Report.Timeline, tl.AllocatedOp, cls)
+	var timeline [][]uint64
+	points, ok := r.Report.Timeline, evOf != nil
+	switch {
+	case !ok:
+	case len(points) == 0 || len(tl.AllocatedOp) != len(points): // no timeline of categories
+	case tl == r.res.Timeline: // the report's replay handed its ops to the ride
+		timeline, ok = r.ride.timeline(tl.AllocatedOp)
+	default:
+		ok = false
+	}
+	if !ok {
+		// one pass over the ops gives both the allocations live at the
+		// peak and what each category held at each timeline point
+		evOf, timeline = opCategories(plan, peak, r.Report.Timeline, tl.AllocatedOp, cls)
+	}
 	var at [categories.NumCategories]uint64
 	type key struct {
 		c    categories.Category
@@ -117,6 +132,29 @@ func (r *Run) addCategories(cls *categories.Result) error {
 	return nil
 }
 
+// replayToPeak replays plan under o up to op peak, and returns the
+// result and opCategories' evOf, which it takes from the ops as the
+// replay passes them; nil when it could not (opCategories then makes it).
+func replayToPeak(plan *replay.Plan, o replay.Options, peak int) (*replay.Result, []int32, error) {
+	o.Points, o.Stop = 0, peak+1
+	upto := &catPass{peak: peak, evOf: []int32{}, due: math.MaxInt}
+	seen := 0
+	o.Observe = func(base int, ops []alloc.Op, event []int32, _ *alloc.Timeline) {
+		if base != seen || event == nil && len(ops) > 0 {
+			seen = -1 // not the plan's ops in order, with their events
+		}
+		if seen >= 0 {
+			_ = upto.batch(base, ops, event, nil)
+			seen += len(ops)
+		}
+	}
+	res, err := replay.Run(plan, o)
+	if err != nil || seen != peak+1 {
+		return res, nil, err
+	}
+	return res, upto.evOf, nil
+}
+
 // opCategories passes once over plan's ops (as far as its answers need)
 // for two answers. evOf maps an allocation id to the alloc event of the
 // op up to peak that made it (ids are reused once freed: the last one up
@@ -141,75 +179,226 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 	if points != nil {
 		timeline = make([][]uint64, 0, len(points))
 	}
-	var sums [categories.NumCategories]int64
-	type live struct {
-		size uint64
-		c    categories.Category
-		ok   bool
-	}
-	var byID []live // allocation ids are small integers, reused once freed
-	add := func(id uint32, c categories.Category, size uint64) {
-		if int(id) >= len(byID) {
-			byID = slices.Grow(byID, int(id)+1-len(byID))[:int(id)+1]
-		}
-		byID[id] = live{size, c, true}
-		sums[c] += int64(size)
-	}
+	c := &catPass{peak: peak, at: at, timeline: timeline, evOf: evOf, byEvent: cls.InOrder()}
+	c.due = c.dueAt()
 	if points != nil {
 		for _, s := range plan.Seeds {
 			for _, b := range s.Blocks {
-				c := categories.Unknown
+				cat := categories.Unknown
 				if blk, ok := cls.Lookup(-1, s.Address+b.Offset); ok {
-					c = blk.Category
+					cat = blk.Category
 				}
-				add(b.ID, c, max(b.Requested, b.Size))
+				c.add(b.ID, cat, max(b.Requested, b.Size))
 			}
 		}
 	}
-	j := 0
-	byEvent := cls.InOrder()
-	_ = plan.Each(func(base int, ops []alloc.Op, event, _ []int32) error {
-		for k := range ops {
-			op, i := &ops[k], base+k
-			if i > peak && j == len(points) {
-				return errPastPeak // both answers are complete
+	c.points = points != nil
+	_ = plan.Each(c.batch)
+	return c.evOf, c.timeline
+}
+
+// catPass is opCategories' pass over the ops.
+type catPass struct {
+	peak     int
+	points   bool  // the timeline is wanted
+	at       []int // the op of each point
+	j        int   // the next point
+	due      int   // at[j], or past every op once all points are in
+	timeline [][]uint64
+	evOf     []int32
+	byEvent  func(e int32) (categories.Category, bool)
+	sums     [categories.NumCategories]int64
+	byID     []catLive // allocation ids are small integers, reused once freed
+}
+
+// catLive is a live allocation: its request and category.
+type catLive struct {
+	size uint64
+	c    categories.Category
+	ok   bool
+}
+
+// dueAt is the op after which the next point is taken.
+func (c *catPass) dueAt() int {
+	if c.j < len(c.at) {
+		return c.at[c.j]
+	}
+	return math.MaxInt
+}
+
+func (c *catPass) add(id uint32, cat categories.Category, size uint64) {
+	if int(id) >= len(c.byID) {
+		c.byID = slices.Grow(c.byID, int(id)+1-len(c.byID))[:int(id)+1]
+	}
+	c.byID[id] = catLive{size, cat, true}
+	c.sums[cat] += int64(size)
+}
+
+// batch passes over ops, from op index base, with their events.
+func (c *catPass) batch(base int, ops []alloc.Op, event, _ []int32) error {
+	for k := range ops {
+		op, i := &ops[k], base+k
+		if i > c.peak && c.due == math.MaxInt {
+			return errPastPeak // both answers are complete
+		}
+		switch op.Kind {
+		case alloc.OpAlloc:
+			failed := op.Flags&alloc.FlagRecordedOOM != 0 // the program's failed request held nothing
+			if i <= c.peak {
+				for int(op.ID) >= len(c.evOf) {
+					c.evOf = append(c.evOf, -2)
+				}
+				c.evOf[op.ID] = -1
+				if !failed && event != nil {
+					c.evOf[op.ID] = event[k]
+				}
 			}
-			switch op.Kind {
-			case alloc.OpAlloc:
-				if i <= peak {
-					for int(op.ID) >= len(evOf) {
-						evOf = append(evOf, -2)
-					}
-					evOf[op.ID] = -1
-					if op.Flags&alloc.FlagRecordedOOM == 0 && event != nil {
-						evOf[op.ID] = event[k]
-					}
+			if c.points && !failed {
+				cat := categories.Unknown
+				if event != nil {
+					cat, _ = c.byEvent(event[k])
 				}
-				if points != nil && op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
-					c := categories.Unknown
-					if event != nil {
-						c, _ = byEvent(event[k])
-					}
-					add(op.ID, c, op.Size)
-				}
-			case alloc.OpFree, alloc.OpFreeRequest:
-				if int(op.ID) < len(byID) && byID[op.ID].ok {
-					l := byID[op.ID]
-					sums[l.c] -= int64(l.size)
-					byID[op.ID] = live{}
-				}
+				c.add(op.ID, cat, op.Size)
 			}
-			for ; j < len(points) && at[j] <= i; j++ {
-				p := make([]uint64, len(sums))
-				for c, n := range sums {
-					p[c] = uint64(max(n, 0))
-				}
-				timeline = append(timeline, p)
+		case alloc.OpFree, alloc.OpFreeRequest:
+			if int(op.ID) < len(c.byID) && c.byID[op.ID].ok {
+				l := c.byID[op.ID]
+				c.sums[l.c] -= int64(l.size)
+				c.byID[op.ID] = catLive{}
 			}
 		}
-		return nil
-	})
-	return evOf, timeline
+		if i >= c.due {
+			c.takePoints(i)
+		}
+	}
+	return nil
+}
+
+// takePoints takes the points due at op i.
+func (c *catPass) takePoints(i int) {
+	for ; c.j < len(c.at) && c.at[c.j] <= i; c.j++ {
+		p := make([]uint64, len(c.sums))
+		for cat, n := range c.sums {
+			p[cat] = uint64(max(n, 0))
+		}
+		c.timeline = append(c.timeline, p)
+	}
+	c.due = c.dueAt()
+}
+
+// catRide makes opCategories' timeline beside the report's replay
+// (replay.Options.Observe), from the ops of each batch as the allocator
+// ran them. A point's op, the timeline's AllocatedOp of its stretch, is
+// known once the replay is past the stretch: until then the ride keeps
+// each op's change of the stretch. It gives up (opCategories then makes
+// its pass) when a point's op lies outside its stretch, or the ops come
+// out of order or without their events.
+type catRide struct {
+	c      catPass // the live allocations, what each category holds
+	total  int     // the plan's ops
+	n      int     // the ops seen
+	start  [categories.NumCategories]int64
+	deltas []catDelta // the change of each op of the stretch, from start
+	at     []int      // the op of each point taken
+	last   int        // the last op of the stretch of the next point
+	failed bool
+}
+
+// catDelta is an op's change of what category c holds.
+type catDelta struct {
+	c categories.Category
+	d int64
+}
+
+// newCatRide is the ride of a replay of plan, whose allocations cls
+// classifies.
+func newCatRide(plan *replay.Plan, cls *categories.Result) *catRide {
+	w := &catRide{c: catPass{points: true, byEvent: cls.InOrder()}, total: plan.Len()}
+	for _, s := range plan.Seeds {
+		for _, b := range s.Blocks {
+			cat := categories.Unknown
+			if blk, ok := cls.Lookup(-1, s.Address+b.Offset); ok {
+				cat = blk.Category
+			}
+			w.c.add(b.ID, cat, max(b.Requested, b.Size))
+		}
+	}
+	w.start = w.c.sums
+	return w
+}
+
+// observe takes the ops from op index base, which the replay has just
+// run, with their events; tl is the replay's timeline.
+func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Timeline) {
+	if w.failed || base != w.n || tl == nil || tl.Stride <= 0 || len(tl.AllocatedOp) != len(tl.Allocated) ||
+		event == nil && len(ops) > 0 {
+		w.failed = true
+		return
+	}
+	if base == 0 {
+		w.last = min(tl.Stride, w.total) - 1
+	}
+	c, deltas := &w.c, w.deltas
+	for k := range ops {
+		op := &ops[k]
+		var d catDelta
+		switch op.Kind {
+		case alloc.OpAlloc:
+			if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
+				cat, _ := c.byEvent(event[k])
+				c.add(op.ID, cat, op.Size)
+				d = catDelta{cat, int64(op.Size)}
+			}
+		case alloc.OpFree, alloc.OpFreeRequest:
+			if int(op.ID) < len(c.byID) && c.byID[op.ID].ok {
+				l := c.byID[op.ID]
+				c.sums[l.c] -= int64(l.size)
+				c.byID[op.ID] = catLive{}
+				d = catDelta{l.c, -int64(l.size)}
+			}
+		}
+		deltas = append(deltas, d)
+		if base+k == w.last {
+			w.deltas = deltas
+			w.take(tl)
+			deltas = w.deltas
+		}
+	}
+	w.deltas, w.n = deltas, base+len(ops)
+}
+
+// take takes the next point, whose stretch the replay has just passed.
+func (w *catRide) take(tl *alloc.Timeline) {
+	j := len(w.at)
+	lo, at := j*tl.Stride, -1
+	if j < len(tl.AllocatedOp) {
+		at = tl.AllocatedOp[j]
+	}
+	if at < lo || at-lo >= len(w.deltas) {
+		w.failed = true
+		return
+	}
+	sums := w.start
+	for _, d := range w.deltas[:at-lo+1] {
+		sums[d.c] += d.d
+	}
+	p := make([]uint64, len(sums))
+	for c, n := range sums {
+		p[c] = uint64(max(n, 0))
+	}
+	w.c.timeline = append(w.c.timeline, p)
+	w.at = append(w.at, at)
+	w.start, w.deltas = w.c.sums, w.deltas[:0]
+	w.last = min((j+2)*tl.Stride, w.total) - 1
+}
+
+// timeline is opCategories' timeline for points at the ops at (the
+// replay's final AllocatedOp), and whether the ride made it.
+func (w *catRide) timeline(at []int) ([][]uint64, bool) {
+	if w == nil || w.failed || w.n != w.total || !slices.Equal(w.at, at) {
+		return nil, false
+	}
+	return w.c.timeline, true
 }
 
 // siteOf names blk's allocation site: the top user frames of its stack or,

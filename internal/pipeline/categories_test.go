@@ -85,3 +85,42 @@ func TestCategoriesPeakWithoutTimeline(t *testing.T) {
 		}
 	}
 }
+
+// The categories' timeline made beside the report's replay is the one a
+// pass of its own over the ops makes, read whole or streamed, with
+// stretches shorter and longer than a batch of the replay, and so are
+// the allocations live at the peak that the replay to it passes.
+func TestCategoriesRide(t *testing.T) {
+	for _, name := range []string{"gpt2_varlen_stacks.pickle", "resnet50_fp32.pickle", "seed_frag.pickle", "multistream.pickle"} {
+		for _, keep := range []Keep{KeepPlan, KeepReport} {
+			for _, points := range []int{2000, 3} {
+				r, err := Replay(context.Background(), Source{Trace: pytorchFixture(name), Keep: keep}, Settings{Points: points})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Report.Categories == nil || r.res.Timeline == nil {
+					t.Fatalf("%s keep %d, %d points: no categories or no timeline", name, keep, points)
+				}
+				tl := r.res.Timeline
+				got, ok := r.ride.timeline(tl.AllocatedOp)
+				if !ok {
+					t.Fatalf("%s keep %d, %d points: the ride gave up", name, keep, points)
+				}
+				peak := tl.PeakOp()
+				evOf, want := opCategories(r.plan, peak, r.Report.Timeline, tl.AllocatedOp, r.cls)
+				if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(r.Report.Categories.Timeline, want) {
+					t.Errorf("%s keep %d, %d points: the ride's timeline differs from the pass's", name, keep, points)
+				}
+				o := r.opts
+				o.Check, o.NoDivergence = false, true
+				_, upto, err := replayToPeak(r.plan, o, peak)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if upto == nil || !reflect.DeepEqual(upto, evOf) {
+					t.Errorf("%s keep %d, %d points: the allocations at the peak differ", name, keep, points)
+				}
+			}
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 func replaySnap(t *testing.T, name string, snap *trace.Snapshot) *Run {
 	t.Helper()
 	plan := replay.FromSnapshot(snap, 0)
-	r, err := replayPlanned(context.Background(), name, 0, snap, plan, eventTimes(snap, 0), Settings{}, nil)
+	r, err := replayPlanned(context.Background(), name, 0, snap, plan, eventTimes(snap, 0), nil, Settings{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,13 +123,13 @@ func (t *siteTrack) fold() {
 	t.undo, t.logging = t.undo[:0], false
 }
 
-// exploreStepped replays r's plan under r's options through
-// replay.RunSteps, making both the report's result and the explorer,
+// exploreStepped replays r's plan under o (r's options, perhaps with an
+// Observe of its own) through replay.RunSteps, making both the report's result and the explorer,
 // packed by a sink of pack. Once the report is built, finish completes
 // the explorer: the explorer when the replay showed every op (the sink
 // alone when it asks for the ops again); nil otherwise, for Detail to
 // step through a replay of its own.
-func (r *Run) exploreStepped(pack figures.ExplorerPacker, clk *clock, cls *categories.Result) (res *replay.Result, finish func() (*explored, error), err error) {
+func (r *Run) exploreStepped(o replay.Options, pack figures.ExplorerPacker, clk *clock, cls *categories.Result) (res *replay.Result, finish func() (*explored, error), err error) {
 	plan := r.plan
 	s := &stepOpts{device: r.device, plan: plan, o: r.opts, snap: r.snap, clock: clk, cls: cls}
 	sink := pack()
@@ -137,7 +137,7 @@ func (r *Run) exploreStepped(pack figures.ExplorerPacker, clk *clock, cls *categ
 	x.bs.KeepPeaks()
 	x.peak = &peakTrack{op: -1}
 	stepped := 0
-	res, err = replay.RunSteps(plan, r.opts, &replay.Stepper{Blocks: &x.bs, KeyGap: minKeyGap, After: func(st *replay.BlockStep) bool {
+	res, err = replay.RunSteps(plan, o, &replay.Stepper{Blocks: &x.bs, KeyGap: minKeyGap, After: func(st *replay.BlockStep) bool {
 		x.step(st)
 		stepped++
 		return !x.peak.over

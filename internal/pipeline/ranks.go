@@ -316,7 +316,7 @@ func ReplaySet(ctx context.Context, src SetSource, s Settings) (*Set, error) {
 		if len(ranks) == 1 { // one run, whose page is the HTML report's
 			step = stepFor(src.Pack, src.Keep, rp.tlog, rp.cls)
 		}
-		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, s, step)
+		set.Runs[i], errs[i] = replayPlanned(ctx, rp.path, rp.device, rp.snap, rp.plan, rp.times, rp.cls, s, step)
 		if errs[i] == nil {
 			set.Runs[i].tlog, set.Runs[i].others = rp.tlog, rp.others
 		}

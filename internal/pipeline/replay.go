@@ -33,6 +33,7 @@ type Run struct {
 	others []otherPlan        // the other devices planned as the trace was read, for the explorer
 	cls    *categories.Result // the categories of a trace's allocations; nil for workloads
 	ex     *explored          // the explorer the report's replay stepped through; nil when none
+	ride   *catRide           // the categories' timeline made beside the replay; nil: none
 }
 
 // Replay replays src under s and builds its report. Once ctx is done it
@@ -75,7 +76,7 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 		}
 		if ok {
 			rp := ranks[0]
-			r, err := replayPlanned(ctx, path, src.Device, rp.snap, rp.plan, nil, s, stepFor(src.Pack, src.Keep, rp.tlog, rp.cls))
+			r, err := replayPlanned(ctx, path, src.Device, rp.snap, rp.plan, nil, rp.cls, s, stepFor(src.Pack, src.Keep, rp.tlog, rp.cls))
 			if err == nil {
 				r.tlog, r.others = rp.tlog, rp.others
 				err = r.addCategories(rp.cls)
@@ -102,7 +103,7 @@ func replayTrace(ctx context.Context, src Source, s Settings) (*Run, error) {
 	if src.StopAt == 0 {
 		step = stepFor(src.Pack, src.Keep, nil, cls)
 	}
-	r, err := replayPlanned(ctx, path, src.Device, snap, plan, times, s, step)
+	r, err := replayPlanned(ctx, path, src.Device, snap, plan, times, cls, s, step)
 	if err == nil {
 		err = r.addCategories(cls)
 	}
@@ -127,8 +128,10 @@ func stepFor(pack figures.ExplorerPacker, keep Keep, tlog *timeLog, cls *categor
 }
 
 // replayPlanned replays one device's plan of snap, read from path, and
-// steps through it for the explorer too as step says (nil: not).
-func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64, s Settings, step *explorerStep) (*Run, error) {
+// steps through it for the explorer too as step says (nil: not); cls
+// (nil: none) are the categories addCategories will add.
+func replayPlanned(ctx context.Context, path string, device int, snap *trace.Snapshot, plan *replay.Plan, times []int64,
+	cls *categories.Result, s Settings, step *explorerStep) (*Run, error) {
 	o, err := s.options(setup.Recorded(snap.Settings))
 	if err != nil {
 		return nil, err
@@ -141,11 +144,16 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 			path, units.FormatCount(int64(len(r.plan.Seeds))), units.FormatCount(int64(r.plan.Seeded))))
 	}
 	r.device = device
+	ro := o
+	if cls != nil && o.Points > 0 {
+		r.ride = newCatRide(plan, cls)
+		ro.Observe = r.ride.observe
+	}
 	var explore func() (*explored, error)
 	if step != nil && plan.Len() > 0 && !plan.ReleasesBefore() {
-		r.res, explore, err = r.exploreStepped(step.pack, newClock(times, step.tlog), step.cls)
+		r.res, explore, err = r.exploreStepped(ro, step.pack, newClock(times, step.tlog), step.cls)
 	} else {
-		r.res, err = replay.Run(r.plan, o)
+		r.res, err = replay.Run(r.plan, ro)
 	}
 	if err != nil {
 		return nil, replayErr("replaying "+path, err)
@@ -309,7 +317,7 @@ func (r *Run) otherDevices() []otherPlan {
 func ReportOnly(runs ...*Run) {
 	for _, r := range runs {
 		r.plan, r.res, r.cls, r.snap = nil, nil, nil, nil
-		r.times, r.tlog, r.others = nil, nil, nil
+		r.times, r.tlog, r.others, r.ride = nil, nil, nil, nil
 	}
 	runtime.GC()
 }

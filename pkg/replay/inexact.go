@@ -115,7 +115,7 @@ func placementRoom(s alloc.Stats) bool {
 
 // placementReplay is placementCheck's second replay, on dev.
 func placementReplay(p *Plan, o Options, r *Result, dev alloc.Device) error {
-	o.Device, o.Points, o.Check, o.NoDivergence = dev, 0, false, true
+	o.Device, o.Points, o.Check, o.NoDivergence, o.Observe = dev, 0, false, true, nil
 	other, err := run(p.Ops, p.Event, p.Seeds, o, p)
 	if err != nil {
 		return err

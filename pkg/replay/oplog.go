@@ -203,8 +203,8 @@ type opBatch struct {
 }
 
 // batches keeps the slices of the passes over big logs done with: a
-// replay reads its log several times (the replay, its placement check,
-// the categories' timeline), and each pass's slices would otherwise be
+// replay may read its log several times (the replay, its placement
+// check, the HTML explorer's), and each pass's slices would otherwise be
 // garbage the heap grows by until the next collection. They hold runBatch
 // operations, as run's: Batch's (3 MB) were a large part of what a
 // replay holds after its read.
@@ -347,8 +347,10 @@ func readUvarint(c []byte, p int) (uint64, int) {
 // run replays the log's first limit operations on a, Batch operations at
 // a time, as RunBatches does a slice; events maps the op index of each
 // out-of-memory to its Event; check (nil: none) compares each batch with
-// the recording.
-func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin, check *checker, st *Stepper) (alloc.Result, error) {
+// the recording; st (nil: none) steps through each batch; observe (nil:
+// none) is handed the ops each batch applied (Options.Observe).
+func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin, check *checker, st *Stepper,
+	observe func(base int, ops []alloc.Op, event []int32, tl *alloc.Timeline)) (alloc.Result, error) {
 	var total alloc.Result
 	stop := errStop{}
 	m := min(l.n, runBatch)
@@ -374,6 +376,9 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 		}
 		if err == nil {
 			check.batch(a, base, res)
+			if observe != nil {
+				observe(base, ops[:res.Done], event[:res.Done], tl)
+			}
 		}
 		total.Done += res.Done
 		total.OOM = res.OOM

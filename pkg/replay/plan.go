@@ -290,7 +290,9 @@ func (b *builder) unknownFree(l *live1) {
 func (b *builder) step(events []trace.Event, i, base int) int {
 	p := b.p
 	e := &events[i]
-	b.noteDevice(base+i, e)
+	if b.afterDevice || isDevice(e.Action) { // else noteDevice keeps nothing
+		b.noteDevice(base+i, e)
+	}
 	if e.Action != trace.ActionAlloc && e.Action != trace.ActionSegmentAlloc && e.Action != trace.ActionSegmentMap {
 		b.releasedBefore = false // it marks the alloc right after a release run's segment
 	}

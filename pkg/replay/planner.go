@@ -54,18 +54,27 @@ type window struct {
 // free_requested or a segment_alloc, the rest of a release run. It
 // returns the index of the first event not stepped.
 func (w *window) stepReady(end bool, step func(ev []trace.Event, i, base int) int) int {
-	last := len(w.win) - 1
-	if end {
-		last = len(w.win)
-	}
-	i := w.done
-	for i < last {
-		if !end && releaseToEnd(w.win, i) {
-			break // the event after the run decides it
-		}
+	i, lim := w.done, w.ready(end)
+	for i < lim {
 		i = step(w.win, i, w.base) + 1
 	}
 	return i
+}
+
+// ready is the index at which stepReady stops stepping: the end of the
+// window at the end of the trace, else its last event or, when earlier,
+// the start of the run of segment releases that reaches its end (the
+// event after the run decides it).
+func (w *window) ready(end bool) int {
+	n := len(w.win)
+	if end {
+		return n
+	}
+	r := n
+	for r > 0 && (w.win[r-1].Action == trace.ActionSegmentFree || w.win[r-1].Action == trace.ActionSegmentUnmap) {
+		r--
+	}
+	return min(n-1, r)
 }
 
 // slide drops the events before i, keeping the last of them when
@@ -123,7 +132,12 @@ func (pl *Planner) plan(end bool) {
 		n := Batch + 2*cap(w)
 		p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 	}
-	i := pl.stepReady(end, b.step)
+	// stepReady's loop with b.step called directly: through the method
+	// value every event would cost an indirect call and its wrapper
+	i, lim := pl.done, pl.ready(end)
+	for i < lim {
+		i = b.step(w, i, pl.base) + 1
+	}
 	if pl.walk != nil {
 		for k := pl.done; k < i; k++ {
 			k = pl.walk.step(w, k, pl.base)

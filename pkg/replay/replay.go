@@ -36,6 +36,13 @@ type Options struct {
 	// state after an operation of interest, such as the peak, without
 	// unpacking a streamed plan.
 	Stop int
+	// Observe, when set, is handed the operations Run or RunOps applied,
+	// in order, as the allocator ran them (base is the index of ops[0];
+	// event their Plan.Event, nil when the plan has none), with the
+	// replay's timeline as it stands then (nil without Points): a pass
+	// over a streamed plan beside the replay needs no unpacking of its
+	// own. The placement check's second replay hands it nothing.
+	Observe func(base int, ops []alloc.Op, event []int32, tl *alloc.Timeline)
 }
 
 // Result is what a replay ended with.
@@ -254,7 +261,7 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 	eventOf := func(op int) int { return int(event[op]) }
 	if p != nil && p.log != nil {
 		events := map[int]int32{} // of the out-of-memory ops
-		res, err = p.log.run(o.Context, a, tl, events, n, tw, check, st)
+		res, err = p.log.run(o.Context, a, tl, events, n, tw, check, st, o.Observe)
 		eventOf = func(op int) int { return int(events[op]) }
 	} else {
 		var stack []int32
@@ -264,6 +271,13 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 		res, err = runBatches(o.Context, a, ops, 0, tl, check, st.of(event, stack))
 		if event == nil {
 			eventOf = nil
+		}
+		if err == nil && o.Observe != nil {
+			ev := event
+			if len(ev) < res.Done {
+				ev = nil
+			}
+			o.Observe(0, ops[:res.Done], ev[:min(len(ev), res.Done)], tl)
 		}
 	}
 	if err != nil {

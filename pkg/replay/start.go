@@ -254,17 +254,6 @@ func (pl *Planner) addDevice(e *trace.Event) {
 	pl.afterDevice = device
 }
 
-// releaseToEnd says whether w[i] begins a run of segment releases that
-// reaches the end of w.
-func releaseToEnd(w []trace.Event, i int) bool {
-	for ; i < len(w); i++ {
-		if a := w[i].Action; a != trace.ActionSegmentFree && a != trace.ActionSegmentUnmap {
-			return false
-		}
-	}
-	return true
-}
-
 // planSnapshot ends a snapshot planner's trace (see Plan).
 func (pl *Planner) planSnapshot() *Plan {
 	if pl.why == "" {

@@ -41,7 +41,7 @@ func newTwin(p *Plan, o Options) *twin {
 	if !ok {
 		return nil
 	}
-	o.Device, o.Points, o.Check, o.NoDivergence = dev, 0, false, true
+	o.Device, o.Points, o.Check, o.NoDivergence, o.Observe = dev, 0, false, true, nil
 	return &twin{p: p, o: o}
 }
 
