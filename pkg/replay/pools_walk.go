@@ -21,6 +21,13 @@ type freeKey struct {
 
 // at is the live segment holding addr, -1 when none.
 func (f *inferer) at(addr uint64) int {
+	// the one it found last, while no live segment overlaps another: the
+	// allocations and frees of a segment come in runs
+	if h := int(f.hit) - 1; h >= 0 && !f.overlap {
+		if s := &f.segs[h]; addr >= s.addr && addr < s.addr+s.size {
+			return h
+		}
+	}
 	k, found := slices.BinarySearch(f.bases, addr)
 	if !found {
 		k--
@@ -32,6 +39,7 @@ func (f *inferer) at(addr uint64) int {
 	if s := &f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
+	f.hit = int32(si) + 1
 	return si
 }
 
@@ -269,12 +277,12 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
 				f.overlap = true
 			}
-			f.bases = slices.Insert(f.bases, k, e.Addr)
+			f.bases, f.hit = slices.Insert(f.bases, k, e.Addr), 0
 			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
 			f.sharedBase = true
 			f.setWhole(int(f.baseSeg[k]), false)
-			f.baseSeg[k] = int32(si)
+			f.baseSeg[k], f.hit = int32(si), 0
 		}
 		if !f.skips(si) {
 			f.addFree(si, f.model(si).blocks[0])
@@ -316,7 +324,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 		// a freed segment's blocks are never looked at again
 		f.spare = append(f.spare, f.segs[si].live)
 		f.segs[si].live = -1
-		f.bases = slices.Delete(f.bases, x, x+1)
+		f.bases, f.hit = slices.Delete(f.bases, x, x+1), 0
 		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
 	}
 	f.runAt = append(f.runAt, int32(from))
