@@ -237,6 +237,25 @@ func (t *freeTree) newNode(size, addr, seq uint64, seg, class int32) int32 {
 	return x
 }
 
+// pullLost recomputes the sums of the nodes of path, deepest first,
+// which lost a classed block alone (of a word of classes): above a node
+// whose lowest segment and classes stay as they were, those of the nodes
+// above stay too, and only their counts fall.
+func (t *freeTree) pullLost(path []int32) {
+	i := len(path) - 1
+	for ; i >= 0; i-- {
+		nd := &t.nodes[path[i]]
+		minSeg, mask := nd.minSeg, nd.mask
+		t.pull(path[i])
+		if nd.minSeg == minSeg && nd.mask == mask {
+			break
+		}
+	}
+	for i--; i >= 0; i-- {
+		t.nodes[path[i]].n--
+	}
+}
+
 // pullPath recomputes the sums of the nodes of path, deepest first.
 func (t *freeTree) pullPath(path []int32) {
 	for i := len(path) - 1; i >= 0; i-- {
@@ -284,6 +303,8 @@ func (t *freeTree) drop(root int32, size, addr, seq uint64, same bool) (int32, i
 			t.nodes[p].n--
 			t.nodes[p].open--
 		}
+	case t.words == 1:
+		t.pullLost(path[:at])
 	default:
 		t.pullPath(path[:at])
 	}
