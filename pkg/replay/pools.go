@@ -227,7 +227,7 @@ type inferer struct {
 	// lie at a block's address)
 	overlap bool
 	ownFree bool
-	byClass map[int64]int32 // the free treaps of each class: key<<32 | class
+	byClass [][]int32 // the free treaps of each stream and size class, by block class (classRoot)
 	again   func(g *inferer)
 }
 
