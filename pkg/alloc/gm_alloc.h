@@ -45,7 +45,8 @@
  *      sets together hold every free block); a private pool's segment count
  *      (cudaMalloc_count) equals the segments that point at it, its use
  *      count is never negative, and no segment points at an erased pool.
- *   I7 on the simulated device (gm_sim.c), the room index agrees with the
+ *   I7 on the simulated device (gm_sim.c), no two chunks overlap unless
+ *      it noted that some may (sim_t.overlap); the room index agrees with the
  *      chunks: one leaf per chunk with room, each its chunk's room, each
  *      node the larger of its two children; the given-back list holds
  *      exactly the given-back chunks, by address; the hole index holds

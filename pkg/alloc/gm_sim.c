@@ -135,10 +135,17 @@ static size_t chunk_from(const sim_t *s, uint64_t addr) {
   return gm_first_at_least(s->c, s->nc, sizeof *s->c, offsetof(chunk_t, addr), addr);
 }
 
+/* the first chunk that may reach up to addr or above: while no two
+ * overlap, those before the last that begins below it end below it */
+static size_t reach_from(const sim_t *s, uint64_t addr) {
+  size_t i = s->overlap ? 0 : chunk_from(s, addr);
+  return i > 0 ? i - 1 : 0;
+}
+
 /* the chunk holding addr, or NULL: the first that does, of those that
  * begin at or below it */
 static chunk_t *chunk_at(sim_t *s, uint64_t addr) {
-  for (size_t i = 0, n = addr < UINT64_MAX ? chunk_from(s, addr + 1) : s->nc; i < n; i++)
+  for (size_t i = reach_from(s, addr), n = addr < UINT64_MAX ? chunk_from(s, addr + 1) : s->nc; i < n; i++)
     if (addr < s->c[i].addr + s->c[i].size) return &s->c[i];
   return NULL;
 }
@@ -298,6 +305,7 @@ static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent,
     return NULL;
   s->c[i] = (chunk_t){addr, size, ++s->carved, 0, 0, (uint8_t)permanent, (uint8_t)released};
   s->nc++;
+  overlap_at(s, i);
   if (released && give(s, &s->c[i]) != GM_OK) {
     s->c[i].released = 0;
     drop_chunk(s, &s->c[i]);
@@ -309,11 +317,10 @@ static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent,
   return &s->c[i];
 }
 
-
 /* Take [lo, hi) out of the given-back room: a chunk is carved there, or
  * mappings the trace does not show took it. */
 static int forget(sim_t *s, uint64_t lo, uint64_t hi) {
-  for (size_t i = 0; i < s->nc; i++) {
+  for (size_t i = reach_from(s, lo); i < s->nc; i++) {
     chunk_t *c = &s->c[i];
     if (c->addr >= hi) break; /* and so do all after it */
     if (!c->released || c->addr + c->size <= lo) continue;
@@ -321,7 +328,7 @@ static int forget(sim_t *s, uint64_t lo, uint64_t hi) {
     drop_chunk(s, c);
     if (a < lo && !add_chunk(s, a, lo - a, 0, 1)) return GM_ENOMEM;
     if (hi < b && !add_chunk(s, hi, b - hi, 0, 1)) return GM_ENOMEM;
-    i = (size_t)-1; /* the array moved: look again from the start */
+    i = reach_from(s, lo) - 1; /* the array moved: look again (from 0, i wraps to it) */
   }
   return GM_OK;
 }
@@ -397,6 +404,7 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
     room_sync(s, c);
     if (forget(s, end, at + size) != GM_OK) return GM_ENOMEM;
     if (!(c = chunk_at(s, at))) return GM_EBACKEND; /* forget moved the array */
+    overlap_at(s, (size_t)(c - s->c)); /* over a chunk in use */
   }
   c->live++;
   c->used += size;
@@ -730,6 +738,10 @@ int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
   size_t in_use = 0, leaves = 0, given = 0;
   for (size_t i = 0; i < s->nc; i++) {
     const chunk_t *c = &s->c[i];
+    if (!s->overlap && i > 0 && s->c[i - 1].addr + s->c[i - 1].size > c->addr) {
+      snprintf(msg, len, "I7: the chunk at 0x%llx overlaps one below, not noted", (unsigned long long)c->addr);
+      return GM_ECORRUPT;
+    }
     if (c->carved == 0 || c->carved >= s->tcap || s->room[s->tcap + c->carved] != room_of(c) ||
         s->cat[c->carved] != c->addr) {
       snprintf(msg, len, "I7: the room index is wrong for the chunk at 0x%llx", (unsigned long long)c->addr);

@@ -216,7 +216,17 @@ typedef struct sim {
   /* GM_SIM_KERNEL_SIGNAL: the range opens when gm_sim_kernels_started says
    * so, not once the first chunk is carved */
   int started, diverged, ignore, no_kernels, on_signal;
+  /* two chunks may overlap (a recording's block ran over a chunk in use);
+   * until then no two do, and the chunk holding an address is the last
+   * that begins at or below it */
+  int overlap;
   gm_sim_addressing_t st;
 } sim_t;
+
+/* Chunk i may overlap its neighbours: note it when it does. */
+static void overlap_at(sim_t *s, size_t i) {
+  uint64_t lo = s->c[i].addr, hi = lo + s->c[i].size;
+  s->overlap |= (i > 0 && s->c[i - 1].addr + s->c[i - 1].size > lo) || (i + 1 < s->nc && s->c[i + 1].addr < hi);
+}
 
 #endif /* GM_SIM_H */

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"sync"
 
@@ -409,10 +408,19 @@ func uvarint(c []byte, p int) (uint64, int) {
 	return uvarintLong(c, p)
 }
 
-// uvarintLong is uvarint for one of two bytes or more.
+// uvarintLong is uvarint for one of two bytes or more. The bytes were
+// appended by binary.AppendUvarint: unlike binary.Uvarint it need not
+// look for one too long or cut short.
 func uvarintLong(c []byte, p int) (uint64, int) {
-	v, n := binary.Uvarint(c[p:])
-	return v, p + n
+	v := uint64(c[p] & 0x7f)
+	for s := uint(7); ; s += 7 {
+		p++
+		b := c[p]
+		if b < 0x80 {
+			return v | uint64(b)<<s, p + 1
+		}
+		v |= uint64(b&0x7f) << s
+	}
 }
 
 type errStop struct{}

@@ -172,6 +172,7 @@ type inferer struct {
 	spare         []int32   // the indexes in live of those spare
 	bases         []uint64  // live segments' bases, sorted
 	baseSeg       []int32   // and the segment at each
+	hit           int32     // the segment at found last, plus one (0: none since bases changed)
 	tree          *freeTree
 	keys          map[freeKey]int32 // each stream and size class's index in roots
 	roots         []int32           // their free treaps
@@ -226,7 +227,7 @@ type inferer struct {
 	// lie at a block's address)
 	overlap bool
 	ownFree bool
-	byClass map[int64]int32 // the free treaps of each class: key<<32 | class
+	byClass [][]int32 // the free treaps of each stream and size class, by block class (classRoot)
 	again   func(g *inferer)
 }
 

@@ -22,14 +22,15 @@ type freeNode struct {
 	class           int32 // -1: none
 	l, r            int32
 	prio            uint32
-	n, open         int32 // blocks, and blocks of no class, in the subtree
-	minSeg          int32 // the lowest segment of a classed block in the subtree
+	n, open         int32  // blocks, and blocks of no class, in the subtree
+	minSeg          int32  // the lowest segment of a classed block in the subtree
+	mask            uint64 // the classes in the subtree, when they fit a word
 }
 
 // freeTree is the node store of the treaps of one walk; node 0 is none.
 type freeTree struct {
 	nodes []freeNode
-	masks []uint64 // words per node: the classes in its subtree
+	masks []uint64 // words per node: the classes in its subtree, when more than a word
 	words int
 	spare []int32
 	path  []int32 // a scratch stack of the nodes above one
@@ -41,10 +42,16 @@ type freeTree struct {
 }
 
 // newFreeTree is the node store of a walk whose blocks are of classes
-// classes, keeping the sums sum reads when sums is set.
+// classes, keeping the sums sum reads when sums is set. Where no block
+// has a class every block sum counts is handed to freeSum.each one by one
+// anyway: the sums would save nothing, and are not kept.
 func newFreeTree(classes int, sums bool) *freeTree {
 	w := (classes + 63) / 64
-	return &freeTree{nodes: make([]freeNode, 1, 64), masks: make([]uint64, w, 64*max(w, 1)), words: w, rng: 0x9e3779b9, sums: sums}
+	t := &freeTree{nodes: make([]freeNode, 1, 64), words: w, rng: 0x9e3779b9, sums: sums && classes > 0}
+	if w > 1 {
+		t.masks = make([]uint64, w, 64*w)
+	}
+	return t
 }
 
 // key order: size, address, then seq descending.
@@ -58,8 +65,15 @@ func keyLess(s1, a1, q1, s2, a2, q2 uint64) bool {
 	return q1 > q2
 }
 
-func (t *freeTree) mask(x int32) []uint64 {
-	return t.masks[int(x)*t.words : int(x+1)*t.words]
+// orMask adds the classes in node x's subtree to m.
+func (t *freeTree) orMask(m []uint64, x int32) {
+	if t.words == 1 {
+		m[0] |= t.nodes[x].mask
+		return
+	}
+	for i, w := range t.masks[int(x)*t.words : int(x+1)*t.words] {
+		m[i] |= w
+	}
 }
 
 // pull recomputes node x's sums from its children.
@@ -67,49 +81,63 @@ func (t *freeTree) pull(x int32) {
 	if !t.sums {
 		return
 	}
-	nd := &t.nodes[x]
-	n, open, minSeg := int32(1), int32(0), int32(math.MaxInt32)
+	nodes := t.nodes
+	nd := &nodes[x]
+	n, open, minSeg, m := int32(1), int32(0), int32(math.MaxInt32), uint64(0)
 	if nd.class < 0 {
 		open = 1
 	} else {
 		minSeg = nd.seg
+		m = 1 << (nd.class % 64)
 	}
 	if c := nd.l; c != 0 {
-		cn := &t.nodes[c]
-		n, open, minSeg = n+cn.n, open+cn.open, min(minSeg, cn.minSeg)
+		cn := &nodes[c]
+		n, open, minSeg, m = n+cn.n, open+cn.open, min(minSeg, cn.minSeg), m|cn.mask
 	}
 	if c := nd.r; c != 0 {
-		cn := &t.nodes[c]
-		n, open, minSeg = n+cn.n, open+cn.open, min(minSeg, cn.minSeg)
+		cn := &nodes[c]
+		n, open, minSeg, m = n+cn.n, open+cn.open, min(minSeg, cn.minSeg), m|cn.mask
 	}
 	nd.n, nd.open, nd.minSeg = n, open, minSeg
-	switch t.words {
-	case 0:
-		return
-	case 1: // the common case, without slices
-		var m uint64
-		if nd.class >= 0 {
-			m = 1 << nd.class
-		}
-		if nd.l != 0 {
-			m |= t.masks[nd.l]
-		}
-		if nd.r != 0 {
-			m |= t.masks[nd.r]
-		}
-		t.masks[x] = m
+	if t.words == 1 {
+		nd.mask = m
 		return
 	}
-	m := t.mask(x)
-	clear(m)
+	w := t.masks[int(x)*t.words : int(x+1)*t.words]
+	clear(w)
 	if nd.class >= 0 {
-		m[nd.class/64] |= 1 << (nd.class % 64)
+		w[nd.class/64] |= 1 << (nd.class % 64)
 	}
 	for _, c := range [2]int32{nd.l, nd.r} {
 		if c != 0 {
-			for i, w := range t.mask(c) {
-				m[i] |= w
-			}
+			t.orMask(w, c)
+		}
+	}
+}
+
+// pushed adds node x's block to the sums of the nodes of path, which
+// gained it alone (it was put below them).
+func (t *freeTree) pushed(path []int32, x int32) {
+	if !t.sums {
+		return
+	}
+	nd := &t.nodes[x]
+	open, seg, class := int32(0), nd.seg, nd.class
+	if class < 0 {
+		open = 1
+	}
+	for _, p := range path {
+		pn := &t.nodes[p]
+		pn.n++
+		pn.open += open
+		if class < 0 {
+			continue
+		}
+		pn.minSeg = min(pn.minSeg, seg)
+		if t.words == 1 {
+			pn.mask |= 1 << class
+		} else {
+			t.masks[int(p)*t.words+int(class/64)] |= 1 << (class % 64)
 		}
 	}
 }
@@ -185,7 +213,7 @@ func (t *freeTree) addKey(root int32, size, addr, seq uint64, seg, class int32) 
 	} else {
 		p.l = x
 	}
-	t.pullPath(path)
+	t.pushed(path, x)
 	return root, x
 }
 
@@ -198,13 +226,34 @@ func (t *freeTree) newNode(size, addr, seq uint64, seg, class int32) int32 {
 	} else {
 		x = int32(len(t.nodes))
 		t.nodes = append(t.nodes, freeNode{})
-		t.masks = append(t.masks, make([]uint64, t.words)...)
+		if t.words > 1 {
+			t.masks = append(t.masks, make([]uint64, t.words)...)
+		}
 	}
 	t.rng ^= t.rng << 13
 	t.rng ^= t.rng >> 17
 	t.rng ^= t.rng << 5
 	t.nodes[x] = freeNode{size: size, addr: addr, seq: seq, seg: seg, class: class, prio: t.rng}
 	return x
+}
+
+// pullLost recomputes the sums of the nodes of path, deepest first,
+// which lost a classed block alone (of a word of classes): above a node
+// whose lowest segment and classes stay as they were, those of the nodes
+// above stay too, and only their counts fall.
+func (t *freeTree) pullLost(path []int32) {
+	i := len(path) - 1
+	for ; i >= 0; i-- {
+		nd := &t.nodes[path[i]]
+		minSeg, mask := nd.minSeg, nd.mask
+		t.pull(path[i])
+		if nd.minSeg == minSeg && nd.mask == mask {
+			break
+		}
+	}
+	for i--; i >= 0; i-- {
+		t.nodes[path[i]].n--
+	}
 }
 
 // pullPath recomputes the sums of the nodes of path, deepest first.
@@ -247,7 +296,18 @@ func (t *freeTree) drop(root int32, size, addr, seq uint64, same bool) (int32, i
 	} else {
 		p.r = m
 	}
-	t.pullPath(path[:at])
+	switch {
+	case !t.sums:
+	case nd.class < 0: // the nodes above lost a block of no class alone
+		for _, p := range path[:at] {
+			t.nodes[p].n--
+			t.nodes[p].open--
+		}
+	case t.words == 1:
+		t.pullLost(path[:at])
+	default:
+		t.pullPath(path[:at])
+	}
 	return root, x
 }
 
@@ -303,11 +363,17 @@ func (t *freeTree) sumTree(x int32, s *freeSum) {
 		return
 	}
 	nd := &t.nodes[x]
+	if !t.sums { // no block has a class: each is handed to s.each, in order
+		t.sumTree(nd.l, s)
+		t.sumNode(x, s)
+		t.sumTree(nd.r, s)
+		return
+	}
 	s.n += nd.n
 	s.open += nd.open
 	s.minSeg = min(s.minSeg, nd.minSeg)
-	for i, w := range t.mask(x) {
-		s.mask[i] |= w
+	if t.words > 0 {
+		t.orMask(s.mask, x)
 	}
 	if s.each != nil && nd.open > 0 {
 		t.eachOpen(x, s.each)

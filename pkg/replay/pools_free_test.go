@@ -98,7 +98,7 @@ func testFreeTree(t *testing.T, classes int) {
 				t.Fatalf("%d classes, step %d: any of %+v: %v, want %v", classes, step, q, !(want.n > 0), want.n > 0)
 			}
 		}
-		if root != 0 && int(tr.nodes[root].n) != len(list) || root == 0 && len(list) != 0 {
+		if tr.sums && root != 0 && int(tr.nodes[root].n) != len(list) || root == 0 && len(list) != 0 {
 			t.Fatalf("%d classes, step %d: the treap holds %d blocks, the list %d", classes, step, tr.nodes[root].n, len(list))
 		}
 	}
@@ -108,15 +108,21 @@ func testFreeTree(t *testing.T, classes int) {
 // and merges around the key would (refAdd, refDrop): the shape decides the
 // order the sums hand blocks of no class to freeSum.each.
 func TestFreeTreeShape(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 7))
-	got, want := newFreeTree(70, true), newFreeTree(70, true)
+	for _, classes := range []int{40, 70} { // a word of classes, two
+		testFreeTreeShape(t, classes)
+	}
+}
+
+func testFreeTreeShape(t *testing.T, classes int) {
+	rng := rand.New(rand.NewPCG(5, uint64(classes)))
+	got, want := newFreeTree(classes, true), newFreeTree(classes, true)
 	var gr, wr int32
 	var keys [][3]uint64
 	for step := range 20000 {
 		size, addr := uint64(1+rng.IntN(40)), uint64(rng.IntN(8))
 		switch op := rng.IntN(3); {
 		case op == 0 || len(keys) == 0:
-			seg, class := int32(rng.IntN(100)), int32(rng.IntN(90))-20
+			seg, class := int32(rng.IntN(100)), int32(rng.IntN(classes+20))-20
 			class = max(class, -1)
 			var x int32
 			gr, x = got.add(gr, size, addr, seg, class)
@@ -133,7 +139,7 @@ func TestFreeTreeShape(t *testing.T) {
 			wr = want.refDrop(wr, k[0], k[1], k[2], false)
 		}
 		if !sameTreap(got, want, gr, wr) {
-			t.Fatalf("step %d: the treaps differ", step)
+			t.Fatalf("%d classes, step %d: the treaps differ", classes, step)
 		}
 	}
 }
@@ -144,7 +150,7 @@ func sameTreap(a, b *freeTree, x, y int32) bool {
 	}
 	p, q := a.nodes[x], b.nodes[y]
 	if p.size != q.size || p.addr != q.addr || p.seq != q.seq || p.prio != q.prio || p.n != q.n ||
-		p.open != q.open || p.minSeg != q.minSeg || !slices.Equal(a.mask(x), b.mask(y)) {
+		p.open != q.open || p.minSeg != q.minSeg || !slices.Equal(a.maskOf(x), b.maskOf(y)) {
 		return false
 	}
 	return sameTreap(a, b, p.l, q.l) && sameTreap(a, b, p.r, q.r)
@@ -186,4 +192,13 @@ func (t *freeTree) refDropFirst(x int32) int32 {
 	nd.l = t.refDropFirst(nd.l)
 	t.pull(x)
 	return x
+}
+
+// maskOf is the classes in node x's subtree.
+func (t *freeTree) maskOf(x int32) []uint64 {
+	m := make([]uint64, t.words)
+	if t.words > 0 {
+		t.orMask(m, x)
+	}
+	return m
 }

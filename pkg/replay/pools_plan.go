@@ -122,7 +122,7 @@ func (f *inferer) passedClaims() {
 		return
 	}
 	g := newInferer(f.cfg)
-	g.mode, g.claim, g.byClass = walkClaims, f.claim, map[int64]int32{}
+	g.mode, g.claim = walkClaims, f.claim
 	g.segClass, g.skipOpen = make([]int32, len(f.segs)), !f.sharedBase
 	g.ownFree = g.skipOpen && !f.overlap
 	for si := range f.segs {

@@ -21,6 +21,13 @@ type freeKey struct {
 
 // at is the live segment holding addr, -1 when none.
 func (f *inferer) at(addr uint64) int {
+	// the one it found last, while no live segment overlaps another: the
+	// allocations and frees of a segment come in runs
+	if h := int(f.hit) - 1; h >= 0 && !f.overlap {
+		if s := &f.segs[h]; addr >= s.addr && addr < s.addr+s.size {
+			return h
+		}
+	}
 	k, found := slices.BinarySearch(f.bases, addr)
 	if !found {
 		k--
@@ -32,6 +39,7 @@ func (f *inferer) at(addr uint64) int {
 	if s := &f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
+	f.hit = int32(si) + 1
 	return si
 }
 
@@ -111,8 +119,8 @@ func (f *inferer) addFree(si int, b modelBlock) {
 	}
 	m.free = append(m.free, x)
 	if c := f.blockClass(si); f.mode == walkClaims && c >= 0 {
-		ck := int64(m.fk)<<32 | int64(c)
-		f.byClass[ck], _ = f.tree.addKey(f.byClass[ck], b.size, b.addr, f.tree.nodes[x].seq, int32(si), c)
+		root, _ := f.tree.addKey(f.classRoot(m.fk, c), b.size, b.addr, f.tree.nodes[x].seq, int32(si), c)
+		f.setClassRoot(m.fk, c, root)
 	}
 }
 
@@ -138,9 +146,28 @@ func (f *inferer) delFree(si int, b modelBlock) {
 		o.free = slices.Delete(o.free, j, j+1)
 	}
 	if c := f.blockClass(int(nd.seg)); f.mode == walkClaims && c >= 0 {
-		ck := int64(k)<<32 | int64(c)
-		f.byClass[ck] = f.tree.remove(f.byClass[ck], nd.size, nd.addr, nd.seq)
+		f.setClassRoot(k, c, f.tree.remove(f.classRoot(k, c), nd.size, nd.addr, nd.seq))
 	}
+}
+
+// classRoot is the root of the free treap of the blocks of class c of
+// stream and size class k (walkClaims), 0 while it has none.
+func (f *inferer) classRoot(k, c int32) int32 {
+	if int(k) < len(f.byClass) && int(c) < len(f.byClass[k]) {
+		return f.byClass[k][c]
+	}
+	return 0
+}
+
+// setClassRoot makes root that treap's root.
+func (f *inferer) setClassRoot(k, c, root int32) {
+	if n := int(k) + 1 - len(f.byClass); n > 0 {
+		f.byClass = append(f.byClass, make([][]int32, n)...)
+	}
+	if n := int(c) + 1 - len(f.byClass[k]); n > 0 {
+		f.byClass[k] = append(f.byClass[k], make([]int32, n)...)
+	}
+	f.byClass[k][c] = root
 }
 
 // takeOwn is take for a walk whose free blocks are found among their
@@ -269,12 +296,12 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
 				f.overlap = true
 			}
-			f.bases = slices.Insert(f.bases, k, e.Addr)
+			f.bases, f.hit = slices.Insert(f.bases, k, e.Addr), 0
 			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
 			f.sharedBase = true
 			f.setWhole(int(f.baseSeg[k]), false)
-			f.baseSeg[k] = int32(si)
+			f.baseSeg[k], f.hit = int32(si), 0
 		}
 		if !f.skips(si) {
 			f.addFree(si, f.model(si).blocks[0])
@@ -316,7 +343,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 		// a freed segment's blocks are never looked at again
 		f.spare = append(f.spare, f.segs[si].live)
 		f.segs[si].live = -1
-		f.bases = slices.Delete(f.bases, x, x+1)
+		f.bases, f.hit = slices.Delete(f.bases, x, x+1), 0
 		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
 	}
 	f.runAt = append(f.runAt, int32(from))
@@ -450,7 +477,7 @@ func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 	case walkDetect:
 		f.anyApart = f.anyApart || t.any(f.roots[m.fk], &q)
 	case walkClaims:
-		if c := f.segClass[si]; c >= 0 && t.any(f.byClass[int64(m.fk)<<32|int64(c)], &q) {
+		if c := f.segClass[si]; c >= 0 && t.any(f.classRoot(m.fk, c), &q) {
 			f.setClaim(i)
 		}
 	case walkFull:

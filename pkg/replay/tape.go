@@ -198,14 +198,14 @@ func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 			case h&tNoStack != 0:
 				e.Stack = -1
 			case h&tStackSame == 0:
-				d, n := binary.Varint(c[p:])
-				p += n
-				e.Stack += int32(d)
+				var v uint64
+				v, p = uvarint(c, p)
+				e.Stack += int32(unzigzag(v))
 			}
 			if h&tTimeSame == 0 {
-				d, n := binary.Varint(c[p:])
-				p += n
-				e.TimeUS += d
+				var v uint64
+				v, p = uvarint(c, p)
+				e.TimeUS += unzigzag(v)
 			}
 			if err := f(&e); err != nil {
 				return err
