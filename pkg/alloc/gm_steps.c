@@ -4,7 +4,9 @@
  * walked again and compared, in a segment that is not expandable only
  * its span from the first block the op touched to the last: a step costs
  * the blocks it changed, not the whole list, which is made only for the
- * keys (gm_flat_list). */
+ * keys (gm_flat_list) and where segments were made or removed: the
+ * segments keep their places in the list, only those made are walked
+ * and put in theirs, and those removed taken out (a->gone). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,25 @@ void gm_touch_slow(gm_block_t *b) {
     return;
   }
   a->tblocks[a->ntblocks++] = b;
+}
+
+/* gone_max is the most removed segments a step takes out of the list
+ * one by one; past it (a replay no longer stepped) it walks every one. */
+enum { gone_max = 4096 };
+
+void gm_untouch_seg(gm_alloc_t *a, gm_seg_t *s) {
+  if (s->touch == GM_TOUCHED) /* off the list of touched segments */
+    for (size_t i = 0; i < a->ntouched; i++)
+      if (a->touched[i] == s) {
+        a->touched[i] = a->touched[--a->ntouched];
+        break;
+      }
+  if (a->touch_lost) return;
+  if (a->ngone >= gone_max || gm_grow((void **)&a->gone, &a->gone_cap, a->ngone + 1, sizeof *a->gone) != GM_OK) {
+    a->touch_lost = 1;
+    return;
+  }
+  a->gone[a->ngone++] = s->flat_k;
 }
 
 static int cmp_seg_base(const void *x, const void *y) {
@@ -102,13 +123,14 @@ static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_
   f->nins = nc - p - q;
 }
 
-/* One segment's blocks in the list, and while a step compares, the
+/* One segment (seg) and its blocks in the list, and while a step compares, the
  * first and last blocks the step touched that are still there (lo, hi:
  * NULL when none) and, when changed, its nold blocks before the step:
  * those of b but for [oi0, oi0 + nspan), which are old's (old_at). Unless
  * counted, only the blocks of the last span put_span made hold their
  * segment's block count (seg_blocks); count_seg sets the others'. */
 struct gm_flat_seg {
+  gm_seg_t *seg;
   gm_flat_block_t *b, *old;
   size_t n, cap, nold, old_cap, oi0, nspan;
   const gm_block_t *lo, *hi;
@@ -153,9 +175,104 @@ int gm_flat_list(gm_flat_t *f) {
   return GM_OK;
 }
 
-/* step_all walks every segment: the first step, and after segments were
- * made or removed (their address order is sorted again). */
+/* order_all puts every segment of a, ns of them, into f's list in
+ * address order. */
+static int order_all(gm_alloc_t *a, gm_flat_t *f, size_t ns) {
+  gm_seg_t **sorted = malloc((ns ? ns : 1) * sizeof *sorted);
+  if (!sorted) return GM_EBACKEND;
+  size_t i = 0;
+  for (gm_seg_t *s = a->segs; s; s = s->next_seg) sorted[i++] = s;
+  if (ns) qsort(sorted, ns, sizeof *sorted, cmp_seg_base);
+  for (size_t k = 0; k < ns; k++) {
+    f->segv[k].seg = sorted[k];
+    sorted[k]->touch = GM_TOUCHED; /* walked again */
+  }
+  free(sorted);
+  return GM_OK;
+}
+
+/* order_changed puts the segments of a, ns of them, into f's list in
+ * address order from the last step's: the segments removed since
+ * (a->gone) are taken out, those made since (not watched yet) put in
+ * their places, the others keep their blocks, and the entries before
+ * the first change stay where they are. It sets *ok, or leaves it 0
+ * having done nothing where a->gone does not name segments of the list. */
+static int order_changed(gm_alloc_t *a, gm_flat_t *f, size_t ns, int *ok) {
+  size_t nold = f->nseg, nborn = 0;
+  *ok = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) nborn += !s->touch;
+  if (nold + nborn < ns + a->ngone || nold + nborn - a->ngone != ns) return GM_OK;
+  /* the first entry that moves: the first removed, or where the first
+   * made goes among those before it */
+  size_t first = nold;
+  for (size_t g = 0; g < a->ngone; g++) {
+    if (a->gone[g] >= nold) return GM_OK;
+    if (a->gone[g] < first) first = a->gone[g];
+  }
+  gm_seg_t **born = malloc((nborn ? nborn : 1) * sizeof *born);
+  if (!born) return GM_EBACKEND;
+  size_t j = 0;
+  for (gm_seg_t *s = a->segs; s; s = s->next_seg)
+    if (!s->touch) born[j++] = s;
+  if (nborn > 1) qsort(born, nborn, sizeof *born, cmp_seg_base);
+  if (nborn) {
+    size_t lo = 0, hi = first;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (f->segv[mid].seg->base < born[0]->base) lo = mid + 1;
+      else hi = mid;
+    }
+    first = lo;
+  }
+  /* the entries from first on: M in all, the list's or the last one's */
+  size_t m = (ns > nold ? ns : nold) - first;
+  gm_flat_seg_t *was = malloc((m ? m : 1) * sizeof *was);
+  if (!was) {
+    free(born);
+    return GM_EBACKEND;
+  }
+  if (m) memcpy(was, f->segv + first, m * sizeof *was);
+  size_t kept = nold - first; /* was[0, kept) were the last list's */
+  int valid = 1;
+  for (size_t g = 0; g < a->ngone && valid; g++) {
+    gm_flat_seg_t *v = &was[a->gone[g] - first];
+    valid = v->seg != NULL;
+    v->seg = NULL; /* a spare entry */
+  }
+  if (!valid) { /* a segment removed twice: nothing moved yet */
+    free(was);
+    free(born);
+    return GM_OK;
+  }
+  /* merge the kept and the made, a made one into a spare entry (a
+   * removed segment's, or one past the last list) */
+  size_t i = 0, sp = 0;
+  j = 0;
+  for (size_t k = first; k < ns; k++) {
+    while (i < kept && !was[i].seg) i++;
+    if (j < nborn && (i >= kept || born[j]->base < was[i].seg->base)) {
+      while (sp < kept && was[sp].seg) sp++;
+      f->segv[k] = was[sp++];
+      f->segv[k].seg = born[j++];
+    } else {
+      f->segv[k] = was[i++];
+    }
+  }
+  for (size_t k = ns; k < first + m; k++) { /* the spare entries left, with their buffers */
+    while (sp < kept && was[sp].seg) sp++;
+    f->segv[k] = was[sp++];
+  }
+  free(was);
+  free(born);
+  *ok = 1;
+  return GM_OK;
+}
+
+/* step_all walks the segments after segments were made or removed (and
+ * on the first step): in a step that follows the last, only those made
+ * and those touched; where a step was missed, every one, sorted again. */
 static int step_all(gm_alloc_t *a, gm_flat_t *f) {
+  int again = f->alloc == a && !a->touch_lost;
   /* the last list, whole, into prev */
   if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
   gm_flat_block_t *t = f->prev;
@@ -164,38 +281,39 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   f->cur = t, f->cur_cap = tc, f->cur_ok = 0;
   size_t ns = 0;
   for (const gm_seg_t *s = a->segs; s; s = s->next_seg) ns++;
-  gm_seg_t **sorted = malloc((ns ? ns : 1) * sizeof *sorted);
-  if (!sorted) return GM_EBACKEND;
   size_t old = f->segv_cap;
   if (gm_grow((void **)&f->segv, &f->segv_cap, ns, sizeof *f->segv) != GM_OK ||
-      gm_grow((void **)&f->fen, &f->fen_cap, ns + 1, sizeof *f->fen) != GM_OK) {
-    free(sorted);
+      gm_grow((void **)&f->fen, &f->fen_cap, ns + 1, sizeof *f->fen) != GM_OK)
     return GM_EBACKEND;
-  }
   if (f->segv_cap > old) memset(f->segv + old, 0, (f->segv_cap - old) * sizeof *f->segv);
-  size_t i = 0;
-  for (gm_seg_t *s = a->segs; s; s = s->next_seg) sorted[i++] = s;
-  if (ns) qsort(sorted, ns, sizeof *sorted, cmp_seg_base);
+  int ordered = 0, rc = again ? order_changed(a, f, ns, &ordered) : GM_OK;
+  if (rc == GM_OK && !ordered) rc = order_all(a, f, ns);
+  if (rc != GM_OK) return rc;
   f->nseg = ns;
   f->ncur = 0;
   memset(f->fen, 0, (ns + 1) * sizeof *f->fen);
-  int rc = GM_OK;
   for (size_t k = 0; k < ns && rc == GM_OK; k++) {
     gm_flat_seg_t *v = &f->segv[k];
-    sorted[k]->flat_k = (uint32_t)k;
-    sorted[k]->touch = GM_WATCHED;
-    v->n = 0;
+    gm_seg_t *s = v->seg;
+    if (s->touch != GM_WATCHED) { /* made or touched since: walked */
+      v->n = 0;
+      v->counted = 1;
+      rc = put_seg(s, &v->b, &v->cap, &v->n);
+    }
+    s->flat_k = (uint32_t)k;
+    s->touch = GM_WATCHED;
     v->changed = 0;
     v->lo = v->hi = NULL;
-    v->counted = 1;
-    rc = put_seg(sorted[k], &v->b, &v->cap, &v->n);
     f->ncur += v->n;
     fen_add(f, k, v->n);
   }
-  free(sorted);
-  if (rc != GM_OK) return rc;
   a->ntouched = 0;
   a->ntblocks = 0;
+  a->ngone = 0;
+  if (rc != GM_OK) {
+    f->alloc = NULL; /* the next step walks every segment */
+    return rc;
+  }
   a->touch_lost = 0;
   f->alloc = a;
   f->seg_gen = a->seg_gen;
