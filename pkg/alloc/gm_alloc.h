@@ -438,7 +438,7 @@ typedef struct gm_flat {
   size_t nprev, ncur, prev_cap, cur_cap, ins_cap;
   int cur_ok; /* cur holds the list now */
   size_t pos, del, nins; /* the last list's [pos, pos+del) became ins[0, nins) */
-  gm_flat_seg_t *segv;
+  gm_flat_seg_t **segv; /* each its own allocation: a step moves pointers */
   uint64_t *fen;
   size_t nseg, segv_cap, fen_cap;
   const void *alloc; /* the allocator, as it was when its segment count */

@@ -112,11 +112,15 @@ static inline int same(const gm_flat_block_t *x, const gm_flat_block_t *y) {
          x->state == y->state;
 }
 
-/* diff sets f's pos, del and nins from the lists' common head and tail. */
-static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_flat_block_t *cur, size_t nc) {
-  size_t p = 0;
+/* diff sets f's pos, del and nins from the lists' common head and tail,
+ * of which the first p0 blocks and the last q0 are known the same. */
+static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_flat_block_t *cur, size_t nc,
+                 size_t p0, size_t q0) {
+  size_t p = p0;
   while (p < np && p < nc && same(&prev[p], &cur[p])) p++;
-  size_t q = 0;
+  size_t q = q0;
+  if (q > np - p) q = np - p;
+  if (q > nc - p) q = nc - p;
   while (q < np - p && q < nc - p && same(&prev[np - 1 - q], &cur[nc - 1 - q])) q++;
   f->pos = p;
   f->del = np - p - q;
@@ -166,7 +170,7 @@ int gm_flat_list(gm_flat_t *f) {
   if (gm_grow((void **)&f->cur, &f->cur_cap, f->ncur, sizeof *f->cur) != GM_OK) return GM_EBACKEND;
   size_t n = 0;
   for (size_t k = 0; k < f->nseg; k++) {
-    gm_flat_seg_t *v = &f->segv[k];
+    gm_flat_seg_t *v = f->segv[k];
     count_seg(v);
     if (v->n) memcpy(f->cur + n, v->b, v->n * sizeof *v->b);
     n += v->n;
@@ -184,7 +188,7 @@ static int order_all(gm_alloc_t *a, gm_flat_t *f, size_t ns) {
   for (gm_seg_t *s = a->segs; s; s = s->next_seg) sorted[i++] = s;
   if (ns) qsort(sorted, ns, sizeof *sorted, cmp_seg_base);
   for (size_t k = 0; k < ns; k++) {
-    f->segv[k].seg = sorted[k];
+    f->segv[k]->seg = sorted[k];
     sorted[k]->touch = GM_TOUCHED; /* walked again */
   }
   free(sorted);
@@ -195,9 +199,10 @@ static int order_all(gm_alloc_t *a, gm_flat_t *f, size_t ns) {
  * address order from the last step's: the segments removed since
  * (a->gone) are taken out, those made since (not watched yet) put in
  * their places, the others keep their blocks, and the entries before
- * the first change stay where they are. It sets *ok, or leaves it 0
- * having done nothing where a->gone does not name segments of the list. */
-static int order_changed(gm_alloc_t *a, gm_flat_t *f, size_t ns, int *ok) {
+ * the first change (*moved) stay where they are, as do the last *tail,
+ * after every change. It sets *ok, or leaves it 0 having done nothing
+ * where a->gone does not name segments of the list. */
+static int order_changed(gm_alloc_t *a, gm_flat_t *f, size_t ns, int *ok, size_t *moved, size_t *tail) {
   size_t nold = f->nseg, nborn = 0;
   *ok = 0;
   for (const gm_seg_t *s = a->segs; s; s = s->next_seg) nborn += !s->touch;
@@ -219,50 +224,56 @@ static int order_changed(gm_alloc_t *a, gm_flat_t *f, size_t ns, int *ok) {
     size_t lo = 0, hi = first;
     while (lo < hi) {
       size_t mid = lo + (hi - lo) / 2;
-      if (f->segv[mid].seg->base < born[0]->base) lo = mid + 1;
+      if (f->segv[mid]->seg->base < born[0]->base) lo = mid + 1;
       else hi = mid;
     }
     first = lo;
   }
   /* the entries from first on: M in all, the list's or the last one's */
   size_t m = (ns > nold ? ns : nold) - first;
-  gm_flat_seg_t *was = malloc((m ? m : 1) * sizeof *was);
-  if (!was) {
+  gm_flat_seg_t **was = malloc((m ? m : 1) * sizeof *was), **spare = malloc((m ? m : 1) * sizeof *spare);
+  if (!was || !spare) {
+    free(was);
+    free(spare);
     free(born);
     return GM_EBACKEND;
   }
   if (m) memcpy(was, f->segv + first, m * sizeof *was);
-  size_t kept = nold - first; /* was[0, kept) were the last list's */
-  int valid = 1;
-  for (size_t g = 0; g < a->ngone && valid; g++) {
-    gm_flat_seg_t *v = &was[a->gone[g] - first];
-    valid = v->seg != NULL;
-    v->seg = NULL; /* a spare entry */
+  size_t kept = nold - first; /* was[0, kept) were the last list's: NULL those removed */
+  size_t nsp = 0;            /* their entries and those past the last list are spare */
+  for (size_t g = 0; g < a->ngone; g++) {
+    size_t k = a->gone[g] - first;
+    if (!was[k]) { /* a segment removed twice: nothing moved yet */
+      free(was);
+      free(spare);
+      free(born);
+      return GM_OK;
+    }
+    spare[nsp++] = was[k];
+    was[k] = NULL;
   }
-  if (!valid) { /* a segment removed twice: nothing moved yet */
-    free(was);
-    free(born);
-    return GM_OK;
-  }
-  /* merge the kept and the made, a made one into a spare entry (a
-   * removed segment's, or one past the last list) */
+  for (size_t k = kept; k < m; k++) spare[nsp++] = was[k];
+  /* the last list's entries after every one removed and made keep their
+   * order at the end of the list */
+  size_t t = 0;
+  while (t < kept && was[kept - 1 - t] && (!nborn || was[kept - 1 - t]->seg->base > born[nborn - 1]->base)) t++;
+  *moved = first;
+  *tail = t;
+  /* merge the kept and the made, a made one into a spare entry */
   size_t i = 0, sp = 0;
   j = 0;
   for (size_t k = first; k < ns; k++) {
-    while (i < kept && !was[i].seg) i++;
-    if (j < nborn && (i >= kept || born[j]->base < was[i].seg->base)) {
-      while (sp < kept && was[sp].seg) sp++;
-      f->segv[k] = was[sp++];
-      f->segv[k].seg = born[j++];
+    while (i < kept && !was[i]) i++;
+    if (j < nborn && (i >= kept || born[j]->base < was[i]->seg->base)) {
+      f->segv[k] = spare[sp++];
+      f->segv[k]->seg = born[j++];
     } else {
       f->segv[k] = was[i++];
     }
   }
-  for (size_t k = ns; k < first + m; k++) { /* the spare entries left, with their buffers */
-    while (sp < kept && was[sp].seg) sp++;
-    f->segv[k] = was[sp++];
-  }
+  for (size_t k = ns; k < first + m; k++) f->segv[k] = spare[sp++]; /* those left, with their buffers */
   free(was);
+  free(spare);
   free(born);
   *ok = 1;
   return GM_OK;
@@ -286,16 +297,25 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
       gm_grow((void **)&f->fen, &f->fen_cap, ns + 1, sizeof *f->fen) != GM_OK)
     return GM_EBACKEND;
   if (f->segv_cap > old) memset(f->segv + old, 0, (f->segv_cap - old) * sizeof *f->segv);
-  int ordered = 0, rc = again ? order_changed(a, f, ns, &ordered) : GM_OK;
+  for (size_t k = old; k < f->segv_cap; k++)
+    if (!(f->segv[k] = calloc(1, sizeof **f->segv))) {
+      f->segv_cap = k; /* the entries made */
+      return GM_EBACKEND;
+    }
+  /* the entries before moved and the last tail are the last list's */
+  size_t moved = 0, tail = 0;
+  int ordered = 0, rc = again ? order_changed(a, f, ns, &ordered, &moved, &tail) : GM_OK;
   if (rc == GM_OK && !ordered) rc = order_all(a, f, ns);
   if (rc != GM_OK) return rc;
   f->nseg = ns;
   f->ncur = 0;
   memset(f->fen, 0, (ns + 1) * sizeof *f->fen);
   for (size_t k = 0; k < ns && rc == GM_OK; k++) {
-    gm_flat_seg_t *v = &f->segv[k];
+    gm_flat_seg_t *v = f->segv[k];
     gm_seg_t *s = v->seg;
     if (s->touch != GM_WATCHED) { /* made or touched since: walked */
+      if (k < moved) moved = k;
+      if (ns - k <= tail) tail = ns - k - 1;
       v->n = 0;
       v->counted = 1;
       rc = put_seg(s, &v->b, &v->cap, &v->n);
@@ -305,8 +325,10 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
     v->changed = 0;
     v->lo = v->hi = NULL;
     f->ncur += v->n;
-    fen_add(f, k, v->n);
+    f->fen[k + 1] = v->n;
   }
+  for (size_t i = 1; i <= ns; i++) /* the Fenwick tree of those counts */
+    if (i + (i & -i) <= ns) f->fen[i + (i & -i)] += f->fen[i];
   a->ntouched = 0;
   a->ntblocks = 0;
   a->ngone = 0;
@@ -318,7 +340,7 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   f->alloc = a;
   f->seg_gen = a->seg_gen;
   if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
-  diff(f, f->prev, f->nprev, f->cur, f->ncur);
+  diff(f, f->prev, f->nprev, f->cur, f->ncur, fen_before(f, moved), f->ncur - fen_before(f, ns - tail));
   f->ins = f->cur + f->pos; /* the inserted blocks, in the whole list */
   return GM_OK;
 }
@@ -332,12 +354,12 @@ typedef struct {
 } walk_t;
 
 static inline size_t walk_n(const walk_t *w, size_t k) {
-  const gm_flat_seg_t *v = &w->f->segv[k];
+  const gm_flat_seg_t *v = w->f->segv[k];
   return w->old && v->changed ? v->nold : v->n;
 }
 
 static inline const gm_flat_block_t *walk_at(const walk_t *w) {
-  const gm_flat_seg_t *v = &w->f->segv[w->k];
+  const gm_flat_seg_t *v = w->f->segv[w->k];
   return w->old && v->changed ? old_at(v, w->j) : v->b + w->j;
 }
 
@@ -432,7 +454,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   for (size_t i = 0; i < a->ntblocks; i++) {
     const gm_block_t *b = a->tblocks[i];
     if (!b->seg || b->seg->touch != GM_TOUCHED) continue;
-    gm_flat_seg_t *v = &f->segv[b->seg->flat_k];
+    gm_flat_seg_t *v = f->segv[b->seg->flat_k];
     if (!v->lo || b->ptr < v->lo->ptr) v->lo = b;
     if (!v->hi || b->ptr > v->hi->ptr) v->hi = b;
   }
@@ -442,7 +464,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   for (size_t i = 0; i < a->ntouched; i++) {
     gm_seg_t *s = a->touched[i];
     size_t k = s->flat_k;
-    gm_flat_seg_t *v = &f->segv[k];
+    gm_flat_seg_t *v = f->segv[k];
     s->touch = GM_WATCHED;
     size_t h = 0, tl = 0; /* blocks known the same at the head and the tail */
     int rc = v->lo && !s->expandable ? put_span(s, v, &h, &tl) : SPAN_WHOLE;
@@ -481,7 +503,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   }
   f->cur_ok = 0;
   f->ncur = nc;
-  gm_flat_seg_t *v0 = &f->segv[k0];
+  gm_flat_seg_t *v0 = f->segv[k0];
   if (changed == 1 && h0 < v0->n && h0 < v0->nold) {
     /* one segment changed, and not only at its end: the lists' common
      * head and tail end within its blocks, which compare in place */
@@ -516,11 +538,11 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   for (size_t i = 0; i < f->nins; i++, ins.j++) {
     walk_fwd(&ins);
     f->ins_buf[i] = *walk_at(&ins);
-    const gm_flat_seg_t *v = &f->segv[ins.k];
+    const gm_flat_seg_t *v = f->segv[ins.k];
     if (!v->counted) f->ins_buf[i].seg_blocks = (uint32_t)v->n;
   }
   f->ins = f->ins_buf;
-  for (size_t i = 0; i < nt; i++) f->segv[a->touched[i]->flat_k].changed = 0;
+  for (size_t i = 0; i < nt; i++) f->segv[a->touched[i]->flat_k]->changed = 0;
   return GM_OK;
 }
 
@@ -541,7 +563,7 @@ static int check_step(const gm_alloc_t *a, gm_flat_t *f, const gm_flat_block_t *
   if (rc == GM_OK) rc = gm_flat_list(f);
   if (rc == GM_OK) {
     gm_flat_t d = {0};
-    diff(&d, old, n, list, nb);
+    diff(&d, old, n, list, nb, 0, 0);
     if (nb != f->ncur || d.pos != f->pos || d.del != f->del || d.nins != f->nins ||
         (nb && memcmp(list, f->cur, nb * sizeof *list) != 0) ||
         (f->nins && memcmp(list + f->pos, f->ins, f->nins * sizeof *list) != 0))
@@ -569,9 +591,10 @@ int gm_flat_step(gm_alloc_t *a, gm_flat_t *f) {
 }
 
 void gm_flat_free(gm_flat_t *f) {
-  for (size_t k = 0; k < f->segv_cap; k++) {
-    free(f->segv[k].b);
-    free(f->segv[k].old);
+  for (size_t k = 0; k < f->segv_cap && f->segv[k]; k++) {
+    free(f->segv[k]->b);
+    free(f->segv[k]->old);
+    free(f->segv[k]);
   }
   free(f->segv);
   free(f->fen);
