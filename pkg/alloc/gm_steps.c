@@ -112,15 +112,11 @@ static inline int same(const gm_flat_block_t *x, const gm_flat_block_t *y) {
          x->state == y->state;
 }
 
-/* diff sets f's pos, del and nins from the lists' common head and tail,
- * of which the first p0 blocks and the last q0 are known the same. */
-static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_flat_block_t *cur, size_t nc,
-                 size_t p0, size_t q0) {
-  size_t p = p0;
+/* diff sets f's pos, del and nins from the lists' common head and tail. */
+static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_flat_block_t *cur, size_t nc) {
+  size_t p = 0;
   while (p < np && p < nc && same(&prev[p], &cur[p])) p++;
-  size_t q = q0;
-  if (q > np - p) q = np - p;
-  if (q > nc - p) q = nc - p;
+  size_t q = 0;
   while (q < np - p && q < nc - p && same(&prev[np - 1 - q], &cur[nc - 1 - q])) q++;
   f->pos = p;
   f->del = np - p - q;
@@ -199,9 +195,11 @@ static int order_all(gm_alloc_t *a, gm_flat_t *f, size_t ns) {
  * address order from the last step's: the segments removed since
  * (a->gone) are taken out, those made since (not watched yet) put in
  * their places, the others keep their blocks, and the entries before
- * the first change (*moved) stay where they are, as do the last *tail,
- * after every change. It sets *ok, or leaves it 0 having done nothing
- * where a->gone does not name segments of the list. */
+ * the first change (*moved, a segment made, removed or touched) stay
+ * where they are, as do the last *tail, after every change; the last
+ * list's blocks between the two go into prev. It sets *ok, or leaves it
+ * 0 having done nothing where a->gone does not name segments of the
+ * list. */
 static int order_changed(gm_alloc_t *a, gm_flat_t *f, size_t ns, int *ok, size_t *moved, size_t *tail) {
   size_t nold = f->nseg, nborn = 0;
   *ok = 0;
@@ -257,7 +255,29 @@ static int order_changed(gm_alloc_t *a, gm_flat_t *f, size_t ns, int *ok, size_t
    * order at the end of the list */
   size_t t = 0;
   while (t < kept && was[kept - 1 - t] && (!nborn || was[kept - 1 - t]->seg->base > born[nborn - 1]->base)) t++;
-  *moved = first;
+  /* the segments touched since change where they are: the last list's
+   * blocks from the first change to the last, into prev, for diff */
+  size_t lo = first;
+  for (size_t i = 0; i < a->ntouched; i++) {
+    size_t k = a->touched[i]->flat_k;
+    if (k < lo) lo = k;
+    if (k + t >= nold) t = nold - k - 1;
+  }
+  size_t np = 0;
+  for (size_t k = lo; k < nold - t; k++) np += f->segv[k]->n;
+  if (gm_grow((void **)&f->prev, &f->prev_cap, np, sizeof *f->prev) != GM_OK) {
+    free(was);
+    free(spare);
+    free(born);
+    return GM_EBACKEND;
+  }
+  f->nprev = 0;
+  for (size_t k = lo; k < nold - t; k++) {
+    const gm_flat_seg_t *v = f->segv[k];
+    if (v->n) memcpy(f->prev + f->nprev, v->b, v->n * sizeof *v->b);
+    f->nprev += v->n;
+  }
+  *moved = lo;
   *tail = t;
   /* merge the kept and the made, a made one into a spare entry */
   size_t i = 0, sp = 0;
@@ -284,12 +304,6 @@ static int order_changed(gm_alloc_t *a, gm_flat_t *f, size_t ns, int *ok, size_t
  * and those touched; where a step was missed, every one, sorted again. */
 static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   int again = f->alloc == a && !a->touch_lost;
-  /* the last list, whole, into prev */
-  if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
-  gm_flat_block_t *t = f->prev;
-  size_t tc = f->prev_cap;
-  f->prev = f->cur, f->prev_cap = f->cur_cap, f->nprev = f->ncur;
-  f->cur = t, f->cur_cap = tc, f->cur_ok = 0;
   size_t ns = 0;
   for (const gm_seg_t *s = a->segs; s; s = s->next_seg) ns++;
   size_t old = f->segv_cap;
@@ -305,8 +319,17 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   /* the entries before moved and the last tail are the last list's */
   size_t moved = 0, tail = 0;
   int ordered = 0, rc = again ? order_changed(a, f, ns, &ordered, &moved, &tail) : GM_OK;
-  if (rc == GM_OK && !ordered) rc = order_all(a, f, ns);
   if (rc != GM_OK) return rc;
+  if (!ordered) {
+    /* the last list, whole, into prev */
+    if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
+    gm_flat_block_t *t = f->prev;
+    size_t tc = f->prev_cap;
+    f->prev = f->cur, f->prev_cap = f->cur_cap, f->nprev = f->ncur;
+    f->cur = t, f->cur_cap = tc;
+    if ((rc = order_all(a, f, ns)) != GM_OK) return rc;
+  }
+  f->cur_ok = 0;
   f->nseg = ns;
   f->ncur = 0;
   memset(f->fen, 0, (ns + 1) * sizeof *f->fen);
@@ -314,8 +337,6 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
     gm_flat_seg_t *v = f->segv[k];
     gm_seg_t *s = v->seg;
     if (s->touch != GM_WATCHED) { /* made or touched since: walked */
-      if (k < moved) moved = k;
-      if (ns - k <= tail) tail = ns - k - 1;
       v->n = 0;
       v->counted = 1;
       rc = put_seg(s, &v->b, &v->cap, &v->n);
@@ -339,9 +360,30 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   a->touch_lost = 0;
   f->alloc = a;
   f->seg_gen = a->seg_gen;
-  if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
-  diff(f, f->prev, f->nprev, f->cur, f->ncur, fen_before(f, moved), f->ncur - fen_before(f, ns - tail));
-  f->ins = f->cur + f->pos; /* the inserted blocks, in the whole list */
+  if (!ordered) {
+    if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
+    diff(f, f->prev, f->nprev, f->cur, f->ncur);
+    f->ins = f->cur + f->pos; /* the inserted blocks, in the whole list */
+    return GM_OK;
+  }
+  /* the blocks between the unchanged head and tail, compared with the
+   * last list's (prev): distinct blocks of one list never compare the
+   * same, so the lists' common head and tail end within these */
+  size_t nm = f->ncur - fen_before(f, moved) - (f->ncur - fen_before(f, ns - tail)), n = 0;
+  if (gm_grow((void **)&f->ins_buf, &f->ins_cap, nm, sizeof *f->ins_buf) != GM_OK) return GM_EBACKEND;
+  for (size_t k = moved; k < ns - tail; k++) {
+    gm_flat_seg_t *v = f->segv[k];
+    count_seg(v);
+    if (v->n) memcpy(f->ins_buf + n, v->b, v->n * sizeof *v->b);
+    n += v->n;
+  }
+  diff(f, f->prev, f->nprev, f->ins_buf, nm);
+  if (f->del == 0 && f->nins == 0) { /* the same list */
+    f->pos = f->ncur;
+    return GM_OK;
+  }
+  f->ins = f->ins_buf + f->pos;
+  f->pos += fen_before(f, moved);
   return GM_OK;
 }
 
@@ -563,7 +605,7 @@ static int check_step(const gm_alloc_t *a, gm_flat_t *f, const gm_flat_block_t *
   if (rc == GM_OK) rc = gm_flat_list(f);
   if (rc == GM_OK) {
     gm_flat_t d = {0};
-    diff(&d, old, n, list, nb, 0, 0);
+    diff(&d, old, n, list, nb);
     if (nb != f->ncur || d.pos != f->pos || d.del != f->del || d.nins != f->nins ||
         (nb && memcmp(list, f->cur, nb * sizeof *list) != 0) ||
         (f->nins && memcmp(list + f->pos, f->ins, f->nins * sizeof *list) != 0))
