@@ -14,25 +14,33 @@ import (
 // TestExplorerChanges rebuilds the block list from the explorer's per-op
 // changes, as the page does, and checks it against a replay stopped at
 // many operations (the state `gpumem replay --stop-at k` ends in),
-// including an out-of-memory's release steps.
+// including an out-of-memory's release steps, and a replay that follows
+// the recording's releases of cached memory (alloc.FlagReleasedBefore,
+// the report's replay of oom_survive_resnet under --ignore-addresses).
 func TestExplorerChanges(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		card uint64
+		name    string
+		card    uint64
+		noAddrs bool
 	}{
-		{"gpt2_varlen_stacks.pickle", 0},
-		{"multistream.pickle", 0},
-		{"seed_frag.pickle", 0},
-		{"gpt2_varlen.pickle", 16 << 30},
+		{"gpt2_varlen_stacks.pickle", 0, false},
+		{"multistream.pickle", 0, false},
+		{"seed_frag.pickle", 0, false},
+		{"gpt2_varlen.pickle", 16 << 30, false},
+		{"oom_survive_resnet.pickle", 0, true},
 	} {
-		t.Run(fmt.Sprint(tc.name, tc.card), func(t *testing.T) {
-			run, err := Replay(context.Background(), Source{Trace: pytorchFixture(tc.name)}, Settings{Setup: setup.Setup{Card: tc.card}})
+		t.Run(fmt.Sprint(tc.name, tc.card, tc.noAddrs), func(t *testing.T) {
+			st := setup.Setup{Card: tc.card, IgnoreAddresses: tc.noAddrs}
+			run, err := Replay(context.Background(), Source{Trace: pytorchFixture(tc.name)}, Settings{Setup: st})
 			if err != nil {
 				t.Fatal(err)
 			}
 			d, err := run.Detail(nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.noAddrs && !run.plan.ReleasesBefore() {
+				t.Fatal("the plan has no allocation after a recorded release: the case tests nothing")
 			}
 			if len(d.Explorers) != 1 {
 				t.Fatalf("%d explorers, want 1", len(d.Explorers))

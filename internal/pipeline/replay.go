@@ -150,7 +150,7 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 		ro.Observe = r.ride.observe
 	}
 	var explore func() (*explored, error)
-	if step != nil && plan.Len() > 0 && !plan.ReleasesBefore() {
+	if step != nil && plan.Len() > 0 {
 		r.res, explore, err = r.exploreStepped(ro, step.pack, newClock(times, step.tlog), step.cls)
 	} else {
 		r.res, err = replay.Run(r.plan, ro)

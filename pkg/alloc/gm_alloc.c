@@ -88,12 +88,7 @@ gm_block_t *gm_seg_new_whole(gm_alloc_t *a, uint64_t base, uint64_t size, uint64
 void gm_seg_delete(gm_alloc_t *a, gm_seg_t *s) {
   gm_pool_seg_removed(s);
   a->seg_gen++;
-  if (s->touch == GM_TOUCHED) /* off the list of touched segments */
-    for (size_t i = 0; i < a->ntouched; i++)
-      if (a->touched[i] == s) {
-        a->touched[i] = a->touched[--a->ntouched];
-        break;
-      }
+  if (s->touch) gm_untouch_seg(a, s); /* off gm_flat_step's list */
   if (s->prev_seg) s->prev_seg->next_seg = s->next_seg;
   else a->segs = s->next_seg;
   if (s->next_seg) s->next_seg->prev_seg = s->prev_seg;
@@ -331,6 +326,7 @@ void gm_free(gm_alloc_t *a) {
   free(a->oomev);
   free(a->touched);
   free(a->tblocks);
+  free(a->gone);
   gm_pools_destroy(a);
   if (a->be.destroy) a->be.destroy(a->be.ctx);
   free(a);

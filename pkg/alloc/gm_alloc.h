@@ -439,7 +439,7 @@ typedef struct gm_flat {
   size_t nprev, ncur, prev_cap, cur_cap, ins_cap;
   int cur_ok; /* cur holds the list now */
   size_t pos, del, nins; /* the last list's [pos, pos+del) became ins[0, nins) */
-  gm_flat_seg_t *segv;
+  gm_flat_seg_t **segv; /* each its own allocation: a step moves pointers */
   uint64_t *fen;
   size_t nseg, segv_cap, fen_cap;
   const void *alloc; /* the allocator, as it was when its segment count */
@@ -451,8 +451,9 @@ typedef struct gm_flat {
  * that turns the previous call's list into the list now (the blocks
  * between their common head and tail), and ncur, the list's length. It
  * walks again only the segments changed since the last call (the
- * allocator marks them), every segment when segments were made or
- * removed; under the checker (gm_config_t's check) it compares the list
+ * allocator marks them) and those made since, and takes those removed
+ * since out of its list (the allocator lists them), where segments were
+ * made or removed comparing the whole list with the last; under the checker (gm_config_t's check) it compares the list
  * and the change with a walk of every segment (GM_ECORRUPT when they
  * differ). GM_EBACKEND when out of host memory. */
 int gm_flat_step(gm_alloc_t *a, gm_flat_t *f);

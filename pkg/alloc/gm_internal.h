@@ -120,14 +120,17 @@ struct gm_alloc {
   /* what gm_flat_step follows from one step to the next: the watched
    * segments whose blocks changed since (gm_touch), the blocks of those
    * that are not expandable it was handed (some since merged away),
-   * whether one was lost to a failed allocation, and a count of segments
-   * made and removed */
+   * whether one was lost to a failed allocation, a count of segments
+   * made and removed, and the list indexes (flat_k) of the watched
+   * segments removed since */
   gm_seg_t **touched;
   size_t ntouched, touched_cap;
   gm_block_t **tblocks;
   size_t ntblocks, tblocks_cap;
   uint8_t touch_lost;
   uint64_t seg_gen;
+  uint32_t *gone;
+  size_t ngone, gone_cap;
   uint8_t placement_ties; /* gm_placement_ties */
   struct gm_watch *watch;  /* the placement watch while it agrees (gm_watch.c); NULL otherwise */
 };
@@ -143,6 +146,8 @@ struct gm_alloc {
  * neighbour that took it is); gm_run_steps checks that against a whole
  * walk under the checker. */
 void gm_touch_slow(gm_block_t *b);
+/* gm_untouch_seg: watched segment s is being removed (gm_seg_delete). */
+void gm_untouch_seg(gm_alloc_t *a, gm_seg_t *s);
 static inline void gm_touch(gm_block_t *b) {
   if (b->seg->touch) gm_touch_slow(b);
 }

@@ -4,7 +4,9 @@
  * walked again and compared, in a segment that is not expandable only
  * its span from the first block the op touched to the last: a step costs
  * the blocks it changed, not the whole list, which is made only for the
- * keys (gm_flat_list). */
+ * keys (gm_flat_list) and where segments were made or removed: the
+ * segments keep their places in the list, only those made are walked
+ * and put in theirs, and those removed taken out (a->gone). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,25 @@ void gm_touch_slow(gm_block_t *b) {
     return;
   }
   a->tblocks[a->ntblocks++] = b;
+}
+
+/* gone_max is the most removed segments a step takes out of the list
+ * one by one; past it (a replay no longer stepped) it walks every one. */
+enum { gone_max = 4096 };
+
+void gm_untouch_seg(gm_alloc_t *a, gm_seg_t *s) {
+  if (s->touch == GM_TOUCHED) /* off the list of touched segments */
+    for (size_t i = 0; i < a->ntouched; i++)
+      if (a->touched[i] == s) {
+        a->touched[i] = a->touched[--a->ntouched];
+        break;
+      }
+  if (a->touch_lost) return;
+  if (a->ngone >= gone_max || gm_grow((void **)&a->gone, &a->gone_cap, a->ngone + 1, sizeof *a->gone) != GM_OK) {
+    a->touch_lost = 1;
+    return;
+  }
+  a->gone[a->ngone++] = s->flat_k;
 }
 
 static int cmp_seg_base(const void *x, const void *y) {
@@ -102,13 +123,14 @@ static void diff(gm_flat_t *f, const gm_flat_block_t *prev, size_t np, const gm_
   f->nins = nc - p - q;
 }
 
-/* One segment's blocks in the list, and while a step compares, the
+/* One segment (seg) and its blocks in the list, and while a step compares, the
  * first and last blocks the step touched that are still there (lo, hi:
  * NULL when none) and, when changed, its nold blocks before the step:
  * those of b but for [oi0, oi0 + nspan), which are old's (old_at). Unless
  * counted, only the blocks of the last span put_span made hold their
  * segment's block count (seg_blocks); count_seg sets the others'. */
 struct gm_flat_seg {
+  gm_seg_t *seg;
   gm_flat_block_t *b, *old;
   size_t n, cap, nold, old_cap, oi0, nspan;
   const gm_block_t *lo, *hi;
@@ -144,7 +166,7 @@ int gm_flat_list(gm_flat_t *f) {
   if (gm_grow((void **)&f->cur, &f->cur_cap, f->ncur, sizeof *f->cur) != GM_OK) return GM_EBACKEND;
   size_t n = 0;
   for (size_t k = 0; k < f->nseg; k++) {
-    gm_flat_seg_t *v = &f->segv[k];
+    gm_flat_seg_t *v = f->segv[k];
     count_seg(v);
     if (v->n) memcpy(f->cur + n, v->b, v->n * sizeof *v->b);
     n += v->n;
@@ -153,55 +175,215 @@ int gm_flat_list(gm_flat_t *f) {
   return GM_OK;
 }
 
-/* step_all walks every segment: the first step, and after segments were
- * made or removed (their address order is sorted again). */
-static int step_all(gm_alloc_t *a, gm_flat_t *f) {
-  /* the last list, whole, into prev */
-  if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
-  gm_flat_block_t *t = f->prev;
-  size_t tc = f->prev_cap;
-  f->prev = f->cur, f->prev_cap = f->cur_cap, f->nprev = f->ncur;
-  f->cur = t, f->cur_cap = tc, f->cur_ok = 0;
-  size_t ns = 0;
-  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) ns++;
+/* order_all puts every segment of a, ns of them, into f's list in
+ * address order. */
+static int order_all(gm_alloc_t *a, gm_flat_t *f, size_t ns) {
   gm_seg_t **sorted = malloc((ns ? ns : 1) * sizeof *sorted);
   if (!sorted) return GM_EBACKEND;
-  size_t old = f->segv_cap;
-  if (gm_grow((void **)&f->segv, &f->segv_cap, ns, sizeof *f->segv) != GM_OK ||
-      gm_grow((void **)&f->fen, &f->fen_cap, ns + 1, sizeof *f->fen) != GM_OK) {
-    free(sorted);
-    return GM_EBACKEND;
-  }
-  if (f->segv_cap > old) memset(f->segv + old, 0, (f->segv_cap - old) * sizeof *f->segv);
   size_t i = 0;
   for (gm_seg_t *s = a->segs; s; s = s->next_seg) sorted[i++] = s;
   if (ns) qsort(sorted, ns, sizeof *sorted, cmp_seg_base);
+  for (size_t k = 0; k < ns; k++) {
+    f->segv[k]->seg = sorted[k];
+    sorted[k]->touch = GM_TOUCHED; /* walked again */
+  }
+  free(sorted);
+  return GM_OK;
+}
+
+/* order_changed puts the segments of a, ns of them, into f's list in
+ * address order from the last step's: the segments removed since
+ * (a->gone) are taken out, those made since (not watched yet) put in
+ * their places, the others keep their blocks, and the entries before
+ * the first change (*moved, a segment made, removed or touched) stay
+ * where they are, as do the last *tail, after every change; the last
+ * list's blocks between the two go into prev. It sets *ok, or leaves it
+ * 0 having done nothing where a->gone does not name segments of the
+ * list. */
+static int order_changed(gm_alloc_t *a, gm_flat_t *f, size_t ns, int *ok, size_t *moved, size_t *tail) {
+  size_t nold = f->nseg, nborn = 0;
+  *ok = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) nborn += !s->touch;
+  if (nold + nborn < ns + a->ngone || nold + nborn - a->ngone != ns) return GM_OK;
+  /* the first entry that moves: the first removed, or where the first
+   * made goes among those before it */
+  size_t first = nold;
+  for (size_t g = 0; g < a->ngone; g++) {
+    if (a->gone[g] >= nold) return GM_OK;
+    if (a->gone[g] < first) first = a->gone[g];
+  }
+  gm_seg_t **born = malloc((nborn ? nborn : 1) * sizeof *born);
+  if (!born) return GM_EBACKEND;
+  size_t j = 0;
+  for (gm_seg_t *s = a->segs; s; s = s->next_seg)
+    if (!s->touch) born[j++] = s;
+  if (nborn > 1) qsort(born, nborn, sizeof *born, cmp_seg_base);
+  if (nborn) {
+    size_t lo = 0, hi = first;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (f->segv[mid]->seg->base < born[0]->base) lo = mid + 1;
+      else hi = mid;
+    }
+    first = lo;
+  }
+  /* the entries from first on: M in all, the list's or the last one's */
+  size_t m = (ns > nold ? ns : nold) - first;
+  gm_flat_seg_t **was = malloc((m ? m : 1) * sizeof *was), **spare = malloc((m ? m : 1) * sizeof *spare);
+  if (!was || !spare) {
+    free(was);
+    free(spare);
+    free(born);
+    return GM_EBACKEND;
+  }
+  if (m) memcpy(was, f->segv + first, m * sizeof *was);
+  size_t kept = nold - first; /* was[0, kept) were the last list's: NULL those removed */
+  size_t nsp = 0;            /* their entries and those past the last list are spare */
+  for (size_t g = 0; g < a->ngone; g++) {
+    size_t k = a->gone[g] - first;
+    if (!was[k]) { /* a segment removed twice: nothing moved yet */
+      free(was);
+      free(spare);
+      free(born);
+      return GM_OK;
+    }
+    spare[nsp++] = was[k];
+    was[k] = NULL;
+  }
+  for (size_t k = kept; k < m; k++) spare[nsp++] = was[k];
+  /* the last list's entries after every one removed and made keep their
+   * order at the end of the list */
+  size_t t = 0;
+  while (t < kept && was[kept - 1 - t] && (!nborn || was[kept - 1 - t]->seg->base > born[nborn - 1]->base)) t++;
+  /* the segments touched since change where they are: the last list's
+   * blocks from the first change to the last, into prev, for diff */
+  size_t lo = first;
+  for (size_t i = 0; i < a->ntouched; i++) {
+    size_t k = a->touched[i]->flat_k;
+    if (k < lo) lo = k;
+    if (k + t >= nold) t = nold - k - 1;
+  }
+  size_t np = 0;
+  for (size_t k = lo; k < nold - t; k++) np += f->segv[k]->n;
+  if (gm_grow((void **)&f->prev, &f->prev_cap, np, sizeof *f->prev) != GM_OK) {
+    free(was);
+    free(spare);
+    free(born);
+    return GM_EBACKEND;
+  }
+  f->nprev = 0;
+  for (size_t k = lo; k < nold - t; k++) {
+    const gm_flat_seg_t *v = f->segv[k];
+    if (v->n) memcpy(f->prev + f->nprev, v->b, v->n * sizeof *v->b);
+    f->nprev += v->n;
+  }
+  *moved = lo;
+  *tail = t;
+  /* merge the kept and the made, a made one into a spare entry */
+  size_t i = 0, sp = 0;
+  j = 0;
+  for (size_t k = first; k < ns; k++) {
+    while (i < kept && !was[i]) i++;
+    if (j < nborn && (i >= kept || born[j]->base < was[i]->seg->base)) {
+      f->segv[k] = spare[sp++];
+      f->segv[k]->seg = born[j++];
+    } else {
+      f->segv[k] = was[i++];
+    }
+  }
+  for (size_t k = ns; k < first + m; k++) f->segv[k] = spare[sp++]; /* those left, with their buffers */
+  free(was);
+  free(spare);
+  free(born);
+  *ok = 1;
+  return GM_OK;
+}
+
+/* step_all walks the segments after segments were made or removed (and
+ * on the first step): in a step that follows the last, only those made
+ * and those touched; where a step was missed, every one, sorted again. */
+static int step_all(gm_alloc_t *a, gm_flat_t *f) {
+  int again = f->alloc == a && !a->touch_lost;
+  size_t ns = 0;
+  for (const gm_seg_t *s = a->segs; s; s = s->next_seg) ns++;
+  size_t old = f->segv_cap;
+  if (gm_grow((void **)&f->segv, &f->segv_cap, ns, sizeof *f->segv) != GM_OK ||
+      gm_grow((void **)&f->fen, &f->fen_cap, ns + 1, sizeof *f->fen) != GM_OK)
+    return GM_EBACKEND;
+  if (f->segv_cap > old) memset(f->segv + old, 0, (f->segv_cap - old) * sizeof *f->segv);
+  for (size_t k = old; k < f->segv_cap; k++)
+    if (!(f->segv[k] = calloc(1, sizeof **f->segv))) {
+      f->segv_cap = k; /* the entries made */
+      return GM_EBACKEND;
+    }
+  /* the entries before moved and the last tail are the last list's */
+  size_t moved = 0, tail = 0;
+  int ordered = 0, rc = again ? order_changed(a, f, ns, &ordered, &moved, &tail) : GM_OK;
+  if (rc != GM_OK) return rc;
+  if (!ordered) {
+    /* the last list, whole, into prev */
+    if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
+    gm_flat_block_t *t = f->prev;
+    size_t tc = f->prev_cap;
+    f->prev = f->cur, f->prev_cap = f->cur_cap, f->nprev = f->ncur;
+    f->cur = t, f->cur_cap = tc;
+    if ((rc = order_all(a, f, ns)) != GM_OK) return rc;
+  }
+  f->cur_ok = 0;
   f->nseg = ns;
   f->ncur = 0;
   memset(f->fen, 0, (ns + 1) * sizeof *f->fen);
-  int rc = GM_OK;
   for (size_t k = 0; k < ns && rc == GM_OK; k++) {
-    gm_flat_seg_t *v = &f->segv[k];
-    sorted[k]->flat_k = (uint32_t)k;
-    sorted[k]->touch = GM_WATCHED;
-    v->n = 0;
+    gm_flat_seg_t *v = f->segv[k];
+    gm_seg_t *s = v->seg;
+    if (s->touch != GM_WATCHED) { /* made or touched since: walked */
+      v->n = 0;
+      v->counted = 1;
+      rc = put_seg(s, &v->b, &v->cap, &v->n);
+    }
+    s->flat_k = (uint32_t)k;
+    s->touch = GM_WATCHED;
     v->changed = 0;
     v->lo = v->hi = NULL;
-    v->counted = 1;
-    rc = put_seg(sorted[k], &v->b, &v->cap, &v->n);
     f->ncur += v->n;
-    fen_add(f, k, v->n);
+    f->fen[k + 1] = v->n;
   }
-  free(sorted);
-  if (rc != GM_OK) return rc;
+  for (size_t i = 1; i <= ns; i++) /* the Fenwick tree of those counts */
+    if (i + (i & -i) <= ns) f->fen[i + (i & -i)] += f->fen[i];
   a->ntouched = 0;
   a->ntblocks = 0;
+  a->ngone = 0;
+  if (rc != GM_OK) {
+    f->alloc = NULL; /* the next step walks every segment */
+    return rc;
+  }
   a->touch_lost = 0;
   f->alloc = a;
   f->seg_gen = a->seg_gen;
-  if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
-  diff(f, f->prev, f->nprev, f->cur, f->ncur);
-  f->ins = f->cur + f->pos; /* the inserted blocks, in the whole list */
+  if (!ordered) {
+    if (gm_flat_list(f) != GM_OK) return GM_EBACKEND;
+    diff(f, f->prev, f->nprev, f->cur, f->ncur);
+    f->ins = f->cur + f->pos; /* the inserted blocks, in the whole list */
+    return GM_OK;
+  }
+  /* the blocks between the unchanged head and tail, compared with the
+   * last list's (prev): distinct blocks of one list never compare the
+   * same, so the lists' common head and tail end within these */
+  size_t nm = f->ncur - fen_before(f, moved) - (f->ncur - fen_before(f, ns - tail)), n = 0;
+  if (gm_grow((void **)&f->ins_buf, &f->ins_cap, nm, sizeof *f->ins_buf) != GM_OK) return GM_EBACKEND;
+  for (size_t k = moved; k < ns - tail; k++) {
+    gm_flat_seg_t *v = f->segv[k];
+    count_seg(v);
+    if (v->n) memcpy(f->ins_buf + n, v->b, v->n * sizeof *v->b);
+    n += v->n;
+  }
+  diff(f, f->prev, f->nprev, f->ins_buf, nm);
+  if (f->del == 0 && f->nins == 0) { /* the same list */
+    f->pos = f->ncur;
+    return GM_OK;
+  }
+  f->ins = f->ins_buf + f->pos;
+  f->pos += fen_before(f, moved);
   return GM_OK;
 }
 
@@ -214,12 +396,12 @@ typedef struct {
 } walk_t;
 
 static inline size_t walk_n(const walk_t *w, size_t k) {
-  const gm_flat_seg_t *v = &w->f->segv[k];
+  const gm_flat_seg_t *v = w->f->segv[k];
   return w->old && v->changed ? v->nold : v->n;
 }
 
 static inline const gm_flat_block_t *walk_at(const walk_t *w) {
-  const gm_flat_seg_t *v = &w->f->segv[w->k];
+  const gm_flat_seg_t *v = w->f->segv[w->k];
   return w->old && v->changed ? old_at(v, w->j) : v->b + w->j;
 }
 
@@ -314,7 +496,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   for (size_t i = 0; i < a->ntblocks; i++) {
     const gm_block_t *b = a->tblocks[i];
     if (!b->seg || b->seg->touch != GM_TOUCHED) continue;
-    gm_flat_seg_t *v = &f->segv[b->seg->flat_k];
+    gm_flat_seg_t *v = f->segv[b->seg->flat_k];
     if (!v->lo || b->ptr < v->lo->ptr) v->lo = b;
     if (!v->hi || b->ptr > v->hi->ptr) v->hi = b;
   }
@@ -324,7 +506,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   for (size_t i = 0; i < a->ntouched; i++) {
     gm_seg_t *s = a->touched[i];
     size_t k = s->flat_k;
-    gm_flat_seg_t *v = &f->segv[k];
+    gm_flat_seg_t *v = f->segv[k];
     s->touch = GM_WATCHED;
     size_t h = 0, tl = 0; /* blocks known the same at the head and the tail */
     int rc = v->lo && !s->expandable ? put_span(s, v, &h, &tl) : SPAN_WHOLE;
@@ -363,7 +545,7 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   }
   f->cur_ok = 0;
   f->ncur = nc;
-  gm_flat_seg_t *v0 = &f->segv[k0];
+  gm_flat_seg_t *v0 = f->segv[k0];
   if (changed == 1 && h0 < v0->n && h0 < v0->nold) {
     /* one segment changed, and not only at its end: the lists' common
      * head and tail end within its blocks, which compare in place */
@@ -398,11 +580,11 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
   for (size_t i = 0; i < f->nins; i++, ins.j++) {
     walk_fwd(&ins);
     f->ins_buf[i] = *walk_at(&ins);
-    const gm_flat_seg_t *v = &f->segv[ins.k];
+    const gm_flat_seg_t *v = f->segv[ins.k];
     if (!v->counted) f->ins_buf[i].seg_blocks = (uint32_t)v->n;
   }
   f->ins = f->ins_buf;
-  for (size_t i = 0; i < nt; i++) f->segv[a->touched[i]->flat_k].changed = 0;
+  for (size_t i = 0; i < nt; i++) f->segv[a->touched[i]->flat_k]->changed = 0;
   return GM_OK;
 }
 
@@ -451,9 +633,10 @@ int gm_flat_step(gm_alloc_t *a, gm_flat_t *f) {
 }
 
 void gm_flat_free(gm_flat_t *f) {
-  for (size_t k = 0; k < f->segv_cap; k++) {
-    free(f->segv[k].b);
-    free(f->segv[k].old);
+  for (size_t k = 0; k < f->segv_cap && f->segv[k]; k++) {
+    free(f->segv[k]->b);
+    free(f->segv[k]->old);
+    free(f->segv[k]);
   }
   free(f->segv);
   free(f->fen);

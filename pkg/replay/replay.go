@@ -605,13 +605,15 @@ func orDefault(s []int32, i int, def int32) int32 {
 	return s[i]
 }
 
-// seededAllocator is the allocator Run replays p on, and its cap, with
-// p's seeds in place, for the stepped replays.
+// seededAllocator is the allocator Run replays p on, with p's seeds in
+// place, for the stepped replays: it follows the recording where Run's
+// does (seeded), so that they replay alike.
 func seededAllocator(o Options, p *Plan) (*alloc.Allocator, error) {
 	a, _, err := newAllocator(o, p)
 	if err != nil {
 		return nil, err
 	}
+	a.SetFollowsRecording(p.followsSettings(o.Config, a.Allowed()))
 	for _, s := range p.Seeds {
 		if err := a.Seed(s.Address, s.Size, s.Stream, s.Small, s.Blocks); err != nil {
 			a.Close()
