@@ -71,20 +71,28 @@ const (
 // the sizeCache or as the size plus sizeSlots; a size too large for that
 // sum (2^64 less sizeSlots or more) is flagged by xSize and follows as it is.
 
+// withRoom is chunks with a last chunk that has room for n more bytes:
+// a new chunk, twice the size of the last up to logChunk, when it has
+// not.
+func withRoom(chunks [][]byte, n int) [][]byte {
+	k := len(chunks) - 1
+	if k >= 0 && cap(chunks[k])-len(chunks[k]) >= n {
+		return chunks
+	}
+	size := firstChunk
+	if k >= 0 {
+		size = min(2*cap(chunks[k]), logChunk)
+	}
+	return append(chunks, make([]byte, 0, size))
+}
+
 // add appends ops with their events and stacks.
 func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 	for i := 0; i < len(ops); {
 		// the ops are written in place, at the end of the last chunk,
 		// which is first made to have room for the longest op
+		l.chunks = withRoom(l.chunks, maxOpLen)
 		k := len(l.chunks) - 1
-		if k < 0 || cap(l.chunks[k])-len(l.chunks[k]) < maxOpLen {
-			size := firstChunk
-			if k >= 0 {
-				size = min(2*cap(l.chunks[k]), logChunk)
-			}
-			l.chunks = append(l.chunks, make([]byte, 0, size))
-			k++
-		}
 		var n int
 		l.chunks[k], n = l.pack(l.chunks[k], ops[i:], event[i:], stack[i:])
 		i += n
@@ -379,9 +387,7 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 				observe(base, ops[:res.Done], event[:res.Done], tl)
 			}
 		}
-		total.Done += res.Done
-		total.OOM = res.OOM
-		total.Survived = append(total.Survived, res.Survived...)
+		addRun(&total, res)
 		for _, s := range res.Survived {
 			events[s.OpIndex] = event[s.OpIndex-base]
 		}

@@ -83,15 +83,8 @@ func (r *recorded) retag(at, after int) {
 
 // pack appends one block of events.
 func (r *recorded) pack(ev []DeviceEvent) {
+	r.chunks = withRoom(r.chunks, maxRecBlock)
 	k := len(r.chunks) - 1
-	if k < 0 || cap(r.chunks[k])-len(r.chunks[k]) < maxRecBlock {
-		size := firstChunk
-		if k >= 0 {
-			size = min(2*cap(r.chunks[k]), logChunk)
-		}
-		r.chunks = append(r.chunks, make([]byte, 0, size))
-		k++
-	}
 	r.starts = append(r.starts, uint32(k<<recChunkShift|len(r.chunks[k])))
 	b := r.chunks[k]
 	var p DeviceEvent

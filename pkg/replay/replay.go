@@ -350,9 +350,7 @@ func Stream(o Options, n int, feed func(emit func([]alloc.Op) error) error) (*Re
 			return ErrStopped
 		}
 		res, err := RunBatches(o.Context, a, ops, total.Done, tl)
-		total.Done += res.Done
-		total.OOM = res.OOM
-		total.Survived = append(total.Survived, res.Survived...)
+		addRun(&total, res)
 		if err != nil {
 			runErr = err
 		}
@@ -400,14 +398,19 @@ func runBatches(ctx context.Context, a *alloc.Allocator, ops []alloc.Op, base in
 		if err == nil {
 			check.batch(a, base+start, res)
 		}
-		total.Done += res.Done
-		total.OOM = res.OOM
-		total.Survived = append(total.Survived, res.Survived...)
+		addRun(&total, res)
 		if err != nil || res.OOM != nil {
 			return total, err
 		}
 	}
 	return total, nil
+}
+
+// addRun adds res, the result of the ops that follow total's, to total.
+func addRun(total *alloc.Result, res alloc.Result) {
+	total.Done += res.Done
+	total.OOM = res.OOM
+	total.Survived = append(total.Survived, res.Survived...)
 }
 
 // seedOOM is the result of a replay whose seeded start state ran out of
@@ -497,9 +500,7 @@ func (s *Stepper) run(a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Ti
 	for lo := 0; lo < len(ops); lo += stepBatch {
 		if s.off {
 			res, err := a.Run(ops[lo:], base+lo, tl)
-			total.Done += res.Done
-			total.OOM = res.OOM
-			total.Survived = append(total.Survived, res.Survived...)
+			addRun(&total, res)
 			return total, err
 		}
 		res, err := s.Blocks.Run(a, ops[lo:min(len(ops), lo+stepBatch)], base+lo, s.KeyGap, tl)
@@ -510,9 +511,7 @@ func (s *Stepper) run(a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Ti
 			s.off = !s.After(&st)
 			return !s.off
 		})
-		total.Done += res.Done
-		total.OOM = res.OOM
-		total.Survived = append(total.Survived, res.Survived...)
+		addRun(&total, res)
 		if err != nil || res.OOM != nil {
 			return total, err
 		}
