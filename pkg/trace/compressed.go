@@ -3,11 +3,12 @@ package trace
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -54,7 +55,10 @@ func DecompressWindow(r io.Reader, name string, maxWindow uint64) (out io.Reader
 	case bytes.HasPrefix(head, gzipMagic):
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("%s: gzip: %w", name, err)
+			if !strings.HasPrefix(err.Error(), "gzip: ") { // the reader's own errors say it
+				err = fmt.Errorf("gzip: %w", err)
+			}
+			return nil, "", nil, fmt.Errorf("%s: %w", name, err)
 		}
 		return zr, "gzip", func() { zr.Close() }, nil
 	case bytes.HasPrefix(head, zstdMagic):

@@ -122,11 +122,12 @@ func TestOpen(t *testing.T) {
 		{"bad.pickle", "\x80\x04K", "bad.pickle: byte "},
 		{"empty", "", "empty: empty file"},
 		{"gz", "\x1f\x8b\x08\x00", "gz: gzip: unexpected EOF"},
+		{"gzhead", "\x1f\x8b\x09\x00\x00\x00\x00\x00\x00\x00", "gzhead: gzip: invalid header"},
 		{"junk", "hello\n", "junk: unknown trace format (want " + FormatList() + ")"},
 	} {
 		p := write(c.name, c.body)
 		_, err := Open(p)
-		if err == nil || !strings.HasPrefix(err.Error(), filepath.Join(dir, c.want)) {
+		if err == nil || !strings.HasPrefix(err.Error(), filepath.Join(dir, c.want)) || strings.Count(err.Error(), "gzip: ") > 1 {
 			t.Errorf("%s: got %v, want %s...", c.name, err, c.want)
 		}
 	}
