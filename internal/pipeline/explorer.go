@@ -395,7 +395,7 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 				x.total -= int64(l.size)
 			}
 			if x.peak != nil && l.made {
-				x.peak.sites.add(l.stack, -int64(l.size))
+				x.peak.sites.add(l.stack, -1, int64(l.size))
 			}
 		}
 	}
@@ -440,7 +440,7 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 	}
 	if x.peak != nil {
 		if madeK >= 0 {
-			x.peak.sites.add(made.Stack, int64(made.Size))
+			x.peak.sites.add(made.Stack, 1, int64(made.Size))
 		}
 		x.peak.step(i, bc, live)
 	}

@@ -67,9 +67,10 @@ type siteSum struct {
 	count int
 }
 
-// siteDelta is an allocation made (size > 0) or freed.
+// siteDelta is an allocation made (n 1) or freed (n -1), of size bytes.
 type siteDelta struct {
 	stack int32
+	n     int32
 	size  int64
 }
 
@@ -85,20 +86,18 @@ type siteTrack struct {
 	logging     bool // undo holds the changes since the peak; else atPeak is it
 }
 
-func (t *siteTrack) add(stack int32, size int64) {
+// add counts an allocation of size bytes at stack made (n 1) or freed
+// (n -1): the sign is n's, not size's, as an allocation may be empty.
+func (t *siteTrack) add(stack int32, n int32, size int64) {
 	k := int(stack) + 1
 	for k >= len(t.cur) {
 		t.cur = append(t.cur, siteSum{})
 	}
 	c := &t.cur[k]
-	c.bytes += size
-	if size >= 0 {
-		c.count++
-	} else {
-		c.count--
-	}
+	c.bytes += int64(n) * size
+	c.count += int(n)
 	if t.logging {
-		t.undo = append(t.undo, siteDelta{stack, size})
+		t.undo = append(t.undo, siteDelta{stack, n, size})
 		if len(t.undo) > len(t.cur)+1024 {
 			t.fold()
 		}
@@ -113,19 +112,15 @@ func (t *siteTrack) fold() {
 	t.atPeak = append(t.atPeak[:0], t.cur...)
 	for _, d := range t.undo {
 		c := &t.atPeak[int(d.stack)+1]
-		c.bytes -= d.size
-		if d.size >= 0 {
-			c.count--
-		} else {
-			c.count++
-		}
+		c.bytes -= int64(d.n) * d.size
+		c.count -= int(d.n)
 	}
 	t.undo, t.logging = t.undo[:0], false
 }
 
 // exploreStepped replays r's plan under o (r's options, perhaps with an
-// Observe of its own) through replay.RunSteps, making both the report's result and the explorer,
-// packed by a sink of pack. Once the report is built, finish completes
+// Observe of its own) through replay.RunSteps, making both the report's
+// result and the explorer, packed by a sink of pack. Once the report is built, finish completes
 // the explorer: the explorer when the replay showed every op (the sink
 // alone when it asks for the ops again); nil otherwise, for Detail to
 // step through a replay of its own.
