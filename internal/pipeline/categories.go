@@ -234,6 +234,17 @@ func (c *catPass) add(id uint32, cat categories.Category, size uint64) {
 	c.sums[cat] += int64(size)
 }
 
+// free ends allocation id, live or not: what it held, and whether it was.
+func (c *catPass) free(id uint32) (catLive, bool) {
+	if int(id) >= len(c.byID) || !c.byID[id].ok {
+		return catLive{}, false
+	}
+	l := c.byID[id]
+	c.sums[l.c] -= int64(l.size)
+	c.byID[id] = catLive{}
+	return l, true
+}
+
 // batch passes over ops, from op index base, with their events.
 func (c *catPass) batch(base int, ops []alloc.Op, event, _ []int32) error {
 	for k := range ops {
@@ -261,11 +272,7 @@ func (c *catPass) batch(base int, ops []alloc.Op, event, _ []int32) error {
 				c.add(op.ID, cat, op.Size)
 			}
 		case alloc.OpFree, alloc.OpFreeRequest:
-			if int(op.ID) < len(c.byID) && c.byID[op.ID].ok {
-				l := c.byID[op.ID]
-				c.sums[l.c] -= int64(l.size)
-				c.byID[op.ID] = catLive{}
-			}
+			c.free(op.ID)
 		}
 		if i >= c.due {
 			c.takePoints(i)
@@ -277,13 +284,18 @@ func (c *catPass) batch(base int, ops []alloc.Op, event, _ []int32) error {
 // takePoints takes the points due at op i.
 func (c *catPass) takePoints(i int) {
 	for ; c.j < len(c.at) && c.at[c.j] <= i; c.j++ {
-		p := make([]uint64, len(c.sums))
-		for cat, n := range c.sums {
-			p[cat] = uint64(max(n, 0))
-		}
-		c.timeline = append(c.timeline, p)
+		c.timeline = append(c.timeline, point(&c.sums))
 	}
 	c.due = c.dueAt()
+}
+
+// point is a timeline point of what each category holds, sums.
+func point(sums *[categories.NumCategories]int64) []uint64 {
+	p := make([]uint64, len(sums))
+	for c, n := range sums {
+		p[c] = uint64(max(n, 0))
+	}
+	return p
 }
 
 // catRide makes opCategories' timeline beside the report's replay
@@ -350,10 +362,7 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 				d = catDelta{cat, int64(op.Size)}
 			}
 		case alloc.OpFree, alloc.OpFreeRequest:
-			if int(op.ID) < len(c.byID) && c.byID[op.ID].ok {
-				l := c.byID[op.ID]
-				c.sums[l.c] -= int64(l.size)
-				c.byID[op.ID] = catLive{}
+			if l, ok := c.free(op.ID); ok {
 				d = catDelta{l.c, -int64(l.size)}
 			}
 		}
@@ -382,11 +391,7 @@ func (w *catRide) take(tl *alloc.Timeline) {
 	for _, d := range w.deltas[:at-lo+1] {
 		sums[d.c] += d.d
 	}
-	p := make([]uint64, len(sums))
-	for c, n := range sums {
-		p[c] = uint64(max(n, 0))
-	}
-	w.c.timeline = append(w.c.timeline, p)
+	w.c.timeline = append(w.c.timeline, point(&sums))
 	w.at = append(w.at, at)
 	w.start, w.deltas = w.c.sums, w.deltas[:0]
 	w.last = min((j+2)*tl.Stride, w.total) - 1
