@@ -58,13 +58,16 @@ func writeJSON(w io.Writer, doc any, escapeHTML bool) error {
 // w indented by two spaces as json.Indent does: a newline and the depth's
 // indent after each opening bracket, comma and before each closing one,
 // a space after each colon, and an empty object or array as {} or [].
+// The bytes between those marks (strings, numbers, literals) go out a
+// run at a time, and each newline with its indent in one write.
 func writeIndented(w *bufio.Writer, src []byte) {
 	depth, open := 0, false // open: the last byte opened an object or array
+	indent := []byte("\n")
 	newline := func() {
-		w.WriteByte('\n')
-		for range depth {
-			w.WriteString("  ")
+		for len(indent) < 1+2*depth {
+			indent = append(indent, "  "...)
 		}
+		w.Write(indent[:1+2*depth])
 	}
 	for i := 0; i < len(src); i++ {
 		c := src[i]
@@ -99,8 +102,16 @@ func writeIndented(w *bufio.Writer, src []byte) {
 				newline()
 			}
 			w.WriteByte(c)
-		default:
-			w.WriteByte(c)
+		default: // a number or literal, whole
+			j := i + 1
+			for j < len(src) && !jsonMark[src[j]] {
+				j++
+			}
+			w.Write(src[i:j])
+			i = j - 1
 		}
 	}
 }
+
+// jsonMark: the bytes writeIndented acts on.
+var jsonMark = [256]bool{'"': true, '{': true, '[': true, ',': true, ':': true, '}': true, ']': true}
