@@ -418,6 +418,16 @@ func (c *inOrder) category(e int32) (Category, bool) {
 	return Unknown, false
 }
 
+// Born is the number of blocks born in the trace: one per alloc event,
+// in the order of those events.
+func (r *Result) Born() int { return r.born.recs.n }
+
+// BornCategory is the category of the k-th block born in the trace (k <
+// Born), the block of its k-th alloc event: a caller that passes over a
+// plan whose allocations are the trace's alloc events, one for one, in
+// order, finds each one's category without looking its event up.
+func (r *Result) BornCategory(k int) Category { return Category(r.cls.get(k) & 0xf) }
+
 // category is block i's category.
 func (r *Result) category(i int) Category {
 	if i < len(r.head) {

@@ -306,9 +306,14 @@ func point(sums *[categories.NumCategories]int64) []uint64 {
 // its pass) when a point's op lies outside its stretch, or the ops come
 // out of order or without their events.
 type catRide struct {
-	c      catPass // the live allocations, what each category holds
-	total  int     // the plan's ops
-	n      int     // the ops seen
+	c catPass // the live allocations, what each category holds
+	// cls, when not nil, gives the category of the plan's k-th allocation
+	// (the recorded out-of-memory errors' aside) as its k-th born block
+	// (oneForOne), counted by next
+	cls    *categories.Result
+	next   int
+	total  int // the plan's ops
+	n      int // the ops seen
 	start  [categories.NumCategories]int64
 	deltas []catDelta // the change of each op of the stretch, from start
 	at     []int      // the op of each point taken
@@ -326,6 +331,9 @@ type catDelta struct {
 // classifies.
 func newCatRide(plan *replay.Plan, cls *categories.Result) *catRide {
 	w := &catRide{c: catPass{points: true, byEvent: cls.InOrder()}, total: plan.Len()}
+	if oneForOne(plan, cls) {
+		w.cls = cls
+	}
 	for _, s := range plan.Seeds {
 		for _, b := range s.Blocks {
 			cat := categories.Unknown
@@ -357,7 +365,13 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 		switch op.Kind {
 		case alloc.OpAlloc:
 			if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
-				cat, _ := c.byEvent(event[k])
+				var cat categories.Category
+				if w.cls != nil {
+					cat = w.cls.BornCategory(w.next)
+					w.next++
+				} else {
+					cat, _ = c.byEvent(event[k])
+				}
 				c.add(op.ID, cat, op.Size)
 				d = catDelta{cat, int64(op.Size)}
 			}
@@ -374,6 +388,14 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 		}
 	}
 	w.deltas, w.n = deltas, base+len(ops)
+}
+
+// oneForOne: plan's allocations, the recorded out-of-memory errors'
+// aside, are the alloc events of the trace cls classifies, one for one
+// and in order (none was skipped as an allocation at a live address), so
+// that the k-th is the k-th block born in the trace, of its event.
+func oneForOne(plan *replay.Plan, cls *categories.Result) bool {
+	return plan.Skipped[replay.SkipDoubleAlloc] == 0 && plan.Allocs()-plan.RecordedOOMs == cls.Born()
 }
 
 // take takes the next point, whose stretch the replay has just passed.

@@ -2,10 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/pkg/alloc"
+	"github.com/gpumem/gpumem/pkg/replay"
 )
 
 // The explorer colours every allocation by its category and samples what
@@ -122,5 +125,52 @@ func TestCategoriesRide(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A plan whose allocations are its trace's alloc events one for one finds
+// each one's category as the block born k-th (catRide), the one its event
+// names: for every fixture, read whole and streamed.
+func TestCategoriesOneForOne(t *testing.T) {
+	files, err := filepath.Glob(pytorchFixture("*.pickle"))
+	if err != nil || len(files) == 0 {
+		t.Fatal("no fixtures", err)
+	}
+	checked := 0
+	for _, f := range files {
+		for _, keep := range []Keep{KeepPlan, KeepReport} {
+			r, err := Replay(context.Background(), Source{Trace: f, Keep: keep}, Settings{Points: 2000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.cls == nil || r.plan.Skipped[replay.SkipDoubleAlloc] > 0 {
+				continue
+			}
+			if !oneForOne(r.plan, r.cls) {
+				t.Errorf("%s keep %d: not one for one", f, keep)
+				continue
+			}
+			byEvent, k := r.cls.InOrder(), 0
+			_ = r.plan.Each(func(_ int, ops []alloc.Op, event, _ []int32) error {
+				for j := range ops {
+					if ops[j].Kind != alloc.OpAlloc || ops[j].Flags&alloc.FlagRecordedOOM != 0 {
+						continue
+					}
+					want, ok := byEvent(event[j])
+					if got := r.cls.BornCategory(k); !ok || got != want {
+						t.Fatalf("%s keep %d: allocation %d is %v, its event's block %v (%v)", f, keep, k, got, want, ok)
+					}
+					k++
+				}
+				return nil
+			})
+			if k != r.cls.Born() {
+				t.Errorf("%s keep %d: %d allocations, %d blocks born", f, keep, k, r.cls.Born())
+			}
+			checked++
+		}
+	}
+	if checked < len(files) {
+		t.Errorf("%d of %d fixtures' plans checked", checked/2, len(files))
 	}
 }
