@@ -170,13 +170,25 @@ type evChunk struct {
 
 // add keeps block i's event and stack (i is the number of blocks so far).
 func (s *side) add(i int, born, event, stack int32) {
+	d := born - event // both count from 0 up to 2^31-1: no overflow
+	if k := i >> chunkBits; k < len(s.ev) && stack == -1 && s.stacks[k] == nil {
+		// a byte in a chunk of bytes, no stack: add's own path, inlined
+		if ch := &s.ev[k]; ch.w == 1 && d == int32(int8(d)) && len(ch.b) < cap(ch.b) {
+			ch.b = append(ch.b, byte(d))
+			return
+		}
+	}
+	s.addAny(i, d, stack)
+}
+
+// addAny is add for block i whose Born less event is d.
+func (s *side) addAny(i int, d, stack int32) {
 	k := i >> chunkBits
 	if k == len(s.ev) {
 		s.ev = append(s.ev, evChunk{w: 1, b: make([]byte, 0, min(1<<chunkBits, max(i, 64)))})
 		s.stacks = append(s.stacks, nil)
 	}
 	ch := &s.ev[k]
-	d := born - event // both count from 0 up to 2^31-1: no overflow
 	switch w := ch.w; {
 	case w == 1 && d >= math.MinInt8 && d <= math.MaxInt8:
 		ch.b = append(ch.b, byte(d))
@@ -477,11 +489,24 @@ type chunked[T any] struct {
 const chunkBits = 16 // chunkLen = 1 << chunkBits elements
 
 func (c *chunked[T]) add(v T) {
+	if k := len(c.chunks) - 1; k >= 0 {
+		if ch := c.chunks[k]; len(ch) < cap(ch) { // room in the last chunk: add's own path, inlined
+			c.chunks[k] = append(ch, v)
+			c.n++
+			return
+		}
+	}
+	c.grow(v)
+}
+
+// grow adds v in a new chunk, or in the first one doubled.
+func (c *chunked[T]) grow(v T) {
 	k := len(c.chunks) - 1
 	if k < 0 || len(c.chunks[k]) == 1<<chunkBits {
 		c.chunks = append(c.chunks, make([]T, 0, min(1<<chunkBits, max(c.n, 64))))
 		k++
-	} else if ch := c.chunks[k]; len(ch) == cap(ch) { // the first chunk, doubled (append grows by 1.25x)
+	} else { // the first chunk, doubled (append grows by 1.25x)
+		ch := c.chunks[k]
 		c.chunks[k] = append(make([]T, 0, min(1<<chunkBits, 2*cap(ch))), ch...)
 	}
 	c.chunks[k] = append(c.chunks[k], v)
