@@ -38,9 +38,7 @@ func BenchmarkBuilder(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		bl := NewBuilder()
-		for i := range events {
-			bl.Add(&events[i])
-		}
+		bl.Add(events)
 		bl.Result(snap, 0)
 	}
 }

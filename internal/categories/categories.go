@@ -452,9 +452,7 @@ func (r *Result) category(i int) Category {
 func Classify(snap *trace.Snapshot, device int) *Result {
 	b := NewBuilder()
 	if device >= 0 && device < len(snap.Traces) {
-		for i := range snap.Traces[device] {
-			b.Add(&snap.Traces[device][i])
-		}
+		b.Add(snap.Traces[device])
 	}
 	return b.Result(snap, device)
 }
@@ -519,34 +517,37 @@ func (c *chunked[T]) at(i int) *T { return &c.chunks[i>>chunkBits][i&(1<<chunkBi
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder { return &Builder{bestAt: -1} }
 
-// Add takes the device's next event.
-func (b *Builder) Add(e *trace.Event) {
-	switch e.Action {
-	case trace.ActionAlloc:
-		pos := b.times.n
-		b.times.add(e.TimeUS)
-		if i, ok := b.open.Swap(e.Addr, b.blocks.recs.n); ok { // a second alloc at a live address: the first ended
-			b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
+// Add takes the device's next events.
+func (b *Builder) Add(events []trace.Event) {
+	for k := range events {
+		e := &events[k]
+		switch e.Action {
+		case trace.ActionAlloc:
+			pos := b.times.n
+			b.times.add(e.TimeUS)
+			if i, ok := b.open.Swap(e.Addr, b.blocks.recs.n); ok { // a second alloc at a live address: the first ended
+				b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
+			}
+			b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
+			size := b.blocks.add(int32(pos), rounded(e.Size))
+			if b.cur += int64(size); b.cur > b.best {
+				b.best, b.bestAt = b.cur, pos
+			}
+			b.stacks = b.stacks || e.Stack >= 0
+			b.events++
+		case trace.ActionFreeRequested:
+			pos := b.times.n
+			b.times.add(e.TimeUS)
+			if i, ok := b.open.Take(e.Addr); ok {
+				b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
+			} else {
+				blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
+				b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
+				b.cur -= int64(blk.Size()) // live from before the trace to here
+			}
+		case trace.ActionFreeCompleted:
+			b.events++
 		}
-		b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
-		size := b.blocks.add(int32(pos), rounded(e.Size))
-		if b.cur += int64(size); b.cur > b.best {
-			b.best, b.bestAt = b.cur, pos
-		}
-		b.stacks = b.stacks || e.Stack >= 0
-		b.events++
-	case trace.ActionFreeRequested:
-		pos := b.times.n
-		b.times.add(e.TimeUS)
-		if i, ok := b.open.Take(e.Addr); ok {
-			b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
-		} else {
-			blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
-			b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
-			b.cur -= int64(blk.Size()) // live from before the trace to here
-		}
-	case trace.ActionFreeCompleted:
-		b.events++
 	}
 }
 

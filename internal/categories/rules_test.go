@@ -488,9 +488,7 @@ func TestPeakAsRead(t *testing.T) {
 	pre := 0
 	for name, snap := range snaps {
 		b := NewBuilder()
-		for i := range snap.Traces[0] {
-			b.Add(&snap.Traces[0][i])
-		}
+		b.Add(snap.Traces[0])
 		if len(b.pre) > 0 {
 			pre++
 		}

@@ -43,16 +43,20 @@ func streamPlans(ctx context.Context, path string, progress io.Writer, timed boo
 	}
 	var builders []*categories.Builder // of the read that planned
 	var times []*timeLog
-	watch := func() func(int, *trace.Event) {
+	watch := func() func(int, []trace.Event) {
 		builders, times = nil, nil
-		return func(list int, e *trace.Event) {
+		return func(list int, events []trace.Event) {
 			for list >= len(builders) {
 				builders = append(builders, categories.NewBuilder())
 				times = append(times, &timeLog{})
 			}
-			builders[list].Add(e)
-			if timed && (e.Action == trace.ActionAlloc || e.Action == trace.ActionFreeCompleted) {
-				times[list].add(e.TimeUS)
+			builders[list].Add(events)
+			if timed {
+				for i := range events {
+					if e := &events[i]; e.Action == trace.ActionAlloc || e.Action == trace.ActionFreeCompleted {
+						times[list].add(e.TimeUS)
+					}
+				}
 			}
 		}
 	}

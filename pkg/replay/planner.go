@@ -35,6 +35,10 @@ type Planner struct {
 	// the watch)
 	gc     *gcWatch
 	gcFree []int32
+	// see, when not nil, sees the events as they are planned, a window
+	// at a time: seen of win's have been seen
+	see  func([]trace.Event)
+	seen int
 }
 
 // plannerWindow is how many events a Planner gathers before it plans them.
@@ -151,7 +155,11 @@ func (pl *Planner) plan(end bool) {
 		// of FromSnapshot rebuilds
 		pl.why = "the trace starts after the program had allocated"
 	}
+	if pl.see != nil && pl.seen < len(w) {
+		pl.see(w[pl.seen:])
+	}
 	pl.slide(i, pl.walk != nil)
+	pl.seen = len(pl.win)
 	p := b.p
 	if len(p.Ops) >= Batch || end {
 		pl.log.add(p.Ops, p.Event, p.Stack)

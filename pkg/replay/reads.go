@@ -39,12 +39,13 @@ var ErrDeclined = errors.New("the trace cannot be planned as it is read")
 // PlanReads plans each device's trace of a snapshot file, reading it with
 // read as few times as the traces need (see above). watch, when not nil,
 // is called before each read that plans and returns what sees its events
-// (the list's index and the event): what the caller derives from the
-// events, beside the plan, comes from the last such read. ok is false when
+// (the list's index and the next events, in order, as many at a time as
+// a planner's window holds): what the caller derives from the events,
+// beside the plan, comes from the last such read. ok is false when
 // the file must be read whole (a planner declined every way, or a read
 // failed: reading it whole reports why). lists are the devices' list
 // indexes, as the Reader returns them.
-func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *trace.Snapshot, plans []*Plan, lists []int, ok bool) {
+func PlanReads(read Reader, watch func() func(list int, events []trace.Event)) (snap *trace.Snapshot, plans []*Plan, lists []int, ok bool) {
 	snap, plans, lists, err := planOnce(read, watch)
 	if err == nil {
 		return snap, plans, lists, true
@@ -126,17 +127,17 @@ func PlanReads(read Reader, watch func() func(list int, e *trace.Event)) (snap *
 
 // planOnce plans in one read the traces that start with the program and
 // have no segment events; ErrDeclined when a planner declines.
-func planOnce(read Reader, watch func() func(int, *trace.Event)) (*trace.Snapshot, []*Plan, []int, error) {
+func planOnce(read Reader, watch func() func(int, []trace.Event)) (*trace.Snapshot, []*Plan, []int, error) {
 	var planners []*Planner
 	see := watcher(watch)
 	snap, lists, err := read("reading", trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list == len(planners) {
 				planners = append(planners, NewPlanner())
+				planners[list].see = see(list)
 			}
 			pl := planners[list]
 			pl.Add(e)
-			see(list, e)
 			if pl.Declined() != "" {
 				return ErrDeclined
 			}
@@ -190,12 +191,12 @@ func showsPools(snap *trace.Snapshot, device int, tp *tape) bool {
 // planTapes plans each device's trace from its tape with its planner
 // (letting the tapes go as they are read with drop); ErrDeclined when a
 // planner declines.
-func planTapes(snap *trace.Snapshot, watch func() func(int, *trace.Event), lists []int, planners []*Planner, tapes []*tape, drop bool) ([]*Plan, error) {
+func planTapes(snap *trace.Snapshot, watch func() func(int, []trace.Event), lists []int, planners []*Planner, tapes []*tape, drop bool) ([]*Plan, error) {
 	see := watcher(watch)
 	for l, pl := range planners {
+		pl.see = see(l)
 		err := tapes[l].each(drop, func(e *trace.Event) error {
 			pl.Add(e)
-			see(l, e)
 			if pl.Declined() != "" {
 				return ErrDeclined
 			}
@@ -224,10 +225,14 @@ func finishPlans(snap *trace.Snapshot, lists []int, planners []*Planner) (*trace
 	return snap, plans, nil
 }
 
-// watcher is a planning read's watch, or one that sees nothing.
-func watcher(watch func() func(int, *trace.Event)) func(int, *trace.Event) {
+// watcher is a planning read's watch: for each list, what a planner
+// hands the events it plans (nil: none sees them).
+func watcher(watch func() func(int, []trace.Event)) func(list int) func([]trace.Event) {
 	if watch == nil {
-		return func(int, *trace.Event) {}
+		return func(int) func([]trace.Event) { return nil }
 	}
-	return watch()
+	w := watch()
+	return func(list int) func([]trace.Event) {
+		return func(events []trace.Event) { w(list, events) }
+	}
 }
