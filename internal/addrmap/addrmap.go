@@ -32,7 +32,7 @@ const minSlots = 64
 
 // home is k's first slot.
 func (m *Map[V]) home(k uint64) int {
-	return int((k * 0x9e3779b97f4a7c15) >> m.shift)
+	return int((k * 0x9e3779b97f4a7c15) >> (m.shift & 63)) // shift < 64: no check of a wider one
 }
 
 // Len is the number of keys.
