@@ -300,11 +300,13 @@ func point(sums *[categories.NumCategories]int64) []uint64 {
 
 // catRide makes opCategories' timeline beside the report's replay
 // (replay.Options.Observe), from the ops of each batch as the allocator
-// ran them. A point's op, the timeline's AllocatedOp of its stretch, is
-// known once the replay is past the stretch: until then the ride keeps
-// each op's change of the stretch. It gives up (opCategories then makes
-// its pass) when a point's op lies outside its stretch, or the ops come
-// out of order or without their events.
+// ran them. A point's op is the timeline's AllocatedOp of its stretch,
+// which the replay updates after each batch: the ride keeps what each
+// category held after the stretch's op as the timeline names it so far
+// (an op of this batch or of one before), and takes the point once the
+// replay is past the stretch. It gives up (opCategories then makes its
+// pass) when a point's op is not the one it kept, or the ops come out of
+// order or without their events.
 type catRide struct {
 	c catPass // the live allocations, what each category holds
 	// cls, when not nil, gives the category of the plan's k-th allocation
@@ -314,23 +316,17 @@ type catRide struct {
 	next   int
 	total  int // the plan's ops
 	n      int // the ops seen
-	start  [categories.NumCategories]int64
-	deltas []catDelta // the change of each op of the stretch, from start
-	at     []int      // the op of each point taken
-	last   int        // the last op of the stretch of the next point
+	kept   [categories.NumCategories]int64
+	keptOp int   // the op after which kept was taken, -1: none
+	at     []int // the op of each point taken
+	last   int   // the last op of the stretch of the next point
 	failed bool
-}
-
-// catDelta is an op's change of what category c holds.
-type catDelta struct {
-	c categories.Category
-	d int64
 }
 
 // newCatRide is the ride of a replay of plan, whose allocations cls
 // classifies.
 func newCatRide(plan *replay.Plan, cls *categories.Result) *catRide {
-	w := &catRide{c: catPass{points: true, byEvent: cls.InOrder()}, total: plan.Len()}
+	w := &catRide{c: catPass{points: true, byEvent: cls.InOrder()}, total: plan.Len(), keptOp: -1}
 	if oneForOne(plan, cls) {
 		w.cls = cls
 	}
@@ -343,7 +339,6 @@ func newCatRide(plan *replay.Plan, cls *categories.Result) *catRide {
 			w.c.add(b.ID, cat, max(b.Requested, b.Size))
 		}
 	}
-	w.start = w.c.sums
 	return w
 }
 
@@ -358,10 +353,9 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 	if base == 0 {
 		w.last = min(tl.Stride, w.total) - 1
 	}
-	c, deltas := &w.c, w.deltas
+	c, keep := &w.c, w.pointOp(tl)
 	for k := range ops {
 		op := &ops[k]
-		var d catDelta
 		switch op.Kind {
 		case alloc.OpAlloc:
 			if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
@@ -373,21 +367,28 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 					cat, _ = c.byEvent(event[k])
 				}
 				c.add(op.ID, cat, op.Size)
-				d = catDelta{cat, int64(op.Size)}
 			}
 		case alloc.OpFree, alloc.OpFreeRequest:
-			if l, ok := c.free(op.ID); ok {
-				d = catDelta{l.c, -int64(l.size)}
-			}
+			c.free(op.ID)
 		}
-		deltas = append(deltas, d)
+		if i := base + k; i == keep {
+			w.kept, w.keptOp = c.sums, i
+		}
 		if base+k == w.last {
-			w.deltas = deltas
 			w.take(tl)
-			deltas = w.deltas
+			keep = w.pointOp(tl)
 		}
 	}
-	w.deltas, w.n = deltas, base+len(ops)
+	w.n = base + len(ops)
+}
+
+// pointOp is the op of the next point as the timeline names it so far,
+// -1 when there is none.
+func (w *catRide) pointOp(tl *alloc.Timeline) int {
+	if j := len(w.at); j < len(tl.AllocatedOp) {
+		return tl.AllocatedOp[j]
+	}
+	return -1
 }
 
 // oneForOne: plan's allocations, the recorded out-of-memory errors'
@@ -401,21 +402,14 @@ func oneForOne(plan *replay.Plan, cls *categories.Result) bool {
 // take takes the next point, whose stretch the replay has just passed.
 func (w *catRide) take(tl *alloc.Timeline) {
 	j := len(w.at)
-	lo, at := j*tl.Stride, -1
-	if j < len(tl.AllocatedOp) {
-		at = tl.AllocatedOp[j]
-	}
-	if at < lo || at-lo >= len(w.deltas) {
+	at := w.pointOp(tl)
+	if at < j*tl.Stride || at != w.keptOp {
 		w.failed = true
 		return
 	}
-	sums := w.start
-	for _, d := range w.deltas[:at-lo+1] {
-		sums[d.c] += d.d
-	}
-	w.c.timeline = append(w.c.timeline, point(&sums))
+	w.c.timeline = append(w.c.timeline, point(&w.kept))
 	w.at = append(w.at, at)
-	w.start, w.deltas = w.c.sums, w.deltas[:0]
+	w.keptOp = -1
 	w.last = min((j+2)*tl.Stride, w.total) - 1
 }
 
