@@ -460,9 +460,13 @@ func Classify(snap *trace.Snapshot, device int) *Result {
 // Builder gathers one device's events as they are read.
 type Builder struct {
 	blocks blockList
-	side   side             // the blocks' events and stacks
-	open   addrmap.Map[int] // address → index into blocks of the live block there
-	times  clock            // time of each position
+	side   side // the blocks' events and stacks
+	// open maps an address to 1 + the index into blocks of the live block
+	// there, 0 once it is freed: an address stays, as a program reuses
+	// the few its allocator hands out, and a free writes a value instead
+	// of taking the key out of the table
+	open   addrmap.Map[int]
+	times  clock // time of each position
 	stacks bool
 	events int32    // alloc and free_completed events so far
 	pre    []Block  // blocks freed before the trace saw them allocated
@@ -525,8 +529,11 @@ func (b *Builder) Add(events []trace.Event) {
 		case trace.ActionAlloc:
 			pos := b.times.n
 			b.times.add(e.TimeUS)
-			if i, ok := b.open.Swap(e.Addr, b.blocks.recs.n); ok { // a second alloc at a live address: the first ended
-				b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
+			if o, _ := b.open.Put(e.Addr); *o > 0 { // a second alloc at a live address: the first ended
+				b.cur -= int64(b.blocks.setFreed(*o-1, int32(pos)))
+				*o = b.blocks.recs.n + 1
+			} else {
+				*o = b.blocks.recs.n + 1
 			}
 			b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
 			size := b.blocks.add(int32(pos), rounded(e.Size))
@@ -538,8 +545,9 @@ func (b *Builder) Add(events []trace.Event) {
 		case trace.ActionFreeRequested:
 			pos := b.times.n
 			b.times.add(e.TimeUS)
-			if i, ok := b.open.Take(e.Addr); ok {
-				b.cur -= int64(b.blocks.setFreed(i, int32(pos)))
+			if o := b.open.Ref(e.Addr); o != nil && *o > 0 {
+				b.cur -= int64(b.blocks.setFreed(*o-1, int32(pos)))
+				*o = 0
 			} else {
 				blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
 				b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
@@ -571,7 +579,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			if blk.State != trace.BlockAllocated {
 				continue
 			}
-			if _, ok := b.open.Get(blk.Address); !ok {
+			if o, _ := b.open.Get(blk.Address); o == 0 {
 				a := Block{Born: -1, Freed: int32(n), size: keptSize(blk.Size)}
 				alive, aliveAt = append(alive, a), append(aliveAt, blk.Address)
 				aliveStack = append(aliveStack, blk.Stack)
