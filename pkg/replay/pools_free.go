@@ -1,9 +1,6 @@
 package replay
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // This file holds the free blocks of pool inference's block model: for
 // each stream and size class, a set ordered as best fit searches them
@@ -30,6 +27,12 @@ import (
 // listMax is the most blocks a set holds as a list.
 const listMax = 32
 
+// freeList is a set of listMax blocks or fewer: their nodes in key order.
+type freeList struct {
+	n     int32
+	nodes [listMax]int32
+}
+
 // freeNode is one free block, and the sums of its subtree.
 type freeNode struct {
 	size, addr, seq uint64 // seq: the order blocks were added
@@ -49,11 +52,11 @@ type freeTree struct {
 	words int
 	spare []int32
 	path  []int32 // a scratch stack of the nodes above one
-	// lists: the sets that are lists, their nodes in key order; free the
-	// indexes of those that became treaps, for the next new set
-	lists   [][]int32
+	// lists: the sets that are lists; free the indexes of those that
+	// became treaps, for the next new set
+	lists   []freeList
 	free    []int32
-	listMax int // listMax, or 0: every set is a treap
+	listMax int // the most blocks of a list: listMax, or fewer (0: every set is a treap)
 	seq     uint64
 	rng     uint32
 	// sums: the nodes keep their subtrees' sums, which sum reads; a walk
@@ -216,25 +219,52 @@ func (t *freeTree) addKey(set int32, size, addr, seq uint64, seg, class int32) (
 			set, t.free = ^t.free[n-1], t.free[:n-1]
 		} else {
 			set = ^int32(len(t.lists))
-			t.lists = append(t.lists, make([]int32, 0, 8))
+			t.lists = append(t.lists, freeList{})
 		}
 	}
-	l := t.lists[^set]
-	l = slices.Insert(l, t.lowerBound(l, size, addr, seq), x)
-	if len(l) <= t.listMax {
-		t.lists[^set] = l
+	fl := &t.lists[^set]
+	l := fl.nodes[:fl.n]
+	if len(l) < t.listMax {
+		i := t.lowerBound(l, size, addr, seq)
+		l = l[:len(l)+1]
+		for j := len(l) - 1; j > i; j-- { // a few: no call to memmove
+			l[j] = l[j-1]
+		}
+		l[i] = x
+		fl.n++
 		return set, x
 	}
 	// the same treap as if every block had gone into one (its priorities
 	// decide its shape)
-	root := int32(0)
+	root := t.insert(0, x)
 	for _, y := range l {
 		t.nodes[y].l, t.nodes[y].r = 0, 0
 		root = t.insert(root, y)
 	}
-	t.lists[^set] = l[:0]
+	fl.n = 0
 	t.free = append(t.free, ^set)
 	return root, x
+}
+
+// list is the nodes of list set, in key order.
+func (t *freeTree) list(set int32) []int32 {
+	fl := &t.lists[^set]
+	return fl.nodes[:fl.n]
+}
+
+// insertAt and deleteAt are slices.Insert and slices.Delete of one
+// element, without Delete's clearing of the element let go (for the
+// collector: these hold no pointer). The walk makes a few a segment.
+func insertAt[E int32 | uint64](l []E, i int, x E) []E {
+	l = append(l, x)
+	copy(l[i+1:], l[i:])
+	l[i] = x
+	return l
+}
+
+func deleteAt[E int32 | uint64](l []E, i int) []E {
+	copy(l[i:], l[i+1:])
+	return l[:len(l)-1]
 }
 
 // lowerBound is the index in list l of its first block not before the
@@ -338,7 +368,8 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 	if set >= 0 {
 		return t.dropTreap(set, size, addr, seq, same)
 	}
-	l := t.lists[^set]
+	fl := &t.lists[^set]
+	l := fl.nodes[:fl.n]
 	i := t.lowerBound(l, size, addr, seq)
 	if i == len(l) {
 		return set, 0
@@ -347,7 +378,10 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 	if nd := &t.nodes[x]; same && (nd.size != size || nd.addr != addr) {
 		return set, 0
 	}
-	t.lists[^set] = slices.Delete(l, i, i+1)
+	for ; i+1 < len(l); i++ {
+		l[i] = l[i+1]
+	}
+	fl.n--
 	t.spare = append(t.spare, x)
 	return set, x
 }
@@ -472,7 +506,7 @@ func (t *freeTree) sumTree(x int32, s *freeSum) {
 // s.each.
 func (t *freeTree) sum(set int32, q *freeRange, s *freeSum) {
 	if set < 0 {
-		l := t.lists[^set]
+		l := t.list(set)
 		for i := t.lowerBound(l, q.lo, 0, math.MaxUint64); i < len(l) && q.below(&t.nodes[l[i]]); i++ {
 			t.sumNode(l[i], s)
 		}
@@ -514,7 +548,7 @@ func (t *freeTree) sum(set int32, q *freeRange, s *freeSum) {
 // any says whether the set has a block in q.
 func (t *freeTree) any(set int32, q *freeRange) bool {
 	if set < 0 {
-		l := t.lists[^set]
+		l := t.list(set)
 		i := t.lowerBound(l, q.lo, 0, math.MaxUint64)
 		return i < len(l) && q.below(&t.nodes[l[i]])
 	}

@@ -14,7 +14,7 @@ import (
 func TestFreeTreeAsList(t *testing.T) {
 	for _, classes := range []int{0, 40, 70} { // no class, a word of them, two
 		// sets that are treaps, lists, and lists that become treaps
-		for _, lists := range []int{0, 4, 1 << 20} {
+		for _, lists := range []int{0, 4, listMax} {
 			testFreeTree(t, classes, lists)
 		}
 	}
@@ -105,7 +105,7 @@ func testFreeTree(t *testing.T, classes, lists int) {
 		n := len(list)
 		switch {
 		case root < 0:
-			n = len(tr.lists[^root])
+			n = len(tr.list(root))
 		case root == 0:
 			n = 0
 		case tr.sums:
@@ -156,7 +156,7 @@ func testFreeTreeShape(t *testing.T, classes, lists int) {
 			gr = got.remove(gr, k[0], k[1], k[2])
 			wr = want.refDrop(wr, k[0], k[1], k[2], false)
 		}
-		if gr < 0 && !slices.Equal(got.lists[^gr], want.inOrder(wr, nil)) || gr >= 0 && !sameTreap(got, want, gr, wr) {
+		if gr < 0 && !slices.Equal(got.list(gr), want.inOrder(wr, nil)) || gr >= 0 && !sameTreap(got, want, gr, wr) {
 			t.Fatalf("%d classes, lists of %d, step %d: the sets differ", classes, lists, step)
 		}
 	}

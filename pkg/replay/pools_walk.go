@@ -102,23 +102,24 @@ func (f *inferer) blockClass(si int) int32 {
 	return -1
 }
 
-func (f *inferer) addFree(si int, b modelBlock) {
-	m := f.model(si)
+// addFree adds free block b to segment si, whose block model is m.
+func (f *inferer) addFree(si int, m *segLive, b modelBlock) {
 	c := f.blockClass(si)
+	tc := c
 	if f.mode == walkClaims {
-		c = -1 // the treaps of each class hold the classes
+		tc = -1 // the treaps of each class hold the classes
 	}
 	var x int32
 	if f.ownFree {
 		f.tree.seq++
-		x = f.tree.newNode(b.size, b.addr, f.tree.seq, int32(si), c)
+		x = f.tree.newNode(b.size, b.addr, f.tree.seq, int32(si), tc)
 	} else {
 		var root int32
-		root, x = f.tree.add(f.roots[m.fk], b.size, b.addr, int32(si), c)
+		root, x = f.tree.add(f.roots[m.fk], b.size, b.addr, int32(si), tc)
 		f.roots[m.fk] = root
 	}
 	m.free = append(m.free, x)
-	if c := f.blockClass(si); f.mode == walkClaims && c >= 0 {
+	if f.mode == walkClaims && c >= 0 {
 		root, _ := f.tree.addKey(f.classRoot(m.fk, c), b.size, b.addr, f.tree.nodes[x].seq, int32(si), c)
 		f.setClassRoot(m.fk, c, root)
 	}
@@ -126,9 +127,9 @@ func (f *inferer) addFree(si int, b modelBlock) {
 
 // delFree takes back the free block of b's size at b's address added
 // last to si's stream and size class (si's, unless the trace gave two
-// segments one address).
-func (f *inferer) delFree(si int, b modelBlock) {
-	k := f.model(si).fk
+// segments one address); m is si's block model.
+func (f *inferer) delFree(si int, m *segLive, b modelBlock) {
+	k := m.fk
 	var x int32
 	if f.ownFree {
 		x = f.takeOwn(si, b)
@@ -140,10 +141,13 @@ func (f *inferer) delFree(si int, b modelBlock) {
 	if x == 0 {
 		return
 	}
-	nd := f.tree.nodes[x]
-	o := f.model(int(nd.seg))
+	nd := &f.tree.nodes[x] // spare now, as it was until the next add
+	o := m
+	if int(nd.seg) != si {
+		o = f.model(int(nd.seg))
+	}
 	if j := slices.Index(o.free, x); j >= 0 {
-		o.free = slices.Delete(o.free, j, j+1)
+		o.free = deleteAt(o.free, j)
 	}
 	if c := f.blockClass(int(nd.seg)); f.mode == walkClaims && c >= 0 {
 		f.setClassRoot(k, c, f.tree.remove(f.classRoot(k, c), nd.size, nd.addr, nd.seq))
@@ -296,15 +300,16 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
 				f.overlap = true
 			}
-			f.bases, f.hit = slices.Insert(f.bases, k, e.Addr), 0
-			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
+			f.bases, f.hit = insertAt(f.bases, k, e.Addr), 0
+			f.baseSeg = insertAt(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
 			f.sharedBase = true
 			f.setWhole(int(f.baseSeg[k]), false)
 			f.baseSeg[k], f.hit = int32(si), 0
 		}
 		if !f.skips(si) {
-			f.addFree(si, f.model(si).blocks[0])
+			m := f.model(si)
+			f.addFree(si, m, m.blocks[0])
 		}
 		f.setWhole(si, true)
 	case trace.ActionSegmentFree:
@@ -334,17 +339,18 @@ func (f *inferer) release(run []trace.Event, from int) {
 		}
 		si := int(f.baseSeg[x])
 		f.runSegs = append(f.runSegs, int32(si))
-		for _, b := range f.model(si).blocks {
+		m := f.model(si)
+		for _, b := range m.blocks {
 			if b.free && !f.skips(si) {
-				f.delFree(si, b)
+				f.delFree(si, m, b)
 			}
 		}
 		f.setWhole(si, false)
 		// a freed segment's blocks are never looked at again
 		f.spare = append(f.spare, f.segs[si].live)
 		f.segs[si].live = -1
-		f.bases, f.hit = slices.Delete(f.bases, x, x+1), 0
-		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
+		f.bases, f.hit = deleteAt(f.bases, x), 0
+		f.baseSeg = deleteAt(f.baseSeg, x)
 	}
 	f.runAt = append(f.runAt, int32(from))
 	f.runEnd = append(f.runEnd, int32(from+len(run)-1))
@@ -392,7 +398,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 		old := m.blocks[k]
 		back := modelBlock{e.Addr, old.addr + old.size - e.Addr, true}
 		m.blocks = slices.Replace(m.blocks, k, k+1, modelBlock{old.addr, e.Addr - old.addr, false}, back)
-		f.addFree(si, back)
+		f.addFree(si, m, back)
 		f.setClaim(int(m.lastAlloc))
 		k++
 		chained = true
@@ -421,7 +427,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 		}
 	}
 	// take the block, splitting as PyTorch does
-	f.delFree(si, b)
+	f.delFree(si, m, b)
 	if restore {
 		f.setClaim(i)
 		if s.label == labelUnknown || s.label == labelDefault {
@@ -450,7 +456,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	}
 	for _, x := range out {
 		if x.free {
-			f.addFree(si, x)
+			f.addFree(si, m, x)
 		}
 	}
 	m.blocks = slices.Replace(m.blocks, k, k+1, out...)
@@ -543,17 +549,17 @@ func (f *inferer) freeIn(si int, addr uint64) {
 	b := modelBlock{addr, m.blocks[k].size, true}
 	lo, hi := k, k+1
 	if k > 0 && m.blocks[k-1].free {
-		f.delFree(si, m.blocks[k-1])
+		f.delFree(si, m, m.blocks[k-1])
 		b.addr, b.size = m.blocks[k-1].addr, b.size+m.blocks[k-1].size
 		lo = k - 1
 	}
 	if k+1 < len(m.blocks) && m.blocks[k+1].free {
-		f.delFree(si, m.blocks[k+1])
+		f.delFree(si, m, m.blocks[k+1])
 		b.size += m.blocks[k+1].size
 		hi = k + 2
 	}
 	m.blocks = slices.Replace(m.blocks, lo, hi, b)
-	f.addFree(si, b)
+	f.addFree(si, m, b)
 }
 
 // classKey orders segments as release_cached_blocks frees them within one
