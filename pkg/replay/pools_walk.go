@@ -373,7 +373,11 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 		return
 	}
 	f.allocIn(si, i, e, isNew)
-	f.setWhole(si, true)
+	// an allocation leaves no segment one free block: only one that was
+	// leaves the set
+	if f.model(si).whole >= 0 {
+		f.setWhole(si, true)
+	}
 }
 
 // allocIn walks alloc event i, e, in segment si.
@@ -459,7 +463,31 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 			f.addFree(si, m, x)
 		}
 	}
-	m.blocks = slices.Replace(m.blocks, k, k+1, out...)
+	m.blocks = splice(m.blocks, k, k+1, out)
+}
+
+// splice is slices.Replace(blocks, lo, hi, bs...) for a segment's few
+// blocks: moved one by one, not through memmove, and none cleared.
+func splice(blocks []modelBlock, lo, hi int, bs []modelBlock) []modelBlock {
+	n := len(blocks)
+	switch d := len(bs) - (hi - lo); {
+	case d > 0:
+		for range d {
+			blocks = append(blocks, modelBlock{})
+		}
+		for j := n - 1; j >= hi; j-- {
+			blocks[j+d] = blocks[j]
+		}
+	case d < 0:
+		for j := hi; j < n; j++ {
+			blocks[j+d] = blocks[j]
+		}
+		blocks = blocks[:n+d]
+	}
+	for i, b := range bs {
+		blocks[lo+i] = b
+	}
+	return blocks
 }
 
 // exclude reads the exclusions of alloc event i in segment si, a request
@@ -558,7 +586,7 @@ func (f *inferer) freeIn(si int, addr uint64) {
 		b.size += m.blocks[k+1].size
 		hi = k + 2
 	}
-	m.blocks = slices.Replace(m.blocks, lo, hi, b)
+	m.blocks = splice(m.blocks, lo, hi, []modelBlock{b})
 	f.addFree(si, m, b)
 }
 
