@@ -90,17 +90,20 @@ type segmentInfo struct {
 	// class: for a segment the snapshot will label (alive at the end, a
 	// final segment's), the index of its pool id in inferer.classIDs; -1
 	// for any other (open). An open segment keeps its exclusions from
-	// classed ones summed up: the lowest of them (closedMin, -1: none) and
-	// the classes (inferer.closedIDs); a classed one whether it passed
+	// classed ones summed up (segClosed); a classed one whether it passed
 	// over a block of its own class (samePass)
-	class     int32
-	closedMin int32
-	closed    int32 // the index of its classes in inferer.closedSets, -1: none
-	how       uint8 // the evidence of its label, an index in howNames
-	small     bool
-	broken    bool // the events did not fit the block model: no evidence from it
-	samePass  bool
+	class    int32
+	how      uint8 // the evidence of its label, an index in howNames
+	small    bool
+	broken   bool // the events did not fit the block model: no evidence from it
+	samePass bool
 }
+
+// segClosed is an open segment's exclusions from classed ones, summed
+// up: the lowest of them (min, -1: none) and the index of their classes
+// in inferer.closedSets (set, -1: none). A walk whose trace has no class
+// keeps none (inferer.closed), and its segments take 8 bytes less.
+type segClosed struct{ min, set int32 }
 
 // segLive is the block model of a live segment. A freed segment's goes
 // back to inferer.spare for the next segment made, its slices' room
@@ -131,7 +134,10 @@ func howIndex(how string) uint8 {
 // closedIDs are the classes open segment si was found apart from, nil
 // when none.
 func (f *inferer) closedIDs(si int) []uint64 {
-	if c := f.segs[si].closed; c >= 0 {
+	if f.closed == nil {
+		return nil
+	}
+	if c := f.closed[si].set; c >= 0 {
 		return f.closedSets[c]
 	}
 	return nil
@@ -184,7 +190,8 @@ type inferer struct {
 	apart      apartSet
 	lastApart  [2]int32
 	anyApart   bool
-	closedSets [][]uint64 // see segmentInfo.closed
+	closed     []segClosed // per segment, when the walk has classes
+	closedSets [][]uint64  // see segClosed
 	// per run: the segments it freed, in order (run), and the open
 	// whole-free segments it left (surv), each runs' lists one after
 	// another in one slice with where each begins
@@ -342,6 +349,9 @@ func (f *inferer) predict(final []trace.Segment, last func(addr uint64) (int, bo
 	}
 	f.tree = newFreeTree(len(f.classIDs), f.mode == walkFull)
 	f.mask = make([]uint64, f.tree.words)
+	if f.mode == walkFull && len(f.classIDs) > 0 {
+		f.closed = make([]segClosed, 0, cap(f.segs))
+	}
 }
 
 // poolPlan labels the segments walked and plans their pools; nil when the

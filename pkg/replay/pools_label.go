@@ -347,10 +347,9 @@ func (f *inferer) propagate() {
 // open one (rules set unknown labels only, and it comes first in that
 // order); a pair of two classed ones labels none.
 func (f *inferer) exclusions() {
-	for si := range f.segs {
-		s := &f.segs[si]
-		if s.closedMin >= 0 {
-			f.apart.add(si, int(s.closedMin))
+	for si, s := range f.closed {
+		if s.min >= 0 {
+			f.apart.add(si, int(s.min))
 		}
 	}
 }

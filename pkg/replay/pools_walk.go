@@ -202,29 +202,29 @@ func (f *inferer) differ(x, y int) {
 // closedPartner notes that open segment si is in another pool than
 // classed segment c, of class.
 func (f *inferer) closedPartner(si int, c, class int32) {
-	s := &f.segs[si]
-	if s.closedMin < 0 || c < s.closedMin {
-		s.closedMin = c
+	s := &f.closed[si]
+	if s.min < 0 || c < s.min {
+		s.min = c
 	}
 	f.closedSet(s)[class/64] |= 1 << (class % 64)
 }
 
 // closedSet is the set of classes open segment s was found apart from,
 // made empty at its first.
-func (f *inferer) closedSet(s *segmentInfo) []uint64 {
-	if s.closed < 0 {
-		s.closed = int32(len(f.closedSets))
+func (f *inferer) closedSet(s *segClosed) []uint64 {
+	if s.set < 0 {
+		s.set = int32(len(f.closedSets))
 		f.closedSets = append(f.closedSets, make([]uint64, f.tree.words))
 	}
-	return f.closedSets[s.closed]
+	return f.closedSets[s.set]
 }
 
 // closedPartners notes that open segment si is in another pool than
 // classed segments, the lowest c, of the classes of mask.
 func (f *inferer) closedPartners(si int, c int32, mask []uint64) {
-	s := &f.segs[si]
-	if s.closedMin < 0 || c < s.closedMin {
-		s.closedMin = c
+	s := &f.closed[si]
+	if s.min < 0 || c < s.min {
+		s.min = c
 	}
 	ids := f.closedSet(s)
 	for i, w := range mask {
@@ -284,7 +284,10 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
 		f.segs = append(f.segs, segmentInfo{addr: e.Addr, size: e.Size, live: f.newLive(e.Addr, e.Size), stream: f.streamIndex(e.Stream),
-			born: int32(base + i), label: labelUnknown, firstAlloc: -1, class: -1, closedMin: -1, closed: -1})
+			born: int32(base + i), label: labelUnknown, firstAlloc: -1, class: -1})
+		if f.closed != nil {
+			f.closed = append(f.closed, segClosed{-1, -1})
+		}
 		si := len(f.segs) - 1
 		s := &f.segs[si]
 		if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
