@@ -87,23 +87,31 @@ type segmentInfo struct {
 	label      int32  // labelUnknown, labelDefault, labelPrivate or a pool > 0
 	born       int32  // event index
 	firstAlloc int32  // the event of its first allocation, -1 if none
-	// class: for a segment the snapshot will label (alive at the end, a
-	// final segment's), the index of its pool id in inferer.classIDs; -1
-	// for any other (open). An open segment keeps its exclusions from
-	// classed ones summed up (segClosed); a classed one whether it passed
-	// over a block of its own class (samePass)
-	class    int32
-	how      uint8 // the evidence of its label, an index in howNames
-	small    bool
-	broken   bool // the events did not fit the block model: no evidence from it
+	how        uint8  // the evidence of its label, an index in howNames
+	small      bool
+	broken     bool // the events did not fit the block model: no evidence from it
+	// samePass: a classed segment (segClass) passed over a block of its
+	// own class
 	samePass bool
 }
 
-// segClosed is an open segment's exclusions from classed ones, summed
-// up: the lowest of them (min, -1: none) and the index of their classes
-// in inferer.closedSets (set, -1: none). A walk whose trace has no class
-// keeps none (inferer.closed), and its segments take 8 bytes less.
-type segClosed struct{ min, set int32 }
+// segClass is a segment's class, apart from segmentInfo: a walk whose
+// trace has no class keeps none (inferer.classes), and its segments take
+// 40 bytes each, not 56. class: for a segment the snapshot will label
+// (alive at the end, a final segment's), the index of its pool id in
+// inferer.classIDs; -1 for any other (open). An open segment keeps its
+// exclusions from classed ones summed up: the lowest of them (min, -1:
+// none) and the index of their classes in inferer.closedSets (set, -1:
+// none).
+type segClass struct{ class, min, set int32 }
+
+// classOf is segment si's class (segClass), -1 when it has none.
+func (f *inferer) classOf(si int) int32 {
+	if f.classes == nil {
+		return -1
+	}
+	return f.classes[si].class
+}
 
 // segLive is the block model of a live segment. A freed segment's goes
 // back to inferer.spare for the next segment made, its slices' room
@@ -111,7 +119,7 @@ type segClosed struct{ min, set int32 }
 // allocates only as many as are ever live at once.
 type segLive struct {
 	blocks    []modelBlock // address order
-	free      []int32      // its blocks' nodes in the free treap
+	free      []int32      // its free blocks' nodes (pools_free.go)
 	lastAddr  uint64       // the address of the latest allocation in it
 	lastAlloc int32        // the event of the latest allocation in it, -1 if none
 	fk        int32        // the index of its stream and size class
@@ -134,10 +142,10 @@ func howIndex(how string) uint8 {
 // closedIDs are the classes open segment si was found apart from, nil
 // when none.
 func (f *inferer) closedIDs(si int) []uint64 {
-	if f.closed == nil {
+	if f.classes == nil {
 		return nil
 	}
-	if c := f.closed[si].set; c >= 0 {
+	if c := f.classes[si].set; c >= 0 {
 		return f.closedSets[c]
 	}
 	return nil
@@ -190,8 +198,8 @@ type inferer struct {
 	apart      apartSet
 	lastApart  [2]int32
 	anyApart   bool
-	closed     []segClosed // per segment, when the walk has classes
-	closedSets [][]uint64  // see segClosed
+	classes    []segClass // per segment, when the walk has classes
+	closedSets [][]uint64 // see segClass
 	// per run: the segments it freed, in order (run), and the open
 	// whole-free segments it left (surv), each runs' lists one after
 	// another in one slice with where each begins
@@ -350,7 +358,7 @@ func (f *inferer) predict(final []trace.Segment, last func(addr uint64) (int, bo
 	f.tree = newFreeTree(len(f.classIDs), f.mode == walkFull)
 	f.mask = make([]uint64, f.tree.words)
 	if f.mode == walkFull && len(f.classIDs) > 0 {
-		f.closed = make([]segClosed, 0, cap(f.segs))
+		f.classes = make([]segClass, 0, cap(f.segs))
 	}
 }
 

@@ -347,7 +347,7 @@ func (f *inferer) propagate() {
 // open one (rules set unknown labels only, and it comes first in that
 // order); a pair of two classed ones labels none.
 func (f *inferer) exclusions() {
-	for si, s := range f.closed {
+	for si, s := range f.classes {
 		if s.min >= 0 {
 			f.apart.add(si, int(s.min))
 		}

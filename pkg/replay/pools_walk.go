@@ -95,7 +95,7 @@ func (f *inferer) keyOf(stream uint64, small bool) int32 {
 func (f *inferer) blockClass(si int) int32 {
 	switch f.mode {
 	case walkFull:
-		return f.segs[si].class
+		return f.classOf(si)
 	case walkClaims:
 		return f.segClass[si]
 	}
@@ -202,7 +202,7 @@ func (f *inferer) differ(x, y int) {
 // closedPartner notes that open segment si is in another pool than
 // classed segment c, of class.
 func (f *inferer) closedPartner(si int, c, class int32) {
-	s := &f.closed[si]
+	s := &f.classes[si]
 	if s.min < 0 || c < s.min {
 		s.min = c
 	}
@@ -211,7 +211,7 @@ func (f *inferer) closedPartner(si int, c, class int32) {
 
 // closedSet is the set of classes open segment s was found apart from,
 // made empty at its first.
-func (f *inferer) closedSet(s *segClosed) []uint64 {
+func (f *inferer) closedSet(s *segClass) []uint64 {
 	if s.set < 0 {
 		s.set = int32(len(f.closedSets))
 		f.closedSets = append(f.closedSets, make([]uint64, f.tree.words))
@@ -222,7 +222,7 @@ func (f *inferer) closedSet(s *segClosed) []uint64 {
 // closedPartners notes that open segment si is in another pool than
 // classed segments, the lowest c, of the classes of mask.
 func (f *inferer) closedPartners(si int, c int32, mask []uint64) {
-	s := &f.closed[si]
+	s := &f.classes[si]
 	if s.min < 0 || c < s.min {
 		s.min = c
 	}
@@ -241,8 +241,8 @@ func (f *inferer) setWhole(si int, live bool) {
 	s, m := &f.segs[si], f.model(si)
 	in := live && !s.broken && len(m.blocks) == 1 && m.blocks[0].free
 	switch {
-	case s.class >= 0:
-		if s.class == f.defClass && in != (m.whole >= 0) {
+	case f.classOf(si) >= 0:
+		if f.classOf(si) == f.defClass && in != (m.whole >= 0) {
 			if in {
 				f.wholeDef++
 				m.whole = 0
@@ -284,14 +284,15 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
 		f.segs = append(f.segs, segmentInfo{addr: e.Addr, size: e.Size, live: f.newLive(e.Addr, e.Size), stream: f.streamIndex(e.Stream),
-			born: int32(base + i), label: labelUnknown, firstAlloc: -1, class: -1})
-		if f.closed != nil {
-			f.closed = append(f.closed, segClosed{-1, -1})
-		}
+			born: int32(base + i), label: labelUnknown, firstAlloc: -1})
 		si := len(f.segs) - 1
 		s := &f.segs[si]
-		if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
-			s.class = c.class
+		if f.classes != nil {
+			sc := segClass{-1, -1, -1}
+			if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
+				sc.class = c.class
+			}
+			f.classes = append(f.classes, sc)
 		}
 		if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
 			s.small = f.round(ev[i+1].Size) <= 1<<20
@@ -518,15 +519,16 @@ func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 			f.setClaim(i)
 		}
 	case walkFull:
+		class := f.classOf(si)
 		sum := freeSum{minSeg: math.MaxInt32, mask: f.mask}
 		clear(sum.mask)
 		sum.each = func(o int32) {
 			switch {
 			case int(o) == si:
-			case s.class < 0:
+			case class < 0:
 				f.differ(si, int(o))
 			default:
-				f.closedPartner(int(o), int32(si), s.class)
+				f.closedPartner(int(o), int32(si), class)
 			}
 		}
 		t.sum(f.roots[m.fk], &q, &sum)
@@ -535,9 +537,9 @@ func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 		}
 		f.anyApart = true
 		if sum.n > sum.open {
-			if s.class < 0 {
+			if class < 0 {
 				f.closedPartners(si, sum.minSeg, sum.mask)
-			} else if sum.mask[s.class/64]&(1<<(s.class%64)) != 0 {
+			} else if sum.mask[class/64]&(1<<(class%64)) != 0 {
 				s.samePass = true
 			}
 		}
