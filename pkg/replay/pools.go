@@ -189,7 +189,7 @@ type inferer struct {
 	hit           int32     // the segment at found last, plus one (0: none since bases changed)
 	tree          *freeTree
 	keys          map[freeKey]int32 // each stream and size class's index in roots
-	roots         []int32           // their free treaps
+	roots         []int32           // their free sets (pools_free.go)
 	mask          []uint64          // a buffer of classes
 	// apart: pairs of open segments known to be in different pools (a
 	// classed segment's exclusions are summed up in its open partner;
@@ -237,12 +237,12 @@ type inferer struct {
 	sharedBase bool
 	// overlap: two live segments overlapped (seen by the first walk);
 	// ownFree (walkClaims): each segment's free blocks are found among
-	// its own, not in its stream's free treap, which the walk then does
+	// its own, not in its stream's free set, which the walk then does
 	// not keep (skipOpen, and no overlap: no other segment's block can
 	// lie at a block's address)
 	overlap bool
 	ownFree bool
-	byClass [][]int32 // the free treaps of each stream and size class, by block class (classRoot)
+	byClass [][]int32 // the free sets of each stream and size class, by block class (classRoot)
 	again   func(g *inferer)
 }
 

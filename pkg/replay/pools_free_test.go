@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The free treap answers as a sorted list of blocks searched one by one
+// The free sets answer as a sorted list of blocks searched one by one
 // would: a take gives back the block of that size and address added last,
 // and the sums of a range are those of its blocks, under random adds,
 // takes, removals and ranges (few sizes and addresses: many ties).

@@ -78,7 +78,7 @@ func (f *inferer) round(size uint64) uint64 {
 	return max((size+511)/512*512, 512)
 }
 
-// keyOf is the index of the free treap of segments of stream and size
+// keyOf is the index of the free set of segments of stream and size
 // class small.
 func (f *inferer) keyOf(stream uint64, small bool) int32 {
 	k := freeKey{stream, small}
@@ -91,7 +91,7 @@ func (f *inferer) keyOf(stream uint64, small bool) int32 {
 	return i
 }
 
-// blockClass is the class of segment si's blocks in the free treaps.
+// blockClass is the class of segment si's blocks in the free sets.
 func (f *inferer) blockClass(si int) int32 {
 	switch f.mode {
 	case walkFull:
@@ -107,7 +107,7 @@ func (f *inferer) addFree(si int, m *segLive, b modelBlock) {
 	c := f.blockClass(si)
 	tc := c
 	if f.mode == walkClaims {
-		tc = -1 // the treaps of each class hold the classes
+		tc = -1 // the sets of each class hold the classes
 	}
 	var x int32
 	if f.ownFree {
@@ -154,7 +154,7 @@ func (f *inferer) delFree(si int, m *segLive, b modelBlock) {
 	}
 }
 
-// classRoot is the root of the free treap of the blocks of class c of
+// classRoot is the name of the free set of the blocks of class c of
 // stream and size class k (walkClaims), 0 while it has none.
 func (f *inferer) classRoot(k, c int32) int32 {
 	if int(k) < len(f.byClass) && int(c) < len(f.byClass[k]) {
@@ -163,7 +163,7 @@ func (f *inferer) classRoot(k, c int32) int32 {
 	return 0
 }
 
-// setClassRoot makes root that treap's root.
+// setClassRoot makes root that set's name.
 func (f *inferer) setClassRoot(k, c, root int32) {
 	if n := int(k) + 1 - len(f.byClass); n > 0 {
 		f.byClass = append(f.byClass, make([][]int32, n)...)
@@ -496,7 +496,7 @@ func splice(blocks []modelBlock, lo, hi int, bs []modelBlock) []modelBlock {
 
 // exclude reads the exclusions of alloc event i in segment si, a request
 // of r bytes that best fit served with block b (taken out of the free
-// treap already): every usable block best fit preferred (a better fit;
+// set already): every usable block best fit preferred (a better fit;
 // any, for the request that made si) lies in another pool.
 func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 	s, m := &f.segs[si], f.model(si)
