@@ -87,19 +87,30 @@ type segmentInfo struct {
 	label      int32  // labelUnknown, labelDefault, labelPrivate or a pool > 0
 	born       int32  // event index
 	firstAlloc int32  // the event of its first allocation, -1 if none
-	// class: for a segment the snapshot will label (alive at the end, a
-	// final segment's), the index of its pool id in inferer.classIDs; -1
-	// for any other (open). An open segment keeps its exclusions from
-	// classed ones summed up: the lowest of them (closedMin, -1: none) and
-	// the classes (inferer.closedIDs); a classed one whether it passed
-	// over a block of its own class (samePass)
-	class     int32
-	closedMin int32
-	closed    int32 // the index of its classes in inferer.closedSets, -1: none
-	how       uint8 // the evidence of its label, an index in howNames
-	small     bool
-	broken    bool // the events did not fit the block model: no evidence from it
-	samePass  bool
+	how        uint8  // the evidence of its label, an index in howNames
+	small      bool
+	broken     bool // the events did not fit the block model: no evidence from it
+	// samePass: a classed segment (segClass) passed over a block of its
+	// own class
+	samePass bool
+}
+
+// segClass is a segment's class, apart from segmentInfo: a walk whose
+// trace has no class keeps none (inferer.classes), and its segments take
+// 40 bytes each, not 56. class: for a segment the snapshot will label
+// (alive at the end, a final segment's), the index of its pool id in
+// inferer.classIDs; -1 for any other (open). An open segment keeps its
+// exclusions from classed ones summed up: the lowest of them (min, -1:
+// none) and the index of their classes in inferer.closedSets (set, -1:
+// none).
+type segClass struct{ class, min, set int32 }
+
+// classOf is segment si's class (segClass), -1 when it has none.
+func (f *inferer) classOf(si int) int32 {
+	if f.classes == nil {
+		return -1
+	}
+	return f.classes[si].class
 }
 
 // segLive is the block model of a live segment. A freed segment's goes
@@ -108,7 +119,7 @@ type segmentInfo struct {
 // allocates only as many as are ever live at once.
 type segLive struct {
 	blocks    []modelBlock // address order
-	free      []int32      // its blocks' nodes in the free treap
+	free      []int32      // its free blocks' nodes (pools_free.go)
 	lastAddr  uint64       // the address of the latest allocation in it
 	lastAlloc int32        // the event of the latest allocation in it, -1 if none
 	fk        int32        // the index of its stream and size class
@@ -131,7 +142,10 @@ func howIndex(how string) uint8 {
 // closedIDs are the classes open segment si was found apart from, nil
 // when none.
 func (f *inferer) closedIDs(si int) []uint64 {
-	if c := f.segs[si].closed; c >= 0 {
+	if f.classes == nil {
+		return nil
+	}
+	if c := f.classes[si].set; c >= 0 {
 		return f.closedSets[c]
 	}
 	return nil
@@ -175,7 +189,7 @@ type inferer struct {
 	hit           int32     // the segment at found last, plus one (0: none since bases changed)
 	tree          *freeTree
 	keys          map[freeKey]int32 // each stream and size class's index in roots
-	roots         []int32           // their free treaps
+	roots         []int32           // their free sets (pools_free.go)
 	mask          []uint64          // a buffer of classes
 	// apart: pairs of open segments known to be in different pools (a
 	// classed segment's exclusions are summed up in its open partner;
@@ -184,7 +198,8 @@ type inferer struct {
 	apart      apartSet
 	lastApart  [2]int32
 	anyApart   bool
-	closedSets [][]uint64 // see segmentInfo.closed
+	classes    []segClass // per segment, when the walk has classes
+	closedSets [][]uint64 // see segClass
 	// per run: the segments it freed, in order (run), and the open
 	// whole-free segments it left (surv), each runs' lists one after
 	// another in one slice with where each begins
@@ -222,12 +237,12 @@ type inferer struct {
 	sharedBase bool
 	// overlap: two live segments overlapped (seen by the first walk);
 	// ownFree (walkClaims): each segment's free blocks are found among
-	// its own, not in its stream's free treap, which the walk then does
+	// its own, not in its stream's free set, which the walk then does
 	// not keep (skipOpen, and no overlap: no other segment's block can
 	// lie at a block's address)
 	overlap bool
 	ownFree bool
-	byClass [][]int32 // the free treaps of each stream and size class, by block class (classRoot)
+	byClass [][]int32 // the free sets of each stream and size class, by block class (classRoot)
 	again   func(g *inferer)
 }
 
@@ -342,6 +357,9 @@ func (f *inferer) predict(final []trace.Segment, last func(addr uint64) (int, bo
 	}
 	f.tree = newFreeTree(len(f.classIDs), f.mode == walkFull)
 	f.mask = make([]uint64, f.tree.words)
+	if f.mode == walkFull && len(f.classIDs) > 0 {
+		f.classes = make([]segClass, 0, cap(f.segs))
+	}
 }
 
 // poolPlan labels the segments walked and plans their pools; nil when the

@@ -3,17 +3,35 @@ package replay
 import "math"
 
 // This file holds the free blocks of pool inference's block model: for
-// each stream and size class, a treap ordered as best fit searches them
+// each stream and size class, a set ordered as best fit searches them
 // (size, then address; among blocks of equal size and address, the last
-// added first, which is the one a free takes back), whose nodes sum up
-// their subtrees, so that what a request passed over is asked of a range
-// in time logarithmic in the blocks, not linear:
+// added first, which is the one a free takes back). A set of many blocks
+// is a treap whose nodes sum up their subtrees, so that what a request
+// passed over is asked of a range in time logarithmic in the blocks, not
+// linear:
 //
 //   - how many blocks lie there, and how many of them belong to segments
 //     of no class (enumerated one by one where each matters);
 //   - of the blocks of classed segments (a class: the pool the snapshot
 //     names for a segment alive at the end, or a label), the lowest
 //     segment and the set of classes.
+//
+// Most sets hold a handful of blocks (a program frees and splits the same
+// few), where a treap's descent, splits and sums cost more than the
+// blocks: a set is a sorted list of its nodes while it holds listMax
+// blocks or fewer, searched by halving, shifted in place and summed block
+// by block, and becomes a treap, for good, when it outgrows that. A set is
+// named by an int32: > 0 a treap's root node, < 0 the list ^set of
+// freeTree.lists, 0 an empty set that is neither.
+
+// listMax is the most blocks a set holds as a list.
+const listMax = 32
+
+// freeList is a set of listMax blocks or fewer: their nodes in key order.
+type freeList struct {
+	n     int32
+	nodes [listMax]int32
+}
 
 // freeNode is one free block, and the sums of its subtree.
 type freeNode struct {
@@ -34,8 +52,13 @@ type freeTree struct {
 	words int
 	spare []int32
 	path  []int32 // a scratch stack of the nodes above one
-	seq   uint64
-	rng   uint32
+	// lists: the sets that are lists; free the indexes of those that
+	// became treaps, for the next new set
+	lists   []freeList
+	free    []int32
+	listMax int // the most blocks of a list: listMax, or fewer (0: every set is a treap)
+	seq     uint64
+	rng     uint32
 	// sums: the nodes keep their subtrees' sums, which sum reads; a walk
 	// that only asks any and takes blocks back keeps none
 	sums bool
@@ -47,7 +70,7 @@ type freeTree struct {
 // anyway: the sums would save nothing, and are not kept.
 func newFreeTree(classes int, sums bool) *freeTree {
 	w := (classes + 63) / 64
-	t := &freeTree{nodes: make([]freeNode, 1, 64), words: w, rng: 0x9e3779b9, sums: sums && classes > 0}
+	t := &freeTree{nodes: make([]freeNode, 1, 64), words: w, rng: 0x9e3779b9, sums: sums && classes > 0, listMax: listMax}
 	if w > 1 {
 		t.masks = make([]uint64, w, 64*w)
 	}
@@ -177,18 +200,93 @@ func (t *freeTree) merge(a, b int32) int32 {
 	return b
 }
 
-// add adds a block of segment seg (of class, -1 for none) to the treap
-// root and returns the new root and the block's node.
-func (t *freeTree) add(root int32, size, addr uint64, seg, class int32) (int32, int32) {
+// add adds a block of segment seg (of class, -1 for none) to the set
+// and returns the set's new name and the block's node.
+func (t *freeTree) add(set int32, size, addr uint64, seg, class int32) (int32, int32) {
 	t.seq++
-	return t.addKey(root, size, addr, t.seq, seg, class)
+	return t.addKey(set, size, addr, t.seq, seg, class)
 }
 
 // addKey is add with the block's seq given (a copy of a block in another
-// treap).
-func (t *freeTree) addKey(root int32, size, addr, seq uint64, seg, class int32) (int32, int32) {
+// set).
+func (t *freeTree) addKey(set int32, size, addr, seq uint64, seg, class int32) (int32, int32) {
 	x := t.newNode(size, addr, seq, seg, class)
-	prio := t.nodes[x].prio
+	if set > 0 || t.listMax == 0 {
+		return t.insert(set, x), x
+	}
+	if set == 0 { // a new list, in the place of one that became a treap if any
+		if n := len(t.free); n > 0 {
+			set, t.free = ^t.free[n-1], t.free[:n-1]
+		} else {
+			set = ^int32(len(t.lists))
+			t.lists = append(t.lists, freeList{})
+		}
+	}
+	fl := &t.lists[^set]
+	l := fl.nodes[:fl.n]
+	if len(l) < t.listMax {
+		i := t.lowerBound(l, size, addr, seq)
+		l = l[:len(l)+1]
+		for j := len(l) - 1; j > i; j-- { // a few: no call to memmove
+			l[j] = l[j-1]
+		}
+		l[i] = x
+		fl.n++
+		return set, x
+	}
+	// the same treap as if every block had gone into one (its priorities
+	// decide its shape)
+	root := t.insert(0, x)
+	for _, y := range l {
+		t.nodes[y].l, t.nodes[y].r = 0, 0
+		root = t.insert(root, y)
+	}
+	fl.n = 0
+	t.free = append(t.free, ^set)
+	return root, x
+}
+
+// list is the nodes of list set, in key order.
+func (t *freeTree) list(set int32) []int32 {
+	fl := &t.lists[^set]
+	return fl.nodes[:fl.n]
+}
+
+// insertAt and deleteAt are slices.Insert and slices.Delete of one
+// element, without Delete's clearing of the element let go (for the
+// collector: these hold no pointer). The walk makes a few a segment.
+func insertAt[E int32 | uint64](l []E, i int, x E) []E {
+	l = append(l, x)
+	copy(l[i+1:], l[i:])
+	l[i] = x
+	return l
+}
+
+func deleteAt[E int32 | uint64](l []E, i int) []E {
+	copy(l[i:], l[i+1:])
+	return l[:len(l)-1]
+}
+
+// lowerBound is the index in list l of its first block not before the
+// key (size, addr, seq).
+func (t *freeTree) lowerBound(l []int32, size, addr, seq uint64) int {
+	lo, hi := 0, len(l)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if nd := &t.nodes[l[m]]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// insert puts node x, a block with no children, into the treap root and
+// returns the new root.
+func (t *freeTree) insert(root, x int32) int32 {
+	nx := &t.nodes[x]
+	size, addr, seq, prio := nx.size, nx.addr, nx.seq, nx.prio
 	// down to where x goes (the treap of distinct priorities is one, however
 	// built), split what is there into x's children, and sum up the way back
 	path := t.path[:0]
@@ -206,7 +304,7 @@ func (t *freeTree) addKey(root int32, size, addr, seq uint64, seg, class int32) 
 	t.pull(x)
 	t.path = path
 	if len(path) == 0 {
-		return x, x
+		return x
 	}
 	if p := &t.nodes[path[len(path)-1]]; keyLess(p.size, p.addr, p.seq, size, addr, seq) {
 		p.r = x
@@ -214,7 +312,7 @@ func (t *freeTree) addKey(root int32, size, addr, seq uint64, seg, class int32) 
 		p.l = x
 	}
 	t.pushed(path, x)
-	return root, x
+	return root
 }
 
 // newNode takes a spare node (or a new one) for a block, with the next
@@ -263,10 +361,33 @@ func (t *freeTree) pullPath(path []int32) {
 	}
 }
 
-// drop removes from the treap root its first block not before the key
-// (size, addr, seq), when there is one and, with same, it is of size at
-// addr; it returns the new root and the node removed (0: none).
-func (t *freeTree) drop(root int32, size, addr, seq uint64, same bool) (int32, int32) {
+// drop removes from the set its first block not before the key (size,
+// addr, seq), when there is one and, with same, it is of size at addr;
+// it returns the set's new name and the node removed (0: none).
+func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, int32) {
+	if set >= 0 {
+		return t.dropTreap(set, size, addr, seq, same)
+	}
+	fl := &t.lists[^set]
+	l := fl.nodes[:fl.n]
+	i := t.lowerBound(l, size, addr, seq)
+	if i == len(l) {
+		return set, 0
+	}
+	x := l[i]
+	if nd := &t.nodes[x]; same && (nd.size != size || nd.addr != addr) {
+		return set, 0
+	}
+	for ; i+1 < len(l); i++ {
+		l[i] = l[i+1]
+	}
+	fl.n--
+	t.spare = append(t.spare, x)
+	return set, x
+}
+
+// dropTreap is drop for the treap root.
+func (t *freeTree) dropTreap(root int32, size, addr, seq uint64, same bool) (int32, int32) {
 	path := t.path[:0]
 	at := -1 // the index in path of the lower bound
 	for cur := root; cur != 0; {
@@ -311,18 +432,18 @@ func (t *freeTree) drop(root int32, size, addr, seq uint64, same bool) (int32, i
 	return root, x
 }
 
-// take removes the block of size at addr added last from the treap root;
-// it returns the new root and the node removed (0: none), whose fields
+// take removes the block of size at addr added last from the set; it
+// returns the set's new name and the node removed (0: none), whose fields
 // stay readable until the next add.
-func (t *freeTree) take(root int32, size, addr uint64) (int32, int32) {
-	return t.drop(root, size, addr, math.MaxUint64, true)
+func (t *freeTree) take(set int32, size, addr uint64) (int32, int32) {
+	return t.drop(set, size, addr, math.MaxUint64, true)
 }
 
-// remove removes the block of key (size, addr, seq) from the treap root,
-// which holds it, and returns the new root.
-func (t *freeTree) remove(root int32, size, addr, seq uint64) int32 {
-	root, _ = t.drop(root, size, addr, seq, false)
-	return root
+// remove removes the block of key (size, addr, seq) from the set, which
+// holds it, and returns the set's new name.
+func (t *freeTree) remove(set int32, size, addr, seq uint64) int32 {
+	set, _ = t.drop(set, size, addr, seq, false)
+	return set
 }
 
 // freeRange is a range of blocks: sizes from lo on, before the block of
@@ -380,11 +501,18 @@ func (t *freeTree) sumTree(x int32, s *freeSum) {
 	}
 }
 
-// sum adds the blocks of the treap root in q to s, reading the treap
-// only: logarithmic, and linear in the blocks of no class handed to
+// sum adds the blocks of the set in q to s, reading the set only: for a
+// treap logarithmic, and linear in the blocks of no class handed to
 // s.each.
-func (t *freeTree) sum(root int32, q *freeRange, s *freeSum) {
-	x := root
+func (t *freeTree) sum(set int32, q *freeRange, s *freeSum) {
+	if set < 0 {
+		l := t.list(set)
+		for i := t.lowerBound(l, q.lo, 0, math.MaxUint64); i < len(l) && q.below(&t.nodes[l[i]]); i++ {
+			t.sumNode(l[i], s)
+		}
+		return
+	}
+	x := set
 	for x != 0 {
 		nd := &t.nodes[x]
 		switch {
@@ -417,10 +545,15 @@ func (t *freeTree) sum(root int32, q *freeRange, s *freeSum) {
 	}
 }
 
-// any says whether the treap root has a block in q.
-func (t *freeTree) any(root int32, q *freeRange) bool {
+// any says whether the set has a block in q.
+func (t *freeTree) any(set int32, q *freeRange) bool {
+	if set < 0 {
+		l := t.list(set)
+		i := t.lowerBound(l, q.lo, 0, math.MaxUint64)
+		return i < len(l) && q.below(&t.nodes[l[i]])
+	}
 	var first int32
-	for x := root; x != 0; {
+	for x := set; x != 0; {
 		if nd := &t.nodes[x]; nd.size >= q.lo {
 			first, x = x, nd.l
 		} else {

@@ -7,25 +7,29 @@ import (
 	"testing"
 )
 
-// The free treap answers as a sorted list of blocks searched one by one
+// The free sets answer as a sorted list of blocks searched one by one
 // would: a take gives back the block of that size and address added last,
 // and the sums of a range are those of its blocks, under random adds,
 // takes, removals and ranges (few sizes and addresses: many ties).
 func TestFreeTreeAsList(t *testing.T) {
 	for _, classes := range []int{0, 40, 70} { // no class, a word of them, two
-		testFreeTree(t, classes)
+		// sets that are treaps, lists, and lists that become treaps
+		for _, lists := range []int{0, 4, listMax} {
+			testFreeTree(t, classes, lists)
+		}
 	}
 }
 
-func testFreeTree(t *testing.T, classes int) {
+func testFreeTree(t *testing.T, classes, lists int) {
 	type blk struct {
 		size, addr, seq uint64
 		seg, class      int32
 	}
 	rng := rand.New(rand.NewPCG(3, uint64(classes)))
 	tr := newFreeTree(classes, true)
+	tr.listMax = lists
 	var root int32
-	var list []blk // in treap order
+	var list []blk // in key order
 	less := func(a, b blk) int {
 		if keyLess(a.size, a.addr, a.seq, b.size, b.addr, b.seq) {
 			return -1
@@ -60,10 +64,10 @@ func testFreeTree(t *testing.T, classes int) {
 			i := slices.IndexFunc(list, func(b blk) bool { return b.size == size && b.addr == addr })
 			switch {
 			case i < 0 && x != 0, i >= 0 && x == 0:
-				t.Fatalf("%d classes, step %d: take(%d, %d) found node %d, the list %d", classes, step, size, addr, x, i)
+				t.Fatalf("%d classes, lists of %d, step %d: take(%d, %d) found node %d, the list %d", classes, lists, step, size, addr, x, i)
 			case i >= 0:
 				if nd := tr.nodes[x]; nd.seq != list[i].seq || nd.seg != list[i].seg {
-					t.Fatalf("%d classes, step %d: take(%d, %d) took seq %d, the list %d", classes, step, size, addr, nd.seq, list[i].seq)
+					t.Fatalf("%d classes, lists of %d, step %d: take(%d, %d) took seq %d, the list %d", classes, lists, step, size, addr, nd.seq, list[i].seq)
 				}
 				list = slices.Delete(list, i, i+1)
 			}
@@ -91,31 +95,45 @@ func testFreeTree(t *testing.T, classes int) {
 			slices.Sort(gotOpen)
 			slices.Sort(wantOpen)
 			if got.n != want.n || got.open != want.open || got.minSeg != want.minSeg || !slices.Equal(got.mask, want.mask) || !slices.Equal(gotOpen, wantOpen) {
-				t.Fatalf("%d classes, step %d: sum of %+v: %d blocks, %d open %v, min %d, mask %x; want %d, %d %v, %d, %x", classes, step, q,
+				t.Fatalf("%d classes, lists of %d, step %d: sum of %+v: %d blocks, %d open %v, min %d, mask %x; want %d, %d %v, %d, %x", classes, lists, step, q,
 					got.n, got.open, gotOpen, got.minSeg, got.mask, want.n, want.open, wantOpen, want.minSeg, want.mask)
 			}
 			if tr.any(root, &q) != (want.n > 0) {
-				t.Fatalf("%d classes, step %d: any of %+v: %v, want %v", classes, step, q, !(want.n > 0), want.n > 0)
+				t.Fatalf("%d classes, lists of %d, step %d: any of %+v: %v, want %v", classes, lists, step, q, !(want.n > 0), want.n > 0)
 			}
 		}
-		if tr.sums && root != 0 && int(tr.nodes[root].n) != len(list) || root == 0 && len(list) != 0 {
-			t.Fatalf("%d classes, step %d: the treap holds %d blocks, the list %d", classes, step, tr.nodes[root].n, len(list))
+		n := len(list)
+		switch {
+		case root < 0:
+			n = len(tr.list(root))
+		case root == 0:
+			n = 0
+		case tr.sums:
+			n = int(tr.nodes[root].n)
+		}
+		if n != len(list) {
+			t.Fatalf("%d classes, lists of %d, step %d: the set holds %d blocks, the list %d", classes, lists, step, n, len(list))
 		}
 	}
 }
 
 // The treap's adds, takes and removals build the very treap that a split
-// and merges around the key would (refAdd, refDrop): the shape decides the
-// order the sums hand blocks of no class to freeSum.each.
+// and merges around the key would (refAdd, refDrop), and a list holds
+// that treap's nodes in order, becoming that treap when it outgrows
+// listMax: the shape decides the order the sums hand blocks of no class
+// to freeSum.each.
 func TestFreeTreeShape(t *testing.T) {
 	for _, classes := range []int{40, 70} { // a word of classes, two
-		testFreeTreeShape(t, classes)
+		for _, lists := range []int{0, 8} {
+			testFreeTreeShape(t, classes, lists)
+		}
 	}
 }
 
-func testFreeTreeShape(t *testing.T, classes int) {
+func testFreeTreeShape(t *testing.T, classes, lists int) {
 	rng := rand.New(rand.NewPCG(5, uint64(classes)))
 	got, want := newFreeTree(classes, true), newFreeTree(classes, true)
+	got.listMax = lists
 	var gr, wr int32
 	var keys [][3]uint64
 	for step := range 20000 {
@@ -138,10 +156,19 @@ func testFreeTreeShape(t *testing.T, classes int) {
 			gr = got.remove(gr, k[0], k[1], k[2])
 			wr = want.refDrop(wr, k[0], k[1], k[2], false)
 		}
-		if !sameTreap(got, want, gr, wr) {
-			t.Fatalf("%d classes, step %d: the treaps differ", classes, step)
+		if gr < 0 && !slices.Equal(got.list(gr), want.inOrder(wr, nil)) || gr >= 0 && !sameTreap(got, want, gr, wr) {
+			t.Fatalf("%d classes, lists of %d, step %d: the sets differ", classes, lists, step)
 		}
 	}
+}
+
+// inOrder appends the nodes of treap x to l in order.
+func (t *freeTree) inOrder(x int32, l []int32) []int32 {
+	if x == 0 {
+		return l
+	}
+	l = t.inOrder(t.nodes[x].l, l)
+	return t.inOrder(t.nodes[x].r, append(l, x))
 }
 
 func sameTreap(a, b *freeTree, x, y int32) bool {

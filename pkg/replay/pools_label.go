@@ -208,14 +208,14 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 	for l := range cur {
 		cur[l] = l
 	}
-	released := map[int]bool{} // lifetimes a run has freed segments of
+	released := make([]bool, len(ids)) // per lifetime: a run has freed segments of it
 	r := 0
 	for si := range f.segs {
 		s := &f.segs[si]
 		for r < len(f.runAt) && f.runAt[r] < s.born {
 			for _, x := range f.run(r) {
-				if l := f.segs[x].label; l > 0 {
-					released[int(l)] = true
+				if l := f.segs[x].label; l > 0 && int(l) < len(released) {
+					released[l] = true
 				}
 			}
 			r++
@@ -226,6 +226,7 @@ func (f *inferer) lifetimes(ids [][2]int64) [][2]int64 {
 		}
 		if released[cur[l]] {
 			ids = append(ids, [2]int64{})
+			released = append(released, false)
 			cur[l] = len(ids) - 1
 		}
 		s.label = int32(cur[l])
@@ -346,10 +347,9 @@ func (f *inferer) propagate() {
 // open one (rules set unknown labels only, and it comes first in that
 // order); a pair of two classed ones labels none.
 func (f *inferer) exclusions() {
-	for si := range f.segs {
-		s := &f.segs[si]
-		if s.closedMin >= 0 {
-			f.apart.add(si, int(s.closedMin))
+	for si, s := range f.classes {
+		if s.min >= 0 {
+			f.apart.add(si, int(s.min))
 		}
 	}
 }

@@ -78,7 +78,7 @@ func (f *inferer) round(size uint64) uint64 {
 	return max((size+511)/512*512, 512)
 }
 
-// keyOf is the index of the free treap of segments of stream and size
+// keyOf is the index of the free set of segments of stream and size
 // class small.
 func (f *inferer) keyOf(stream uint64, small bool) int32 {
 	k := freeKey{stream, small}
@@ -91,34 +91,35 @@ func (f *inferer) keyOf(stream uint64, small bool) int32 {
 	return i
 }
 
-// blockClass is the class of segment si's blocks in the free treaps.
+// blockClass is the class of segment si's blocks in the free sets.
 func (f *inferer) blockClass(si int) int32 {
 	switch f.mode {
 	case walkFull:
-		return f.segs[si].class
+		return f.classOf(si)
 	case walkClaims:
 		return f.segClass[si]
 	}
 	return -1
 }
 
-func (f *inferer) addFree(si int, b modelBlock) {
-	m := f.model(si)
+// addFree adds free block b to segment si, whose block model is m.
+func (f *inferer) addFree(si int, m *segLive, b modelBlock) {
 	c := f.blockClass(si)
+	tc := c
 	if f.mode == walkClaims {
-		c = -1 // the treaps of each class hold the classes
+		tc = -1 // the sets of each class hold the classes
 	}
 	var x int32
 	if f.ownFree {
 		f.tree.seq++
-		x = f.tree.newNode(b.size, b.addr, f.tree.seq, int32(si), c)
+		x = f.tree.newNode(b.size, b.addr, f.tree.seq, int32(si), tc)
 	} else {
 		var root int32
-		root, x = f.tree.add(f.roots[m.fk], b.size, b.addr, int32(si), c)
+		root, x = f.tree.add(f.roots[m.fk], b.size, b.addr, int32(si), tc)
 		f.roots[m.fk] = root
 	}
 	m.free = append(m.free, x)
-	if c := f.blockClass(si); f.mode == walkClaims && c >= 0 {
+	if f.mode == walkClaims && c >= 0 {
 		root, _ := f.tree.addKey(f.classRoot(m.fk, c), b.size, b.addr, f.tree.nodes[x].seq, int32(si), c)
 		f.setClassRoot(m.fk, c, root)
 	}
@@ -126,9 +127,9 @@ func (f *inferer) addFree(si int, b modelBlock) {
 
 // delFree takes back the free block of b's size at b's address added
 // last to si's stream and size class (si's, unless the trace gave two
-// segments one address).
-func (f *inferer) delFree(si int, b modelBlock) {
-	k := f.model(si).fk
+// segments one address); m is si's block model.
+func (f *inferer) delFree(si int, m *segLive, b modelBlock) {
+	k := m.fk
 	var x int32
 	if f.ownFree {
 		x = f.takeOwn(si, b)
@@ -140,17 +141,20 @@ func (f *inferer) delFree(si int, b modelBlock) {
 	if x == 0 {
 		return
 	}
-	nd := f.tree.nodes[x]
-	o := f.model(int(nd.seg))
+	nd := &f.tree.nodes[x] // spare now, as it was until the next add
+	o := m
+	if int(nd.seg) != si {
+		o = f.model(int(nd.seg))
+	}
 	if j := slices.Index(o.free, x); j >= 0 {
-		o.free = slices.Delete(o.free, j, j+1)
+		o.free = deleteAt(o.free, j)
 	}
 	if c := f.blockClass(int(nd.seg)); f.mode == walkClaims && c >= 0 {
 		f.setClassRoot(k, c, f.tree.remove(f.classRoot(k, c), nd.size, nd.addr, nd.seq))
 	}
 }
 
-// classRoot is the root of the free treap of the blocks of class c of
+// classRoot is the name of the free set of the blocks of class c of
 // stream and size class k (walkClaims), 0 while it has none.
 func (f *inferer) classRoot(k, c int32) int32 {
 	if int(k) < len(f.byClass) && int(c) < len(f.byClass[k]) {
@@ -159,7 +163,7 @@ func (f *inferer) classRoot(k, c int32) int32 {
 	return 0
 }
 
-// setClassRoot makes root that treap's root.
+// setClassRoot makes root that set's name.
 func (f *inferer) setClassRoot(k, c, root int32) {
 	if n := int(k) + 1 - len(f.byClass); n > 0 {
 		f.byClass = append(f.byClass, make([][]int32, n)...)
@@ -198,29 +202,29 @@ func (f *inferer) differ(x, y int) {
 // closedPartner notes that open segment si is in another pool than
 // classed segment c, of class.
 func (f *inferer) closedPartner(si int, c, class int32) {
-	s := &f.segs[si]
-	if s.closedMin < 0 || c < s.closedMin {
-		s.closedMin = c
+	s := &f.classes[si]
+	if s.min < 0 || c < s.min {
+		s.min = c
 	}
 	f.closedSet(s)[class/64] |= 1 << (class % 64)
 }
 
 // closedSet is the set of classes open segment s was found apart from,
 // made empty at its first.
-func (f *inferer) closedSet(s *segmentInfo) []uint64 {
-	if s.closed < 0 {
-		s.closed = int32(len(f.closedSets))
+func (f *inferer) closedSet(s *segClass) []uint64 {
+	if s.set < 0 {
+		s.set = int32(len(f.closedSets))
 		f.closedSets = append(f.closedSets, make([]uint64, f.tree.words))
 	}
-	return f.closedSets[s.closed]
+	return f.closedSets[s.set]
 }
 
 // closedPartners notes that open segment si is in another pool than
 // classed segments, the lowest c, of the classes of mask.
 func (f *inferer) closedPartners(si int, c int32, mask []uint64) {
-	s := &f.segs[si]
-	if s.closedMin < 0 || c < s.closedMin {
-		s.closedMin = c
+	s := &f.classes[si]
+	if s.min < 0 || c < s.min {
+		s.min = c
 	}
 	ids := f.closedSet(s)
 	for i, w := range mask {
@@ -237,8 +241,8 @@ func (f *inferer) setWhole(si int, live bool) {
 	s, m := &f.segs[si], f.model(si)
 	in := live && !s.broken && len(m.blocks) == 1 && m.blocks[0].free
 	switch {
-	case s.class >= 0:
-		if s.class == f.defClass && in != (m.whole >= 0) {
+	case f.classOf(si) >= 0:
+		if f.classOf(si) == f.defClass && in != (m.whole >= 0) {
 			if in {
 				f.wholeDef++
 				m.whole = 0
@@ -280,11 +284,15 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
 		f.segs = append(f.segs, segmentInfo{addr: e.Addr, size: e.Size, live: f.newLive(e.Addr, e.Size), stream: f.streamIndex(e.Stream),
-			born: int32(base + i), label: labelUnknown, firstAlloc: -1, class: -1, closedMin: -1, closed: -1})
+			born: int32(base + i), label: labelUnknown, firstAlloc: -1})
 		si := len(f.segs) - 1
 		s := &f.segs[si]
-		if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
-			s.class = c.class
+		if f.classes != nil {
+			sc := segClass{-1, -1, -1}
+			if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
+				sc.class = c.class
+			}
+			f.classes = append(f.classes, sc)
 		}
 		if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
 			s.small = f.round(ev[i+1].Size) <= 1<<20
@@ -296,15 +304,16 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
 				f.overlap = true
 			}
-			f.bases, f.hit = slices.Insert(f.bases, k, e.Addr), 0
-			f.baseSeg = slices.Insert(f.baseSeg, k, int32(si))
+			f.bases, f.hit = insertAt(f.bases, k, e.Addr), 0
+			f.baseSeg = insertAt(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
 			f.sharedBase = true
 			f.setWhole(int(f.baseSeg[k]), false)
 			f.baseSeg[k], f.hit = int32(si), 0
 		}
 		if !f.skips(si) {
-			f.addFree(si, f.model(si).blocks[0])
+			m := f.model(si)
+			f.addFree(si, m, m.blocks[0])
 		}
 		f.setWhole(si, true)
 	case trace.ActionSegmentFree:
@@ -334,17 +343,18 @@ func (f *inferer) release(run []trace.Event, from int) {
 		}
 		si := int(f.baseSeg[x])
 		f.runSegs = append(f.runSegs, int32(si))
-		for _, b := range f.model(si).blocks {
+		m := f.model(si)
+		for _, b := range m.blocks {
 			if b.free && !f.skips(si) {
-				f.delFree(si, b)
+				f.delFree(si, m, b)
 			}
 		}
 		f.setWhole(si, false)
 		// a freed segment's blocks are never looked at again
 		f.spare = append(f.spare, f.segs[si].live)
 		f.segs[si].live = -1
-		f.bases, f.hit = slices.Delete(f.bases, x, x+1), 0
-		f.baseSeg = slices.Delete(f.baseSeg, x, x+1)
+		f.bases, f.hit = deleteAt(f.bases, x), 0
+		f.baseSeg = deleteAt(f.baseSeg, x)
 	}
 	f.runAt = append(f.runAt, int32(from))
 	f.runEnd = append(f.runEnd, int32(from+len(run)-1))
@@ -367,7 +377,11 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 		return
 	}
 	f.allocIn(si, i, e, isNew)
-	f.setWhole(si, true)
+	// an allocation leaves no segment one free block: only one that was
+	// leaves the set
+	if f.model(si).whole >= 0 {
+		f.setWhole(si, true)
+	}
 }
 
 // allocIn walks alloc event i, e, in segment si.
@@ -392,7 +406,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 		old := m.blocks[k]
 		back := modelBlock{e.Addr, old.addr + old.size - e.Addr, true}
 		m.blocks = slices.Replace(m.blocks, k, k+1, modelBlock{old.addr, e.Addr - old.addr, false}, back)
-		f.addFree(si, back)
+		f.addFree(si, m, back)
 		f.setClaim(int(m.lastAlloc))
 		k++
 		chained = true
@@ -421,7 +435,7 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 		}
 	}
 	// take the block, splitting as PyTorch does
-	f.delFree(si, b)
+	f.delFree(si, m, b)
 	if restore {
 		f.setClaim(i)
 		if s.label == labelUnknown || s.label == labelDefault {
@@ -450,15 +464,39 @@ func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
 	}
 	for _, x := range out {
 		if x.free {
-			f.addFree(si, x)
+			f.addFree(si, m, x)
 		}
 	}
-	m.blocks = slices.Replace(m.blocks, k, k+1, out...)
+	m.blocks = splice(m.blocks, k, k+1, out)
+}
+
+// splice is slices.Replace(blocks, lo, hi, bs...) for a segment's few
+// blocks: moved one by one, not through memmove, and none cleared.
+func splice(blocks []modelBlock, lo, hi int, bs []modelBlock) []modelBlock {
+	n := len(blocks)
+	switch d := len(bs) - (hi - lo); {
+	case d > 0:
+		for range d {
+			blocks = append(blocks, modelBlock{})
+		}
+		for j := n - 1; j >= hi; j-- {
+			blocks[j+d] = blocks[j]
+		}
+	case d < 0:
+		for j := hi; j < n; j++ {
+			blocks[j+d] = blocks[j]
+		}
+		blocks = blocks[:n+d]
+	}
+	for i, b := range bs {
+		blocks[lo+i] = b
+	}
+	return blocks
 }
 
 // exclude reads the exclusions of alloc event i in segment si, a request
 // of r bytes that best fit served with block b (taken out of the free
-// treap already): every usable block best fit preferred (a better fit;
+// set already): every usable block best fit preferred (a better fit;
 // any, for the request that made si) lies in another pool.
 func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 	s, m := &f.segs[si], f.model(si)
@@ -481,15 +519,16 @@ func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 			f.setClaim(i)
 		}
 	case walkFull:
+		class := f.classOf(si)
 		sum := freeSum{minSeg: math.MaxInt32, mask: f.mask}
 		clear(sum.mask)
 		sum.each = func(o int32) {
 			switch {
 			case int(o) == si:
-			case s.class < 0:
+			case class < 0:
 				f.differ(si, int(o))
 			default:
-				f.closedPartner(int(o), int32(si), s.class)
+				f.closedPartner(int(o), int32(si), class)
 			}
 		}
 		t.sum(f.roots[m.fk], &q, &sum)
@@ -498,9 +537,9 @@ func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
 		}
 		f.anyApart = true
 		if sum.n > sum.open {
-			if s.class < 0 {
+			if class < 0 {
 				f.closedPartners(si, sum.minSeg, sum.mask)
-			} else if sum.mask[s.class/64]&(1<<(s.class%64)) != 0 {
+			} else if sum.mask[class/64]&(1<<(class%64)) != 0 {
 				s.samePass = true
 			}
 		}
@@ -543,17 +582,17 @@ func (f *inferer) freeIn(si int, addr uint64) {
 	b := modelBlock{addr, m.blocks[k].size, true}
 	lo, hi := k, k+1
 	if k > 0 && m.blocks[k-1].free {
-		f.delFree(si, m.blocks[k-1])
+		f.delFree(si, m, m.blocks[k-1])
 		b.addr, b.size = m.blocks[k-1].addr, b.size+m.blocks[k-1].size
 		lo = k - 1
 	}
 	if k+1 < len(m.blocks) && m.blocks[k+1].free {
-		f.delFree(si, m.blocks[k+1])
+		f.delFree(si, m, m.blocks[k+1])
 		b.size += m.blocks[k+1].size
 		hi = k + 2
 	}
-	m.blocks = slices.Replace(m.blocks, lo, hi, b)
-	f.addFree(si, b)
+	m.blocks = splice(m.blocks, lo, hi, []modelBlock{b})
+	f.addFree(si, m, b)
 }
 
 // classKey orders segments as release_cached_blocks frees them within one
