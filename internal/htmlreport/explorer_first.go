@@ -219,6 +219,14 @@ func previewRuns(img []int32, out *column) *column {
 	}
 	for c := range len(img) / previewH {
 		a, best, bk := col(c), self(col(c)), 0
+		// the nearest column the same, one run, is what the search below
+		// would end with (only a column the same is one run, unless a is
+		// one run itself): found without counting runs
+		for k := 1; k <= min(previewRefs, c) && best > 1; k++ {
+			if slices.Equal(a, col(c-k)) {
+				best, bk = 1, k
+			}
+		}
 		for k := 1; k <= min(previewRefs, c) && best > 1; k++ {
 			if n := runs(a, col(c-k), best-1); n < best {
 				best, bk = n, k
