@@ -299,7 +299,6 @@ type opStepper struct {
 	last            int64 // the last op's time: times are kept monotonic
 	allocated       map[uint32]siteAlloc
 	byEvent         func(int32) (categories.Category, bool) // the allocations' events come in order
-	memo            *catMemo                                // keeps what byEvent found for the categories' ride; nil: none
 	bs              alloc.BlockSteps
 	flat            []alloc.FlatBlock
 	ins, wholeRecs  []figures.BlockRec // reused: a sink sees them only during its call
@@ -378,12 +377,8 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 		if s.cls != nil {
 			madeCat = categories.Unknown
 			if op.Flags&alloc.FlagRecordedOOM == 0 {
-				c, ok := x.byEvent(st.Event)
-				if ok {
+				if c, ok := x.byEvent(st.Event); ok {
 					madeCat = c
-				}
-				if x.memo != nil {
-					x.memo.add(st.Event, c, ok)
 				}
 			}
 			made.Category = uint8(madeCat) + 1

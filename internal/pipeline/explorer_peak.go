@@ -131,10 +131,6 @@ func (r *Run) exploreStepped(o replay.Options, pack figures.ExplorerPacker, clk 
 	x := startExplorer(sink, s, shown{n: plan.Len(), peakOp: -1, oomOp: -1})
 	x.bs.KeepPeaks()
 	x.peak = &peakTrack{op: -1}
-	if r.ride != nil && cls != nil {
-		x.memo = &catMemo{lookup: r.ride.c.byEvent}
-		r.ride.c.byEvent = x.memo.category
-	}
 	stepped := 0
 	res, err = replay.RunSteps(plan, o, &replay.Stepper{Blocks: &x.bs, KeyGap: minKeyGap, After: func(st *replay.BlockStep) bool {
 		x.step(st)
@@ -175,68 +171,6 @@ func (r *Run) exploreStepped(o replay.Options, pack figures.ExplorerPacker, clk 
 		}
 		return ex, nil
 	}, nil
-}
-
-// catMemo hands the categories' ride (catRide) the categories of the
-// allocations the explorer has looked up: the ride takes the ops of a
-// batch after the explorer has stepped through them, and asks for the
-// same allocations' categories in the same order, which it now gets from
-// here rather than by looking them up again. An event it has not kept
-// (the explorer stopped, or the memo was full) is looked up.
-type catMemo struct {
-	kept   []memoCat // in order of their events
-	next   int       // the first not yet asked for
-	lookup func(e int32) (categories.Category, bool)
-}
-
-// memoCat is lookup's answer for event ev's allocation: 1 + its
-// category, 0 none.
-type memoCat struct {
-	ev  int32
-	cat uint8
-}
-
-// maxMemo is the most categories a catMemo keeps not yet asked for (a
-// batch is a few thousand ops).
-const maxMemo = 1 << 14
-
-// add keeps lookup's answer for event e's allocation.
-func (m *catMemo) add(e int32, c categories.Category, ok bool) {
-	if m.next == len(m.kept) { // all asked for: start again
-		m.kept, m.next = m.kept[:0], 0
-	}
-	if len(m.kept) < maxMemo {
-		k := memoCat{ev: e}
-		if ok {
-			k.cat = uint8(c) + 1
-		}
-		m.kept = append(m.kept, k)
-	}
-}
-
-// category is lookup's answer for event e's allocation.
-func (m *catMemo) category(e int32) (categories.Category, bool) {
-	if m.next < len(m.kept) && m.kept[m.next].ev == e {
-		k := m.kept[m.next].cat
-		m.next++
-		if k == 0 {
-			return categories.Unknown, false
-		}
-		return categories.Category(k - 1), true
-	}
-	return m.past(e)
-}
-
-// past is category for an event not next in kept: one after it, past
-// those kept for events not asked for, or one not kept.
-func (m *catMemo) past(e int32) (categories.Category, bool) {
-	for m.next < len(m.kept) && m.kept[m.next].ev < e {
-		m.next++
-	}
-	if m.next < len(m.kept) && m.kept[m.next].ev == e {
-		return m.category(e)
-	}
-	return m.lookup(e)
 }
 
 // segmentMapsOf is segmentMaps of the segments whose blocks are list.
