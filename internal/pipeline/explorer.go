@@ -234,6 +234,9 @@ func startExplorer(sink figures.ExplorerSink, s *stepOpts, sh shown) *opStepper 
 	}
 	if s.cls != nil {
 		x.byEvent = s.cls.InOrder()
+		if oneForOne(plan, s.cls) {
+			x.born = s.cls
+		}
 	}
 	x.wholeList = x.whole
 	s.reached = false
@@ -299,12 +302,18 @@ type opStepper struct {
 	last            int64 // the last op's time: times are kept monotonic
 	allocated       map[uint32]siteAlloc
 	byEvent         func(int32) (categories.Category, bool) // the allocations' events come in order
-	bs              alloc.BlockSteps
-	flat            []alloc.FlatBlock
-	ins, wholeRecs  []figures.BlockRec // reused: a sink sees them only during its call
-	opWhole         []alloc.FlatBlock  // the op's key
-	opAt            *alloc.Allocator   // the allocator, at the ops where it is at hand
-	wholeList       func() []figures.BlockRec
+	// born, when not nil, gives the category of the plan's k-th
+	// allocation (the recorded out-of-memory errors' aside) as its k-th
+	// born block (oneForOne), counted by nborn while the steps come one
+	// op after another from op 0 (nextOp); byEvent otherwise
+	born           *categories.Result
+	nborn, nextOp  int
+	bs             alloc.BlockSteps
+	flat           []alloc.FlatBlock
+	ins, wholeRecs []figures.BlockRec // reused: a sink sees them only during its call
+	opWhole        []alloc.FlatBlock  // the op's key
+	opAt           *alloc.Allocator   // the allocator, at the ops where it is at hand
+	wholeList      func() []figures.BlockRec
 }
 
 func (x *opStepper) addCat(c categories.Category, size int64) {
@@ -339,6 +348,10 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 	if i >= x.steps {
 		return false
 	}
+	if i != x.nextOp {
+		x.born = nil // not every op stepped: count no further
+	}
+	x.nextOp = i + 1
 	if x.allocated != nil {
 		switch op.Kind {
 		case alloc.OpAlloc:
@@ -377,7 +390,10 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 		if s.cls != nil {
 			madeCat = categories.Unknown
 			if op.Flags&alloc.FlagRecordedOOM == 0 {
-				if c, ok := x.byEvent(st.Event); ok {
+				if x.born != nil {
+					madeCat = x.born.BornCategory(x.nborn)
+					x.nborn++
+				} else if c, ok := x.byEvent(st.Event); ok {
 					madeCat = c
 				}
 			}
