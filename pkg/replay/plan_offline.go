@@ -95,6 +95,14 @@ func offlinePlace(lt []lifetime) ([]uint64, uint64) {
 	live := newStabTree(n)                                     // placed allocations over their lifetimes
 	starts := newStabTree((n + startBucket - 1) / startBucket) // placed allocations at their starts
 	top := min(4, bits.Len(uint(starts.size))-1)
+	// Every span goes where its lifetime says, whatever its address: the
+	// lists are sized to hold them all before the first is placed.
+	for i := range lt {
+		live.count(i, int(endRank[i]))
+		starts.countPoint(i/startBucket, top)
+	}
+	live.reserve()
+	starts.reserve()
 	placed := make([]bool, n)
 	offset := make([]uint64, n)
 	var peak uint64
@@ -262,6 +270,7 @@ func siftDown(h []cursor, k int) {
 type stabTree struct {
 	size  int
 	nodes [][]span
+	want  []int32 // spans each node's list will hold (count, countPoint)
 }
 
 func newStabTree(n int) *stabTree {
@@ -284,6 +293,50 @@ func (t *stabTree) add(lo, hi int, s span) {
 			t.insert(hi, s)
 		}
 	}
+}
+
+// count notes a span that add will record over [lo, hi), for reserve.
+func (t *stabTree) count(lo, hi int) {
+	if t.want == nil {
+		t.want = make([]int32, len(t.nodes))
+	}
+	for lo, hi = lo+t.size, hi+t.size; lo < hi; lo, hi = lo/2, hi/2 {
+		if lo&1 == 1 {
+			t.want[lo]++
+			lo++
+		}
+		if hi&1 == 1 {
+			hi--
+			t.want[hi]++
+		}
+	}
+}
+
+// countPoint notes a span that addPoint will record at index i up to the
+// level `levels`, for reserve.
+func (t *stabTree) countPoint(i, levels int) {
+	if t.want == nil {
+		t.want = make([]int32, len(t.nodes))
+	}
+	for k, h := i+t.size, 0; h <= levels; k, h = k/2, h+1 {
+		t.want[k]++
+	}
+}
+
+// reserve gives each node's list room for the spans counted, all in one
+// array: the lists then grow without being copied, and the planner asks
+// the heap for the memory it keeps and no more (the lists' doubling left
+// as much behind as they kept, fresh pages that cost faults).
+func (t *stabTree) reserve() {
+	total := 0
+	for _, w := range t.want {
+		total += int(w)
+	}
+	all := make([]span, total)
+	for k, w := range t.want {
+		t.nodes[k], all = all[:0:w], all[w:]
+	}
+	t.want = nil
 }
 
 func (t *stabTree) insert(node int, s span) {

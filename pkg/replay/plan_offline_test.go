@@ -203,3 +203,37 @@ func TestSortByLo(t *testing.T) {
 		}
 	}
 }
+
+// TestStabTreeReserve checks that count and countPoint size every list
+// for exactly the spans add and addPoint then put there.
+func TestStabTreeReserve(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, n := range []int{1, 2, 7, 64, 1000} {
+		type iv struct{ lo, hi int }
+		var ivs []iv
+		for range 3 * n {
+			lo := rng.IntN(n)
+			ivs = append(ivs, iv{lo, lo + 1 + rng.IntN(n-lo)})
+		}
+		live, points := newStabTree(n), newStabTree(n)
+		const levels = 3
+		for _, v := range ivs {
+			live.count(v.lo, v.hi)
+			points.countPoint(v.lo, levels)
+		}
+		live.reserve()
+		points.reserve()
+		for k, v := range ivs {
+			s := span{uint64(rng.IntN(100)), uint64(k)}
+			live.add(v.lo, v.hi, s)
+			points.addPoint(v.lo, levels, s)
+		}
+		for name, tr := range map[string]*stabTree{"live": live, "points": points} {
+			for k, l := range tr.nodes {
+				if len(l) != cap(l) {
+					t.Fatalf("n=%d %s node %d: %d spans in a list reserved for %d", n, name, k, len(l), cap(l))
+				}
+			}
+		}
+	}
+}
