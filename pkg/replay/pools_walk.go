@@ -23,14 +23,21 @@ func (f *inferer) at(addr uint64) int {
 			return h
 		}
 	}
-	k, found := slices.BinarySearch(f.bases, addr)
-	if !found {
-		k--
+	// the last base at or below addr, searched here (a call to
+	// slices.BinarySearch costs as much as its few steps)
+	bases := f.bases
+	lo, hi := 0, len(bases)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); bases[m] <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
 	}
-	if k < 0 {
+	if lo == 0 {
 		return -1
 	}
-	si := int(f.baseSeg[k])
+	si := int(f.baseSeg[lo-1])
 	if s := &f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
