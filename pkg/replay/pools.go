@@ -188,9 +188,9 @@ type inferer struct {
 	baseSeg       []int32   // and the segment at each
 	hit           int32     // the segment at found last, plus one (0: none since bases changed)
 	tree          *freeTree
-	keys          map[freeKey]int32 // each stream and size class's index in roots
-	roots         []int32           // their free sets (pools_free.go)
-	mask          []uint64          // a buffer of classes
+	keys          [][2]int32 // per stream (its index) and size class (small: 1), its index in roots, -1 none
+	roots         []int32    // their free sets (pools_free.go)
+	mask          []uint64   // a buffer of classes
 	// apart: pairs of open segments known to be in different pools (a
 	// classed segment's exclusions are summed up in its open partner;
 	// exclusions adds the pairs labelling reads of those), lastApart the
@@ -381,7 +381,7 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 // (keepRecords) it can only find the evidence of pools (a streamed walk
 // that looks for them).
 func newInferer(cfg alloc.Config) *inferer {
-	return &inferer{cfg: cfg, keys: map[freeKey]int32{}, tree: newFreeTree(0, false),
+	return &inferer{cfg: cfg, tree: newFreeTree(0, false),
 		streams: map[uint64]uint32{}, defClass: -1,
 		orderOK:   cfg.GCThreshold == 0 && cfg.MaxSplitSize == 0,
 		divisions: slices.ContainsFunc(cfg.RoundupPower2Divisions[:], func(d uint32) bool { return d > 1 })}

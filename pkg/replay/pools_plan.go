@@ -144,15 +144,16 @@ func (f *inferer) passedClaims() {
 // block of its own class.
 func (f *inferer) samePoolApart() bool {
 	// (f.apart holds the pairs of an open segment and the lowest classed
-	// one it is apart from too: the loop below finds those of one pool)
+	// one it is apart from too: the loop below finds those of one pool;
+	// it reads the partners of the segments of a private pool alone)
 	same := false
-	f.apart.eachPair(func(x, y int) {
-		if l := f.segs[x].label; l > 0 && l == f.segs[y].label {
-			same = true
+	for x := range f.apart.rows {
+		if l := f.segs[x].label; l > 0 {
+			f.apart.each(x, x, func(y int) { same = same || f.segs[y].label == l })
+			if same {
+				return true
+			}
 		}
-	})
-	if same {
-		return true
 	}
 	for si := range f.segs {
 		s := &f.segs[si]

@@ -14,11 +14,6 @@ import (
 // way: exclusions, release runs with their survivors, and checkpoint
 // restores.
 
-type freeKey struct {
-	stream uint64
-	small  bool
-}
-
 // at is the live segment holding addr, -1 when none.
 func (f *inferer) at(addr uint64) int {
 	// the one it found last, while no live segment overlaps another: the
@@ -28,14 +23,21 @@ func (f *inferer) at(addr uint64) int {
 			return h
 		}
 	}
-	k, found := slices.BinarySearch(f.bases, addr)
-	if !found {
-		k--
+	// the last base at or below addr, searched here (a call to
+	// slices.BinarySearch costs as much as its few steps)
+	bases := f.bases
+	lo, hi := 0, len(bases)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); bases[m] <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
 	}
-	if k < 0 {
+	if lo == 0 {
 		return -1
 	}
-	si := int(f.baseSeg[k])
+	si := int(f.baseSeg[lo-1])
 	if s := &f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
@@ -78,17 +80,22 @@ func (f *inferer) round(size uint64) uint64 {
 	return max((size+511)/512*512, 512)
 }
 
-// keyOf is the index of the free set of segments of stream and size
-// class small.
-func (f *inferer) keyOf(stream uint64, small bool) int32 {
-	k := freeKey{stream, small}
-	i, ok := f.keys[k]
-	if !ok {
-		i = int32(len(f.roots))
-		f.keys[k] = i
+// keyOf is the index of the free set of segments of the stream of index
+// stream (streamIndex) and size class small.
+func (f *inferer) keyOf(stream uint32, small bool) int32 {
+	for int(stream) >= len(f.keys) {
+		f.keys = append(f.keys, [2]int32{-1, -1})
+	}
+	c := 0
+	if small {
+		c = 1
+	}
+	k := &f.keys[stream][c]
+	if *k < 0 {
+		*k = int32(len(f.roots))
 		f.roots = append(f.roots, 0)
 	}
-	return i
+	return *k
 }
 
 // blockClass is the class of segment si's blocks in the free sets.
@@ -146,8 +153,11 @@ func (f *inferer) delFree(si int, m *segLive, b modelBlock) {
 	if int(nd.seg) != si {
 		o = f.model(int(nd.seg))
 	}
-	if j := slices.Index(o.free, x); j >= 0 {
-		o.free = deleteAt(o.free, j)
+	if j := slices.Index(o.free, x); j >= 0 { // a few: no call to memmove
+		for ; j+1 < len(o.free); j++ {
+			o.free[j] = o.free[j+1]
+		}
+		o.free = o.free[:len(o.free)-1]
 	}
 	if c := f.blockClass(int(nd.seg)); f.mode == walkClaims && c >= 0 {
 		f.setClassRoot(k, c, f.tree.remove(f.classRoot(k, c), nd.size, nd.addr, nd.seq))
@@ -233,12 +243,13 @@ func (f *inferer) closedPartners(si int, c int32, mask []uint64) {
 }
 
 // setWhole keeps segment si's place in the set of live segments that
-// are one free block (the survivors a release run leaves).
-func (f *inferer) setWhole(si int, live bool) {
+// are one free block (the survivors a release run leaves); m is its
+// block model.
+func (f *inferer) setWhole(si int, m *segLive, live bool) {
 	if f.mode != walkFull {
 		return
 	}
-	s, m := &f.segs[si], f.model(si)
+	s := &f.segs[si]
 	in := live && !s.broken && len(m.blocks) == 1 && m.blocks[0].free
 	switch {
 	case f.classOf(si) >= 0:
@@ -299,7 +310,7 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		} else {
 			s.small = e.Size == 2<<20
 		}
-		f.model(si).fk = f.keyOf(e.Stream, s.small)
+		f.model(si).fk = f.keyOf(s.stream, s.small)
 		if k, ok := slices.BinarySearch(f.bases, e.Addr); !ok {
 			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
 				f.overlap = true
@@ -308,14 +319,15 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			f.baseSeg = insertAt(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
 			f.sharedBase = true
-			f.setWhole(int(f.baseSeg[k]), false)
+			o := int(f.baseSeg[k])
+			f.setWhole(o, f.model(o), false)
 			f.baseSeg[k], f.hit = int32(si), 0
 		}
+		m := f.model(si)
 		if !f.skips(si) {
-			m := f.model(si)
 			f.addFree(si, m, m.blocks[0])
 		}
-		f.setWhole(si, true)
+		f.setWhole(si, m, true)
 	case trace.ActionSegmentFree:
 		j := i
 		for j+1 < len(ev) && ev[j+1].Action == trace.ActionSegmentFree {
@@ -349,7 +361,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 				f.delFree(si, m, b)
 			}
 		}
-		f.setWhole(si, false)
+		f.setWhole(si, m, false)
 		// a freed segment's blocks are never looked at again
 		f.spare = append(f.spare, f.segs[si].live)
 		f.segs[si].live = -1
@@ -376,20 +388,21 @@ func (f *inferer) alloc(i int, e *trace.Event, isNew bool) {
 	if si < 0 || f.skips(si) {
 		return
 	}
-	f.allocIn(si, i, e, isNew)
+	m := f.model(si)
+	f.allocIn(si, m, i, e, isNew)
 	// an allocation leaves no segment one free block: only one that was
 	// leaves the set
-	if f.model(si).whole >= 0 {
-		f.setWhole(si, true)
+	if m.whole >= 0 {
+		f.setWhole(si, m, true)
 	}
 }
 
-// allocIn walks alloc event i, e, in segment si.
-func (f *inferer) allocIn(si, i int, e *trace.Event, isNew bool) {
+// allocIn walks alloc event i, e, in segment si, whose block model is m.
+func (f *inferer) allocIn(si int, m *segLive, i int, e *trace.Event, isNew bool) {
 	if f.segOfAlloc != nil {
 		f.segOfAlloc[f.nAllocs] = int32(si)
 	}
-	s, m := &f.segs[si], f.model(si)
+	s := &f.segs[si]
 	if s.firstAlloc < 0 {
 		s.firstAlloc = int32(i)
 	}
@@ -564,13 +577,15 @@ func (f *inferer) freeAt(addr uint64) {
 	if si < 0 || f.skips(si) {
 		return
 	}
-	f.freeIn(si, addr)
-	f.setWhole(si, true)
+	m := f.model(si)
+	f.freeIn(si, m, addr)
+	f.setWhole(si, m, true)
 }
 
-// freeIn walks the free_completed at addr, in segment si.
-func (f *inferer) freeIn(si int, addr uint64) {
-	s, m := &f.segs[si], f.model(si)
+// freeIn walks the free_completed at addr, in segment si, whose block
+// model is m.
+func (f *inferer) freeIn(si int, m *segLive, addr uint64) {
+	s := &f.segs[si]
 	if s.broken {
 		return
 	}

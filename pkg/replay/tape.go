@@ -124,9 +124,13 @@ func readSize(c []byte, p int, sc *sizeCache) (size uint64, next int) {
 	return size, p
 }
 
+// maxTaped is the most bytes an event takes on the tape: its header and
+// action, its address and size (each an escape and a uvarint at most),
+// its stream, stack and time.
+const maxTaped = 2 + 2*2*binary.MaxVarintLen64 + 3*binary.MaxVarintLen64
+
 // add appends e.
 func (t *tape) add(e *trace.Event) {
-	var buf [64]byte
 	p := &t.last
 	h := byte(0)
 	if e.Action <= tAction {
@@ -144,12 +148,32 @@ func (t *tape) add(e *trace.Event) {
 	if e.TimeUS == p.TimeUS {
 		h |= tTimeSame
 	}
-	b := append(buf[:0], h)
+	// written in place: the chunk has room for the longest event
+	k := len(t.chunks) - 1
+	if k < 0 || cap(t.chunks[k])-len(t.chunks[k]) < maxTaped {
+		size := firstChunk
+		if k >= 0 {
+			size = min(2*cap(t.chunks[k]), logChunk)
+		}
+		c, mapped := tapeChunk(size)
+		t.chunks, t.mapped = append(t.chunks, c), append(t.mapped, mapped)
+		k++
+	}
+	b := append(t.chunks[k], h)
 	if h&tAction == 0 {
 		b = append(b, byte(e.Action))
 	}
-	b = appendAddr(b, &t.addrs, e.Addr, p.Addr)
-	b = appendSize(b, &t.sizes, e.Size)
+	// an address or size a slot holds, the most of them, taped here
+	if s := t.addrs.slot(e.Addr); t.addrs[s] == e.Addr {
+		b = append(b, byte(s))
+	} else {
+		b = appendAddr(b, &t.addrs, e.Addr, p.Addr)
+	}
+	if s := t.sizes.slot(e.Size); t.sizes[s] == e.Size {
+		b = append(b, byte(s))
+	} else {
+		b = appendSize(b, &t.sizes, e.Size)
+	}
 	if h&tStreamSame == 0 {
 		b = binary.AppendUvarint(b, e.Stream)
 	}
@@ -159,18 +183,8 @@ func (t *tape) add(e *trace.Event) {
 	if h&tTimeSame == 0 {
 		b = binary.AppendVarint(b, e.TimeUS-p.TimeUS)
 	}
+	t.chunks[k] = b
 	*p = *e
-	k := len(t.chunks) - 1
-	if k < 0 || len(t.chunks[k])+len(b) > cap(t.chunks[k]) {
-		size := firstChunk
-		if k >= 0 {
-			size = min(2*cap(t.chunks[k]), logChunk)
-		}
-		c, mapped := tapeChunk(size)
-		t.chunks, t.mapped = append(t.chunks, c), append(t.mapped, mapped)
-		k++
-	}
-	t.chunks[k] = append(t.chunks[k], b...)
 	t.n++
 }
 
@@ -189,8 +203,20 @@ func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 				e.Action = trace.Action(c[p])
 				p++
 			}
-			e.Addr, p = readAddr(c, p, &addrs, e.Addr)
-			e.Size, p = readSize(c, p, &sizes)
+			// an address or size in a slot, and a time's step of a byte,
+			// the most of them, read here
+			if s := c[p]; s < sizeSlots {
+				e.Addr = addrs[s]
+				p++
+			} else {
+				e.Addr, p = readAddr(c, p, &addrs, e.Addr)
+			}
+			if s := c[p]; s < sizeSlots {
+				e.Size = sizes[s]
+				p++
+			} else {
+				e.Size, p = readSize(c, p, &sizes)
+			}
 			if h&tStreamSame == 0 {
 				e.Stream, p = uvarint(c, p)
 			}
@@ -203,8 +229,12 @@ func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 				e.Stack += int32(unzigzag(v))
 			}
 			if h&tTimeSame == 0 {
-				var v uint64
-				v, p = uvarint(c, p)
+				v := uint64(c[p])
+				if v < 0x80 {
+					p++
+				} else {
+					v, p = uvarintLong(c, p)
+				}
 				e.TimeUS += unzigzag(v)
 			}
 			if err := f(&e); err != nil {
