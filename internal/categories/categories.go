@@ -497,8 +497,10 @@ const chunkBits = 16 // chunkLen = 1 << chunkBits elements
 
 func (c *chunked[T]) add(v T) {
 	if k := len(c.chunks) - 1; k >= 0 {
-		if ch := c.chunks[k]; len(ch) < cap(ch) { // room in the last chunk: add's own path, inlined
-			c.chunks[k] = append(ch, v)
+		// room in the last chunk: add's own path, inlined; appended in
+		// place, so that only its length is stored
+		if ch := &c.chunks[k]; len(*ch) < cap(*ch) {
+			*ch = append(*ch, v)
 			c.n++
 			return
 		}
