@@ -234,10 +234,11 @@ type builder struct {
 	streams       map[uint64]uint32
 	lastStream    uint64
 	lastStreamIdx uint32
-	// opens, when not nil, gets each alloc and free_requested event's
-	// open block before it (live1.open), by the event's index in the
-	// events step is given: a Planner's window, for its watch
-	opens []int32
+	// opens gets each alloc and free_requested event's open block before
+	// it (live1.open), by the event's index in the events step is given:
+	// a Planner's window, for its watch (other callers leave it unread;
+	// the index wraps, so that they need no test)
+	opens [plannerWindow]int32
 }
 
 // usePools routes the plan's allocations to the pools of pp (nil: the
@@ -313,9 +314,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		k := b.allocs // its index among the trace's alloc events
 		b.allocs++
 		l, known := p.byAddr.Put(e.Addr)
-		if b.opens != nil {
-			b.opens[i] = l.open
-		}
+		b.opens[i&(plannerWindow-1)] = l.open
 		l.open = int32(k + 1)
 		if known && !l.freed {
 			p.Skipped[SkipDoubleAlloc]++
@@ -343,12 +342,10 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		paired := i+1 < len(events) && events[i+1].Action == trace.ActionFreeCompleted && events[i+1].Addr == e.Addr
 		l := b.liveAt(e.Addr)
 		if l != nil {
-			if b.opens != nil {
-				b.opens[i] = l.open
-			}
+			b.opens[i&(plannerWindow-1)] = l.open
 			l.open = 0
-		} else if b.opens != nil {
-			b.opens[i] = 0
+		} else {
+			b.opens[i&(plannerWindow-1)] = 0
 		}
 		if l == nil || l.freed || l.pending {
 			b.unknownFree(l)

@@ -38,7 +38,7 @@ type Planner struct {
 	gc     *gcWatch
 	gcFree []int32
 	// see, when not nil, sees the events as they are planned, a window
-	// at a time, with their open blocks (b.opens, as long as win): seen
+	// at a time, with their open blocks (b.opens, by index in win): seen
 	// of win's have been seen; seeEnd sees the addresses open at the end
 	see    func(events []trace.Event, open []int32)
 	seeEnd func(open []uint64)
@@ -107,7 +107,6 @@ func (pl *Planner) watched(w Watch, list int) {
 	if w.End != nil {
 		pl.seeEnd = func(open []uint64) { w.End(list, open) }
 	}
-	pl.b.opens = make([]int32, cap(pl.win))
 }
 
 // NewPlanner starts the plan of one device's trace.
