@@ -3,6 +3,7 @@ package categories
 import (
 	"iter"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gpumem/gpumem/internal/addrmap"
@@ -465,7 +466,11 @@ type Builder struct {
 	// there, 0 once it is freed: an address stays, as a program reuses
 	// the few its allocator hands out, and a free writes a value instead
 	// of taking the key out of the table
-	open   addrmap.Map[int]
+	open addrmap.Map[int]
+	// ended holds, once EndOpen gave them, the addresses of the blocks
+	// open at the end, in order: a builder fed by AddOpen keeps no table
+	ended  []uint64
+	given  bool  // fed by AddOpen: open is empty, ended holds the end
 	times  clock // time of each position
 	stacks bool
 	events int32    // alloc and free_completed events so far
@@ -492,8 +497,10 @@ const chunkBits = 16 // chunkLen = 1 << chunkBits elements
 
 func (c *chunked[T]) add(v T) {
 	if k := len(c.chunks) - 1; k >= 0 {
-		if ch := c.chunks[k]; len(ch) < cap(ch) { // room in the last chunk: add's own path, inlined
-			c.chunks[k] = append(ch, v)
+		// room in the last chunk: add's own path, inlined; appended in
+		// place, so that only its length is stored
+		if ch := &c.chunks[k]; len(*ch) < cap(*ch) {
+			*ch = append(*ch, v)
 			c.n++
 			return
 		}
@@ -522,18 +529,41 @@ func (c *chunked[T]) at(i int) *T { return &c.chunks[i>>chunkBits][i&(1<<chunkBi
 func NewBuilder() *Builder { return &Builder{bestAt: -1} }
 
 // Add takes the device's next events.
-func (b *Builder) Add(events []trace.Event) {
+func (b *Builder) Add(events []trace.Event) { b.add(events, nil) }
+
+// AddOpen is Add for events whose open blocks a planner looked up as it
+// planned them: open[k] is, for an alloc or free_requested event, 1 +
+// the index of the block open at the event's address before it (the
+// last alloc there, with no free_requested of the address since), 0 when
+// none is. Its builder takes its events from AddOpen only, and the
+// addresses open at the end from EndOpen.
+func (b *Builder) AddOpen(events []trace.Event, open []int32) {
+	b.given = true
+	b.add(events, open[:len(events)])
+}
+
+// EndOpen gives a builder fed by AddOpen the addresses of the blocks
+// open at the end of its events, in order.
+func (b *Builder) EndOpen(addrs []uint64) { b.ended = addrs }
+
+// add is Add, with the open blocks looked up in the builder's table
+// when open is nil.
+func (b *Builder) add(events []trace.Event, open []int32) {
 	for k := range events {
 		e := &events[k]
 		switch e.Action {
 		case trace.ActionAlloc:
 			pos := b.times.n
 			b.times.add(e.TimeUS)
-			if o, _ := b.open.Put(e.Addr); *o > 0 { // a second alloc at a live address: the first ended
-				b.cur -= int64(b.blocks.setFreed(*o-1, int32(pos)))
-				*o = b.blocks.recs.n + 1
+			var was int
+			if open != nil {
+				was = int(open[k])
 			} else {
-				*o = b.blocks.recs.n + 1
+				o, _ := b.open.Put(e.Addr)
+				was, *o = *o, b.blocks.recs.n+1
+			}
+			if was > 0 { // a second alloc at a live address: the first ended
+				b.cur -= int64(b.blocks.setFreed(was-1, int32(pos)))
 			}
 			b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
 			size := b.blocks.add(int32(pos), rounded(e.Size))
@@ -545,9 +575,14 @@ func (b *Builder) Add(events []trace.Event) {
 		case trace.ActionFreeRequested:
 			pos := b.times.n
 			b.times.add(e.TimeUS)
-			if o := b.open.Ref(e.Addr); o != nil && *o > 0 {
-				b.cur -= int64(b.blocks.setFreed(*o-1, int32(pos)))
-				*o = 0
+			var was int
+			if open != nil {
+				was = int(open[k])
+			} else if o := b.open.Ref(e.Addr); o != nil {
+				was, *o = *o, 0
+			}
+			if was > 0 {
+				b.cur -= int64(b.blocks.setFreed(was-1, int32(pos)))
 			} else {
 				blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
 				b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
@@ -557,6 +592,16 @@ func (b *Builder) Add(events []trace.Event) {
 			b.events++
 		}
 	}
+}
+
+// isOpen says a block is open at addr at the end of the events.
+func (b *Builder) isOpen(addr uint64) bool {
+	if b.given {
+		_, ok := slices.BinarySearch(b.ended, addr)
+		return ok
+	}
+	o, _ := b.open.Get(addr)
+	return o > 0
 }
 
 // Result classifies what the builder was given; snap gives the
@@ -579,7 +624,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			if blk.State != trace.BlockAllocated {
 				continue
 			}
-			if o, _ := b.open.Get(blk.Address); o == 0 {
+			if !b.isOpen(blk.Address) {
 				a := Block{Born: -1, Freed: int32(n), size: keptSize(blk.Size)}
 				alive, aliveAt = append(alive, a), append(aliveAt, blk.Address)
 				aliveStack = append(aliveStack, blk.Stack)

@@ -43,21 +43,28 @@ func streamPlans(ctx context.Context, path string, progress io.Writer, timed boo
 	}
 	var builders []*categories.Builder // of the read that planned
 	var times []*timeLog
-	watch := func() func(int, []trace.Event) {
+	watch := func() replay.Watch {
 		builders, times = nil, nil
-		return func(list int, events []trace.Event) {
-			for list >= len(builders) {
-				builders = append(builders, categories.NewBuilder())
-				times = append(times, &timeLog{})
-			}
-			builders[list].Add(events)
-			if timed {
-				for i := range events {
-					if e := &events[i]; e.Action == trace.ActionAlloc || e.Action == trace.ActionFreeCompleted {
-						times[list].add(e.TimeUS)
+		return replay.Watch{
+			Events: func(list int, events []trace.Event, open []int32) {
+				for list >= len(builders) {
+					builders = append(builders, categories.NewBuilder())
+					times = append(times, &timeLog{})
+				}
+				builders[list].AddOpen(events, open)
+				if timed {
+					for i := range events {
+						if e := &events[i]; e.Action == trace.ActionAlloc || e.Action == trace.ActionFreeCompleted {
+							times[list].add(e.TimeUS)
+						}
 					}
 				}
-			}
+			},
+			End: func(list int, open []uint64) {
+				if list < len(builders) { // a list of no events has no builder
+					builders[list].EndOpen(open)
+				}
+			},
 		}
 	}
 	snap, plans, lists, ok := replay.PlanReads(read, watch)

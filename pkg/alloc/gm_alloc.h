@@ -59,7 +59,10 @@
  *   I8 while a placement watch agrees (gm_placement_watch), it holds one
  *      range per segment, of the segment's base and size (and the base on
  *      the other device the segment keeps, if any), none overlapping
- *      another, and I7 holds on its other device.
+ *      another, and I7 holds on its other device; it counts the crossed
+ *      neighbours among its ranges (those not apart and in the same order
+ *      on the other device) and, while it keeps them, the bounds of the
+ *      lowest and highest crossed pair, as its ranges give them.
  *
  * Threading: a gm_alloc_t is not thread-safe; the Go wrapper serialises calls.
  * Errors: every function returning int returns GM_OK (0) or a GM_E* code.

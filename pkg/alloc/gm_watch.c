@@ -34,6 +34,11 @@ struct gm_watch {
   gm_alloc_t *a;
   wrange_t *r;        /* live ranges by addr (I8) */
   size_t n, cap;
+  size_t crossed;     /* neighbouring ranges not in the same order on the other device (I8) */
+  /* the bases of the upper ranges of the lowest and the highest crossed
+   * pair (bounds), unless stale: ranges change, or swap their others */
+  uint64_t lo, hi;
+  int stale;
   int off;            /* disagreed: no longer watching */
 };
 typedef struct gm_watch watch_t;
@@ -47,6 +52,14 @@ static void stop(watch_t *w) {
 /* at is the index of the first range whose addr is not below addr. */
 static size_t at(const watch_t *w, uint64_t addr) {
   return gm_first_at_least(w->r, w->n, sizeof *w->r, offsetof(wrange_t, addr), addr);
+}
+
+/* cross is 1 when ranges k-1 and k are neighbours here but not, apart
+ * and in this order, on the other device: range k-1's other end is above
+ * range k's other base. While no two are crossed, the other device keeps
+ * every range in this device's order, so blocks compare alike on both. */
+static size_t cross(const watch_t *w, size_t k) {
+  return k > 0 && k < w->n && w->r[k - 1].other + w->r[k - 1].size > w->r[k].other;
 }
 
 /* add records a new range, addr on the allocator's device and other on
@@ -63,9 +76,12 @@ static void add(watch_t *w, uint64_t addr, uint64_t other, uint64_t size) {
     w->r = r;
     w->cap = c;
   }
+  w->crossed -= cross(w, k);
+  w->stale = 1;
   memmove(w->r + k + 1, w->r + k, (w->n - k) * sizeof *w->r);
   w->r[k] = (wrange_t){.addr = addr, .other = other, .size = size};
   w->n++;
+  w->crossed += cross(w, k) + cross(w, k + 1);
 }
 
 /* find is the range holding [addr, addr+size), or NULL (the watch then
@@ -81,8 +97,19 @@ static wrange_t *find(watch_t *w, uint64_t addr, uint64_t size) {
 
 static void drop(watch_t *w, wrange_t *r) {
   size_t k = (size_t)(r - w->r);
+  w->crossed -= cross(w, k) + cross(w, k + 1);
+  w->stale = 1;
   memmove(w->r + k, w->r + k + 1, (w->n - k - 1) * sizeof *w->r);
   w->n--;
+  w->crossed += cross(w, k);
+}
+
+/* crossed_near counts the crossed pairs among ranges i-1, i, i+1 and
+ * j-1, j, j+1, each pair once. */
+static size_t crossed_near(const watch_t *w, size_t i, size_t j) {
+  size_t c = cross(w, i) + cross(w, i + 1);
+  if (j != i) c += cross(w, j) * (j != i + 1) + cross(w, j + 1) * (j + 1 != i);
+  return c;
 }
 
 /* same stops the watch unless both devices answered rc. */
@@ -235,13 +262,29 @@ static uint64_t other_of(watch_t *w, const gm_block_t *b) {
  * the allocator goes on alike, the other one in its place. */
 static int whole(const gm_block_t *b) { return !b->prev && !b->next; }
 
+/* bounds sets lo and hi (while a pair is crossed). */
+static void bounds(watch_t *w) {
+  size_t k = 1;
+  while (!cross(w, k)) k++;
+  w->lo = w->r[k].addr;
+  for (k = w->n - 1; !cross(w, k); k--) {}
+  w->hi = w->r[k].addr;
+  w->stale = 0;
+}
+
 void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it) {
   watch_t *w = a->watch;
+  /* Every candidate lies above it here; on the other device too when no
+   * crossed pair lies between their ranges: so when none is, none lies
+   * above it's range (it at or above hi), or none below n's (n below lo). */
+  if (!w->crossed) return;
+  if (w->stale) bounds(w);
+  if (it->ptr >= w->hi) return;
   const gm_block_t *z = it; /* the other placement's pick */
   uint64_t lowest = 0;
   for (const gm_block_t *n = gm_treap_next(it); n && n->stream == it->stream && n->size == it->size;
        n = gm_treap_next(n)) {
-    if (n->seg == it->seg) continue; /* later in it's segment: later on both */
+    if (n->ptr < w->lo || n->seg == it->seg) continue; /* below lo, or later in it's segment: later on both */
     if (!lowest && !(lowest = other_of(w, it))) return;
     uint64_t o = other_of(w, n);
     if (!o) return;
@@ -259,9 +302,13 @@ void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it) {
     stop(w);
     return;
   }
+  size_t i = (size_t)(ri - w->r), j = (size_t)(rz - w->r);
+  w->crossed -= crossed_near(w, i, j);
   uint64_t o = ri->other;
   ri->other = rz->other;
   rz->other = o;
+  w->crossed += crossed_near(w, i, j);
+  w->stale = 1;
   it->seg->other = ri->other;
   z->seg->other = rz->other;
 }
@@ -286,9 +333,19 @@ int gm_watch_check(const gm_alloc_t *a, char *msg, size_t len) {
   if (segs != w->n) return gm_check_fail(msg, len, "I8: %zu watched ranges, %zu segments", w->n, segs);
   int rc = gm_sim_check(&w->other, msg, len); /* I7 on the other placement */
   if (rc != GM_OK) return rc;
-  for (size_t i = 1; i < w->n; i++)
+  size_t crossed = 0;
+  for (size_t i = 1; i < w->n; i++) {
     if (w->r[i - 1].addr + w->r[i - 1].size > w->r[i].addr)
       return gm_check_fail(msg, len, "I8: watched ranges 0x%llx and 0x%llx overlap", (unsigned long long)w->r[i - 1].addr,
                      (unsigned long long)w->r[i].addr);
+    crossed += cross(w, i);
+  }
+  if (crossed != w->crossed)
+    return gm_check_fail(msg, len, "I8: %zu crossed neighbouring ranges, the watch counts %zu", crossed, w->crossed);
+  if (crossed && !w->stale) {
+    watch_t b = *w;
+    bounds(&b);
+    if (b.lo != w->lo || b.hi != w->hi) return gm_check_fail(msg, len, "I8: the crossed ranges' bounds are not the watch's");
+  }
   return GM_OK;
 }

@@ -83,6 +83,10 @@ type live1 struct {
 	id      uint32
 	pending bool
 	freed   bool // no longer live: the address was allocated and freed
+	// open is the block a watch's builder counts open at the address
+	// (see Watch): 1 + the index among the trace's alloc events of the
+	// last alloc there, 0 once a free_requested of the address followed
+	open int32
 }
 
 func newPlan() *Plan {
@@ -230,6 +234,11 @@ type builder struct {
 	streams       map[uint64]uint32
 	lastStream    uint64
 	lastStreamIdx uint32
+	// opens gets each alloc and free_requested event's open block before
+	// it (live1.open), by the event's index in the events step is given:
+	// a Planner's window, for its watch (other callers leave it unread;
+	// the index wraps, so that they need no test)
+	opens [plannerWindow]int32
 }
 
 // usePools routes the plan's allocations to the pools of pp (nil: the
@@ -272,7 +281,7 @@ func (b *builder) liveAt(addr uint64) *live1 {
 // stays known (see live1.freed).
 func (b *builder) done(l *live1) {
 	b.p.freeIDs = append(b.p.freeIDs, l.id)
-	*l = live1{freed: true}
+	*l = live1{freed: true, open: l.open}
 }
 
 // unknownFree counts a free of an address that is not live, whose entry
@@ -305,13 +314,15 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		k := b.allocs // its index among the trace's alloc events
 		b.allocs++
 		l, known := p.byAddr.Put(e.Addr)
+		b.opens[i&(plannerWindow-1)] = l.open
+		l.open = int32(k + 1)
 		if known && !l.freed {
 			p.Skipped[SkipDoubleAlloc]++
 			b.counted++
 			return i
 		}
 		id := p.newID()
-		*l = live1{id: id}
+		*l = live1{id: id, open: l.open}
 		op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
 		if b.releasedBefore {
 			op.Flags |= alloc.FlagReleasedBefore
@@ -330,6 +341,12 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 	case trace.ActionFreeRequested:
 		paired := i+1 < len(events) && events[i+1].Action == trace.ActionFreeCompleted && events[i+1].Addr == e.Addr
 		l := b.liveAt(e.Addr)
+		if l != nil {
+			b.opens[i&(plannerWindow-1)] = l.open
+			l.open = 0
+		} else {
+			b.opens[i&(plannerWindow-1)] = 0
+		}
 		if l == nil || l.freed || l.pending {
 			b.unknownFree(l)
 			if paired {

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"slices"
+
 	"github.com/gpumem/gpumem/internal/addrmap"
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -36,9 +38,11 @@ type Planner struct {
 	gc     *gcWatch
 	gcFree []int32
 	// see, when not nil, sees the events as they are planned, a window
-	// at a time: seen of win's have been seen
-	see  func([]trace.Event)
-	seen int
+	// at a time, with their open blocks (b.opens, by index in win): seen
+	// of win's have been seen; seeEnd sees the addresses open at the end
+	see    func(events []trace.Event, open []int32)
+	seeEnd func(open []uint64)
+	seen   int
 }
 
 // plannerWindow is how many events a Planner gathers before it plans them.
@@ -92,6 +96,17 @@ func (w *window) slide(i int, lookBack bool) {
 	w.win = w.win[:n]
 	w.base += i - keep
 	w.done = keep
+}
+
+// watched hands the planner's events to w's list.
+func (pl *Planner) watched(w Watch, list int) {
+	if w.Events == nil {
+		return
+	}
+	pl.see = func(events []trace.Event, open []int32) { w.Events(list, events, open) }
+	if w.End != nil {
+		pl.seeEnd = func(open []uint64) { w.End(list, open) }
+	}
 }
 
 // NewPlanner starts the plan of one device's trace.
@@ -155,11 +170,11 @@ func (pl *Planner) plan(end bool) {
 		// of FromSnapshot rebuilds
 		pl.why = "the trace starts after the program had allocated"
 	}
-	if pl.see != nil && pl.seen < len(w) {
-		pl.see(w[pl.seen:])
+	if pl.see != nil && pl.seen < i {
+		pl.see(w[pl.seen:i], b.opens[pl.seen:i])
 	}
 	pl.slide(i, pl.walk != nil)
-	pl.seen = len(pl.win)
+	pl.seen = pl.done
 	p := b.p
 	if len(p.Ops) >= Batch || end {
 		pl.log.add(p.Ops, p.Event, p.Stack)
@@ -202,6 +217,16 @@ func (pl *Planner) Plan(snap *trace.Snapshot) *Plan {
 func (pl *Planner) packed() *Plan {
 	p := pl.b.p
 	p.Events = int(pl.b.counted)
+	if pl.seeEnd != nil {
+		var open []uint64
+		for addr, l := range p.byAddr.All() {
+			if l.open > 0 {
+				open = append(open, addr)
+			}
+		}
+		slices.Sort(open)
+		pl.seeEnd(open)
+	}
 	p.byAddr, p.freeIDs = addrmap.Map[live1]{}, nil
 	p.Ops, p.Event, p.Stack = nil, nil, nil
 	log := pl.log // a copy: the plan keeps the log, not the planner's buffers

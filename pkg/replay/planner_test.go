@@ -154,3 +154,48 @@ func TestStopAndEach(t *testing.T) {
 		}
 	}
 }
+
+// A planner's watch gets each alloc and free_requested event's open
+// block before it, and the addresses open at the end, as Watch says: an
+// address reused, allocated twice while live, freed in two halves, freed
+// by a free_completed alone.
+func TestPlannerWatchOpen(t *testing.T) {
+	ev := func(a trace.Action, addr uint64) trace.Event {
+		return trace.Event{Action: a, Addr: addr, Size: 1 << 20, Stack: -1}
+	}
+	A, B, C := uint64(1<<20), uint64(2<<20), uint64(3<<20)
+	events := []trace.Event{
+		ev(trace.ActionAlloc, A), ev(trace.ActionAlloc, B),
+		ev(trace.ActionFreeRequested, A), ev(trace.ActionFreeCompleted, A),
+		ev(trace.ActionAlloc, A), ev(trace.ActionAlloc, A),
+		ev(trace.ActionFreeRequested, B), ev(trace.ActionAlloc, C), ev(trace.ActionFreeCompleted, B),
+		ev(trace.ActionFreeCompleted, C), ev(trace.ActionAlloc, B),
+	}
+	// the open blocks by Watch's words: 1 + the alloc's index, 0 once freed
+	want := map[int]int32{0: 0, 1: 0, 2: 1, 4: 0, 5: 3, 6: 2, 7: 0, 10: 0}
+	wantEnd := []uint64{A, B, C}
+	got := map[int]int32{}
+	var gotEnd []uint64
+	seen := 0
+	pl := NewPlanner()
+	pl.watched(Watch{
+		Events: func(list int, evs []trace.Event, open []int32) {
+			for k := range evs {
+				if a := evs[k].Action; a == trace.ActionAlloc || a == trace.ActionFreeRequested {
+					got[seen+k] = open[k]
+				}
+			}
+			seen += len(evs)
+		},
+		End: func(list int, open []uint64) { gotEnd = open },
+	}, 0)
+	for i := range events {
+		pl.Add(&events[i])
+	}
+	if pl.Plan(&trace.Snapshot{}) == nil {
+		t.Fatalf("declined: %s", pl.Declined())
+	}
+	if seen != len(events) || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotEnd, wantEnd) {
+		t.Errorf("saw %d events, open %v, at the end %x; want %d, %v, %x", seen, got, gotEnd, len(events), want, wantEnd)
+	}
+}

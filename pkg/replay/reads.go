@@ -33,19 +33,31 @@ import (
 // and comes back as its error.
 type Reader func(phase string, sink trace.PickleSink) (*trace.Snapshot, []int, error)
 
+// A Watch sees the events of a planning read as they are planned.
+// Events gets a list's next events, in order, as many at a time as a
+// planner's window holds, and, for each alloc and free_requested event,
+// the block open at its address before it: 1 + the index among the
+// list's alloc events of the last alloc there, 0 when there was none or
+// a free_requested of the address followed it (open's other entries mean
+// nothing). End gets, once a list's trace is planned, the addresses where
+// a block is open at its end, in order.
+type Watch struct {
+	Events func(list int, events []trace.Event, open []int32)
+	End    func(list int, open []uint64)
+}
+
 // ErrDeclined stops a read whose trace cannot be planned as it streams.
 var ErrDeclined = errors.New("the trace cannot be planned as it is read")
 
 // PlanReads plans each device's trace of a snapshot file, reading it with
 // read as few times as the traces need (see above). watch, when not nil,
-// is called before each read that plans and returns what sees its events
-// (the list's index and the next events, in order, as many at a time as
-// a planner's window holds): what the caller derives from the events,
-// beside the plan, comes from the last such read. ok is false when
+// is called before each read that plans and returns what sees its
+// events: what the caller derives from the events, beside the plan,
+// comes from the last such read. ok is false when
 // the file must be read whole (a planner declined every way, or a read
 // failed: reading it whole reports why). lists are the devices' list
 // indexes, as the Reader returns them.
-func PlanReads(read Reader, watch func() func(list int, events []trace.Event)) (snap *trace.Snapshot, plans []*Plan, lists []int, ok bool) {
+func PlanReads(read Reader, watch func() Watch) (snap *trace.Snapshot, plans []*Plan, lists []int, ok bool) {
 	snap, plans, lists, err := planOnce(read, watch)
 	if err == nil {
 		return snap, plans, lists, true
@@ -127,14 +139,14 @@ func PlanReads(read Reader, watch func() func(list int, events []trace.Event)) (
 
 // planOnce plans in one read the traces that start with the program and
 // have no segment events; ErrDeclined when a planner declines.
-func planOnce(read Reader, watch func() func(int, []trace.Event)) (*trace.Snapshot, []*Plan, []int, error) {
+func planOnce(read Reader, watch func() Watch) (*trace.Snapshot, []*Plan, []int, error) {
 	var planners []*Planner
-	see := watcher(watch)
+	w := watching(watch)
 	snap, lists, err := read("reading", trace.PickleSink{
 		Event: func(list int, e *trace.Event) error {
 			if list == len(planners) {
 				planners = append(planners, NewPlanner())
-				planners[list].see = see(list)
+				planners[list].watched(w, list)
 			}
 			pl := planners[list]
 			pl.Add(e)
@@ -191,10 +203,10 @@ func showsPools(snap *trace.Snapshot, device int, tp *tape) bool {
 // planTapes plans each device's trace from its tape with its planner
 // (letting the tapes go as they are read with drop); ErrDeclined when a
 // planner declines.
-func planTapes(snap *trace.Snapshot, watch func() func(int, []trace.Event), lists []int, planners []*Planner, tapes []*tape, drop bool) ([]*Plan, error) {
-	see := watcher(watch)
+func planTapes(snap *trace.Snapshot, watch func() Watch, lists []int, planners []*Planner, tapes []*tape, drop bool) ([]*Plan, error) {
+	w := watching(watch)
 	for l, pl := range planners {
-		pl.see = see(l)
+		pl.watched(w, l)
 		err := tapes[l].each(drop, func(e *trace.Event) error {
 			pl.Add(e)
 			if pl.Declined() != "" {
@@ -225,14 +237,10 @@ func finishPlans(snap *trace.Snapshot, lists []int, planners []*Planner) (*trace
 	return snap, plans, nil
 }
 
-// watcher is a planning read's watch: for each list, what a planner
-// hands the events it plans (nil: none sees them).
-func watcher(watch func() func(int, []trace.Event)) func(list int) func([]trace.Event) {
+// watching is a planning read's watch (none when watch is nil).
+func watching(watch func() Watch) Watch {
 	if watch == nil {
-		return func(int) func([]trace.Event) { return nil }
+		return Watch{}
 	}
-	w := watch()
-	return func(list int) func([]trace.Event) {
-		return func(events []trace.Event) { w(list, events) }
-	}
+	return watch()
 }
