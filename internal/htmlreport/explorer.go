@@ -355,7 +355,7 @@ func packExplorer(e *figures.Explorer, maxBands int) (*packer, error) {
 			if e.TimeUS != nil {
 				t = e.TimeUS[i]
 			}
-			p.Op(i, t, e.Changes[i], func() []figures.BlockRec { return blocksAt(e, i+1) })
+			p.Op(i, t, e.Changes[i])
 			if i+1 == firstOp(e) {
 				p.First(i+1, blocksAt(e, i+1))
 			}
@@ -536,7 +536,7 @@ func (p *packer) Released(k, op int32) {
 	}
 }
 
-func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.BlockRec) {
+func (p *packer) Op(i int, t int64, ch figures.Change) {
 	c := &p.c
 	if p.timed {
 		if u, ok := c.time.try(t, true); !ok {
