@@ -515,7 +515,8 @@ const minKeyGap = 1024
 // allocation id names one allocation from one op to the next, so a used
 // block's record names the allocation live under its id.
 func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live *liveSet) []figures.BlockRec {
-	for _, b := range blocks {
+	for j := range blocks {
+		b := &blocks[j] // not a copy: a million ops' blocks pass here
 		r := figures.BlockRec{Address: b.Address, Size: b.Size, First: b.SegSize != 0, SegSize: b.SegSize, Alloc: -1}
 		switch {
 		case b.State == alloc.BlockAllocated:
