@@ -112,8 +112,8 @@ type ExplorerSink interface {
 	Freed(k, op int32, size uint64)
 	Released(k, op int32)
 	// Op is what op i did to the blocks, at the recorded time t (0 when
-	// untimed); blocks returns the whole block list after it.
-	Op(i int, t int64, ch Change, blocks func() []BlockRec)
+	// untimed).
+	Op(i int, t int64, ch Change)
 	Key(op int, blocks []BlockRec)
 	// First is the block list after the first op ops, where the page's
 	// scrubber starts (the out-of-memory's op, else the peak's); it comes

@@ -115,10 +115,10 @@ func (c *column) spill() {
 	c.setLim()
 }
 
-// setLim sets lim once b's room or hist changed: below it a byte leaves
-// room for a varint and no spill due.
+// setLim sets lim once b's room or hist changed: below it b has room for
+// a varint, and no spill is due after one.
 func (c *column) setLim() {
-	c.lim = min(cap(c.b)-binary.MaxVarintLen64+1, c.hist+spillAt-1)
+	c.lim = min(cap(c.b)-binary.MaxVarintLen64+1, c.hist+spillAt-binary.MaxVarintLen64)
 }
 
 // grow makes room in b: 4 KB at first, then all a column holds between
@@ -166,12 +166,14 @@ func (c *column) try(v int64, delta bool) (uint64, bool) {
 	return 0, true
 }
 
-// put appends the varint u, into the room grow keeps for one.
+// put appends the varint u: below lim, with no room to make and no
+// spill to check.
 func (c *column) put(u uint64) {
-	if len(c.b)+binary.MaxVarintLen64 > cap(c.b) {
-		c.grow()
-	}
 	n := len(c.b)
+	if n >= c.lim {
+		c.putAtLim(u)
+		return
+	}
 	b := c.b[:n+binary.MaxVarintLen64]
 	for u >= 0x80 {
 		b[n] = byte(u) | 0x80
@@ -180,6 +182,16 @@ func (c *column) put(u uint64) {
 	}
 	b[n] = byte(u)
 	c.b = b[:n+1]
+	c.n++
+}
+
+// putAtLim is put from lim on: it makes room for the varint, writes it,
+// and spills once the column holds spillAt new bytes.
+func (c *column) putAtLim(u uint64) {
+	if len(c.b)+binary.MaxVarintLen64 > cap(c.b) {
+		c.grow()
+	}
+	c.b = binary.AppendUvarint(c.b, u)
 	c.n++
 	if len(c.b)-c.hist >= spillAt {
 		c.spill()
@@ -343,7 +355,7 @@ func packExplorer(e *figures.Explorer, maxBands int) (*packer, error) {
 			if e.TimeUS != nil {
 				t = e.TimeUS[i]
 			}
-			p.Op(i, t, e.Changes[i], func() []figures.BlockRec { return blocksAt(e, i+1) })
+			p.Op(i, t, e.Changes[i])
 			if i+1 == firstOp(e) {
 				p.First(i+1, blocksAt(e, i+1))
 			}
@@ -524,7 +536,7 @@ func (p *packer) Released(k, op int32) {
 	}
 }
 
-func (p *packer) Op(i int, t int64, ch figures.Change, blocks func() []figures.BlockRec) {
+func (p *packer) Op(i int, t int64, ch figures.Change) {
 	c := &p.c
 	if p.timed {
 		if u, ok := c.time.try(t, true); !ok {
@@ -622,7 +634,7 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 	made := int64(p.d.Bands)
 	for i := range bs {
 		b := &bs[i]
-		if b.Size%512 != 0 || b.SegSize%512 != 0 {
+		if (b.Size|b.SegSize)%512 != 0 {
 			p.odd = true
 		}
 		sz := int64(b.Size >> p.unitLog)

@@ -238,7 +238,6 @@ func startExplorer(sink figures.ExplorerSink, s *stepOpts, sh shown) *opStepper 
 			x.born = s.cls
 		}
 	}
-	x.wholeList = x.whole
 	s.reached = false
 	if s.clock != nil {
 		s.clock.rewind()
@@ -311,9 +310,6 @@ type opStepper struct {
 	bs             alloc.BlockSteps
 	flat           []alloc.FlatBlock
 	ins, wholeRecs []figures.BlockRec // reused: a sink sees them only during its call
-	opWhole        []alloc.FlatBlock  // the op's key
-	opAt           *alloc.Allocator   // the allocator, at the ops where it is at hand
-	wholeList      func() []figures.BlockRec
 }
 
 func (x *opStepper) addCat(c categories.Category, size int64) {
@@ -330,11 +326,11 @@ func (x *opStepper) validStack(st int32) int32 {
 	return -1
 }
 
-// whole is the whole list after the op at hand (its key, or the list
-// kept, at the ops where the allocator is at hand).
-func (x *opStepper) whole() []figures.BlockRec {
-	list := x.opWhole
-	if list == nil && x.opAt != nil {
+// whole is the whole list after the op at hand: its key, or, where the
+// allocator is at hand (at not nil), the list kept.
+func (x *opStepper) whole(key []alloc.FlatBlock, at *alloc.Allocator) []figures.BlockRec {
+	list := key
+	if list == nil && at != nil {
 		x.flat = x.bs.Blocks(x.flat[:0])
 		list = x.flat
 	}
@@ -352,25 +348,8 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 		x.born = nil // not every op stepped: count no further
 	}
 	x.nextOp = i + 1
-	if x.allocated != nil {
-		switch op.Kind {
-		case alloc.OpAlloc:
-			x.allocated[op.ID] = siteAlloc{x.validStack(st.Stack), op.Size}
-		case alloc.OpFree, alloc.OpFreeRequest:
-			delete(x.allocated, op.ID) // no longer allocated, even if still pending
-		}
-	}
-	if i == s.peakN-1 {
-		s.reached = true
-		s.peak = segmentMaps(a.Snapshot())
-		if x.allocated != nil {
-			s.sites = sitesOf(s.snap, func(yield func(st int32, size uint64)) {
-				for _, v := range x.allocated {
-					yield(v.stack, v.size)
-				}
-			})
-			x.allocated = nil // past the peak, no longer needed
-		}
+	if x.allocated != nil || i == s.peakN-1 {
+		x.toPeak(st)
 	}
 	if i >= n {
 		return true
@@ -420,7 +399,6 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 	}
 	c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(x.ins[:0], bc.Ins, live)}
 	x.ins = c.Ins
-	x.opWhole, x.opAt = bc.Whole, a
 	if madeK >= 0 {
 		for _, b := range c.Ins {
 			if b.Alloc == madeK && b.State == figures.StateAllocated {
@@ -447,12 +425,12 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 			x.annOp[x.nextAnn] = i
 		}
 	}
-	x.sink.Op(i, t, c, x.wholeList)
+	x.sink.Op(i, t, c)
 	if bc.Whole != nil {
-		x.sink.Key(i+1, x.wholeList())
+		x.sink.Key(i+1, x.whole(bc.Whole, a))
 	}
 	if i+1 == x.firstOp {
-		x.sink.First(i+1, x.wholeList())
+		x.sink.First(i+1, x.whole(bc.Whole, a))
 	}
 	if x.peak != nil {
 		if madeK >= 0 {
@@ -466,16 +444,48 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 		}
 		x.toPoint--
 		if x.toPoint == 0 || i == n-1 {
-			x.toPoint = x.stride
-			p := figures.CategoryPoint{Op: x.bestOp, Bytes: make([]uint64, len(x.best))}
-			for c, v := range x.best {
-				p.Bytes[c] = uint64(max(v, 0))
-			}
-			x.e.CategorySeries = append(x.e.CategorySeries, p)
-			x.bestTotal = -1
+			x.point()
 		}
 	}
 	return true
+}
+
+// toPeak is step's part for the segments and the allocation sites at
+// the peak, up to op s.peakN-1, kept apart from the path every op takes.
+func (x *opStepper) toPeak(st *replay.BlockStep) {
+	s, op := x.s, &st.Op
+	if x.allocated != nil {
+		switch op.Kind {
+		case alloc.OpAlloc:
+			x.allocated[op.ID] = siteAlloc{x.validStack(st.Stack), op.Size}
+		case alloc.OpFree, alloc.OpFreeRequest:
+			delete(x.allocated, op.ID) // no longer allocated, even if still pending
+		}
+	}
+	if st.I == s.peakN-1 {
+		s.reached = true
+		s.peak = segmentMaps(st.At.Snapshot())
+		if x.allocated != nil {
+			s.sites = sitesOf(s.snap, func(yield func(st int32, size uint64)) {
+				for _, v := range x.allocated {
+					yield(v.stack, v.size)
+				}
+			})
+			x.allocated = nil // past the peak, no longer needed
+		}
+	}
+}
+
+// point ends a stride of the categories' series: its point is the op
+// where the most was live.
+func (x *opStepper) point() {
+	x.toPoint = x.stride
+	p := figures.CategoryPoint{Op: x.bestOp, Bytes: make([]uint64, len(x.best))}
+	for c, v := range x.best {
+		p.Bytes[c] = uint64(max(v, 0))
+	}
+	x.e.CategorySeries = append(x.e.CategorySeries, p)
+	x.bestTotal = -1
 }
 
 // allocOps counts the allocations the first n ops of plan make: every
@@ -505,7 +515,8 @@ const minKeyGap = 1024
 // allocation id names one allocation from one op to the next, so a used
 // block's record names the allocation live under its id.
 func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live *liveSet) []figures.BlockRec {
-	for _, b := range blocks {
+	for j := range blocks {
+		b := &blocks[j] // not a copy: a million ops' blocks pass here
 		r := figures.BlockRec{Address: b.Address, Size: b.Size, First: b.SegSize != 0, SegSize: b.SegSize, Alloc: -1}
 		switch {
 		case b.State == alloc.BlockAllocated:
@@ -675,7 +686,7 @@ func (c *collector) Alloc(k int32, a figures.Lifetime) {
 }
 func (c *collector) Freed(k, op int32, _ uint64) { c.e.Allocs[k].End = op }
 func (c *collector) Released(k, op int32)        { c.e.Allocs[k].Released = op }
-func (c *collector) Op(i int, t int64, ch figures.Change, _ func() []figures.BlockRec) {
+func (c *collector) Op(i int, t int64, ch figures.Change) {
 	ch.Ins = slices.Clone(ch.Ins)
 	c.e.Changes = append(c.e.Changes, ch)
 	if c.timed {
