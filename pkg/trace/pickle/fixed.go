@@ -192,10 +192,12 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 			}
 			q := (*[32]byte)(b[32*g:])
 			w, m := &t.fw[g], &t.fm[g]
-			x := binary.LittleEndian.Uint64(q[0:])&m[0] ^ w[0] |
-				binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1] |
-				binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2] |
-				binary.LittleEndian.Uint64(q[24:])&m[3] ^ w[3]
+			// (^ and | bind alike, left to right: each word's
+			// difference is its own term)
+			x := (binary.LittleEndian.Uint64(q[0:])&m[0] ^ w[0]) |
+				(binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1]) |
+				(binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2]) |
+				(binary.LittleEndian.Uint64(q[24:])&m[3] ^ w[3])
 			if x != 0 {
 				return read
 			}
