@@ -102,10 +102,7 @@ func (l *blockList) done() { l.index, l.cache = nil, [sizeCache]sizeSlot{} }
 // record for both, at every free of a trace.
 func (l *blockList) setFreed(i int, freed int32) (size uint64) {
 	c := l.recs.at(i)
-	born := l.base[i>>bornGroupBits] + int32(c.off)
-	if c.off == bornFar {
-		born = l.far[i]
-	}
+	born := l.bornOf(i, c)
 	if c.size != oddSize {
 		size = l.sizes[c.size]
 	} else {
@@ -124,8 +121,11 @@ func (l *blockList) setFreed(i int, freed int32) (size uint64) {
 }
 
 // born is block i's Born.
-func (l *blockList) born(i int) int32 {
-	if c := l.recs.at(i); c.off != bornFar {
+func (l *blockList) born(i int) int32 { return l.bornOf(i, l.recs.at(i)) }
+
+// bornOf is block i's Born, c its record.
+func (l *blockList) bornOf(i int, c *rec) int32 {
+	if c.off != bornFar {
 		return l.base[i>>bornGroupBits] + int32(c.off)
 	}
 	return l.far[i]

@@ -412,11 +412,7 @@ func (c *inOrder) category(e int32) (Category, bool) {
 		if g := k >> chunkBits; g != c.g {
 			c.g, c.recs, c.ev = g, r.born.recs.chunks[g], &r.side.ev[g]
 		}
-		born := r.born.base[k>>bornGroupBits] + int32(c.recs[j].off)
-		if c.recs[j].off == bornFar {
-			born = r.born.far[k]
-		}
-		ev := born - c.ev.at(j)
+		ev := r.born.bornOf(k, &c.recs[j]) - c.ev.at(j)
 		if ev > e {
 			c.next = len(r.head) + k
 			return Unknown, false
@@ -424,7 +420,7 @@ func (c *inOrder) category(e int32) (Category, bool) {
 		c.last = ev
 		if ev == e {
 			c.next = len(r.head) + k + 1
-			return Category(r.cls.get(k) & 0xf), true
+			return r.BornCategory(k), true
 		}
 	}
 	c.next = r.NumBlocks()
@@ -446,7 +442,7 @@ func (r *Result) category(i int) Category {
 	if i < len(r.head) {
 		return r.head[i].Category
 	}
-	return Category(r.cls.get(i-len(r.head)) & 0xf)
+	return r.BornCategory(i - len(r.head))
 }
 
 // Classify classifies the allocations of snap's trace of device.
