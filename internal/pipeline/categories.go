@@ -182,15 +182,7 @@ func opCategories(plan *replay.Plan, peak int, points []figures.Point, at []int,
 	c := &catPass{peak: peak, at: at, timeline: timeline, evOf: evOf, byEvent: cls.InOrder()}
 	c.due = c.dueAt()
 	if points != nil {
-		for _, s := range plan.Seeds {
-			for _, b := range s.Blocks {
-				cat := categories.Unknown
-				if blk, ok := cls.Lookup(-1, s.Address+b.Offset); ok {
-					cat = blk.Category
-				}
-				c.add(b.ID, cat, max(b.Requested, b.Size))
-			}
-		}
+		c.addSeeds(plan, cls)
 	}
 	c.points = points != nil
 	_ = plan.Each(c.batch)
@@ -224,6 +216,20 @@ func (c *catPass) dueAt() int {
 		return c.at[c.j]
 	}
 	return math.MaxInt
+}
+
+// addSeeds adds the blocks plan seeds the allocator with, live before
+// its first op.
+func (c *catPass) addSeeds(plan *replay.Plan, cls *categories.Result) {
+	for _, s := range plan.Seeds {
+		for _, b := range s.Blocks {
+			cat := categories.Unknown
+			if blk, ok := cls.Lookup(-1, s.Address+b.Offset); ok {
+				cat = blk.Category
+			}
+			c.add(b.ID, cat, max(b.Requested, b.Size))
+		}
+	}
 }
 
 func (c *catPass) add(id uint32, cat categories.Category, size uint64) {
@@ -330,15 +336,7 @@ func newCatRide(plan *replay.Plan, cls *categories.Result) *catRide {
 	if oneForOne(plan, cls) {
 		w.cls = cls
 	}
-	for _, s := range plan.Seeds {
-		for _, b := range s.Blocks {
-			cat := categories.Unknown
-			if blk, ok := cls.Lookup(-1, s.Address+b.Offset); ok {
-				cat = blk.Category
-			}
-			w.c.add(b.ID, cat, max(b.Requested, b.Size))
-		}
-	}
+	w.c.addSeeds(plan, cls)
 	return w
 }
 
