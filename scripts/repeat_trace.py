@@ -28,10 +28,24 @@ if not events:
 reps = -(-a.events // len(events))
 addrs = [e["addr"] for e in events] + [s["address"] + s["total_size"] for s in snap["segments"]]
 span = (max(addrs) - min(addrs) + (1 << 30)) >> 30 << 30 if a.shift else 0
-blob = pickle.dumps(events, protocol=4)  # loaded once a repetition: fresh objects, no shared memo
+# Loaded once a repetition: fresh event dicts, as a program that runs the
+# same step again records new ones. Their strings (keys, actions) are made
+# the first repetition's again, as PyTorch's snapshot shares one string
+# object per key and action through the whole trace: the pickler then
+# writes each once and fetches it from the memo after, not once a
+# repetition (a file half again as big, and a decoder that meets each
+# repetition's keys at new memo slots).
+blob = pickle.dumps(events, protocol=4)
+strings = {}
+
+
+def shared(x):
+    return strings.setdefault(x, x) if isinstance(x, str) else x
+
+
 out = []
 for r in range(reps):
-    rep = pickle.loads(blob)
+    rep = [{shared(k): shared(v) for k, v in e.items()} for e in pickle.loads(blob)]
     if span:
         for e in rep:
             e["addr"] += r * span
