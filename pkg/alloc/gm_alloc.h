@@ -33,7 +33,9 @@
  *      merged), and no two unmapped neighbours.
  *   I3 a pool's free set holds exactly the free, mapped, idle blocks of that
  *      pool, each once, and is ordered by (stream, size, addr); the unmapped
- *      set likewise holds exactly the unmapped blocks. A pool marked settled
+ *      set likewise holds exactly the unmapped blocks, ordered by (stream,
+ *      addr); each set's members are threaded in that order (each links to
+ *      the one before and after it, the ends to none). A pool marked settled
  *      holds no free block a release would give back: none is a whole
  *      segment, none is in an expandable segment.
  *   I4 every block size is a multiple of 512, and every statistic's current

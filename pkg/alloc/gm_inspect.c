@@ -26,11 +26,12 @@ typedef struct totals {
   size_t free_blocks, unmapped_blocks;
 } totals_t;
 
-/* Check one set: ordered, linked to parent up, and every member is what
- * the set should hold. */
+/* Check one set: ordered, linked to parent up, threaded in order (each
+ * member's sprev is *last, the member before it in an in-order walk, whose
+ * snext is it), and every member is what the set should hold. */
 static int check_set(const gm_block_t *t, const gm_block_t *up, const gm_block_t *lo,
                      const gm_block_t *hi, gm_less_fn less, int kind, const gm_pool_t *pool,
-                     size_t *count, char *msg, size_t len) {
+                     const gm_block_t **last, size_t *count, char *msg, size_t len) {
   if (!t) return GM_OK;
   if (t->parent != up)
     return gm_check_fail(msg, len, "I3: treap parent link broken at block 0x%llx", (unsigned long long)t->ptr);
@@ -47,9 +48,22 @@ static int check_set(const gm_block_t *t, const gm_block_t *up, const gm_block_t
   if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))
     return gm_check_fail(msg, len, "I3: treap heap order broken at 0x%llx", (unsigned long long)t->ptr);
   (*count)++;
-  int rc = check_set(t->left, t, lo, t, less, kind, pool, count, msg, len);
+  int rc = check_set(t->left, t, lo, t, less, kind, pool, last, count, msg, len);
   if (rc != GM_OK) return rc;
-  return check_set(t->right, t, t, hi, less, kind, pool, count, msg, len);
+  if (t->sprev != *last || (*last && (*last)->snext != t))
+    return gm_check_fail(msg, len, "I3: set threads broken at block 0x%llx", (unsigned long long)t->ptr);
+  *last = t;
+  return check_set(t->right, t, t, hi, less, kind, pool, last, count, msg, len);
+}
+
+/* Check a set from its root: check_set, and its last member ends the thread. */
+static int check_root(const gm_block_t *root, gm_less_fn less, int kind, const gm_pool_t *pool,
+                      size_t *count, char *msg, size_t len) {
+  const gm_block_t *last = NULL;
+  int rc = check_set(root, NULL, NULL, NULL, less, kind, pool, &last, count, msg, len);
+  if (rc == GM_OK && last && last->snext)
+    return gm_check_fail(msg, len, "I3: set threads go on past block 0x%llx", (unsigned long long)last->ptr);
+  return rc;
 }
 
 static int check_stat(const char *name, const gm_stat_t *s, int64_t want, char *msg, size_t len) {
@@ -142,9 +156,8 @@ int gm_check(const gm_alloc_t *a, char *msg, size_t len) {
   size_t nf[3] = {0}, nu[3] = {0};
   for (size_t i = 0; i < npools && rc == GM_OK; i++) {
     int c = pools[i]->is_small ? GM_STAT_SMALL : GM_STAT_LARGE;
-    rc = check_set(pools[i]->free, NULL, NULL, NULL, gm_less_size, GM_SET_FREE, pools[i], &nf[c], msg, len);
-    if (rc == GM_OK)
-      rc = check_set(pools[i]->unmapped, NULL, NULL, NULL, gm_less_addr, GM_SET_UNMAPPED, pools[i], &nu[c], msg, len);
+    rc = check_root(pools[i]->free, gm_less_size, GM_SET_FREE, pools[i], &nf[c], msg, len);
+    if (rc == GM_OK) rc = check_root(pools[i]->unmapped, gm_less_addr, GM_SET_UNMAPPED, pools[i], &nu[c], msg, len);
   }
   free(pools);
   if (rc != GM_OK) return rc;

@@ -18,14 +18,18 @@ typedef struct gm_ppool gm_ppool_t;
 
 /* A block. Free mapped idle blocks live in their pool's `free` treap keyed
  * (stream, size, ptr); unmapped blocks in its `unmapped` treap keyed
- * (stream, ptr). prev/next link the blocks of one segment in address order. */
+ * (stream, ptr). prev/next link the blocks of one segment in address order;
+ * snext/sprev the members of a set in the set's order (gm_treap.h). */
 typedef struct gm_block {
-  /* the treap's key and links first: one cache line per search step */
+  /* the treap's key and links first: what a search step and a walk along
+   * the set read */
   uint64_t stream, size, ptr;
   struct gm_block *left, *right;  /* treap children */
-  struct gm_block *parent;        /* treap parent, NULL at the root */
+  struct gm_block *snext;         /* the next member of its set, NULL at the end */
   uint32_t prio;                  /* treap priority */
   uint32_t id;                    /* allocation id while allocated or pending */
+  struct gm_block *sprev;         /* the member before it, NULL at the start */
+  struct gm_block *parent;        /* treap parent, NULL at the root */
   uint64_t requested;
   struct gm_block *prev, *next;   /* segment neighbours */
   struct gm_block *pend_next;     /* FIFO of pending frees */

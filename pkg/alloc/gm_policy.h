@@ -207,7 +207,7 @@ static inline gm_block_t *gm_block_new(gm_alloc_t *a) {
   /* every field, one store each: a compound literal of the whole struct
    * became a `rep stos`, slow to start for 120 bytes */
   b->stream = b->size = b->ptr = 0;
-  b->left = b->right = b->parent = NULL;
+  b->left = b->right = b->parent = b->snext = b->sprev = NULL;
   b->requested = 0;
   b->prev = b->next = b->pend_next = NULL;
   b->pool = NULL;

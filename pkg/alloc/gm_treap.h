@@ -6,8 +6,12 @@
  * heap by a random priority. Nodes are the blocks themselves (intrusive),
  * so inserting or erasing never allocates. Each node also points at its
  * parent: a member the caller already holds (a neighbour being merged, the
- * block a search found) is erased, and its neighbours in the order found,
- * without a descent from the root. Everything here is static inline
+ * block a search found) is erased without a descent from the root. And the
+ * members are threaded in order (snext, sprev: a doubly linked list): the
+ * member after or before one is one load away, not a walk up and down the
+ * tree (best fit and the placement watch walk runs of equal blocks; a free
+ * looks at its merged neighbour's successor). Insert finds both neighbours
+ * on its way down, erase unlinks. Everything here is static inline
  * so that every use is compiled with its comparator inlined: these run on
  * every alloc and free. */
 #ifndef GM_TREAP_H
@@ -38,9 +42,13 @@ static inline int gm_less_addr(const gm_block_t *a, const gm_block_t *b) {
 }
 
 /* split t into keys < n (l) and keys > n (r); the roots of both pieces
- * get parent `up`, n itself when it is being inserted above them. */
+ * get parent `up`, n itself when it is being inserted above them. *lo and
+ * *hi become the largest key < n and the smallest > n in t, when t has
+ * them, and are left as they were otherwise: the last node put on each
+ * side (a node put on the left lies in the right subtree of the one put
+ * there before it, so after it in the order; the reverse on the right). */
 static inline void split(gm_block_t *t, const gm_block_t *n, gm_less_fn less, gm_block_t *up,
-                         gm_block_t **l, gm_block_t **r) {
+                         gm_block_t **l, gm_block_t **r, gm_block_t **lo, gm_block_t **hi) {
   gm_block_t *lp = up, *rp = up;
   while (t) {
     if (less(t, n)) {
@@ -58,6 +66,8 @@ static inline void split(gm_block_t *t, const gm_block_t *n, gm_less_fn less, gm
     }
   }
   *l = *r = NULL;
+  if (lp != up) *lo = lp;
+  if (rp != up) *hi = rp;
 }
 
 /* merge l and r, all keys of l below all keys of r, under parent up. */
@@ -84,18 +94,33 @@ static inline gm_block_t *merge(gm_block_t *l, gm_block_t *r, gm_block_t *up) {
   return root;
 }
 
+/* Thread n between lo and hi (either NULL at an end). */
+static inline void gm_treap_thread(gm_block_t *n, gm_block_t *lo, gm_block_t *hi) {
+  n->sprev = lo;
+  n->snext = hi;
+  if (lo) lo->snext = n;
+  if (hi) hi->sprev = n;
+}
+
 static inline void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_less_fn less) {
   gm_block_t **link = root, *up = NULL;
+  /* the nearest ancestors above and below n (near[0], near[1]): its
+   * neighbours in the order unless the subtree split below holds nearer
+   * ones */
+  gm_block_t *near[2] = {NULL, NULL};
   while (*link && (*link)->prio > n->prio) {
     up = *link;
     /* left or right by arithmetic, not a branch (a select gcc made a
      * branch at some inlined sites and a move at others) */
-    link = (gm_block_t **)((char *)up + offsetof(gm_block_t, left) +
-                           (size_t)!less(n, up) * sizeof(gm_block_t *));
+    size_t right = (size_t)!less(n, up);
+    link = (gm_block_t **)((char *)up + offsetof(gm_block_t, left) + right * sizeof(gm_block_t *));
+    near[right] = up;
   }
-  split(*link, n, less, n, &n->left, &n->right);
+  gm_block_t *lo = near[1], *hi = near[0];
+  split(*link, n, less, n, &n->left, &n->right, &lo, &hi);
   n->parent = up;
   *link = n;
+  gm_treap_thread(n, lo, hi);
 }
 
 /* The link (pointer to the child pointer) that points at member n: found
@@ -110,7 +135,9 @@ static inline gm_block_t **gm_treap_link(gm_block_t **root, gm_block_t *n) {
 static inline void gm_treap_erase_at(gm_block_t **link) {
   gm_block_t *n = *link;
   *link = merge(n->left, n->right, n->parent);
-  n->left = n->right = n->parent = NULL;
+  if (n->sprev) n->sprev->snext = n->snext;
+  if (n->snext) n->snext->sprev = n->sprev;
+  n->left = n->right = n->parent = n->snext = n->sprev = NULL;
 }
 
 /* Erase member n. */
@@ -118,25 +145,11 @@ static inline void gm_treap_erase(gm_block_t **root, gm_block_t *n) {
   gm_treap_erase_at(gm_treap_link(root, n));
 }
 
-/* The members right after and right before member n, or NULL: up the
- * parent links when n has no subtree on that side. */
-static inline gm_block_t *gm_treap_next(const gm_block_t *n) {
-  if (n->right) {
-    for (n = n->right; n->left; n = n->left) {}
-    return (gm_block_t *)n;
-  }
-  while (n->parent && n->parent->right == n) n = n->parent;
-  return n->parent;
-}
+/* The members right after and right before member n, or NULL: its
+ * threads. */
+static inline gm_block_t *gm_treap_next(const gm_block_t *n) { return n->snext; }
 
-static inline gm_block_t *gm_treap_prev(const gm_block_t *n) {
-  if (n->left) {
-    for (n = n->left; n->right; n = n->right) {}
-    return (gm_block_t *)n;
-  }
-  while (n->parent && n->parent->left == n) n = n->parent;
-  return n->parent;
-}
+static inline gm_block_t *gm_treap_prev(const gm_block_t *n) { return n->sprev; }
 
 static inline gm_block_t *gm_treap_lower_bound(gm_block_t *t, const gm_block_t *key, gm_less_fn less) {
   gm_block_t *best = NULL;
@@ -183,7 +196,8 @@ static inline void gm_treap_replace_at(gm_block_t **link, gm_block_t *old, gm_bl
   n->prio = old->prio;
   if (n->left) n->left->parent = n;
   if (n->right) n->right->parent = n;
-  old->left = old->right = old->parent = NULL;
+  gm_treap_thread(n, old->sprev, old->snext);
+  old->left = old->right = old->parent = old->snext = old->sprev = NULL;
   *link = n;
 }
 
