@@ -27,10 +27,18 @@ import "math"
 // listMax is the most blocks a set holds as a list.
 const listMax = 32
 
-// freeList is a set of listMax blocks or fewer: their nodes in key order.
+// freeList is a set of listMax blocks or fewer, in key order: each
+// block's size and address beside its node, so that a search reads the
+// list alone (a node's seq is read only between blocks of one size and
+// address, which only segments that share addresses make).
 type freeList struct {
-	n     int32
-	nodes [listMax]int32
+	n    int32
+	ents [listMax]listEnt
+}
+
+type listEnt struct {
+	size, addr uint64
+	node       int32
 }
 
 // freeNode is one free block, and the sums of its subtree.
@@ -223,14 +231,14 @@ func (t *freeTree) addKey(set int32, size, addr, seq uint64, seg, class int32) (
 		}
 	}
 	fl := &t.lists[^set]
-	l := fl.nodes[:fl.n]
+	l := fl.ents[:fl.n]
 	if len(l) < t.listMax {
 		i := t.lowerBound(l, size, addr, seq)
 		l = l[:len(l)+1]
 		for j := len(l) - 1; j > i; j-- { // a few: no call to memmove
 			l[j] = l[j-1]
 		}
-		l[i] = x
+		l[i] = listEnt{size, addr, x}
 		fl.n++
 		return set, x
 	}
@@ -238,18 +246,18 @@ func (t *freeTree) addKey(set int32, size, addr, seq uint64, seg, class int32) (
 	// decide its shape)
 	root := t.insert(0, x)
 	for _, y := range l {
-		t.nodes[y].l, t.nodes[y].r = 0, 0
-		root = t.insert(root, y)
+		t.nodes[y.node].l, t.nodes[y.node].r = 0, 0
+		root = t.insert(root, y.node)
 	}
 	fl.n = 0
 	t.free = append(t.free, ^set)
 	return root, x
 }
 
-// list is the nodes of list set, in key order.
-func (t *freeTree) list(set int32) []int32 {
+// list is the blocks of list set, in key order.
+func (t *freeTree) list(set int32) []listEnt {
 	fl := &t.lists[^set]
-	return fl.nodes[:fl.n]
+	return fl.ents[:fl.n]
 }
 
 // insertAt and deleteAt are slices.Insert and slices.Delete of one
@@ -269,11 +277,11 @@ func deleteAt[E int32 | uint64](l []E, i int) []E {
 
 // lowerBound is the index in list l of its first block not before the
 // key (size, addr, seq).
-func (t *freeTree) lowerBound(l []int32, size, addr, seq uint64) int {
+func (t *freeTree) lowerBound(l []listEnt, size, addr, seq uint64) int {
 	lo, hi := 0, len(l)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if nd := &t.nodes[l[m]]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
+		if e := &l[m]; e.size < size || e.size == size && (e.addr < addr || e.addr == addr && t.nodes[e.node].seq > seq) {
 			lo = m + 1
 		} else {
 			hi = m
@@ -369,13 +377,13 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 		return t.dropTreap(set, size, addr, seq, same)
 	}
 	fl := &t.lists[^set]
-	l := fl.nodes[:fl.n]
+	l := fl.ents[:fl.n]
 	i := t.lowerBound(l, size, addr, seq)
 	if i == len(l) {
 		return set, 0
 	}
-	x := l[i]
-	if nd := &t.nodes[x]; same && (nd.size != size || nd.addr != addr) {
+	x := l[i].node
+	if same && (l[i].size != size || l[i].addr != addr) {
 		return set, 0
 	}
 	for ; i+1 < len(l); i++ {
@@ -453,8 +461,11 @@ type freeRange struct {
 	hiInf              bool
 }
 
-func (q *freeRange) below(nd *freeNode) bool {
-	return q.hiInf || nd.size < q.hiSize || nd.size == q.hiSize && nd.addr < q.hiAddr
+func (q *freeRange) below(nd *freeNode) bool { return q.belowKey(nd.size, nd.addr) }
+
+// belowKey says whether a block of size at addr lies before the range's end.
+func (q *freeRange) belowKey(size, addr uint64) bool {
+	return q.hiInf || size < q.hiSize || size == q.hiSize && addr < q.hiAddr
 }
 
 // freeSum sums up the blocks of a range.
@@ -507,8 +518,8 @@ func (t *freeTree) sumTree(x int32, s *freeSum) {
 func (t *freeTree) sum(set int32, q *freeRange, s *freeSum) {
 	if set < 0 {
 		l := t.list(set)
-		for i := t.lowerBound(l, q.lo, 0, math.MaxUint64); i < len(l) && q.below(&t.nodes[l[i]]); i++ {
-			t.sumNode(l[i], s)
+		for i := t.lowerBound(l, q.lo, 0, math.MaxUint64); i < len(l) && q.belowKey(l[i].size, l[i].addr); i++ {
+			t.sumNode(l[i].node, s)
 		}
 		return
 	}
@@ -550,7 +561,7 @@ func (t *freeTree) any(set int32, q *freeRange) bool {
 	if set < 0 {
 		l := t.list(set)
 		i := t.lowerBound(l, q.lo, 0, math.MaxUint64)
-		return i < len(l) && q.below(&t.nodes[l[i]])
+		return i < len(l) && q.belowKey(l[i].size, l[i].addr)
 	}
 	var first int32
 	for x := set; x != 0; {
