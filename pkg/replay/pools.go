@@ -86,7 +86,7 @@ type segmentInfo struct {
 	stream     uint32 // its stream's index in inferer.streams
 	label      int32  // labelUnknown, labelDefault, labelPrivate or a pool > 0
 	born       int32  // event index
-	firstAlloc int32  // the event of its first allocation, -1 if none
+	firstAlloc int32  // its first allocation's index in the records (walkFull), -1 if none
 	how        uint8  // the evidence of its label, an index in howNames
 	small      bool
 	broken     bool // the events did not fit the block model: no evidence from it
@@ -186,7 +186,7 @@ type inferer struct {
 	spare         []int32   // the indexes in live of those spare
 	bases         []uint64  // live segments' bases, sorted
 	baseSeg       []int32   // and the segment at each
-	hit           int32     // the segment at found last, plus one (0: none since bases changed)
+	hit           [2]int32  // the segments at found last, plus one (0: none since bases changed)
 	tree          *freeTree
 	keys          [][2]int32 // per stream (its index) and size class (small: 1), its index in roots, -1 none
 	roots         []int32    // their free sets (pools_free.go)

@@ -16,11 +16,20 @@ import (
 
 // at is the live segment holding addr, -1 when none.
 func (f *inferer) at(addr uint64) int {
-	// the one it found last, while no live segment overlaps another: the
-	// allocations and frees of a segment come in runs
-	if h := int(f.hit) - 1; h >= 0 && !f.overlap {
-		if s := &f.segs[h]; addr >= s.addr && addr < s.addr+s.size {
-			return h
+	// the two it found last, while no live segment overlaps another: the
+	// allocations and frees of a segment come in runs, often of two
+	// segments in turn (a stream's small and large blocks)
+	if !f.overlap {
+		if h := int(f.hit[0]) - 1; h >= 0 {
+			if s := &f.segs[h]; addr >= s.addr && addr < s.addr+s.size {
+				return h
+			}
+		}
+		if h := int(f.hit[1]) - 1; h >= 0 {
+			if s := &f.segs[h]; addr >= s.addr && addr < s.addr+s.size {
+				f.hit[0], f.hit[1] = f.hit[1], f.hit[0]
+				return h
+			}
 		}
 	}
 	// the last base at or below addr, searched here (a call to
@@ -41,7 +50,7 @@ func (f *inferer) at(addr uint64) int {
 	if s := &f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
-	f.hit = int32(si) + 1
+	f.hit[0], f.hit[1] = int32(si)+1, f.hit[0]
 	return si
 }
 
@@ -315,13 +324,13 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
 				f.overlap = true
 			}
-			f.bases, f.hit = insertAt(f.bases, k, e.Addr), 0
+			f.bases, f.hit = insertAt(f.bases, k, e.Addr), [2]int32{}
 			f.baseSeg = insertAt(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
 			f.sharedBase = true
 			o := int(f.baseSeg[k])
 			f.setWhole(o, f.model(o), false)
-			f.baseSeg[k], f.hit = int32(si), 0
+			f.baseSeg[k], f.hit = int32(si), [2]int32{}
 		}
 		m := f.model(si)
 		if !f.skips(si) {
@@ -365,7 +374,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 		// a freed segment's blocks are never looked at again
 		f.spare = append(f.spare, f.segs[si].live)
 		f.segs[si].live = -1
-		f.bases, f.hit = deleteAt(f.bases, x), 0
+		f.bases, f.hit = deleteAt(f.bases, x), [2]int32{}
 		f.baseSeg = deleteAt(f.baseSeg, x)
 	}
 	f.runAt = append(f.runAt, int32(from))
@@ -404,7 +413,7 @@ func (f *inferer) allocIn(si int, m *segLive, i int, e *trace.Event, isNew bool)
 	}
 	s := &f.segs[si]
 	if s.firstAlloc < 0 {
-		s.firstAlloc = int32(i)
+		s.firstAlloc = int32(f.nAllocs)
 	}
 	if s.broken {
 		return
