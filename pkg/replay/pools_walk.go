@@ -464,7 +464,7 @@ func (f *inferer) allocIn(si int, m *segLive, i int, e *trace.Event, isNew bool)
 			s.label, s.how = labelPrivate, howIndex(howRestore)
 		}
 	} else {
-		f.exclude(si, i, r, b, isNew)
+		f.exclude(si, m, i, r, b, isNew)
 	}
 	var buf [3]modelBlock
 	out := buf[:0]
@@ -516,12 +516,13 @@ func splice(blocks []modelBlock, lo, hi int, bs []modelBlock) []modelBlock {
 	return blocks
 }
 
-// exclude reads the exclusions of alloc event i in segment si, a request
-// of r bytes that best fit served with block b (taken out of the free
-// set already): every usable block best fit preferred (a better fit;
-// any, for the request that made si) lies in another pool.
-func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
-	s, m := &f.segs[si], f.model(si)
+// exclude reads the exclusions of alloc event i in segment si (whose
+// block model is m), a request of r bytes that best fit served with
+// block b (taken out of the free set already): every usable block best
+// fit preferred (a better fit; any, for the request that made si) lies
+// in another pool.
+func (f *inferer) exclude(si int, m *segLive, i int, r uint64, b modelBlock, isNew bool) {
+	s := &f.segs[si]
 	hiSize, hiAddr, hiInf := b.size, b.addr, isNew
 	if ms := f.cfg.MaxSplitSize; ms > 0 { // usable blocks are those below u
 		u := ms
