@@ -167,24 +167,33 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 				}
 			}
 		}
-		excluded := map[int]bool{}
+		// of the pools an exclusion rules out, only the two choices
+		// matter: whether each is among them
+		near := f.nearestPool(si)
+		exNear, exInferred := false, false
+		rule := func(l int) {
+			exNear = exNear || l == near
+			exInferred = exInferred || l == inferred
+		}
 		for _, m := range members {
 			f.apart.each(m, -1, func(o int) {
 				if l := f.segs[o].label; l > 0 {
-					excluded[int(l)] = true
+					rule(int(l))
 				}
 			})
-			for c, l := range classLabel {
-				if ids := f.closedIDs(m); ids != nil && ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
-					excluded[l] = true
+			if ids := f.closedIDs(m); ids != nil {
+				for c, l := range classLabel {
+					if ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
+						rule(l)
+					}
 				}
 			}
 		}
-		l := f.nearestPool(si)
-		if l <= 0 || excluded[l] {
-			l = inferred
+		l, ex := near, exNear
+		if l <= 0 || ex {
+			l, ex = inferred, exInferred
 		}
-		if l <= 0 || excluded[l] {
+		if l <= 0 || ex {
 			ids = append(ids, [2]int64{})
 			l, inferred = len(ids)-1, len(ids)-1
 		}
