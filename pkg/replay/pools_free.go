@@ -146,30 +146,20 @@ func (t *freeTree) pull(x int32) {
 	}
 }
 
-// pushed adds node x's block to the sums of the nodes of path, which
-// gained it alone (it was put below them).
-func (t *freeTree) pushed(path []int32, x int32) {
-	if !t.sums {
+// gained adds a block of segment seg, of class (-1: none), to the sums
+// of node p, which gained it alone (it goes below p).
+func (t *freeTree) gained(p, seg, class int32) {
+	pn := &t.nodes[p]
+	pn.n++
+	if class < 0 {
+		pn.open++
 		return
 	}
-	nd := &t.nodes[x]
-	open, seg, class := int32(0), nd.seg, nd.class
-	if class < 0 {
-		open = 1
-	}
-	for _, p := range path {
-		pn := &t.nodes[p]
-		pn.n++
-		pn.open += open
-		if class < 0 {
-			continue
-		}
-		pn.minSeg = min(pn.minSeg, seg)
-		if t.words == 1 {
-			pn.mask |= 1 << class
-		} else {
-			t.masks[int(p)*t.words+int(class/64)] |= 1 << (class % 64)
-		}
+	pn.minSeg = min(pn.minSeg, seg)
+	if t.words == 1 {
+		pn.mask |= 1 << class
+	} else {
+		t.masks[int(p)*t.words+int(class/64)] |= 1 << (class % 64)
 	}
 }
 
@@ -294,32 +284,38 @@ func (t *freeTree) lowerBound(l []listEnt, size, addr, seq uint64) int {
 // returns the new root.
 func (t *freeTree) insert(root, x int32) int32 {
 	nx := &t.nodes[x]
-	size, addr, seq, prio := nx.size, nx.addr, nx.seq, nx.prio
+	size, addr, seq, prio, seg, class := nx.size, nx.addr, nx.seq, nx.prio, nx.seg, nx.class
 	// down to where x goes (the treap of distinct priorities is one, however
-	// built), split what is there into x's children, and sum up the way back
-	path := t.path[:0]
-	cur := root
-	for cur != 0 && t.nodes[cur].prio > prio {
-		path = append(path, cur)
-		if nd := &t.nodes[cur]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
+	// built), adding x's block to the sums of the nodes on the way, then
+	// split what is there into x's children
+	var parent int32
+	right := false
+	for cur := root; ; {
+		nd := &t.nodes[cur]
+		if cur == 0 || nd.prio <= prio {
+			l, r := t.split(cur, size, addr, seq)
+			t.nodes[x].l, t.nodes[x].r = l, r
+			break
+		}
+		if t.sums {
+			t.gained(cur, seg, class)
+		}
+		parent, right = cur, keyLess(nd.size, nd.addr, nd.seq, size, addr, seq)
+		if right {
 			cur = nd.r
 		} else {
 			cur = nd.l
 		}
 	}
-	l, r := t.split(cur, size, addr, seq)
-	t.nodes[x].l, t.nodes[x].r = l, r
 	t.pull(x)
-	t.path = path
-	if len(path) == 0 {
+	switch {
+	case parent == 0:
 		return x
+	case right:
+		t.nodes[parent].r = x
+	default:
+		t.nodes[parent].l = x
 	}
-	if p := &t.nodes[path[len(path)-1]]; keyLess(p.size, p.addr, p.seq, size, addr, seq) {
-		p.r = x
-	} else {
-		p.l = x
-	}
-	t.pushed(path, x)
 	return root
 }
 
