@@ -412,8 +412,20 @@ func (f *inferer) keepRecords(n, allocs, segs int) {
 	f.apart.rows = make([]apartRow, 0, segs)
 }
 
-// record appends the record of the trace's next event.
+// record appends the record of the trace's next event: most events are
+// only counted, inline; an alloc, and every 64th event (a word of claim
+// bits), take the call.
 func (f *inferer) record(e *trace.Event) {
+	if e.Action != trace.ActionAlloc && f.nEvents&63 != 0 {
+		f.nEvents++
+		return
+	}
+	f.appendRecord(e)
+}
+
+// appendRecord is record past its inline part: a word of claim bits every
+// 64 events, and an alloc's record.
+func (f *inferer) appendRecord(e *trace.Event) {
 	if f.nEvents&63 == 0 {
 		f.claim = append(f.claim, 0)
 	}

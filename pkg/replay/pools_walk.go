@@ -589,7 +589,11 @@ func (f *inferer) freeAt(addr uint64) {
 	}
 	m := f.model(si)
 	f.freeIn(si, m, addr)
-	f.setWhole(si, m, true)
+	// a free leaves a segment one free block, or one that was in the set
+	// of those no longer one: any other keeps its place (out of the set)
+	if len(m.blocks) == 1 || m.whole >= 0 {
+		f.setWhole(si, m, true)
+	}
 }
 
 // freeIn walks the free_completed at addr, in segment si, whose block
