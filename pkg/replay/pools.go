@@ -182,11 +182,11 @@ type inferer struct {
 	lastStreamIdx uint32
 	streamIDs     []uint64 // the streams by index
 	segs          []segmentInfo
-	live          []segLive // the live segments' block models, and those spare
-	spare         []int32   // the indexes in live of those spare
-	bases         []uint64  // live segments' bases, sorted
-	baseSeg       []int32   // and the segment at each
-	hit           [2]int32  // the segments at found last, plus one (0: none since bases changed)
+	live          []segLive  // the live segments' block models, and those spare
+	spare         []int32    // the indexes in live of those spare
+	bases         []uint64   // live segments' bases, sorted
+	baseSeg       []int32    // and the segment at each
+	atCache       [256]int32 // per MiB of the address space, hashed: the segment at found there last, plus one (0: none)
 	tree          *freeTree
 	keys          [][2]int32 // per stream (its index) and size class (small: 1), its index in roots, -1 none
 	roots         []int32    // their free sets (pools_free.go)

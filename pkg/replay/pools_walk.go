@@ -16,20 +16,15 @@ import (
 
 // at is the live segment holding addr, -1 when none.
 func (f *inferer) at(addr uint64) int {
-	// the two it found last, while no live segment overlaps another: the
-	// allocations and frees of a segment come in runs, often of two
-	// segments in turn (a stream's small and large blocks)
-	if !f.overlap {
-		if h := int(f.hit[0]) - 1; h >= 0 {
-			if s := &f.segs[h]; addr >= s.addr && addr < s.addr+s.size {
-				return h
-			}
-		}
-		if h := int(f.hit[1]) - 1; h >= 0 {
-			if s := &f.segs[h]; addr >= s.addr && addr < s.addr+s.size {
-				f.hit[0], f.hit[1] = f.hit[1], f.hit[0]
-				return h
-			}
+	// the segment found last at an address of this MiB (256 places, the
+	// MiB hashed: copies of a program's pools may lie GiBs apart), while
+	// it is live and no live segment overlaps another or shares its base
+	// (it is then the one live segment holding addr): a program
+	// allocates in many segments in turn
+	slot := &f.atCache[(addr>>20)*0x9e3779b97f4a7c15>>56]
+	if h := int(*slot) - 1; h >= 0 && !f.overlap && !f.sharedBase {
+		if s := &f.segs[h]; s.live >= 0 && addr >= s.addr && addr < s.addr+s.size {
+			return h
 		}
 	}
 	// the last base at or below addr, searched here (a call to
@@ -50,7 +45,7 @@ func (f *inferer) at(addr uint64) int {
 	if s := &f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
-	f.hit[0], f.hit[1] = int32(si)+1, f.hit[0]
+	*slot = int32(si) + 1
 	return si
 }
 
@@ -324,13 +319,13 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
 				f.overlap = true
 			}
-			f.bases, f.hit = insertAt(f.bases, k, e.Addr), [2]int32{}
+			f.bases = insertAt(f.bases, k, e.Addr)
 			f.baseSeg = insertAt(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
 			f.sharedBase = true
 			o := int(f.baseSeg[k])
 			f.setWhole(o, f.model(o), false)
-			f.baseSeg[k], f.hit = int32(si), [2]int32{}
+			f.baseSeg[k] = int32(si)
 		}
 		m := f.model(si)
 		if !f.skips(si) {
@@ -374,7 +369,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 		// a freed segment's blocks are never looked at again
 		f.spare = append(f.spare, f.segs[si].live)
 		f.segs[si].live = -1
-		f.bases, f.hit = deleteAt(f.bases, x), [2]int32{}
+		f.bases = deleteAt(f.bases, x)
 		f.baseSeg = deleteAt(f.baseSeg, x)
 	}
 	f.runAt = append(f.runAt, int32(from))
