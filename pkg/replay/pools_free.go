@@ -223,12 +223,14 @@ func (t *freeTree) addKey(set int32, size, addr, seq uint64, seg, class int32) (
 	fl := &t.lists[^set]
 	l := fl.ents[:fl.n]
 	if len(l) < t.listMax {
-		i := t.lowerBound(l, size, addr, seq)
+		// from the end, moving up the blocks after it: the moves a list
+		// makes anyway, with no search before them
 		l = l[:len(l)+1]
-		for j := len(l) - 1; j > i; j-- { // a few: no call to memmove
+		j := len(l) - 1
+		for ; j > 0 && !t.entLess(&l[j-1], size, addr, seq); j-- {
 			l[j] = l[j-1]
 		}
-		l[i] = listEnt{size, addr, x}
+		l[j] = listEnt{size, addr, x}
 		fl.n++
 		return set, x
 	}
@@ -265,13 +267,17 @@ func deleteAt[E int32 | uint64](l []E, i int) []E {
 	return l[:len(l)-1]
 }
 
+// entLess says whether list entry e is before the key (size, addr, seq).
+func (t *freeTree) entLess(e *listEnt, size, addr, seq uint64) bool {
+	return e.size < size || e.size == size && (e.addr < addr || e.addr == addr && t.nodes[e.node].seq > seq)
+}
+
 // lowerBound is the index in list l of its first block not before the
 // key (size, addr, seq).
 func (t *freeTree) lowerBound(l []listEnt, size, addr, seq uint64) int {
 	lo, hi := 0, len(l)
 	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if e := &l[m]; e.size < size || e.size == size && (e.addr < addr || e.addr == addr && t.nodes[e.node].seq > seq) {
+		if m := int(uint(lo+hi) >> 1); t.entLess(&l[m], size, addr, seq) {
 			lo = m + 1
 		} else {
 			hi = m
@@ -379,7 +385,10 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 	}
 	fl := &t.lists[^set]
 	l := fl.ents[:fl.n]
-	i := t.lowerBound(l, size, addr, seq)
+	i := 0 // from the start: a list's few blocks, then as many moves
+	for i < len(l) && t.entLess(&l[i], size, addr, seq) {
+		i++
+	}
 	if i == len(l) {
 		return set, 0
 	}
