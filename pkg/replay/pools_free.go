@@ -30,10 +30,11 @@ const listMax = 32
 // freeList is a set of listMax blocks or fewer, in key order: each
 // block's size and address beside its node, so that a search reads the
 // list alone (a node's seq is read only between blocks of one size and
-// address, which only segments that share addresses make).
+// address, which only segments that share addresses make). Its room
+// grows with it: a walk for claims keeps a set per pool and stream, of
+// a few blocks most.
 type freeList struct {
-	n    int32
-	ents [listMax]listEnt
+	ents []listEnt
 }
 
 type listEnt struct {
@@ -221,36 +222,35 @@ func (t *freeTree) addKey(set int32, size, addr, seq uint64, seg, class int32) (
 		}
 	}
 	fl := &t.lists[^set]
-	l := fl.ents[:fl.n]
-	if len(l) < t.listMax {
+	if n := len(fl.ents); n < t.listMax {
 		// from the end, moving up the blocks after it: the moves a list
 		// makes anyway, with no search before them
-		l = l[:len(l)+1]
-		j := len(l) - 1
+		if n < cap(fl.ents) {
+			fl.ents = fl.ents[:n+1] // its length alone written
+		} else {
+			fl.ents = append(fl.ents, listEnt{})
+		}
+		l, j := fl.ents, n
 		for ; j > 0 && !t.entLess(&l[j-1], size, addr, seq); j-- {
 			l[j] = l[j-1]
 		}
 		l[j] = listEnt{size, addr, x}
-		fl.n++
 		return set, x
 	}
 	// the same treap as if every block had gone into one (its priorities
 	// decide its shape)
 	root := t.insert(0, x)
-	for _, y := range l {
+	for _, y := range fl.ents {
 		t.nodes[y.node].l, t.nodes[y.node].r = 0, 0
 		root = t.insert(root, y.node)
 	}
-	fl.n = 0
+	fl.ents = fl.ents[:0]
 	t.free = append(t.free, ^set)
 	return root, x
 }
 
 // list is the blocks of list set, in key order.
-func (t *freeTree) list(set int32) []listEnt {
-	fl := &t.lists[^set]
-	return fl.ents[:fl.n]
-}
+func (t *freeTree) list(set int32) []listEnt { return t.lists[^set].ents }
 
 // insertAt and deleteAt are slices.Insert and slices.Delete of one
 // element, without Delete's clearing of the element let go (for the
@@ -384,7 +384,7 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 		return t.dropTreap(set, size, addr, seq, same)
 	}
 	fl := &t.lists[^set]
-	l := fl.ents[:fl.n]
+	l := fl.ents
 	i := 0 // from the start: a list's few blocks, then as many moves
 	for i < len(l) && t.entLess(&l[i], size, addr, seq) {
 		i++
@@ -399,7 +399,7 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 	for ; i+1 < len(l); i++ {
 		l[i] = l[i+1]
 	}
-	fl.n--
+	fl.ents = fl.ents[:len(l)-1]
 	t.spare = append(t.spare, x)
 	return set, x
 }
