@@ -86,7 +86,7 @@ type segmentInfo struct {
 	stream     uint32 // its stream's index in inferer.streams
 	label      int32  // labelUnknown, labelDefault, labelPrivate or a pool > 0
 	born       int32  // event index
-	firstAlloc int32  // the event of its first allocation, -1 if none
+	firstAlloc int32  // its first allocation's index in the records (walkFull), -1 if none
 	how        uint8  // the evidence of its label, an index in howNames
 	small      bool
 	broken     bool // the events did not fit the block model: no evidence from it
@@ -182,11 +182,11 @@ type inferer struct {
 	lastStreamIdx uint32
 	streamIDs     []uint64 // the streams by index
 	segs          []segmentInfo
-	live          []segLive // the live segments' block models, and those spare
-	spare         []int32   // the indexes in live of those spare
-	bases         []uint64  // live segments' bases, sorted
-	baseSeg       []int32   // and the segment at each
-	hit           int32     // the segment at found last, plus one (0: none since bases changed)
+	live          []segLive  // the live segments' block models, and those spare
+	spare         []int32    // the indexes in live of those spare
+	bases         []uint64   // live segments' bases, sorted
+	baseSeg       []int32    // and the segment at each
+	atCache       [256]int32 // per MiB of the address space, hashed: the segment at found there last, plus one (0: none)
 	tree          *freeTree
 	keys          [][2]int32 // per stream (its index) and size class (small: 1), its index in roots, -1 none
 	roots         []int32    // their free sets (pools_free.go)
@@ -412,8 +412,20 @@ func (f *inferer) keepRecords(n, allocs, segs int) {
 	f.apart.rows = make([]apartRow, 0, segs)
 }
 
-// record appends the record of the trace's next event.
+// record appends the record of the trace's next event: most events are
+// only counted, inline; an alloc, and every 64th event (a word of claim
+// bits), take the call.
 func (f *inferer) record(e *trace.Event) {
+	if e.Action != trace.ActionAlloc && f.nEvents&63 != 0 {
+		f.nEvents++
+		return
+	}
+	f.appendRecord(e)
+}
+
+// appendRecord is record past its inline part: a word of claim bits every
+// 64 events, and an alloc's record.
+func (f *inferer) appendRecord(e *trace.Event) {
 	if f.nEvents&63 == 0 {
 		f.claim = append(f.claim, 0)
 	}

@@ -27,10 +27,19 @@ import "math"
 // listMax is the most blocks a set holds as a list.
 const listMax = 32
 
-// freeList is a set of listMax blocks or fewer: their nodes in key order.
+// freeList is a set of listMax blocks or fewer, in key order: each
+// block's size and address beside its node, so that a search reads the
+// list alone (a node's seq is read only between blocks of one size and
+// address, which only segments that share addresses make). Its room
+// grows with it: a walk for claims keeps a set per pool and stream, of
+// a few blocks most.
 type freeList struct {
-	n     int32
-	nodes [listMax]int32
+	ents []listEnt
+}
+
+type listEnt struct {
+	size, addr uint64
+	node       int32
 }
 
 // freeNode is one free block, and the sums of its subtree.
@@ -138,30 +147,20 @@ func (t *freeTree) pull(x int32) {
 	}
 }
 
-// pushed adds node x's block to the sums of the nodes of path, which
-// gained it alone (it was put below them).
-func (t *freeTree) pushed(path []int32, x int32) {
-	if !t.sums {
+// gained adds a block of segment seg, of class (-1: none), to the sums
+// of node p, which gained it alone (it goes below p).
+func (t *freeTree) gained(p, seg, class int32) {
+	pn := &t.nodes[p]
+	pn.n++
+	if class < 0 {
+		pn.open++
 		return
 	}
-	nd := &t.nodes[x]
-	open, seg, class := int32(0), nd.seg, nd.class
-	if class < 0 {
-		open = 1
-	}
-	for _, p := range path {
-		pn := &t.nodes[p]
-		pn.n++
-		pn.open += open
-		if class < 0 {
-			continue
-		}
-		pn.minSeg = min(pn.minSeg, seg)
-		if t.words == 1 {
-			pn.mask |= 1 << class
-		} else {
-			t.masks[int(p)*t.words+int(class/64)] |= 1 << (class % 64)
-		}
+	pn.minSeg = min(pn.minSeg, seg)
+	if t.words == 1 {
+		pn.mask |= 1 << class
+	} else {
+		t.masks[int(p)*t.words+int(class/64)] |= 1 << (class % 64)
 	}
 }
 
@@ -223,34 +222,35 @@ func (t *freeTree) addKey(set int32, size, addr, seq uint64, seg, class int32) (
 		}
 	}
 	fl := &t.lists[^set]
-	l := fl.nodes[:fl.n]
-	if len(l) < t.listMax {
-		i := t.lowerBound(l, size, addr, seq)
-		l = l[:len(l)+1]
-		for j := len(l) - 1; j > i; j-- { // a few: no call to memmove
+	if n := len(fl.ents); n < t.listMax {
+		// from the end, moving up the blocks after it: the moves a list
+		// makes anyway, with no search before them
+		if n < cap(fl.ents) {
+			fl.ents = fl.ents[:n+1] // its length alone written
+		} else {
+			fl.ents = append(fl.ents, listEnt{})
+		}
+		l, j := fl.ents, n
+		for ; j > 0 && !t.entLess(&l[j-1], size, addr, seq); j-- {
 			l[j] = l[j-1]
 		}
-		l[i] = x
-		fl.n++
+		l[j] = listEnt{size, addr, x}
 		return set, x
 	}
 	// the same treap as if every block had gone into one (its priorities
 	// decide its shape)
 	root := t.insert(0, x)
-	for _, y := range l {
-		t.nodes[y].l, t.nodes[y].r = 0, 0
-		root = t.insert(root, y)
+	for _, y := range fl.ents {
+		t.nodes[y.node].l, t.nodes[y.node].r = 0, 0
+		root = t.insert(root, y.node)
 	}
-	fl.n = 0
+	fl.ents = fl.ents[:0]
 	t.free = append(t.free, ^set)
 	return root, x
 }
 
-// list is the nodes of list set, in key order.
-func (t *freeTree) list(set int32) []int32 {
-	fl := &t.lists[^set]
-	return fl.nodes[:fl.n]
-}
+// list is the blocks of list set, in key order.
+func (t *freeTree) list(set int32) []listEnt { return t.lists[^set].ents }
 
 // insertAt and deleteAt are slices.Insert and slices.Delete of one
 // element, without Delete's clearing of the element let go (for the
@@ -267,13 +267,17 @@ func deleteAt[E int32 | uint64](l []E, i int) []E {
 	return l[:len(l)-1]
 }
 
+// entLess says whether list entry e is before the key (size, addr, seq).
+func (t *freeTree) entLess(e *listEnt, size, addr, seq uint64) bool {
+	return e.size < size || e.size == size && (e.addr < addr || e.addr == addr && t.nodes[e.node].seq > seq)
+}
+
 // lowerBound is the index in list l of its first block not before the
 // key (size, addr, seq).
-func (t *freeTree) lowerBound(l []int32, size, addr, seq uint64) int {
+func (t *freeTree) lowerBound(l []listEnt, size, addr, seq uint64) int {
 	lo, hi := 0, len(l)
 	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if nd := &t.nodes[l[m]]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
+		if m := int(uint(lo+hi) >> 1); t.entLess(&l[m], size, addr, seq) {
 			lo = m + 1
 		} else {
 			hi = m
@@ -286,32 +290,38 @@ func (t *freeTree) lowerBound(l []int32, size, addr, seq uint64) int {
 // returns the new root.
 func (t *freeTree) insert(root, x int32) int32 {
 	nx := &t.nodes[x]
-	size, addr, seq, prio := nx.size, nx.addr, nx.seq, nx.prio
+	size, addr, seq, prio, seg, class := nx.size, nx.addr, nx.seq, nx.prio, nx.seg, nx.class
 	// down to where x goes (the treap of distinct priorities is one, however
-	// built), split what is there into x's children, and sum up the way back
-	path := t.path[:0]
-	cur := root
-	for cur != 0 && t.nodes[cur].prio > prio {
-		path = append(path, cur)
-		if nd := &t.nodes[cur]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
+	// built), adding x's block to the sums of the nodes on the way, then
+	// split what is there into x's children
+	var parent int32
+	right := false
+	for cur := root; ; {
+		nd := &t.nodes[cur]
+		if cur == 0 || nd.prio <= prio {
+			l, r := t.split(cur, size, addr, seq)
+			t.nodes[x].l, t.nodes[x].r = l, r
+			break
+		}
+		if t.sums {
+			t.gained(cur, seg, class)
+		}
+		parent, right = cur, keyLess(nd.size, nd.addr, nd.seq, size, addr, seq)
+		if right {
 			cur = nd.r
 		} else {
 			cur = nd.l
 		}
 	}
-	l, r := t.split(cur, size, addr, seq)
-	t.nodes[x].l, t.nodes[x].r = l, r
 	t.pull(x)
-	t.path = path
-	if len(path) == 0 {
+	switch {
+	case parent == 0:
 		return x
+	case right:
+		t.nodes[parent].r = x
+	default:
+		t.nodes[parent].l = x
 	}
-	if p := &t.nodes[path[len(path)-1]]; keyLess(p.size, p.addr, p.seq, size, addr, seq) {
-		p.r = x
-	} else {
-		p.l = x
-	}
-	t.pushed(path, x)
 	return root
 }
 
@@ -331,7 +341,12 @@ func (t *freeTree) newNode(size, addr, seq uint64, seg, class int32) int32 {
 	t.rng ^= t.rng << 13
 	t.rng ^= t.rng >> 17
 	t.rng ^= t.rng << 5
-	t.nodes[x] = freeNode{size: size, addr: addr, seq: seq, seg: seg, class: class, prio: t.rng}
+	// field by field: its sums are pulled when it goes into a treap, and
+	// a list reads none of them (the whole node written costs twice as
+	// many stores)
+	nd := &t.nodes[x]
+	nd.size, nd.addr, nd.seq, nd.seg, nd.class, nd.prio = size, addr, seq, seg, class, t.rng
+	nd.l, nd.r = 0, 0
 	return x
 }
 
@@ -369,19 +384,22 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 		return t.dropTreap(set, size, addr, seq, same)
 	}
 	fl := &t.lists[^set]
-	l := fl.nodes[:fl.n]
-	i := t.lowerBound(l, size, addr, seq)
+	l := fl.ents
+	i := 0 // from the start: a list's few blocks, then as many moves
+	for i < len(l) && t.entLess(&l[i], size, addr, seq) {
+		i++
+	}
 	if i == len(l) {
 		return set, 0
 	}
-	x := l[i]
-	if nd := &t.nodes[x]; same && (nd.size != size || nd.addr != addr) {
+	x := l[i].node
+	if same && (l[i].size != size || l[i].addr != addr) {
 		return set, 0
 	}
 	for ; i+1 < len(l); i++ {
 		l[i] = l[i+1]
 	}
-	fl.n--
+	fl.ents = fl.ents[:len(l)-1]
 	t.spare = append(t.spare, x)
 	return set, x
 }
@@ -453,8 +471,11 @@ type freeRange struct {
 	hiInf              bool
 }
 
-func (q *freeRange) below(nd *freeNode) bool {
-	return q.hiInf || nd.size < q.hiSize || nd.size == q.hiSize && nd.addr < q.hiAddr
+func (q *freeRange) below(nd *freeNode) bool { return q.belowKey(nd.size, nd.addr) }
+
+// belowKey says whether a block of size at addr lies before the range's end.
+func (q *freeRange) belowKey(size, addr uint64) bool {
+	return q.hiInf || size < q.hiSize || size == q.hiSize && addr < q.hiAddr
 }
 
 // freeSum sums up the blocks of a range.
@@ -507,8 +528,8 @@ func (t *freeTree) sumTree(x int32, s *freeSum) {
 func (t *freeTree) sum(set int32, q *freeRange, s *freeSum) {
 	if set < 0 {
 		l := t.list(set)
-		for i := t.lowerBound(l, q.lo, 0, math.MaxUint64); i < len(l) && q.below(&t.nodes[l[i]]); i++ {
-			t.sumNode(l[i], s)
+		for i := t.lowerBound(l, q.lo, 0, math.MaxUint64); i < len(l) && q.belowKey(l[i].size, l[i].addr); i++ {
+			t.sumNode(l[i].node, s)
 		}
 		return
 	}
@@ -550,7 +571,7 @@ func (t *freeTree) any(set int32, q *freeRange) bool {
 	if set < 0 {
 		l := t.list(set)
 		i := t.lowerBound(l, q.lo, 0, math.MaxUint64)
-		return i < len(l) && q.below(&t.nodes[l[i]])
+		return i < len(l) && q.belowKey(l[i].size, l[i].addr)
 	}
 	var first int32
 	for x := set; x != 0; {

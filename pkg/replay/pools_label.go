@@ -167,24 +167,33 @@ func (f *inferer) label(final []trace.Segment) [][2]int64 {
 				}
 			}
 		}
-		excluded := map[int]bool{}
+		// of the pools an exclusion rules out, only the two choices
+		// matter: whether each is among them
+		near := f.nearestPool(si)
+		exNear, exInferred := false, false
+		rule := func(l int) {
+			exNear = exNear || l == near
+			exInferred = exInferred || l == inferred
+		}
 		for _, m := range members {
 			f.apart.each(m, -1, func(o int) {
 				if l := f.segs[o].label; l > 0 {
-					excluded[int(l)] = true
+					rule(int(l))
 				}
 			})
-			for c, l := range classLabel {
-				if ids := f.closedIDs(m); ids != nil && ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
-					excluded[l] = true
+			if ids := f.closedIDs(m); ids != nil {
+				for c, l := range classLabel {
+					if ids[c/64]&(1<<(c%64)) != 0 && l > 0 {
+						rule(l)
+					}
 				}
 			}
 		}
-		l := f.nearestPool(si)
-		if l <= 0 || excluded[l] {
-			l = inferred
+		l, ex := near, exNear
+		if l <= 0 || ex {
+			l, ex = inferred, exInferred
 		}
-		if l <= 0 || excluded[l] {
+		if l <= 0 || ex {
 			ids = append(ids, [2]int64{})
 			l, inferred = len(ids)-1, len(ids)-1
 		}
@@ -354,75 +363,82 @@ func (f *inferer) exclusions() {
 	}
 }
 
-// byDistance hands see the alloc events (their indexes in the records)
-// in order of their distance in the trace from its event at, at itself
-// left out, the earlier first at equal distances, until see returns
-// true.
-func (f *inferer) byDistance(at int, see func(k int) bool) {
-	a := f.allocAt
-	hi, found := slices.BinarySearch(a, int32(at))
-	lo := hi - 1
-	if found {
-		hi++
-	}
-	for lo >= 0 || hi < len(a) {
-		k := hi
-		if hi >= len(a) || lo >= 0 && at-int(a[lo]) <= int(a[hi])-at {
-			k = lo
-			lo--
-		} else {
-			hi++
-		}
-		if see(k) {
-			return
-		}
-	}
+// byDistance walks the alloc events (their indexes in the records) in
+// order of their distance in the trace from an event, that event itself
+// left out, the earlier first at equal distances. It is a loop of its
+// own in each of its uses, not a callback: labelling walks it for each
+// private segment.
+type byDistance struct {
+	a          []int32 // f.allocAt
+	at, lo, hi int     // the event; the next records below and above it
 }
 
-// allocIndex is the index in the records of alloc event i.
-func (f *inferer) allocIndex(i int) int {
-	k, _ := slices.BinarySearch(f.allocAt, int32(i))
-	return k
+// fromSegment walks from segment si's first allocation, or from its
+// birth when it has none (then found by halving: a segment_alloc is not
+// in the records).
+func (f *inferer) fromSegment(si int) byDistance {
+	s := &f.segs[si]
+	d := byDistance{a: f.allocAt}
+	if k := int(s.firstAlloc); k >= 0 {
+		d.at, d.lo, d.hi = int(d.a[k]), k-1, k+1
+		return d
+	}
+	d.at = int(s.born)
+	hi, found := slices.BinarySearch(d.a, int32(d.at))
+	d.lo, d.hi = hi-1, hi
+	if found {
+		d.hi++
+	}
+	return d
+}
+
+// next is the next alloc's index in the records, -1 when none is left.
+func (d *byDistance) next() int {
+	lo, hi := d.lo, d.hi
+	if hi >= len(d.a) {
+		d.lo--
+		return lo // -1 when none is left
+	}
+	if lo >= 0 && d.at-int(d.a[lo]) <= int(d.a[hi])-d.at {
+		d.lo--
+		return lo
+	}
+	d.hi++
+	return hi
 }
 
 // nearest is the label of the labeled allocation closest in event order to
 // segment si's first allocation on its stream; default when there is none.
 func (f *inferer) nearest(si int) int {
-	s := &f.segs[si]
-	at := int(s.firstAlloc)
-	if at < 0 {
-		at = int(s.born)
-	}
-	stream := s.stream
-	l := labelDefault
-	f.byDistance(at, func(k int) bool {
+	stream := f.segs[si].stream
+	for d := f.fromSegment(si); ; {
+		k := d.next()
+		if k < 0 {
+			return labelDefault
+		}
 		if f.rec[k].stream() != stream || f.generatorAlloc(k) {
-			return false
+			continue
 		}
 		if o := f.segOfAlloc[k]; o >= 0 && int(o) != si {
 			if ol := int(f.segs[o].label); ol != labelUnknown {
-				l = ol
 				if ol > 0 {
-					l = labelPrivate
+					return labelPrivate
 				}
-				return true
+				return ol
 			}
 		}
-		return false
-	})
-	return l
+	}
 }
 
 // generatorSegment: segment si was made for the CUDA generator's seed and offset
 // (two 8-byte tensors allocated back to back on the capture stream before
 // capture_begin): default pool, although private allocations follow it.
 func (f *inferer) generatorSegment(si int) bool {
-	i := int(f.segs[si].firstAlloc)
-	if i < 0 {
+	k := int(f.segs[si].firstAlloc)
+	if k < 0 {
 		return false
 	}
-	k := f.allocIndex(i)
-	return k+1 < len(f.allocAt) && int(f.allocAt[k+1]) == i+1 && f.generatorAlloc(k) && int(f.segOfAlloc[k+1]) == si
+	return k+1 < len(f.allocAt) && f.allocAt[k+1] == f.allocAt[k]+1 && f.generatorAlloc(k) && int(f.segOfAlloc[k+1]) == si
 }
 
 // generatorAlloc: alloc k (its index in the records) is one of such a
@@ -440,14 +456,14 @@ func (f *inferer) generatorAlloc(k int) bool {
 // nearestPool is the pool of the nearest allocation on si's stream that
 // landed in a segment of a known private pool, 0 when none.
 func (f *inferer) nearestPool(si int) int {
-	s := &f.segs[si]
-	l := 0
-	f.byDistance(int(max(s.firstAlloc, s.born)), func(k int) bool {
-		if o := f.segOfAlloc[k]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == s.stream {
-			l = int(f.segs[o].label)
-			return true
+	stream := f.segs[si].stream
+	for d := f.fromSegment(si); ; {
+		k := d.next()
+		if k < 0 {
+			return 0
 		}
-		return false
-	})
-	return l
+		if o := f.segOfAlloc[k]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == stream {
+			return int(f.segs[o].label)
+		}
+	}
 }

@@ -28,9 +28,12 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 			hows[s.label] |= 1 << s.how
 		}
 	}
-	for _, o := range f.segOfAlloc {
+	last := make([]int32, len(pools)) // per label, its last allocation's event
+	for k, o := range f.segOfAlloc {
 		if o >= 0 && f.segs[o].label > 0 {
-			pools[f.segs[o].label].Allocs++
+			l := f.segs[o].label
+			pools[l].Allocs++
+			last[l] = f.allocAt[k]
 		}
 	}
 	// a pool is released before the first run that frees one of its
@@ -38,12 +41,6 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	// are wrong somewhere, and the pool is released at a later run); a run
 	// that frees only private segments while a default whole-free segment
 	// survives is ~MemPool's own emptyCache
-	last := make([]int32, len(pools)) // per label, its last allocation's event
-	for k, o := range f.segOfAlloc {
-		if o >= 0 && f.segs[o].label > 0 {
-			last[f.segs[o].label] = f.allocAt[k]
-		}
-	}
 	released := make([]bool, len(pools))
 	for r := range f.runAt {
 		run := f.run(r)

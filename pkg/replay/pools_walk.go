@@ -16,10 +16,14 @@ import (
 
 // at is the live segment holding addr, -1 when none.
 func (f *inferer) at(addr uint64) int {
-	// the one it found last, while no live segment overlaps another: the
-	// allocations and frees of a segment come in runs
-	if h := int(f.hit) - 1; h >= 0 && !f.overlap {
-		if s := &f.segs[h]; addr >= s.addr && addr < s.addr+s.size {
+	// the segment found last at an address of this MiB (256 places, the
+	// MiB hashed: copies of a program's pools may lie GiBs apart), while
+	// it is live and no live segment overlaps another or shares its base
+	// (it is then the one live segment holding addr): a program
+	// allocates in many segments in turn
+	slot := &f.atCache[(addr>>20)*0x9e3779b97f4a7c15>>56]
+	if h := int(*slot) - 1; h >= 0 && !f.overlap && !f.sharedBase {
+		if s := &f.segs[h]; s.live >= 0 && addr >= s.addr && addr < s.addr+s.size {
 			return h
 		}
 	}
@@ -41,7 +45,7 @@ func (f *inferer) at(addr uint64) int {
 	if s := &f.segs[si]; addr >= s.addr+s.size {
 		return -1
 	}
-	f.hit = int32(si) + 1
+	*slot = int32(si) + 1
 	return si
 }
 
@@ -315,13 +319,13 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
 				f.overlap = true
 			}
-			f.bases, f.hit = insertAt(f.bases, k, e.Addr), 0
+			f.bases = insertAt(f.bases, k, e.Addr)
 			f.baseSeg = insertAt(f.baseSeg, k, int32(si))
 		} else { // a segment we missed the free of
 			f.sharedBase = true
 			o := int(f.baseSeg[k])
 			f.setWhole(o, f.model(o), false)
-			f.baseSeg[k], f.hit = int32(si), 0
+			f.baseSeg[k] = int32(si)
 		}
 		m := f.model(si)
 		if !f.skips(si) {
@@ -365,7 +369,7 @@ func (f *inferer) release(run []trace.Event, from int) {
 		// a freed segment's blocks are never looked at again
 		f.spare = append(f.spare, f.segs[si].live)
 		f.segs[si].live = -1
-		f.bases, f.hit = deleteAt(f.bases, x), 0
+		f.bases = deleteAt(f.bases, x)
 		f.baseSeg = deleteAt(f.baseSeg, x)
 	}
 	f.runAt = append(f.runAt, int32(from))
@@ -404,7 +408,7 @@ func (f *inferer) allocIn(si int, m *segLive, i int, e *trace.Event, isNew bool)
 	}
 	s := &f.segs[si]
 	if s.firstAlloc < 0 {
-		s.firstAlloc = int32(i)
+		s.firstAlloc = int32(f.nAllocs)
 	}
 	if s.broken {
 		return
@@ -455,7 +459,7 @@ func (f *inferer) allocIn(si int, m *segLive, i int, e *trace.Event, isNew bool)
 			s.label, s.how = labelPrivate, howIndex(howRestore)
 		}
 	} else {
-		f.exclude(si, i, r, b, isNew)
+		f.exclude(si, m, i, r, b, isNew)
 	}
 	var buf [3]modelBlock
 	out := buf[:0]
@@ -507,12 +511,13 @@ func splice(blocks []modelBlock, lo, hi int, bs []modelBlock) []modelBlock {
 	return blocks
 }
 
-// exclude reads the exclusions of alloc event i in segment si, a request
-// of r bytes that best fit served with block b (taken out of the free
-// set already): every usable block best fit preferred (a better fit;
-// any, for the request that made si) lies in another pool.
-func (f *inferer) exclude(si, i int, r uint64, b modelBlock, isNew bool) {
-	s, m := &f.segs[si], f.model(si)
+// exclude reads the exclusions of alloc event i in segment si (whose
+// block model is m), a request of r bytes that best fit served with
+// block b (taken out of the free set already): every usable block best
+// fit preferred (a better fit; any, for the request that made si) lies
+// in another pool.
+func (f *inferer) exclude(si int, m *segLive, i int, r uint64, b modelBlock, isNew bool) {
+	s := &f.segs[si]
 	hiSize, hiAddr, hiInf := b.size, b.addr, isNew
 	if ms := f.cfg.MaxSplitSize; ms > 0 { // usable blocks are those below u
 		u := ms
@@ -579,7 +584,11 @@ func (f *inferer) freeAt(addr uint64) {
 	}
 	m := f.model(si)
 	f.freeIn(si, m, addr)
-	f.setWhole(si, m, true)
+	// a free leaves a segment one free block, or one that was in the set
+	// of those no longer one: any other keeps its place (out of the set)
+	if len(m.blocks) == 1 || m.whole >= 0 {
+		f.setWhole(si, m, true)
+	}
 }
 
 // freeIn walks the free_completed at addr, in segment si, whose block
