@@ -3,10 +3,10 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/gpumem/gpumem/internal/categories"
 	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/internal/membudget"
 	"github.com/gpumem/gpumem/internal/setup"
 	"github.com/gpumem/gpumem/internal/units"
 	"github.com/gpumem/gpumem/internal/workload"
@@ -307,17 +307,17 @@ func (r *Run) otherDevices() []otherPlan {
 	return append(out, r.others...)
 }
 
-// ReportOnly lets go of what only Run.Detail, Marks and PeakSites read
-// in runs (the plan, the result it came from, the categories of its
-// allocations, the snapshot), keeping their reports and notes, and
-// collects it at once: a big trace's plan is tens of megabytes, and
-// rendering the report then reuses their memory instead of growing the
-// heap to the pacer's goal, twice the plan. Those methods may not be
-// called after it.
+// ReportOnly lets go of what only Run.Detail, Marks and PeakSites read in
+// runs (the plan, the result it came from, the categories of its
+// allocations, the snapshot), keeping their reports and notes, and collects
+// it at once where the heap is big (membudget.Collect): a big trace's plan
+// is tens of megabytes, and rendering the report then reuses their memory
+// instead of growing the heap to the pacer's goal, twice the plan. Those
+// methods may not be called after it.
 func ReportOnly(runs ...*Run) {
 	for _, r := range runs {
 		r.plan, r.res, r.cls, r.snap = nil, nil, nil, nil
 		r.times, r.tlog, r.others, r.ride = nil, nil, nil, nil
 	}
-	runtime.GC()
+	membudget.Collect()
 }

@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"runtime"
 
 	"github.com/gpumem/gpumem/internal/categories"
+	"github.com/gpumem/gpumem/internal/membudget"
 	"github.com/gpumem/gpumem/pkg/replay"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -72,10 +72,11 @@ func streamPlans(ctx context.Context, path string, progress io.Writer, timed boo
 		return nil, nil, nil, nil, false
 	}
 	// The decoder's memo and pages are garbage now, a big trace's largest
-	// after its plan and blocks: collected at once, the report's replays
-	// and figures reuse their memory instead of growing the heap to the
-	// pacer's goal, twice the live heap of the collection before.
-	runtime.GC()
+	// after its plan and blocks: collected at once on a big heap
+	// (membudget.Collect), the report's replays and figures reuse their
+	// memory instead of growing the heap to the pacer's goal, twice the live
+	// heap of the collection before.
+	membudget.Collect()
 	cls = make([]*categories.Result, len(plans))
 	tlogs = make([]*timeLog, len(plans))
 	for d, l := range lists {

@@ -1,9 +1,9 @@
 package replay
 
 import (
-	"runtime"
 	"slices"
 
+	"github.com/gpumem/gpumem/internal/membudget"
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -369,11 +369,11 @@ func (f *inferer) poolPlan(final []trace.Segment) *poolPlan {
 	if ids == nil {
 		return nil
 	}
-	// Labelling's working sets are garbage now, as much again as the
-	// walk's records: collected at once, the plan and the walk for claims
-	// reuse their memory instead of growing the heap to the pacer's goal,
-	// twice the records and those working sets.
-	runtime.GC()
+	// Labelling's working sets are garbage now, as much again as the walk's
+	// records: collected at once on a big heap (membudget.Collect), the plan
+	// and the walk for claims reuse their memory instead of growing the heap
+	// to the pacer's goal, twice the records and those working sets.
+	membudget.Collect()
 	return f.plan(ids)
 }
 

@@ -1,8 +1,7 @@
 package replay
 
 import (
-	"runtime"
-
+	"github.com/gpumem/gpumem/internal/membudget"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -68,11 +67,11 @@ func (w *PoolWalk) pools() *poolPlan {
 	}
 	w.walkAll(f, true)
 	f.again = func(g *inferer) { w.walkAll(g, false) }
-	// The walk's garbage (the old arrays of the lists it grew, among
-	// others) is collected at once: labelling's working sets reuse its
-	// memory instead of growing the heap on top of it to the pacer's
-	// goal, twice the records.
-	runtime.GC()
+	// The walk's garbage (the old arrays of the lists it grew, among others)
+	// is collected at once on a big heap (membudget.Collect): labelling's
+	// working sets reuse its memory instead of growing the heap on top of it
+	// to the pacer's goal, twice the records.
+	membudget.Collect()
 	pp := f.poolPlan(w.final)
 	w.f, w.win, w.events, w.last = nil, nil, nil, nil
 	return pp

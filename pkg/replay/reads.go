@@ -2,9 +2,9 @@ package replay
 
 import (
 	"errors"
-	"runtime"
 	"slices"
 
+	"github.com/gpumem/gpumem/internal/membudget"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
@@ -126,10 +126,11 @@ func PlanReads(read Reader, watch func() Watch) (snap *trace.Snapshot, plans []*
 			starts[l] = nil // its per-event records are no longer needed
 		}
 	}
-	// The walks' block models are garbage now, the largest thing on the
-	// heap but the tapes: collected at once, the plans reuse their memory
-	// instead of growing the heap to the pacer's goal, twice the walks'.
-	runtime.GC()
+	// The walks' block models are garbage now, the largest thing on the heap
+	// but the tapes: collected at once on a big heap (membudget.Collect),
+	// the plans reuse their memory instead of growing the heap to the
+	// pacer's goal, twice the walks'.
+	membudget.Collect()
 	plans, err = planTapes(first, watch, lists, planners, tapes, true)
 	if err != nil {
 		return nil, nil, nil, false
