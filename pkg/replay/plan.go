@@ -67,9 +67,8 @@ type Plan struct {
 	freeIDs []uint32
 	next    uint32
 	// a streamed plan (Planner) keeps its operations packed in log, not in
-	// Ops, Event and Stack; flushed counts those packed while it planned
-	log     *opLog
-	flushed int
+	// Ops, Event and Stack
+	log *opLog
 }
 
 // Skip reasons.
@@ -263,8 +262,14 @@ func (b *builder) usePools(pp *poolPlan) {
 	}
 }
 
+// emit adds op, of the current event, with its stack: to the plan's log
+// when it streams, else to its Ops.
 func (b *builder) emit(op alloc.Op, stack int32) {
 	p := b.p
+	if p.log != nil {
+		p.log.put(&op, b.counted, stack)
+		return
+	}
 	p.Ops = append(p.Ops, op)
 	p.Event = append(p.Event, b.counted)
 	p.Stack = append(p.Stack, stack)
