@@ -135,8 +135,17 @@ func (pl *Planner) Add(e *trace.Event) {
 			return
 		}
 	}
-	pl.win = append(pl.win, *e)
-	if len(pl.win) == cap(pl.win) {
+	// copied field by field: the decoder has just written e a word at a
+	// time, and a copy in wider moves would wait on those stores (a
+	// store-to-load forward fails when a load spans two stores)
+	n := len(pl.win)
+	if n == cap(pl.win) { // a window none of which could be planned yet
+		pl.win = slices.Grow(pl.win, 1)
+	}
+	pl.win = pl.win[:n+1]
+	w := &pl.win[n]
+	w.Action, w.Stack, w.Addr, w.Size, w.Stream, w.TimeUS = e.Action, e.Stack, e.Addr, e.Size, e.Stream, e.TimeUS
+	if n+1 == cap(pl.win) {
 		pl.plan(false)
 	}
 }
