@@ -14,7 +14,11 @@ import (
 // two indexes): a streamed plan of a big trace keeps its operations here
 // until the replay reads them back.
 type opLog struct {
+	// chunks hold the packed ops; the last is cur, where put writes, its
+	// first at bytes in use (bytes(k) is chunk k's ops)
 	chunks [][]byte
+	cur    []byte
+	at     int
 	n      int   // operations
 	allocs int   // of them allocations (OpAlloc)
 	event  int32 // the last operation's Event and Stack
@@ -71,66 +75,38 @@ const (
 // the sizeCache or as the size plus sizeSlots; a size too large for that
 // sum (2^64 less sizeSlots or more) is flagged by xSize and follows as it is.
 
-// withRoom is chunks with a last chunk that has room for n more bytes:
-// a new chunk, twice the size of the last up to logChunk, when it has
-// not.
-func withRoom(chunks [][]byte, n int) [][]byte {
-	k := len(chunks) - 1
-	if k >= 0 && cap(chunks[k])-len(chunks[k]) >= n {
-		return chunks
+// put packs op, with its Event and Stack, at the end of the log: the
+// builder of a streamed plan writes each op here as it plans it, so that
+// the plan's operations are never held unpacked.
+func (l *opLog) put(op *alloc.Op, event, stack int32) {
+	if len(l.cur)-l.at < maxOpLen {
+		l.grow()
 	}
-	size := firstChunk
-	if k >= 0 {
-		size = min(2*cap(chunks[k]), logChunk)
+	b, p := l.cur, l.at
+	l.n++
+	h := byte(op.Kind) & hKind
+	var x byte
+	switch d := event - l.event; {
+	case d == 1:
+		h |= hEventNext
+	case d != 0:
+		x |= xEvent
 	}
-	return append(chunks, make([]byte, 0, size))
-}
-
-// add appends ops with their events and stacks.
-func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
-	for i := 0; i < len(ops); {
-		// the ops are written in place, at the end of the last chunk,
-		// which is first made to have room for the longest op
-		l.chunks = withRoom(l.chunks, maxOpLen)
-		k := len(l.chunks) - 1
-		var n int
-		l.chunks[k], n = l.pack(l.chunks[k], ops[i:], event[i:], stack[i:])
-		i += n
+	switch {
+	case stack == l.stack && stack >= 0:
+		h |= hStackSame
+	case stack >= 0:
+		h |= hStackNew
 	}
-	l.n += len(ops)
-}
-
-// pack packs ops, with their events and stacks, at the end of chunk c
-// for as long as it has room for the longest op, and returns c and how
-// many it packed. Like unpack, it calls no function.
-func (l *opLog) pack(c []byte, ops []alloc.Op, event, stack []int32) ([]byte, int) {
-	b := c[:cap(c)]
-	p := len(c)
-	event, stack = event[:len(ops)], stack[:len(ops)]
-	last, lastStack := l.event, l.stack
-	i := 0
-	for ; i < len(ops) && len(b)-p >= maxOpLen; i++ {
-		op := &ops[i]
-		if op.Kind == alloc.OpAlloc {
-			l.allocs++
-		}
-		h := byte(op.Kind) & hKind
-		var x byte
-		switch d := event[i] - last; {
-		case d == 1:
-			h |= hEventNext
-		case d != 0:
-			x |= xEvent
-		}
-		switch st := stack[i]; {
-		case st == lastStack && st >= 0:
-			h |= hStackSame
-		case st >= 0:
-			h |= hStackNew
-		}
-		if op.Size != 0 && op.Kind != alloc.OpAlloc || op.Kind == alloc.OpAlloc && op.Size > math.MaxUint64-sizeSlots {
+	if op.Kind == alloc.OpAlloc {
+		l.allocs++
+		if op.Size > math.MaxUint64-sizeSlots {
 			x |= xSize
 		}
+	} else if op.Size != 0 {
+		x |= xSize
+	}
+	if op.Stream|op.Hint|uint64(op.Pool)|uint64(op.Flags) != 0 { // rare: one test for all
 		if op.Stream != 0 {
 			x |= xStream
 		}
@@ -143,52 +119,71 @@ func (l *opLog) pack(c []byte, ops []alloc.Op, event, stack []int32) ([]byte, in
 		if op.Flags != 0 {
 			x |= xFlags
 		}
-		if x != 0 {
-			h |= hExtra
-			b[p] = h
-			b[p+1] = x
-			p += 2
+	}
+	if x != 0 {
+		h |= hExtra
+		b[p] = h
+		b[p+1] = x
+		p += 2
+	} else {
+		b[p] = h
+		p++
+	}
+	p = putUvarint(b, p, uint64(op.ID))
+	if h&hStackNew != 0 {
+		p = putUvarint(b, p, uint64(stack))
+	}
+	if x&xSize != 0 {
+		p = putUvarint(b, p, op.Size)
+	} else if op.Kind == alloc.OpAlloc {
+		if k := l.sizes.slot(op.Size); l.sizes[k] == op.Size {
+			b[p] = byte(k)
+			p++
 		} else {
-			b[p] = h
+			p = putUvarint(b, p, op.Size+sizeSlots)
+			l.sizes[k] = op.Size
+		}
+	}
+	if x != 0 {
+		if x&xStream != 0 {
+			p = putUvarint(b, p, op.Stream)
+		}
+		if x&xHint != 0 {
+			p = putUvarint(b, p, op.Hint)
+		}
+		if x&xPool != 0 {
+			p = putUvarint(b, p, uint64(op.Pool))
+		}
+		if x&xFlags != 0 {
+			b[p] = op.Flags
 			p++
 		}
-		p = putUvarint(b, p, uint64(op.ID))
-		if h&hStackNew != 0 {
-			p = putUvarint(b, p, uint64(stack[i]))
+		if x&xEvent != 0 {
+			p = putUvarint(b, p, uint64(uint32(event-l.event)))
 		}
-		if x&xSize != 0 {
-			p = putUvarint(b, p, op.Size)
-		} else if op.Kind == alloc.OpAlloc {
-			if k := l.sizes.slot(op.Size); l.sizes[k] == op.Size {
-				b[p] = byte(k)
-				p++
-			} else {
-				p = putUvarint(b, p, op.Size+sizeSlots)
-				l.sizes[k] = op.Size
-			}
-		}
-		if x != 0 {
-			if x&xStream != 0 {
-				p = putUvarint(b, p, op.Stream)
-			}
-			if x&xHint != 0 {
-				p = putUvarint(b, p, op.Hint)
-			}
-			if x&xPool != 0 {
-				p = putUvarint(b, p, uint64(op.Pool))
-			}
-			if x&xFlags != 0 {
-				b[p] = op.Flags
-				p++
-			}
-			if x&xEvent != 0 {
-				p = putUvarint(b, p, uint64(uint32(event[i]-last)))
-			}
-		}
-		last, lastStack = event[i], stack[i]
 	}
-	l.event, l.stack = last, lastStack
-	return b[:p], i
+	l.event, l.stack = event, stack
+	l.at = p
+}
+
+// grow ends the chunk put writes in and starts a new one, twice its
+// size up to logChunk.
+func (l *opLog) grow() {
+	size := firstChunk
+	if k := len(l.chunks) - 1; k >= 0 {
+		l.chunks[k] = l.cur[:l.at]
+		size = min(2*len(l.cur), logChunk)
+	}
+	l.cur, l.at = make([]byte, size), 0
+	l.chunks = append(l.chunks, l.cur)
+}
+
+// bytes is the packed ops of chunk k.
+func (l *opLog) bytes(k int) []byte {
+	if k == len(l.chunks)-1 {
+		return l.cur[:l.at]
+	}
+	return l.chunks[k]
 }
 
 // putUvarint writes v as a uvarint at b[p:] and returns the index after
@@ -241,7 +236,8 @@ func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op
 	ops, event, stack = ops[:cap(ops)], event[:cap(ops)], stack[:cap(ops)]
 	var u unpacker
 	n := 0
-	for _, c := range l.chunks {
+	for k := range l.chunks {
+		c := l.bytes(k)
 		for p := 0; p < len(c); {
 			p, n = u.unpack(c, p, ops, event, stack, n)
 			if n == len(ops) {
@@ -283,7 +279,10 @@ func (u *unpacker) unpack(c []byte, p int, ops []alloc.Op, event, stack []int32,
 		}
 		var id uint64
 		id, p = readUvarint(c, p)
-		op := alloc.Op{Kind: alloc.OpKind(h & hKind), ID: uint32(id)}
+		// the op is written in place, field by field: a whole Op built
+		// aside and then copied costs as much again
+		op := &ops[n]
+		*op = alloc.Op{Kind: alloc.OpKind(h & hKind), ID: uint32(id)}
 		switch {
 		case h&hStackNew != 0:
 			var v uint64
@@ -329,7 +328,6 @@ func (u *unpacker) unpack(c []byte, p int, ops []alloc.Op, event, stack []int32,
 		case h&hEventNext != 0:
 			ev++
 		}
-		ops[n] = op
 		event[n] = ev
 		stack[n] = st
 	}
@@ -337,7 +335,7 @@ func (u *unpacker) unpack(c []byte, p int, ops []alloc.Op, event, stack []int32,
 	return p, n
 }
 
-// readUvarint reads the uvarint at c[p:], which add wrote, and returns it
+// readUvarint reads the uvarint at c[p:], which put wrote, and returns it
 // and the index after it; unlike uvarint it is inlined.
 func readUvarint(c []byte, p int) (uint64, int) {
 	var v uint64

@@ -54,7 +54,7 @@ func TestOpLogSizeCache(t *testing.T) {
 		same[i] = alloc.Op{Kind: alloc.OpAlloc, Size: 12345 << 9}
 	}
 	again.add(same, make([]int32, len(same)), make([]int32, len(same)))
-	if n := len(again.chunks[0]); n > 3*len(same)+8 {
+	if n := len(again.bytes(0)); n > 3*len(same)+8 {
 		t.Errorf("%d allocations of one size take %d bytes, want 3 each", len(same), n)
 	}
 }
@@ -130,4 +130,11 @@ func BenchmarkOpLogEach(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/op")
+}
+
+// add puts ops, with their events and stacks, at the end of the log.
+func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
+	for i := range ops {
+		l.put(&ops[i], event[i], stack[i])
+	}
 }

@@ -67,9 +67,8 @@ type Plan struct {
 	freeIDs []uint32
 	next    uint32
 	// a streamed plan (Planner) keeps its operations packed in log, not in
-	// Ops, Event and Stack; flushed counts those packed while it planned
-	log     *opLog
-	flushed int
+	// Ops, Event and Stack
+	log *opLog
 }
 
 // Skip reasons.
@@ -263,9 +262,17 @@ func (b *builder) usePools(pp *poolPlan) {
 	}
 }
 
-func (b *builder) emit(op alloc.Op, stack int32) {
+// emit adds op, of the current event, with its stack: to the plan's log
+// when it streams, else to its Ops. It takes op by its address, which
+// the log reads in place: a copy of an op just written field by field
+// would wait on those stores.
+func (b *builder) emit(op *alloc.Op, stack int32) {
 	p := b.p
-	p.Ops = append(p.Ops, op)
+	if p.log != nil {
+		p.log.put(op, b.counted, stack)
+		return
+	}
+	p.Ops = append(p.Ops, *op)
 	p.Event = append(p.Event, b.counted)
 	p.Stack = append(p.Stack, stack)
 }
@@ -323,7 +330,7 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		}
 		id := p.newID()
 		*l = live1{id: id, open: l.open}
-		op := alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
+		op := &alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
 		if b.releasedBefore {
 			op.Flags |= alloc.FlagReleasedBefore
 			b.releasedBefore = false
@@ -356,12 +363,12 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 			return i
 		}
 		if paired {
-			b.emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
+			b.emit(&alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
 			b.counted++
 			b.done(l)
 			return i + 1
 		}
-		b.emit(alloc.Op{Kind: alloc.OpFreeRequest, ID: l.id}, e.Stack)
+		b.emit(&alloc.Op{Kind: alloc.OpFreeRequest, ID: l.id}, e.Stack)
 		l.pending = true
 	case trace.ActionFreeCompleted:
 		l := b.liveAt(e.Addr)
@@ -370,23 +377,23 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 			b.unknownFree(l)
 		case !l.pending:
 			// a truncated trace can start between the two halves of a free
-			b.emit(alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
+			b.emit(&alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
 			b.done(l)
 		default:
-			b.emit(alloc.Op{Kind: alloc.OpFreeComplete, ID: l.id}, e.Stack)
+			b.emit(&alloc.Op{Kind: alloc.OpFreeComplete, ID: l.id}, e.Stack)
 			b.done(l)
 		}
 		b.counted++
 	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
 		return b.release(events, i, base)
 	case trace.ActionEmptyCache: // only gpumem's text traces mark it
-		b.emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
+		b.emit(&alloc.Op{Kind: alloc.OpEmptyCache}, -1)
 	case trace.ActionOOM:
 		b.afterOOM = true
 		p.RecordedOOMs++
 		id := p.newID()
-		b.emit(alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Flags: alloc.FlagRecordedOOM}, e.Stack)
-		b.emit(alloc.Op{Kind: alloc.OpFree, ID: id}, e.Stack)
+		b.emit(&alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Flags: alloc.FlagRecordedOOM}, e.Stack)
+		b.emit(&alloc.Op{Kind: alloc.OpFree, ID: id}, e.Stack)
 		p.freeIDs = append(p.freeIDs, id)
 		b.hint = 0
 	}
@@ -438,7 +445,7 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	}
 	at := p.opCount()
 	for _, pool := range ri.release {
-		b.emit(alloc.Op{Kind: alloc.OpPoolRelease, Pool: pool}, -1)
+		b.emit(&alloc.Op{Kind: alloc.OpPoolRelease, Pool: pool}, -1)
 		if k, ok := b.poolIdx[pool]; ok {
 			p.Pools[k].Released = int(b.counted)
 		}
@@ -453,11 +460,11 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	case caused:
 	case ri.poolOnly && len(ri.release) > 0:
 		for _, pool := range ri.release {
-			b.emit(alloc.Op{Kind: alloc.OpPoolEmpty, Pool: pool}, -1)
+			b.emit(&alloc.Op{Kind: alloc.OpPoolEmpty, Pool: pool}, -1)
 		}
 		p.EmptyCaches++
 	default:
-		b.emit(alloc.Op{Kind: alloc.OpEmptyCache}, -1)
+		b.emit(&alloc.Op{Kind: alloc.OpEmptyCache}, -1)
 		p.EmptyCaches++
 	}
 	return j

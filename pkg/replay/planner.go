@@ -21,7 +21,6 @@ import (
 type Planner struct {
 	b builder
 	window
-	log opLog
 	why string
 	// snap is set for a planner of a whole snapshot (NewSnapshotPlanner),
 	// which plans traces with segment events
@@ -112,7 +111,9 @@ func (pl *Planner) watched(w Watch, list int) {
 // NewPlanner starts the plan of one device's trace.
 func NewPlanner() *Planner {
 	pl := &Planner{window: window{win: make([]trace.Event, 0, plannerWindow)}}
-	pl.b = builder{p: newPlan(), cfg: alloc.DefaultConfig()}
+	p := newPlan()
+	p.log = &opLog{} // the builder packs each op as it plans it
+	pl.b = builder{p: p, cfg: alloc.DefaultConfig()}
 	return pl
 }
 
@@ -134,8 +135,17 @@ func (pl *Planner) Add(e *trace.Event) {
 			return
 		}
 	}
-	pl.win = append(pl.win, *e)
-	if len(pl.win) == cap(pl.win) {
+	// copied field by field: the decoder has just written e a word at a
+	// time, and a copy in wider moves would wait on those stores (a
+	// store-to-load forward fails when a load spans two stores)
+	n := len(pl.win)
+	if n == cap(pl.win) { // a window none of which could be planned yet
+		pl.win = slices.Grow(pl.win, 1)
+	}
+	pl.win = pl.win[:n+1]
+	w := &pl.win[n]
+	w.Action, w.Stack, w.Addr, w.Size, w.Stream, w.TimeUS = e.Action, e.Stack, e.Addr, e.Size, e.Stream, e.TimeUS
+	if n+1 == cap(pl.win) {
 		pl.plan(false)
 	}
 }
@@ -144,13 +154,6 @@ func (pl *Planner) Add(e *trace.Event) {
 // else all but those whose plan depends on the next event.
 func (pl *Planner) plan(end bool) {
 	b, w := &pl.b, pl.win
-	if p := b.p; p.Ops == nil {
-		// a window's ops at most (2 an event) go beyond Batch before a
-		// flush; sized at the first window, not before: a planner that
-		// declines at once (private pools) plans nothing
-		n := Batch + 2*cap(w)
-		p.Ops, p.Event, p.Stack = make([]alloc.Op, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-	}
 	// stepReady's loop with b.step called directly: through the method
 	// value every event would cost an indirect call and its wrapper
 	i, lim := pl.done, pl.ready(end)
@@ -175,12 +178,6 @@ func (pl *Planner) plan(end bool) {
 	}
 	pl.slide(i, pl.walk != nil)
 	pl.seen = pl.done
-	p := b.p
-	if len(p.Ops) >= Batch || end {
-		pl.log.add(p.Ops, p.Event, p.Stack)
-		p.flushed += len(p.Ops)
-		p.Ops, p.Event, p.Stack = p.Ops[:0], p.Event[:0], p.Stack[:0]
-	}
 }
 
 // Plan ends the trace and returns its plan, snap being the snapshot the
@@ -228,15 +225,12 @@ func (pl *Planner) packed() *Plan {
 		pl.seeEnd(open)
 	}
 	p.byAddr, p.freeIDs = addrmap.Map[live1]{}, nil
-	p.Ops, p.Event, p.Stack = nil, nil, nil
-	log := pl.log // a copy: the plan keeps the log, not the planner's buffers
-	p.log = &log
-	p.finalAt = log.n
+	p.finalAt = p.log.n
 	return p
 }
 
 // opCount is the number of operations planned so far.
-func (p *Plan) opCount() int { return p.flushed + len(p.Ops) }
+func (p *Plan) opCount() int { return p.Len() }
 
 // Len is the number of operations of the plan.
 func (p *Plan) Len() int {

@@ -255,3 +255,18 @@ func newRecorded(events []DeviceEvent) recorded {
 	}
 	return r
 }
+
+// withRoom is chunks with a last chunk that has room for n more bytes:
+// a new chunk, twice the size of the last up to logChunk, when it has
+// not.
+func withRoom(chunks [][]byte, n int) [][]byte {
+	k := len(chunks) - 1
+	if k >= 0 && cap(chunks[k])-len(chunks[k]) >= n {
+		return chunks
+	}
+	size := firstChunk
+	if k >= 0 {
+		size = min(2*cap(chunks[k]), logChunk)
+	}
+	return append(chunks, make([]byte, 0, size))
+}

@@ -49,7 +49,6 @@ func streamReads(snap *trace.Snapshot, device, window int, pools bool) (*Plan, s
 		return nil, pl.Declined()
 	}
 	p.Materialize()
-	p.flushed = 0
 	return p, ""
 }
 
