@@ -524,67 +524,82 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 // appendEvents adds the run of event dicts fastEvent read that items
 // starts with to event list c, or hands them to the sink, as addEvent
 // and takeEvent would one at a time, and returns how many it added. (An
-// event with more memo slots than its own goes to takeEvent.)
+// event with more memo slots than its own goes to takeEvent.) Each
+// event's memo slot says kGone from now on, if not written again since.
 func (d *decoder) appendEvents(c *cont, items []val) (int, error) {
 	k := 0
-	for k < len(items) && items[k].k == kEventDone {
-		k++
-	}
-	if d.sink.Event != nil {
-		for i, v := range items[:k] {
-			pe := &d.pending[v.n]
+	if sink := d.sink.Event; sink != nil {
+		// one pass, which a big trace's events take: the check, the
+		// call, the slot
+		if c.sinkList < 0 {
+			c.sinkList = d.sinkLists
+			d.sinkLists++
+		}
+		list := c.sinkList
+		for ; k < len(items) && items[k].k == kEventDone; k++ {
+			n := items[k].n
+			pe := &d.pending[n]
 			if pe.fetched {
-				return i, d.errorf("event dict fetched again from the memo (not supported)")
+				return k, d.errorf("event dict fetched again from the memo (not supported)")
 			}
-			if c.sinkList < 0 {
-				c.sinkList = d.sinkLists
-				d.sinkLists++
+			if err := sink(list, &pe.f.ev); err != nil {
+				return k, err
 			}
-			if err := d.sink.Event(c.sinkList, &pe.f.ev); err != nil {
-				return i, err
+			// dropSlot, in line
+			if i := pe.slot; i >= 0 {
+				if pg := d.memo[i>>memoPageBits]; pg != nil {
+					if slot := &pg[i&(memoPageLen-1)]; *slot == uint64(kEventDone)<<56|n {
+						*slot = uint64(kGone) << 56
+					}
+				} else {
+					d.dropSlot(i, n)
+				}
 			}
+		}
+	} else {
+		for k < len(items) && items[k].k == kEventDone {
+			k++
+		}
+		for done := 0; done < k; {
+			if len(c.events) == cap(c.events) {
+				d.growEvents(c, len(items)-done)
+			}
+			m := min(k-done, cap(c.events)-len(c.events))
+			evs := c.events[len(c.events) : len(c.events)+m]
+			for i, v := range items[done : done+m] {
+				pe := &d.pending[v.n]
+				if pe.fetched {
+					return done + i, d.errorf("event dict fetched again from the memo (not supported)")
+				}
+				evs[i] = pe.f.ev
+			}
+			c.events = c.events[:len(c.events)+m]
+			done += m
+		}
+		for _, v := range items[:k] {
+			d.dropSlot(d.pending[v.n].slot, v.n)
 		}
 	}
-	for done := 0; done < k && d.sink.Event == nil; {
-		if len(c.events) == cap(c.events) {
-			d.growEvents(c, len(items)-done)
-		}
-		m := min(k-done, cap(c.events)-len(c.events))
-		evs := c.events[len(c.events) : len(c.events)+m]
-		for i, v := range items[done : done+m] {
-			pe := &d.pending[v.n]
-			if pe.fetched {
-				return done + i, d.errorf("event dict fetched again from the memo (not supported)")
-			}
-			evs[i] = pe.f.ev
-		}
-		c.events = c.events[:len(c.events)+m]
-		done += m
-	}
-	d.dropSlots(items[:k])
 	if d.outstanding -= k; d.outstanding == 0 {
 		d.pending = d.pending[:0]
 	}
 	return k, nil
 }
 
-// dropSlots makes the memo slots of the pending events run says
-// kGone from now on, those not written again since.
-func (d *decoder) dropSlots(run []val) {
-	for _, v := range run {
-		i := d.pending[v.n].slot
-		if i < 0 {
-			continue
-		}
-		var slot *uint64
-		if pg := d.memo[i>>memoPageBits]; pg != nil {
-			slot = &pg[i&(memoPageLen-1)]
-		} else {
-			slot = d.memoAt(int(i))
-		}
-		if *slot == uint64(kEventDone)<<56|v.n {
-			*slot = uint64(kGone) << 56
-		}
+// dropSlot makes memo slot i (none if negative) of pending event n say
+// kGone from now on, if not written again since.
+func (d *decoder) dropSlot(i int64, n uint64) {
+	if i < 0 {
+		return
+	}
+	var slot *uint64
+	if pg := d.memo[i>>memoPageBits]; pg != nil {
+		slot = &pg[i&(memoPageLen-1)]
+	} else {
+		slot = d.memoAt(int(i))
+	}
+	if *slot == uint64(kEventDone)<<56|n {
+		*slot = uint64(kGone) << 56
 	}
 }
 

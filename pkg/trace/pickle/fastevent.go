@@ -562,12 +562,15 @@ func (d *decoder) packPage(k int) {
 //
 //go:noinline
 func pageKinds(pg *[memoPageLen]uint64, last *[memoPageLen]byte) (low, kinds, diff uint64) {
-	for i, e := range pg {
-		low |= e & (1<<56 - 1)
-		kinds |= 1 << (e >> 56 & 63)
-		diff |= uint64(last[i]) ^ e>>56
+	// four slots a turn; the payloads gathered shifted up, past the kind
+	for i := 0; i < memoPageLen; i += 4 {
+		q, l := (*[4]uint64)(pg[i:i+4]), (*[4]byte)(last[i:i+4])
+		e0, e1, e2, e3 := q[0], q[1], q[2], q[3]
+		low |= e0<<8 | e1<<8 | e2<<8 | e3<<8
+		kinds |= 1<<(e0>>56&63) | 1<<(e1>>56&63) | 1<<(e2>>56&63) | 1<<(e3>>56&63)
+		diff |= (uint64(l[0]) ^ e0>>56) | (uint64(l[1]) ^ e1>>56) | (uint64(l[2]) ^ e2>>56) | (uint64(l[3]) ^ e3>>56)
 	}
-	return low, kinds, diff
+	return low >> 8, kinds, diff
 }
 
 // noKinds stands in for the page packed last before there is one.

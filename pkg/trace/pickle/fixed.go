@@ -34,12 +34,11 @@ type fixedVar struct {
 }
 
 // fixedInt is an int field's value in a fixed layout, read as the
-// mask'th bytes of the word at off, sign-extended from 64-sext bits; neg
-// has the sign bit set when a negative value is refused. A slot the dict
-// has no int for has mask 0 and reads 0.
+// mask'th bytes of the word at off, sign-extended from 64-sext bits
+// (only a BININT's are). A slot the dict has no int for has mask 0 and
+// reads 0.
 type fixedInt struct {
 	mask uint64
-	neg  uint64
 	off  uint8
 	sext uint8
 }
@@ -84,6 +83,7 @@ func (t *template) fixLayout(c []byte) {
 	t.flen = len(c)
 	t.fints = [numInts]fixedInt{}
 	t.fact = 0
+	clear(t.facts[:])
 	t.fbase = t.base
 	var buf, mask [fixedWords * 8]byte
 	copy(buf[:], c)
@@ -144,9 +144,6 @@ func (t *template) fixLayout(c []byte) {
 			t.fixed = false // (not an event fastEvent reads)
 			return
 		}
-		if fi.sext != 0 && slot != intStream && slot != intTime {
-			fi.neg = 1 << 63
-		}
 		t.fints[slot] = fi
 	}
 	t.fvars = others
@@ -172,10 +169,11 @@ func (t *template) fixLayout(c []byte) {
 // and moves d.pos past the last; false, changing nothing, if the first
 // is not laid out so.
 func (d *decoder) fixedRead(t *template, at int) bool {
+	buf := d.buf // (which no read here moves)
 	for read := false; ; read = true {
 		if read {
 			// the next dict, if fastEvents would read it
-			if at >= len(d.buf)-t.maxLen || d.buf[at] != opEmptyDict || len(d.stack) >= maxStack || d.mem > d.limit {
+			if at >= len(buf)-t.maxLen || buf[at] != opEmptyDict || len(d.stack) >= maxStack || d.mem > d.limit {
 				return true
 			}
 			d.op = d.base + int64(at)
@@ -184,23 +182,16 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		if len(d.pending) == cap(d.pending) {
 			d.growPending() // first, before the values below live in registers
 		}
-		b := (*[fixedView]byte)(d.buf[at:])
-		// four words at a time: the words past the layout's compare nothing
-		for g := range fixedWords / 4 {
-			if 4*g >= t.fn {
-				break
-			}
-			q := (*[32]byte)(b[32*g:])
-			w, m := &t.fw[g], &t.fm[g]
-			// (^ and | bind alike, left to right: each word's
-			// difference is its own term)
-			x := (binary.LittleEndian.Uint64(q[0:])&m[0] ^ w[0]) |
-				(binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1]) |
-				(binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2]) |
-				(binary.LittleEndian.Uint64(q[24:])&m[3] ^ w[3])
-			if x != 0 {
-				return read
-			}
+		// (t.maxLen >= fixedView bytes lie at at)
+		b := (*[fixedView]byte)(buf[at : at+fixedView])
+		// the first eight words whatever the layout's length (those past
+		// it compare nothing), then the others if it has more
+		x := fixedDiff((*[32]byte)(b[0:]), &t.fw[0], &t.fm[0]) | fixedDiff((*[32]byte)(b[32:]), &t.fw[1], &t.fm[1])
+		if t.fn > 8 {
+			x |= fixedDiff((*[32]byte)(b[64:]), &t.fw[2], &t.fm[2]) | fixedDiff((*[32]byte)(b[96:]), &t.fw[3], &t.fm[3])
+		}
+		if x != 0 {
+			return read
 		}
 		// a dict filled by more than one SETITEMS goes the general way
 		if c := b[t.flen]; c != opEmptyDict && c != opAppends && c != opAppend {
@@ -209,33 +200,31 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		memoStart := d.memoMax
 		var act uint64 // the action's str id + 1, 0 if fvars sets it
 		if t.fact != 0 {
-			j := uint64(b[t.fact])
-			if j >= memoStart {
-				return read
+			j := b[t.fact]
+			if act = uint64(t.facts[j]); act == 0 {
+				if act = d.fixedAction(t, j, memoStart); act == 0 {
+					return read
+				}
 			}
-			e := d.memoEntry(j)
-			if kind(e>>56) != kStr || e&(1<<56-1) > sSnapshot {
-				return read // what set refuses
-			}
-			act = e&(1<<56-1) + 1
 		}
 		n := len(d.pending)
 		pe := &d.pending[:n+1][n]
 		pe.f = t.fbase
 		f := &pe.f
 		f.ev.Action = model.Action(act)
-		var neg uint64
 		fi := &t.fints
-		f.ev.Addr, neg = fixedInt64(b, &fi[intAddr], neg)
-		f.ev.Size, neg = fixedInt64(b, &fi[intSize], neg)
-		f.ev.Stream, neg = fixedInt64(b, &fi[intStream], neg)
-		var tm uint64
-		tm, neg = fixedInt64(b, &fi[intTime], neg)
-		f.ev.TimeUS = int64(tm)
+		f.ev.Addr = fixedInt64(b, &fi[intAddr])
+		f.ev.Size = fixedInt64(b, &fi[intSize])
+		f.ev.Stream = fixedInt64(b, &fi[intStream])
+		f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+		// set refuses a negative address, size or device_free, which
+		// only a BININT's sign makes: every other int has bit 63 clear
+		neg := f.ev.Addr | f.ev.Size
 		if t.fbase.haveFree {
-			f.devFree, neg = fixedInt64(b, &fi[intFree], neg)
+			f.devFree = fixedInt64(b, &fi[intFree])
+			neg |= f.devFree
 		}
-		if neg != 0 {
+		if int64(neg) < 0 {
 			return read
 		}
 		if len(t.fvars) > 0 && !d.fixedVars(t, b, f, memoStart) {
@@ -252,8 +241,12 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		// they go to (every page below memoLen is in d.memo)
 		if k := t.nstores; k > 0 {
 			i, j := memoStart>>memoPageBits, memoStart&(memoPageLen-1)
-			if i < uint64(len(d.memo)) && j <= memoPageLen-fixedStores && d.memo[i] != nil {
-				dst := (*[fixedStores]uint64)(d.memo[i][j:])
+			var pg []uint64
+			if i < uint64(len(d.memo)) {
+				pg = d.memo[i] // nil if packed
+			}
+			if j <= memoPageLen-fixedStores && len(pg) == memoPageLen {
+				dst := (*[fixedStores]uint64)((*[memoPageLen]uint64)(pg)[j : j+fixedStores])
 				*dst = t.fstores
 				if t.fself {
 					dst[0] = uint64(kEventDone)<<56 | uint64(n)
@@ -277,6 +270,37 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		d.stack = append(d.stack, val{kEventDone, uint64(n)})
 		at = d.pos
 	}
+}
+
+// fixedDiff is the bits where the four words at q, masked by m, differ
+// from w.
+func fixedDiff(q *[32]byte, w, m *[4]uint64) uint64 {
+	// (^ and | bind alike, left to right: each word's difference is its
+	// own term)
+	return (binary.LittleEndian.Uint64(q[0:])&m[0] ^ w[0]) |
+		(binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1]) |
+		(binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2]) |
+		(binary.LittleEndian.Uint64(q[24:])&m[3] ^ w[3])
+}
+
+// fixedAction is the action (its str id + 1) of the str memo slot j
+// holds, below memoStart, which template t then keeps in facts; 0 if the
+// slot holds none, or what set refuses. The slot keeps its value while t
+// is current: a slot written again changes memoEpoch, and t's is
+// checked before each read.
+//
+//go:noinline
+func (d *decoder) fixedAction(t *template, j uint8, memoStart uint64) uint64 {
+	if uint64(j) >= memoStart {
+		return 0
+	}
+	e := d.memoEntry(uint64(j))
+	if kind(e>>56) != kStr || e&(1<<56-1) > sSnapshot {
+		return 0 // what set refuses
+	}
+	act := e&(1<<56-1) + 1
+	t.facts[j] = uint8(act)
+	return act
 }
 
 // fixedVars reads the values of fixed layout t that are not ints or
@@ -315,10 +339,8 @@ func (d *decoder) fixedVars(t *template, b *[fixedView]byte, f *eventFields, mem
 	return true
 }
 
-// fixedInt64 reads int fi from dict b and adds its sign bit to neg if
-// it may not be negative.
-func fixedInt64(b *[fixedView]byte, fi *fixedInt, neg uint64) (uint64, uint64) {
+// fixedInt64 reads int fi from dict b.
+func fixedInt64(b *[fixedView]byte, fi *fixedInt) uint64 {
 	x := binary.LittleEndian.Uint64(b[fi.off&(fixedWords*8-1):]) & fi.mask
-	x = uint64(int64(x<<(fi.sext&63)) >> (fi.sext & 63))
-	return x, neg | x&fi.neg
+	return uint64(int64(x<<(fi.sext&63)) >> (fi.sext & 63))
 }

@@ -75,12 +75,15 @@ type template struct {
 	// zero past fn) and the masks of those compared (all but the values'
 	// bytes), its ints by slot, its other values, and its memo stores'
 	// entries.
-	fixed   bool
-	fn      int
-	fw, fm  [fixedWords / 4][4]uint64
-	fints   [numInts]fixedInt
-	fvars   []fixedVar  // as learned; then the values not ints
-	fact    uint8       // where the action's BINGET index is, if not in fvars
+	fixed  bool
+	fn     int
+	fw, fm [fixedWords / 4][4]uint64
+	fints  [numInts]fixedInt
+	fvars  []fixedVar // as learned; then the values not ints
+	fact   uint8      // where the action's BINGET index is, if not in fvars
+	// facts is the action (its str id + 1) of the memo slots that
+	// BINGET index fetched, 0 if not known yet (fixedAction)
+	facts   [256]uint8
 	fbase   eventFields // base with the fields the ints set marked set
 	flen    int         // the dict's bytes
 	fstores [fixedStores]uint64
