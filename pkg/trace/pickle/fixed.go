@@ -147,6 +147,7 @@ func (t *template) fixLayout(c []byte) {
 		t.fints[slot] = fi
 	}
 	t.fvars = others
+	t.fsized = t.fbase.haveAddr && t.fbase.haveSize
 	for i := range fixedWords {
 		m := binary.LittleEndian.Uint64(mask[8*i:])
 		t.fm[i/4][i%4] = m
@@ -170,18 +171,12 @@ func (t *template) fixLayout(c []byte) {
 // is not laid out so.
 func (d *decoder) fixedRead(t *template, at int) bool {
 	buf := d.buf // (which no read here moves)
+	// room for the event in pending first, before the values below live
+	// in registers (and for the next at the end of the loop, where few do)
+	if len(d.pending) == cap(d.pending) {
+		d.growPending()
+	}
 	for read := false; ; read = true {
-		if read {
-			// the next dict, if fastEvents would read it
-			if at >= len(buf)-t.maxLen || buf[at] != opEmptyDict || len(d.stack) >= maxStack || d.mem > d.limit {
-				return true
-			}
-			d.op = d.base + int64(at)
-			at++
-		}
-		if len(d.pending) == cap(d.pending) {
-			d.growPending() // first, before the values below live in registers
-		}
 		// (t.maxLen >= fixedView bytes lie at at)
 		b := (*[fixedView]byte)(buf[at : at+fixedView])
 		// the first eight words whatever the layout's length (those past
@@ -231,7 +226,8 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 			return read
 		}
 		// done's checks, which a block event with an aligned address passes
-		if !f.haveAddr || !f.haveSize || !model.IsBlockAction(f.ev.Action) || f.ev.Addr%model.MinBlock != 0 {
+		// (an int address and size, t.fsized, is the usual case)
+		if !t.fsized || !model.IsBlockAction(f.ev.Action) || f.ev.Addr%model.MinBlock != 0 {
 			if _, err := f.done(d.op); err != nil {
 				return read
 			}
@@ -269,6 +265,15 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		d.pos = at + t.flen
 		d.stack = append(d.stack, val{kEventDone, uint64(n)})
 		at = d.pos
+		if len(d.pending) == cap(d.pending) {
+			d.growPending()
+		}
+		// the next dict, if fastEvents would read it
+		if at >= len(buf)-t.maxLen || buf[at] != opEmptyDict || len(d.stack) >= maxStack || d.mem > d.limit {
+			return true
+		}
+		d.op = d.base + int64(at)
+		at++
 	}
 }
 

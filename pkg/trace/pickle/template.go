@@ -85,6 +85,7 @@ type template struct {
 	// BINGET index fetched, 0 if not known yet (fixedAction)
 	facts   [256]uint8
 	fbase   eventFields // base with the fields the ints set marked set
+	fsized  bool        // fbase has an address and a size
 	flen    int         // the dict's bytes
 	fstores [fixedStores]uint64
 	nstores int
