@@ -556,9 +556,10 @@ func (d *decoder) packPage(k int) {
 
 // pageKinds is, over the slots of memo page pg, the bits of their
 // payloads, the set of their kinds (a kind is below 64) and the bits
-// where their kinds differ from last's, in a loop with no branch. It is
-// kept out of packPage: inlined there, the loop reloads spilled values
-// at each slot.
+// where their kinds differ from last's; when none do, the kinds are
+// last's, none of them open (a packed page's, or noKinds' 0), and the
+// set is not made: 0. It is kept out of packPage: inlined there, the
+// loop reloads spilled values at each slot.
 //
 //go:noinline
 func pageKinds(pg *[memoPageLen]uint64, last *[memoPageLen]byte) (low, kinds, diff uint64) {
@@ -566,9 +567,13 @@ func pageKinds(pg *[memoPageLen]uint64, last *[memoPageLen]byte) (low, kinds, di
 	for i := 0; i < memoPageLen; i += 4 {
 		q, l := (*[4]uint64)(pg[i:i+4]), (*[4]byte)(last[i:i+4])
 		e0, e1, e2, e3 := q[0], q[1], q[2], q[3]
-		low |= e0<<8 | e1<<8 | e2<<8 | e3<<8
-		kinds |= 1<<(e0>>56&63) | 1<<(e1>>56&63) | 1<<(e2>>56&63) | 1<<(e3>>56&63)
+		low |= (e0 | e1 | e2 | e3) << 8
 		diff |= (uint64(l[0]) ^ e0>>56) | (uint64(l[1]) ^ e1>>56) | (uint64(l[2]) ^ e2>>56) | (uint64(l[3]) ^ e3>>56)
+	}
+	if diff != 0 {
+		for _, e := range pg {
+			kinds |= 1 << (e >> 56 & 63)
+		}
 	}
 	return low >> 8, kinds, diff
 }
