@@ -462,3 +462,24 @@ func TestFastStoreOverOwnSlot(t *testing.T) {
 	}
 	checkSame(t, data)
 }
+
+// The action a fixed layout keeps for a BINGET index (template.facts) is
+// not kept past a write of its slot: the thirteenth event stores
+// "free_requested" over the slot of "alloc", which the events after it
+// fetch as their action.
+func TestFixedActionSeesSlotWrittenAgain(t *testing.T) {
+	evs := []pdict{ptEvent("alloc", 512, 512, nil), ptEvent("free_requested", 512, 512, nil)}
+	for i := range 20 {
+		evs = append(evs, ptEvent("alloc", 1024+512*i, 512, nil))
+	}
+	data := memoPickle([][]pdict{evs})
+	const actionSlot, allocSlot, freeSlot = 7, 8, 20 // memoPickle's numbering
+	data = replaceOnce(t, data, []byte{opBinGet, actionSlot, opBinGet, allocSlot},
+		[]byte{opBinGet, actionSlot, opBinGet, freeSlot, opBinPut, allocSlot}, 10)
+	want, err := readGeneral(data)
+	if err != nil || len(want.Traces[0]) != len(evs) || want.Traces[0][11].Action != model.ActionAlloc ||
+		want.Traces[0][12].Action != model.ActionFreeRequested || want.Traces[0][20].Action != model.ActionFreeRequested {
+		t.Fatalf("the general decoder: %v, want the events from the thirteenth free_requested", err)
+	}
+	checkSame(t, data)
+}
