@@ -7,7 +7,7 @@ package categories
 // their alloc's event and stack are kept beside them (side), and their
 // category, phase and rule once classified (Result.cls).
 type blockList struct {
-	recs  chunked[rec]
+	recs  chunked
 	base  []int32             // each group's first Born, bornGroup blocks a group
 	sizes []uint64            // the sizes the blocks have, which rec.size indexes
 	index map[uint64]uint16   // size → its index in sizes, while blocks are added
@@ -62,13 +62,23 @@ func (l *blockList) add(born int32, n uint64) uint64 {
 		l.far[i] = born
 	}
 	n = keptSize(n)
-	if c.size = l.sizeIndex(n); c.size == oddSize {
+	if s := &l.cache[n*0x9E3779B97F4A7C15>>56]; s.idx != 0 && s.size == n {
+		c.size = uint16(s.idx - 1) // sizeIndex's common case, inlined
+	} else if c.size = l.sizeIndex(n); c.size == oddSize {
 		if l.odd == nil {
 			l.odd = map[int]uint64{}
 		}
 		l.odd[i] = n
 	}
-	l.recs.add(c)
+	// appended in place while the last chunk has room (a call for it, or
+	// for a size in the cache, cost each block more than the rest of add)
+	if k := len(l.recs.chunks) - 1; k >= 0 && len(l.recs.chunks[k]) < cap(l.recs.chunks[k]) {
+		ch := &l.recs.chunks[k]
+		*ch = append(*ch, c)
+		l.recs.n++
+	} else {
+		l.recs.grow(c)
+	}
 	return n
 }
 

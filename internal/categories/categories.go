@@ -479,47 +479,36 @@ type Builder struct {
 	bestAt    int
 }
 
-// chunked is an append-only list of a Builder: past its first chunkLen
-// elements it grows a chunk at a time, so that a big trace's millions of
+// chunked is the append-only list of a Builder's blocks: past its first
+// chunkLen elements it grows a chunk at a time, so that a big trace's millions of
 // blocks are never copied, as one slice's are at each growth (by 1.25x
 // past a few hundred elements: each time a copy and fresh pages); the
 // Result keeps the chunks. A small trace's list stays one small slice.
-type chunked[T any] struct {
-	chunks [][]T
+type chunked struct {
+	chunks [][]rec
 	n      int
 }
 
 const chunkBits = 16 // chunkLen = 1 << chunkBits elements
 
-func (c *chunked[T]) add(v T) {
-	if k := len(c.chunks) - 1; k >= 0 {
-		// room in the last chunk: add's own path, inlined; appended in
-		// place, so that only its length is stored
-		if ch := &c.chunks[k]; len(*ch) < cap(*ch) {
-			*ch = append(*ch, v)
-			c.n++
-			return
-		}
-	}
-	c.grow(v)
-}
-
-// grow adds v in a new chunk, or in the first one doubled.
-func (c *chunked[T]) grow(v T) {
+// grow adds v in a new chunk, or in the first one doubled: the append
+// when the last chunk is full (blockList.add appends to it in place
+// while it has room, so that only its length is stored).
+func (c *chunked) grow(v rec) {
 	k := len(c.chunks) - 1
 	if k < 0 || len(c.chunks[k]) == 1<<chunkBits {
-		c.chunks = append(c.chunks, make([]T, 0, min(1<<chunkBits, max(c.n, 64))))
+		c.chunks = append(c.chunks, make([]rec, 0, min(1<<chunkBits, max(c.n, 64))))
 		k++
 	} else { // the first chunk, doubled (append grows by 1.25x)
 		ch := c.chunks[k]
-		c.chunks[k] = append(make([]T, 0, min(1<<chunkBits, 2*cap(ch))), ch...)
+		c.chunks[k] = append(make([]rec, 0, min(1<<chunkBits, 2*cap(ch))), ch...)
 	}
 	c.chunks[k] = append(c.chunks[k], v)
 	c.n++
 }
 
 // at is element i (i < n).
-func (c *chunked[T]) at(i int) *T { return &c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+func (c *chunked) at(i int) *rec { return &c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder { return &Builder{bestAt: -1} }
