@@ -44,9 +44,8 @@ const (
 )
 
 // add appends a block born at born (never before the last one) of size
-// n and returns its size as kept (keptSize). It lives to the end until
-// setFreed.
-func (l *blockList) add(born int32, n uint64) uint64 {
+// n. It lives to the end until setFreed.
+func (l *blockList) add(born int32, n uint64) {
 	i := l.recs.n
 	if i&(1<<bornGroupBits-1) == 0 {
 		l.base = append(l.base, born)
@@ -79,7 +78,6 @@ func (l *blockList) add(born int32, n uint64) uint64 {
 	} else {
 		l.recs.grow(c)
 	}
-	return n
 }
 
 // sizeIndex is the index of size n in sizes, which it adds if new;
@@ -108,26 +106,18 @@ func (l *blockList) sizeIndex(n uint64) uint16 {
 // done drops what only adding blocks needs.
 func (l *blockList) done() { l.index, l.cache = nil, [sizeCache]sizeSlot{} }
 
-// setFreed sets block i's Freed and returns its size: one lookup of its
-// record for both, at every free of a trace.
-func (l *blockList) setFreed(i int, freed int32) (size uint64) {
+// setFreed sets block i's Freed.
+func (l *blockList) setFreed(i int, freed int32) {
 	c := l.recs.at(i)
-	born := l.bornOf(i, c)
-	if c.size != oddSize {
-		size = l.sizes[c.size]
-	} else {
-		size = l.odd[i]
-	}
-	if d := freed - born; d >= 0 && d < lifeFar {
+	if d := freed - l.bornOf(i, c); d >= 0 && d < lifeFar {
 		c.life = uint16(d)
-		return size
+		return
 	}
 	c.life = lifeFar
 	if l.late == nil {
 		l.late = map[int]int32{}
 	}
 	l.late[i] = freed
-	return size
 }
 
 // born is block i's Born.
