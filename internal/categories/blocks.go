@@ -7,7 +7,7 @@ package categories
 // their alloc's event and stack are kept beside them (side), and their
 // category, phase and rule once classified (Result.cls).
 type blockList struct {
-	recs  chunked[rec]
+	recs  chunked
 	base  []int32             // each group's first Born, bornGroup blocks a group
 	sizes []uint64            // the sizes the blocks have, which rec.size indexes
 	index map[uint64]uint16   // size → its index in sizes, while blocks are added
@@ -44,9 +44,8 @@ const (
 )
 
 // add appends a block born at born (never before the last one) of size
-// n and returns its size as kept (keptSize). It lives to the end until
-// setFreed.
-func (l *blockList) add(born int32, n uint64) uint64 {
+// n. It lives to the end until setFreed.
+func (l *blockList) add(born int32, n uint64) {
 	i := l.recs.n
 	if i&(1<<bornGroupBits-1) == 0 {
 		l.base = append(l.base, born)
@@ -62,14 +61,23 @@ func (l *blockList) add(born int32, n uint64) uint64 {
 		l.far[i] = born
 	}
 	n = keptSize(n)
-	if c.size = l.sizeIndex(n); c.size == oddSize {
+	if s := &l.cache[n*0x9E3779B97F4A7C15>>56]; s.idx != 0 && s.size == n {
+		c.size = uint16(s.idx - 1) // sizeIndex's common case, inlined
+	} else if c.size = l.sizeIndex(n); c.size == oddSize {
 		if l.odd == nil {
 			l.odd = map[int]uint64{}
 		}
 		l.odd[i] = n
 	}
-	l.recs.add(c)
-	return n
+	// appended in place while the last chunk has room (a call for it, or
+	// for a size in the cache, cost each block more than the rest of add)
+	if k := len(l.recs.chunks) - 1; k >= 0 && len(l.recs.chunks[k]) < cap(l.recs.chunks[k]) {
+		ch := &l.recs.chunks[k]
+		*ch = append(*ch, c)
+		l.recs.n++
+	} else {
+		l.recs.grow(c)
+	}
 }
 
 // sizeIndex is the index of size n in sizes, which it adds if new;
@@ -98,26 +106,18 @@ func (l *blockList) sizeIndex(n uint64) uint16 {
 // done drops what only adding blocks needs.
 func (l *blockList) done() { l.index, l.cache = nil, [sizeCache]sizeSlot{} }
 
-// setFreed sets block i's Freed and returns its size: one lookup of its
-// record for both, at every free of a trace.
-func (l *blockList) setFreed(i int, freed int32) (size uint64) {
+// setFreed sets block i's Freed.
+func (l *blockList) setFreed(i int, freed int32) {
 	c := l.recs.at(i)
-	born := l.bornOf(i, c)
-	if c.size != oddSize {
-		size = l.sizes[c.size]
-	} else {
-		size = l.odd[i]
-	}
-	if d := freed - born; d >= 0 && d < lifeFar {
+	if d := freed - l.bornOf(i, c); d >= 0 && d < lifeFar {
 		c.life = uint16(d)
-		return size
+		return
 	}
 	c.life = lifeFar
 	if l.late == nil {
 		l.late = map[int]int32{}
 	}
 	l.late[i] = freed
-	return size
 }
 
 // born is block i's Born.

@@ -126,13 +126,6 @@ type Result struct {
 	Device    int
 	Positions int // alloc and free_requested events
 
-	// Peak is the first position after which allocated memory was
-	// highest (-1: before the first event), PeakBytes that memory;
-	// AtPeak is what each category held then (they sum to PeakBytes).
-	Peak      int
-	PeakBytes uint64
-	AtPeak    [NumCategories]uint64
-
 	Steps  int  // optimizer steps found
 	Stacks bool // the trace recorded Python stacks for its events
 	// Method says how the classification was decided, such as
@@ -472,57 +465,41 @@ type Builder struct {
 	events int32    // alloc and free_completed events so far
 	pre    []Block  // blocks freed before the trace saw them allocated
 	preAt  []uint64 // the address of each
-	// the allocated memory after each position less that of the blocks
-	// live before the trace: now, its highest and the first position it
-	// was reached (-1: none above 0), which is the peak (Result)
-	cur, best int64
-	bestAt    int
 }
 
-// chunked is an append-only list of a Builder: past its first chunkLen
-// elements it grows a chunk at a time, so that a big trace's millions of
+// chunked is the append-only list of a Builder's blocks: past its first
+// chunkLen elements it grows a chunk at a time, so that a big trace's millions of
 // blocks are never copied, as one slice's are at each growth (by 1.25x
 // past a few hundred elements: each time a copy and fresh pages); the
 // Result keeps the chunks. A small trace's list stays one small slice.
-type chunked[T any] struct {
-	chunks [][]T
+type chunked struct {
+	chunks [][]rec
 	n      int
 }
 
 const chunkBits = 16 // chunkLen = 1 << chunkBits elements
 
-func (c *chunked[T]) add(v T) {
-	if k := len(c.chunks) - 1; k >= 0 {
-		// room in the last chunk: add's own path, inlined; appended in
-		// place, so that only its length is stored
-		if ch := &c.chunks[k]; len(*ch) < cap(*ch) {
-			*ch = append(*ch, v)
-			c.n++
-			return
-		}
-	}
-	c.grow(v)
-}
-
-// grow adds v in a new chunk, or in the first one doubled.
-func (c *chunked[T]) grow(v T) {
+// grow adds v in a new chunk, or in the first one doubled: the append
+// when the last chunk is full (blockList.add appends to it in place
+// while it has room, so that only its length is stored).
+func (c *chunked) grow(v rec) {
 	k := len(c.chunks) - 1
 	if k < 0 || len(c.chunks[k]) == 1<<chunkBits {
-		c.chunks = append(c.chunks, make([]T, 0, min(1<<chunkBits, max(c.n, 64))))
+		c.chunks = append(c.chunks, make([]rec, 0, min(1<<chunkBits, max(c.n, 64))))
 		k++
 	} else { // the first chunk, doubled (append grows by 1.25x)
 		ch := c.chunks[k]
-		c.chunks[k] = append(make([]T, 0, min(1<<chunkBits, 2*cap(ch))), ch...)
+		c.chunks[k] = append(make([]rec, 0, min(1<<chunkBits, 2*cap(ch))), ch...)
 	}
 	c.chunks[k] = append(c.chunks[k], v)
 	c.n++
 }
 
 // at is element i (i < n).
-func (c *chunked[T]) at(i int) *T { return &c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+func (c *chunked) at(i int) *rec { return &c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
 
 // NewBuilder returns an empty Builder.
-func NewBuilder() *Builder { return &Builder{bestAt: -1} }
+func NewBuilder() *Builder { return &Builder{} }
 
 // Add takes the device's next events.
 func (b *Builder) Add(events []trace.Event) { b.add(events, nil) }
@@ -559,14 +536,14 @@ func (b *Builder) add(events []trace.Event, open []int32) {
 				was, *o = *o, b.blocks.recs.n+1
 			}
 			if was > 0 { // a second alloc at a live address: the first ended
-				b.cur -= int64(b.blocks.setFreed(was-1, int32(pos)))
+				b.blocks.setFreed(was-1, int32(pos))
 			}
 			b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
-			size := b.blocks.add(int32(pos), rounded(e.Size))
-			if b.cur += int64(size); b.cur > b.best {
-				b.best, b.bestAt = b.cur, pos
+			b.blocks.add(int32(pos), rounded(e.Size))
+			// (no running total of memory: the peak is the replay's)
+			if e.Stack >= 0 {
+				b.stacks = true
 			}
-			b.stacks = b.stacks || e.Stack >= 0
 			b.events++
 		case trace.ActionFreeRequested:
 			pos := b.times.n
@@ -578,11 +555,10 @@ func (b *Builder) add(events []trace.Event, open []int32) {
 				was, *o = *o, 0
 			}
 			if was > 0 {
-				b.cur -= int64(b.blocks.setFreed(was-1, int32(pos)))
-			} else {
+				b.blocks.setFreed(was-1, int32(pos))
+			} else { // live from before the trace to here
 				blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
 				b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
-				b.cur -= int64(blk.Size()) // live from before the trace to here
 			}
 		case trace.ActionFreeCompleted:
 			b.events++
@@ -627,16 +603,6 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 			}
 		}
 	}
-	// the peak is the builder's, over the blocks live before the trace
-	// (those freed before it saw them allocated, and those live at the end
-	// it never saw allocated)
-	var base int64
-	for _, blk := range alive {
-		base += int64(blk.Size())
-	}
-	for _, blk := range b.pre {
-		base += int64(blk.Size())
-	}
 	r.head, r.headAddr = append(b.pre, alive...), append(b.preAt, aliveAt...)
 	r.headStack = make([]int32, len(b.pre), len(r.head))
 	for i := range b.pre {
@@ -649,22 +615,7 @@ func (b *Builder) Result(snap *trace.Snapshot, device int) *Result {
 	r.cls = newClasses(r.born.recs.n)
 	classify(r, snap, &b.times)
 	b.times = clock{}
-	r.setPeak(b.bestAt, base+b.best)
 	return r
-}
-
-// setPeak sets the peak, after position at (-1: before the first event),
-// of best bytes, and what each category held then.
-func (r *Result) setPeak(at int, best int64) {
-	r.Peak, r.PeakBytes = at, uint64(max(best, 0))
-	for _, b := range r.All() {
-		if int(b.Born) > at {
-			break // the blocks come in the order they were born
-		}
-		if int(b.Freed) > at {
-			r.AtPeak[b.Category] += b.size
-		}
-	}
 }
 
 // rounded is a request's size as the caching allocator rounds it.

@@ -62,28 +62,36 @@ func (c *clock) pack() {
 	w := uint(bits.Len64(most))
 	b := binary.AppendVarint(c.slabs[k], least)
 	b = append(b, byte(w))
-	var acc uint64
-	var nacc uint
-	put := func(v uint64, w uint) { // w <= 56: v<<nacc (nacc < 8) fits
-		acc |= v << nacc
-		for nacc += w; nacc >= 8; nacc -= 8 {
-			b = append(b, byte(acc))
-			acc >>= 8
-		}
-	}
-	for _, v := range d {
-		x := uint64(v) - uint64(least)
-		if w > 56 {
-			put(x&(1<<32-1), 32)
-			put(x>>32, w-32)
-		} else {
-			put(x, w)
-		}
-	}
-	if nacc > 0 {
-		b = append(b, byte(acc))
+	if w > 0 {
+		b = appendBits(b, d, least, w)
 	}
 	c.slabs[k] = b
+}
+
+// appendBits appends the excesses over least of d, w bits each (0 < w <=
+// 64), the first in the lowest bits of the first byte: the bits gather
+// in a word, written 8 bytes at a time once full (at reads them a byte at
+// a time), the last one in as few bytes as hold the rest.
+func appendBits(b []byte, d *[clockGroup - 1]int64, least int64, w uint) []byte {
+	var acc uint64
+	var nacc uint // bits in acc, < 64
+	for _, v := range d {
+		x := uint64(v) - uint64(least)
+		acc |= x << (nacc & 63)
+		if nacc += w; nacc >= 64 {
+			b = binary.LittleEndian.AppendUint64(b, acc)
+			nacc -= 64
+			acc = 0
+			if nacc > 0 {
+				acc = x >> (w - nacc) // the bits that did not fit
+			}
+		}
+	}
+	for ; nacc > 0; nacc -= min(nacc, 8) {
+		b = append(b, byte(acc))
+		acc >>= 8
+	}
+	return b
 }
 
 // at is the time of position i (i < n).

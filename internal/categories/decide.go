@@ -97,6 +97,7 @@ func decide(r *Result, st *structure) {
 			firstFree = min(firstFree, int(b.Freed))
 		}
 	}
+	steps, zero := cursor{ss: st.steps}, cursor{ss: st.zero} // over the Borns
 	for i, b := range r.All() {
 		p := int(b.Born)
 		if p < 0 {
@@ -126,7 +127,7 @@ func decide(r *Result, st *structure) {
 			}
 			continue
 		}
-		if j := inAny(st.steps, p); j >= 0 {
+		if j := steps.in(p); j >= 0 {
 			if int(b.Freed) < st.steps[j].hi {
 				r.set(i, Temporary, Optimizer, ruleStepTemp)
 			} else {
@@ -134,7 +135,7 @@ func decide(r *Result, st *structure) {
 			}
 			continue
 		}
-		if j := inAny(st.zero, p); j >= 0 {
+		if j := zero.in(p); j >= 0 {
 			if int(b.Freed) < st.zero[j].hi {
 				r.set(i, Temporary, ZeroGrad, ruleZeroTemp)
 			} else {
@@ -142,7 +143,7 @@ func decide(r *Result, st *structure) {
 			}
 			continue
 		}
-		it := st.iteration(p)
+		it := steps.next(p) // st.iteration
 		phase := Forward
 		switch {
 		case it == k:

@@ -23,8 +23,6 @@
 //   - phase: where in its iteration a block was born: setup (before the
 //     first forward), forward, backward, optimizer (in a step), zero_grad,
 //     or after (past the last step).
-//   - the peak: the first position where allocated memory is highest
-//     (PyTorch's allocated_bytes.all.peak, over the kept events).
 //
 // [Classify] reads a whole snapshot; a [Builder] takes a device's events
 // one by one, for a caller that does not keep them.

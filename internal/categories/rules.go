@@ -67,6 +67,31 @@ func inAny(ss []span, p int) int {
 	return -1
 }
 
+// cursor is inAny over ss for positions asked in increasing order, as
+// the blocks' Borns come (Result.All): it steps past the spans that end
+// at or before each, where inAny searches them all again.
+type cursor struct {
+	ss []span
+	i  int // the first span that ends after the last position asked
+}
+
+// in is inAny(c.ss, p), p at least the last position asked.
+func (c *cursor) in(p int) int {
+	if i := c.next(p); i < len(c.ss) && c.ss[i].has(p) {
+		return i
+	}
+	return -1
+}
+
+// next is the first span that ends after p (structure.iteration's
+// answer, for the steps), p at least the last position asked.
+func (c *cursor) next(p int) int {
+	for c.i < len(c.ss) && c.ss[c.i].hi <= p {
+		c.i++
+	}
+	return c.i
+}
+
 // kept reports whether b lives to the end of the trace, or at least
 // past the end of the last of two or more steps (a program may free its
 // model before the snapshot).
@@ -147,11 +172,12 @@ func (st *structure) phases(r *Result, engine []int32) {
 	// born in backward
 	grad := make([]int, k+1)
 	copy(grad, st.end)
+	steps, zero := cursor{ss: st.steps}, cursor{ss: st.zero}
 	for _, b := range r.All() {
-		if int(b.Born) < 0 || inAny(st.steps, int(b.Born)) >= 0 || inAny(st.zero, int(b.Born)) >= 0 {
+		if int(b.Born) < 0 || steps.in(int(b.Born)) >= 0 || zero.in(int(b.Born)) >= 0 {
 			continue
 		}
-		i := st.iteration(int(b.Born))
+		i := steps.next(int(b.Born)) // st.iteration
 		if int(b.Freed) < st.end[i] {
 			st.fwd[i] = min(st.fwd[i], int(b.Born))
 		}
@@ -165,7 +191,10 @@ func (st *structure) phases(r *Result, engine []int32) {
 	sizes := st.paramSizes(r)
 	last := -1 // each size stands for one parameter, made in order
 	for _, b := range r.All() {
-		if int(b.Born) >= 0 && int(b.Born) < grad[0] && st.kept(b) && sizes[b.Size()] > 0 {
+		if int(b.Born) >= grad[0] {
+			break // the blocks come in the order they were born
+		}
+		if int(b.Born) >= 0 && st.kept(b) && sizes[b.Size()] > 0 {
 			sizes[b.Size()]--
 			last = max(last, int(b.Born))
 		}
@@ -173,7 +202,10 @@ func (st *structure) phases(r *Result, engine []int32) {
 	if last >= 0 {
 		st.fwd[0] = st.end[0]
 		for _, b := range r.All() {
-			if int(b.Born) > last && int(b.Born) < st.end[0] && int(b.Freed) < st.end[0] && inAny(st.zero, int(b.Born)) < 0 {
+			if int(b.Born) >= st.end[0] {
+				break
+			}
+			if int(b.Born) > last && int(b.Freed) < st.end[0] && inAny(st.zero, int(b.Born)) < 0 {
 				st.fwd[0] = min(st.fwd[0], int(b.Born))
 			}
 		}
@@ -260,6 +292,9 @@ func (st *structure) paramSizes(r *Result) map[uint64]int {
 		return grads
 	}
 	for _, b := range r.All() {
+		if int(b.Born) >= max(st.end[0], st.steps[0].hi) {
+			break // the blocks come in the order they were born: none after counts
+		}
 		switch {
 		case int(b.Born) < 0:
 		case int(b.Born) < st.end[0] && inAny(st.zero, int(b.Born)) < 0 && inAny(st.zero, int(b.Freed)) >= 0:

@@ -203,11 +203,11 @@ type catPass struct {
 	byID     []catLive // allocation ids are small integers, reused once freed
 }
 
-// catLive is a live allocation: its request and category.
+// catLive is an allocation: its request and category; a size of 0 once
+// freed (or never made), so that a free needs no test of it.
 type catLive struct {
 	size uint64
 	c    categories.Category
-	ok   bool
 }
 
 // dueAt is the op after which the next point is taken.
@@ -236,19 +236,18 @@ func (c *catPass) add(id uint32, cat categories.Category, size uint64) {
 	if int(id) >= len(c.byID) {
 		c.byID = slices.Grow(c.byID, int(id)+1-len(c.byID))[:int(id)+1]
 	}
-	c.byID[id] = catLive{size, cat, true}
+	c.byID[id] = catLive{size, cat}
 	c.sums[cat] += int64(size)
 }
 
-// free ends allocation id, live or not: what it held, and whether it was.
-func (c *catPass) free(id uint32) (catLive, bool) {
-	if int(id) >= len(c.byID) || !c.byID[id].ok {
-		return catLive{}, false
+// free ends allocation id, live or not (one not live takes 0 from its
+// category's sum).
+func (c *catPass) free(id uint32) {
+	if int(id) < len(c.byID) {
+		l := &c.byID[id]
+		c.sums[l.c] -= int64(l.size)
+		l.size = 0
 	}
-	l := c.byID[id]
-	c.sums[l.c] -= int64(l.size)
-	c.byID[id] = catLive{}
-	return l, true
 }
 
 // batch passes over ops, from op index base, with their events.
@@ -341,7 +340,9 @@ func newCatRide(plan *replay.Plan, cls *categories.Result) *catRide {
 }
 
 // observe takes the ops from op index base, which the replay has just
-// run, with their events; tl is the replay's timeline.
+// run, with their events; tl is the replay's timeline. The ops run in
+// stretches up to the next op the ride stops at: the op whose sums it
+// keeps, or the last of a point's stretch.
 func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Timeline) {
 	if w.failed || base != w.n || tl == nil || tl.Stride <= 0 || len(tl.AllocatedOp) != len(tl.Allocated) ||
 		event == nil && len(ops) > 0 {
@@ -351,7 +352,31 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 	if base == 0 {
 		w.last = min(tl.Stride, w.total) - 1
 	}
-	c, keep := &w.c, w.pointOp(tl)
+	for k := 0; k < len(ops) && !w.failed; {
+		i, keep := base+k, w.pointOp(tl)
+		stop := w.last // the op to stop at, from i on
+		if keep >= i && keep < stop {
+			stop = keep
+		}
+		end := len(ops)
+		if stop >= i {
+			end = min(end, stop-base+1)
+		}
+		w.run(ops[k:end], event, k)
+		if k = end; base+k-1 == keep {
+			w.kept, w.keptOp = w.c.sums, keep
+		}
+		if base+k-1 == w.last {
+			w.take(tl)
+		}
+	}
+	w.n = base + len(ops)
+}
+
+// run applies ops, whose events are event from index from on, to the
+// live allocations and what each category holds.
+func (w *catRide) run(ops []alloc.Op, event []int32, from int) {
+	c, next := &w.c, w.next
 	for k := range ops {
 		op := &ops[k]
 		switch op.Kind {
@@ -359,25 +384,18 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 			if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
 				var cat categories.Category
 				if w.cls != nil {
-					cat = w.cls.BornCategory(w.next)
-					w.next++
+					cat = w.cls.BornCategory(next)
+					next++
 				} else {
-					cat, _ = c.byEvent(event[k])
+					cat, _ = c.byEvent(event[from+k])
 				}
 				c.add(op.ID, cat, op.Size)
 			}
 		case alloc.OpFree, alloc.OpFreeRequest:
 			c.free(op.ID)
 		}
-		if i := base + k; i == keep {
-			w.kept, w.keptOp = c.sums, i
-		}
-		if base+k == w.last {
-			w.take(tl)
-			keep = w.pointOp(tl)
-		}
 	}
-	w.n = base + len(ops)
+	w.next = next
 }
 
 // pointOp is the op of the next point as the timeline names it so far,
