@@ -127,6 +127,17 @@ static int holes_rekey(holes_t *h, uint32_t x, uint64_t addr, uint64_t key) {
   return found;
 }
 
+/* The node at from moves to to: no other node's address lies between
+ * them, so the treap's order stays. */
+static void holes_move(holes_t *h, uint64_t from, uint64_t to) {
+  for (uint32_t x = h->root; x; x = from < h->n[x].addr ? h->n[x].l : h->n[x].r) {
+    if (h->n[x].addr == from) {
+      h->n[x].addr = to;
+      return;
+    }
+  }
+}
+
 /* The address of the highest chunk below `before` in the treap x whose
  * key is above t, or 0. */
 static uint64_t holes_last(const holes_t *h, uint32_t x, uint64_t before, uint64_t t) {
