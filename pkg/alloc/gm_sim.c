@@ -49,15 +49,20 @@
 
 static uint64_t up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-/* index of the first range whose end is above addr */
+/* index of the first range whose end is above addr (the ranges do not
+ * overlap: their ends are sorted too). Without a branch on the
+ * comparison, which a run of scattered addresses does not predict: the
+ * answer is in [b, b + n], the ranges before b end at or below addr. */
 static size_t find(const sim_t *s, uint64_t addr) {
-  size_t lo = 0, hi = s->n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (s->r[mid].addr + s->r[mid].size <= addr) lo = mid + 1;
-    else hi = mid;
+  const range_t *b = s->r;
+  size_t n = s->n;
+  if (!n) return 0;
+  while (n > 1) {
+    size_t half = n / 2;
+    b = b[half].addr + b[half].size <= addr ? b + half : b;
+    n -= half;
   }
-  return lo;
+  return (size_t)(b - s->r) + (b->addr + b->size <= addr);
 }
 
 static int overlaps(const sim_t *s, uint64_t addr, uint64_t size) {
@@ -111,8 +116,8 @@ static void close_at(void **base, size_t *front, size_t n, size_t i, size_t elem
   }
 }
 
-static int insert(sim_t *s, uint64_t addr, uint64_t size) {
-  size_t i = find(s, addr);
+/* A range goes in at index i (find's for addr). */
+static int insert_at(sim_t *s, size_t i, uint64_t addr, uint64_t size) {
   if (open_at((void **)&s->r, (void **)&s->rbuf, &s->rfront, &s->cap, s->n, i, sizeof *s->r) != GM_OK)
     return GM_ENOMEM;
   s->r[i].addr = addr;
@@ -120,6 +125,8 @@ static int insert(sim_t *s, uint64_t addr, uint64_t size) {
   s->n++;
   return GM_OK;
 }
+
+static int insert(sim_t *s, uint64_t addr, uint64_t size) { return insert_at(s, find(s, addr), addr, size); }
 
 static int erase(sim_t *s, uint64_t addr) {
   size_t i = find(s, addr);
@@ -602,7 +609,8 @@ static uint64_t model(sim_t *s, uint64_t size) {
 static int sim_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
   sim_t *s = ctx;
   if (s->capacity && s->used + size > s->capacity) return GM_ENOMEM;
-  int usable = hint && hint % 512 == 0 && !overlaps(s, hint, size);
+  size_t hi = hint ? find(s, hint) : 0; /* the ranges stay as they are until the insert */
+  int usable = hint && hint % 512 == 0 && !(hi < s->n && s->r[hi].addr < hint + size);
   if (!s->started) {
     int rc = start(s, usable ? hint : SIM_TOP - 64 * SIM_CHUNK, size);
     if (rc != GM_OK) return rc;
@@ -638,7 +646,7 @@ static int sim_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
     }
   }
   if (!at) return GM_ENOMEM; /* no address space left */
-  int rc = insert(s, at, size);
+  int rc = insert_at(s, at == hint ? hi : find(s, at), at, size);
   if (rc != GM_OK) return rc;
   if ((rc = note(s, at, size)) != GM_OK) {
     erase(s, at); /* the call fails: leave no range behind */

@@ -212,7 +212,7 @@ typedef struct sim {
   chunk_t *cbuf;
   size_t rfront, cfront, gfront;
   holes_t holes; /* the given-back chunks by address (see given_key) */
-  uint64_t carved; /* chunks carved so far */
+  uint64_t carved; /* the last carved number given (room_renumber renumbers) */
   /* the room index (see room_set): 2 * tcap nodes in room, the chunks'
    * addresses by carved in cat (tcap of them) */
   uint64_t *room, *cat;
