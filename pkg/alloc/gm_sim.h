@@ -120,13 +120,23 @@ static uint32_t holes_erase_at(holes_t *h, uint32_t x, uint64_t addr) {
 /* The chunk at addr leaves the index. */
 static void holes_erase(holes_t *h, uint64_t addr) { h->root = holes_erase_at(h, h->root, addr); }
 
-/* the node at addr in the treap x gets key; 0 when there is none */
+/* The node at addr in the treap x gets key; whether the max of x
+ * changed (0 when there is no such node): where a max stays, so do the
+ * ones above it, and they are not pulled. */
 static int holes_rekey(holes_t *h, uint32_t x, uint64_t addr, uint64_t key) {
   if (!x) return 0;
   hnode_t *n = &h->n[x];
-  int found = n->addr == addr ? (n->key = key, 1) : holes_rekey(h, addr < n->addr ? n->l : n->r, addr, key);
-  if (found) holes_pull(h, x);
-  return found;
+  int changed;
+  if (n->addr == addr) {
+    changed = n->key != key;
+    n->key = key;
+  } else {
+    changed = holes_rekey(h, addr < n->addr ? n->l : n->r, addr, key);
+  }
+  if (!changed) return 0;
+  uint64_t was = n->max;
+  holes_pull(h, x);
+  return n->max != was;
 }
 
 /* The node at from moves to to: no other node's address lies between
