@@ -49,15 +49,20 @@
 
 static uint64_t up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-/* index of the first range whose end is above addr */
+/* index of the first range whose end is above addr (the ranges do not
+ * overlap: their ends are sorted too). Without a branch on the
+ * comparison, which a run of scattered addresses does not predict: the
+ * answer is in [b, b + n], the ranges before b end at or below addr. */
 static size_t find(const sim_t *s, uint64_t addr) {
-  size_t lo = 0, hi = s->n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (s->r[mid].addr + s->r[mid].size <= addr) lo = mid + 1;
-    else hi = mid;
+  const range_t *b = s->r;
+  size_t n = s->n;
+  if (!n) return 0;
+  while (n > 1) {
+    size_t half = n / 2;
+    b = b[half].addr + b[half].size <= addr ? b + half : b;
+    n -= half;
   }
-  return lo;
+  return (size_t)(b - s->r) + (b->addr + b->size <= addr);
 }
 
 static int overlaps(const sim_t *s, uint64_t addr, uint64_t size) {
@@ -111,8 +116,8 @@ static void close_at(void **base, size_t *front, size_t n, size_t i, size_t elem
   }
 }
 
-static int insert(sim_t *s, uint64_t addr, uint64_t size) {
-  size_t i = find(s, addr);
+/* A range goes in at index i (find's for addr). */
+static int insert_at(sim_t *s, size_t i, uint64_t addr, uint64_t size) {
   if (open_at((void **)&s->r, (void **)&s->rbuf, &s->rfront, &s->cap, s->n, i, sizeof *s->r) != GM_OK)
     return GM_ENOMEM;
   s->r[i].addr = addr;
@@ -120,6 +125,8 @@ static int insert(sim_t *s, uint64_t addr, uint64_t size) {
   s->n++;
   return GM_OK;
 }
+
+static int insert(sim_t *s, uint64_t addr, uint64_t size) { return insert_at(s, find(s, addr), addr, size); }
 
 static int erase(sim_t *s, uint64_t addr) {
   size_t i = find(s, addr);
@@ -143,77 +150,13 @@ static size_t reach_from(const sim_t *s, uint64_t addr) {
 }
 
 /* the chunk holding addr, or NULL: the first that does, of those that
- * begin at or below it */
+ * begin at or below it (while no two overlap, only the last can) */
 static chunk_t *chunk_at(sim_t *s, uint64_t addr) {
-  for (size_t i = reach_from(s, addr), n = addr < UINT64_MAX ? chunk_from(s, addr + 1) : s->nc; i < n; i++)
+  size_t n = addr < UINT64_MAX ? chunk_from(s, addr + 1) : s->nc;
+  if (!s->overlap) return n > 0 && addr < s->c[n - 1].addr + s->c[n - 1].size ? &s->c[n - 1] : NULL;
+  for (size_t i = 0; i < n; i++)
     if (addr < s->c[i].addr + s->c[i].size) return &s->c[i];
   return NULL;
-}
-
-/* The room index lets gap_fit visit only the chunks that may have a gap
- * for a request, latest carved first, instead of every chunk. It is a max
- * segment tree over the carved numbers: leaf k (node tcap + k) belongs to
- * the chunk carved k-th, and holds one more than its free bytes (size -
- * used) while that chunk is in use (not released) and used <= size, else
- * 0, as it does once the chunk is dropped; cat[k] is that chunk's address.
- * Node j < tcap holds the larger of nodes 2j and 2j + 1. A chunk has a
- * gap of n bytes only if its leaf is at least n + 1 (gap_fit's test). Every
- * change of a chunk's size, used or released goes through room_sync or
- * drop_chunk; gm_sim_check compares the index with the chunks. */
-static void room_set(sim_t *s, uint64_t k, uint64_t v) {
-  size_t j = s->tcap + k;
-  s->room[j] = v;
-  for (j /= 2; j > 0; j /= 2) {
-    uint64_t m = s->room[2 * j] > s->room[2 * j + 1] ? s->room[2 * j] : s->room[2 * j + 1];
-    if (s->room[j] == m) break; /* and so are the nodes above */
-    s->room[j] = m;
-  }
-}
-
-static uint64_t room_of(const chunk_t *c) { return !c->released && c->used <= c->size ? c->size - c->used + 1 : 0; }
-
-static void room_sync(sim_t *s, const chunk_t *c) { room_set(s, c->carved, room_of(c)); }
-
-/* Room for carved numbers up to k: twice the leaves, the tree rebuilt. */
-static int room_grow(sim_t *s, uint64_t k) {
-  size_t cap = s->tcap ? s->tcap : 64;
-  while (cap <= k) cap *= 2;
-  if (cap == s->tcap) return GM_OK;
-  uint64_t *room = calloc(2 * cap, sizeof *room), *cat = calloc(cap, sizeof *cat);
-  if (!room || !cat) {
-    free(room);
-    free(cat);
-    return GM_ENOMEM;
-  }
-  if (s->tcap) {
-    memcpy(room + cap, s->room + s->tcap, s->tcap * sizeof *room);
-    memcpy(cat, s->cat, s->tcap * sizeof *cat);
-  }
-  for (size_t j = cap - 1; j > 0; j--) room[j] = room[2 * j] > room[2 * j + 1] ? room[2 * j] : room[2 * j + 1];
-  free(s->room);
-  free(s->cat);
-  s->room = room;
-  s->cat = cat;
-  s->tcap = cap;
-  return GM_OK;
-}
-
-/* The largest carved number below `before` whose leaf is at least t, or 0
- * (no chunk is carved 0th): up from leaf `before` to the first left
- * sibling that holds one, then down its right side. */
-static uint64_t room_last(const sim_t *s, uint64_t t, uint64_t before) {
-  size_t j;
-  if (before >= s->tcap) {
-    if (!s->tcap || s->room[1] < t) return 0;
-    j = 1;
-  } else {
-    j = s->tcap + before;
-    while (j > 1 && !((j & 1) && s->room[j - 1] >= t)) j /= 2;
-    if (j <= 1) return 0;
-    j--;
-  }
-  while (j < s->tcap) j = s->room[2 * j + 1] >= t ? 2 * j + 1 : 2 * j;
-  return j - s->tcap;
 }
 
 /* the chunk carved k-th, or NULL */
@@ -235,13 +178,14 @@ static size_t given_index(const sim_t *s, uint64_t addr) {
   return i;
 }
 
-/* The hole index (gm_sim_holes.h) lets hole_fit visit only the given-back
- * chunks that may matter to it instead of every one. A chunk's key is UINT64_MAX when it ends where the next one
- * below it begins (a run may go on there), else its size: a run of one
- * chunk with a key of cs or less holds no new chunk of cs bytes, and
- * hole_fit passes over it. Every change of the given-back list goes
- * through give, drop_chunk or given_grew, which keep it; gm_sim_check
- * compares it with the list. */
+/* The hole index (gm_sim.h) lets hole_fit visit only the given-back
+ * chunks that may matter to it instead of every one. A chunk's key is
+ * UINT64_MAX when it ends where the next one below it begins (a run may
+ * go on there), else its size: a run of one chunk with a key of cs or less
+ * holds no new chunk of cs bytes, and hole_fit passes over it. Every
+ * change of the given-back list goes through give, drop_chunk, given_grew
+ * or given_shrink, which keep it; gm_sim_check compares it with the
+ * list. */
 /* whether given-back chunk lo ends where chunk hi begins */
 static int joins(const sim_t *s, size_t lo, size_t hi) { return s->g[lo].addr + s->g[lo].size == s->g[hi].addr; }
 
@@ -298,12 +242,36 @@ static void given_grew(sim_t *s, const chunk_t *c) {
   given_key(s, j + 1, above, 0);
 }
 
-static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent, int released) {
+/* Given-back chunk c keeps [addr, addr + size) of its room, its low or
+ * its high part (a chunk is carved over the rest), in place: in the
+ * chunks, the given-back list and the hole index it keeps its place, as
+ * no other chunk begins inside it while none overlap (the caller's
+ * condition). Its carved number stays: a given-back chunk's does not
+ * matter (its room leaf is 0), so it need not be the latest. */
+static void given_shrink(sim_t *s, chunk_t *c, uint64_t addr, uint64_t size) {
+  size_t j = given_from(s, c->addr);
+  int above = j + 1 < s->ng && joins(s, j, j + 1);
+  if (addr != c->addr) {
+    holes_move(&s->holes, c->addr, addr);
+    s->cat[c->carved] = addr;
+  }
+  c->addr = addr;
+  c->size = size;
+  s->g[j] = (range_t){addr, size};
+  given_key(s, j, 0, 1);
+  given_key(s, j + 1, above, 0);
+}
+
+/* A chunk is carved at addr, of size bytes, with live allocations of
+ * used bytes inside (a new chunk comes with its first: the room index is
+ * set once, for both). */
+static chunk_t *add_chunk(sim_t *s, uint64_t addr, uint64_t size, int permanent, int released, uint32_t live,
+                          uint64_t used) {
   size_t i = chunk_from(s, addr);
-  if (room_grow(s, s->carved + 1) != GM_OK) return NULL;
+  if (s->carved + 1 >= s->tcap && room_renumber(s) != GM_OK) return NULL;
   if (open_at((void **)&s->c, (void **)&s->cbuf, &s->cfront, &s->capc, s->nc, i, sizeof *s->c) != GM_OK)
     return NULL;
-  s->c[i] = (chunk_t){addr, size, ++s->carved, 0, 0, (uint8_t)permanent, (uint8_t)released};
+  s->c[i] = (chunk_t){addr, size, ++s->carved, used, live, (uint8_t)permanent, (uint8_t)released};
   s->nc++;
   overlap_at(s, i);
   if (released && give(s, &s->c[i]) != GM_OK) {
@@ -325,9 +293,16 @@ static int forget(sim_t *s, uint64_t lo, uint64_t hi) {
     if (c->addr >= hi) break; /* and so do all after it */
     if (!c->released || c->addr + c->size <= lo) continue;
     uint64_t a = c->addr, b = c->addr + c->size;
-    drop_chunk(s, c);
-    if (a < lo && !add_chunk(s, a, lo - a, 0, 1)) return GM_ENOMEM;
-    if (hi < b && !add_chunk(s, hi, b - hi, 0, 1)) return GM_ENOMEM;
+    if (!s->overlap && a < lo) { /* the low part stays: the chunk shrinks to it */
+      given_shrink(s, c, a, lo - a);
+    } else if (!s->overlap && hi < b) { /* the high part stays */
+      given_shrink(s, c, hi, b - hi);
+      continue; /* nothing of [lo, hi) is above it */
+    } else {
+      drop_chunk(s, c);
+      if (a < lo && !add_chunk(s, a, lo - a, 0, 1, 0, 0)) return GM_ENOMEM;
+    }
+    if (hi < b && !add_chunk(s, hi, b - hi, 0, 1, 0, 0)) return GM_ENOMEM;
     i = reach_from(s, lo) - 1; /* the array moved: look again (from 0, i wraps to it) */
   }
   return GM_OK;
@@ -346,7 +321,7 @@ static int start(sim_t *s, uint64_t at, uint64_t size) {
   }
   /* the hole counts as carved after the region: a small request takes it
    * before the region's room */
-  if (!add_chunk(s, region, SIM_REGION, 1, 0) || !add_chunk(s, region - SIM_HOLE_DOWN, SIM_ALIGN, 1, 0)) {
+  if (!add_chunk(s, region, SIM_REGION, 1, 0, 0, 0) || !add_chunk(s, region - SIM_HOLE_DOWN, SIM_ALIGN, 1, 0, 0, 0)) {
     return GM_ENOMEM;
   }
   s->ceiling = region - SIM_REGION_UP;
@@ -371,12 +346,12 @@ static int open_range(sim_t *s) {
     chunk_t *h = chunk_at(s, s->hole);
     if (h && h->permanent && h->live == 0) drop_chunk(s, h);
     if (!chunk_at(s, s->hole)) {
-      if (!add_chunk(s, at, SIM_RANGE + SIM_ALIGN, 0, 1)) return GM_ENOMEM;
+      if (!add_chunk(s, at, SIM_RANGE + SIM_ALIGN, 0, 1, 0, 0)) return GM_ENOMEM;
       s->ceiling = at + SIM_RANGE + SIM_ALIGN;
       return GM_OK;
     }
   }
-  return add_chunk(s, at, SIM_RANGE, 1, 0) ? GM_OK : GM_ENOMEM;
+  return add_chunk(s, at, SIM_RANGE, 1, 0, 0, 0) ? GM_OK : GM_ENOMEM;
 }
 
 /* Record an allocation at [at, at+size) in the chunk layout. */
@@ -392,11 +367,7 @@ static int note(sim_t *s, uint64_t at, uint64_t size) {
       }
     if (end < at + size) end = at + size;
     if (forget(s, at, end) != GM_OK) return GM_ENOMEM;
-    c = add_chunk(s, at, end - at, 0, 0);
-    if (!c) return GM_ENOMEM;
-    c->live++;
-    c->used += size;
-    room_sync(s, c);
+    if (!add_chunk(s, at, end - at, 0, 0, 1, size)) return GM_ENOMEM;
     return s->range && !s->on_signal ? open_range(s) : GM_OK; /* the first chunk carved */
   } else if (at + size > c->addr + c->size) { /* the recording's block runs past its chunk */
     uint64_t end = c->addr + c->size;
@@ -539,7 +510,8 @@ static uint64_t model(sim_t *s, uint64_t size) {
 static int sim_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
   sim_t *s = ctx;
   if (s->capacity && s->used + size > s->capacity) return GM_ENOMEM;
-  int usable = hint && hint % 512 == 0 && !overlaps(s, hint, size);
+  size_t hi = hint ? find(s, hint) : 0; /* the ranges stay as they are until the insert */
+  int usable = hint && hint % 512 == 0 && !(hi < s->n && s->r[hi].addr < hint + size);
   if (!s->started) {
     int rc = start(s, usable ? hint : SIM_TOP - 64 * SIM_CHUNK, size);
     if (rc != GM_OK) return rc;
@@ -575,7 +547,7 @@ static int sim_malloc(void *ctx, uint64_t size, uint64_t hint, uint64_t *addr) {
     }
   }
   if (!at) return GM_ENOMEM; /* no address space left */
-  int rc = insert(s, at, size);
+  int rc = insert_at(s, at == hint ? hi : find(s, at), at, size);
   if (rc != GM_OK) return rc;
   if ((rc = note(s, at, size)) != GM_OK) {
     erase(s, at); /* the call fails: leave no range behind */
@@ -598,26 +570,37 @@ static int sim_free(void *ctx, uint64_t addr, uint64_t size) {
   if (rc != GM_OK) return rc;
   s->used -= size;
   chunk_t *c = chunk_at(s, addr);
-  if (c && c->live > 0) {
-    c->used -= size < c->used ? size : c->used;
-    room_sync(s, c);
-  }
-  if (c && c->live > 0 && --c->live == 0 && !c->permanent) {
-    c->released = 1;
-    room_sync(s, c);
-    if (give(s, c) != GM_OK) return GM_ENOMEM;
-    /* one entry per run of given-back room: merge with released neighbours */
-    size_t i = (size_t)(c - s->c); /* by index: a drop moves pointers */
-    if (i + 1 < s->nc && s->c[i + 1].released && s->c[i].addr + s->c[i].size == s->c[i + 1].addr) {
-      s->c[i].size += s->c[i + 1].size;
+  if (!c || c->live == 0) return GM_OK;
+  c->used -= size < c->used ? size : c->used;
+  c->released = --c->live == 0 && !c->permanent;
+  room_sync(s, c); /* once, for both */
+  if (!c->released) return GM_OK;
+  /* one entry per run of given-back room: merge with released neighbours */
+  size_t i = (size_t)(c - s->c); /* by index: a drop moves pointers */
+  if (!s->overlap && i > 0 && s->c[i - 1].released && s->c[i - 1].addr + s->c[i - 1].size == c->addr) {
+    /* it joins the one below, and so does the one above if given back:
+     * c itself never enters the given-back list */
+    uint64_t grow = c->size;
+    if (i + 1 < s->nc && s->c[i + 1].released && c->addr + c->size == s->c[i + 1].addr) {
+      grow += s->c[i + 1].size;
       drop_chunk(s, &s->c[i + 1]);
-      given_grew(s, &s->c[i]);
     }
-    if (i > 0 && s->c[i - 1].released && s->c[i - 1].addr + s->c[i - 1].size == s->c[i].addr) {
-      s->c[i - 1].size += s->c[i].size;
-      drop_chunk(s, &s->c[i]);
-      given_grew(s, &s->c[i - 1]);
-    }
+    s->c[i].released = 0; /* not in the given-back list: drop_chunk leaves it */
+    drop_chunk(s, &s->c[i]);
+    s->c[i - 1].size += grow;
+    given_grew(s, &s->c[i - 1]);
+    return GM_OK;
+  }
+  if (give(s, c) != GM_OK) return GM_ENOMEM;
+  if (i + 1 < s->nc && s->c[i + 1].released && s->c[i].addr + s->c[i].size == s->c[i + 1].addr) {
+    s->c[i].size += s->c[i + 1].size;
+    drop_chunk(s, &s->c[i + 1]);
+    given_grew(s, &s->c[i]);
+  }
+  if (i > 0 && s->c[i - 1].released && s->c[i - 1].addr + s->c[i - 1].size == s->c[i].addr) {
+    s->c[i - 1].size += s->c[i].size;
+    drop_chunk(s, &s->c[i]);
+    given_grew(s, &s->c[i - 1]);
   }
   return GM_OK;
 }
@@ -742,8 +725,8 @@ int gm_sim_check(const gm_backend_t *be, char *msg, size_t len) {
       snprintf(msg, len, "I7: the chunk at 0x%llx overlaps one below, not noted", (unsigned long long)c->addr);
       return GM_ECORRUPT;
     }
-    if (c->carved == 0 || c->carved >= s->tcap || s->room[s->tcap + c->carved] != room_of(c) ||
-        s->cat[c->carved] != c->addr) {
+    if (c->carved == 0 || c->carved > s->carved || c->carved >= s->tcap ||
+        s->room[s->tcap + c->carved] != room_of(c) || s->cat[c->carved] != c->addr || carved_chunk(s, c->carved) != c) {
       snprintf(msg, len, "I7: the room index is wrong for the chunk at 0x%llx", (unsigned long long)c->addr);
       return GM_ECORRUPT;
     }

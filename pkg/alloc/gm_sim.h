@@ -1,5 +1,6 @@
 /* gm_sim.h — the simulated device's state (gm_sim.c only): its layout
- * constants, its sorted arrays of ranges and chunks, and the hole index.
+ * constants, its sorted arrays of ranges and chunks, the hole index and
+ * the room index (described where it is kept, below sim_t).
  *
  * The hole index is a treap over the given-back chunks by address (the heap by priority),
  * each node keeping the largest key in its subtree, so that hole_fit can
@@ -13,6 +14,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gm_alloc.h"
 
@@ -118,13 +120,34 @@ static uint32_t holes_erase_at(holes_t *h, uint32_t x, uint64_t addr) {
 /* The chunk at addr leaves the index. */
 static void holes_erase(holes_t *h, uint64_t addr) { h->root = holes_erase_at(h, h->root, addr); }
 
-/* the node at addr in the treap x gets key; 0 when there is none */
+/* The node at addr in the treap x gets key; whether the max of x
+ * changed (0 when there is no such node): where a max stays, so do the
+ * ones above it, and they are not pulled. */
 static int holes_rekey(holes_t *h, uint32_t x, uint64_t addr, uint64_t key) {
   if (!x) return 0;
   hnode_t *n = &h->n[x];
-  int found = n->addr == addr ? (n->key = key, 1) : holes_rekey(h, addr < n->addr ? n->l : n->r, addr, key);
-  if (found) holes_pull(h, x);
-  return found;
+  int changed;
+  if (n->addr == addr) {
+    changed = n->key != key;
+    n->key = key;
+  } else {
+    changed = holes_rekey(h, addr < n->addr ? n->l : n->r, addr, key);
+  }
+  if (!changed) return 0;
+  uint64_t was = n->max;
+  holes_pull(h, x);
+  return n->max != was;
+}
+
+/* The node at from moves to to: no other node's address lies between
+ * them, so the treap's order stays. */
+static void holes_move(holes_t *h, uint64_t from, uint64_t to) {
+  for (uint32_t x = h->root; x; x = from < h->n[x].addr ? h->n[x].l : h->n[x].r) {
+    if (h->n[x].addr == from) {
+      h->n[x].addr = to;
+      return;
+    }
+  }
 }
 
 /* The address of the highest chunk below `before` in the treap x whose
@@ -201,7 +224,7 @@ typedef struct sim {
   chunk_t *cbuf;
   size_t rfront, cfront, gfront;
   holes_t holes; /* the given-back chunks by address (see given_key) */
-  uint64_t carved; /* chunks carved so far */
+  uint64_t carved; /* the last carved number given (room_renumber renumbers) */
   /* the room index (see room_set): 2 * tcap nodes in room, the chunks'
    * addresses by carved in cat (tcap of them) */
   uint64_t *room, *cat;
@@ -227,6 +250,109 @@ typedef struct sim {
 static void overlap_at(sim_t *s, size_t i) {
   uint64_t lo = s->c[i].addr, hi = lo + s->c[i].size;
   s->overlap |= (i > 0 && s->c[i - 1].addr + s->c[i - 1].size > lo) || (i + 1 < s->nc && s->c[i + 1].addr < hi);
+}
+
+/* The room index lets gap_fit visit only the chunks that may have a gap
+ * for a request, latest carved first, instead of every chunk. It is a max
+ * segment tree over the carved numbers: leaf k (node tcap + k) belongs to
+ * the chunk carved k-th, and holds one more than its free bytes (size -
+ * used) while that chunk is in use (not released) and used <= size, else
+ * 0, as it does once the chunk is dropped; cat[k] is that chunk's address.
+ * Node j < tcap holds the larger of nodes 2j and 2j + 1. A chunk has a
+ * gap of n bytes only if its leaf is at least n + 1 (gap_fit's test). Every
+ * change of a chunk's size, used or released goes through room_sync or
+ * drop_chunk (given_shrink's need not: a given-back chunk's leaf is 0
+ * whatever its size, only its cat entry follows its address);
+ * gm_sim_check compares the index with the chunks, and that each chunk's
+ * number is its own, at most carved.
+ *
+ * Only the order of the carved numbers matters (gap_fit's "latest carved
+ * first"), so when they run out room_renumber gives the chunks there are
+ * the numbers 1.. in the same order, in a tree sized for them: its depth
+ * follows the chunks there are, not every chunk ever carved (a trace that
+ * gives back and carves a chunk per allocation carves hundreds of
+ * thousands). */
+static void room_set(sim_t *s, uint64_t k, uint64_t v) {
+  size_t j = s->tcap + k;
+  uint64_t old = s->room[j];
+  if (v == old) return;
+  s->room[j] = v;
+  if (v > old) { /* up while the nodes above held less */
+    for (j /= 2; j > 0 && s->room[j] < v; j /= 2) s->room[j] = v;
+    return;
+  }
+  /* down: only the nodes above that held old may have held it for this leaf */
+  for (j /= 2; j > 0 && s->room[j] == old; j /= 2) {
+    uint64_t m = s->room[2 * j] > s->room[2 * j + 1] ? s->room[2 * j] : s->room[2 * j + 1];
+    if (m == old) break; /* another leaf holds it: so are the nodes above */
+    s->room[j] = m;
+  }
+}
+
+static uint64_t room_of(const chunk_t *c) { return !c->released && c->used <= c->size ? c->size - c->used + 1 : 0; }
+
+static void room_sync(sim_t *s, const chunk_t *c) { room_set(s, c->carved, room_of(c)); }
+
+/* Room for one more carved number: the chunks there are renumbered 1..nc
+ * in carved order (see above), in a tree with at least as many numbers
+ * again free, rebuilt. The old tree's inner nodes, rebuilt last, map each
+ * old number to 1 + its chunk's index meanwhile; the arrays stay when
+ * the tree keeps its size. */
+static int room_renumber(sim_t *s) {
+  size_t cap = 64;
+  while (cap <= 2 * (s->nc + 1)) cap *= 2;
+  uint64_t *room = s->room, *cat = s->cat, *at = s->room;
+  if (cap != s->tcap) {
+    room = calloc(2 * cap, sizeof *room);
+    cat = calloc(cap, sizeof *cat);
+    if (!room || !cat) {
+      free(room);
+      free(cat);
+      return GM_ENOMEM;
+    }
+  } else {
+    memset(room + cap, 0, cap * sizeof *room); /* the leaves */
+  }
+  uint64_t k = 0;
+  if (s->tcap) {
+    memset(at + 1, 0, (s->tcap - 1) * sizeof *at);
+    for (size_t i = 0; i < s->nc; i++) at[s->c[i].carved] = i + 1;
+    for (size_t old = 1; old < s->tcap; old++) {
+      if (!at[old]) continue;
+      chunk_t *c = &s->c[at[old] - 1];
+      c->carved = ++k;
+      cat[k] = c->addr;
+      room[cap + k] = room_of(c);
+    }
+  }
+  for (size_t j = cap - 1; j > 0; j--) room[j] = room[2 * j] > room[2 * j + 1] ? room[2 * j] : room[2 * j + 1];
+  if (room != s->room) {
+    free(s->room);
+    free(s->cat);
+  }
+  s->room = room;
+  s->cat = cat;
+  s->tcap = cap;
+  s->carved = k;
+  return GM_OK;
+}
+
+/* The largest carved number below `before` whose leaf is at least t, or 0
+ * (no chunk is carved 0th): up from leaf `before` to the first left
+ * sibling that holds one, then down its right side. */
+static uint64_t room_last(const sim_t *s, uint64_t t, uint64_t before) {
+  size_t j;
+  if (before >= s->tcap) {
+    if (!s->tcap || s->room[1] < t) return 0;
+    j = 1;
+  } else {
+    j = s->tcap + before;
+    while (j > 1 && !((j & 1) && s->room[j - 1] >= t)) j /= 2;
+    if (j <= 1) return 0;
+    j--;
+  }
+  while (j < s->tcap) j = s->room[2 * j + 1] >= t ? 2 * j + 1 : 2 * j;
+  return j - s->tcap;
 }
 
 #endif /* GM_SIM_H */
