@@ -225,8 +225,12 @@ func (st *StartState) poolSegment(snap *trace.Snapshot, device int) bool {
 // read once more: w walked it for its pools, which the plan routes
 // allocations to as FromSnapshot's does.
 func NewPoolPlanner(snap *trace.Snapshot, device int, st *StartState, w *PoolWalk) *Planner {
+	// the walk first: the planner's arrays (its live allocations, sized for
+	// the whole trace) then take memory the walk's garbage left, not fresh
+	// pages on top of the walk's
+	pp := w.pools()
 	pl := newSnapshotPlanner(snap, device, st)
-	pl.b.usePools(w.pools())
+	pl.b.usePools(pp)
 	return pl
 }
 
