@@ -210,6 +210,13 @@ func (m *Map[V]) grow() { m.resize(max(2*len(m.slots), minSlots)) }
 func (m *Map[V]) resize(size int) {
 	old := m.slots
 	m.slots = make([]slot[V], size)
+	// A table of pages fresh from the kernel is not cleared by Go: the
+	// probes below (and Get's) would read each page first, mapping the
+	// shared zero page, and fault again on its first write, a copy that
+	// flushes the page from every core's TLB. Written first, each page
+	// faults once; a table in reused memory is written twice, a few
+	// microseconds for the biggest.
+	clear(m.slots)
 	m.shift = 64
 	for s := size; s > 1; s >>= 1 {
 		m.shift--
