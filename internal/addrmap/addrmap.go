@@ -188,11 +188,35 @@ func (m *Map[V]) All() iter.Seq2[uint64, V] {
 	}
 }
 
-// grow doubles the table (or makes the first) and puts every key back.
-func (m *Map[V]) grow() {
+// Reserve makes room for n keys in all, so that the map does not grow
+// again until it holds more: a map filled key by key doubles its table,
+// leaving each smaller one behind as garbage, and a caller that knows
+// how many keys are coming can size it once.
+func (m *Map[V]) Reserve(n int) {
+	size := max(len(m.slots), minSlots)
+	for 4*n > 3*size { // Put's bound on the keys a table holds
+		size *= 2
+	}
+	if size > len(m.slots) {
+		m.resize(size)
+	}
+}
+
+// grow doubles the table (or makes the first).
+func (m *Map[V]) grow() { m.resize(max(2*len(m.slots), minSlots)) }
+
+// resize makes a table of size slots, a power of two, and puts every key
+// back.
+func (m *Map[V]) resize(size int) {
 	old := m.slots
-	size := max(2*len(old), minSlots)
 	m.slots = make([]slot[V], size)
+	// A table of pages fresh from the kernel is not cleared by Go: the
+	// probes below (and Get's) would read each page first, mapping the
+	// shared zero page, and fault again on its first write, a copy that
+	// flushes the page from every core's TLB. Written first, each page
+	// faults once; a table in reused memory is written twice, a few
+	// microseconds for the biggest.
+	clear(m.slots)
 	m.shift = 64
 	for s := size; s > 1; s >>= 1 {
 		m.shift--

@@ -116,6 +116,33 @@ func TestDeleteWrapsAround(t *testing.T) {
 	}
 }
 
+// A map reserved for n keys keeps the ones it held and takes n in all
+// without growing its table again.
+func TestReserve(t *testing.T) {
+	for _, n := range []int{0, 1, 48, 49, 1000, 12305} {
+		var m Map[int]
+		m.Set(0, -1) // the key 0 lives beside the table
+		m.Set(512, -2)
+		m.Reserve(n)
+		size := len(m.slots)
+		for i := 2; i < n; i++ {
+			m.Set(512*uint64(i), i)
+		}
+		if len(m.slots) != size {
+			t.Errorf("Reserve(%d): the table grew from %d to %d slots", n, size, len(m.slots))
+		}
+		if v, ok := m.Get(0); !ok || v != -1 {
+			t.Errorf("Reserve(%d): Get(0) = %d, %v", n, v, ok)
+		}
+		if v, ok := m.Get(512); !ok || v != -2 {
+			t.Errorf("Reserve(%d): Get(512) = %d, %v", n, v, ok)
+		}
+		if 4*n <= 3*minSlots && size != minSlots || size > minSlots && 4*n <= 3*size/2 {
+			t.Errorf("Reserve(%d): %d slots, not the fewest that hold it", n, size)
+		}
+	}
+}
+
 func BenchmarkMap(b *testing.B) {
 	keys := make([]uint64, 4096)
 	for i := range keys {

@@ -332,12 +332,13 @@ func walkPools(events []trace.Event, final []trace.Segment, cfg alloc.Config) *i
 // index of the last segment event there when it was a segment_alloc, -1
 // when a segment_free, and whether there was one.
 func (f *inferer) predict(final []trace.Segment, last func(addr uint64) (int, bool)) {
-	poolAt := map[uint64][2]int64{}
+	// sized once: a map grown key by key leaves its smaller tables as garbage
+	poolAt := make(map[uint64][2]int64, len(final))
 	for _, fs := range final {
 		poolAt[fs.Address] = fs.PoolID
 	}
 	class := map[[2]int64]int32{}
-	f.closedAt, f.defClass = map[uint64]closedSeg{}, -1
+	f.closedAt, f.defClass = make(map[uint64]closedSeg, len(final)), -1
 	for _, fs := range final {
 		i, ok := last(fs.Address)
 		if !ok || i < 0 {

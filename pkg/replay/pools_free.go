@@ -218,7 +218,12 @@ func (t *freeTree) addKey(set int32, size, addr, seq uint64, seg, class int32) (
 			set, t.free = ^t.free[n-1], t.free[:n-1]
 		} else {
 			set = ^int32(len(t.lists))
-			t.lists = append(t.lists, freeList{})
+			if n := len(t.lists); n < cap(t.lists) { // an earlier walk's list (passedClaims): its array reused
+				t.lists = t.lists[:n+1]
+				t.lists[n].ents = t.lists[n].ents[:0]
+			} else {
+				t.lists = append(t.lists, freeList{})
+			}
 		}
 	}
 	fl := &t.lists[^set]

@@ -130,6 +130,13 @@ func (f *inferer) passedClaims() {
 		}
 	}
 	g.segs, f.segs = f.segs[:0], nil
+	// g's walk makes block models and free-set nodes as f's did: it
+	// reuses their arrays rather than growing new ones beside them
+	// (newLive and addKey take a model's or a list's arrays past the
+	// slice's length, newNode appends zeroed nodes)
+	g.live, f.live = f.live[:0], nil
+	g.tree.nodes, f.tree.nodes = append(f.tree.nodes[:0], freeNode{}), nil
+	g.tree.lists, f.tree.lists = f.tree.lists[:0], nil
 	again := f.again
 	*f = inferer{} // what the walk of f left is garbage now
 	again(g)

@@ -68,7 +68,11 @@ func (f *inferer) newLive(addr, size uint64) int32 {
 		li, f.spare = f.spare[n-1], f.spare[:n-1]
 	} else {
 		li = int32(len(f.live))
-		f.live = append(f.live, segLive{})
+		if len(f.live) < cap(f.live) {
+			f.live = f.live[:li+1] // an earlier walk's model (passedClaims): its arrays are reused below
+		} else {
+			f.live = append(f.live, segLive{})
+		}
 	}
 	m := &f.live[li]
 	*m = segLive{blocks: append(m.blocks[:0], modelBlock{addr, size, true}), free: m.free[:0], lastAlloc: -1, whole: -1}

@@ -88,23 +88,28 @@ func PlanReads(read Reader, watch func() Watch) (snap *trace.Snapshot, plans []*
 	if err != nil {
 		return nil, nil, nil, false
 	}
-	planners := make([]*Planner, len(starts))
-	declined := false
+	// whether the traces used private pools, before a planner is made: a
+	// trace's planner then plans with its pools, or without
+	listed := make([]bool, len(starts))
+	pools := false
 	for d, l := range lists {
 		if l >= 0 {
-			planners[l] = NewSnapshotPlanner(first, d, starts[l])
-			declined = declined || planners[l].Declined() != "" || showsPools(first, d, tapes[l])
+			listed[l] = true
+			pools = pools || starts[l].poolSegment(first, d) || showsPools(first, d, tapes[l])
 		}
 	}
-	if slices.Contains(planners, nil) {
+	if slices.Contains(listed, false) {
 		return nil, nil, nil, false // a list of no device: reading it whole reports it
 	}
-	if !declined {
-		// no private pools: the snapshot planners plan the traces, letting
-		// the tapes go as they read them (their walks for pools, which
-		// showsPools made, are not made again)
-		for _, pl := range planners {
-			pl.walk = nil
+	planners := make([]*Planner, len(starts))
+	if !pools {
+		// no private pools: snapshot planners plan the traces, letting the
+		// tapes go as they read them, with no walk for pools (NewSnapshotPlanner's,
+		// which showsPools made)
+		for d, l := range lists {
+			if l >= 0 {
+				planners[l] = newSnapshotPlanner(first, d, starts[l])
+			}
 		}
 		plans, err := planTapes(first, watch, lists, planners, tapes, true)
 		if err != nil {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -113,12 +114,20 @@ type segState struct {
 // finalState is the device's segments and live blocks at the end of the
 // snapshot, by address.
 func finalState(snap *trace.Snapshot, device int) (map[uint64]segState, map[uint64]seedBlock) {
-	segs := map[uint64]segState{}
-	live := map[uint64]seedBlock{}
-	for _, s := range snap.Segments {
-		if s.Device != device {
-			continue
+	// sized once from the final segments: a map grown key by key leaves
+	// its smaller tables behind as garbage
+	final := deviceSegments(snap, device)
+	blocks := 0
+	for _, s := range final {
+		for _, b := range s.Blocks {
+			if b.State != trace.BlockInactive {
+				blocks++
+			}
 		}
+	}
+	segs := make(map[uint64]segState, len(final))
+	live := make(map[uint64]seedBlock, blocks)
+	for _, s := range final {
 		segs[s.Address] = segState{s.TotalSize, s.Stream, s.Small, s.Expandable}
 		for _, b := range s.Blocks {
 			if b.State != trace.BlockInactive {
@@ -129,9 +138,24 @@ func finalState(snap *trace.Snapshot, device int) (map[uint64]segState, map[uint
 	return segs, live
 }
 
-// deviceSegments is the snapshot's final segments of device.
+// deviceSegments is the snapshot's final segments of device, which the
+// caller must not change: when they are all the device's (one device, the
+// usual case), snap.Segments itself, not a copy (a planning read asks for
+// them several times; a copy is ~100 bytes a segment).
 func deviceSegments(snap *trace.Snapshot, device int) []trace.Segment {
-	var final []trace.Segment
+	n := 0
+	for i := range snap.Segments {
+		if snap.Segments[i].Device == device {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil
+	case len(snap.Segments):
+		return slices.Clip(snap.Segments) // an append copies
+	}
+	final := make([]trace.Segment, 0, n)
 	for _, s := range snap.Segments {
 		if s.Device == device {
 			final = append(final, s)

@@ -175,6 +175,20 @@ func (s *StartState) start(snap *trace.Snapshot, device int) (map[uint64]segStat
 	return segs, live
 }
 
+// addresses is how many the plan's live allocations (Plan.byAddr) will
+// hold at most: those the trace allocates or frees, and those of the
+// blocks live before it (live, from start). The plan sizes its map with
+// it once rather than doubling it as the trace is read.
+func (s *StartState) addresses(live map[uint64]seedBlock) int {
+	n := s.blocks.Len()
+	for a := range live {
+		if _, ok := s.blocks.Get(a); !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // peak is reservedPeak for the trace read, start being the reserved bytes
 // it began with.
 func (s *StartState) peak(start uint64) uint64 {
@@ -191,22 +205,32 @@ func (s *StartState) peak(start uint64) uint64 {
 func NewSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Planner {
 	pl := newSnapshotPlanner(snap, device, st)
 	pl.walk = newInferer(pl.b.cfg)
-	// a final segment of a private pool that the trace allocated settles
-	// it before the second read (the walk labels it from the snapshot)
-	if !st.mapped && slices.ContainsFunc(deviceSegments(snap, device), func(s trace.Segment) bool {
-		return s.PoolID != [2]int64{} && st.segs[s.Address].allocated
-	}) {
+	if st.poolSegment(snap, device) {
 		pl.why = privatePools
 	}
 	return pl
+}
+
+// poolSegment says whether a final segment of device in snap is of a
+// private pool and was allocated by the trace st read: that settles that
+// the trace used private pools before the second read (the walk labels
+// it from the snapshot).
+func (st *StartState) poolSegment(snap *trace.Snapshot, device int) bool {
+	return !st.mapped && slices.ContainsFunc(deviceSegments(snap, device), func(s trace.Segment) bool {
+		return s.PoolID != [2]int64{} && st.segs[s.Address].allocated
+	})
 }
 
 // NewPoolPlanner is NewSnapshotPlanner for a trace that used private pools,
 // read once more: w walked it for its pools, which the plan routes
 // allocations to as FromSnapshot's does.
 func NewPoolPlanner(snap *trace.Snapshot, device int, st *StartState, w *PoolWalk) *Planner {
+	// the walk first: the planner's arrays (its live allocations, sized for
+	// the whole trace) then take memory the walk's garbage left, not fresh
+	// pages on top of the walk's
+	pp := w.pools()
 	pl := newSnapshotPlanner(snap, device, st)
-	pl.b.usePools(w.pools())
+	pl.b.usePools(pp)
 	return pl
 }
 
@@ -216,7 +240,9 @@ func newSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Plann
 	pl := NewPlanner()
 	pl.snap, pl.device = snap, device
 	p := pl.b.p
-	p.seed(st.start(snap, device))
+	segs, live := st.start(snap, device)
+	p.byAddr.Reserve(st.addresses(live))
+	p.seed(segs, live)
 	var start uint64
 	for _, s := range p.Seeds {
 		start += s.Size
