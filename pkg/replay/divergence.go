@@ -110,7 +110,7 @@ func (b *builder) noteDevice(i int, e *trace.Event) {
 			b.lastStream, b.lastStreamIdx = e.Stream, k
 		}
 		p := b.p
-		p.recorded.add(DeviceEvent{Op: int32(p.opCount()), Event: int32(i), Action: e.Action, after: !dev,
+		p.recorded.add(DeviceEvent{Op: int32(p.Len()), Event: int32(i), Action: e.Action, after: !dev,
 			stream: b.lastStreamIdx, Addr: e.Addr, Size: e.Size})
 	}
 	b.afterDevice = dev

@@ -443,7 +443,7 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 		// a capture or MemPool window begins: empty_cache(), never a retry
 		caused, b.releasedBefore = false, false
 	}
-	at := p.opCount()
+	at := p.Len()
 	for _, pool := range ri.release {
 		b.emit(&alloc.Op{Kind: alloc.OpPoolRelease, Pool: pool}, -1)
 		if k, ok := b.poolIdx[pool]; ok {
@@ -453,7 +453,7 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	// releasing a pool does nothing on the device: the run's segments go
 	// at the op after (empty_cache, emptyCache, the failing malloc), where
 	// a replay's device log has them
-	if after := p.opCount(); after != at {
+	if after := p.Len(); after != at {
 		p.recorded.retag(at, after)
 	}
 	switch {

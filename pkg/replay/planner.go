@@ -229,10 +229,8 @@ func (pl *Planner) packed() *Plan {
 	return p
 }
 
-// opCount is the number of operations planned so far.
-func (p *Plan) opCount() int { return p.Len() }
-
-// Len is the number of operations of the plan.
+// Len is the number of operations of the plan (so far, while it is
+// planned).
 func (p *Plan) Len() int {
 	if p.log != nil {
 		return p.log.n
