@@ -198,3 +198,26 @@ func TestPlannerWatchOpen(t *testing.T) {
 		t.Errorf("saw %d events, open %v, at the end %x; want %d, %v, %x", seen, got, gotEnd, len(events), want, wantEnd)
 	}
 }
+
+// TestAddCopiesEveryField fails when trace.Event gains a field that
+// Planner.Add, which copies an event field by field, leaves behind.
+func TestAddCopiesEveryField(t *testing.T) {
+	var e trace.Event
+	v := reflect.ValueOf(&e).Elem()
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int:
+			f.SetInt(int64(i + 1))
+		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
+			f.SetUint(uint64(i+1) * 512)
+		default:
+			t.Fatalf("trace.Event.%s is a %v: teach this test (and Planner.Add) to copy it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	e.Action = trace.ActionAlloc
+	pl := NewPlanner()
+	pl.Add(&e)
+	if len(pl.win) != 1 || pl.win[0] != e {
+		t.Fatalf("Add kept %+v, want %+v", pl.win, e)
+	}
+}
