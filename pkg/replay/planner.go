@@ -150,6 +150,37 @@ func (pl *Planner) Add(e *trace.Event) {
 	}
 }
 
+// AddAll plans the next events of the trace, as Add does one at a time:
+// they are copied into the window in bulk, up to where it is full, and
+// planned there as Add would have planned them.
+func (pl *Planner) AddAll(evs []trace.Event) {
+	if pl.snap != nil { // (addDevice's work is per event)
+		for i := 0; i < len(evs) && pl.why == ""; i++ {
+			pl.Add(&evs[i])
+		}
+		return
+	}
+	for len(evs) > 0 && pl.why == "" {
+		n := len(pl.win)
+		if n == cap(pl.win) { // a window none of which could be planned yet
+			pl.win = slices.Grow(pl.win, 1)
+		}
+		m := min(len(evs), cap(pl.win)-n)
+		for i := range evs[:m] {
+			switch evs[i].Action {
+			case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+				pl.why = "the trace has segment events"
+				return
+			}
+		}
+		pl.win = append(pl.win, evs[:m]...)
+		evs = evs[m:]
+		if len(pl.win) == cap(pl.win) {
+			pl.plan(false)
+		}
+	}
+}
+
 // plan plans the window's events, all of them at the end of the trace,
 // else all but those whose plan depends on the next event.
 func (pl *Planner) plan(end bool) {

@@ -40,6 +40,19 @@ func streamPlan(snap *trace.Snapshot, events []trace.Event) (*Plan, string) {
 	return p, pl.Declined()
 }
 
+// streamPlanRuns is streamPlan with the events added in runs of n
+// (AddAll), as a decoder's sink of runs hands them.
+func streamPlanRuns(snap *trace.Snapshot, events []trace.Event, n int) (*Plan, string) {
+	pl := NewPlanner()
+	for len(events) > 0 {
+		k := min(n, len(events))
+		pl.AddAll(events[:k])
+		events = events[k:]
+	}
+	p := pl.Plan(snap)
+	return p, pl.Declined()
+}
+
 // A streamed plan is the plan FromSnapshot makes of the whole trace, and
 // replays to the same result.
 func TestPlannerMatchesFromSnapshot(t *testing.T) {
@@ -70,6 +83,15 @@ func TestPlannerMatchesFromSnapshot(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("streamed plan differs:\n got %+v\nwant %+v", got, want)
 			}
+			for _, n := range []int{1, 7, 1000, plannerWindow + 1} {
+				runs, _ := streamPlanRuns(snap, snap.Traces[0], n)
+				if runs == nil {
+					t.Fatalf("runs of %d: declined", n)
+				}
+				if runs.Materialize(); !reflect.DeepEqual(runs, got) {
+					t.Errorf("runs of %d: the plan differs from Add's", n)
+				}
+			}
 		})
 	}
 }
@@ -82,10 +104,16 @@ func TestPlannerDeclines(t *testing.T) {
 	if p, why := streamPlan(snap, snap.Traces[0]); p != nil || why != "the trace has segment events" {
 		t.Errorf("a trace with segment events: plan %v, declined %q", p != nil, why)
 	}
+	if p, why := streamPlanRuns(snap, snap.Traces[0], 1000); p != nil || why != "the trace has segment events" {
+		t.Errorf("a trace with segment events, in runs: plan %v, declined %q", p != nil, why)
+	}
 	bare := withoutSegments(t, "gpt2_varlen")
 	events := bare.Traces[0]
 	if p, why := streamPlan(bare, events[len(events)/2:]); p != nil || why != "the trace starts after the program had allocated" {
 		t.Errorf("a trace cut in the middle: plan %v, declined %q", p != nil, why)
+	}
+	if p, why := streamPlanRuns(bare, events[len(events)/2:], 1000); p != nil || why != "the trace starts after the program had allocated" {
+		t.Errorf("a trace cut in the middle, in runs: plan %v, declined %q", p != nil, why)
 	}
 	full, err := trace.Open(filepath.Join(fixtures, "gpt2_varlen.pickle"))
 	if err != nil {

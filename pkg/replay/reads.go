@@ -149,13 +149,14 @@ func planOnce(read Reader, watch func() Watch) (*trace.Snapshot, []*Plan, []int,
 	var planners []*Planner
 	w := watching(watch)
 	snap, lists, err := read("reading", trace.PickleSink{
-		Event: func(list int, e *trace.Event) error {
+		// a run of events a call: the planner copies them in bulk
+		Events: func(list int, evs []trace.Event) error {
 			if list == len(planners) {
 				planners = append(planners, NewPlanner())
 				planners[list].watched(w, list)
 			}
 			pl := planners[list]
-			pl.Add(e)
+			pl.AddAll(evs)
 			if pl.Declined() != "" {
 				return ErrDeclined
 			}

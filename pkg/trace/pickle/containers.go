@@ -528,6 +528,9 @@ func (d *decoder) appendItems(c *cont, items []val) error {
 // event's memo slot says kGone from now on, if not written again since.
 func (d *decoder) appendEvents(c *cont, items []val) (int, error) {
 	k := 0
+	if d.sink.Events != nil {
+		return d.sinkEvents(c, items)
+	}
 	if sink := d.sink.Event; sink != nil {
 		// one pass, which a big trace's events take: the check, the
 		// call, the slot
@@ -579,6 +582,64 @@ func (d *decoder) appendEvents(c *cont, items []val) (int, error) {
 		for _, v := range items[:k] {
 			d.dropSlot(d.pending[v.n].slot, v.n)
 		}
+	}
+	if d.outstanding -= k; d.outstanding == 0 {
+		d.pending = d.pending[:0]
+	}
+	return k, nil
+}
+
+// eventBatch is the most events sinkEvents hands sink.Events at once
+// (an APPENDS of Python's pickler holds 1000).
+const eventBatch = 1024
+
+// sinkEvents is appendEvents for a sink that takes runs of events
+// (Sink.Events): the events are copied into d.batch, their slots dropped
+// as appendEvents does, and handed over in one call a batch.
+func (d *decoder) sinkEvents(c *cont, items []val) (int, error) {
+	if c.sinkList < 0 {
+		c.sinkList = d.sinkLists
+		d.sinkLists++
+	}
+	if d.batch == nil {
+		d.batch = make([]model.Event, eventBatch)
+	}
+	// the run's end first: the loop below then tests nothing else
+	end := 0
+	for end < len(items) && items[end].k == kEventDone {
+		end++
+	}
+	k := 0
+	for k < end {
+		run := items[k:min(end, k+eventBatch)]
+		buf := d.batch[:len(run)]
+		for m, v := range run {
+			pe := &d.pending[v.n]
+			if pe.fetched {
+				// the events before it are taken, as one at a time
+				if m > 0 {
+					if err := d.sink.Events(c.sinkList, buf[:m]); err != nil {
+						return k, err
+					}
+				}
+				return k + m, d.errorf("event dict fetched again from the memo (not supported)")
+			}
+			buf[m] = pe.f.ev
+			// dropSlot, in line
+			if i := pe.slot; i >= 0 {
+				if pg := d.memo[i>>memoPageBits]; pg != nil {
+					if slot := &pg[i&(memoPageLen-1)]; *slot == uint64(kEventDone)<<56|v.n {
+						*slot = uint64(kGone) << 56
+					}
+				} else {
+					d.dropSlot(i, v.n)
+				}
+			}
+		}
+		if err := d.sink.Events(c.sinkList, buf); err != nil {
+			return k, err
+		}
+		k += len(run)
 	}
 	if d.outstanding -= k; d.outstanding == 0 {
 		d.pending = d.pending[:0]

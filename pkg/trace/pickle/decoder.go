@@ -119,6 +119,10 @@ type decoder struct {
 	sink      Sink
 	sinkLists int
 	lists     []int // per device trace, its list number; -1 for an empty one
+	// batch holds the run of events sinkEvents hands to sink.Events,
+	// one the single event addEvent hands it
+	batch []model.Event
+	one   [1]model.Event
 	// pending holds the events fastEvent read, until their list takes
 	// them; outstanding counts those not taken yet.
 	pending     []pendingEvent

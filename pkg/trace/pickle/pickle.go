@@ -51,6 +51,12 @@ type Sink struct {
 	// lists in the order their first event is read. The event is only
 	// valid during the call.
 	Event func(list int, e *model.Event) error
+	// Events, when set, takes the events instead of Event, a run of one
+	// list's events at a time (those of an APPENDS, in slices of up to
+	// eventBatch): one call a run instead of one an event, which a big
+	// trace's millions of events make worth it. The events are only valid
+	// during the call.
+	Events func(list int, evs []model.Event) error
 	// Segment, when set, sees each segment dict of the snapshot's
 	// segments once it is read.
 	Segment func(s *model.Segment) error
@@ -64,6 +70,13 @@ type Sink struct {
 // decoding and is returned as it is.
 func Stream(r io.Reader, name string, size int64, sink Sink) (s *model.Snapshot, lists []int, err error) {
 	d := newDecoder(r, size)
+	if sink.Events != nil {
+		// an event read by itself, not in a run, goes to Events alone
+		sink.Event = func(list int, e *model.Event) error {
+			d.one[0] = *e
+			return sink.Events(list, d.one[:])
+		}
+	}
 	d.sink = sink
 	s, err = d.decode()
 	if err != nil {

@@ -23,16 +23,31 @@ func readGeneral(data []byte) (*model.Snapshot, error) {
 }
 
 // streamAll decodes data with Stream and puts each device's events back
-// into Traces, as Read has them.
+// into Traces, as Read has them; with a sink of Event and again with one
+// of Events, which must read the same.
 func streamAll(data []byte) (*model.Snapshot, error) {
+	s, err := streamWith(data, false)
+	r, rerr := streamWith(data, true)
+	if fmt.Sprint(err) != fmt.Sprint(rerr) || !reflect.DeepEqual(s, r) {
+		return nil, fmt.Errorf("Stream to Events (%v) differs from Stream to Event (%v)", rerr, err)
+	}
+	return s, err
+}
+
+// streamWith is streamAll with a sink of Event, or of Events (runs).
+func streamWith(data []byte, runs bool) (*model.Snapshot, error) {
 	var lists [][]model.Event
-	s, ids, err := Stream(bytes.NewReader(data), "", int64(len(data)), Sink{Event: func(list int, e *model.Event) error {
+	add := func(list int, evs ...model.Event) {
 		if list == len(lists) {
 			lists = append(lists, nil)
 		}
-		lists[list] = append(lists[list], *e)
-		return nil
-	}})
+		lists[list] = append(lists[list], evs...)
+	}
+	sink := Sink{Event: func(list int, e *model.Event) error { add(list, *e); return nil }}
+	if runs {
+		sink = Sink{Events: func(list int, evs []model.Event) error { add(list, evs...); return nil }}
+	}
+	s, ids, err := Stream(bytes.NewReader(data), "", int64(len(data)), sink)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +228,26 @@ func TestStreamSinkError(t *testing.T) {
 	}})
 	if n != 10 || err == nil || !errors.Is(err, stop) {
 		t.Errorf("after %d events: %v", n, err)
+	}
+}
+
+// Events takes the events in runs, an APPENDS's at a time, and its
+// error stops the decoding as Event's does.
+func TestStreamEventsRuns(t *testing.T) {
+	calls, n := 0, 0
+	stop := fmt.Errorf("enough")
+	_, _, err := Stream(bytes.NewReader(synthetic()), "x.pickle", -1, Sink{Events: func(_ int, evs []model.Event) error {
+		if len(evs) == 0 || len(evs) > eventBatch {
+			t.Fatalf("a run of %d events", len(evs))
+		}
+		calls++
+		if n += len(evs); n >= 5000 {
+			return stop
+		}
+		return nil
+	}})
+	if !errors.Is(err, stop) || calls*10 > n { // (some of its events are read one at a time)
+		t.Errorf("%d events in %d calls: %v", n, calls, err)
 	}
 }
 
