@@ -243,9 +243,14 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 			}
 			if j <= memoPageLen-fixedStores && len(pg) == memoPageLen {
 				dst := (*[fixedStores]uint64)((*[memoPageLen]uint64)(pg)[j : j+fixedStores])
-				*dst = t.fstores
-				if t.fself {
-					dst[0] = uint64(kEventDone)<<56 | uint64(n)
+				if k == 2 && t.fself {
+					// the usual event's two: its dict and its frames list
+					dst[0], dst[1] = uint64(kEventDone)<<56|uint64(n), t.fstores[1]
+				} else {
+					*dst = t.fstores
+					if t.fself {
+						dst[0] = uint64(kEventDone)<<56 | uint64(n)
+					}
 				}
 				d.memoCount += k
 				d.memoMax += uint64(k)
