@@ -90,6 +90,8 @@ type decoder struct {
 	memoCount int        // slots set, for MEMOIZE
 	memoMax   uint64     // 1 + the highest slot set
 	side      []val      // memo values too wide to pack
+	// lastFull is lastPack's page as it was before packPage packed it
+	lastFull *[memoPageLen]uint64
 
 	strs  []string
 	strID map[string]uint32

@@ -524,6 +524,13 @@ func (d *decoder) packPage(k int) {
 		return
 	}
 	const open = 1<<kDict | 1<<kList | 1<<kSide | 1<<kEventDone
+	// a page just like the one packed before it (a trace whose events all
+	// look alike): compared as a whole, a memequal of a few hundred wide
+	// loads, instead of pageKinds' pass slot by slot
+	if d.lastFull != nil && *(*[memoPageLen]uint64)(pg) == *d.lastFull {
+		d.packed[k], d.memo[k], d.spare = d.lastPack, nil, pg
+		return
+	}
 	last := d.lastPack
 	have := len(last) == memoPageLen
 	if !have {
@@ -550,6 +557,10 @@ func (d *decoder) packPage(k int) {
 			b[i] = byte(e >> 56)
 		}
 		d.lastPack = b
+		if d.lastFull == nil {
+			d.lastFull = new([memoPageLen]uint64)
+		}
+		*d.lastFull = *(*[memoPageLen]uint64)(pg) // (kinds alone: it is b)
 	}
 	d.packed[k], d.memo[k], d.spare = b, nil, pg
 }
