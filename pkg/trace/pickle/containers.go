@@ -604,42 +604,37 @@ func (d *decoder) sinkEvents(c *cont, items []val) (int, error) {
 	if d.batch == nil {
 		d.batch = make([]model.Event, eventBatch)
 	}
-	// the run's end first: the loop below then tests nothing else
-	end := 0
-	for end < len(items) && items[end].k == kEventDone {
-		end++
-	}
 	k := 0
-	for k < end {
-		run := items[k:min(end, k+eventBatch)]
-		buf := d.batch[:len(run)]
-		for m, v := range run {
-			pe := &d.pending[v.n]
+	for k < len(items) && items[k].k == kEventDone {
+		buf := d.batch[:eventBatch]
+		m := 0
+		for ; m < len(buf) && k < len(items) && items[k].k == kEventDone; k, m = k+1, m+1 {
+			n := items[k].n
+			pe := &d.pending[n]
 			if pe.fetched {
 				// the events before it are taken, as one at a time
 				if m > 0 {
 					if err := d.sink.Events(c.sinkList, buf[:m]); err != nil {
-						return k, err
+						return k - m, err
 					}
 				}
-				return k + m, d.errorf("event dict fetched again from the memo (not supported)")
+				return k, d.errorf("event dict fetched again from the memo (not supported)")
 			}
 			buf[m] = pe.f.ev
 			// dropSlot, in line
 			if i := pe.slot; i >= 0 {
 				if pg := d.memo[i>>memoPageBits]; pg != nil {
-					if slot := &pg[i&(memoPageLen-1)]; *slot == uint64(kEventDone)<<56|v.n {
+					if slot := &pg[i&(memoPageLen-1)]; *slot == uint64(kEventDone)<<56|n {
 						*slot = uint64(kGone) << 56
 					}
 				} else {
-					d.dropSlot(i, v.n)
+					d.dropSlot(i, n)
 				}
 			}
 		}
-		if err := d.sink.Events(c.sinkList, buf); err != nil {
-			return k, err
+		if err := d.sink.Events(c.sinkList, buf[:m]); err != nil {
+			return k - m, err
 		}
-		k += len(run)
 	}
 	if d.outstanding -= k; d.outstanding == 0 {
 		d.pending = d.pending[:0]
