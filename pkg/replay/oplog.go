@@ -166,6 +166,47 @@ func (l *opLog) put(op *alloc.Op, event, stack int32) {
 	l.at = p
 }
 
+// putFree is put of an OpFree of id, the usual free, which has no field
+// but its ID: the op is not built, nor its other fields tested.
+func (l *opLog) putFree(id uint32, event, stack int32) {
+	if len(l.cur)-l.at < maxOpLen {
+		l.grow()
+	}
+	b, p := l.cur, l.at
+	l.n++
+	h := byte(alloc.OpFree)
+	var x byte
+	switch d := event - l.event; {
+	case d == 1:
+		h |= hEventNext
+	case d != 0:
+		x = xEvent
+	}
+	switch {
+	case stack == l.stack && stack >= 0:
+		h |= hStackSame
+	case stack >= 0:
+		h |= hStackNew
+	}
+	if x != 0 {
+		b[p] = h | hExtra
+		b[p+1] = x
+		p += 2
+	} else {
+		b[p] = h
+		p++
+	}
+	p = putUvarint(b, p, uint64(id))
+	if h&hStackNew != 0 {
+		p = putUvarint(b, p, uint64(stack))
+	}
+	if x != 0 {
+		p = putUvarint(b, p, uint64(uint32(event-l.event)))
+	}
+	l.event, l.stack = event, stack
+	l.at = p
+}
+
 // grow ends the chunk put writes in and starts a new one, twice its
 // size up to logChunk.
 func (l *opLog) grow() {

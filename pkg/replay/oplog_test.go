@@ -138,3 +138,30 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 		l.put(&ops[i], event[i], stack[i])
 	}
 }
+
+// putFree packs an OpFree as put does, byte for byte, whatever its ID
+// and its Event and Stack beside the previous op's.
+func TestOpLogPutFree(t *testing.T) {
+	var a, b opLog
+	event := int32(0)
+	for i := range 3000 {
+		id := uint32(i*i) * 131
+		event += []int32{0, 1, 1, -5, 100000}[i%5] // the same, the next, back, far on
+		stack := int32(i%7/2) - 1                  // none, the same, new
+		if i%4 == 0 {
+			a.put(&alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: 512}, event, stack)
+			b.put(&alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: 512}, event, stack)
+			continue
+		}
+		a.put(&alloc.Op{Kind: alloc.OpFree, ID: id}, event, stack)
+		b.putFree(id, event, stack)
+	}
+	if a.n != b.n || len(a.chunks) != len(b.chunks) {
+		t.Fatalf("%d ops in %d chunks, want %d in %d", b.n, len(b.chunks), a.n, len(a.chunks))
+	}
+	for k := range a.chunks {
+		if !slices.Equal(a.bytes(k), b.bytes(k)) {
+			t.Fatalf("chunk %d differs", k)
+		}
+	}
+}

@@ -363,7 +363,13 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 			return i
 		}
 		if paired {
-			b.emit(&alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
+			// emit, with the usual free packed by putFree without
+			// building the op
+			if p.log != nil {
+				p.log.putFree(l.id, b.counted, e.Stack)
+			} else {
+				b.emit(&alloc.Op{Kind: alloc.OpFree, ID: l.id}, e.Stack)
+			}
 			b.counted++
 			b.done(l)
 			return i + 1
