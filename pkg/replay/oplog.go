@@ -207,6 +207,61 @@ func (l *opLog) putFree(id uint32, event, stack int32) {
 	l.at = p
 }
 
+// putAlloc is put of an OpAlloc of id and size with no other field, the
+// usual allocation: the op is not built, nor its other fields tested.
+func (l *opLog) putAlloc(id uint32, size uint64, event, stack int32) {
+	if len(l.cur)-l.at < maxOpLen {
+		l.grow()
+	}
+	b, p := l.cur, l.at
+	l.n++
+	l.allocs++
+	h := byte(alloc.OpAlloc)
+	var x byte
+	switch d := event - l.event; {
+	case d == 1:
+		h |= hEventNext
+	case d != 0:
+		x = xEvent
+	}
+	switch {
+	case stack == l.stack && stack >= 0:
+		h |= hStackSame
+	case stack >= 0:
+		h |= hStackNew
+	}
+	if size > math.MaxUint64-sizeSlots {
+		x |= xSize
+	}
+	if x != 0 {
+		b[p] = h | hExtra
+		b[p+1] = x
+		p += 2
+	} else {
+		b[p] = h
+		p++
+	}
+	p = putUvarint(b, p, uint64(id))
+	if h&hStackNew != 0 {
+		p = putUvarint(b, p, uint64(stack))
+	}
+	switch k := l.sizes.slot(size); {
+	case x&xSize != 0:
+		p = putUvarint(b, p, size)
+	case l.sizes[k] == size:
+		b[p] = byte(k)
+		p++
+	default:
+		p = putUvarint(b, p, size+sizeSlots)
+		l.sizes[k] = size
+	}
+	if x&xEvent != 0 {
+		p = putUvarint(b, p, uint64(uint32(event-l.event)))
+	}
+	l.event, l.stack = event, stack
+	l.at = p
+}
+
 // grow ends the chunk put writes in and starts a new one, twice its
 // size up to logChunk.
 func (l *opLog) grow() {

@@ -139,25 +139,29 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 	}
 }
 
-// putFree packs an OpFree as put does, byte for byte, whatever its ID
-// and its Event and Stack beside the previous op's.
-func TestOpLogPutFree(t *testing.T) {
+// putFree and putAlloc pack an OpFree and an OpAlloc of a size alone as
+// put does, byte for byte, whatever the ID, the size (in the size cache
+// or not, or too large for it) and the Event and Stack beside the
+// previous op's.
+func TestOpLogPutFreeAlloc(t *testing.T) {
 	var a, b opLog
 	event := int32(0)
+	sizes := []uint64{512, 512, 1 << 20, 0, math.MaxUint64, math.MaxUint64 - sizeSlots, 512, 3 << 30}
 	for i := range 3000 {
 		id := uint32(i*i) * 131
 		event += []int32{0, 1, 1, -5, 100000}[i%5] // the same, the next, back, far on
 		stack := int32(i%7/2) - 1                  // none, the same, new
-		if i%4 == 0 {
-			a.put(&alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: 512}, event, stack)
-			b.put(&alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: 512}, event, stack)
+		if i%3 == 0 {
+			size := sizes[i%len(sizes)] + uint64(i%11/10)*uint64(i)<<9 // now and then a new one
+			a.put(&alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: size}, event, stack)
+			b.putAlloc(id, size, event, stack)
 			continue
 		}
 		a.put(&alloc.Op{Kind: alloc.OpFree, ID: id}, event, stack)
 		b.putFree(id, event, stack)
 	}
-	if a.n != b.n || len(a.chunks) != len(b.chunks) {
-		t.Fatalf("%d ops in %d chunks, want %d in %d", b.n, len(b.chunks), a.n, len(a.chunks))
+	if a.n != b.n || a.allocs != b.allocs || len(a.chunks) != len(b.chunks) {
+		t.Fatalf("%d ops (%d allocs) in %d chunks, want %d (%d) in %d", b.n, b.allocs, len(b.chunks), a.n, a.allocs, len(a.chunks))
 	}
 	for k := range a.chunks {
 		if !slices.Equal(a.bytes(k), b.bytes(k)) {

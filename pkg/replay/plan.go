@@ -330,6 +330,13 @@ func (b *builder) step(events []trace.Event, i, base int) int {
 		}
 		id := p.newID()
 		*l = live1{id: id, open: l.open}
+		if p.log != nil && e.Stream|b.hint == 0 && !b.releasedBefore && b.pp == nil {
+			// the usual allocation, of a size alone: emit, packed by
+			// putAlloc without building the op
+			p.log.putAlloc(id, e.Size, b.counted, e.Stack)
+			b.counted++
+			return i
+		}
 		op := &alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: e.Size, Stream: e.Stream, Hint: b.hint}
 		if b.releasedBefore {
 			op.Flags |= alloc.FlagReleasedBefore
