@@ -150,6 +150,9 @@ func (pl *Planner) Add(e *trace.Event) {
 	}
 }
 
+// segmentActions is the set of segment events' actions, a bit each.
+const segmentActions = 1<<trace.ActionSegmentAlloc | 1<<trace.ActionSegmentFree | 1<<trace.ActionSegmentMap | 1<<trace.ActionSegmentUnmap
+
 // AddAll plans the next events of the trace, as Add does one at a time:
 // they are copied into the window in bulk, up to where it is full, and
 // planned there as Add would have planned them.
@@ -166,12 +169,15 @@ func (pl *Planner) AddAll(evs []trace.Event) {
 			pl.win = slices.Grow(pl.win, 1)
 		}
 		m := min(len(evs), cap(pl.win)-n)
+		// Add's test for segment events, as one test of the set of the
+		// run's actions
+		var actions uint32
 		for i := range evs[:m] {
-			switch evs[i].Action {
-			case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
-				pl.why = "the trace has segment events"
-				return
-			}
+			actions |= 1 << (evs[i].Action & 31)
+		}
+		if actions&segmentActions != 0 {
+			pl.why = "the trace has segment events"
+			return
 		}
 		pl.win = append(pl.win, evs[:m]...)
 		evs = evs[m:]
