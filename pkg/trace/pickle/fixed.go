@@ -176,6 +176,8 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 	if len(d.pending) == cap(d.pending) {
 		d.growPending()
 	}
+	// d.mem > d.limit, which only growing the memo (tmplStores) changes
+	over := d.mem > d.limit
 	for read := false; ; read = true {
 		// (t.maxLen >= fixedView bytes lie at at)
 		b := (*[fixedView]byte)(buf[at : at+fixedView])
@@ -259,6 +261,7 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 				if !d.tmplStores(t, memoStart, uint64(n), &vals) {
 					return read
 				}
+				over = d.mem > d.limit
 			}
 		}
 		pe.slot, pe.fetched = -1, false
@@ -274,7 +277,7 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 			d.growPending()
 		}
 		// the next dict, if fastEvents would read it
-		if at >= len(buf)-t.maxLen || buf[at] != opEmptyDict || len(d.stack) >= maxStack || d.mem > d.limit {
+		if at >= len(buf)-t.maxLen || buf[at] != opEmptyDict || len(d.stack) >= maxStack || over {
 			return true
 		}
 		d.op = d.base + int64(at)
