@@ -34,13 +34,12 @@ type fixedVar struct {
 }
 
 // fixedInt is an int field's value in a fixed layout, read as the
-// mask'th bytes of the word at off, sign-extended from 64-sext bits
-// (only a BININT's are). A slot the dict has no int for has mask 0 and
-// reads 0.
+// mask'th bytes of the word at off, sign-extended from bit sign (a
+// BININT's 31st, the only signed one; 0 for the others). A slot the
+// dict has no int for has mask 0 and reads 0.
 type fixedInt struct {
-	mask uint64
-	off  uint8
-	sext uint8
+	mask, sign uint64
+	off        uint8
 }
 
 // The event fields an int sets: the slots of template.fints.
@@ -102,7 +101,7 @@ func (t *template) fixLayout(c []byte) {
 			fi.mask = 0xffff
 			clear(mask[o : o+2])
 		case opBinInt:
-			fi.mask, fi.sext = 0xffffffff, 32
+			fi.mask, fi.sign = 0xffffffff, 1<<31
 			clear(mask[o : o+4])
 		case opLong1:
 			// the length is compared, the bytes not but for the sign bit
@@ -355,5 +354,6 @@ func (d *decoder) fixedVars(t *template, b *[fixedView]byte, f *eventFields, mem
 // fixedInt64 reads int fi from dict b.
 func fixedInt64(b *[fixedView]byte, fi *fixedInt) uint64 {
 	x := binary.LittleEndian.Uint64(b[fi.off&(fixedWords*8-1):]) & fi.mask
-	return uint64(int64(x<<(fi.sext&63)) >> (fi.sext & 63))
+	// (x ^ sign) - sign is x with bit sign copied into the bits above it
+	return x ^ fi.sign - fi.sign
 }
