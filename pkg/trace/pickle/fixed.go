@@ -263,16 +263,19 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 				over = d.mem > d.limit
 			}
 		}
-		pe.slot, pe.fetched = -1, false
+		slot := int64(-1)
 		if t.fself {
-			pe.slot = int64(memoStart)
+			slot = int64(memoStart)
 		}
-		d.pending = d.pending[:n+1]
-		d.outstanding++
-		d.pos = at + t.flen
+		pe.slot, pe.fetched = slot, false
+		// (the stack first: what append may call would make the values
+		// below be loaded again after it)
 		d.stack = append(d.stack, val{kEventDone, uint64(n)})
-		at = d.pos
-		if len(d.pending) == cap(d.pending) {
+		d.outstanding++
+		at += t.flen
+		d.pos = at
+		d.pending = d.pending[:n+1]
+		if n+1 == cap(d.pending) {
 			d.growPending()
 		}
 		// the next dict, if fastEvents would read it
