@@ -52,10 +52,10 @@ type Sink struct {
 	// valid during the call.
 	Event func(list int, e *model.Event) error
 	// Events, when set, takes the events instead of Event, a run of one
-	// list's events at a time (those of an APPENDS, in slices of up to
-	// eventBatch): one call a run instead of one an event, which a big
-	// trace's millions of events make worth it. The events are only valid
-	// during the call.
+	// list's events at a time (those of an APPENDS, 1024 at most a call;
+	// an event read by itself alone): one call a run instead of one an
+	// event, which a big trace's millions of events make worth it. The
+	// events are only valid during the call.
 	Events func(list int, evs []model.Event) error
 	// Segment, when set, sees each segment dict of the snapshot's
 	// segments once it is read.
