@@ -18,7 +18,7 @@ import (
 // NewPoolPlanner's with the pools it found.
 type PoolWalk struct {
 	f      *inferer
-	events func(see func(e *trace.Event))
+	events func(see func(e *trace.Event) error)
 	window
 	mapped bool // expandable segments: pools are not modelled there
 	final  []trace.Segment
@@ -30,7 +30,7 @@ type PoolWalk struct {
 // NewPoolWalk starts the walk of device's trace of snap: events hands see
 // each of its events in order, each time it is called; snap gives its
 // final segments and settings, st (which read it) its length.
-func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(e *trace.Event))) *PoolWalk {
+func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(e *trace.Event) error)) *PoolWalk {
 	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), events: events, window: window{win: make([]trace.Event, 0, plannerWindow)},
 		final: deviceSegments(snap, device)}
 	w.f.keepRecords(st.events, st.allocs, st.segAllocs)
@@ -45,16 +45,27 @@ func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(s
 // walkAll walks every event with f, a window at a time.
 func (w *PoolWalk) walkAll(f *inferer, record bool) {
 	w.win, w.done, w.base = w.win[:0], 0, 0
-	w.events(func(e *trace.Event) {
+	w.events(func(e *trace.Event) error {
 		if record {
 			f.record(e)
 		}
 		w.win = append(w.win, *e)
 		if len(w.win) == cap(w.win) {
-			w.slide(w.stepReady(false, f.step), true)
+			w.slide(w.stepAll(f, false), true)
 		}
+		return nil
 	})
-	w.slide(w.stepReady(true, f.step), true)
+	w.slide(w.stepAll(f, true), true)
+}
+
+// stepAll is stepReady with f's step: called directly, not through a
+// method value, for the walk's every event.
+func (w *PoolWalk) stepAll(f *inferer, end bool) int {
+	i, lim := w.done, w.ready(end)
+	for i < lim {
+		i = f.step(w.win, i, w.base) + 1
+	}
+	return i
 }
 
 // pools walks the trace and returns its pools' plan: nil when it shows no

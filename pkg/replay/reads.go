@@ -121,11 +121,8 @@ func PlanReads(read Reader, watch func() Watch) (snap *trace.Snapshot, plans []*
 	for d, l := range lists {
 		if l >= 0 {
 			tp := tapes[l]
-			w := NewPoolWalk(first, d, starts[l], func(see func(*trace.Event)) {
-				_ = tp.each(false, func(e *trace.Event) error {
-					see(e)
-					return nil
-				})
+			w := NewPoolWalk(first, d, starts[l], func(see func(*trace.Event) error) {
+				_ = tp.each(false, see)
 			})
 			planners[l] = NewPoolPlanner(first, d, starts[l], w)
 			starts[l] = nil // its per-event records are no longer needed

@@ -32,7 +32,7 @@ func streamReads(snap *trace.Snapshot, device, window int, pools bool) (*Plan, s
 	}
 	p := pl.Plan(snap)
 	if p == nil && pools && pl.Declined() == privatePools {
-		w := NewPoolWalk(snap, device, st, func(see func(*trace.Event)) {
+		w := NewPoolWalk(snap, device, st, func(see func(*trace.Event) error) {
 			for i := range events {
 				see(&events[i])
 			}
