@@ -270,6 +270,7 @@ static inline gm_block_t *gm_block_beside(gm_alloc_t *a, gm_block_t *b, uint64_t
 
 static inline void gm_block_delete(gm_alloc_t *a, gm_block_t *b) {
   b->seg = NULL; /* in no segment: gm_flat_step skips it among the touched */
+  b->in_set = 0;  /* in no set, for a best-fit hint that still points at it */
   b->next = a->spare;
   a->spare = b;
 }
