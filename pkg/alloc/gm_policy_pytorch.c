@@ -230,8 +230,8 @@ static inline int fit_hint_holds(const gm_block_t *h, const gm_pool_t *pool, con
  * loop asks for the same sizes again and again, and the block just below
  * a size is often still there when it asks next, where a descent from the
  * root would wait on a load at every level. */
-static gm_block_t *find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***link,
-                                   gm_block_t **pred) {
+static inline __attribute__((always_inline)) gm_block_t *
+find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***link, gm_block_t **pred) {
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
@@ -492,21 +492,18 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
     p.pool = p.block->pool;
     p.size = exact;
     p.exact = 1;
-    int rc = alloc_found_block(a, &p, orig);
-    *out = p.block;
-    return rc;
-  }
-  int found = get_free_block(a, &p);
-  if (!found) {
+  } else if (!get_free_block(a, &p)) {
     if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
-    found = alloc_block(a, &p, 0) ||
-            (p.err == GM_ENOMEM && release_available_cached_blocks(a, &p) && alloc_block(a, &p, 0)) ||
-            (p.err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, &p, 1));
+    int found = alloc_block(a, &p, 0) ||
+                (p.err == GM_ENOMEM && release_available_cached_blocks(a, &p) && alloc_block(a, &p, 0)) ||
+                (p.err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, &p, 1));
+    if (!found) {
+      if (p.err != GM_ENOMEM) return p.err;
+      return gm_oom(a, orig, p.size, p.alloc_size, p.stream, oom);
+    }
   }
-  if (!found) {
-    if (p.err != GM_ENOMEM) return p.err;
-    return gm_oom(a, orig, p.size, p.alloc_size, p.stream, oom);
-  }
+  /* one call: the compiler puts alloc_found_block inline, as it does the
+   * search (find_free_block, forced: pytorch_releases calls it too) */
   int rc = alloc_found_block(a, &p, orig);
   *out = p.block;
   return rc;
