@@ -502,7 +502,26 @@ int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done, gm_oom_t *
   return rc;
 }
 
-void gm_get_stats(const gm_alloc_t *a, gm_stats_t *s) { *s = a->st; }
+/* The totals a->st leaves out (gm_policy.h, "statistics"), filled in. */
+static void fill_totals(gm_stat_t *s, int arr) {
+  if (arr) s[GM_STAT_ALL].allocated = s[GM_STAT_LARGE].allocated + s[GM_STAT_SMALL].allocated;
+  for (int i = 0; i < (arr ? 3 : 1); i++) s[i].freed = s[i].allocated - s[i].current;
+}
+
+void gm_get_stats(const gm_alloc_t *a, gm_stats_t *s) {
+  *s = a->st;
+  fill_totals(s->allocation, 1);
+  fill_totals(s->segment, 1);
+  fill_totals(s->active, 1);
+  fill_totals(s->inactive_split, 1);
+  fill_totals(s->allocated_bytes, 1);
+  fill_totals(s->reserved_bytes, 1);
+  fill_totals(s->active_bytes, 1);
+  fill_totals(s->inactive_split_bytes, 1);
+  fill_totals(s->requested_bytes, 1);
+  fill_totals(&s->oversize_allocations, 0);
+  fill_totals(&s->oversize_segments, 0);
+}
 
 const char *gm_backend_error(const gm_alloc_t *a) {
   const char *m = a->be.error ? a->be.error(a->be.ctx) : NULL;

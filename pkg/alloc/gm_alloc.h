@@ -40,7 +40,9 @@
  *      segment, none is in an expandable segment.
  *   I4 every block size is a multiple of 512, and every statistic's current
  *      value equals what the blocks add up to (allocated, active, requested,
- *      reserved, segments, inactive split), for all/large/small.
+ *      reserved, segments, inactive split), for all/large/small; its peak
+ *      is not below it, and the totals gm_get_stats derives are not kept
+ *      (every freed, and all's allocated, stay 0 inside).
  *   I5 a live allocation id maps to exactly one allocated or pending block.
  *   I6 every block belongs to the pool of its segment, and each private
  *      pool's free sets hold only its own blocks (with I3: all the pools'

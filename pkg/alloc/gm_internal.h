@@ -11,6 +11,7 @@
 #define GM_MIN_LARGE_ALLOC 10485760ull /* kMinLargeAlloc */
 #define GM_ROUND_LARGE 2097152ull      /* kRoundLarge */
 #define GM_NO_ID UINT32_MAX
+#define GM_FIT_HINTS 256             /* a power of two: gm_alloc_t's fit_hint */
 
 typedef struct gm_pool gm_pool_t;
 typedef struct gm_seg gm_seg_t;
@@ -137,6 +138,14 @@ struct gm_alloc {
   size_t ngone, gone_cap;
   uint8_t placement_ties; /* gm_placement_ties */
   struct gm_watch *watch;  /* the placement watch while it agrees (gm_watch.c); NULL otherwise */
+  /* best fit's hints (gm_policy_pytorch.c, find_free_block): by a hash of
+   * a request's rounded size, the member that came right before the last
+   * search for it. A hint is only a guess: it is taken only when the set's
+   * threads prove it still comes right before the search's key (with I3,
+   * which gm_check checks), so it holds no invariant of its own and never
+   * needs clearing. Blocks are never freed while the allocator lives (the
+   * spare list recycles them), so a hint always points at a block. */
+  gm_block_t *fit_hint[GM_FIT_HINTS];
 };
 
 /* gm_touch: block b may have changed (made, split, merged, allocated,

@@ -210,14 +210,39 @@ static uint64_t expandable_size(const gm_block_t *b) {
   return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
 }
 
+/* The slot of a's fit_hint for a search for size bytes. */
+static inline gm_block_t **fit_hint(gm_alloc_t *a, uint64_t size) {
+  return &a->fit_hint[(uint32_t)((size >> 9) * 0x9e3779b1u) >> 24 & (GM_FIT_HINTS - 1)];
+}
+
+/* Whether h, a hint, is the member of pool's free set right before key:
+ * in the set, below key, and its successor (if any) not. The threads make
+ * that a proof that h->snext is key's lower bound, whatever h was when the
+ * hint was left. */
+static inline int fit_hint_holds(const gm_block_t *h, const gm_pool_t *pool, const gm_block_t *key) {
+  return h && h->in_set == GM_SET_FREE && h->pool == pool && gm_less_size(h, key) &&
+         (!h->snext || !gm_less_size(h->snext, key));
+}
+
 /* The cached block best fit hands p (NULL: none), and where the search
- * found it (*link, *pred) for alloc_found_block; it changes nothing. */
-static gm_block_t *find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***link,
-                                   gm_block_t **pred) {
+ * found it (*link, *pred) for alloc_found_block; it changes nothing but
+ * the hint. The lower bound comes from the hint when it holds: a training
+ * loop asks for the same sizes again and again, and the block just below
+ * a size is often still there when it asks next, where a descent from the
+ * root would wait on a load at every level. */
+static inline __attribute__((always_inline)) gm_block_t *
+find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***link, gm_block_t **pred) {
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
-  *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_less_size, pred);
+  gm_block_t **hint = fit_hint(a, p->size), *h = *hint;
+  if (fit_hint_holds(h, p->pool, &key)) {
+    *pred = h;
+    *link = h->snext ? gm_treap_link(&p->pool->free, h->snext) : NULL;
+  } else {
+    *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_less_size, pred);
+    *hint = *pred;
+  }
   gm_block_t *it = *link ? **link : NULL;
   if (!it || it->stream != p->stream) return NULL;
   if (it->seg->expandable) {
@@ -467,21 +492,18 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
     p.pool = p.block->pool;
     p.size = exact;
     p.exact = 1;
-    int rc = alloc_found_block(a, &p, orig);
-    *out = p.block;
-    return rc;
-  }
-  int found = get_free_block(a, &p);
-  if (!found) {
+  } else if (!get_free_block(a, &p)) {
     if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
-    found = alloc_block(a, &p, 0) ||
-            (p.err == GM_ENOMEM && release_available_cached_blocks(a, &p) && alloc_block(a, &p, 0)) ||
-            (p.err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, &p, 1));
+    int found = alloc_block(a, &p, 0) ||
+                (p.err == GM_ENOMEM && release_available_cached_blocks(a, &p) && alloc_block(a, &p, 0)) ||
+                (p.err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, &p, 1));
+    if (!found) {
+      if (p.err != GM_ENOMEM) return p.err;
+      return gm_oom(a, orig, p.size, p.alloc_size, p.stream, oom);
+    }
   }
-  if (!found) {
-    if (p.err != GM_ENOMEM) return p.err;
-    return gm_oom(a, orig, p.size, p.alloc_size, p.stream, oom);
-  }
+  /* one call: the compiler puts alloc_found_block inline, as it does the
+   * search (find_free_block, forced: pytorch_releases calls it too) */
   int rc = alloc_found_block(a, &p, orig);
   *out = p.block;
   return rc;

@@ -282,9 +282,13 @@ void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it) {
   if (it->ptr >= w->hi) return;
   const gm_block_t *z = it; /* the other placement's pick */
   uint64_t lowest = 0;
+  /* n lies in it's segment when its address does (segments do not
+   * overlap): asked of it's segment, read once, not of n's, which is on
+   * n's second cache line, so that a block skipped costs one line */
+  uint64_t base = it->seg->base, span = it->seg->size;
   for (const gm_block_t *n = gm_treap_next(it); n && n->stream == it->stream && n->size == it->size;
        n = gm_treap_next(n)) {
-    if (n->ptr < w->lo || n->seg == it->seg) continue; /* below lo, or later in it's segment: later on both */
+    if (n->ptr < w->lo || n->ptr - base < span) continue; /* below lo, or later in it's segment: later on both */
     if (!lowest && !(lowest = other_of(w, it))) return;
     uint64_t o = other_of(w, n);
     if (!o) return;
