@@ -115,6 +115,9 @@ type decoder struct {
 	blocks   []model.Block
 	segs     []model.Segment
 	segOff   []int64 // input offset of each of segs
+	// fld is eachField's field: set, a func value, takes a pointer to it,
+	// which a local would make a heap allocation per dict
+	fld field
 
 	// sink, when set, takes the events instead of the event lists
 	// (Stream); sinkLists numbers the lists it has seen.
@@ -381,7 +384,7 @@ func (d *decoder) run() (val, error) {
 		switch op {
 		case opBinGet, opLongBinGet:
 			var i uint64
-			if i, err = d.readLen(opArgLen(op)); err == nil {
+			if i, err = d.memoIndex(op); err == nil {
 				err = d.get(i)
 			}
 		case opMemoize:
@@ -534,6 +537,18 @@ func (d *decoder) run() (val, error) {
 			return val{}, err
 		}
 	}
+}
+
+// memoIndex reads the memo index of a BINGET or LONG_BINGET. A BINGET,
+// the usual fetch of a key in a segment or block dict, has its index
+// read in line; readLen reads the others, and one past the buffer.
+func (d *decoder) memoIndex(op byte) (uint64, error) {
+	if op == opBinGet && d.pos < len(d.buf) {
+		i := uint64(d.buf[d.pos])
+		d.pos++
+		return i, nil
+	}
+	return d.readLen(opArgLen(op))
 }
 
 func opArgLen(op byte) int {

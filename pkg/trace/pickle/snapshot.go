@@ -302,8 +302,11 @@ func (d *decoder) toFrame(p []val, off int64) (int32, error) {
 // eachField calls set for each well-known key of dict p (what, at off),
 // with f naming that key for errors, then checks that the required keys
 // were there. Unknown keys are skipped: newer PyTorch versions add some.
+//
+// set must not call eachField: both would use d.fld.
 func (d *decoder) eachField(p []val, what string, off int64, required []int, set func(f *field, key int, v val) error) error {
-	f := field{d: d, what: what, off: off}
+	f := &d.fld
+	*f = field{d: d, what: what, off: off}
 	var have uint64
 	for i := 0; i < len(p); i += 2 {
 		k, v := p[i], p[i+1]
@@ -312,7 +315,7 @@ func (d *decoder) eachField(p []val, what string, off int64, required []int, set
 		}
 		f.key = uint32(k.n)
 		have |= 1 << k.n
-		if err := set(&f, int(k.n), v); err != nil {
+		if err := set(f, int(k.n), v); err != nil {
 			return err
 		}
 	}

@@ -632,7 +632,7 @@ func (d *decoder) oneEvent(tried bool) bool {
 	}
 	start, memoStart := d.base+int64(d.pos), d.memoMax
 	dense := uint64(d.memoCount) == memoStart
-	if !d.fastEvent() {
+	if d.notEvent() || !d.fastEvent() {
 		return false
 	}
 	// fastEvent may have moved the buffer before reading the dict
