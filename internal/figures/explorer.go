@@ -107,8 +107,9 @@ type ExplorerSink interface {
 	Start(s ExplorerStart)
 	// Alloc is allocation k (numbered in order from 0), made by op
 	// a.Start; its End and Released are Ops until Freed and Released say
-	// otherwise.
-	Alloc(k int32, a Lifetime)
+	// otherwise. a is valid only during the call (a pointer: the
+	// pipeline's copy of a Lifetime, passed by value, would stall).
+	Alloc(k int32, a *Lifetime)
 	Freed(k, op int32, size uint64)
 	Released(k, op int32)
 	// Op is what op i did to the blocks, at the recorded time t (0 when

@@ -343,7 +343,7 @@ func packExplorer(e *figures.Explorer, maxBands int) (*packer, error) {
 			for ; k < len(e.Allocs) && int(e.Allocs[k].Start) <= i; k++ {
 				a := e.Allocs[k]
 				a.End, a.Released = n, n
-				p.Alloc(int32(k), a)
+				p.Alloc(int32(k), &a)
 			}
 			for _, j := range byEnd[i] {
 				p.Freed(j, int32(i), e.Allocs[j].Size)
@@ -470,7 +470,7 @@ func (p *packer) keeps(size uint64) bool {
 	return false
 }
 
-func (p *packer) Alloc(k int32, a figures.Lifetime) {
+func (p *packer) Alloc(k int32, a *figures.Lifetime) {
 	p.allocs++
 	p.live += int64(a.Size)
 	if !p.keeps(a.Size) {

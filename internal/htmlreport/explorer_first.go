@@ -82,8 +82,10 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 	for _, e := range end {
 		at[e+1]++
 	}
-	for i := 1; i < len(at); i++ {
-		at[i] += at[i-1]
+	sum := int32(0) // in a register: at[i-1] reread would wait on its store
+	for i, c := range at {
+		sum += c
+		at[i] = sum
 	}
 	for j, e := range end {
 		byEnd[at[e]] = int32(j)

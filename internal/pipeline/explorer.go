@@ -67,21 +67,25 @@ func (l *liveSet) get(id uint32) *liveAlloc {
 	return l.sparse[id]
 }
 
-func (l *liveSet) put(id uint32, v liveAlloc) {
-	v.ok = true
+// put puts id's allocation in the set, zero, for the caller to fill in
+// place: a value built apart and copied in would be reread in 16-byte
+// words that stall on its narrow stores (store forwarding), for every
+// allocation.
+func (l *liveSet) put(id uint32) *liveAlloc {
 	if id < denseIDs {
 		for int(id) >= len(l.dense) {
 			l.dense = append(l.dense, liveAlloc{})
 		}
-		l.dense[id] = v
-		return
+		p := &l.dense[id]
+		*p = liveAlloc{ok: true}
+		return p
 	}
 	if l.sparse == nil {
 		l.sparse = map[uint32]*liveAlloc{}
 	}
-	p := new(liveAlloc) // here, not v: v itself stays off the heap
-	*p = v
+	p := &liveAlloc{ok: true}
 	l.sparse[id] = p
+	return p
 }
 
 func (l *liveSet) del(id uint32) {
@@ -213,8 +217,10 @@ func startExplorer(sink figures.ExplorerSink, s *stepOpts, sh shown) *opStepper 
 				a.Category = uint8(c) + 1
 				x.addCat(c, int64(a.Size))
 			}
-			x.live.put(b.ID, liveAlloc{k: x.nk, size: a.Size, stack: -1, cat: a.Category - 1})
-			sink.Alloc(x.nk, a)
+			l := x.live.put(b.ID)
+			l.k, l.size, l.stack, l.cat = x.nk, a.Size, -1, a.Category-1
+			x.made = a
+			sink.Alloc(x.nk, &x.made)
 			x.nk++
 		}
 	}
@@ -310,6 +316,7 @@ type opStepper struct {
 	bs             alloc.BlockSteps
 	flat           []alloc.FlatBlock
 	ins, wholeRecs []figures.BlockRec // reused: a sink sees them only during its call
+	made           figures.Lifetime   // what the sink's Alloc sees, by pointer: no copy of it to stall on
 }
 
 func (x *opStepper) addCat(c categories.Category, size int64) {
@@ -355,7 +362,7 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 		return true
 	}
 	live := x.live
-	var made figures.Lifetime
+	made := &x.made // filled in place, for the sink's Alloc
 	var madeCat categories.Category
 	var madeK int32 = -1
 	var freed, released *liveAlloc
@@ -364,8 +371,9 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 		if i == x.oomOp {
 			break // the failing request holds no block
 		}
-		made = figures.Lifetime{Start: int32(i), End: int32(n), Released: int32(n),
-			Size: op.Size, Stream: op.Stream, Stack: x.validStack(st.Stack)}
+		stack := x.validStack(st.Stack)
+		made.Start, made.End, made.Released = int32(i), int32(n), int32(n)
+		made.Size, made.Address, made.Stream, made.Stack, made.Category = op.Size, 0, op.Stream, stack, 0
 		if s.cls != nil {
 			madeCat = categories.Unknown
 			if op.Flags&alloc.FlagRecordedOOM == 0 {
@@ -379,7 +387,8 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 			made.Category = uint8(madeCat) + 1
 		}
 		madeK = x.nk
-		live.put(op.ID, liveAlloc{k: madeK, size: op.Size, stack: made.Stack, made: true, cat: uint8(madeCat)})
+		l := live.put(op.ID)
+		l.k, l.size, l.stack, l.made, l.cat = madeK, op.Size, made.Stack, true, uint8(madeCat)
 		x.nk++
 	case alloc.OpFree, alloc.OpFreeRequest:
 		if l := live.get(op.ID); l != nil && !l.ended {
@@ -400,8 +409,8 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 	c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(x.ins[:0], bc.Ins, live)}
 	x.ins = c.Ins
 	if madeK >= 0 {
-		for _, b := range c.Ins {
-			if b.Alloc == madeK && b.State == figures.StateAllocated {
+		for j := range c.Ins {
+			if b := &c.Ins[j]; b.Alloc == madeK && b.State == figures.StateAllocated { // not a copy of the record
 				made.Address = b.Address
 				break
 			}
@@ -440,7 +449,12 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 	}
 	if s.cls != nil {
 		if x.total > x.bestTotal {
-			x.best, x.bestOp, x.bestTotal = x.cur, i, x.total
+			// a word at a time: the array copied whole would be reread
+			// in 16-byte words that stall on the 8-byte stores of cur
+			for c := range x.cur {
+				x.best[c] = x.cur[c]
+			}
+			x.bestOp, x.bestTotal = i, x.total
 		}
 		x.toPoint--
 		if x.toPoint == 0 || i == n-1 {
@@ -515,25 +529,29 @@ const minKeyGap = 1024
 // allocation id names one allocation from one op to the next, so a used
 // block's record names the allocation live under its id.
 func records(dst []figures.BlockRec, blocks []alloc.FlatBlock, live *liveSet) []figures.BlockRec {
+	n := len(dst)
+	dst = slices.Grow(dst, len(blocks))[:n+len(blocks)]
 	for j := range blocks {
-		b := &blocks[j] // not a copy: a million ops' blocks pass here
-		r := figures.BlockRec{Address: b.Address, Size: b.Size, First: b.SegSize != 0, SegSize: b.SegSize, Alloc: -1}
+		// not copies: a million ops' blocks pass here; and each field
+		// stored in place, as a record built apart and then copied is
+		// reread in 16-byte words that stall on its narrow stores
+		b, r := &blocks[j], &dst[n+j]
+		r.Address, r.Size, r.SegSize, r.First = b.Address, b.Size, b.SegSize, b.SegSize != 0
+		st := figures.StateFree
 		switch {
 		case b.State == alloc.BlockAllocated:
-			r.State = figures.StateAllocated
+			st = figures.StateAllocated
 		case b.State == alloc.BlockPendingFree:
-			r.State = figures.StatePending
+			st = figures.StatePending
 		case b.SegBlocks > 1:
-			r.State = figures.StateSplit
-		default:
-			r.State = figures.StateFree
+			st = figures.StateSplit
 		}
-		if r.State >= figures.StateAllocated {
+		r.State, r.Alloc = st, -1
+		if st >= figures.StateAllocated {
 			if l := live.get(b.ID); l != nil {
 				r.Alloc = l.k
 			}
 		}
-		dst = append(dst, r)
 	}
 	return dst
 }
@@ -681,8 +699,8 @@ type collector struct {
 }
 
 func (c *collector) Start(s figures.ExplorerStart) { c.e, c.timed = s.Head, s.Timed }
-func (c *collector) Alloc(k int32, a figures.Lifetime) {
-	c.e.Allocs = append(c.e.Allocs, a)
+func (c *collector) Alloc(k int32, a *figures.Lifetime) {
+	c.e.Allocs = append(c.e.Allocs, *a)
 }
 func (c *collector) Freed(k, op int32, _ uint64) { c.e.Allocs[k].End = op }
 func (c *collector) Released(k, op int32)        { c.e.Allocs[k].Released = op }

@@ -506,7 +506,12 @@ func (s *Stepper) run(a *alloc.Allocator, ops []alloc.Op, base int, tl *alloc.Ti
 		res, err := s.Blocks.Run(a, ops[lo:min(len(ops), lo+stepBatch)], base+lo, s.KeyGap, tl)
 		s.Blocks.Changes(func(j int, c *alloc.BlockChange) bool {
 			k := lo + j
-			st.I, st.Op, st.Change = base+k, ops[k], c
+			// one field at a time: a multiple assignment copies the op
+			// through a temporary, whose reread in 16-byte words stalls
+			// on the stores just made (store forwarding)
+			st.I = base + k
+			st.Op = ops[k]
+			st.Change = c
 			st.Event, st.Stack = orDefault(event, k, 0), orDefault(stack, k, -1)
 			s.off = !s.After(&st)
 			return !s.off
@@ -568,7 +573,9 @@ func StepBlocks(p *Plan, o Options, bs *alloc.BlockSteps, keyGap int, pauses []i
 			stop := res.OOM != nil
 			bs.Changes(func(j int, c *alloc.BlockChange) bool {
 				k := lo + j
-				st.I, st.Op, st.Change, st.At = i0+k, ops[k], c, nil
+				st.I = i0 + k
+				st.Op = ops[k] // not in a multiple assignment: see Stepper.run
+				st.Change, st.At = c, nil
 				st.Event, st.Stack = orDefault(event, k, 0), orDefault(stack, k, -1)
 				if k == hi-1 && paused && err == nil {
 					st.At = a
