@@ -3,6 +3,7 @@ package membudget
 import (
 	"runtime"
 	"runtime/metrics"
+	"sync"
 )
 
 // Collecting at the end of a phase. A big trace's phases each leave tens
@@ -45,7 +46,33 @@ func Collect() {
 	}
 	objects := s[1].Value.Uint64()
 	if worthCollecting(s[0].Value.Uint64(), objects, objects+s[2].Value.Uint64()) {
-		runtime.GC()
+		collectOnOneP()
+	}
+}
+
+// collecting makes collectOnOneP's calls take turns, so that each
+// restores the GOMAXPROCS it found.
+var collecting sync.Mutex
+
+// collectOnOneP is runtime.GC with GOMAXPROCS 1 while it runs. After its
+// mark, runtime.GC sweeps the whole heap itself, one span at a time, and
+// yields after each (Gosched), and each yield wakes an idle P's thread to
+// take the goroutine over (wakep): a context switch or two per span, a
+// few thousand on a heap of tens of megabytes. With one P none is idle.
+// The mark has that P to itself while the caller waits, as it would have
+// had the others; other goroutines (a sweep's replays) wait for the
+// collection. GOMAXPROCS then goes back to the runtime's default, which
+// follows the CPU limit as before (a value set by runtime.GOMAXPROCS
+// would not), or to what it was where that differs (the GOMAXPROCS
+// variable, a test's -cpu).
+func collectOnOneP() {
+	collecting.Lock()
+	defer collecting.Unlock()
+	old := runtime.GOMAXPROCS(1)
+	runtime.GC()
+	runtime.SetDefaultGOMAXPROCS()
+	if runtime.GOMAXPROCS(0) != old {
+		runtime.GOMAXPROCS(old)
 	}
 }
 

@@ -52,3 +52,19 @@ func TestCollect(t *testing.T) {
 		t.Errorf("Collect on a 32 MiB heap ran %d collections, want 1", n)
 	}
 }
+
+// A collection on one P leaves GOMAXPROCS as it found it, the runtime's
+// default or a value set.
+func TestCollectOnOnePRestores(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	collectOnOneP()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("GOMAXPROCS %d after a collection, %d before", got, before)
+	}
+	defer runtime.GOMAXPROCS(before)
+	runtime.GOMAXPROCS(before + 1)
+	collectOnOneP()
+	if got := runtime.GOMAXPROCS(0); got != before+1 {
+		t.Errorf("GOMAXPROCS %d after a collection, %d set before", got, before+1)
+	}
+}

@@ -93,6 +93,17 @@ func streamPlans(ctx context.Context, path string, progress io.Writer, timed boo
 // streamPickle reads the snapshot pickle at path with sink; it declines a
 // file that is not a pickle.
 func streamPickle(ctx context.Context, path string, progress io.Writer, sink trace.PickleSink) (snap *trace.Snapshot, lists []int, err error) {
+	if m, ok := openMapped(ctx, path); ok {
+		defer m.Close()
+		if progress == nil || m.size < progressFrom { // no bar to draw as it is read (a mapped file reads none)
+			err = readMapped(m, func(r io.Reader) error {
+				var err error
+				snap, lists, err = trace.StreamPickle(r, path, m.size, sink)
+				return err
+			})
+			return snap, lists, err
+		}
+	}
 	err = readTrace(ctx, path, progress, func(r io.Reader, name, _ string, size int64) error {
 		br := bufio.NewReaderSize(r, 64<<10)
 		if head, _ := br.Peek(1); len(head) == 0 || head[0] != 0x80 {

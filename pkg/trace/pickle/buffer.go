@@ -14,7 +14,20 @@ func (d *decoder) need(n int) error {
 	return d.fill(n)
 }
 
+// Windower is an input the decoder reads in place, a window at a time,
+// instead of copying it into a buffer of its own: a memory-mapped file,
+// whose bytes the read() of a copy would pay for a second time.
+type Windower interface {
+	// Window returns the input's bytes from offset off on: at least n of
+	// them, or all there are when fewer are left, and io.EOF with them
+	// when they reach the end. They are valid until the next call.
+	Window(off int64, n int) ([]byte, error)
+}
+
 func (d *decoder) fill(n int) error {
+	if w, ok := d.r.(Windower); ok {
+		return d.fillWindow(w, n)
+	}
 	if len(d.raw) < bufSize && d.rerr == nil && (n > len(d.raw) || d.base+int64(d.pos) > 0) {
 		// More than the first buffer's worth: the input is not small.
 		d.raw = make([]byte, max(n, min(4*len(d.raw), bufSize)))
@@ -34,6 +47,26 @@ func (d *decoder) fill(n int) error {
 		return nil
 	}
 	if d.rerr == io.EOF || d.rerr == io.ErrUnexpectedEOF {
+		return d.errorf("unexpected end of data")
+	}
+	return fmt.Errorf("reading pickle at byte %d: %w", d.base+int64(len(d.buf)), d.rerr)
+}
+
+// fillWindow is fill for an input read in place: the window moves to the
+// current position, which the bytes before it then no longer hold.
+func (d *decoder) fillWindow(w Windower, n int) error {
+	if d.rerr == nil {
+		off := d.base + int64(d.pos)
+		b, err := w.Window(off, n)
+		d.raw, d.buf, d.base, d.pos = b, b, off, 0
+		if err != nil {
+			d.rerr = err
+		}
+	}
+	if len(d.buf)-d.pos >= n {
+		return nil
+	}
+	if d.rerr == io.EOF {
 		return d.errorf("unexpected end of data")
 	}
 	return fmt.Errorf("reading pickle at byte %d: %w", d.base+int64(len(d.buf)), d.rerr)

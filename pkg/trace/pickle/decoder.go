@@ -151,6 +151,9 @@ func newDecoder(r io.Reader, size int64) *decoder {
 	if size >= 0 {
 		n = int(min(max(size, minBuf), bufSize))
 	}
+	if _, ok := r.(Windower); ok {
+		n = 0 // read in place
+	}
 	d := &decoder{
 		r:       r,
 		raw:     make([]byte, n),
