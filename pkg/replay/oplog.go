@@ -176,6 +176,17 @@ func (l *opLog) putFree(id uint32, event, stack int32) {
 	}
 	b, p := l.cur, l.at
 	l.n++
+	if event-l.event == 1 && (stack < 0 || stack == l.stack) {
+		// the usual free, the next event's, of no stack or the same: a
+		// header and the ID, as the general case below writes them
+		h := byte(alloc.OpFree) | hEventNext
+		if stack >= 0 {
+			h |= hStackSame
+		}
+		b[p] = h
+		l.event, l.stack, l.at = event, stack, putUvarint(b, p+1, uint64(id))
+		return
+	}
 	h := byte(alloc.OpFree)
 	var x byte
 	switch d := event - l.event; {
@@ -218,6 +229,20 @@ func (l *opLog) putAlloc(id uint32, size uint64, event, stack int32) {
 	b, p := l.cur, l.at
 	l.n++
 	l.allocs++
+	if k := l.sizes.slot(size); event-l.event == 1 && (stack < 0 || stack == l.stack) && l.sizes[k] == size {
+		// the usual allocation, as putFree's usual free, of a size in
+		// the cache (so not one too large for it): the general case's
+		// header, ID and slot
+		h := byte(alloc.OpAlloc) | hEventNext
+		if stack >= 0 {
+			h |= hStackSame
+		}
+		b[p] = h
+		p = putUvarint(b, p+1, uint64(id))
+		b[p] = byte(k)
+		l.event, l.stack, l.at = event, stack, p+1
+		return
+	}
 	h := byte(alloc.OpAlloc)
 	var x byte
 	switch d := event - l.event; {
