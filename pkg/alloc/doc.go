@@ -93,6 +93,7 @@
 // cuda-async built on the best-fit library gm_bestfit.c. gm_treap.h holds
 // the ordered free sets; gm_inspect.c the checker and snapshots; gm_sim.c
 // the simulated device (its state and search structures in gm_sim.h);
+// gm_unpack.c the reader of the replay's packed op log;
 // gm_devlog.c and gm_watch.c the decorators around a device that log its
 // calls and watch the other placement; gm_cuda.c the CUDA driver backend, loaded with
 // dlopen so that no CUDA toolkit is needed to build (its tests,

@@ -326,6 +326,61 @@ void gm_set_follows_recording(gm_alloc_t *a, int on);
 int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done,
            gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr);
 
+/* The packed op log: how the replay keeps a streamed plan's ops (Go's
+ * replay.opLog writes it; gm_unpack reads it), 2 to 4 bytes an op instead
+ * of gm_op_t's 40. Each op, with the Event and Stack the replay keeps
+ * beside it (int32s), is:
+ *   a header byte: kind (GM_PK_KIND) and GM_PK_* flags;
+ *   with GM_PK_EXTRA, a byte of GM_PKX_* flags;
+ *   id, a uvarint (7 bits a byte, low first, 0x80 on all but the last);
+ *   with GM_PK_STACK_NEW, the Stack as a uvarint of its 32 bits; else the
+ *     previous op's Stack with GM_PK_STACK_SAME, else -1;
+ *   with GM_PKX_SIZE, size as a uvarint; else, for a GM_OP_ALLOC, size as
+ *     one byte below GM_PK_SIZE_SLOTS, the slot of the reader's size cache
+ *     holding it, or as a uvarint of size + GM_PK_SIZE_SLOTS, which the
+ *     reader then stores in slot gm_pk_slot(size); else size is 0;
+ *   with GM_PKX_STREAM, GM_PKX_HINT, GM_PKX_POOL, in that order, the field
+ *     as a uvarint; with GM_PKX_FLAGS, the flags byte; the others are 0;
+ *   with GM_PKX_EVENT, the Event less the previous op's, a uvarint of its
+ *     32 bits (wrapping); else the previous op's Event, plus 1 with
+ *     GM_PK_EVENT_NEXT.
+ * The "previous op" of the log's first is Event 0, Stack 0, and the size
+ * cache starts all 0: a zeroed gm_unpack_t. */
+enum {
+  GM_PK_KIND = 0x0f,
+  GM_PK_EVENT_NEXT = 0x10,
+  GM_PK_STACK_SAME = 0x20,
+  GM_PK_STACK_NEW = 0x40,
+  GM_PK_EXTRA = 0x80,
+  GM_PKX_SIZE = 1,
+  GM_PKX_STREAM = 2,
+  GM_PKX_HINT = 4,
+  GM_PKX_POOL = 8,
+  GM_PKX_FLAGS = 16,
+  GM_PKX_EVENT = 32,
+  GM_PK_SIZE_SLOTS = 128
+};
+
+/* The size cache's slot of size n: the top 7 bits of a Fibonacci hash. */
+static inline unsigned gm_pk_slot(uint64_t n) { return (unsigned)(n * 0x9E3779B97F4A7C15ull >> 57); }
+
+/* What a reader of a packed log carries from one op to the next: the last
+ * op's Event and Stack and the size cache; zeroed at the log's start. */
+typedef struct gm_unpack {
+  int32_t event, stack;
+  uint64_t sizes[GM_PK_SIZE_SLOTS];
+} gm_unpack_t;
+
+/* gm_unpack reads up to n ops packed in b[0..len) with u into ops, event
+ * and stack (room for n each): each op, its Event, its Stack. It stops at
+ * the end of b or after n ops; *done = the ops read, *used = their bytes.
+ * Preconditions: b holds whole ops as the format above packs them, and u
+ * has read every op before them, in order. It checks no field, only that
+ * the ops end with b: GM_EINVAL when the last overran it (having read past
+ * b: a log cut short or garbled), else GM_OK. */
+int gm_unpack(gm_unpack_t *u, const uint8_t *b, size_t len, size_t n, gm_op_t *ops, int32_t *event,
+              int32_t *stack, size_t *done, size_t *used);
+
 /* An out-of-memory the recording had, survived by gm_run: the op's index
  * (counted over every op applied by this allocator, from 0) and what it
  * looked like. */

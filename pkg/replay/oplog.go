@@ -12,7 +12,9 @@ import (
 // into a few bytes each (a free takes 2 or 3, an allocation 3 or 4 when
 // its size is one of the recent ones, instead of the 56 of an Op and its
 // two indexes): a streamed plan of a big trace keeps its operations here
-// until the replay reads them back.
+// until the replay reads them back. The format is gm_alloc.h's ("The
+// packed op log"), which alloc.Unpacker reads: put and the constants
+// below must keep to it.
 type opLog struct {
 	// chunks hold the packed ops; the last is cur, where put writes, its
 	// first at bytes in use (bytes(k) is chunk k's ops)
@@ -174,6 +176,17 @@ func (l *opLog) putFree(id uint32, event, stack int32) {
 	}
 	b, p := l.cur, l.at
 	l.n++
+	if event-l.event == 1 && (stack < 0 || stack == l.stack) {
+		// the usual free, the next event's, of no stack or the same: a
+		// header and the ID, as the general case below writes them
+		h := byte(alloc.OpFree) | hEventNext
+		if stack >= 0 {
+			h |= hStackSame
+		}
+		b[p] = h
+		l.event, l.stack, l.at = event, stack, putUvarint(b, p+1, uint64(id))
+		return
+	}
 	h := byte(alloc.OpFree)
 	var x byte
 	switch d := event - l.event; {
@@ -216,6 +229,20 @@ func (l *opLog) putAlloc(id uint32, size uint64, event, stack int32) {
 	b, p := l.cur, l.at
 	l.n++
 	l.allocs++
+	if k := l.sizes.slot(size); event-l.event == 1 && (stack < 0 || stack == l.stack) && l.sizes[k] == size {
+		// the usual allocation, as putFree's usual free, of a size in
+		// the cache (so not one too large for it): the general case's
+		// header, ID and slot
+		h := byte(alloc.OpAlloc) | hEventNext
+		if stack >= 0 {
+			h |= hStackSame
+		}
+		b[p] = h
+		p = putUvarint(b, p+1, uint64(id))
+		b[p] = byte(k)
+		l.event, l.stack, l.at = event, stack, p+1
+		return
+	}
 	h := byte(alloc.OpAlloc)
 	var x byte
 	switch d := event - l.event; {
@@ -330,12 +357,13 @@ const runBatch = 4096
 // capacity), up to their capacity at a time.
 func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op, event, stack []int32) error) error {
 	ops, event, stack = ops[:cap(ops)], event[:cap(ops)], stack[:cap(ops)]
-	var u unpacker
+	var u alloc.Unpacker // C unpacks: Go's bounds checks cost about as much again
 	n := 0
 	for k := range l.chunks {
 		c := l.bytes(k)
 		for p := 0; p < len(c); {
-			p, n = u.unpack(c, p, ops, event, stack, n)
+			got, used := u.Unpack(c[p:], ops[n:], event[n:], stack[n:])
+			p, n = p+used, n+got
 			if n == len(ops) {
 				if err := f(ops, event, stack); err != nil {
 					return err
@@ -348,101 +376,6 @@ func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op
 		return f(ops[:n], event[:n], stack[:n])
 	}
 	return nil
-}
-
-// unpacker is what into carries from one op to the next: the last op's
-// Event and Stack, and the reader's sizeCache.
-type unpacker struct {
-	ev, st int32
-	sizes  sizeCache
-}
-
-// unpack unpacks the ops of chunk c from c[p:] into ops, event and stack
-// (of equal length) from index n, until either ends, and returns the
-// index in c and the count after them. It calls no function, so that its
-// values stay in registers: Go keeps a loop's values on the stack around
-// any call in it, even one on a rare path.
-func (u *unpacker) unpack(c []byte, p int, ops []alloc.Op, event, stack []int32, n int) (int, int) {
-	event, stack = event[:len(ops)], stack[:len(ops)]
-	ev, st := u.ev, u.st
-	for ; p < len(c) && n < len(ops); n++ {
-		h := c[p]
-		p++
-		var x byte
-		if h&hExtra != 0 {
-			x = c[p]
-			p++
-		}
-		var id uint64
-		id, p = readUvarint(c, p)
-		// the op is written in place, field by field: a whole Op built
-		// aside and then copied costs as much again
-		op := &ops[n]
-		*op = alloc.Op{Kind: alloc.OpKind(h & hKind), ID: uint32(id)}
-		switch {
-		case h&hStackNew != 0:
-			var v uint64
-			v, p = readUvarint(c, p)
-			st = int32(v)
-		case h&hStackSame == 0:
-			st = -1
-		}
-		if x&xSize != 0 {
-			op.Size, p = readUvarint(c, p)
-		} else if op.Kind == alloc.OpAlloc {
-			if b := c[p]; b < sizeSlots {
-				op.Size = u.sizes[b]
-				p++
-			} else {
-				op.Size, p = readUvarint(c, p)
-				op.Size -= sizeSlots
-				u.sizes[u.sizes.slot(op.Size)] = op.Size
-			}
-		}
-		if x != 0 {
-			if x&xStream != 0 {
-				op.Stream, p = readUvarint(c, p)
-			}
-			if x&xHint != 0 {
-				op.Hint, p = readUvarint(c, p)
-			}
-			if x&xPool != 0 {
-				var v uint64
-				v, p = readUvarint(c, p)
-				op.Pool = uint32(v)
-			}
-			if x&xFlags != 0 {
-				op.Flags = c[p]
-				p++
-			}
-		}
-		switch {
-		case x&xEvent != 0:
-			var v uint64
-			v, p = readUvarint(c, p)
-			ev += int32(uint32(v))
-		case h&hEventNext != 0:
-			ev++
-		}
-		event[n] = ev
-		stack[n] = st
-	}
-	u.ev, u.st = ev, st
-	return p, n
-}
-
-// readUvarint reads the uvarint at c[p:], which put wrote, and returns it
-// and the index after it; unlike uvarint it is inlined.
-func readUvarint(c []byte, p int) (uint64, int) {
-	var v uint64
-	for s := uint(0); ; s += 7 {
-		b := c[p]
-		p++
-		if b < 0x80 {
-			return v | uint64(b)<<(s&63), p
-		}
-		v |= uint64(b&0x7f) << (s & 63)
-	}
 }
 
 // run replays the log's first limit operations on a, Batch operations at

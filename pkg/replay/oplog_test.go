@@ -145,6 +145,8 @@ func (l *opLog) add(ops []alloc.Op, event, stack []int32) {
 // previous op's.
 func TestOpLogPutFreeAlloc(t *testing.T) {
 	var a, b opLog
+	var ops []alloc.Op
+	var events, stacks []int32
 	event := int32(0)
 	sizes := []uint64{512, 512, 1 << 20, 0, math.MaxUint64, math.MaxUint64 - sizeSlots, 512, 3 << 30}
 	for i := range 3000 {
@@ -153,13 +155,17 @@ func TestOpLogPutFreeAlloc(t *testing.T) {
 		stack := int32(i%7/2) - 1                  // none, the same, new
 		if i%3 == 0 {
 			size := sizes[i%len(sizes)] + uint64(i%11/10)*uint64(i)<<9 // now and then a new one
-			a.put(&alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: size}, event, stack)
+			ops = append(ops, alloc.Op{Kind: alloc.OpAlloc, ID: id, Size: size})
+			a.put(&ops[len(ops)-1], event, stack)
 			b.putAlloc(id, size, event, stack)
-			continue
+		} else {
+			ops = append(ops, alloc.Op{Kind: alloc.OpFree, ID: id})
+			a.put(&ops[len(ops)-1], event, stack)
+			b.putFree(id, event, stack)
 		}
-		a.put(&alloc.Op{Kind: alloc.OpFree, ID: id}, event, stack)
-		b.putFree(id, event, stack)
+		events, stacks = append(events, event), append(stacks, stack)
 	}
+	back(t, ops, events, stacks, b.each) // the Events' jumps back and far on too
 	if a.n != b.n || a.allocs != b.allocs || len(a.chunks) != len(b.chunks) {
 		t.Fatalf("%d ops (%d allocs) in %d chunks, want %d (%d) in %d", b.n, b.allocs, len(b.chunks), a.n, a.allocs, len(a.chunks))
 	}
@@ -168,4 +174,22 @@ func TestOpLogPutFreeAlloc(t *testing.T) {
 			t.Fatalf("chunk %d differs", k)
 		}
 	}
+}
+
+// A log cut inside an op is no log: the reader says so rather than give
+// back an op made of what lies past it.
+func TestOpLogCut(t *testing.T) {
+	var l opLog
+	l.putAlloc(300, 1<<40, 1, -1) // 1<<40 is not in the size cache: a uvarint of 6 bytes
+	c := l.bytes(0)
+	ops, ev, st := make([]alloc.Op, 1), make([]int32, 1), make([]int32, 1)
+	if n, used := new(alloc.Unpacker).Unpack(c, ops, ev, st); n != 1 || used != len(c) || ops[0].Size != 1<<40 {
+		t.Fatalf("whole log: %d ops, %d bytes of %d, %+v", n, used, len(c), ops[0])
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a cut log unpacked without a panic")
+		}
+	}()
+	new(alloc.Unpacker).Unpack(c[:len(c)-2], ops, ev, st)
 }
