@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"syscall"
+	"unsafe"
 )
 
 // A plain snapshot pickle streamed for the report is read in place: its
@@ -102,6 +103,16 @@ func (m *mappedFile) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// maps says whether addr lies in the current window: a fault anywhere
+// else is a bug, and stays a panic.
+func (m *mappedFile) maps(addr uintptr) bool {
+	if len(m.win) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(&m.win[0]))
+	return addr >= start && addr-start < uintptr(len(m.win))
+}
+
 func (m *mappedFile) unmap() error {
 	if m.win == nil {
 		return nil
@@ -123,7 +134,7 @@ func readMapped(m *mappedFile, read func(r io.Reader) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			if f, ok := r.(interface{ Addr() uintptr }); ok && f != nil {
+			if f, ok := r.(interface{ Addr() uintptr }); ok && m.maps(f.Addr()) {
 				err = fmt.Errorf("%s: %w", m.f.Name(), errFileChanged)
 				return
 			}

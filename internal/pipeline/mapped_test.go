@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
 	"github.com/gpumem/gpumem/pkg/trace"
@@ -134,3 +135,37 @@ func TestMappedStopsAtInterrupt(t *testing.T) {
 		t.Errorf("read interrupted at its first event (of %d): %v", events, err)
 	}
 }
+
+// A fault outside the mapped window is a bug, not a file cut short: it
+// stays a panic.
+func TestMappedFaultElsewherePanics(t *testing.T) {
+	m, ok := openMapped(context.Background(), "../../testdata/pytorch/gpt2_varlen.pickle")
+	if !ok {
+		t.Fatal("not mapped")
+	}
+	defer m.Close()
+	if _, err := m.Window(0, 1); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	defer func() {
+		if r := recover(); r == nil {
+			t.Error("a fault outside the window was not a panic")
+		}
+	}()
+	// a page mapped and given back: reading it faults, outside the window
+	gone, err := syscall.Mmap(-1, 0, os.Getpagesize(), syscall.PROT_READ, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Munmap(gone); err != nil {
+		t.Fatal(err)
+	}
+	err = readMapped(m, func(io.Reader) error {
+		faulted = gone[0] // a read the compiler keeps
+		return nil
+	})
+	t.Errorf("readMapped returned %v after a fault outside its window", err)
+}
+
+// faulted is where TestMappedFaultElsewherePanics puts what it reads.
+var faulted byte
