@@ -26,8 +26,9 @@ const sitesPerCategory = 3
 // with one timeline point finds it when the report keeps none), and a
 // replay stopped there lists the blocks then live. A streamed plan stays
 // packed: both read it a batch at a time, and what each category held at
-// each point comes from the report's replay as it ran (catRide), the
-// allocations live at the peak from the replay to it (replayToPeak).
+// each point comes from the report's replay as it ran (catRide), and so
+// do the allocations live at the peak where the ride could keep them
+// (peakSet), else from the replay to it (replayToPeak).
 // Nothing is added when cls is nil or the replay ended in an
 // out-of-memory.
 func (r *Run) addCategories(cls *categories.Result) error {
@@ -51,24 +52,12 @@ func (r *Run) addCategories(cls *categories.Result) error {
 	if peak < 0 {
 		return nil
 	}
-	res, evOf, err := replayToPeak(plan, o, peak)
-	if err != nil {
-		return replayErr("replaying "+r.Report.Source+" to its peak", err)
-	}
-	var timeline [][]uint64
-	points, ok := r.Report.Timeline, evOf != nil
-	switch {
-	case !ok:
-	case len(points) == 0 || len(tl.AllocatedOp) != len(points): // no timeline of categories
-	case tl == r.res.Timeline: // the report's replay handed its ops to the ride
-		timeline, ok = r.ride.timeline(tl.AllocatedOp)
-	default:
-		ok = false
-	}
+	blocks, timeline, ok := r.rideAnswers(tl, peak)
 	if !ok {
-		// one pass over the ops gives both the allocations live at the
-		// peak and what each category held at each timeline point
-		evOf, timeline = opCategories(plan, peak, r.Report.Timeline, tl.AllocatedOp, cls)
+		var err error
+		if blocks, timeline, err = r.peakByReplay(tl, peak); err != nil {
+			return err
+		}
 	}
 	var at [categories.NumCategories]uint64
 	type key struct {
@@ -78,39 +67,32 @@ func (r *Run) addCategories(cls *categories.Result) error {
 	sites := map[key]*figures.Site{}
 	names := map[int32]string{}
 	var total, kept uint64
-	for _, s := range res.Segments {
-		for _, b := range s.Blocks {
-			if b.State != alloc.BlockAllocated {
-				continue
-			}
-			total += b.Size
-			i := -1
-			switch {
-			case int(b.ID) < len(evOf) && evOf[b.ID] != -2:
-				if e := evOf[b.ID]; e >= 0 {
-					i = cls.Find(e, 0)
-				}
-			default:
-				i = cls.Find(-1, b.Address)
-			}
-			var blk categories.Block
-			c, name := categories.Unknown, "(no stack)"
-			if i >= 0 {
-				blk = cls.Block(i)
-				c = blk.Category
-				name = r.siteOf(&blk, cls.Stack(i), names)
-			}
-			at[c] += b.Size
-			if i >= 0 && blk.KeptPastStep() {
-				kept += b.Size
-			}
-			k := key{c, name}
-			if sites[k] == nil {
-				sites[k] = &figures.Site{Frames: name}
-			}
-			sites[k].Bytes += b.Size
-			sites[k].Count++
+	for _, b := range blocks { // in any order: the figures are sums, the sites sorted
+		total += b.size
+		i := -1
+		switch {
+		case b.event >= 0:
+			i = cls.Find(b.event, 0)
+		case b.event == -2:
+			i = cls.Find(-1, b.address)
 		}
+		var blk categories.Block
+		c, name := categories.Unknown, "(no stack)"
+		if i >= 0 {
+			blk = cls.Block(i)
+			c = blk.Category
+			name = r.siteOf(&blk, cls.Stack(i), names)
+		}
+		at[c] += b.size
+		if i >= 0 && blk.KeptPastStep() {
+			kept += b.size
+		}
+		k := key{c, name}
+		if sites[k] == nil {
+			sites[k] = &figures.Site{Frames: name}
+		}
+		sites[k].Bytes += b.size
+		sites[k].Count++
 	}
 	fc := &figures.Categories{Op: peak, Total: total, Method: cls.Method, Steps: cls.Steps,
 		Remedies: categories.Remedies(at, kept, 8), KeptPastStep: kept}
@@ -132,6 +114,63 @@ func (r *Run) addCategories(cls *categories.Result) error {
 	return nil
 }
 
+// rideAnswers are addCategories' allocations live at the peak (op peak)
+// and timeline of categories as the ride beside the report's replay made
+// them (tl: that replay's timeline), and whether it did.
+func (r *Run) rideAnswers(tl *alloc.Timeline, peak int) ([]peakBlock, [][]uint64, bool) {
+	points := r.Report.Timeline
+	if tl != r.res.Timeline || len(points) == 0 || len(tl.AllocatedOp) != len(points) {
+		return nil, nil, false
+	}
+	timeline, ok := r.ride.timeline(tl.AllocatedOp)
+	if !ok {
+		return nil, nil, false
+	}
+	blocks, ok := r.ride.peakBlocks(peak, r.res.Segments)
+	r.ride.peak = nil // read: a set of many ranks keeps each Run
+	return blocks, timeline, ok
+}
+
+// peakByReplay is rideAnswers from a replay to the peak (replayToPeak)
+// and, unless the ride made it, a pass over the ops for the timeline.
+func (r *Run) peakByReplay(tl *alloc.Timeline, peak int) ([]peakBlock, [][]uint64, error) {
+	o := r.opts
+	o.Check, o.NoDivergence = false, true
+	res, evOf, err := replayToPeak(r.plan, o, peak)
+	if err != nil {
+		return nil, nil, replayErr("replaying "+r.Report.Source+" to its peak", err)
+	}
+	var timeline [][]uint64
+	points, ok := r.Report.Timeline, evOf != nil
+	switch {
+	case !ok:
+	case len(points) == 0 || len(tl.AllocatedOp) != len(points): // no timeline of categories
+	case tl == r.res.Timeline: // the report's replay handed its ops to the ride
+		timeline, ok = r.ride.timeline(tl.AllocatedOp)
+	default:
+		ok = false
+	}
+	if !ok {
+		// one pass over the ops gives both the allocations live at the
+		// peak and what each category held at each timeline point
+		evOf, timeline = opCategories(r.plan, peak, points, tl.AllocatedOp, r.cls)
+	}
+	var blocks []peakBlock
+	for _, s := range res.Segments {
+		for _, b := range s.Blocks {
+			if b.State != alloc.BlockAllocated {
+				continue
+			}
+			e := int32(-2) // no op made it: a seeded block, found by its address
+			if int(b.ID) < len(evOf) {
+				e = evOf[b.ID]
+			}
+			blocks = append(blocks, peakBlock{id: b.ID, size: b.Size, address: b.Address, event: e})
+		}
+	}
+	return blocks, timeline, nil
+}
+
 // replayToPeak replays plan under o up to op peak, and returns the
 // result and opCategories' evOf, which it takes from the ops as the
 // replay passes them; nil when it could not (opCategories then makes it).
@@ -139,7 +178,7 @@ func replayToPeak(plan *replay.Plan, o replay.Options, peak int) (*replay.Result
 	o.Points, o.Stop = 0, peak+1
 	upto := &catPass{peak: peak, evOf: []int32{}, due: math.MaxInt}
 	seen := 0
-	o.Observe = func(base int, ops []alloc.Op, event []int32, _ *alloc.Timeline) {
+	o.Observe = func(base int, ops []alloc.Op, event []int32, _ []uint64, _ *alloc.Timeline) {
 		if base != seen || event == nil && len(ops) > 0 {
 			seen = -1 // not the plan's ops in order, with their events
 		}
@@ -204,10 +243,13 @@ type catPass struct {
 }
 
 // catLive is an allocation: its request and category; a size of 0 once
-// freed (or never made), so that a free needs no test of it.
+// freed (or never made), so that a free needs no test of it. event is
+// the event of the op that made it, as evOf has it (-1: none classifies
+// it, -2: no op made it), kept by the ride alone (for peakSet).
 type catLive struct {
-	size uint64
-	c    categories.Category
+	size  uint64
+	c     categories.Category
+	event int32
 }
 
 // dueAt is the op after which the next point is taken.
@@ -227,17 +269,26 @@ func (c *catPass) addSeeds(plan *replay.Plan, cls *categories.Result) {
 			if blk, ok := cls.Lookup(-1, s.Address+b.Offset); ok {
 				cat = blk.Category
 			}
-			c.add(b.ID, cat, max(b.Requested, b.Size))
+			c.add(b.ID, cat, max(b.Requested, b.Size), -2)
 		}
 	}
 }
 
-func (c *catPass) add(id uint32, cat categories.Category, size uint64) {
+func (c *catPass) add(id uint32, cat categories.Category, size uint64, event int32) {
 	if int(id) >= len(c.byID) {
 		c.byID = slices.Grow(c.byID, int(id)+1-len(c.byID))[:int(id)+1]
 	}
-	c.byID[id] = catLive{size, cat}
+	c.byID[id] = catLive{size, cat, event}
 	c.sums[cat] += int64(size)
+}
+
+// eventOf is the event of the op that made allocation id, as catLive
+// keeps it.
+func (c *catPass) eventOf(id uint32) int32 {
+	if int(id) < len(c.byID) {
+		return c.byID[id].event
+	}
+	return -2
 }
 
 // free ends allocation id, live or not (one not live takes 0 from its
@@ -274,7 +325,7 @@ func (c *catPass) batch(base int, ops []alloc.Op, event, _ []int32) error {
 				if event != nil {
 					cat, _ = c.byEvent(event[k])
 				}
-				c.add(op.ID, cat, op.Size)
+				c.add(op.ID, cat, op.Size, -2)
 			}
 		case alloc.OpFree, alloc.OpFreeRequest:
 			c.free(op.ID)
@@ -326,6 +377,10 @@ type catRide struct {
 	at     []int // the op of each point taken
 	last   int   // the last op of the stretch of the next point
 	failed bool
+	// peak, when not nil, keeps the allocations live at the highest of
+	// the points kept: a plan that seeds the allocator has none (its
+	// seeded blocks' sizes are the allocator's, their events none)
+	peak *peakSet
 }
 
 // newCatRide is the ride of a replay of plan, whose allocations cls
@@ -335,6 +390,9 @@ func newCatRide(plan *replay.Plan, cls *categories.Result) *catRide {
 	if oneForOne(plan, cls) {
 		w.cls = cls
 	}
+	if len(plan.Seeds) == 0 {
+		w.peak = newPeakSet(plan.Len())
+	}
 	w.c.addSeeds(plan, cls)
 	return w
 }
@@ -343,7 +401,7 @@ func newCatRide(plan *replay.Plan, cls *categories.Result) *catRide {
 // run, with their events; tl is the replay's timeline. The ops run in
 // stretches up to the next op the ride stops at: the op whose sums it
 // keeps, or the last of a point's stretch.
-func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Timeline) {
+func (w *catRide) observe(base int, ops []alloc.Op, event []int32, sizes []uint64, tl *alloc.Timeline) {
 	if w.failed || base != w.n || tl == nil || tl.Stride <= 0 || len(tl.AllocatedOp) != len(tl.Allocated) ||
 		event == nil && len(ops) > 0 {
 		w.failed = true
@@ -351,6 +409,9 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 	}
 	if base == 0 {
 		w.last = min(tl.Stride, w.total) - 1
+	}
+	if w.peak != nil {
+		w.peak.rising = false
 	}
 	for k := 0; k < len(ops) && !w.failed; {
 		i, keep := base+k, w.pointOp(tl)
@@ -362,9 +423,12 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 		if stop >= i {
 			end = min(end, stop-base+1)
 		}
-		w.run(ops[k:end], event, k)
+		w.run(ops[k:end], event, sizes, k)
 		if k = end; base+k-1 == keep {
 			w.kept, w.keptOp = w.c.sums, keep
+			if w.peak != nil {
+				w.peak.point(keep, tl.Allocated[len(w.at)], sizes != nil)
+			}
 		}
 		if base+k-1 == w.last {
 			w.take(tl)
@@ -373,29 +437,56 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, tl *alloc.Tim
 	w.n = base + len(ops)
 }
 
-// run applies ops, whose events are event from index from on, to the
+// run applies ops, whose events are event and freed blocks' sizes sizes
+// from index from on, to the live allocations and what each category
+// holds, and keeps their changes for the peak while it keeps them (a
+// stretch after each new highest point).
+func (w *catRide) run(ops []alloc.Op, event []int32, sizes []uint64, from int) {
+	if p := w.peak; p != nil && p.keep {
+		if sizes == nil {
+			p.failed, p.keep = true, false
+		} else {
+			p.log(ops, sizes[from:], &w.c)
+		}
+	}
+	w.apply(ops, event, from)
+}
+
+// apply applies ops, whose events are event from index from on, to the
 // live allocations and what each category holds.
-func (w *catRide) run(ops []alloc.Op, event []int32, from int) {
+func (w *catRide) apply(ops []alloc.Op, event []int32, from int) {
 	c, next := &w.c, w.next
+	event = event[from:][:len(ops)]
 	for k := range ops {
 		op := &ops[k]
 		switch op.Kind {
 		case alloc.OpAlloc:
-			if op.Flags&alloc.FlagRecordedOOM == 0 { // the program's failed request held nothing
-				var cat categories.Category
-				if w.cls != nil {
-					cat = w.cls.BornCategory(next)
-					next++
-				} else {
-					cat, _ = c.byEvent(event[from+k])
-				}
-				c.add(op.ID, cat, op.Size)
+			if op.Flags&alloc.FlagRecordedOOM != 0 { // the program's failed request held nothing
+				c.failedAlloc(op.ID)
+				continue
 			}
+			var cat categories.Category
+			if w.cls != nil {
+				cat = w.cls.BornCategory(next)
+				next++
+			} else {
+				cat, _ = c.byEvent(event[k])
+			}
+			c.add(op.ID, cat, op.Size, event[k])
 		case alloc.OpFree, alloc.OpFreeRequest:
 			c.free(op.ID)
 		}
 	}
 	w.next = next
+}
+
+// failedAlloc is a recorded out-of-memory's allocation id: it holds
+// nothing, and a block the replay gave it has no category (event -1).
+// Out of line: it is rare.
+//
+//go:noinline
+func (c *catPass) failedAlloc(id uint32) {
+	c.add(id, categories.Unknown, 0, -1)
 }
 
 // pointOp is the op of the next point as the timeline names it so far,
@@ -436,6 +527,24 @@ func (w *catRide) timeline(at []int) ([][]uint64, bool) {
 		return nil, false
 	}
 	return w.c.timeline, true
+}
+
+// wantSizes says whether the ride wants the next batch's freed block
+// sizes (replay.Options.BlockSizes): while it keeps changes for the peak,
+// or after a batch that reached a new highest point, where the next one
+// may well reach another.
+func (w *catRide) wantSizes() bool {
+	p := w.peak
+	return p != nil && !w.failed && (p.keep || p.rising)
+}
+
+// peakBlocks lists the allocations live after op peak, from the ride of
+// a replay that ran to its end, and whether the ride could tell them.
+func (w *catRide) peakBlocks(peak int, segs []alloc.Segment) ([]peakBlock, bool) {
+	if w == nil || w.failed || w.n != w.total {
+		return nil, false
+	}
+	return w.peak.blocks(peak, segs, w.c.eventOf)
 }
 
 // siteOf names blk's allocation site: the top user frames of its stack or,

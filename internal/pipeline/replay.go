@@ -147,7 +147,7 @@ func replayPlanned(ctx context.Context, path string, device int, snap *trace.Sna
 	ro := o
 	if cls != nil && o.Points > 0 {
 		r.ride = newCatRide(plan, cls)
-		ro.Observe = r.ride.observe
+		ro.Observe, ro.BlockSizes = r.ride.observe, r.ride.wantSizes
 	}
 	var explore func() (*explored, error)
 	if step != nil && plan.Len() > 0 {

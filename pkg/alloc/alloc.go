@@ -366,15 +366,33 @@ func (t *Timeline) Truncate(k int) {
 // in Result.Survived instead, and Run goes on. base is the index of ops[0]
 // in the whole stream, used by tl and the OOMs' OpIndex; tl may be nil.
 func (a *Allocator) Run(ops []Op, base int, tl *Timeline) (Result, error) {
+	return a.RunSized(ops, base, tl, nil)
+}
+
+// RunSized is Run that also writes, when sizes is not nil, the size of
+// the block each OpFree or OpFreeRequest of ops freed into sizes at the
+// op's index (0 for the free of an allocation that held nothing: of 0
+// bytes, or a recorded out-of-memory's); the entries of other ops are
+// unspecified. What the freed blocks were serves a caller that goes back
+// from the allocator's state to an earlier one. sizes must hold len(ops);
+// only the ops applied (Result.Done) are written.
+func (a *Allocator) RunSized(ops []Op, base int, tl *Timeline, sizes []uint64) (Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(ops) == 0 {
 		return Result{}, nil
 	}
+	var out *C.uint64_t
+	if sizes != nil {
+		if len(sizes) < len(ops) {
+			panic("alloc: RunSized: sizes shorter than ops")
+		}
+		out = (*C.uint64_t)(unsafe.Pointer(&sizes[0]))
+	}
 	return a.runLocked(ops, base, tl, func(ctl *C.gm_timeline_t, done *C.size_t, oom *C.gm_oom_t) C.int {
 		// Op has no Go pointers and the layout of gm_op_t (checked by a
 		// test), so C may read the slice in place.
-		return C.gm_run(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), done, oom, ctl, nil)
+		return C.gm_run(a.c, (*C.gm_op_t)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)), done, oom, ctl, nil, out)
 	})
 }
 
@@ -497,7 +515,7 @@ func (a *Allocator) applyOne(op Op) (uint64, *OOM, error) {
 	var done C.size_t
 	var oom C.gm_oom_t
 	var addr C.uint64_t
-	rc := C.gm_run(a.c, a.one, 1, &done, &oom, nil, &addr)
+	rc := C.gm_run(a.c, a.one, 1, &done, &oom, nil, &addr, nil)
 	if rc == C.GM_ENOMEM {
 		return 0, oomOf(&oom), ErrOutOfMemory
 	}

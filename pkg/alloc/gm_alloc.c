@@ -385,6 +385,10 @@ size_t gm_oom_events(const gm_alloc_t *a, size_t from, gm_oom_event_t *out, size
   return a->noomev;
 }
 
+/* apply applies op; addr (NULL: none) receives the address of the block an
+ * allocation got. A free or free request sets a->freed to the size of the
+ * block it freed (0 for one that held nothing: of 0 bytes, or a recorded
+ * out-of-memory's). */
 static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr) {
   gm_block_t *b;
   int rc;
@@ -423,9 +427,11 @@ static int apply(gm_alloc_t *a, const gm_op_t *op, gm_oom_t *oom, uint64_t *addr
     if (op->id >= a->nids || !(b = a->ids[op->id])) return GM_EINVAL;
     if (b == &zero_block) {
       a->ids[op->id] = NULL;
+      a->freed = 0;
       return GM_OK;
     }
     if (!b->allocated) return GM_EINVAL; /* double free */
+    a->freed = b->size; /* before the free merges it away */
     a->ex.live_bytes -= (int64_t)((b->requested + GM_MIN_BLOCK - 1) / GM_MIN_BLOCK * GM_MIN_BLOCK);
     do_free(a, b, op->kind == GM_OP_FREE_REQUEST);
     return GM_OK;
@@ -472,7 +478,7 @@ static void sample(gm_alloc_t *a, gm_timeline_t *tl, size_t i, uint64_t k) {
 }
 
 int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done, gm_oom_t *oom,
-           gm_timeline_t *tl, uint64_t *addr) {
+           gm_timeline_t *tl, uint64_t *addr, uint64_t *sizes) {
   size_t i;
   int rc = GM_OK;
   uint64_t k = 0, r = 0; /* the bucket of op tl->base + i, and the op's place in it */
@@ -484,6 +490,7 @@ int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done, gm_oom_t *
   for (i = 0; i < n; i++) {
     rc = apply(a, &ops[i], oom, addr);
     if (rc != GM_OK) break;
+    if (sizes) sizes[i] = a->freed; /* read for frees alone */
     a->ex.ops++;
     track_peak(a);
     if (tl) {

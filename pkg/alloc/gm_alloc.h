@@ -322,9 +322,13 @@ void gm_set_follows_recording(gm_alloc_t *a, int on);
  * op named an unknown or already-live id, or, under a policy with private
  * pools, routed an allocation to a released pool, released a pool that
  * does not exist or is already released, or emptied pool 0. tl may be NULL.
- * addr, if non-NULL, receives the address of the last allocation made. */
+ * addr, if non-NULL, receives the address of the last allocation made.
+ * sizes, if non-NULL, receives at the index of each free and free request
+ * applied the size of the block it freed (0 for one of an allocation that
+ * held nothing: of 0 bytes, or a recorded out-of-memory's); the entries of
+ * other ops are unspecified. */
 int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done,
-           gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr);
+           gm_oom_t *oom, gm_timeline_t *tl, uint64_t *addr, uint64_t *sizes);
 
 /* The packed op log: how the replay keeps a streamed plan's ops (Go's
  * replay.opLog writes it; gm_unpack reads it), 2 to 4 bytes an op instead

@@ -112,6 +112,7 @@ struct gm_alloc {
   gm_stats_t st;
   gm_extra_t ex;
   int64_t peak_seen;       /* reserved peak already recorded in ex */
+  uint64_t freed;          /* the size of the block the last free freed (gm_run's sizes) */
   /* private pools (gm_pools.c), indexed by id; NULL = none */
   gm_ppool_t **ppools;
   size_t nppools;    /* slots: the highest id ever used + 1, rounded up */

@@ -668,7 +668,7 @@ int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uin
     gm_oom_t oom;
     const uint64_t peak_op = a->ex.peak_op;
     if (tl) tl->base = tl_base + j; /* gm_run samples op j as its first */
-    int rc = gm_run(a, &ops[j], 1, &d, &oom, tl, NULL);
+    int rc = gm_run(a, &ops[j], 1, &d, &oom, tl, NULL, NULL);
     if (rc != GM_OK && rc != GM_ENOMEM) {
       *done = j + d;
       return rc;

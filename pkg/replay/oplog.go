@@ -382,12 +382,18 @@ func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op
 // a time, as RunBatches does a slice; events maps the op index of each
 // out-of-memory to its Event; check (nil: none) compares each batch with
 // the recording; st (nil: none) steps through each batch; observe (nil:
-// none) is handed the ops each batch applied (Options.Observe).
+// none) is handed the ops each batch applied (Options.Observe), with
+// the sizes of the blocks they freed when sized says so before each
+// batch (Options.BlockSizes) and it is not stepped.
 func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin, check *checker, st *Stepper,
-	observe func(base int, ops []alloc.Op, event []int32, tl *alloc.Timeline)) (alloc.Result, error) {
+	observe func(base int, ops []alloc.Op, event []int32, sizes []uint64, tl *alloc.Timeline), sized func() bool) (alloc.Result, error) {
 	var total alloc.Result
 	stop := errStop{}
 	m := min(l.n, runBatch)
+	var sizes []uint64
+	if sized != nil && observe != nil && st == nil {
+		sizes = make([]uint64, m)
+	}
 	err := l.into(make([]alloc.Op, 0, m), make([]int32, 0, m), make([]int32, 0, m), func(ops []alloc.Op, event, stack []int32) error {
 		if ctx != nil {
 			if err := ctx.Err(); err != nil {
@@ -403,15 +409,23 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 		}
 		var res alloc.Result
 		var err error
-		if st != nil {
+		var sz []uint64
+		switch {
+		case st != nil:
 			res, err = st.run(a, ops, base, tl, event, stack)
-		} else {
+		case sizes != nil && len(ops) <= len(sizes) && sized():
+			sz = sizes[:len(ops)]
+			res, err = a.RunSized(ops, base, tl, sz)
+		default:
 			res, err = a.Run(ops, base, tl)
 		}
 		if err == nil {
 			check.batch(a, base, res)
 			if observe != nil {
-				observe(base, ops[:res.Done], event[:res.Done], tl)
+				if sz != nil {
+					sz = sz[:res.Done]
+				}
+				observe(base, ops[:res.Done], event[:res.Done], sz, tl)
 			}
 		}
 		addRun(&total, res)

@@ -42,7 +42,14 @@ type Options struct {
 	// replay's timeline as it stands then (nil without Points): a pass
 	// over a streamed plan beside the replay needs no unpacking of its
 	// own. The placement check's second replay hands it nothing.
-	Observe func(base int, ops []alloc.Op, event []int32, tl *alloc.Timeline)
+	// sizes is nil unless BlockSizes asks for it.
+	Observe func(base int, ops []alloc.Op, event []int32, sizes []uint64, tl *alloc.Timeline)
+	// BlockSizes, asked before each batch, says whether Observe wants
+	// the size of the block each free (or free request) of the batch
+	// freed (alloc.Allocator.RunSized, which costs a little per op). The
+	// replay tells them where it can: a streamed plan's, not stepped
+	// (RunSteps); elsewhere Observe gets nil.
+	BlockSizes func() bool
 }
 
 // Result is what a replay ended with.
@@ -261,7 +268,7 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 	eventOf := func(op int) int { return int(event[op]) }
 	if p != nil && p.log != nil {
 		events := map[int]int32{} // of the out-of-memory ops
-		res, err = p.log.run(o.Context, a, tl, events, n, tw, check, st, o.Observe)
+		res, err = p.log.run(o.Context, a, tl, events, n, tw, check, st, o.Observe, o.BlockSizes)
 		eventOf = func(op int) int { return int(events[op]) }
 	} else {
 		var stack []int32
@@ -277,7 +284,7 @@ func runBeside(ops []alloc.Op, event []int32, seeds []*Seed, o Options, p *Plan,
 			if len(ev) < res.Done {
 				ev = nil
 			}
-			o.Observe(0, ops[:res.Done], ev[:min(len(ev), res.Done)], tl)
+			o.Observe(0, ops[:res.Done], ev[:min(len(ev), res.Done)], nil, tl)
 		}
 	}
 	if err != nil {
