@@ -509,25 +509,31 @@ int gm_run(gm_alloc_t *a, const gm_op_t *ops, size_t n, size_t *done, gm_oom_t *
   return rc;
 }
 
+/* each_stat calls f on each of s's stats: the nine kept per pool kind
+ * (n = 3: all, small, large) and the two oversize ones (n = 1). */
+static void each_stat(gm_stats_t *s, void (*f)(gm_stat_t *, int n)) {
+  f(s->allocation, 3);
+  f(s->segment, 3);
+  f(s->active, 3);
+  f(s->inactive_split, 3);
+  f(s->allocated_bytes, 3);
+  f(s->reserved_bytes, 3);
+  f(s->active_bytes, 3);
+  f(s->inactive_split_bytes, 3);
+  f(s->requested_bytes, 3);
+  f(&s->oversize_allocations, 1);
+  f(&s->oversize_segments, 1);
+}
+
 /* The totals a->st leaves out (gm_policy.h, "statistics"), filled in. */
-static void fill_totals(gm_stat_t *s, int arr) {
-  if (arr) s[GM_STAT_ALL].allocated = s[GM_STAT_LARGE].allocated + s[GM_STAT_SMALL].allocated;
-  for (int i = 0; i < (arr ? 3 : 1); i++) s[i].freed = s[i].allocated - s[i].current;
+static void fill_totals(gm_stat_t *s, int n) {
+  if (n == 3) s[GM_STAT_ALL].allocated = s[GM_STAT_LARGE].allocated + s[GM_STAT_SMALL].allocated;
+  for (int i = 0; i < n; i++) s[i].freed = s[i].allocated - s[i].current;
 }
 
 void gm_get_stats(const gm_alloc_t *a, gm_stats_t *s) {
   *s = a->st;
-  fill_totals(s->allocation, 1);
-  fill_totals(s->segment, 1);
-  fill_totals(s->active, 1);
-  fill_totals(s->inactive_split, 1);
-  fill_totals(s->allocated_bytes, 1);
-  fill_totals(s->reserved_bytes, 1);
-  fill_totals(s->active_bytes, 1);
-  fill_totals(s->inactive_split_bytes, 1);
-  fill_totals(s->requested_bytes, 1);
-  fill_totals(&s->oversize_allocations, 0);
-  fill_totals(&s->oversize_segments, 0);
+  each_stat(s, fill_totals);
 }
 
 const char *gm_backend_error(const gm_alloc_t *a) {
@@ -548,18 +554,7 @@ static void reset_arr(gm_stat_t *s, int n) {
 }
 
 void gm_reset_peak(gm_alloc_t *a) {
-  gm_stats_t *s = &a->st;
-  reset_arr(s->allocation, 3);
-  reset_arr(s->segment, 3);
-  reset_arr(s->active, 3);
-  reset_arr(s->inactive_split, 3);
-  reset_arr(s->allocated_bytes, 3);
-  reset_arr(s->reserved_bytes, 3);
-  reset_arr(s->active_bytes, 3);
-  reset_arr(s->inactive_split_bytes, 3);
-  reset_arr(s->requested_bytes, 3);
-  reset_arr(&s->oversize_allocations, 1);
-  reset_arr(&s->oversize_segments, 1);
+  each_stat(&a->st, reset_arr);
 }
 
 uint64_t gm_largest_free(const gm_alloc_t *a) {

@@ -86,20 +86,7 @@ func (l *opLog) put(op *alloc.Op, event, stack int32) {
 	}
 	b, p := l.cur, l.at
 	l.n++
-	h := byte(op.Kind) & hKind
-	var x byte
-	switch d := event - l.event; {
-	case d == 1:
-		h |= hEventNext
-	case d != 0:
-		x |= xEvent
-	}
-	switch {
-	case stack == l.stack && stack >= 0:
-		h |= hStackSame
-	case stack >= 0:
-		h |= hStackNew
-	}
+	h, x := l.header(op.Kind, event, stack)
 	if op.Kind == alloc.OpAlloc {
 		l.allocs++
 		if op.Size > math.MaxUint64-sizeSlots {
@@ -122,19 +109,7 @@ func (l *opLog) put(op *alloc.Op, event, stack int32) {
 			x |= xFlags
 		}
 	}
-	if x != 0 {
-		h |= hExtra
-		b[p] = h
-		b[p+1] = x
-		p += 2
-	} else {
-		b[p] = h
-		p++
-	}
-	p = putUvarint(b, p, uint64(op.ID))
-	if h&hStackNew != 0 {
-		p = putUvarint(b, p, uint64(stack))
-	}
+	p = putHead(b, p, h, x, op.ID, stack)
 	if x&xSize != 0 {
 		p = putUvarint(b, p, op.Size)
 	} else if op.Kind == alloc.OpAlloc {
@@ -168,6 +143,46 @@ func (l *opLog) put(op *alloc.Op, event, stack int32) {
 	l.at = p
 }
 
+// header is the header byte of an op of kind at event with stack, as it
+// follows the op put before, and the extra byte's xEvent when the event
+// does not follow that op's (the extra byte's other bits are the
+// caller's).
+func (l *opLog) header(kind alloc.OpKind, event, stack int32) (h, x byte) {
+	h = byte(kind) & hKind
+	switch d := event - l.event; {
+	case d == 1:
+		h |= hEventNext
+	case d != 0:
+		x = xEvent
+	}
+	switch {
+	case stack == l.stack && stack >= 0:
+		h |= hStackSame
+	case stack >= 0:
+		h |= hStackNew
+	}
+	return h, x
+}
+
+// putHead writes an op's start at b[p:]: its header h (marked hExtra
+// when the extra byte x is not 0), x, the ID, and the stack when h says
+// it is new. It returns where the op's next field goes.
+func putHead(b []byte, p int, h, x byte, id uint32, stack int32) int {
+	if x != 0 {
+		b[p] = h | hExtra
+		b[p+1] = x
+		p += 2
+	} else {
+		b[p] = h
+		p++
+	}
+	p = putUvarint(b, p, uint64(id))
+	if h&hStackNew != 0 {
+		p = putUvarint(b, p, uint64(stack))
+	}
+	return p
+}
+
 // putFree is put of an OpFree of id, the usual free, which has no field
 // but its ID: the op is not built, nor its other fields tested.
 func (l *opLog) putFree(id uint32, event, stack int32) {
@@ -187,32 +202,8 @@ func (l *opLog) putFree(id uint32, event, stack int32) {
 		l.event, l.stack, l.at = event, stack, putUvarint(b, p+1, uint64(id))
 		return
 	}
-	h := byte(alloc.OpFree)
-	var x byte
-	switch d := event - l.event; {
-	case d == 1:
-		h |= hEventNext
-	case d != 0:
-		x = xEvent
-	}
-	switch {
-	case stack == l.stack && stack >= 0:
-		h |= hStackSame
-	case stack >= 0:
-		h |= hStackNew
-	}
-	if x != 0 {
-		b[p] = h | hExtra
-		b[p+1] = x
-		p += 2
-	} else {
-		b[p] = h
-		p++
-	}
-	p = putUvarint(b, p, uint64(id))
-	if h&hStackNew != 0 {
-		p = putUvarint(b, p, uint64(stack))
-	}
+	h, x := l.header(alloc.OpFree, event, stack)
+	p = putHead(b, p, h, x, id, stack)
 	if x != 0 {
 		p = putUvarint(b, p, uint64(uint32(event-l.event)))
 	}
@@ -243,35 +234,11 @@ func (l *opLog) putAlloc(id uint32, size uint64, event, stack int32) {
 		l.event, l.stack, l.at = event, stack, p+1
 		return
 	}
-	h := byte(alloc.OpAlloc)
-	var x byte
-	switch d := event - l.event; {
-	case d == 1:
-		h |= hEventNext
-	case d != 0:
-		x = xEvent
-	}
-	switch {
-	case stack == l.stack && stack >= 0:
-		h |= hStackSame
-	case stack >= 0:
-		h |= hStackNew
-	}
+	h, x := l.header(alloc.OpAlloc, event, stack)
 	if size > math.MaxUint64-sizeSlots {
 		x |= xSize
 	}
-	if x != 0 {
-		b[p] = h | hExtra
-		b[p+1] = x
-		p += 2
-	} else {
-		b[p] = h
-		p++
-	}
-	p = putUvarint(b, p, uint64(id))
-	if h&hStackNew != 0 {
-		p = putUvarint(b, p, uint64(stack))
-	}
+	p = putHead(b, p, h, x, id, stack)
 	switch k := l.sizes.slot(size); {
 	case x&xSize != 0:
 		p = putUvarint(b, p, size)
