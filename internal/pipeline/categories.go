@@ -444,7 +444,7 @@ func (w *catRide) observe(base int, ops []alloc.Op, event []int32, sizes []uint6
 func (w *catRide) run(ops []alloc.Op, event []int32, sizes []uint64, from int) {
 	if p := w.peak; p != nil && p.keep {
 		if sizes == nil {
-			p.failed, p.keep = true, false
+			p.lost, p.keep = true, false // until a higher point
 		} else {
 			p.log(ops, sizes[from:], &w.c)
 		}

@@ -23,10 +23,9 @@ type peakSet struct {
 	best   int64      // allocated memory after op at
 	at     int        // -1: no point kept yet
 	keep   bool       // keeping changes: a point, and not lost
-	lost   bool       // more changes than maxPeakUndo since op at, or untold
+	lost   bool       // more changes than maxPeakUndo since op at, or a freed block's size untold
 	rising bool       // the last batch reached a new highest point (or none ran yet)
 	most   int        // the most changes to keep: maxPeakUndo, or fewer for a short plan
-	failed bool       // a freed block's size was not told while keeping
 }
 
 // peakUndo is a change to allocation id, which before it had a block of
@@ -90,7 +89,7 @@ func (p *peakSet) point(i int, allocated int64, sized bool) {
 // can: not when peak is not the point it kept, or it lost the changes
 // since.
 func (p *peakSet) blocks(peak int, segs []alloc.Segment, evOf func(id uint32) int32) ([]peakBlock, bool) {
-	if p == nil || p.failed || p.lost || p.at != peak {
+	if p == nil || p.lost || p.at != peak {
 		return nil, false
 	}
 	var live []peakUndo // by allocation id, as it was after op peak
