@@ -2,6 +2,7 @@ package pickle
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/gpumem/gpumem/pkg/trace/model"
 )
@@ -168,7 +169,185 @@ func (t *template) fixLayout(c []byte) {
 // dicts that follow it laid out alike while fastEvents would read them,
 // and moves d.pos past the last; false, changing nothing, if the first
 // is not laid out so.
+//
+// A layout that is not the usual one (see fixedRun) goes to
+// fixedReadAny. The usual dicts go to fixedRun, a loop that calls
+// nothing; the loop here reads one dict that fixedRun leaves (a layout it does not take,
+// an action not seen yet, an event that done must check, a memo store
+// across a page) before it hands back. Both keep the decoder's counts in
+// locals (the events read, the memo's fresh slots, the position), which
+// fixedCommit writes back once: a store to the decoder per event and
+// field, and the spills that calls in the loop make, would cost more
+// than the rest of the reading. The calls here (fixedAction, fixedVars,
+// done, growPending, tmplStores) read none of those counts but the
+// memo's, which is written back before tmplStores.
+//
+//go:noinline
 func (d *decoder) fixedRead(t *template, at int) bool {
+	usual := t.fn <= 8 && t.fact != 0 && !t.fbase.haveFree && len(t.fvars) == 0 && t.fsized && t.nstores == 2 && t.fself
+	if !usual {
+		return d.fixedReadAny(t, at)
+	}
+	buf := d.buf // (which no read here moves)
+	pend := d.pending
+	n0 := len(pend)
+	n := n0
+	// (memoCount == memoMax here, as the callers checked: both count the
+	// fresh slots the events store to, from mm on)
+	mm := d.memoMax
+	memo := d.memo
+	// d.mem > d.limit, which only growing the memo (tmplStores) changes
+	over := d.mem > d.limit
+	// the events read when the stack is full
+	stop := n0 + maxStack - len(d.stack)
+	flen := t.flen
+	for {
+		if !over {
+			// as many events as pend has room for, the stack takes and
+			// the memo page has slots for, two each
+			kmax := min(cap(pend)-n, stop-n)
+			var pg *[memoPageLen]uint64
+			if i, j := mm>>memoPageBits, int(mm&(memoPageLen-1)); i < uint64(len(memo)) && len(memo[i]) == memoPageLen {
+				pg = (*[memoPageLen]uint64)(memo[i])
+				kmax = min(kmax, (memoPageLen-j)/2)
+			} else {
+				kmax = 0
+			}
+			if kmax > 0 {
+				k, q, stopped := fixedRun(t, buf, at, pend[n:n+kmax], pg, uint64(n), mm)
+				at, n, mm = q, n+k, mm+2*uint64(k)
+				switch {
+				case stopped == runEnd:
+					d.fixedCommit(at, at-flen-1, n0, n, mm)
+					return true
+				case stopped == runOther:
+					// (a dict of another layout, which the loop below
+					// would not read either)
+					if n == n0 {
+						return false
+					}
+					d.fixedCommit(at-1, at-1, n0, n, mm)
+					return true
+				case n == stop:
+					// (it read them all: the dict at at-1 is not read)
+					d.fixedCommit(at-1, at-flen-2, n0, n, mm)
+					return true
+				}
+			}
+		}
+		// (t.maxLen >= fixedView bytes lie at at)
+		b := (*[fixedView]byte)(buf[at : at+fixedView])
+		// the first eight words whatever the layout's length (those past
+		// it compare nothing), then the others if it has more
+		x := fixedDiff((*[32]byte)(b[0:]), &t.fw[0], &t.fm[0]) | fixedDiff((*[32]byte)(b[32:]), &t.fw[1], &t.fm[1])
+		if t.fn > 8 {
+			x |= fixedDiff((*[32]byte)(b[64:]), &t.fw[2], &t.fm[2]) | fixedDiff((*[32]byte)(b[96:]), &t.fw[3], &t.fm[3])
+		}
+		if x != 0 {
+			break
+		}
+		// a dict filled by more than one SETITEMS goes the general way
+		if c := b[flen&(fixedWords*8-1)]; c != opEmptyDict && c != opAppends && c != opAppend {
+			break
+		}
+		var act uint64 // the action's str id + 1, 0 if fvars sets it
+		if t.fact != 0 {
+			j := b[t.fact&(fixedWords*8-1)]
+			if act = uint64(t.facts[j]); act == 0 {
+				if act = d.fixedAction(t, j, mm); act == 0 {
+					break
+				}
+			}
+		}
+		if n == cap(pend) {
+			d.pending = pend[:n]
+			d.growPending()
+			pend = d.pending
+		}
+		pe := &pend[:n+1][n]
+		pe.f = t.fbase
+		f := &pe.f
+		f.ev.Action = model.Action(act)
+		fi := &t.fints
+		f.ev.Addr = fixedInt64(b, &fi[intAddr])
+		f.ev.Size = fixedInt64(b, &fi[intSize])
+		f.ev.Stream = fixedInt64(b, &fi[intStream])
+		f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+		// set refuses a negative address, size or device_free, which
+		// only a BININT's sign makes: every other int has bit 63 clear
+		neg := f.ev.Addr | f.ev.Size
+		if t.fbase.haveFree {
+			f.devFree = fixedInt64(b, &fi[intFree])
+			neg |= f.devFree
+		}
+		if int64(neg) < 0 {
+			break
+		}
+		if len(t.fvars) > 0 && !d.fixedVars(t, b, f, mm) {
+			break
+		}
+		// done's checks, which a block event with an aligned address passes
+		// (an int address and size, t.fsized, is the usual case)
+		if !t.fsized || !model.IsBlockAction(f.ev.Action) || f.ev.Addr%model.MinBlock != 0 {
+			if _, err := f.done(d.base + int64(at) - 1); err != nil {
+				break
+			}
+		}
+		// the memo stores, in one page as they usually lie: all of
+		// t.fstores, whose entries past t.nstores are 0 as the fresh slots
+		// they go to (every page below memoLen is in memo)
+		slot := int64(-1)
+		if t.fself {
+			slot = int64(mm)
+		}
+		if k := t.nstores; k > 0 {
+			i, j := mm>>memoPageBits, mm&(memoPageLen-1)
+			var pg []uint64
+			if i < uint64(len(memo)) {
+				pg = memo[i] // nil if packed
+			}
+			if j <= memoPageLen-fixedStores && len(pg) == memoPageLen {
+				dst := (*[fixedStores]uint64)((*[memoPageLen]uint64)(pg)[j : j+fixedStores])
+				*dst = t.fstores
+				if t.fself {
+					dst[0] = uint64(kEventDone)<<56 | uint64(n)
+				}
+				mm += uint64(k)
+			} else {
+				// (tmplStores counts the slots in the decoder, and may
+				// grow the memo)
+				d.memoCount += int(mm - d.memoMax)
+				d.memoMax = mm
+				var vals [tmplMaxVars]val // (a fixed layout stores no field's value)
+				ok := d.tmplStores(t, mm, uint64(n), &vals)
+				mm, memo = d.memoMax, d.memo
+				if !ok {
+					break
+				}
+				over = d.mem > d.limit
+			}
+		}
+		pe.slot, pe.fetched = slot, false
+		n++
+		at += flen
+		// the next dict, if fastEvents would read it
+		if at >= len(buf)-t.maxLen || buf[at] != opEmptyDict || n >= stop || over {
+			d.fixedCommit(at, at-flen-1, n0, n, mm)
+			return true
+		}
+		at++
+	}
+	if n == n0 {
+		return false
+	}
+	// the dict at at-1 is not read: the position is its EMPTY_DICT
+	d.fixedCommit(at-1, at-1, n0, n, mm)
+	return true
+}
+
+// fixedReadAny is fixedRead for a layout that is not the usual one
+// (see fixedRun): per event, it writes its counts to the decoder.
+func (d *decoder) fixedReadAny(t *template, at int) bool {
 	buf := d.buf // (which no read here moves)
 	// room for the event in pending first, before the values below live
 	// in registers (and for the next at the end of the loop, where few do)
@@ -284,6 +463,90 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		}
 		d.op = d.base + int64(at)
 		at++
+	}
+}
+
+// Why fixedRun stopped: it read as many as it was given (runAll), or
+// met a dict that fixedRead must read (runSlow), or one that is not laid
+// out as the template (runOther), or read the last dict that fastEvents
+// would read (runEnd).
+const (
+	runAll = iota
+	runSlow
+	runOther
+	runEnd
+)
+
+// fixedRun reads, for fixedRead, the dicts from the one at buf[at] (past
+// its EMPTY_DICT) while each is laid out as template t's usual fixed
+// layout: eight words at most, the action a BINGET of a slot whose action
+// t knows, no other values but ints, an address and a size, and two memo
+// stores, the dict's and its frames list's. The k-th event goes to
+// pend[k], pending event n+k, and its stores to memo slots mm+2k on,
+// in memo page pg (which has room for len(pend) events). It returns the events read, the
+// position: that of a dict it stopped at (past its EMPTY_DICT), or past
+// the SETITEMS of the last one read (runEnd); and why it stopped.
+//
+// It calls nothing, and keeps few values in the loop (k, at), so that
+// they stay in registers.
+//
+//go:noinline
+func fixedRun(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, mm uint64) (int, int, int) {
+	limit := len(buf) - t.maxLen
+	self := uint64(kEventDone)<<56 | n
+	for k := range pend {
+		// (t.maxLen >= fixedView bytes lie at at)
+		b := (*[fixedView]byte)(buf[at : at+fixedView])
+		x := fixedDiff((*[32]byte)(b[0:]), &t.fw[0], &t.fm[0]) | fixedDiff((*[32]byte)(b[32:]), &t.fw[1], &t.fm[1])
+		// the opcode after the dict: the next dict's, or the end of
+		// the list (a dict filled by more than one SETITEMS goes the
+		// general way)
+		c := b[t.flen&(fixedWords*8-1)]
+		if x != 0 || c != opEmptyDict && c != opAppends && c != opAppend {
+			return k, at, runOther
+		}
+		act := t.facts[b[t.fact&(fixedWords*8-1)]]
+		fi := &t.fints
+		addr, size := fixedInt64(b, &fi[intAddr]), fixedInt64(b, &fi[intSize])
+		// (an action not known yet is 0, no block action; done checks
+		// the others and a negative or unaligned address)
+		if !model.IsBlockAction(model.Action(act)) || addr%model.MinBlock != 0 || int64(addr|size) < 0 {
+			return k, at, runSlow
+		}
+		// (j+1 < memoPageLen: the mask only spares a bounds check)
+		j := mm + 2*uint64(k)
+		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
+		pe := &pend[k]
+		pe.f = t.fbase
+		pe.f.ev.Action = model.Action(act)
+		pe.f.ev.Addr, pe.f.ev.Size = addr, size
+		pe.f.ev.Stream = fixedInt64(b, &fi[intStream])
+		pe.f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+		pe.slot, pe.fetched = int64(j), false
+		at += t.flen
+		if at >= limit || c != opEmptyDict {
+			return k + 1, at, runEnd
+		}
+		at++
+	}
+	return len(pend), at, runAll
+}
+
+// fixedCommit writes back what fixedRead kept in locals: the events
+// n0 to n it read, pushed as kEventDone values; the memo's fresh slots,
+// counted up to mm; the position, pos, and the offset of the EMPTY_DICT
+// of the dict last looked at, op (both indices into d.buf).
+func (d *decoder) fixedCommit(pos, op, n0, n int, mm uint64) {
+	d.pending = d.pending[:n]
+	d.outstanding += n - n0
+	d.memoCount += int(mm - d.memoMax)
+	d.memoMax = mm
+	d.pos, d.op = pos, d.base+int64(op)
+	m := len(d.stack)
+	d.stack = slices.Grow(d.stack, n-n0)[:m+n-n0]
+	vs := d.stack[m:]
+	for k := range vs {
+		vs[k] = val{kEventDone, uint64(n0 + k)}
 	}
 }
 
