@@ -75,6 +75,7 @@ func (t *template) addFixedVar(b []byte, off int, key uint8) {
 // sorts its values into ints and others, and packs its memo stores; it
 // clears t.fixed for a dict it has no room for.
 func (t *template) fixLayout(c []byte) {
+	t.run.ok = false
 	if len(c) > fixedWords*8 || len(t.stores) > fixedStores || t.varStores {
 		t.fixed = false
 		return
@@ -161,6 +162,7 @@ func (t *template) fixLayout(c []byte) {
 	}
 	// the view fixedRead takes must lie in the buffer
 	t.maxLen = max(t.maxLen, fixedView)
+	t.run.set(t)
 }
 
 // fixedRead reads the event dict whose EMPTY_DICT is at d.buf[at-1]
@@ -184,8 +186,7 @@ func (t *template) fixLayout(c []byte) {
 //
 //go:noinline
 func (d *decoder) fixedRead(t *template, at int) bool {
-	usual := t.fn <= 8 && t.fact != 0 && !t.fbase.haveFree && len(t.fvars) == 0 && t.fsized && t.nstores == 2 && t.fself
-	if !usual {
+	if !t.run.ok {
 		return d.fixedReadAny(t, at)
 	}
 	buf := d.buf // (which no read here moves)
@@ -214,7 +215,7 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 				kmax = 0
 			}
 			if kmax > 0 {
-				k, q, stopped := fixedRun(t, buf, at, pend[n:n+kmax], pg, uint64(n), mm)
+				k, q, stopped := fixedRun(t, &t.run, buf, at, pend[n:n+kmax], pg, uint64(n), mm)
 				at, n, mm = q, n+k, mm+2*uint64(k)
 				switch {
 				case stopped == runEnd:
@@ -477,32 +478,56 @@ const (
 	runEnd
 )
 
+// runLayout is a usual fixed layout as fixedRun reads it (ok): its
+// words and masks (eight at most) with those of the opcode after the
+// dict, EMPTY_DICT; near is the bits of a difference in that opcode
+// alone.
+type runLayout struct {
+	ok   bool
+	w, m [2][4]uint64
+	near uint64
+}
+
+// set makes l the runLayout of template t's fixed layout, ok if it is
+// the usual one.
+func (l *runLayout) set(t *template) {
+	l.ok = t.flen < 64 && t.fact != 0 && !t.fbase.haveFree && len(t.fvars) == 0 && t.fsized && t.nstores == 2 && t.fself
+	l.w, l.m = [2][4]uint64{t.fw[0], t.fw[1]}, [2][4]uint64{t.fm[0], t.fm[1]}
+	i, sh := t.flen/8, t.flen%8*8
+	l.w[i/4&1][i%4] |= opEmptyDict << sh
+	l.m[i/4&1][i%4] |= 0xff << sh
+	l.near = ^uint64(0xff << sh)
+}
+
 // fixedRun reads, for fixedRead, the dicts from the one at buf[at] (past
 // its EMPTY_DICT) while each is laid out as template t's usual fixed
-// layout: eight words at most, the action a BINGET of a slot whose action
+// layout (l) and followed by another dict: fewer than 64 bytes, the action a BINGET of a slot whose action
 // t knows, no other values but ints, an address and a size, and two memo
 // stores, the dict's and its frames list's. The k-th event goes to
-// pend[k], pending event n+k, and its stores to memo slots mm+2k on,
-// in memo page pg (which has room for len(pend) events). It returns the events read, the
-// position: that of a dict it stopped at (past its EMPTY_DICT), or past
-// the SETITEMS of the last one read (runEnd); and why it stopped.
+// pend[k], pending event n+k, and its stores to memo slots mm+2k on, in
+// memo page pg (which has room for len(pend) events). It returns the
+// events read, the position: that of a dict it stopped at (past its
+// EMPTY_DICT), or past the SETITEMS of the last one read (runEnd); and
+// why it stopped.
 //
 // It calls nothing, and keeps few values in the loop (k, at), so that
 // they stay in registers.
 //
 //go:noinline
-func fixedRun(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, mm uint64) (int, int, int) {
+func fixedRun(t *template, l *runLayout, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, mm uint64) (int, int, int) {
 	limit := len(buf) - t.maxLen
 	self := uint64(kEventDone)<<56 | n
 	for k := range pend {
 		// (t.maxLen >= fixedView bytes lie at at)
 		b := (*[fixedView]byte)(buf[at : at+fixedView])
-		x := fixedDiff((*[32]byte)(b[0:]), &t.fw[0], &t.fm[0]) | fixedDiff((*[32]byte)(b[32:]), &t.fw[1], &t.fm[1])
-		// the opcode after the dict: the next dict's, or the end of
-		// the list (a dict filled by more than one SETITEMS goes the
-		// general way)
-		c := b[t.flen&(fixedWords*8-1)]
-		if x != 0 || c != opEmptyDict && c != opAppends && c != opAppend {
+		if x := fixedDiff((*[32]byte)(b[0:]), &l.w[0], &l.m[0]) | fixedDiff((*[32]byte)(b[32:]), &l.w[1], &l.m[1]); x != 0 {
+			// a dict whose next opcode is not EMPTY_DICT (APPENDS: the
+			// last of its list) goes to fixedRead (as does, now and
+			// then, one of another layout whose differences lie in the
+			// same byte of other words, which it finds out)
+			if x&l.near == 0 {
+				return k, at, runSlow
+			}
 			return k, at, runOther
 		}
 		act := t.facts[b[t.fact&(fixedWords*8-1)]]
@@ -524,7 +549,7 @@ func fixedRun(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPag
 		pe.f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
 		pe.slot, pe.fetched = int64(j), false
 		at += t.flen
-		if at >= limit || c != opEmptyDict {
+		if at >= limit {
 			return k + 1, at, runEnd
 		}
 		at++

@@ -91,6 +91,9 @@ type template struct {
 	nstores int
 	fself   bool // the first store is of the dict itself
 	next    int  // the template whose layout followed this one's last
+
+	// run is the fixed layout as fixedRun reads it (fixed.go)
+	run runLayout
 }
 
 // isVarField reports whether key k's value is read anew for each dict.
