@@ -215,7 +215,7 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 				kmax = 0
 			}
 			if kmax > 0 {
-				k, q, stopped := fixedRun(t, &t.run, buf, at, pend[n:n+kmax], pg, uint64(n), mm)
+				k, q, stopped := fixedRun(t, buf, at, pend[n:n+kmax], pg, uint64(n), mm)
 				at, n, mm = q, n+k, mm+2*uint64(k)
 				switch {
 				case stopped == runEnd:
@@ -479,30 +479,33 @@ const (
 )
 
 // runLayout is a usual fixed layout as fixedRun reads it (ok): its
-// words and masks (eight at most) with those of the opcode after the
-// dict, EMPTY_DICT; near is the bits of a difference in that opcode
-// alone.
+// words and masks (seven at most: a usual event dict takes about 50
+// bytes, and an eighth word would cost as much as a fifth of the rest of
+// fixedRun's work) with those of the opcode after the dict, EMPTY_DICT;
+// near is the bits of a difference in that opcode alone.
 type runLayout struct {
 	ok   bool
-	w, m [2][4]uint64
+	w, m [7]uint64
 	near uint64
 }
 
 // set makes l the runLayout of template t's fixed layout, ok if it is
 // the usual one.
 func (l *runLayout) set(t *template) {
-	l.ok = t.flen < 64 && t.fact != 0 && !t.fbase.haveFree && len(t.fvars) == 0 && t.fsized && t.nstores == 2 && t.fself
-	l.w, l.m = [2][4]uint64{t.fw[0], t.fw[1]}, [2][4]uint64{t.fm[0], t.fm[1]}
-	i, sh := t.flen/8, t.flen%8*8
-	l.w[i/4&1][i%4] |= opEmptyDict << sh
-	l.m[i/4&1][i%4] |= 0xff << sh
+	l.ok = t.flen < 7*8 && t.fact != 0 && !t.fbase.haveFree && len(t.fvars) == 0 && t.fsized && t.nstores == 2 && t.fself
+	for i := range l.w {
+		l.w[i], l.m[i] = t.fw[i/4][i%4], t.fm[i/4][i%4]
+	}
+	i, sh := t.flen/8%7, t.flen%8*8
+	l.w[i] |= opEmptyDict << sh
+	l.m[i] |= 0xff << sh
 	l.near = ^uint64(0xff << sh)
 }
 
 // fixedRun reads, for fixedRead, the dicts from the one at buf[at] (past
 // its EMPTY_DICT) while each is laid out as template t's usual fixed
-// layout (l) and followed by another dict: fewer than 64 bytes, the action a BINGET of a slot whose action
-// t knows, no other values but ints, an address and a size, and two memo
+// layout (t.run) and followed by another dict: fewer than 56 bytes, the
+// action a BINGET of a slot whose action t knows, no other values but ints, an address and a size, and two memo
 // stores, the dict's and its frames list's. The k-th event goes to
 // pend[k], pending event n+k, and its stores to memo slots mm+2k on, in
 // memo page pg (which has room for len(pend) events). It returns the
@@ -514,13 +517,14 @@ func (l *runLayout) set(t *template) {
 // they stay in registers.
 //
 //go:noinline
-func fixedRun(t *template, l *runLayout, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, mm uint64) (int, int, int) {
+func fixedRun(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, mm uint64) (int, int, int) {
 	limit := len(buf) - t.maxLen
 	self := uint64(kEventDone)<<56 | n
+	l := &t.run
 	for k := range pend {
 		// (t.maxLen >= fixedView bytes lie at at)
 		b := (*[fixedView]byte)(buf[at : at+fixedView])
-		if x := fixedDiff((*[32]byte)(b[0:]), &l.w[0], &l.m[0]) | fixedDiff((*[32]byte)(b[32:]), &l.w[1], &l.m[1]); x != 0 {
+		if x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) | fixedDiff3((*[24]byte)(b[32:]), (*[3]uint64)(l.w[4:]), (*[3]uint64)(l.m[4:])); x != 0 {
 			// a dict whose next opcode is not EMPTY_DICT (APPENDS: the
 			// last of its list) goes to fixedRead (as does, now and
 			// then, one of another layout whose differences lie in the
@@ -532,10 +536,14 @@ func fixedRun(t *template, l *runLayout, buf []byte, at int, pend []pendingEvent
 		}
 		act := t.facts[b[t.fact&(fixedWords*8-1)]]
 		fi := &t.fints
-		addr, size := fixedInt64(b, &fi[intAddr]), fixedInt64(b, &fi[intSize])
+		// the address and the size not sign-extended: those with the
+		// sign bit set (a BININT's, set refuses them) go to fixedRead
+		fa, fs := &fi[intAddr], &fi[intSize]
+		addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
+		size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
 		// (an action not known yet is 0, no block action; done checks
-		// the others and a negative or unaligned address)
-		if !model.IsBlockAction(model.Action(act)) || addr%model.MinBlock != 0 || int64(addr|size) < 0 {
+		// the others and an unaligned address)
+		if !model.IsBlockAction(model.Action(act)) || addr%model.MinBlock != 0 || addr&fa.sign|size&fs.sign != 0 {
 			return k, at, runSlow
 		}
 		// (j+1 < memoPageLen: the mask only spares a bounds check)
@@ -584,6 +592,13 @@ func fixedDiff(q *[32]byte, w, m *[4]uint64) uint64 {
 		(binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1]) |
 		(binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2]) |
 		(binary.LittleEndian.Uint64(q[24:])&m[3] ^ w[3])
+}
+
+// fixedDiff3 is fixedDiff for three words.
+func fixedDiff3(q *[24]byte, w, m *[3]uint64) uint64 {
+	return (binary.LittleEndian.Uint64(q[0:])&m[0] ^ w[0]) |
+		(binary.LittleEndian.Uint64(q[8:])&m[1] ^ w[1]) |
+		(binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2])
 }
 
 // fixedAction is the action (its str id + 1) of the str memo slot j
