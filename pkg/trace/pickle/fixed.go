@@ -505,8 +505,9 @@ func (l *runLayout) set(t *template) {
 // fixedRun reads, for fixedRead, the dicts from the one at buf[at] (past
 // its EMPTY_DICT) while each is laid out as template t's usual fixed
 // layout (t.run) and followed by another dict: fewer than 56 bytes, the
-// action a BINGET of a slot whose action t knows, no other values but ints, an address and a size, and two memo
-// stores, the dict's and its frames list's. The k-th event goes to
+// action a BINGET of a slot whose action t knows, no other values but
+// ints, an address and a size, and two memo stores, the dict's and its
+// frames list's. The k-th event goes to
 // pend[k], pending event n+k, and its stores to memo slots mm+2k on, in
 // memo page pg (which has room for len(pend) events). It returns the
 // events read, the position: that of a dict it stopped at (past its
@@ -518,11 +519,16 @@ func (l *runLayout) set(t *template) {
 //
 //go:noinline
 func fixedRun(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, mm uint64) (int, int, int) {
-	limit := len(buf) - t.maxLen
+	// the dicts fastEvents would read lie before len(buf)-t.maxLen:
+	// cut there, plus the view, the buffer's length bounds both
+	buf = buf[:len(buf)-t.maxLen+fixedView]
 	self := uint64(kEventDone)<<56 | n
 	l := &t.run
 	for k := range pend {
-		// (t.maxLen >= fixedView bytes lie at at)
+		// (at the first, the caller checked that t.maxLen bytes lie at at)
+		if at+fixedView > len(buf) {
+			return k, at - 1, runEnd
+		}
 		b := (*[fixedView]byte)(buf[at : at+fixedView])
 		if x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) | fixedDiff3((*[24]byte)(b[32:]), (*[3]uint64)(l.w[4:]), (*[3]uint64)(l.m[4:])); x != 0 {
 			// a dict whose next opcode is not EMPTY_DICT (APPENDS: the
@@ -556,11 +562,10 @@ func fixedRun(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPag
 		pe.f.ev.Stream = fixedInt64(b, &fi[intStream])
 		pe.f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
 		pe.slot, pe.fetched = int64(j), false
-		at += t.flen
-		if at >= limit {
-			return k + 1, at, runEnd
-		}
-		at++
+		at += t.flen + 1 // (past the next dict's EMPTY_DICT)
+	}
+	if at+fixedView > len(buf) {
+		return len(pend), at - 1, runEnd
 	}
 	return len(pend), at, runAll
 }
