@@ -300,6 +300,15 @@ func decodeLong(b []byte) val {
 	if n == 0 {
 		return val{kInt, 0}
 	}
+	if n <= 8 && b[n-1]&0x80 == 0 {
+		// the usual: a non-negative int64 (a segment's or block's
+		// address), whose sign bytes, if any, change nothing
+		var u uint64
+		for i := n - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
+		}
+		return val{kInt, u}
+	}
 	neg := b[n-1]&0x80 != 0
 	ext := byte(0)
 	if neg {
