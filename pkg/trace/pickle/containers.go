@@ -234,8 +234,13 @@ func (d *decoder) closed(id uint32, c *cont, res val) {
 		if c.list {
 			old = uint64(kList)<<56 | uint64(id)
 		}
-		if slot := d.memoAt(c.memo); *slot == old {
-			*slot = d.pack(res)
+		// (memoAt, in line for the usual unpacked page)
+		slot := &d.memo[c.memo>>memoPageBits]
+		if *slot == nil {
+			d.unpackPage(c.memo >> memoPageBits)
+		}
+		if e := &(*slot)[c.memo&(memoPageLen-1)]; *e == old {
+			*e = d.pack(res)
 		}
 	}
 	if !c.shared && res.k != kDict && res.k != kList {
@@ -325,12 +330,14 @@ func (d *decoder) closeDict(id uint32, c *cont) (val, error) {
 		if err != nil {
 			return val{}, err
 		}
+		// (the sink sees the copy in segs: a pointer to s would move it
+		// to the heap)
+		d.segs = append(d.segs, s)
 		if d.sink.Segment != nil {
-			if err := d.sink.Segment(&s); err != nil {
+			if err := d.sink.Segment(&d.segs[len(d.segs)-1]); err != nil {
 				return val{}, err
 			}
 		}
-		d.segs = append(d.segs, s)
 		d.segOff = append(d.segOff, c.off)
 		d.mem += segCost
 		res = val{kSegment, uint64(len(d.segs) - 1)}
@@ -378,11 +385,11 @@ func (d *decoder) internStack(items []val) int32 {
 			j++
 		}
 		if len(ids) >= maxFrames {
-			ids = append(ids, d.marker(fmt.Sprintf("… %d more frames", len(items)-i)))
+			ids = append(ids, d.countMarker(false, len(items)-i))
 			break
 		}
 		if j-i > maxRepeat {
-			ids = append(ids, int32(items[i].n), d.marker(fmt.Sprintf("… previous frame repeated %d more times", j-i-1)))
+			ids = append(ids, int32(items[i].n), d.countMarker(true, j-i-1))
 			i = j
 			continue
 		}
@@ -390,11 +397,14 @@ func (d *decoder) internStack(items []val) int32 {
 		i++
 	}
 	d.stackBuf = ids
-	d.keyBuf = d.keyBuf[:0]
+	// (kb is a local: appending to d.keyBuf would store to the heap, with
+	// a write barrier while the GC runs, for each frame)
+	kb := d.keyBuf[:0]
 	for _, id := range ids {
-		d.keyBuf = binary.LittleEndian.AppendUint32(d.keyBuf, uint32(id))
+		kb = binary.LittleEndian.AppendUint32(kb, uint32(id))
 	}
-	if id, ok := d.stackID[string(d.keyBuf)]; ok {
+	d.keyBuf = kb
+	if id, ok := d.stackID[string(kb)]; ok {
 		return id
 	}
 	fr := make([]model.Frame, len(ids))
@@ -406,6 +416,32 @@ func (d *decoder) internStack(items []val) int32 {
 	d.stackID[string(d.keyBuf)] = id
 	d.mem += int64(len(ids))*(eventCost+4) + strCost
 	return id
+}
+
+// countMarker is marker for a run of a frame repeated n more times
+// (repeat) or for n more frames, remembered by n: a deep recursion's
+// stacks, thousands of them, each say the same, and formatting it is
+// most of the cost of interning such a stack.
+func (d *decoder) countMarker(repeat bool, n int) int32 {
+	k := markerKey{repeat, n}
+	if id, ok := d.markers[k]; ok {
+		return id
+	}
+	text := fmt.Sprintf("… %d more frames", n)
+	if repeat {
+		text = fmt.Sprintf("… previous frame repeated %d more times", n)
+	}
+	id := d.marker(text)
+	if d.markers == nil {
+		d.markers = make(map[markerKey]int32)
+	}
+	d.markers[k] = id
+	return id
+}
+
+type markerKey struct {
+	repeat bool
+	n      int
 }
 
 // marker returns the id of a frame that stands for frames left out.

@@ -111,6 +111,7 @@ type decoder struct {
 	stacks   [][]model.Frame
 	stackID  map[string]int32
 	keyBuf   []byte
+	markers  map[markerKey]int32 // countMarker's frames
 	stackBuf []int32
 	blocks   []model.Block
 	segs     []model.Segment
@@ -299,6 +300,15 @@ func decodeLong(b []byte) val {
 	if n == 0 {
 		return val{kInt, 0}
 	}
+	if n <= 8 && b[n-1]&0x80 == 0 {
+		// the usual: a non-negative int64 (a segment's or block's
+		// address), whose sign bytes, if any, change nothing
+		var u uint64
+		for i := n - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
+		}
+		return val{kInt, u}
+	}
 	neg := b[n-1]&0x80 != 0
 	ext := byte(0)
 	if neg {
@@ -336,6 +346,16 @@ func (d *decoder) lastMark() int {
 func (d *decoder) avail(n int, opname string) error {
 	if len(d.stack)-d.lastMark() < n {
 		return d.errorf("%s needs %d values on the stack", opname, n)
+	}
+	return nil
+}
+
+// availOp is avail for opcode op, named only in the error: opName
+// formats, and a BINPUT (protocols 2 and 3 store every value with one)
+// would pay for it each time.
+func (d *decoder) availOp(n int, op byte) error {
+	if len(d.stack)-d.lastMark() < n {
+		return d.avail(n, opName(op))
 	}
 	return nil
 }
@@ -385,11 +405,6 @@ func (d *decoder) run() (val, error) {
 		d.pos++
 		var err error
 		switch op {
-		case opBinGet, opLongBinGet:
-			var i uint64
-			if i, err = d.memoIndex(op); err == nil {
-				err = d.get(i)
-			}
 		case opMemoize:
 			if err = d.avail(1, "MEMOIZE"); err == nil {
 				err = d.put(uint64(d.memoCount), d.stack[len(d.stack)-1])
@@ -397,7 +412,7 @@ func (d *decoder) run() (val, error) {
 		case opBinPut, opLongBinPut:
 			var i uint64
 			if i, err = d.readLen(opArgLen(op)); err == nil {
-				if err = d.avail(1, opName(op)); err == nil {
+				if err = d.availOp(1, op); err == nil {
 					err = d.put(i, d.stack[len(d.stack)-1])
 				}
 			}
@@ -445,7 +460,12 @@ func (d *decoder) run() (val, error) {
 			}
 			d.marks = append(d.marks, len(d.stack))
 		case opEmptyDict:
-			if d.general || !d.fastEvents() {
+			// A dict whose first key says it is no event (a segment's,
+			// block's or frame's, which open by themselves as often as a
+			// run of events) skips the templates, which would each refuse
+			// it. (BINGET's case is last: this call keeps the line in run
+			// that cmd/gpumem/default.pgo names it by.)
+			if d.general || d.notEvent() || !d.fastEvents() {
 				d.stack = append(d.stack, val{kDict, uint64(d.newCont(false))})
 			}
 		case opEmptyList:
@@ -498,7 +518,7 @@ func (d *decoder) run() (val, error) {
 			}
 		case opTuple1, opTuple2, opTuple3:
 			n := int(op-opTuple1) + 1
-			if err = d.avail(n, opName(op)); err == nil {
+			if err = d.availOp(n, op); err == nil {
 				err = d.tuple(len(d.stack) - n)
 			}
 		case opEmptyTuple:
@@ -533,6 +553,25 @@ func (d *decoder) run() (val, error) {
 				return val{}, err
 			}
 			return d.take(d.stack[len(d.stack)-1])
+		case opBinGet, opLongBinGet:
+			// a scalar in an unpacked page, the usual fetch of a segment's
+			// or block's key, is pushed here; get does the rest
+			if op == opBinGet && d.pos < len(d.buf) {
+				i := uint64(d.buf[d.pos])
+				if i < uint64(d.memoLen) {
+					if pg := d.memo[i>>memoPageBits]; pg != nil {
+						if e := pg[i&(memoPageLen-1)]; plainEntry(e) {
+							d.stack = append(d.stack, val{kind(e >> 56), e & (1<<56 - 1)})
+							d.pos++
+							continue
+						}
+					}
+				}
+			}
+			var i uint64
+			if i, err = d.memoIndex(op); err == nil {
+				err = d.get(i)
+			}
 		default:
 			return val{}, d.errorf("unsupported pickle opcode %s", opName(op))
 		}
@@ -540,6 +579,16 @@ func (d *decoder) run() (val, error) {
 			return val{}, err
 		}
 	}
+}
+
+// plainEntry reports whether memo entry e is a value get would push as
+// it is: set, packed in place, and no container or pending event.
+func plainEntry(e uint64) bool {
+	switch kind(e >> 56) {
+	case kUnset, kSide, kEventDone, kDict, kList:
+		return false
+	}
+	return true
 }
 
 // memoIndex reads the memo index of a BINGET or LONG_BINGET. A BINGET,

@@ -274,27 +274,36 @@ func (d *decoder) badAction(v val, off int64) error {
 func (d *decoder) toFrame(p []val, off int64) (int32, error) {
 	var fr model.Frame
 	var file, name uint32
-	err := d.eachField(p, "frame", off, []int{sFilename, sLine, sName}, func(f *field, key int, v val) error {
-		switch key {
+	f := field{d: d, what: "frame", off: off}
+	var have uint64
+	for i := 0; i+1 < len(p); i += 2 {
+		k, v := p[i], p[i+1]
+		if k.k != kStr || k.n >= numKnown {
+			continue
+		}
+		f.key = uint32(k.n)
+		have |= 1 << k.n
+		switch k.n {
 		case sFilename, sName:
 			if v.k != kStr {
-				return f.errorf("is a %s, want a str", v.k)
+				return 0, f.errorf("is a %s, want a str", v.k)
 			}
 			id := d.frameString(uint32(v.n))
-			if key == sFilename {
+			if k.n == sFilename {
 				fr.Filename, file = d.strs[id], id
 			} else {
 				fr.Name, name = d.strs[id], id
 			}
 		case sLine:
 			n, err := f.int(v)
+			if err != nil {
+				return 0, err
+			}
 			fr.Line = int(n)
-			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
+	}
+	if want := uint64(1<<sFilename | 1<<sLine | 1<<sName); have&want != want {
+		return 0, requiredKeys("frame", off, have, sFilename, sLine, sName)
 	}
 	return d.internFrame(fr, file, name), nil
 }
@@ -327,11 +336,37 @@ func (d *decoder) eachField(p []val, what string, off int64, required []int, set
 	return nil
 }
 
+// A block or segment dict is read by a loop over its pairs with one
+// switch: these dicts take the general path (thousands of them in a real
+// snapshot's segments part), where eachField's call of a closure per
+// pair, and the struct the closure's capture moves to the heap, cost more
+// than the reading.
+
+// requiredKeys reports the first of the keys dict what (at off)
+// requires that have lacks, as eachField does; nil if none.
+func requiredKeys(what string, off int64, have uint64, required ...int) error {
+	for _, key := range required {
+		if have&(1<<key) == 0 {
+			return missing(what, off, key)
+		}
+	}
+	return nil
+}
+
 // toBlock converts a block dict of a segment.
 func (d *decoder) toBlock(p []val, off int64) (model.Block, error) {
 	b := model.Block{Stack: -1}
-	err := d.eachField(p, "block", off, []int{sAddress, sSize}, func(f *field, key int, v val) (err error) {
-		switch key {
+	f := field{d: d, what: "block", off: off}
+	var have uint64
+	for i := 0; i+1 < len(p); i += 2 {
+		k, v := p[i], p[i+1]
+		if k.k != kStr || k.n >= numKnown {
+			continue
+		}
+		f.key = uint32(k.n)
+		have |= 1 << k.n
+		var err error
+		switch k.n {
 		case sAddress:
 			b.Address, err = f.uint(v)
 		case sSize:
@@ -341,31 +376,51 @@ func (d *decoder) toBlock(p []val, off int64) (model.Block, error) {
 		case sFrames:
 			b.Stack, err = f.stack(v)
 		case sState:
-			var s string
-			if s, err = f.str(v); err != nil {
-				return err
-			}
-			switch v.n {
-			case sInactive:
-				b.State = model.BlockInactive
-			case sActiveAllocated:
-				b.State = model.BlockAllocated
-			case sActivePendingFree, sActiveAwaitingFree:
-				b.State = model.BlockPendingFree
-			default:
-				return f.errorf("has unknown value %s", limits.Quote(s))
-			}
+			err = blockState(f, v, &b.State)
 		}
+		if err != nil {
+			return b, err
+		}
+	}
+	if want := uint64(1<<sAddress | 1<<sSize); have&want != want {
+		return b, requiredKeys("block", off, have, sAddress, sSize)
+	}
+	return b, nil
+}
+
+// blockState reads a block's state.
+func blockState(f field, v val, st *model.BlockState) error {
+	s, err := f.str(v)
+	if err != nil {
 		return err
-	})
-	return b, err
+	}
+	switch v.n {
+	case sInactive:
+		*st = model.BlockInactive
+	case sActiveAllocated:
+		*st = model.BlockAllocated
+	case sActivePendingFree, sActiveAwaitingFree:
+		*st = model.BlockPendingFree
+	default:
+		return f.errorf("has unknown value %s", limits.Quote(s))
+	}
+	return nil
 }
 
 // toSegment converts a segment dict, blocks included.
 func (d *decoder) toSegment(p []val, off int64) (model.Segment, error) {
 	s := model.Segment{Stack: -1}
-	err := d.eachField(p, "segment", off, []int{sAddress, sTotalSize, sBlocks}, func(f *field, key int, v val) (err error) {
-		switch key {
+	f := field{d: d, what: "segment", off: off}
+	var have uint64
+	for i := 0; i+1 < len(p); i += 2 {
+		k, v := p[i], p[i+1]
+		if k.k != kStr || k.n >= numKnown {
+			continue
+		}
+		f.key = uint32(k.n)
+		have |= 1 << k.n
+		var err error
+		switch k.n {
 		case sDevice:
 			var n int64
 			n, err = f.int(v)
@@ -387,18 +442,20 @@ func (d *decoder) toSegment(p []val, off int64) (model.Segment, error) {
 			t, err = f.str(v)
 			s.Small = t == "small"
 		case sSegmentPoolID:
-			s.PoolID, err = d.poolID(*f, v)
+			s.PoolID, err = d.poolID(f, v)
 		case sIsExpandable:
 			s.Expandable, err = f.bool(v)
 		case sFrames:
 			s.Stack, err = f.stack(v)
 		case sBlocks:
-			s.Blocks, err = d.blockList(*f, v)
+			s.Blocks, err = d.blockList(f, v)
 		}
-		return err
-	})
-	if err != nil {
-		return s, err
+		if err != nil {
+			return s, err
+		}
+	}
+	if want := uint64(1<<sAddress | 1<<sTotalSize | 1<<sBlocks); have&want != want {
+		return s, requiredKeys("segment", off, have, sAddress, sTotalSize, sBlocks)
 	}
 	if msg := model.CheckSegment(&s); msg != "" {
 		return s, &FormatError{Offset: off, Msg: msg}
