@@ -201,29 +201,40 @@ func TestPlannerWatchOpen(t *testing.T) {
 	// the open blocks by Watch's words: 1 + the alloc's index, 0 once freed
 	want := map[int]int32{0: 0, 1: 0, 2: 1, 4: 0, 5: 3, 6: 2, 7: 0, 10: 0}
 	wantEnd := []uint64{A, B, C}
-	got := map[int]int32{}
-	var gotEnd []uint64
-	seen := 0
-	pl := NewPlanner()
-	pl.watched(Watch{
-		Events: func(list int, evs []trace.Event, open []int32) {
-			for k := range evs {
-				if a := evs[k].Action; a == trace.ActionAlloc || a == trace.ActionFreeRequested {
-					got[seen+k] = open[k]
+	// one at a time (Add), and in runs of n (AddAll, which plans them
+	// where they lie)
+	for _, n := range []int{0, 1, 2, 3, len(events)} {
+		got := map[int]int32{}
+		var gotEnd []uint64
+		seen := 0
+		pl := NewPlanner()
+		pl.watched(Watch{
+			Events: func(list int, evs []trace.Event, open []int32) {
+				for k := range evs {
+					if a := evs[k].Action; a == trace.ActionAlloc || a == trace.ActionFreeRequested {
+						got[seen+k] = open[k]
+					}
 				}
+				seen += len(evs)
+			},
+			End: func(list int, open []uint64) { gotEnd = open },
+		}, 0)
+		for i := 0; i < len(events); {
+			if n == 0 {
+				pl.Add(&events[i])
+				i++
+				continue
 			}
-			seen += len(evs)
-		},
-		End: func(list int, open []uint64) { gotEnd = open },
-	}, 0)
-	for i := range events {
-		pl.Add(&events[i])
-	}
-	if pl.Plan(&trace.Snapshot{}) == nil {
-		t.Fatalf("declined: %s", pl.Declined())
-	}
-	if seen != len(events) || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotEnd, wantEnd) {
-		t.Errorf("saw %d events, open %v, at the end %x; want %d, %v, %x", seen, got, gotEnd, len(events), want, wantEnd)
+			k := min(len(events), i+n)
+			pl.AddAll(events[i:k])
+			i = k
+		}
+		if pl.Plan(&trace.Snapshot{}) == nil {
+			t.Fatalf("runs of %d: declined: %s", n, pl.Declined())
+		}
+		if seen != len(events) || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotEnd, wantEnd) {
+			t.Errorf("runs of %d: saw %d events, open %v, at the end %x; want %d, %v, %x", n, seen, got, gotEnd, len(events), want, wantEnd)
+		}
 	}
 }
 
