@@ -36,11 +36,16 @@ func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
 	for len(log.cur)-log.at < 3*(end-i)+maxOpLen {
 		log.grow()
 	}
+	for i < end && b.afterDevice { // the event after a device event: step notes it
+		if isSegment(events[i].Action) {
+			return -1
+		}
+		i = b.step(events, i, base) + 1
+	}
 	t := b.tail()
 	for i < end {
 		e := &events[i]
 		switch {
-		case b.afterDevice: // noted by step
 		case e.Action == trace.ActionAlloc && e.Stream == 0:
 			// step's usual allocation
 			k := b.allocs
@@ -103,6 +108,12 @@ func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
 		}
 		b.setTail(t)
 		i = b.step(events, i, base) + 1
+		for i < end && b.afterDevice { // (only step sets it)
+			if isSegment(events[i].Action) {
+				return -1
+			}
+			i = b.step(events, i, base) + 1
+		}
 		t = b.tail()
 	}
 	b.setTail(t)
