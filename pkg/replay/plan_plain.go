@@ -31,17 +31,13 @@ func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
 		}
 		return i
 	}
-	// room for the usual ops of all the events, at 3 bytes each: the
-	// loop then never tests for it (put, for the others, does)
-	for len(log.cur)-log.at < 3*(end-i)+maxOpLen {
-		log.grow()
-	}
 	for i < end && b.afterDevice { // the event after a device event: step notes it
 		if isSegment(events[i].Action) {
 			return -1
 		}
 		i = b.step(events, i, base) + 1
 	}
+	b.room(end - i)
 	t := b.tail()
 	for i < end {
 		e := &events[i]
@@ -71,6 +67,7 @@ func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
 			} else {
 				b.setTail(t)
 				log.putAlloc(id, e.Size, t.counted, e.Stack)
+				b.room(end - i)
 				t = b.tail()
 			}
 			t.counted++
@@ -95,6 +92,7 @@ func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
 			} else {
 				b.setTail(t)
 				log.putFree(id, t.counted, e.Stack)
+				b.room(end - i)
 				t = b.tail()
 			}
 			t.counted++
@@ -114,10 +112,22 @@ func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
 			}
 			i = b.step(events, i, base) + 1
 		}
+		b.room(end - i)
 		t = b.tail()
 	}
 	b.setTail(t)
 	return i
+}
+
+// room makes room in the log's chunk for the usual ops of n events, at 3
+// bytes each, and one more op: stepPlain's loop then never tests for it.
+// Put and step, which put the others, may take that room (put only tests
+// for one op's): stepPlain makes it again after them.
+func (b *builder) room(n int) {
+	log := b.p.log
+	for len(log.cur)-log.at < 3*n+maxOpLen {
+		log.grow()
+	}
 }
 
 // logTail is where an opLog is written, and the builder's count of

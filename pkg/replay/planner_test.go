@@ -260,3 +260,44 @@ func TestAddCopiesEveryField(t *testing.T) {
 		t.Fatalf("Add kept %+v, want %+v", pl.win, e)
 	}
 }
+
+// A run of events planned where it lies (AddAll) packs its usual ops in
+// line, in room made for them: ops that take more bytes (a new Stack, an
+// ID past a byte, a new size) before them, in the same run, do not take
+// it, however many bytes they took. The plan is the one Add makes, one
+// event at a time.
+func TestPlannerRunsOfUnusualOps(t *testing.T) {
+	for u := 50; u < 1200; u += 23 {
+		var events []trace.Event
+		ev := func(a trace.Action, addr, size uint64, stack int32) {
+			events = append(events, trace.Event{Action: a, Addr: addr, Size: size, Stack: stack})
+		}
+		// unusual: u live blocks (IDs past a byte), each of a new stack
+		// and size, of as many bytes as they take
+		for i := range u {
+			ev(trace.ActionAlloc, uint64(i+1)<<20, 1<<60+uint64(i+1)<<9, 1<<30+int32(i))
+		}
+		for i := u - 1; i >= 0; i-- { // the last freed ID 0, the next one
+			ev(trace.ActionFreeRequested, uint64(i+1)<<20, 0, 1<<29+int32(i))
+			ev(trace.ActionFreeCompleted, uint64(i+1)<<20, 0, 1<<29+int32(i))
+		}
+		for range 1500 { // usual: one block at a time, of one size, no stack
+			ev(trace.ActionAlloc, 1<<30, 1<<20, -1)
+			ev(trace.ActionFreeRequested, 1<<30, 0, -1)
+			ev(trace.ActionFreeCompleted, 1<<30, 0, -1)
+		}
+		snap := &trace.Snapshot{Traces: [][]trace.Event{events}}
+		want, why := streamPlan(snap, events)
+		if want == nil {
+			t.Fatalf("declined: %s", why)
+		}
+		want.Materialize()
+		got, why := streamPlanRuns(snap, events, len(events))
+		if got == nil {
+			t.Fatalf("declined: %s", why)
+		}
+		if got.Materialize(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d unusual allocations: the plan differs from Add's", u)
+		}
+	}
+}
