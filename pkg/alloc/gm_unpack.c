@@ -4,6 +4,9 @@
  * bounds checks, which cost about as much again. */
 #include "gm_alloc.h"
 
+/* the usual allocation's test of its ID and slot bytes at once */
+_Static_assert(GM_PK_SIZE_SLOTS == 0x80, "a slot is a byte below 0x80");
+
 /* uvarint reads the uvarint at *p and moves *p past it. */
 static inline uint64_t uvarint(const uint8_t **p) {
   const uint8_t *q = *p;
@@ -30,9 +33,30 @@ int gm_unpack(gm_unpack_t *u, const uint8_t *b, size_t len, size_t n, gm_op_t *o
   int32_t st = u->stack;
   size_t i;
   for (i = 0; i < n && p < end; i++) {
-    unsigned h = *p++, x = 0;
-    if (h & GM_PK_EXTRA) x = *p++;
     gm_op_t *op = &ops[i];
+    unsigned h = p[0], usual = h & ~GM_PK_STACK_SAME;
+    if (usual == (GM_PK_EVENT_NEXT | GM_OP_FREE) && p[1] < 0x80) {
+      /* the usual free: the next Event, the same Stack or none, an ID of
+       * one byte, no other field */
+      *op = (gm_op_t){.kind = GM_OP_FREE, .id = p[1]};
+      p += 2;
+      if (!(h & GM_PK_STACK_SAME)) st = -1;
+      event[i] = (int32_t)++ev;
+      stack[i] = st;
+      continue;
+    }
+    if (usual == (GM_PK_EVENT_NEXT | GM_OP_ALLOC) && (p[1] | p[2]) < 0x80) {
+      /* the usual allocation: as the usual free, of a size in the cache */
+      *op = (gm_op_t){.kind = GM_OP_ALLOC, .id = p[1], .size = u->sizes[p[2]]};
+      p += 3;
+      if (!(h & GM_PK_STACK_SAME)) st = -1;
+      event[i] = (int32_t)++ev;
+      stack[i] = st;
+      continue;
+    }
+    p++;
+    unsigned x = 0;
+    if (h & GM_PK_EXTRA) x = *p++;
     op->kind = (uint8_t)(h & GM_PK_KIND);
     op->id = (uint32_t)uvarint(&p);
     if (h & GM_PK_STACK_NEW)

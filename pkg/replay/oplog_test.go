@@ -193,3 +193,43 @@ func TestOpLogCut(t *testing.T) {
 	}()
 	new(alloc.Unpacker).Unpack(c[:len(c)-2], ops, ev, st)
 }
+
+// The usual ops, which the reader unpacks by a shorter way (an ID of one
+// byte, the next Event, the same Stack or none, no other field; for an
+// allocation a size in the cache), come back as put packed them, among
+// ops just off them: an ID of two bytes, a new size or Stack, an Event
+// that is not the next, another kind, another field.
+func TestOpLogUsual(t *testing.T) {
+	var l opLog
+	var ops []alloc.Op
+	var events, stacks []int32
+	event, stack := int32(0), int32(-1)
+	kinds := []alloc.OpKind{alloc.OpAlloc, alloc.OpFree, alloc.OpAlloc, alloc.OpFree, alloc.OpFreeRequest, alloc.OpFreeComplete}
+	for i := range 20000 {
+		op := alloc.Op{Kind: kinds[i%len(kinds)], ID: uint32(i*13) % 140}
+		if op.Kind == alloc.OpAlloc {
+			op.Size = uint64(i%9) << 9
+		}
+		switch i % 97 {
+		case 5:
+			op.Stream = 7
+		case 11:
+			op.Size = uint64(i) << 20 // new
+		}
+		switch i % 31 {
+		case 3:
+			stack = int32(i % 5) // new, or -1 again
+		case 4:
+			stack = -1
+		}
+		if i%43 == 0 {
+			event += 3
+		} else {
+			event++
+		}
+		ops = append(ops, op)
+		l.put(&ops[len(ops)-1], event, stack)
+		events, stacks = append(events, event), append(stacks, stack)
+	}
+	back(t, ops, events, stacks, l.each)
+}

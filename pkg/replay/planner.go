@@ -163,6 +163,14 @@ func (pl *Planner) AddAll(evs []trace.Event) {
 		}
 		return
 	}
+	if len(pl.win) <= 1 { // (none but the event held back)
+		for len(evs) > plannerWindow-1 && pl.why == "" {
+			pl.addDirect(evs[:plannerWindow-1])
+			evs = evs[plannerWindow-1:]
+		}
+		pl.addDirect(evs)
+		return
+	}
 	for len(evs) > 0 && pl.why == "" {
 		n := len(pl.win)
 		if n == cap(pl.win) { // a window none of which could be planned yet
@@ -184,6 +192,50 @@ func (pl *Planner) AddAll(evs []trace.Event) {
 		if len(pl.win) == cap(pl.win) {
 			pl.plan(false)
 		}
+	}
+}
+
+// addDirect is AddAll planning evs (fewer than plannerWindow) where they
+// lie, not copied into the window: all but the last, whose plan may
+// depend on the next event, held back in the window (the only event it
+// then holds) for the next call or Plan.
+func (pl *Planner) addDirect(evs []trace.Event) {
+	if len(evs) == 0 || pl.why != "" {
+		return
+	}
+	b, i := &pl.b, 0
+	if len(pl.win) > 0 {
+		// the event held back, stepped with the first of evs after it
+		if isSegment(evs[0].Action) {
+			pl.why = "the trace has segment events"
+			return
+		}
+		pl.win = append(pl.win, evs[0])
+		i = b.step(pl.win, 0, pl.base) + 1 // 2 when it took evs[0] too
+		if pl.see != nil {
+			pl.see(pl.win[:i], b.opens[:i])
+		}
+		pl.win = pl.win[:0]
+		i--       // the index in evs of the first event not stepped
+		pl.base++ // now evs[0]'s index
+	}
+	last := len(evs) - 1
+	at := i
+	if i = b.stepPlain(evs, i, last, pl.base); i < 0 {
+		pl.why = "the trace has segment events"
+		return
+	}
+	if pl.see != nil && at < i {
+		pl.see(evs[at:i], b.opens[at:i]) // step put each event's at its index
+	}
+	if i == last {
+		pl.win = append(pl.win, evs[last])
+		pl.base += last
+	} else {
+		pl.base += len(evs)
+	}
+	if b.freedFirst {
+		pl.why = "the trace starts after the program had allocated" // as plan says
 	}
 }
 

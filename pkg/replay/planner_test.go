@@ -201,29 +201,40 @@ func TestPlannerWatchOpen(t *testing.T) {
 	// the open blocks by Watch's words: 1 + the alloc's index, 0 once freed
 	want := map[int]int32{0: 0, 1: 0, 2: 1, 4: 0, 5: 3, 6: 2, 7: 0, 10: 0}
 	wantEnd := []uint64{A, B, C}
-	got := map[int]int32{}
-	var gotEnd []uint64
-	seen := 0
-	pl := NewPlanner()
-	pl.watched(Watch{
-		Events: func(list int, evs []trace.Event, open []int32) {
-			for k := range evs {
-				if a := evs[k].Action; a == trace.ActionAlloc || a == trace.ActionFreeRequested {
-					got[seen+k] = open[k]
+	// one at a time (Add), and in runs of n (AddAll, which plans them
+	// where they lie)
+	for _, n := range []int{0, 1, 2, 3, len(events)} {
+		got := map[int]int32{}
+		var gotEnd []uint64
+		seen := 0
+		pl := NewPlanner()
+		pl.watched(Watch{
+			Events: func(list int, evs []trace.Event, open []int32) {
+				for k := range evs {
+					if a := evs[k].Action; a == trace.ActionAlloc || a == trace.ActionFreeRequested {
+						got[seen+k] = open[k]
+					}
 				}
+				seen += len(evs)
+			},
+			End: func(list int, open []uint64) { gotEnd = open },
+		}, 0)
+		for i := 0; i < len(events); {
+			if n == 0 {
+				pl.Add(&events[i])
+				i++
+				continue
 			}
-			seen += len(evs)
-		},
-		End: func(list int, open []uint64) { gotEnd = open },
-	}, 0)
-	for i := range events {
-		pl.Add(&events[i])
-	}
-	if pl.Plan(&trace.Snapshot{}) == nil {
-		t.Fatalf("declined: %s", pl.Declined())
-	}
-	if seen != len(events) || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotEnd, wantEnd) {
-		t.Errorf("saw %d events, open %v, at the end %x; want %d, %v, %x", seen, got, gotEnd, len(events), want, wantEnd)
+			k := min(len(events), i+n)
+			pl.AddAll(events[i:k])
+			i = k
+		}
+		if pl.Plan(&trace.Snapshot{}) == nil {
+			t.Fatalf("runs of %d: declined: %s", n, pl.Declined())
+		}
+		if seen != len(events) || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotEnd, wantEnd) {
+			t.Errorf("runs of %d: saw %d events, open %v, at the end %x; want %d, %v, %x", n, seen, got, gotEnd, len(events), want, wantEnd)
+		}
 	}
 }
 
@@ -247,5 +258,46 @@ func TestAddCopiesEveryField(t *testing.T) {
 	pl.Add(&e)
 	if len(pl.win) != 1 || pl.win[0] != e {
 		t.Fatalf("Add kept %+v, want %+v", pl.win, e)
+	}
+}
+
+// A run of events planned where it lies (AddAll) packs its usual ops in
+// line, in room made for them: ops that take more bytes (a new Stack, an
+// ID past a byte, a new size) before them, in the same run, do not take
+// it, however many bytes they took. The plan is the one Add makes, one
+// event at a time.
+func TestPlannerRunsOfUnusualOps(t *testing.T) {
+	for u := 50; u < 1200; u += 23 {
+		var events []trace.Event
+		ev := func(a trace.Action, addr, size uint64, stack int32) {
+			events = append(events, trace.Event{Action: a, Addr: addr, Size: size, Stack: stack})
+		}
+		// unusual: u live blocks (IDs past a byte), each of a new stack
+		// and size, of as many bytes as they take
+		for i := range u {
+			ev(trace.ActionAlloc, uint64(i+1)<<20, 1<<60+uint64(i+1)<<9, 1<<30+int32(i))
+		}
+		for i := u - 1; i >= 0; i-- { // the last freed ID 0, the next one
+			ev(trace.ActionFreeRequested, uint64(i+1)<<20, 0, 1<<29+int32(i))
+			ev(trace.ActionFreeCompleted, uint64(i+1)<<20, 0, 1<<29+int32(i))
+		}
+		for range 1500 { // usual: one block at a time, of one size, no stack
+			ev(trace.ActionAlloc, 1<<30, 1<<20, -1)
+			ev(trace.ActionFreeRequested, 1<<30, 0, -1)
+			ev(trace.ActionFreeCompleted, 1<<30, 0, -1)
+		}
+		snap := &trace.Snapshot{Traces: [][]trace.Event{events}}
+		want, why := streamPlan(snap, events)
+		if want == nil {
+			t.Fatalf("declined: %s", why)
+		}
+		want.Materialize()
+		got, why := streamPlanRuns(snap, events, len(events))
+		if got == nil {
+			t.Fatalf("declined: %s", why)
+		}
+		if got.Materialize(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d unusual allocations: the plan differs from Add's", u)
+		}
 	}
 }
