@@ -11,7 +11,8 @@
  * member after or before one is one load away, not a walk up and down the
  * tree (best fit and the placement watch walk runs of equal blocks; a free
  * looks at its merged neighbour's successor). Insert finds both neighbours
- * on its way down, erase unlinks. Everything here is static inline
+ * on its way down, erase unlinks; a caller that knows a member near the
+ * new one inserts from there instead (gm_treap_insert_after/_before). Everything here is static inline
  * so that every use is compiled with its comparator inlined: these run on
  * every alloc and free. */
 #ifndef GM_TREAP_H
