@@ -142,11 +142,16 @@ struct gm_alloc {
   /* best fit's hints (gm_policy_pytorch.c, find_free_block): by a hash of
    * a request's rounded size, the member that came right before the last
    * search for it. A hint is only a guess: it is taken only when the set's
-   * threads prove it still comes right before the search's key (with I3,
-   * which gm_check checks), so it holds no invariant of its own and never
-   * needs clearing. Blocks are never freed while the allocator lives (the
+   * threads prove it, or a member a few steps on, comes right before the
+   * search's key (with I3, which gm_check checks), so it holds no
+   * invariant of its own and never needs clearing. Blocks are never freed while the allocator lives (the
    * spare list recycles them), so a hint always points at a block. */
   gm_block_t *fit_hint[GM_FIT_HINTS];
+  /* insertion's hints, the same kind of guess, proved the same way
+   * (gm_policy_pytorch.c, free_insert_learn): by a hash of a block's
+   * size, the member that came right after the last block of that size a
+   * split or a merge put in the free set. */
+  gm_block_t *ins_hint[GM_FIT_HINTS];
 };
 
 /* gm_touch: block b may have changed (made, split, merged, allocated,

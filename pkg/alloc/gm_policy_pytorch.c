@@ -31,7 +31,7 @@ static inline int mergeable(const gm_block_t *dst, const gm_block_t *src) {
 
 /* try_merge_blocks: absorb src into dst if src is free, idle and in the
  * same mapped state. Returns the bytes absorbed. */
-static uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
+static inline __attribute__((always_inline)) uint64_t try_merge_blocks(gm_alloc_t *a, gm_block_t *dst, gm_block_t *src) {
   if (!mergeable(dst, src)) return 0;
   uint64_t n = src->size;
   gm_block_absorb(a, dst, src);
@@ -210,18 +210,25 @@ static uint64_t expandable_size(const gm_block_t *b) {
   return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
 }
 
-/* The slot of a's fit_hint for a search for size bytes. */
-static inline gm_block_t **fit_hint(gm_alloc_t *a, uint64_t size) {
-  return &a->fit_hint[(uint32_t)((size >> 9) * 0x9e3779b1u) >> 24 & (GM_FIT_HINTS - 1)];
+/* The slot of hint table t (a->fit_hint, a->ins_hint) for size bytes. */
+static inline gm_block_t **hint_slot(gm_block_t **t, uint64_t size) {
+  return &t[(uint32_t)((size >> 9) * 0x9e3779b1u) >> 24 & (GM_FIT_HINTS - 1)];
 }
 
-/* Whether h, a hint, is the member of pool's free set right before key:
- * in the set, below key, and its successor (if any) not. The threads make
- * that a proof that h->snext is key's lower bound, whatever h was when the
- * hint was left. */
-static inline int fit_hint_holds(const gm_block_t *h, const gm_pool_t *pool, const gm_block_t *key) {
-  return h && h->in_set == GM_SET_FREE && h->pool == pool && gm_less_size(h, key) &&
-         (!h->snext || !gm_less_size(h->snext, key));
+/* The member of pool's free set right before key, from h, a hint: h when
+ * it is in the set, below key, and its successor (if any) not; else its
+ * successor or the one after, when that holds (members of sizes between
+ * came in since the hint was left); NULL when none of them does. The
+ * threads make that a proof that the result's snext is key's lower
+ * bound, whatever h was when the hint was left. */
+#define HINT_STEPS 4
+static inline gm_block_t *fit_hint_walk(gm_block_t *h, const gm_pool_t *pool, const gm_block_t *key) {
+  if (!(h && h->in_set == GM_SET_FREE && h->pool == pool && gm_less_size(h, key))) return NULL;
+  for (int i = 0; h->snext && gm_less_size(h->snext, key); i++) {
+    if (i == HINT_STEPS) return NULL;
+    h = h->snext;
+  }
+  return h;
 }
 
 /* The cached block best fit hands p (NULL: none), and where the search
@@ -235,9 +242,9 @@ find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***link, gm_block_t **pre
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
-  gm_block_t **hint = fit_hint(a, p->size), *h = *hint;
-  if (fit_hint_holds(h, p->pool, &key)) {
-    *pred = h;
+  gm_block_t **hint = hint_slot(a->fit_hint, p->size), *h = fit_hint_walk(*hint, p->pool, &key);
+  if (h) {
+    *pred = *hint = h;
     *link = h->snext ? gm_treap_link(&p->pool->free, h->snext) : NULL;
   } else {
     *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_less_size, pred);
@@ -421,6 +428,36 @@ static int should_split(const gm_alloc_t *a, const gm_block_t *b, uint64_t size)
   return size < a->cfg.max_split_size && rest > GM_SMALL_SIZE;
 }
 
+/* gm_free_insert of free block b (in no set) whose place in the free set
+ * is sought first along the threads from a member h near it: the walk
+ * proves a hint, whatever it was when left (a block no longer in the set
+ * does not count; b, not in it yet, is not h). NEAR_STEPS members at most,
+ * after h (after != 0: h below b) or either way (after == 0); then from
+ * the root. */
+#define NEAR_STEPS 4
+static inline void free_insert_near(gm_block_t *b, gm_block_t *h, int after) {
+  gm_pool_t *pool = b->pool;
+  int near = h && h->in_set == GM_SET_FREE && h->pool == pool, below = near && gm_less_size(h, b);
+  gm_touch(b);
+  b->gc_base = pool->clock;
+  b->in_set = GM_SET_FREE;
+  gm_block_t **root = &pool->free;
+  if (below ? gm_treap_insert_after(root, b, h, gm_less_size, NEAR_STEPS)
+            : near && !after && gm_treap_insert_before(root, b, h, gm_less_size, NEAR_STEPS))
+    return;
+  gm_treap_insert(root, b, gm_less_size);
+}
+
+/* free_insert_near from the insertion hint for b's size, which becomes
+ * the member after b: a training loop splits and merges the same sizes
+ * again and again, and the next block of a size (a split's remainder, a
+ * merged block) lands where the last one did. */
+static inline void free_insert_learn(gm_alloc_t *a, gm_block_t *b) {
+  gm_block_t **hint = hint_slot(a->ins_hint, b->size);
+  free_insert_near(b, *hint, 0);
+  *hint = b->snext;
+}
+
 static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
   gm_block_t *b = p->block;
   gm_pool_t *pool = p->pool;
@@ -449,7 +486,7 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
       rest->gc_base = pool->clock;
       gm_touch(rest);
     } else {
-      gm_free_insert(rest); /* no gm_unsettle: see there */
+      free_insert_learn(a, rest); /* no gm_unsettle: see gm_free_insert */
     }
     if (!exp) {
       if (already_split) {
@@ -559,9 +596,14 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
     gm_treap_replace_at(link, slot, b);
     b->gc_base = pool->clock;
     b->in_set = GM_SET_FREE;
+  } else if (link) {
+    gm_treap_erase_at(link);
+    free_insert_learn(a, b);
   } else {
-    if (link) gm_treap_erase_at(link);
-    gm_free_insert(b);
+    /* nothing merged: most often a block best fit handed out at a size
+     * whose search left a hint, the member before that size's blocks,
+     * among which b's place is most often a step or two on */
+    free_insert_near(b, *hint_slot(a->fit_hint, b->size), 1);
   }
   if (is_split(b)) {
     d_count += 1;

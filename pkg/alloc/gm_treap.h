@@ -11,7 +11,8 @@
  * member after or before one is one load away, not a walk up and down the
  * tree (best fit and the placement watch walk runs of equal blocks; a free
  * looks at its merged neighbour's successor). Insert finds both neighbours
- * on its way down, erase unlinks. Everything here is static inline
+ * on its way down, erase unlinks; a caller that knows a member near the
+ * new one inserts from there instead (gm_treap_insert_after/_before). Everything here is static inline
  * so that every use is compiled with its comparator inlined: these run on
  * every alloc and free. */
 #ifndef GM_TREAP_H
@@ -121,6 +122,82 @@ static inline void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_less_fn 
   n->parent = up;
   *link = n;
   gm_treap_thread(n, lo, hi);
+}
+
+/* Insert n between lo and hi, members next to each other in the order
+ * (lo->snext == hi; either NULL at an end) with lo < n < hi, without a
+ * descent from the root: n goes in as a leaf where an in-order walk puts
+ * it (lo's empty right child, or else hi's left one, which is then empty:
+ * hi is the leftmost node of lo's right subtree), then rotates up while
+ * its parent's priority is lower. A caller that knows a near neighbour
+ * (a block just merged, the block a search found) gets n's place by a
+ * short walk along the threads; the rotations are fewer than two on
+ * average and touch only nodes around n, where a descent waits on a load
+ * at every level. The tree's shape may differ from gm_treap_insert's
+ * where priorities tie; order and heap order are the same. */
+static inline void gm_treap_insert_between(gm_block_t **root, gm_block_t *n, gm_block_t *lo,
+                                           gm_block_t *hi) {
+  gm_block_t *p;
+  n->left = n->right = NULL;
+  if (lo && !lo->right) {
+    lo->right = n;
+    p = lo;
+  } else if (hi) {
+    hi->left = n;
+    p = hi;
+  } else {
+    p = NULL;
+    *root = n;
+  }
+  gm_treap_thread(n, lo, hi);
+  while (p && p->prio < n->prio) {
+    gm_block_t *g = p->parent, *c;
+    if (p->left == n) {
+      c = n->right;
+      p->left = c;
+      n->right = p;
+    } else {
+      c = n->left;
+      p->right = c;
+      n->left = p;
+    }
+    if (c) c->parent = p;
+    p->parent = n;
+    if (!g) *root = n;
+    else if (g->left == p) g->left = n;
+    else g->right = n;
+    p = g;
+  }
+  n->parent = p;
+}
+
+/* Insert n, found to rank right after member lo (lo < n), when its place
+ * is at most `steps` members further on: the walk along the threads and
+ * gm_treap_insert_between. 0, with nothing changed, when it is further:
+ * the caller inserts from the root. */
+static inline int gm_treap_insert_after(gm_block_t **root, gm_block_t *n, gm_block_t *lo,
+                                        gm_less_fn less, int steps) {
+  gm_block_t *hi = lo->snext;
+  while (hi && less(hi, n)) {
+    if (--steps < 0) return 0;
+    lo = hi;
+    hi = hi->snext;
+  }
+  gm_treap_insert_between(root, n, lo, hi);
+  return 1;
+}
+
+/* The same from member hi with n < hi, walking back. */
+static inline int gm_treap_insert_before(gm_block_t **root, gm_block_t *n, gm_block_t *hi,
+                                         gm_less_fn less, int steps) {
+  gm_block_t *lo = hi->sprev;
+  while (lo && less(n, lo)) {
+    if (--steps < 0) return 0;
+    hi = lo;
+    lo = lo->sprev;
+  }
+  gm_treap_insert_between(root, n, lo, hi);
+  return 1;
 }
 
 /* The link (pointer to the child pointer) that points at member n: found
