@@ -1,10 +1,9 @@
 package replay
 
 import (
-	"fmt"
 	"slices"
 	"sort"
-	"strings"
+	"strconv"
 )
 
 // This file turns the labels into what the plan builder reads: each
@@ -200,16 +199,39 @@ func (f *inferer) entersPool(r int) bool {
 	return false
 }
 
-// String describes a pool in one line, for reports.
+// String describes a pool in one line, for reports. Appended piece by
+// piece, not through fmt: a report lists every pool, and a trace may have
+// tens of thousands.
 func (p Pool) String() string {
-	id := "id unknown"
+	var buf [160]byte // on the stack: the string alone is allocated
+	b := buf[:0]
+	b = append(b, "private pool "...)
+	b = strconv.AppendUint(b, uint64(p.Pool), 10)
 	if p.ID != [2]int64{} {
-		id = fmt.Sprintf("id (%d,%d)", p.ID[0], p.ID[1])
+		b = append(b, " (id ("...)
+		b = strconv.AppendInt(b, p.ID[0], 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, p.ID[1], 10)
+		b = append(b, ")): "...)
+	} else {
+		b = append(b, " (id unknown): "...)
 	}
-	rel := "alive at the end"
+	b = strconv.AppendInt(b, int64(p.Segments), 10)
+	b = append(b, " segments, "...)
+	b = strconv.AppendInt(b, int64(p.Allocs), 10)
+	b = append(b, " allocations, "...)
 	if p.Released >= 0 {
-		rel = fmt.Sprintf("released before event %d", p.Released)
+		b = append(b, "released before event "...)
+		b = strconv.AppendInt(b, int64(p.Released), 10)
+	} else {
+		b = append(b, "alive at the end"...)
 	}
-	return fmt.Sprintf("private pool %d (%s): %d segments, %d allocations, %s; inferred from %s",
-		p.Pool, id, p.Segments, p.Allocs, rel, strings.Join(p.How, ", "))
+	b = append(b, "; inferred from "...)
+	for i, h := range p.How {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, h...)
+	}
+	return string(b)
 }
