@@ -27,13 +27,17 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 			hows[s.label] |= 1 << s.how
 		}
 	}
+	// each alloc's pool (0: the default), in place of its segment: the
+	// records are done with it (entersPool reads the pools)
 	last := make([]int32, len(pools)) // per label, its last allocation's event
 	for k, o := range f.segOfAlloc {
+		l := int32(0)
 		if o >= 0 && f.segs[o].label > 0 {
-			l := f.segs[o].label
+			l = f.segs[o].label
 			pools[l].Allocs++
 			last[l] = f.allocAt[k]
 		}
+		f.segOfAlloc[k] = l
 	}
 	// a pool is released before the first run that frees one of its
 	// segments (and after its last allocation: labels that say otherwise
@@ -85,14 +89,6 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	pp.pools = slices.DeleteFunc(pools[1:], func(p Pool) bool { return p.Segments == 0 })
 	if len(pp.pools) == 0 {
 		pp.pools = nil
-	}
-	// each alloc's pool, in place of its segment: the records are done with
-	for k, o := range f.segOfAlloc {
-		l := int32(0)
-		if o >= 0 && f.segs[o].label > 0 {
-			l = int32(f.segs[o].label)
-		}
-		f.segOfAlloc[k] = l
 	}
 	pp.allocPool, f.segOfAlloc = f.segOfAlloc, nil
 	f.passedClaims()
@@ -193,8 +189,7 @@ func (f *inferer) entersPool(r int) bool {
 		if f.generatorAlloc(k) {
 			continue
 		}
-		o := f.segOfAlloc[k]
-		return o >= 0 && f.segs[o].label > 0
+		return f.segOfAlloc[k] > 0 // its pool (plan wrote them in)
 	}
 	return false
 }
