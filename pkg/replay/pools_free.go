@@ -343,6 +343,13 @@ func (t *freeTree) newNode(size, addr, seq uint64, seg, class int32) int32 {
 			t.masks = append(t.masks, make([]uint64, t.words)...)
 		}
 	}
+	t.renew(x, size, addr, seq, seg, class)
+	return x
+}
+
+// renew makes node x a block's, with the next random priority, its
+// children none and its sums not yet pulled.
+func (t *freeTree) renew(x int32, size, addr, seq uint64, seg, class int32) {
 	t.rng ^= t.rng << 13
 	t.rng ^= t.rng >> 17
 	t.rng ^= t.rng << 5
@@ -352,7 +359,52 @@ func (t *freeTree) newNode(size, addr, seq uint64, seg, class int32) int32 {
 	nd := &t.nodes[x]
 	nd.size, nd.addr, nd.seq, nd.seg, nd.class, nd.prio = size, addr, seq, seg, class, t.rng
 	nd.l, nd.r = 0, 0
-	return x
+}
+
+// rekey is take of the block of size at addr added last, then, when that
+// block is of segment seg, add of a block of nsize at naddr of seg (of
+// class) in the node take let go, the one add would have taken: the set
+// and its nodes end as after the two, and moved says the node holds the
+// new block. A list is searched once and shifted between the two places
+// only (a split's or a merge's block moves a few places at most).
+func (t *freeTree) rekey(set int32, size, addr, nsize, naddr uint64, seg, class int32) (int32, int32, bool) {
+	if set >= 0 { // a treap, or empty
+		set, x := t.take(set, size, addr)
+		if x == 0 || t.nodes[x].seg != seg {
+			return set, x, false
+		}
+		t.spare = t.spare[:len(t.spare)-1] // x, let go last
+		t.seq++
+		t.renew(x, nsize, naddr, t.seq, seg, class)
+		return t.insert(set, x), x, true
+	}
+	l := t.lists[^set].ents
+	i := 0 // from the start, as drop
+	for i < len(l) && t.entLess(&l[i], size, addr, math.MaxUint64) {
+		i++
+	}
+	if i == len(l) || l[i].size != size || l[i].addr != addr {
+		return set, 0, false
+	}
+	x := l[i].node
+	if t.nodes[x].seg != seg {
+		set, x = t.take(set, size, addr)
+		return set, x, false
+	}
+	t.seq++
+	seq := t.seq
+	t.renew(x, nsize, naddr, seq, seg, class)
+	// the new block's place among the others: before it those before
+	// its key, as add puts it
+	j := i
+	for ; j > 0 && !t.entLess(&l[j-1], nsize, naddr, seq); j-- {
+		l[j] = l[j-1]
+	}
+	for ; j+1 < len(l) && t.entLess(&l[j+1], nsize, naddr, seq); j++ {
+		l[j] = l[j+1]
+	}
+	l[j] = listEnt{nsize, naddr, x}
+	return set, x, true
 }
 
 // pullLost recomputes the sums of the nodes of path, deepest first,

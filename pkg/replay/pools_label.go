@@ -457,13 +457,28 @@ func (f *inferer) generatorAlloc(k int) bool {
 // landed in a segment of a known private pool, 0 when none.
 func (f *inferer) nearestPool(si int) int {
 	stream := f.segs[si].stream
-	for d := f.fromSegment(si); ; {
+	// the segment each side found last, known not to be one: neighbouring
+	// allocations land in one segment mostly, and its record (a cache miss
+	// on a trace of many segments) is read once
+	below, above := int32(-1), int32(-1)
+	d := f.fromSegment(si)
+	for {
+		lo := d.lo
 		k := d.next()
 		if k < 0 {
 			return 0
 		}
-		if o := f.segOfAlloc[k]; o >= 0 && f.segs[o].label > 0 && f.segs[o].stream == stream {
-			return int(f.segs[o].label)
+		last := &above
+		if k == lo {
+			last = &below
 		}
+		o := f.segOfAlloc[k]
+		if o < 0 || o == *last {
+			continue
+		}
+		if s := &f.segs[o]; s.label > 0 && s.stream == stream {
+			return int(s.label)
+		}
+		*last = o
 	}
 }

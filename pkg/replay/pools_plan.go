@@ -1,10 +1,9 @@
 package replay
 
 import (
-	"fmt"
 	"slices"
 	"sort"
-	"strings"
+	"strconv"
 )
 
 // This file turns the labels into what the plan builder reads: each
@@ -28,13 +27,17 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 			hows[s.label] |= 1 << s.how
 		}
 	}
+	// each alloc's pool (0: the default), in place of its segment: the
+	// records are done with it (entersPool reads the pools)
 	last := make([]int32, len(pools)) // per label, its last allocation's event
 	for k, o := range f.segOfAlloc {
+		l := int32(0)
 		if o >= 0 && f.segs[o].label > 0 {
-			l := f.segs[o].label
+			l = f.segs[o].label
 			pools[l].Allocs++
 			last[l] = f.allocAt[k]
 		}
+		f.segOfAlloc[k] = l
 	}
 	// a pool is released before the first run that frees one of its
 	// segments (and after its last allocation: labels that say otherwise
@@ -86,14 +89,6 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	pp.pools = slices.DeleteFunc(pools[1:], func(p Pool) bool { return p.Segments == 0 })
 	if len(pp.pools) == 0 {
 		pp.pools = nil
-	}
-	// each alloc's pool, in place of its segment: the records are done with
-	for k, o := range f.segOfAlloc {
-		l := int32(0)
-		if o >= 0 && f.segs[o].label > 0 {
-			l = int32(f.segs[o].label)
-		}
-		f.segOfAlloc[k] = l
 	}
 	pp.allocPool, f.segOfAlloc = f.segOfAlloc, nil
 	f.passedClaims()
@@ -194,22 +189,44 @@ func (f *inferer) entersPool(r int) bool {
 		if f.generatorAlloc(k) {
 			continue
 		}
-		o := f.segOfAlloc[k]
-		return o >= 0 && f.segs[o].label > 0
+		return f.segOfAlloc[k] > 0 // its pool (plan wrote them in)
 	}
 	return false
 }
 
-// String describes a pool in one line, for reports.
+// String describes a pool in one line, for reports. Appended piece by
+// piece, not through fmt: a report lists every pool, and a trace may have
+// tens of thousands.
 func (p Pool) String() string {
-	id := "id unknown"
+	var buf [160]byte // on the stack: the string alone is allocated
+	b := buf[:0]
+	b = append(b, "private pool "...)
+	b = strconv.AppendUint(b, uint64(p.Pool), 10)
 	if p.ID != [2]int64{} {
-		id = fmt.Sprintf("id (%d,%d)", p.ID[0], p.ID[1])
+		b = append(b, " (id ("...)
+		b = strconv.AppendInt(b, p.ID[0], 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, p.ID[1], 10)
+		b = append(b, ")): "...)
+	} else {
+		b = append(b, " (id unknown): "...)
 	}
-	rel := "alive at the end"
+	b = strconv.AppendInt(b, int64(p.Segments), 10)
+	b = append(b, " segments, "...)
+	b = strconv.AppendInt(b, int64(p.Allocs), 10)
+	b = append(b, " allocations, "...)
 	if p.Released >= 0 {
-		rel = fmt.Sprintf("released before event %d", p.Released)
+		b = append(b, "released before event "...)
+		b = strconv.AppendInt(b, int64(p.Released), 10)
+	} else {
+		b = append(b, "alive at the end"...)
 	}
-	return fmt.Sprintf("private pool %d (%s): %d segments, %d allocations, %s; inferred from %s",
-		p.Pool, id, p.Segments, p.Allocs, rel, strings.Join(p.How, ", "))
+	b = append(b, "; inferred from "...)
+	for i, h := range p.How {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, h...)
+	}
+	return string(b)
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -487,5 +488,30 @@ func TestClaimsWalkOverlap(t *testing.T) {
 	}
 	if want := []bool{false, true, false, false, false, true}; !slices.Equal(claims, want) {
 		t.Fatalf("claims %v, want %v: the restore in S2 and S3's allocation that passed over S2's block", claims, want)
+	}
+}
+
+// TestPoolString holds Pool.String, appended piece by piece, to the line
+// fmt made of it.
+func TestPoolString(t *testing.T) {
+	for _, p := range []Pool{
+		{Pool: 1, Released: -1},
+		{Pool: 7, ID: [2]int64{3, -2}, Segments: 12, Allocs: 3400, Released: 1234567, How: []string{howContinuity, howSnapshot}},
+		{Pool: 4294967295, ID: [2]int64{0, 1}, Segments: 1, Allocs: 0, Released: 0, How: []string{howExclusion}},
+		{Pool: 2, ID: [2]int64{-9223372036854775808, 9223372036854775807}, Released: -1, How: []string{}},
+	} {
+		id := "id unknown"
+		if p.ID != [2]int64{} {
+			id = fmt.Sprintf("id (%d,%d)", p.ID[0], p.ID[1])
+		}
+		rel := "alive at the end"
+		if p.Released >= 0 {
+			rel = fmt.Sprintf("released before event %d", p.Released)
+		}
+		want := fmt.Sprintf("private pool %d (%s): %d segments, %d allocations, %s; inferred from %s",
+			p.Pool, id, p.Segments, p.Allocs, rel, strings.Join(p.How, ", "))
+		if got := p.String(); got != want {
+			t.Errorf("String() = %q, want %q", got, want)
+		}
 	}
 }

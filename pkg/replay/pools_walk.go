@@ -156,6 +156,14 @@ func (f *inferer) delFree(si int, m *segLive, b modelBlock) {
 	if x == 0 {
 		return
 	}
+	f.unlist(si, m, x)
+}
+
+// unlist is delFree past the free set: node x, taken from m's stream and
+// size class (si's, or another segment's that shares its base), leaves
+// its segment's list of free nodes.
+func (f *inferer) unlist(si int, m *segLive, x int32) {
+	k := m.fk
 	nd := &f.tree.nodes[x] // spare now, as it was until the next add
 	o := m
 	if int(nd.seg) != si {
@@ -170,6 +178,28 @@ func (f *inferer) delFree(si int, m *segLive, b modelBlock) {
 	if c := f.blockClass(int(nd.seg)); f.mode == walkClaims && c >= 0 {
 		f.setClassRoot(k, c, f.tree.remove(f.classRoot(k, c), nd.size, nd.addr, nd.seq))
 	}
+}
+
+// moveFree is delFree(si, m, b) then addFree(si, m, nb), for a free block
+// b of segment si that a split or a merge made nb: where b's node is
+// si's, nb takes it, in the free set (rekey) and in m.free, where its
+// place does not matter (the walk for claims, which reads the order of
+// m.free, takes the two steps).
+func (f *inferer) moveFree(si int, m *segLive, b, nb modelBlock) {
+	if f.mode == walkClaims {
+		f.delFree(si, m, b)
+		f.addFree(si, m, nb)
+		return
+	}
+	root, x, moved := f.tree.rekey(f.roots[m.fk], b.size, b.addr, nb.size, nb.addr, int32(si), f.blockClass(si))
+	f.roots[m.fk] = root
+	if moved {
+		return
+	}
+	if x != 0 {
+		f.unlist(si, m, x)
+	}
+	f.addFree(si, m, nb)
 }
 
 // classRoot is the name of the free set of the blocks of class c of
@@ -455,8 +485,14 @@ func (f *inferer) allocIn(si int, m *segLive, i int, e *trace.Event, isNew bool)
 			}
 		}
 	}
-	// take the block, splitting as PyTorch does
-	f.delFree(si, m, b)
+	// take the block, splitting as PyTorch does. b leaves the free set
+	// first only for the request that made si, whose exclusions have no
+	// end (any other's range ends before b): else the block split off
+	// it takes its place (moveFree)
+	took := isNew
+	if took {
+		f.delFree(si, m, b)
+	}
 	if restore {
 		f.setClaim(i)
 		if s.label == labelUnknown || s.label == labelDefault {
@@ -484,9 +520,17 @@ func (f *inferer) allocIn(si int, m *segLive, i int, e *trace.Event, isNew bool)
 		out = append(out, modelBlock{e.Addr, b.size - (e.Addr - b.addr), false})
 	}
 	for _, x := range out {
-		if x.free {
+		switch {
+		case !x.free:
+		case took:
 			f.addFree(si, m, x)
+		default:
+			f.moveFree(si, m, b, x)
+			took = true
 		}
+	}
+	if !took {
+		f.delFree(si, m, b)
 	}
 	m.blocks = splice(m.blocks, k, k+1, out)
 }
@@ -610,17 +654,28 @@ func (f *inferer) freeIn(si int, m *segLive, addr uint64) {
 	b := modelBlock{addr, m.blocks[k].size, true}
 	lo, hi := k, k+1
 	if k > 0 && m.blocks[k-1].free {
-		f.delFree(si, m, m.blocks[k-1])
-		b.addr, b.size = m.blocks[k-1].addr, b.size+m.blocks[k-1].size
 		lo = k - 1
+		b.addr, b.size = m.blocks[lo].addr, b.size+m.blocks[lo].size
 	}
 	if k+1 < len(m.blocks) && m.blocks[k+1].free {
-		f.delFree(si, m, m.blocks[k+1])
-		b.size += m.blocks[k+1].size
 		hi = k + 2
+		b.size += m.blocks[k+1].size
+	}
+	// the neighbours leave the free set in address order, and the merged
+	// block takes the node of the last (moveFree), as delFree and addFree
+	// would
+	switch {
+	case hi == k+2:
+		if lo < k {
+			f.delFree(si, m, m.blocks[lo])
+		}
+		f.moveFree(si, m, m.blocks[k+1], b)
+	case lo < k:
+		f.moveFree(si, m, m.blocks[lo], b)
+	default:
+		f.addFree(si, m, b)
 	}
 	m.blocks = splice(m.blocks, lo, hi, []modelBlock{b})
-	f.addFree(si, m, b)
 }
 
 // classKey orders segments as release_cached_blocks frees them within one

@@ -49,7 +49,17 @@ func (w *PoolWalk) walkAll(f *inferer, record bool) {
 		if record {
 			f.record(e)
 		}
-		w.win = append(w.win, *e)
+		// field by field: e was just written so, and a copy of the whole
+		// event reads it 16 bytes at a time, each read spanning fields
+		// written apart, which waits for the writes to reach the cache
+		// (a failed store-to-load forward: most of the callback's cycles)
+		if n := len(w.win); n < cap(w.win) {
+			w.win = w.win[:n+1]
+		} else { // a release run as long as the window: it grows
+			w.win = append(w.win, trace.Event{})
+		}
+		d := &w.win[len(w.win)-1]
+		d.Action, d.Stack, d.Addr, d.Size, d.Stream, d.TimeUS = e.Action, e.Stack, e.Addr, e.Size, e.Stream, e.TimeUS
 		if len(w.win) == cap(w.win) {
 			w.slide(w.stepAll(f, false), true)
 		}
