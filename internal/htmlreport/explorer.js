@@ -69,8 +69,9 @@
         }
       }
       for (i = 0; i < n; i++) { segAt[i] = f; if (st[i] & 4) f += 2; }
-      for (i = 1; i < sg.length; i += 2) sg[i] *= d.unit;
-      // the segment addresses are deltas among themselves
+      // the segment records (address, size) are in units, the addresses
+      // deltas among themselves
+      for (i = 0; i < sg.length; i++) sg[i] *= d.unit;
       for (i = 2, f = sg[0]; i < sg.length; i += 2) { f += sg[i]; sg[i] = f; }
       return { size: sz, state: st, band: bd, seg: sg, segAt: segAt };
     }
@@ -83,6 +84,7 @@
       for (i = 0; i < n; i++) { end[i] = start[i] + len[i]; o.rel[i] = end[i] + rel[i]; }
       var size = o.size = col(b, cs.size, false);
       o.addr = col(b, cs.addr, true); o.stream = col(b, cs.stream, true);
+      for (i = 0; i < n; i++) o.addr[i] *= d.unit; // written in units
       o.stack = col(b, cs.stack, true, new Int32Array(n));
       o.cat = cs.cat && cs.cat[2] ? col(b, cs.cat, false, new Int32Array(n)) : null;
       o.time = cs.time[2] ? col(b, cs.time, true) : null;
