@@ -51,11 +51,11 @@ var spillAt = 256 << 10
 
 // level is the columns' deflate level, of klauspost/compress/flate,
 // whose levels up to 6 are hash encoders of few probes rather than the
-// standard library's chains of matches: at 5 it deflates the columns of
-// scripts/gen_trace.py's 1M events in less than half the CPU of the
-// standard library's level 4, 2.4% smaller (its 6: 2.2% smaller again,
-// 15% slower; its 4: 6% larger, a page over 2.4 MB).
-const level = 5
+// standard library's chains of matches. At 4, scripts/gen_trace.py's 1M
+// events make a page of 2,321,364 bytes (at 5: 2,173,272, and replay
+// --html takes 1% more instructions, 1.6% more CPU; at 6: 15% slower
+// again; at 3: 2,458,084 bytes, past the 2.4 MB the page may take).
+const level = 4
 
 // window is how far back a part of a column may refer, into the column's
 // bytes before it: half of deflate's 32 KB. The compressor takes those
