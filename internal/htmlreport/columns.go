@@ -22,6 +22,10 @@ type column struct {
 	n    int
 	size int      // bytes deflated into zs
 	zs   [][]byte // the deflated parts, each its size
+	// level is the column's deflate level when it spills, 0 for
+	// levelNoisy (see levelPattern); a small explorer's columns, none
+	// spilled, deflate as one stream at level.
+	level int
 }
 
 // spillAt is how many new bytes a column holds before deflating them
@@ -46,18 +50,64 @@ const level = 4
 // 5% fewer), for a page 0.2% larger.
 const window = 16 << 10
 
-// deflaters keeps the compressors: one per part being deflated at the
-// time, not one per column (each holds some 800 KB of tables).
-var deflaters = sync.Pool{New: func() any {
-	d := &deflater{}
-	d.w, _ = flate.NewWriter(&d.out, level) // the level is valid
+// A big explorer's columns, spilled, deflate each at one of two levels,
+// the one that takes the fewer instructions for its bytes: most columns,
+// of values without much pattern (addresses, sizes, positions in the
+// list), shrink little more at 4 than at 2 and take 20-50% longer; those
+// of repeated patterns (block states and segments, the ops' counts of
+// blocks, times, sizes) shrink by up to a fifth more at 5 for a few
+// percent more. At scripts/gen_trace.py's 1M events, the columns
+// deflated one by one as the packer does take 326M instructions all at
+// 4, 289M at these levels, in 4 KB fewer bytes (levels 2 to 5 chosen
+// column by column: 282M; two levels keep the compressors' memory down).
+const (
+	levelNoisy   = 2 // every column but levelPattern's
+	levelPattern = 5 // bseg, bstate, insdel, size, time
+)
+
+// columnLevels says the columns deflate at those levels (the tests set it
+// false, to compare the parts with one stream at level).
+var columnLevels = true
+
+// deflaters keeps the compressors of each level, free for a part to take
+// one: one per part being deflated at the time, not one per column (each
+// holds up to a few MB of tables). Not a sync.Pool, which drops what it
+// holds at each collection: a big trace's packing would make new ones
+// over and over, a few MB of garbage each time (6 MB more RSS at a
+// million events).
+var deflaters struct {
+	sync.Mutex
+	free [flate.BestCompression + 1][]*deflater
+}
+
+// deflaterAt takes a compressor of level l, levelNoisy when 0; give it
+// back with put.
+func deflaterAt(l int) *deflater {
+	if l == 0 {
+		l = levelNoisy
+	}
+	deflaters.Lock()
+	defer deflaters.Unlock()
+	if f := deflaters.free[l]; len(f) > 0 {
+		deflaters.free[l] = f[:len(f)-1]
+		return f[len(f)-1]
+	}
+	d := &deflater{level: l}
+	d.w, _ = flate.NewWriter(&d.out, l) // the level is valid
 	return d
-}}
+}
+
+func (d *deflater) put() {
+	deflaters.Lock()
+	deflaters.free[d.level] = append(deflaters.free[d.level], d)
+	deflaters.Unlock()
+}
 
 type deflater struct {
-	w   *flate.Writer
-	out switchWriter
-	buf bytes.Buffer // a part deflated, before it is copied to its size
+	level int
+	w     *flate.Writer
+	out   switchWriter
+	buf   bytes.Buffer // a part deflated, before it is copied to its size
 }
 
 // switchWriter writes to w, which may change between a flush and the next
@@ -80,11 +130,11 @@ func (d *deflater) part(z *bytes.Buffer, dict, b []byte) {
 }
 
 func (c *column) spill() {
-	d := deflaters.Get().(*deflater)
+	d := deflaterAt(c.level)
 	d.buf.Reset()
 	d.part(&d.buf, c.b[:c.hist], c.b[c.hist:])
 	c.zs = append(c.zs, bytes.Clone(d.buf.Bytes()))
-	deflaters.Put(d)
+	d.put()
 	c.size += len(c.b) - c.hist
 	c.hist = min(window, len(c.b))
 	if n := window + spillAt + binary.MaxVarintLen64; cap(c.b) < n { // no room left to grow into
@@ -190,8 +240,12 @@ func deflateColumns(cols []*column) [][]byte {
 	for _, c := range cols {
 		spilled = spilled || c.zs != nil
 	}
-	d := deflaters.Get().(*deflater)
-	defer deflaters.Put(d)
+	d := deflaterAt(levelNoisy)
+	if !spilled {
+		d.put()
+		d = deflaterAt(level)
+	}
+	defer d.put()
 	defer func() { d.out.w = nil }()
 	if !spilled {
 		d.out.w = &z
@@ -211,7 +265,9 @@ func deflateColumns(cols []*column) [][]byte {
 		pieces = append(pieces, c.zs...)
 		c.zs = nil
 		start := z.Len()
-		d.part(&z, c.b[:c.hist], c.b[c.hist:])
+		dc := deflaterAt(c.level)
+		dc.part(&z, c.b[:c.hist], c.b[c.hist:])
+		dc.put()
 		c.b = nil // for the preview's memory
 		tails, at = append(tails, [2]int{start, z.Len()}), append(at, len(pieces))
 	}

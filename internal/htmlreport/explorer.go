@@ -283,6 +283,15 @@ func (p *packer) Start(s figures.ExplorerStart) {
 		p.sa[c], p.sb[c], p.best[c] = a, b, min(a, p.ops-1)
 	}
 	p.d.Keys = []int{}
+	c := &p.c
+	for _, col := range []*column{&c.bseg, &c.bstate, &c.insdel, &c.size, &c.time} {
+		col.level = levelPattern
+	}
+	if !columnLevels {
+		for _, col := range p.columns() {
+			col.c.level = level
+		}
+	}
 }
 
 func (p *packer) keeps(size uint64) bool {
@@ -531,13 +540,7 @@ func (p *packer) Finish() error {
 	d.Cols = map[string][3]int{}
 	var cols []*column
 	off := 0
-	for _, col := range []struct {
-		name string
-		c    *column
-	}{{"start", &c.start}, {"len", &c.len}, {"rel", &c.rel}, {"size", &c.size}, {"addr", &c.addr},
-		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time}, {"cat", &c.cat},
-		{"pos", &c.pos}, {"insdel", &c.insdel}, {"insx", &c.insx}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
-		{"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize}, {"kstate", &c.kstate}, {"kseg", &c.kseg}} {
+	for _, col := range p.columns() {
 		d.Cols[col.name] = [3]int{off, col.c.raw(), col.c.n}
 		off += col.c.raw()
 		cols = append(cols, col.c)
@@ -559,4 +562,19 @@ func (p *packer) Finish() error {
 	}{}
 	p.done = true
 	return nil
+}
+
+// columns are the packer's columns, named as the page reads them, in the
+// order they are written.
+func (p *packer) columns() []namedColumn {
+	c := &p.c
+	return []namedColumn{{"start", &c.start}, {"len", &c.len}, {"rel", &c.rel}, {"size", &c.size}, {"addr", &c.addr},
+		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time}, {"cat", &c.cat},
+		{"pos", &c.pos}, {"insdel", &c.insdel}, {"insx", &c.insx}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
+		{"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize}, {"kstate", &c.kstate}, {"kseg", &c.kseg}}
+}
+
+type namedColumn struct {
+	name string
+	c    *column
 }

@@ -392,6 +392,10 @@ func TestExplorerSpilledColumnsInflate(t *testing.T) {
 		}
 		return d, z, bin
 	}
+	// the parts at level, as one stream is; at the columns' own levels
+	// (the packer's), they inflate to the same bytes
+	defer func() { columnLevels = true }()
+	columnLevels = false
 	d, z, bin := page(1 << 30) // one stream
 	if len(bin) < 100<<10 {
 		t.Fatalf("only %d bytes of columns", len(bin))
@@ -409,6 +413,11 @@ func TestExplorerSpilledColumnsInflate(t *testing.T) {
 		if bytes.Equal(z, zs) {
 			t.Errorf("spilling at %d: the same deflated bytes as one stream", spill)
 		}
+		columnLevels = true
+		if _, _, binl := page(spill); !bytes.Equal(bin, binl) {
+			t.Errorf("spilling at %d, each column at its level: inflated %d bytes, not the %d of one stream", spill, len(binl), len(bin))
+		}
+		columnLevels = false
 		if !bytes.Equal(bin, bins) {
 			t.Errorf("spilling at %d: inflated %d bytes, not the %d of one stream", spill, len(bins), len(bin))
 		}
