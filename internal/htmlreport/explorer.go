@@ -1,19 +1,14 @@
 package htmlreport
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"html/template"
 	"io"
 	"math"
 	"slices"
-	"sync"
-
-	"github.com/klauspost/compress/flate"
 
 	"github.com/gpumem/gpumem/internal/figures"
 )
@@ -28,175 +23,6 @@ const DefaultMaxBands = 2_000_000
 // and frames are written once and referred to by index. The page decodes
 // the columns in a Web Worker (explorer.js) and meanwhile draws its first
 // view from a small preview and segment map (explorer_first.go).
-
-// column is one packed integer column. Past spillAt bytes, what it holds
-// is deflated into a part of zs (see deflateColumns), so that a big
-// trace's columns take their deflated size in memory; b then keeps the
-// last window of what was deflated (its first hist bytes) for the next
-// part to refer back into.
-type column struct {
-	b    []byte
-	hist int
-	lim  int // add's one-byte values go straight in while len(b) < lim
-	last int64
-	n    int
-	size int      // bytes deflated into zs
-	zs   [][]byte // the deflated parts, each its size
-}
-
-// spillAt is how many new bytes a column holds before deflating them
-// (a variable for the tests). Parts of a column each cost a few dozen
-// bytes of block headers: at this size the page grows by 0.1%.
-var spillAt = 256 << 10
-
-// level is the columns' deflate level, of klauspost/compress/flate,
-// whose levels up to 6 are hash encoders of few probes rather than the
-// standard library's chains of matches: at 5 it deflates the columns of
-// scripts/gen_trace.py's 1M events in less than half the CPU of the
-// standard library's level 4, 2.4% smaller (its 6: 2.2% smaller again,
-// 15% slower; its 4: 6% larger, a page over 2.4 MB).
-const level = 5
-
-// window is how far back a part of a column may refer, into the column's
-// bytes before it: half of deflate's 32 KB. The compressor takes those
-// bytes as its dictionary, which it deflates again, unwritten, before
-// each part (256 KB), so that the dictionary's length is a share of the
-// columns' deflating: at 16 KB, replay --html of scripts/gen_trace.py's
-// 1M events takes 0.5% fewer instructions than at 32 KB (its deflating
-// 5% fewer), for a page 0.2% larger.
-const window = 16 << 10
-
-// deflaters keeps the compressors: one per part being deflated at the
-// time, not one per column (each holds some 800 KB of tables).
-var deflaters = sync.Pool{New: func() any {
-	d := &deflater{}
-	d.w, _ = flate.NewWriter(&d.out, level) // the level is valid
-	return d
-}}
-
-type deflater struct {
-	w   *flate.Writer
-	out switchWriter
-	buf bytes.Buffer // a part deflated, before it is copied to its size
-}
-
-// switchWriter writes to w, which may change between a flush and the next
-// write.
-type switchWriter struct{ w io.Writer }
-
-func (s *switchWriter) Write(b []byte) (int, error) { return s.w.Write(b) }
-
-// part appends to z the deflated part b of a column, in blocks ended by
-// a sync flush, referring back into dict, the column's bytes just before
-// b (what the page has inflated just before b): the compressor takes
-// dict as its dictionary, so that b's matches reach back into it as they
-// would have in one stream.
-func (d *deflater) part(z *bytes.Buffer, dict, b []byte) {
-	d.out.w = z
-	d.w.ResetDict(&d.out, dict) // matches the dict's bytes, writes nothing
-	d.w.Write(b)
-	d.w.Flush()
-	d.out.w = nil // no reference to z left in the pool
-}
-
-func (c *column) spill() {
-	d := deflaters.Get().(*deflater)
-	d.buf.Reset()
-	d.part(&d.buf, c.b[:c.hist], c.b[c.hist:])
-	c.zs = append(c.zs, bytes.Clone(d.buf.Bytes()))
-	deflaters.Put(d)
-	c.size += len(c.b) - c.hist
-	c.hist = min(window, len(c.b))
-	if n := window + spillAt + binary.MaxVarintLen64; cap(c.b) < n { // no room left to grow into
-		c.b = append(make([]byte, 0, n), c.b[len(c.b)-c.hist:]...)
-	} else {
-		c.b = c.b[:copy(c.b, c.b[len(c.b)-c.hist:])]
-	}
-	c.setLim()
-}
-
-// setLim sets lim once b's room or hist changed: below it b has room for
-// a varint, and no spill is due after one.
-func (c *column) setLim() {
-	c.lim = min(cap(c.b)-binary.MaxVarintLen64+1, c.hist+spillAt-binary.MaxVarintLen64)
-}
-
-// grow makes room in b: 4 KB at first, then all a column holds between
-// spills, rather than append's doubling (the copies it leaves behind
-// would be 20 MB at a million events, each a column's size); it doubles
-// only where spills are far apart (tests: one stream).
-func (c *column) grow() {
-	n, full := max(4<<10, 2*cap(c.b)), window+spillAt+binary.MaxVarintLen64
-	if cap(c.b) >= 4<<10 && full <= 1<<20 {
-		n = full
-	}
-	c.b = append(make([]byte, 0, n), c.b...)
-	c.setLim()
-}
-
-// raw is how many bytes the column holds, deflated or not.
-func (c *column) raw() int { return c.size + len(c.b) - c.hist }
-
-// add appends v, as the difference from the last value when delta.
-func (c *column) add(v int64, delta bool) {
-	if u, ok := c.try(v, delta); !ok {
-		c.put(u)
-	}
-}
-
-// try is add for a value of one byte, most of them, below lim (room for
-// any value, and no spill due): one store. Otherwise it returns the
-// varint for put to write. add, with its call, is past what Go inlines;
-// try alone is not, so the packer's callers for every allocation, op and
-// block write add's body where they add (2% fewer instructions in
-// replay --html of a million events).
-func (c *column) try(v int64, delta bool) (uint64, bool) {
-	d := v
-	if delta {
-		d, c.last = v-c.last, v
-	}
-	u := uint64(d<<1) ^ uint64(d>>63)
-	n := len(c.b)
-	if u >= 0x80 || n >= c.lim {
-		return u, false
-	}
-	c.b = c.b[:n+1]
-	c.b[n] = byte(u)
-	c.n++
-	return 0, true
-}
-
-// put appends the varint u: below lim, with no room to make and no
-// spill to check.
-func (c *column) put(u uint64) {
-	n := len(c.b)
-	if n >= c.lim {
-		c.putAtLim(u)
-		return
-	}
-	b := c.b[:n+binary.MaxVarintLen64]
-	for u >= 0x80 {
-		b[n] = byte(u) | 0x80
-		u >>= 7
-		n++
-	}
-	b[n] = byte(u)
-	c.b = b[:n+1]
-	c.n++
-}
-
-// putAtLim is put from lim on: it makes room for the varint, writes it,
-// and spills once the column holds spillAt new bytes.
-func (c *column) putAtLim(u uint64) {
-	if len(c.b)+binary.MaxVarintLen64 > cap(c.b) {
-		c.grow()
-	}
-	c.b = binary.AppendUvarint(c.b, u)
-	c.n++
-	if len(c.b)-c.hist >= spillAt {
-		c.spill()
-	}
-}
 
 type exDevice struct {
 	Device     int       `json:"device"`
@@ -213,7 +39,7 @@ type exDevice struct {
 	User       []bool    `json:"user"`
 	Spans      [][3]any  `json:"spans"` // start, end, name
 	Keys       []int     `json:"keys"`  // the ops after which the key lists hold
-	Unit       uint64    `json:"unit"`  // block and segment sizes are in these units
+	Unit       uint64    `json:"unit"`  // addresses and block and segment sizes are in these units
 	// Cats name the bands' categories (column cat: 1 + index, 0 none);
 	// CatOps and CatBytes sample the bytes of each category over the ops.
 	Cats     []string   `json:"cats"`
@@ -374,7 +200,7 @@ func packExplorer(e *figures.Explorer, maxBands int) (*packer, error) {
 // packer packs one device's explorer as it is made (figures.ExplorerSink).
 type packer struct {
 	maxBands int
-	unit1    bool // a block size not a multiple of 512 was seen: the next pass writes bytes
+	unit1    bool // a block size or address not a multiple of 512 was seen: the next pass writes bytes
 	unitLog  uint // d.Unit is 1 << unitLog: sizes in units are shifted, not divided
 	done     bool
 	d        exDevice
@@ -409,7 +235,7 @@ type packer struct {
 	// an op before it compares its total with col0's best and no more
 	alone int
 	first bool // First came
-	odd   bool // a block size not a multiple of 512
+	odd   bool // a block size or address not a multiple of 512
 
 	c struct {
 		start, len, rel, size, addr, stream, stack, agg, time, cat column
@@ -457,6 +283,15 @@ func (p *packer) Start(s figures.ExplorerStart) {
 		p.sa[c], p.sb[c], p.best[c] = a, b, min(a, p.ops-1)
 	}
 	p.d.Keys = []int{}
+	c := &p.c
+	for _, col := range []*column{&c.bseg, &c.bstate, &c.insdel, &c.size, &c.time} {
+		col.level = levelPattern
+	}
+	if !columnLevels {
+		for _, col := range p.columns() {
+			col.c.level = level
+		}
+	}
 }
 
 func (p *packer) keeps(size uint64) bool {
@@ -496,7 +331,10 @@ func (p *packer) Alloc(k int32, a *figures.Lifetime) {
 	if u, ok := c.size.try(int64(a.Size), false); !ok {
 		c.size.put(u)
 	}
-	if u, ok := c.addr.try(int64(a.Address), true); !ok {
+	if a.Address%512 != 0 {
+		p.odd = true
+	}
+	if u, ok := c.addr.try(int64(a.Address>>p.unitLog), true); !ok {
 		c.addr.put(u)
 	}
 	if u, ok := c.stream.try(int64(a.Stream), true); !ok {
@@ -620,9 +458,11 @@ func (p *packer) Key(op int, blocks []figures.BlockRec) {
 	p.blocks(blocks, true, &c.ksize, &c.kstate, &c.kseg)
 }
 
-// blocks writes a list of blocks. Block sizes are written in units of 512
-// bytes when they all allow it (PyTorch rounds every block so; else the
-// packer asks for the ops again and writes bytes); a block's address only
+// blocks writes a list of blocks. Block sizes and addresses are written in
+// units of 512 bytes when they all allow it, as are the allocations'
+// addresses (PyTorch rounds every block so; else the packer asks for the
+// ops again and writes bytes): 9 bits fewer to write and deflate, most of
+// a byte a value in columns addr and bseg. A block's address only
 // on the first block of its segment, the page adds up the sizes for the
 // rest, and a used block's size less its band's allocation's, rounded up
 // to the unit: mostly 0. A block's state and band are one value, 8 × band + state (the
@@ -634,14 +474,14 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 	made := int64(p.d.Bands)
 	for i := range bs {
 		b := &bs[i]
-		if (b.Size|b.SegSize)%512 != 0 {
+		if (b.Size|b.SegSize|b.Address)%512 != 0 {
 			p.odd = true
 		}
 		sz := int64(b.Size >> p.unitLog)
 		st := int64(b.State)
 		if b.First {
 			st |= 4
-			if u, ok := seg.try(int64(b.Address), true); !ok {
+			if u, ok := seg.try(int64(b.Address>>p.unitLog), true); !ok {
 				seg.put(u)
 			}
 			if u, ok := seg.try(int64(b.SegSize>>p.unitLog), false); !ok {
@@ -700,13 +540,7 @@ func (p *packer) Finish() error {
 	d.Cols = map[string][3]int{}
 	var cols []*column
 	off := 0
-	for _, col := range []struct {
-		name string
-		c    *column
-	}{{"start", &c.start}, {"len", &c.len}, {"rel", &c.rel}, {"size", &c.size}, {"addr", &c.addr},
-		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time}, {"cat", &c.cat},
-		{"pos", &c.pos}, {"insdel", &c.insdel}, {"insx", &c.insx}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
-		{"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize}, {"kstate", &c.kstate}, {"kseg", &c.kseg}} {
+	for _, col := range p.columns() {
 		d.Cols[col.name] = [3]int{off, col.c.raw(), col.c.n}
 		off += col.c.raw()
 		cols = append(cols, col.c)
@@ -730,55 +564,17 @@ func (p *packer) Finish() error {
 	return nil
 }
 
-// deflateColumns deflates the columns one after the other as one stream,
-// in pieces. Columns that grew past spillAt were deflated as they grew,
-// part by part, each part ended by a sync flush: byte-aligned blocks that
-// refer back at most a window, into their own column, so that one after
-// the other they are one deflate stream of the columns' bytes. Small
-// explorers, none spilled, deflate all at once.
-func deflateColumns(cols []*column) [][]byte {
-	var z bytes.Buffer
-	spilled := false
-	for _, c := range cols {
-		spilled = spilled || c.zs != nil
-	}
-	d := deflaters.Get().(*deflater)
-	defer deflaters.Put(d)
-	defer func() { d.out.w = nil }()
-	if !spilled {
-		d.out.w = &z
-		d.w.Reset(&d.out)
-		for _, c := range cols {
-			d.w.Write(c.b)
-		}
-		d.w.Close()
-		return [][]byte{z.Bytes()}
-	}
-	// the parts as they are; the columns' last parts and the final block
-	// into z, placed once z is complete
-	var pieces [][]byte
-	var tails [][2]int // in z, after pieces[k] for k < len(pieces)
-	var at []int
-	for _, c := range cols {
-		pieces = append(pieces, c.zs...)
-		c.zs = nil
-		start := z.Len()
-		d.part(&z, c.b[:c.hist], c.b[c.hist:])
-		c.b = nil // for the preview's memory
-		tails, at = append(tails, [2]int{start, z.Len()}), append(at, len(pieces))
-	}
-	start := z.Len()
-	d.out.w = &z
-	d.w.Reset(&d.out)
-	d.w.Close() // the final, empty block
-	tails, at = append(tails, [2]int{start, z.Len()}), append(at, len(pieces))
-	out := make([][]byte, 0, len(pieces)+len(tails))
-	k := 0
-	for i, t := range tails {
-		for ; k < at[i]; k++ {
-			out = append(out, pieces[k])
-		}
-		out = append(out, z.Bytes()[t[0]:t[1]])
-	}
-	return out
+// columns are the packer's columns, named as the page reads them, in the
+// order they are written.
+func (p *packer) columns() []namedColumn {
+	c := &p.c
+	return []namedColumn{{"start", &c.start}, {"len", &c.len}, {"rel", &c.rel}, {"size", &c.size}, {"addr", &c.addr},
+		{"stream", &c.stream}, {"stack", &c.stack}, {"agg", &c.agg}, {"time", &c.time}, {"cat", &c.cat},
+		{"pos", &c.pos}, {"insdel", &c.insdel}, {"insx", &c.insx}, {"bsize", &c.bsize}, {"bstate", &c.bstate},
+		{"bseg", &c.bseg}, {"klen", &c.klen}, {"ksize", &c.ksize}, {"kstate", &c.kstate}, {"kseg", &c.kseg}}
+}
+
+type namedColumn struct {
+	name string
+	c    *column
 }

@@ -1,5 +1,12 @@
 (function () {
   "use strict";
+  // Run by node (the tests' harness, testdata/decode_explorer.js), the
+  // file only hands over how the page reads its data; a page has a
+  // window (and no module) and goes on.
+  if (typeof module !== "undefined" && module.exports && typeof window === "undefined") {
+    module.exports = { decodeDevices: decodeDevices, decodeMessage: decodeMessage, takeColumns: takeColumns, stateAt: stateAt, keyList: keyList };
+    return;
+  }
   // The page parses only the small part of the data, draws its first view
   // from it (a preview of the bands, made by gpumem, and the segment map
   // where the scrubber starts), and leaves the columns to a worker.
@@ -69,8 +76,9 @@
         }
       }
       for (i = 0; i < n; i++) { segAt[i] = f; if (st[i] & 4) f += 2; }
-      for (i = 1; i < sg.length; i += 2) sg[i] *= d.unit;
-      // the segment addresses are deltas among themselves
+      // the segment records (address, size) are in units, the addresses
+      // deltas among themselves
+      for (i = 0; i < sg.length; i++) sg[i] *= d.unit;
       for (i = 2, f = sg[0]; i < sg.length; i += 2) { f += sg[i]; sg[i] = f; }
       return { size: sz, state: st, band: bd, seg: sg, segAt: segAt };
     }
@@ -83,6 +91,7 @@
       for (i = 0; i < n; i++) { end[i] = start[i] + len[i]; o.rel[i] = end[i] + rel[i]; }
       var size = o.size = col(b, cs.size, false);
       o.addr = col(b, cs.addr, true); o.stream = col(b, cs.stream, true);
+      for (i = 0; i < n; i++) o.addr[i] *= d.unit; // written in units
       o.stack = col(b, cs.stack, true, new Int32Array(n));
       o.cat = cs.cat && cs.cat[2] ? col(b, cs.cat, false, new Int32Array(n)) : null;
       o.time = cs.time[2] ? col(b, cs.time, true) : null;
@@ -688,12 +697,16 @@
   // attach takes a device's decoded columns from decodeDevices; the
   // explorer is ready (data-ready) once every device's are in.
   var decoded = 0, timing = [];
+  // takeColumns gives device d its decoded columns (decodeDevices' data)
+  function takeColumns(d, data) {
+    for (var key in data) d[key] = data[key];
+    d.keyLists = []; d.ready = true;
+  }
   function attach(m) {
     if (m.error) { ex.dataset.error = m.error; return; }
     var d = ALL[m.k], t0 = performance.now();
     if (d.ready) return;
-    for (var key in m.data) d[key] = m.data[key];
-    d.keyLists = []; d.ready = true;
+    takeColumns(d, m.data);
     if (d === D) live();
     timing.push("device " + d.device + ": inflate " + Math.round(m.inflateMs) + " decode " + Math.round(m.decodeMs) + " show " + Math.round(performance.now() - t0));
     if (++decoded < ALL.length) return;
@@ -702,8 +715,13 @@
     ex.dataset.readyAt = Math.round(performance.now());
     ex.dataset.ready = "true";
   }
+  // decodeMessage is what decodeDevices is handed: the columns (bins, the
+  // text of script explorer-bin) and of each device what places them
+  function decodeMessage(all, bins) {
+    return { bins: bins, devs: all.map(function (d) { return { cols: d.cols, bands: d.bands, ops: d.ops, aggregated: d.aggregated, unit: d.unit, keys: d.keys }; }) };
+  }
   function startDecoding() {
-    var msg = { bins: $("explorer-bin").textContent, devs: ALL.map(function (d) { return { cols: d.cols, bands: d.bands, ops: d.ops, aggregated: d.aggregated, unit: d.unit, keys: d.keys }; }) };
+    var msg = decodeMessage(ALL, $("explorer-bin").textContent);
     function inPage() { decodeDevices(msg, attach); }
     try {
       var src = "\"use strict\";\nvar decodeDevices = " + decodeDevices + ";\nonmessage = function (e) { decodeDevices(e.data, function (m, t) { postMessage(m, t); }); };";
