@@ -250,25 +250,26 @@ func TestRunCasesBeside(t *testing.T) {
 	}
 }
 
-// The workers take the replay without a cache first and those with
-// expandable segments or under bfc last; every other setting of the
-// grid, the defaults among them, in between.
+// The workers take the replay without a cache first, then cupy's and
+// cuda-async's, and bfc and expandable segments last, expandable
+// segments the very last; every other setting of the grid, the defaults
+// among them, in between.
 func TestReplayWeight(t *testing.T) {
-	def := replayWeight(Defaults())
+	w := func(text string) int { return replayWeight(mustSetting(t, text)) }
+	def := w(DefaultsLabel)
+	if !(w("nocache") > w("cupy") && w("cupy") == w("cuda-async") && w("cupy") > def &&
+		def > w("bfc") && w("bfc") > w("expandable_segments:True")) {
+		t.Errorf("weights: nocache %d, cupy %d, cuda-async %d, defaults %d, bfc %d, expandable segments %d",
+			w("nocache"), w("cupy"), w("cuda-async"), def, w("bfc"), w("expandable_segments:True"))
+	}
 	for _, s := range DefaultGrid(true) {
-		w := replayWeight(s)
 		c := s.Config
-		switch {
-		case c.Policy == alloc.PolicyNoCache:
-			if w <= def {
-				t.Errorf("%s: weight %d, not above the defaults' %d", s.Label, w, def)
-			}
-		case c.ExpandableSegments || c.Policy == alloc.PolicyBFC:
-			if w >= def {
-				t.Errorf("%s: weight %d, not below the defaults' %d", s.Label, w, def)
-			}
-		case w != def:
-			t.Errorf("%s: weight %d, the defaults' %d", s.Label, w, def)
+		switch c.Policy {
+		case alloc.PolicyNoCache, alloc.PolicyCuPy, alloc.PolicyCUDAAsync, alloc.PolicyBFC:
+			continue
+		}
+		if got := replayWeight(s); c.ExpandableSegments != (got < def) || (!c.ExpandableSegments && got != def) {
+			t.Errorf("%s: weight %d, the defaults' %d", s.Label, got, def)
 		}
 	}
 }
