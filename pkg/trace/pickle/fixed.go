@@ -266,22 +266,8 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 			pend = d.pending
 		}
 		pe := &pend[:n+1][n]
-		pe.f = t.fbase
 		f := &pe.f
-		f.ev.Action = model.Action(act)
-		fi := &t.fints
-		f.ev.Addr = fixedInt64(b, &fi[intAddr])
-		f.ev.Size = fixedInt64(b, &fi[intSize])
-		f.ev.Stream = fixedInt64(b, &fi[intStream])
-		f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
-		// set refuses a negative address, size or device_free, which
-		// only a BININT's sign makes: every other int has bit 63 clear
-		neg := f.ev.Addr | f.ev.Size
-		if t.fbase.haveFree {
-			f.devFree = fixedInt64(b, &fi[intFree])
-			neg |= f.devFree
-		}
-		if int64(neg) < 0 {
+		if !fixedFill(f, t, b, act) {
 			break
 		}
 		if len(t.fvars) > 0 && !d.fixedVars(t, b, f, mm) {
@@ -385,22 +371,8 @@ func (d *decoder) fixedReadAny(t *template, at int) bool {
 		}
 		n := len(d.pending)
 		pe := &d.pending[:n+1][n]
-		pe.f = t.fbase
 		f := &pe.f
-		f.ev.Action = model.Action(act)
-		fi := &t.fints
-		f.ev.Addr = fixedInt64(b, &fi[intAddr])
-		f.ev.Size = fixedInt64(b, &fi[intSize])
-		f.ev.Stream = fixedInt64(b, &fi[intStream])
-		f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
-		// set refuses a negative address, size or device_free, which
-		// only a BININT's sign makes: every other int has bit 63 clear
-		neg := f.ev.Addr | f.ev.Size
-		if t.fbase.haveFree {
-			f.devFree = fixedInt64(b, &fi[intFree])
-			neg |= f.devFree
-		}
-		if int64(neg) < 0 {
+		if !fixedFill(f, t, b, act) {
 			return read
 		}
 		if len(t.fvars) > 0 && !d.fixedVars(t, b, f, memoStart) {
@@ -667,4 +639,24 @@ func fixedInt64(b *[fixedView]byte, fi *fixedInt) uint64 {
 	x := binary.LittleEndian.Uint64(b[fi.off&(fixedWords*8-1):]) & fi.mask
 	// (x ^ sign) - sign is x with bit sign copied into the bits above it
 	return x ^ fi.sign - fi.sign
+}
+
+// fixedFill fills f with template t's event of action act read from the
+// dict's bytes b, and reports whether set would take it: set refuses a
+// negative address, size or device_free, which only a BININT's sign
+// makes (every other int has bit 63 clear).
+func fixedFill(f *eventFields, t *template, b *[fixedView]byte, act uint64) bool {
+	*f = t.fbase
+	f.ev.Action = model.Action(act)
+	fi := &t.fints
+	f.ev.Addr = fixedInt64(b, &fi[intAddr])
+	f.ev.Size = fixedInt64(b, &fi[intSize])
+	f.ev.Stream = fixedInt64(b, &fi[intStream])
+	f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+	neg := f.ev.Addr | f.ev.Size
+	if t.fbase.haveFree {
+		f.devFree = fixedInt64(b, &fi[intFree])
+		neg |= f.devFree
+	}
+	return int64(neg) >= 0
 }
