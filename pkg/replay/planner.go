@@ -128,12 +128,9 @@ func (pl *Planner) Add(e *trace.Event) {
 	}
 	if pl.snap != nil {
 		pl.addDevice(e)
-	} else {
-		switch e.Action {
-		case trace.ActionSegmentAlloc, trace.ActionSegmentFree, trace.ActionSegmentMap, trace.ActionSegmentUnmap:
-			pl.why = "the trace has segment events"
-			return
-		}
+	} else if isSegment(e.Action) {
+		pl.why = "the trace has segment events"
+		return
 	}
 	// copied field by field: the decoder has just written e a word at a
 	// time, and a copy in wider moves would wait on those stores (a

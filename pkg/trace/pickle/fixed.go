@@ -174,9 +174,9 @@ func (t *template) fixLayout(c []byte) {
 //
 // A layout that is not the usual one (see fixedRun) goes to
 // fixedReadAny. The usual dicts go to fixedRun, a loop that calls
-// nothing; the loop here reads one dict that fixedRun leaves (a layout it does not take,
-// an action not seen yet, an event that done must check, a memo store
-// across a page) before it hands back. Both keep the decoder's counts in
+// nothing; the loop here reads one dict that fixedRun leaves (a layout
+// it does not take, an action not seen yet, an event that done must
+// check, a memo store across a page) before it hands back. Both keep the decoder's counts in
 // locals (the events read, the memo's fresh slots, the position), which
 // fixedCommit writes back once: a store to the decoder per event and
 // field, and the spills that calls in the loop make, would cost more
