@@ -83,7 +83,7 @@ func (t *template) fixLayout(c []byte) {
 	t.fn = (len(c) + 7) / 8
 	t.flen = len(c)
 	t.fints = [numInts]fixedInt{}
-	t.fact = 0
+	t.fact, t.factMask = 0, 0xff
 	clear(t.facts[:])
 	t.fbase = t.base
 	var buf, mask [fixedWords * 8]byte
@@ -122,6 +122,10 @@ func (t *template) fixLayout(c []byte) {
 			continue
 		case opLongBinGet:
 			clear(mask[o : o+4])
+			if v.key == sAction {
+				t.fact, t.factMask = uint8(o), 0xffffffff
+				continue
+			}
 			others = append(others, v)
 			continue
 		default:
@@ -166,33 +170,41 @@ func (t *template) fixLayout(c []byte) {
 }
 
 // fixedRead reads the event dict whose EMPTY_DICT is at d.buf[at-1]
-// (d.op) if it is laid out as template t's fixed layout (t.fixed; the
-// buffer holds t.maxLen bytes at at), as fastEvent would, then the
+// (d.op) if it is laid out as the fixed layout of template p (t.fixed;
+// the buffer holds t.maxLen bytes at at), as fastEvent would, then the
 // dicts that follow it laid out alike while fastEvents would read them,
 // and moves d.pos past the last; false, changing nothing, if the first
-// is not laid out so.
+// is not laid out so. It notes the templates it read with (tmplHit).
 //
-// A layout that is not the usual one (see fixedRun) goes to
-// fixedReadAny. The usual dicts go to fixedRun, a loop that calls
-// nothing; the loop here reads one dict that fixedRun leaves (a layout
-// it does not take, an action not seen yet, an event that done must
-// check, a memo store across a page) before it hands back. Both keep the decoder's counts in
-// locals (the events read, the memo's fresh slots, the position), which
-// fixedCommit writes back once: a store to the decoder per event and
-// field, and the spills that calls in the loop make, would cost more
-// than the rest of the reading. The calls here (fixedAction, fixedVars,
-// done, growPending, tmplStores) read none of those counts but the
-// memo's, which is written back before tmplStores.
+// A layout that is not a usual one (see runLayout) goes to
+// fixedReadAny. The usual dicts go to fixedRun, whose loops call
+// nothing, and which goes on from one usual layout to the next (a
+// trace's events switch between a few, ints of other lengths, every few
+// events); the loop here reads one dict that they leave (a layout they
+// do not take, an action not seen yet, an event that done must check, a
+// memo store across a page) before it hands back. All keep the decoder's
+// counts in locals (the events read, the memo's fresh slots, the
+// position), which fixedCommit writes back once: a store to the decoder
+// per event and field, and the spills that calls in the loop make, would
+// cost more than the rest of the reading. The calls here (fixedAction,
+// fixedVars, done, growPending, tmplStores, tmplHit) read none of those
+// counts but the memo's, which is written back before tmplStores.
 //
 //go:noinline
-func (d *decoder) fixedRead(t *template, at int) bool {
-	if !t.run.ok {
-		return d.fixedReadAny(t, at)
+func (d *decoder) fixedRead(p int, at int) bool {
+	t := &d.tmpls[p&(len(d.tmpls)-1)]
+	if !t.run.ok && !t.run.wide {
+		if !d.fixedReadAny(t, at) {
+			return false
+		}
+		d.tmplHit(p)
+		return true
 	}
 	buf := d.buf // (which no read here moves)
 	pend := d.pending
 	n0 := len(pend)
 	n := n0
+	nt := n0 // the events read before template p's
 	// (memoCount == memoMax here, as the callers checked: both count the
 	// fresh slots the events store to, from mm on)
 	mm := d.memoMax
@@ -205,33 +217,41 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 	for {
 		if !over {
 			// as many events as pend has room for, the stack takes and
-			// the memo page has slots for, two each
+			// the memo page has slots for, two each (at most) and one
+			// past them
 			kmax := min(cap(pend)-n, stop-n)
 			var pg *[memoPageLen]uint64
 			if i, j := mm>>memoPageBits, int(mm&(memoPageLen-1)); i < uint64(len(memo)) && len(memo[i]) == memoPageLen {
 				pg = (*[memoPageLen]uint64)(memo[i])
-				kmax = min(kmax, (memoPageLen-j)/2)
+				kmax = min(kmax, (memoPageLen-1-j)/2)
 			} else {
 				kmax = 0
 			}
 			if kmax > 0 {
-				k, q, stopped := fixedRun(t, buf, at, pend[n:n+kmax], pg, uint64(n), mm)
-				at, n, mm = q, n+k, mm+2*uint64(k)
+				r := fixedRun(d, p, n > nt, at, pend[n:n+kmax], pg, uint64(n), mm)
+				if r.kp >= 0 {
+					// (it noted the hits of the templates before r.p)
+					p, t, flen, nt = r.p, &d.tmpls[r.p], d.tmpls[r.p].flen, n+r.kp
+				}
+				at, n, mm = r.at, n+r.k, r.mm
 				switch {
-				case stopped == runEnd:
+				case r.why == runEnd:
 					d.fixedCommit(at, at-flen-1, n0, n, mm)
+					d.fixedHit(p, n > nt)
 					return true
-				case stopped == runOther:
+				case r.why == runOther:
 					// (a dict of another layout, which the loop below
 					// would not read either)
 					if n == n0 {
 						return false
 					}
 					d.fixedCommit(at-1, at-1, n0, n, mm)
+					d.fixedHit(p, n > nt)
 					return true
 				case n == stop:
 					// (it read them all: the dict at at-1 is not read)
 					d.fixedCommit(at-1, at-flen-2, n0, n, mm)
+					d.fixedHit(p, n > nt)
 					return true
 				}
 			}
@@ -253,8 +273,8 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		}
 		var act uint64 // the action's str id + 1, 0 if fvars sets it
 		if t.fact != 0 {
-			j := b[t.fact&(fixedWords*8-1)]
-			if act = uint64(t.facts[j]); act == 0 {
+			var j uint64
+			if act, j = t.action(b); act == 0 {
 				if act = d.fixedAction(t, j, mm); act == 0 {
 					break
 				}
@@ -320,6 +340,7 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 		// the next dict, if fastEvents would read it
 		if at >= len(buf)-t.maxLen || buf[at] != opEmptyDict || n >= stop || over {
 			d.fixedCommit(at, at-flen-1, n0, n, mm)
+			d.fixedHit(p, true)
 			return true
 		}
 		at++
@@ -329,11 +350,20 @@ func (d *decoder) fixedRead(t *template, at int) bool {
 	}
 	// the dict at at-1 is not read: the position is its EMPTY_DICT
 	d.fixedCommit(at-1, at-1, n0, n, mm)
+	d.fixedHit(p, n > nt)
 	return true
 }
 
+// fixedHit notes, for fixedRead, that template p read events (tmplHit)
+// if it did.
+func (d *decoder) fixedHit(p int, read bool) {
+	if read {
+		d.tmplHit(p)
+	}
+}
+
 // fixedReadAny is fixedRead for a layout that is not the usual one
-// (see fixedRun): per event, it writes its counts to the decoder.
+// (see runLayout): per event, it writes its counts to the decoder.
 func (d *decoder) fixedReadAny(t *template, at int) bool {
 	buf := d.buf // (which no read here moves)
 	// room for the event in pending first, before the values below live
@@ -362,8 +392,8 @@ func (d *decoder) fixedReadAny(t *template, at int) bool {
 		memoStart := d.memoMax
 		var act uint64 // the action's str id + 1, 0 if fvars sets it
 		if t.fact != 0 {
-			j := b[t.fact]
-			if act = uint64(t.facts[j]); act == 0 {
+			var j uint64
+			if act, j = t.action(b); act == 0 {
 				if act = d.fixedAction(t, j, memoStart); act == 0 {
 					return read
 				}
@@ -439,109 +469,6 @@ func (d *decoder) fixedReadAny(t *template, at int) bool {
 	}
 }
 
-// Why fixedRun stopped: it read as many as it was given (runAll), or
-// met a dict that fixedRead must read (runSlow), or one that is not laid
-// out as the template (runOther), or read the last dict that fastEvents
-// would read (runEnd).
-const (
-	runAll = iota
-	runSlow
-	runOther
-	runEnd
-)
-
-// runLayout is a usual fixed layout as fixedRun reads it (ok): its
-// words and masks (seven at most: a usual event dict takes about 50
-// bytes, and an eighth word would cost as much as a fifth of the rest of
-// fixedRun's work) with those of the opcode after the dict, EMPTY_DICT;
-// near is the bits of a difference in that opcode alone.
-type runLayout struct {
-	ok   bool
-	w, m [7]uint64
-	near uint64
-}
-
-// set makes l the runLayout of template t's fixed layout, ok if it is
-// the usual one.
-func (l *runLayout) set(t *template) {
-	l.ok = t.flen < 7*8 && t.fact != 0 && !t.fbase.haveFree && len(t.fvars) == 0 && t.fsized && t.nstores == 2 && t.fself
-	for i := range l.w {
-		l.w[i], l.m[i] = t.fw[i/4][i%4], t.fm[i/4][i%4]
-	}
-	i, sh := t.flen/8%7, t.flen%8*8
-	l.w[i] |= opEmptyDict << sh
-	l.m[i] |= 0xff << sh
-	l.near = ^uint64(0xff << sh)
-}
-
-// fixedRun reads, for fixedRead, the dicts from the one at buf[at] (past
-// its EMPTY_DICT) while each is laid out as template t's usual fixed
-// layout (t.run) and followed by another dict: fewer than 56 bytes, the
-// action a BINGET of a slot whose action t knows, no other values but
-// ints, an address and a size, and two memo stores, the dict's and its
-// frames list's. The k-th event goes to
-// pend[k], pending event n+k, and its stores to memo slots mm+2k on, in
-// memo page pg (which has room for len(pend) events). It returns the
-// events read, the position: that of a dict it stopped at (past its
-// EMPTY_DICT), or past the SETITEMS of the last one read (runEnd); and
-// why it stopped.
-//
-// It calls nothing, and keeps few values in the loop (k, at), so that
-// they stay in registers.
-//
-//go:noinline
-func fixedRun(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, mm uint64) (int, int, int) {
-	// the dicts fastEvents would read lie before len(buf)-t.maxLen:
-	// cut there, plus the view, the buffer's length bounds both
-	buf = buf[:len(buf)-t.maxLen+fixedView]
-	self := uint64(kEventDone)<<56 | n
-	l := &t.run
-	for k := range pend {
-		// (at the first, the caller checked that t.maxLen bytes lie at at)
-		if at+fixedView > len(buf) {
-			return k, at - 1, runEnd
-		}
-		b := (*[fixedView]byte)(buf[at : at+fixedView])
-		if x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) | fixedDiff3((*[24]byte)(b[32:]), (*[3]uint64)(l.w[4:]), (*[3]uint64)(l.m[4:])); x != 0 {
-			// a dict whose next opcode is not EMPTY_DICT (APPENDS: the
-			// last of its list) goes to fixedRead (as does, now and
-			// then, one of another layout whose differences lie in the
-			// same byte of other words, which it finds out)
-			if x&l.near == 0 {
-				return k, at, runSlow
-			}
-			return k, at, runOther
-		}
-		act := t.facts[b[t.fact&(fixedWords*8-1)]]
-		fi := &t.fints
-		// the address and the size not sign-extended: those with the
-		// sign bit set (a BININT's, set refuses them) go to fixedRead
-		fa, fs := &fi[intAddr], &fi[intSize]
-		addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
-		size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
-		// (an action not known yet is 0, no block action; done checks
-		// the others and an unaligned address)
-		if !model.IsBlockAction(model.Action(act)) || addr%model.MinBlock != 0 || addr&fa.sign|size&fs.sign != 0 {
-			return k, at, runSlow
-		}
-		// (j+1 < memoPageLen: the mask only spares a bounds check)
-		j := mm + 2*uint64(k)
-		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
-		pe := &pend[k]
-		pe.f = t.fbase
-		pe.f.ev.Action = model.Action(act)
-		pe.f.ev.Addr, pe.f.ev.Size = addr, size
-		pe.f.ev.Stream = fixedInt64(b, &fi[intStream])
-		pe.f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
-		pe.slot, pe.fetched = int64(j), false
-		at += t.flen + 1 // (past the next dict's EMPTY_DICT)
-	}
-	if at+fixedView > len(buf) {
-		return len(pend), at - 1, runEnd
-	}
-	return len(pend), at, runAll
-}
-
 // fixedCommit writes back what fixedRead kept in locals: the events
 // n0 to n it read, pushed as kEventDone values; the memo's fresh slots,
 // counted up to mm; the position, pos, and the offset of the EMPTY_DICT
@@ -578,6 +505,17 @@ func fixedDiff3(q *[24]byte, w, m *[3]uint64) uint64 {
 		(binary.LittleEndian.Uint64(q[16:])&m[2] ^ w[2])
 }
 
+// action is the action (its str id + 1) that the action's memo index
+// in dict b fetches, as template t knows it (0 if it does not yet), and
+// the index.
+func (t *template) action(b *[fixedView]byte) (uint64, uint64) {
+	j := uint64(binary.LittleEndian.Uint32(b[t.fact&(fixedWords*8-1):]) & t.factMask)
+	if e := t.facts[j&0xff]; uint64(e>>8) == j>>8 {
+		return uint64(e & 0xff), j
+	}
+	return 0, j
+}
+
 // fixedAction is the action (its str id + 1) of the str memo slot j
 // holds, below memoStart, which template t then keeps in facts; 0 if the
 // slot holds none, or what set refuses. The slot keeps its value while t
@@ -585,16 +523,16 @@ func fixedDiff3(q *[24]byte, w, m *[3]uint64) uint64 {
 // checked before each read.
 //
 //go:noinline
-func (d *decoder) fixedAction(t *template, j uint8, memoStart uint64) uint64 {
-	if uint64(j) >= memoStart {
+func (d *decoder) fixedAction(t *template, j uint64, memoStart uint64) uint64 {
+	if j >= memoStart {
 		return 0
 	}
-	e := d.memoEntry(uint64(j))
+	e := d.memoEntry(j)
 	if kind(e>>56) != kStr || e&(1<<56-1) > sSnapshot {
 		return 0 // what set refuses
 	}
 	act := e&(1<<56-1) + 1
-	t.facts[j] = uint8(act)
+	t.facts[j&0xff] = uint32(j>>8)<<8 | uint32(act)
 	return act
 }
 

@@ -80,10 +80,15 @@ type template struct {
 	fw, fm [fixedWords / 4][4]uint64
 	fints  [numInts]fixedInt
 	fvars  []fixedVar // as learned; then the values not ints
-	fact   uint8      // where the action's BINGET index is, if not in fvars
-	// facts is the action (its str id + 1) of the memo slots that
-	// BINGET index fetched, 0 if not known yet (fixedAction)
-	facts   [256]uint8
+	// fact is where the action's memo index is (a BINGET's byte, or a
+	// LONG_BINGET's four bytes as factMask says), if not in fvars
+	fact     uint8
+	factMask uint32
+	// facts is the action (its str id + 1) of the memo slots the
+	// action's index fetched, 0 if not known yet (fixedAction): for slot
+	// j, entry j%256 holds j/256 above the action's byte (so a BINGET's
+	// is the action alone), and another slot's index finds no action
+	facts   [256]uint32
 	fbase   eventFields // base with the fields the ints set marked set
 	fsized  bool        // fbase has an address and a size
 	flen    int         // the dict's bytes
@@ -92,7 +97,7 @@ type template struct {
 	fself   bool // the first store is of the dict itself
 	next    int  // the template whose layout followed this one's last
 
-	// run is the fixed layout as fixedRun reads it (fixed.go)
+	// run is the fixed layout as fixedRun reads it (fixedrun.go)
 	run runLayout
 }
 
@@ -371,14 +376,16 @@ func (d *decoder) tmplEvent(tried bool) bool {
 	p := d.tmplPred & (len(d.tmpls) - 1)
 	if t := &d.tmpls[p]; !tried && t.ok && d.tmplRoom(t) {
 		// its fixed layout, or its steps if it has none
-		if t.fixed && d.fixedRead(t, d.pos) || !t.fixed && d.tmplRead(t) {
+		if t.fixed && d.fixedRead(p, d.pos) {
+			return true // (fixedRead noted the templates it read with)
+		}
+		if !t.fixed && d.tmplRead(t) {
 			d.tmplHit(p)
 			return true
 		}
 	}
 	for k := 0; k < len(d.tmpls) && d.tmpls[k].ok; k++ {
-		if t := &d.tmpls[k]; k != p && t.fixed && d.tmplRoom(t) && d.fixedRead(t, d.pos) {
-			d.tmplHit(k)
+		if t := &d.tmpls[k]; k != p && t.fixed && d.tmplRoom(t) && d.fixedRead(k, d.pos) {
 			return true
 		}
 	}
@@ -609,8 +616,8 @@ func (d *decoder) fastEvents() bool {
 		t := &d.tmpls[p]
 		// tmplRoom's checks, in line
 		ready := t.fixed && t.epoch == d.memoEpoch && uint64(d.memoCount) == d.memoMax && len(d.buf)-d.pos >= t.maxLen
-		if ready && d.fixedRead(t, d.pos) {
-			d.tmplHit(p)
+		if ready && d.fixedRead(p, d.pos) {
+			// (fixedRead noted the templates it read with: tmplHit)
 		} else if !d.oneEvent(ready) {
 			if first {
 				return false

@@ -1,0 +1,287 @@
+package pickle
+
+import (
+	"encoding/binary"
+
+	"github.com/gpumem/gpumem/pkg/trace/model"
+)
+
+// The loops that read runs of event dicts laid out as a template's
+// usual fixed layout, for fixedRead (fixedRun): runLoop, for the dicts
+// of up to 55 bytes whose action is a BINGET (the one-byte memo index of
+// a trace with fewer than 256 slots before its events), and runLoopWide,
+// for those of up to 95 bytes or whose indices are LONG_BINGETs (a trace
+// that memoized more before its events, as those of private pools do).
+
+// Why a loop stopped: it read as many as it was given (runAll), or
+// met a dict that fixedRead must read (runSlow), or one that is not laid
+// out as the template (runOther), or read the last dict that fastEvents
+// would read (runEnd).
+const (
+	runAll = iota
+	runSlow
+	runOther
+	runEnd
+)
+
+// runLayout is a usual fixed layout as runLoop (ok) or runLoopWide
+// (wide) reads it: its words and masks with those of the opcode after
+// the dict, EMPTY_DICT; near is the bits of a difference in that opcode
+// alone; ns is the memo stores of each dict. runLoop compares seven
+// words (a usual event dict takes about 50 bytes, and an eighth word
+// would cost as much as a fifth of the rest of runLoop's work),
+// runLoopWide twelve.
+type runLayout struct {
+	ok, wide bool
+	ns       int
+	w, m     [12]uint64
+	near     uint64
+}
+
+// set makes l the runLayout of template t's fixed layout: ok or wide if
+// it is a usual one, the action fetched from the memo, no other values
+// but ints, an address and a size, and one or two memo stores, the
+// dict's and that of its frames list.
+func (l *runLayout) set(t *template) {
+	l.ok, l.wide = false, false
+	if t.fact == 0 || t.fbase.haveFree || len(t.fvars) > 0 || !t.fsized || !t.fself || t.nstores > 2 || t.flen >= len(l.w)*8 {
+		return
+	}
+	l.ok = t.flen < 7*8 && t.factMask == 0xff
+	l.wide = !l.ok
+	l.ns = t.nstores
+	for i := range l.w {
+		l.w[i], l.m[i] = t.fw[i/4][i%4], t.fm[i/4][i%4]
+	}
+	i, sh := t.flen/8, t.flen%8*8
+	l.w[i] |= opEmptyDict << sh
+	l.m[i] |= 0xff << sh
+	l.near = ^uint64(0xff << sh)
+}
+
+// A run is the result of fixedRun: the events read, k; the position,
+// at: that of a dict it stopped at (past its EMPTY_DICT), or past the
+// SETITEMS of the last one read (runEnd); why it stopped; the template
+// it read with last, p, and the events read before p's, kp (-1 if it
+// read with no other); the memo's fresh slots, counted up to mm.
+type run struct {
+	k, at, why, p, kp int
+	mm                uint64
+}
+
+// fixedRun reads, for fixedRead, the dicts from the one at d.buf[at]
+// (past its EMPTY_DICT) while each is laid out as the fixed layout of
+// template p, a usual one, with runLoop or runLoopWide. At a dict of
+// another layout, if p read events (read says it did before), it notes
+// them (tmplHit) and goes on with the template that followed p last
+// time (runNext), as fastEvents would, or the first whose usual layout
+// takes the dict (runFind), as tmplEvent would: a switch of layouts,
+// which some traces make every few events, costs no return to the
+// decoder's loop. The k-th event goes to pend[k], pending event n+k, and
+// its stores to the memo slots from mm on, in memo page pg (which has
+// room for two slots per event of pend, and one past them).
+//
+//go:noinline
+func fixedRun(d *decoder, p int, read bool, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, mm uint64) run {
+	r := run{at: at, p: p, kp: -1, mm: mm}
+	for {
+		t := &d.tmpls[r.p&(len(d.tmpls)-1)]
+		loop := runLoop
+		if t.run.wide {
+			loop = runLoopWide
+		}
+		var k int
+		k, r.at, r.why, r.mm = loop(t, d.buf, r.at, pend[r.k:], pg, n+uint64(r.k), r.mm)
+		r.k += k
+		if r.why != runOther {
+			return r
+		}
+		var q int
+		var u *template
+		switch {
+		case k > 0 || read:
+			// (noted, as kp says to fixedRead even if p goes on; the
+			// loop of the one runNext finds compares the dict)
+			if q, u = d.runNext(r.p, r.at); u == nil {
+				q, u = d.runFind(r.p, r.at)
+			}
+			d.tmplHit(r.p)
+			r.kp = r.k
+		case r.kp >= 0:
+			// (the one runNext found took no dict: those runFind
+			// finds take it)
+			q, u = d.runFind(r.p, r.at)
+		}
+		if u == nil {
+			return r
+		}
+		r.p, read = q, false
+	}
+}
+
+// runLoop reads, for fixedRun, the dicts from the one at buf[at] (past
+// its EMPTY_DICT) while each is laid out as template t's usual fixed
+// layout (t.run.ok) and followed by another dict: fewer than 56 bytes,
+// the action a BINGET of a slot whose action t knows, no other values
+// but ints, an address and a size, and one or two memo stores, the
+// dict's and its frames list's. The k-th event goes to pend[k], pending
+// event n+k, and its stores to memo page pg from slot j on. It returns
+// the events read, the position, why it stopped and the next fresh slot.
+//
+// It calls nothing, and keeps few values in the loop (k, at, j), so that
+// they stay in registers.
+//
+//go:noinline
+func runLoop(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, j uint64) (int, int, int, uint64) {
+	// the dicts fastEvents would read lie before len(buf)-t.maxLen:
+	// cut there, plus the view, the buffer's length bounds both
+	buf = buf[:len(buf)-t.maxLen+fixedView]
+	self := uint64(kEventDone)<<56 | n
+	l := &t.run
+	ns := uint64(l.ns)
+	for k := range pend {
+		// (at the first, the caller checked that t.maxLen bytes lie at at)
+		if at+fixedView > len(buf) {
+			return k, at - 1, runEnd, j
+		}
+		b := (*[fixedView]byte)(buf[at : at+fixedView])
+		if x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) | fixedDiff3((*[24]byte)(b[32:]), (*[3]uint64)(l.w[4:7]), (*[3]uint64)(l.m[4:7])); x != 0 {
+			// a dict whose next opcode is not EMPTY_DICT (APPENDS: the
+			// last of its list) goes to fixedRead (as does, now and
+			// then, one of another layout whose differences lie in the
+			// same byte of other words, which it finds out)
+			if x&l.near == 0 {
+				return k, at, runSlow, j
+			}
+			return k, at, runOther, j
+		}
+		// (a BINGET's entry is the action alone)
+		act := t.facts[b[t.fact&(fixedWords*8-1)]]
+		fi := &t.fints
+		// the address and the size not sign-extended: those with the
+		// sign bit set (a BININT's, set refuses them) go to fixedRead
+		fa, fs := &fi[intAddr], &fi[intSize]
+		addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
+		size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
+		// (an action not known yet is 0, no block action; done checks
+		// the others and an unaligned address)
+		if !model.IsBlockAction(model.Action(act)) || addr%model.MinBlock != 0 || addr&fa.sign|size&fs.sign != 0 {
+			return k, at, runSlow, j
+		}
+		// (j+1 < memoPageLen: the mask only spares a bounds check; with
+		// one store, the 0 of fstores[1] goes to the next fresh slot, as
+		// fixedRead's stores go too)
+		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
+		pe := &pend[k]
+		pe.f = t.fbase
+		pe.f.ev.Action = model.Action(act)
+		pe.f.ev.Addr, pe.f.ev.Size = addr, size
+		pe.f.ev.Stream = fixedInt64(b, &fi[intStream])
+		pe.f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+		pe.slot, pe.fetched = int64(j), false
+		j += ns
+		at += t.flen + 1 // (past the next dict's EMPTY_DICT)
+	}
+	if at+fixedView > len(buf) {
+		return len(pend), at - 1, runEnd, j
+	}
+	return len(pend), at, runAll, j
+}
+
+// runLoopWide is runLoop for the usual layouts it does not take
+// (t.run.wide): up to 95 bytes, and the action a BINGET or a
+// LONG_BINGET.
+//
+//go:noinline
+func runLoopWide(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, j uint64) (int, int, int, uint64) {
+	buf = buf[:len(buf)-t.maxLen+fixedView]
+	self := uint64(kEventDone)<<56 | n
+	l := &t.run
+	ns := uint64(l.ns)
+	for k := range pend {
+		if at+fixedView > len(buf) {
+			return k, at - 1, runEnd, j
+		}
+		b := (*[fixedView]byte)(buf[at : at+fixedView])
+		x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) |
+			fixedDiff((*[32]byte)(b[32:]), (*[4]uint64)(l.w[4:8]), (*[4]uint64)(l.m[4:8])) |
+			fixedDiff((*[32]byte)(b[64:]), (*[4]uint64)(l.w[8:12]), (*[4]uint64)(l.m[8:12]))
+		if x != 0 {
+			if x&l.near == 0 {
+				return k, at, runSlow, j
+			}
+			return k, at, runOther, j
+		}
+		// the action as t.action finds it, in line
+		jx := uint64(binary.LittleEndian.Uint32(b[t.fact&(fixedWords*8-1):]) & t.factMask)
+		e := t.facts[jx&0xff]
+		fi := &t.fints
+		fa, fs := &fi[intAddr], &fi[intSize]
+		addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
+		size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
+		act := e & 0xff
+		if uint64(e>>8) != jx>>8 || !model.IsBlockAction(model.Action(act)) || addr%model.MinBlock != 0 || addr&fa.sign|size&fs.sign != 0 {
+			return k, at, runSlow, j
+		}
+		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
+		pe := &pend[k]
+		pe.f = t.fbase
+		pe.f.ev.Action = model.Action(act)
+		pe.f.ev.Addr, pe.f.ev.Size = addr, size
+		pe.f.ev.Stream = fixedInt64(b, &fi[intStream])
+		pe.f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+		pe.slot, pe.fetched = int64(j), false
+		j += ns
+		at += t.flen + 1
+	}
+	if at+fixedView > len(buf) {
+		return len(pend), at - 1, runEnd, j
+	}
+	return len(pend), at, runAll, j
+}
+
+// runNext is the template that tmplHit(p) would predict, for fixedRun
+// at the dict at d.buf[at]: its index and itself if it is another one,
+// current, of a usual fixed layout, and the buffer holds its dicts at
+// at; nil if not. (Its loop compares the dict.)
+func (d *decoder) runNext(p, at int) (int, *template) {
+	const m = len(d.tmpls) - 1
+	q := p // (tmplHit sets p's next to p when p was the last)
+	if d.tmplPrev&m != p&m {
+		q = d.tmpls[p&m].next
+	}
+	u := &d.tmpls[q&m]
+	if q&m == p&m || !u.ok || !u.fixed || !u.run.ok && !u.run.wide || u.epoch != d.memoEpoch || len(d.buf)-at < u.maxLen {
+		return p, nil
+	}
+	return q & m, u
+}
+
+// runFind is the first template but p whose usual layout takes the
+// dict at d.buf[at] (runTakes), for fixedRun, as tmplEvent would find it
+// (the layouts of some traces' events follow no order): its index and
+// itself, nil if none does.
+func (d *decoder) runFind(p, at int) (int, *template) {
+	for k := range d.tmpls {
+		if k != p&(len(d.tmpls)-1) && d.runTakes(&d.tmpls[k], at) {
+			return k, &d.tmpls[k]
+		}
+	}
+	return p, nil
+}
+
+// runTakes reports whether template u's fixed layout, a usual one, may
+// read the dict at d.buf[at]: u is current, the buffer holds its dicts,
+// and the dict is laid out as u's (but for the opcode after it, which
+// fixedRead then reads).
+func (d *decoder) runTakes(u *template, at int) bool {
+	if !u.ok || !u.fixed || !u.run.ok && !u.run.wide || u.epoch != d.memoEpoch || len(d.buf)-at < u.maxLen {
+		return false
+	}
+	b := (*[fixedView]byte)(d.buf[at : at+fixedView])
+	l := &u.run
+	x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) |
+		fixedDiff((*[32]byte)(b[32:]), (*[4]uint64)(l.w[4:8]), (*[4]uint64)(l.m[4:8])) |
+		fixedDiff((*[32]byte)(b[64:]), (*[4]uint64)(l.w[8:12]), (*[4]uint64)(l.m[8:12]))
+	return x&l.near == 0
+}
