@@ -163,9 +163,8 @@ func runLoop(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPage
 		fa, fs := &fi[intAddr], &fi[intSize]
 		addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
 		size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
-		// (an action not known yet is 0, no block action; done checks
-		// the others and an unaligned address)
-		if !model.IsBlockAction(model.Action(act)) || addr%model.MinBlock != 0 || addr&fa.sign|size&fs.sign != 0 {
+		// (an action not known yet is 0, which done does not pass)
+		if !donePasses(model.Action(act), addr, size) || addr&fa.sign|size&fs.sign != 0 {
 			return k, at, runSlow, j
 		}
 		// (j+1 < memoPageLen: the mask only spares a bounds check; with
@@ -220,7 +219,7 @@ func runLoopWide(t *template, buf []byte, at int, pend []pendingEvent, pg *[memo
 		addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
 		size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
 		act := e & 0xff
-		if uint64(e>>8) != jx>>8 || !model.IsBlockAction(model.Action(act)) || addr%model.MinBlock != 0 || addr&fa.sign|size&fs.sign != 0 {
+		if uint64(e>>8) != jx>>8 || !donePasses(model.Action(act), addr, size) || addr&fa.sign|size&fs.sign != 0 {
 			return k, at, runSlow, j
 		}
 		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
@@ -238,6 +237,17 @@ func runLoopWide(t *template, buf []byte, at int, pend []pendingEvent, pg *[memo
 		return len(pend), at - 1, runEnd, j
 	}
 	return len(pend), at, runAll, j
+}
+
+// donePasses reports whether done passes, with no check, an event of
+// action act at address addr of size size (an address and a size given):
+// a block's event at an aligned address, or a segment's whose size is
+// aligned and not 0 too.
+func donePasses(act model.Action, addr, size uint64) bool {
+	if addr%model.MinBlock != 0 {
+		return false
+	}
+	return model.IsBlockAction(act) || model.IsSegmentAction(act) && size != 0 && size%model.MinBlock == 0
 }
 
 // runNext is the template that tmplHit(p) would predict, for fixedRun

@@ -12,9 +12,9 @@ import (
 // order, as r picks them: ints of other lengths, the frames list a
 // fresh empty one, none (two memo stores per event or one) or one
 // fetched from the memo, a negative stream, now and then a segment's
-// action. With filler, 300 strs are memoized before the
+// action; event bad is a segment's of a size done refuses. With filler, 300 strs are memoized before the
 // events, whose keys and actions are then fetched with LONG_BINGET.
-func mixedEvents(n int, filler bool, r *rand.Rand) []byte {
+func mixedEvents(n int, filler bool, bad int, r *rand.Rand) []byte {
 	g := &evGen{b: []byte{opProto, 4}, set: map[int]bool{}, str: map[string]int{}}
 	g.b = append(g.b, opEmptyDict)
 	g.memoize()
@@ -48,7 +48,7 @@ func mixedEvents(n int, filler bool, r *rand.Rand) []byte {
 		// (free_completed first in the second half: memoized after
 		// the loops read events, which must count the memo's slots)
 		act := []string{"alloc", "free_requested", "free_completed"}[r.IntN(2+2*e/n)]
-		if r.IntN(50) == 0 {
+		if r.IntN(50) == 0 || e == bad {
 			act = "segment_alloc"
 		}
 		g.s(act)
@@ -57,9 +57,12 @@ func mixedEvents(n int, filler bool, r *rand.Rand) []byte {
 		g.b = append(g.b, opLong1, 6)
 		g.b = binary.LittleEndian.AppendUint64(g.b, addr)[:len(g.b)+6]
 		g.s("size")
-		if act == "segment_alloc" {
+		switch {
+		case e == bad:
+			g.n(2<<20 + 200)
+		case act == "segment_alloc":
 			g.n(2 << 20)
-		} else {
+		default:
 			g.n([]int64{512, 1 << 20, 1 << 33, 200}[r.IntN(4)])
 		}
 		g.s("stream")
@@ -90,7 +93,8 @@ func mixedEvents(n int, filler bool, r *rand.Rand) []byte {
 func TestFixedRunSwitches(t *testing.T) {
 	for seed := range uint64(6) {
 		filler := seed%2 == 1
-		data := mixedEvents(3000, filler, rand.New(rand.NewPCG(seed, 1)))
+		checkSame(t, mixedEvents(3000, filler, 2500, rand.New(rand.NewPCG(seed, 1))))
+		data := mixedEvents(3000, filler, -1, rand.New(rand.NewPCG(seed, 1)))
 		checkSame(t, data)
 		// the loops took the layouts
 		d := newDecoder(bytes.NewReader(data), int64(len(data)))
