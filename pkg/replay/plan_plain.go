@@ -49,8 +49,8 @@ func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
 // an allocation (of the default stream) or a free (a free_requested and
 // its free_completed, i < end reads the event after) of a block of an ID
 // of one byte whose address the map finds (Find), whose op is the usual
-// one (logTail.follows) and, for an allocation, whose size the log's
-// cache holds. It plans and packs them as step and opLog.putAlloc and
+// one (sameStack) and, for an allocation, whose size the log's cache
+// holds. It plans and packs them as step and opLog.putAlloc and
 // putFree would, and returns the index of the first other event, which
 // step plans. The log must have room for the run (room).
 //
@@ -78,7 +78,7 @@ func (b *builder) plainRun(events []trace.Event, i, end int) int {
 	events = events[:end+1]      // (i < end: events[i] and [i+1] need no check)
 	for ; i < len(events)-1; i++ {
 		e := &events[i]
-		if e.Stack >= 0 && e.Stack != stack { // (logTail.follows)
+		if e.Stack >= 0 && e.Stack != stack { // not the usual op (sameStack)
 			break
 		}
 		if e.Action == trace.ActionAlloc && e.Stream == 0 {
@@ -104,9 +104,9 @@ func (b *builder) plainRun(events []trace.Event, i, end int) int {
 			b.opens[i&(plannerWindow-1)] = l.open
 			*l = live1{id: id, open: int32((open0 + at - i) / 2)}
 			// putAlloc's usual allocation, of a size in the cache and an
-			// ID of one byte: header, ID, slot, and a byte past the op
-			// that the next overwrites or that lies past the log's end
-			// (room leaves space for it): one store, one check
+			// ID of one byte: header, ID, slot, and a zero byte past the
+			// op (room leaves space for it, and the chunk's unused bytes
+			// are zero): one store, one check
 			op := uint32(byte(alloc.OpAlloc)|hEventNext|sameStack(e.Stack)) | id<<8 | uint32(sl)<<16
 			binary.LittleEndian.PutUint32(cur[at:], op)
 			at += 3
@@ -150,9 +150,9 @@ func (b *builder) plainRun(events []trace.Event, i, end int) int {
 }
 
 // room makes room in the log's chunk for the usual ops of n events, at 3
-// bytes each, and one more op: stepPlain's loop then never tests for it.
-// Put and step, which put the others, may take that room (put only tests
-// for one op's): stepPlain makes it again after them.
+// bytes each (and the byte past the last that plainRun writes), and one
+// more op: plainRun then never tests for it. Step, which puts the
+// others, may take that room: stepPlain makes it again after it.
 func (b *builder) room(n int) {
 	log := b.p.log
 	for len(log.cur)-log.at < 3*n+maxOpLen {
@@ -160,47 +160,10 @@ func (b *builder) room(n int) {
 	}
 }
 
-// logTail is where an opLog is written, and the builder's count of
-// events, as stepPlain holds them while it packs the usual ops.
-type logTail struct {
-	cur          []byte
-	at           int
-	event, stack int32 // the last op's
-	n, allocs    int   // ops and allocations put
-	counted      int32 // the builder's
-}
-
-// tail is the logTail of the builder's log.
-func (b *builder) tail() logTail {
-	l := b.p.log
-	return logTail{l.cur, l.at, l.event, l.stack, 0, 0, b.counted}
-}
-
-// setTail stores t back in the builder and its log.
-func (b *builder) setTail(t logTail) {
-	l := b.p.log
-	l.at, l.event, l.stack = t.at, t.event, t.stack
-	l.n += t.n
-	l.allocs += t.allocs
-	b.counted = t.counted
-}
-
-// follows says an op of the next event and of stack would be the usual
-// one: its Event the last op's + 1 and its Stack the last op's or none.
-// Its header is then its kind, hEventNext and sameStack(stack), with no
-// extra byte.
-func (t *logTail) follows(stack int32) bool {
-	return t.counted-t.event == 1 && (stack < 0 || stack == t.stack)
-}
-
-// sameStack is the header's hStackSame of the usual op (follows) of stack.
+// sameStack is the header's hStackSame of the usual op of stack (one
+// whose Event is the last op's + 1 and whose Stack is the last op's or
+// none, whose header is then its kind, hEventNext and sameStack(stack),
+// with no extra byte).
 func sameStack(stack int32) byte {
 	return byte(uint32(^stack)>>31) * hStackSame // (no branch: 1 when stack >= 0)
-}
-
-// put notes the usual op of len bytes and stack just written at t.at.
-func (t *logTail) put(len int, stack int32) {
-	t.at += len
-	t.n++
-	t.event, t.stack = t.counted, stack
 }
