@@ -102,7 +102,7 @@ func (b *builder) plainRun(events []trace.Event, i, end int) int {
 				p.next++
 			}
 			b.opens[i&(plannerWindow-1)] = l.open
-			*l = live1{id: id, open: int32((open0 + at - i) / 2)}
+			*l = live1{id: id, open: int32((open0 + at - i) >> 1)} // (/ 2 of a positive number)
 			// putAlloc's usual allocation, of a size in the cache and an
 			// ID of one byte: header, ID, slot, and a zero byte past the
 			// op (room leaves space for it, and the chunk's unused bytes
@@ -127,7 +127,7 @@ func (b *builder) plainRun(events []trace.Event, i, end int) int {
 			p.freeIDs = p.freeIDs[:n+1]
 			p.freeIDs[n] = l.id
 			// putFree's usual free, of an ID of one byte
-			binary.LittleEndian.PutUint16(cur[at:], uint16(byte(alloc.OpFree)|hEventNext|sameStack(e.Stack))|uint16(l.id)<<8)
+			cur[at+1], cur[at] = byte(l.id), byte(alloc.OpFree)|hEventNext|sameStack(e.Stack)
 			at += 2
 			*l = live1{freed: true}
 			i++
