@@ -31,8 +31,13 @@ type slot[V any] struct {
 const minSlots = 64
 
 // home is k's first slot.
-func (m *Map[V]) home(k uint64) int {
-	return int((k * 0x9e3779b97f4a7c15) >> (m.shift & 63)) // shift < 64: no check of a wider one
+func (m *Map[V]) home(k uint64) int { return int(m.hash(k)) }
+
+// hash is k's home slot in a table, and for the zero Map (no table,
+// shift 0) a number no smaller than its table's length, 0: a test of
+// hash(k) < len(slots) both finds the map empty and bounds the index.
+func (m *Map[V]) hash(k uint64) uint64 {
+	return (k * 0x9e3779b97f4a7c15) >> (m.shift & 63) // shift < 64: no check of a wider one
 }
 
 // Len is the number of keys.
@@ -63,6 +68,25 @@ func (m *Map[V]) Get(k uint64) (V, bool) {
 			return none, false
 		}
 	}
+}
+
+// Find is Ref but for the key 0, for which it is nil: a lookup small
+// enough for the compiler to copy into the caller, where a call would
+// cost the caller the values it holds in registers. A caller that may
+// look up the key 0 calls Ref when Find is nil.
+func (m *Map[V]) Find(k uint64) *V {
+	s := m.slots
+	h := m.hash(k)
+	if h >= uint64(len(s)) || k == 0 { // (no table: see hash)
+		return nil
+	}
+	for s[h].k != k {
+		if s[h].k == 0 {
+			return nil
+		}
+		h = (h + 1) & uint64(len(s)-1)
+	}
+	return &s[h].v
 }
 
 // Ref is a pointer to the value of k, nil when k is absent: a lookup

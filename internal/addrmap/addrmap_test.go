@@ -63,6 +63,9 @@ func TestMatchesGoMap(t *testing.T) {
 		if m.Len() != len(want) {
 			t.Fatalf("step %d: Len() = %d, want %d", step, m.Len(), len(want))
 		}
+		if f, r := m.Find(k), m.Ref(k); k != 0 && f != r || k == 0 && f != nil {
+			t.Fatalf("step %d: Find(%#x) = %p, Ref %p", step, k, f, r)
+		}
 	}
 	for _, k := range keys {
 		v, ok := m.Get(k)

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"encoding/binary"
+
 	"github.com/gpumem/gpumem/pkg/alloc"
 	"github.com/gpumem/gpumem/pkg/trace"
 )
@@ -12,15 +14,12 @@ func isSegment(action trace.Action) bool {
 
 // stepPlain is step over events[i:end] (end < len(events): a step may
 // read the event after) for a streamed plan of a trace without segment
-// events, which a Planner plans as it reads. The usual allocation and
-// free are planned here in line, and packed in line as opLog.putAlloc
-// and putFree would pack them, with the log's place of writing held in
-// locals (through the log's fields, these few stores and tests were as
-// much again); anything else goes to step, or to put. It returns the
-// index of the first event not stepped, -1 at a segment event (which
-// such a plan declines).
+// events, which a Planner plans as it reads. Runs of the usual
+// allocations and frees go to plainRun, anything else to step. It
+// returns the index of the first event not stepped, -1 at a segment
+// event (which such a plan declines).
 func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
-	p, log := b.p, b.p.log
+	log := b.p.log
 	if log == nil || b.hint != 0 || b.releasedBefore || b.pp != nil {
 		// (none of these without segment events)
 		for ; i < end; i++ {
@@ -31,98 +30,129 @@ func (b *builder) stepPlain(events []trace.Event, i, end, base int) int {
 		}
 		return i
 	}
-	for i < end && b.afterDevice { // the event after a device event: step notes it
+	for i < end {
+		if !b.afterDevice { // (the event after a device event: step notes it)
+			b.room(end - i)
+			if i = b.plainRun(events, i, end); i >= end { // (end + 1 after a free at end - 1)
+				break
+			}
+		}
 		if isSegment(events[i].Action) {
 			return -1
 		}
 		i = b.step(events, i, base) + 1
 	}
-	b.room(end - i)
-	t := b.tail()
-	for i < end {
+	return i
+}
+
+// plainRun plans the run of usual events from events[i] on, up to end:
+// an allocation (of the default stream) or a free (a free_requested and
+// its free_completed, i < end reads the event after) of a block of an ID
+// of one byte whose address the map finds (Find), whose op is the usual
+// one (sameStack) and, for an allocation, whose size the log's cache
+// holds. It plans and packs them as step and opLog.putAlloc and
+// putFree would, and returns the index of the first other event, which
+// step plans. The log must have room for the run (room).
+//
+// It is step cut down to what these events need, with the builder's and
+// the log's state in locals, stored back at the end, and no call: a call
+// in the loop would cost the loop the values it holds in registers,
+// spilled and loaded again each event. For the same reason the loop
+// carries as few values as it can: the event index i, the log's at and
+// the last op's stack. The allocations and frees it planned follow from
+// how far i and at moved, an allocation being one event and 3 bytes, a
+// free two events and 2 bytes: each allocation moves at - i by 2, a free
+// not at all.
+func (b *builder) plainRun(events []trace.Event, i, end int) int {
+	p, log := b.p, b.p.log
+	cur, at := log.cur, log.at
+	stack := log.stack // the last op's
+	if b.counted-log.event != 1 {
+		return i // the first op would not follow the last (and each after does)
+	}
+	i0 := i
+	// an allocation's open: 1 + its index among the alloc events,
+	// b.allocs + the allocations planned before it, (at - i - d0) / 2
+	d0 := at - i
+	open0 := 2*(b.allocs+1) - d0 // open = (open0 + at - i) / 2
+	events = events[:end+1]      // (i < end: events[i] and [i+1] need no check)
+	for ; i < len(events)-1; i++ {
 		e := &events[i]
-		switch {
-		case e.Action == trace.ActionAlloc && e.Stream == 0:
-			// step's usual allocation
-			k := b.allocs
-			b.allocs++
-			l, known := p.byAddr.Put(e.Addr)
-			b.opens[i&(plannerWindow-1)] = l.open
-			if known && !l.freed {
-				l.open = int32(k + 1)
-				p.Skipped[SkipDoubleAlloc]++
-				t.counted++
-				i++
-				continue
+		if e.Stack >= 0 && e.Stack != stack { // not the usual op (sameStack)
+			break
+		}
+		if e.Action == trace.ActionAlloc && e.Stream == 0 {
+			// step's usual allocation, of a known address, freed
+			l := p.byAddr.Find(e.Addr)
+			if l == nil || !l.freed {
+				break
 			}
-			id := p.newID()
-			*l = live1{id: id, open: int32(k + 1)}
-			if s := log.sizes.slot(e.Size); log.sizes[s] == e.Size && id < 0x80 && t.follows(e.Stack) {
-				// putAlloc's usual allocation, of a size in the cache
-				// and an ID of one byte
-				w := t.cur[t.at : t.at+3]
-				w[0], w[1], w[2] = byte(alloc.OpAlloc)|hEventNext|sameStack(e.Stack), byte(id), byte(s)
-				t.put(3, e.Stack)
-				t.allocs++
+			// newID, its ID tested before it is taken
+			id, n := p.next, len(p.freeIDs)
+			if n > 0 {
+				id = p.freeIDs[n-1]
+			}
+			sl := log.sizes.slot(e.Size)
+			if id >= 0x80 || log.sizes[sl] != e.Size {
+				break
+			}
+			if n > 0 {
+				p.freeIDs = p.freeIDs[:n-1]
 			} else {
-				b.setTail(t)
-				log.putAlloc(id, e.Size, t.counted, e.Stack)
-				b.room(end - i)
-				t = b.tail()
+				p.next++
 			}
-			t.counted++
-			i++
-			continue
-		case e.Action == trace.ActionFreeRequested:
+			b.opens[i&(plannerWindow-1)] = l.open
+			*l = live1{id: id, open: int32((open0 + at - i) >> 1)} // (/ 2 of a positive number)
+			// putAlloc's usual allocation, of a size in the cache and an
+			// ID of one byte: header, ID, slot, and a zero byte past the
+			// op (room leaves space for it, and the chunk's unused bytes
+			// are zero): one store, one check
+			op := uint32(byte(alloc.OpAlloc)|hEventNext|sameStack(e.Stack)) | id<<8 | uint32(sl)<<16
+			binary.LittleEndian.PutUint32(cur[at:], op)
+			at += 3
+		} else if e.Action == trace.ActionFreeRequested {
 			next := &events[i+1]
 			if next.Action != trace.ActionFreeCompleted || next.Addr != e.Addr {
 				break
 			}
-			l := p.byAddr.Ref(e.Addr)
-			if l == nil || l.freed || l.pending {
-				break
+			// step's usual free, of a live block
+			l := p.byAddr.Find(e.Addr)
+			n := len(p.freeIDs)
+			if l == nil || l.freed || l.pending || l.id >= 0x80 || n == cap(p.freeIDs) {
+				break // (or the append would grow freeIDs: a call)
 			}
-			// step's usual free
 			b.opens[i&(plannerWindow-1)] = l.open
-			if id := l.id; id < 0x80 && t.follows(e.Stack) {
-				// putFree's usual free, of an ID of one byte
-				w := t.cur[t.at : t.at+2]
-				w[0], w[1] = byte(alloc.OpFree)|hEventNext|sameStack(e.Stack), byte(id)
-				t.put(2, e.Stack)
-			} else {
-				b.setTail(t)
-				log.putFree(id, t.counted, e.Stack)
-				b.room(end - i)
-				t = b.tail()
-			}
-			t.counted++
-			p.freeIDs = append(p.freeIDs, l.id)
+			// append, in the room it has: the compiler cannot tell, and
+			// a self-assignment stores no pointer
+			p.freeIDs = p.freeIDs[:n+1]
+			p.freeIDs[n] = l.id
+			// putFree's usual free, of an ID of one byte
+			cur[at+1], cur[at] = byte(l.id), byte(alloc.OpFree)|hEventNext|sameStack(e.Stack)
+			at += 2
 			*l = live1{freed: true}
-			i += 2
-			continue
-		case isSegment(e.Action):
-			b.setTail(t)
-			return -1
+			i++
+		} else {
+			break
 		}
-		b.setTail(t)
-		i = b.step(events, i, base) + 1
-		for i < end && b.afterDevice { // (only step sets it)
-			if isSegment(events[i].Action) {
-				return -1
-			}
-			i = b.step(events, i, base) + 1
-		}
-		b.room(end - i)
-		t = b.tail()
+		stack = e.Stack
 	}
-	b.setTail(t)
+	allocs := (at - i - d0) / 2
+	frees := (i - i0 - allocs) / 2
+	if ops := allocs + frees; ops > 0 {
+		// each op a counted event, and an allocation an alloc event
+		b.counted += int32(ops)
+		b.allocs += allocs
+		log.at, log.event, log.stack = at, b.counted-1, stack
+		log.n += ops
+		log.allocs += allocs
+	}
 	return i
 }
 
 // room makes room in the log's chunk for the usual ops of n events, at 3
-// bytes each, and one more op: stepPlain's loop then never tests for it.
-// Put and step, which put the others, may take that room (put only tests
-// for one op's): stepPlain makes it again after them.
+// bytes each (and the byte past the last that plainRun writes), and one
+// more op: plainRun then never tests for it. Step, which puts the
+// others, may take that room: stepPlain makes it again after it.
 func (b *builder) room(n int) {
 	log := b.p.log
 	for len(log.cur)-log.at < 3*n+maxOpLen {
@@ -130,50 +160,10 @@ func (b *builder) room(n int) {
 	}
 }
 
-// logTail is where an opLog is written, and the builder's count of
-// events, as stepPlain holds them while it packs the usual ops.
-type logTail struct {
-	cur          []byte
-	at           int
-	event, stack int32 // the last op's
-	n, allocs    int   // ops and allocations put
-	counted      int32 // the builder's
-}
-
-// tail is the logTail of the builder's log.
-func (b *builder) tail() logTail {
-	l := b.p.log
-	return logTail{l.cur, l.at, l.event, l.stack, 0, 0, b.counted}
-}
-
-// setTail stores t back in the builder and its log.
-func (b *builder) setTail(t logTail) {
-	l := b.p.log
-	l.at, l.event, l.stack = t.at, t.event, t.stack
-	l.n += t.n
-	l.allocs += t.allocs
-	b.counted = t.counted
-}
-
-// follows says an op of the next event and of stack would be the usual
-// one: its Event the last op's + 1 and its Stack the last op's or none.
-// Its header is then its kind, hEventNext and sameStack(stack), with no
-// extra byte.
-func (t *logTail) follows(stack int32) bool {
-	return t.counted-t.event == 1 && (stack < 0 || stack == t.stack)
-}
-
-// sameStack is the header's hStackSame of the usual op (follows) of stack.
+// sameStack is the header's hStackSame of the usual op of stack (one
+// whose Event is the last op's + 1 and whose Stack is the last op's or
+// none, whose header is then its kind, hEventNext and sameStack(stack),
+// with no extra byte).
 func sameStack(stack int32) byte {
-	if stack >= 0 {
-		return hStackSame
-	}
-	return 0
-}
-
-// put notes the usual op of len bytes and stack just written at t.at.
-func (t *logTail) put(len int, stack int32) {
-	t.at += len
-	t.n++
-	t.event, t.stack = t.counted, stack
+	return byte(uint32(^stack)>>31) * hStackSame // (no branch: 1 when stack >= 0)
 }
