@@ -55,8 +55,18 @@ type runInfo struct {
 type poolPlan struct {
 	allocPool []int32 // per alloc event, in order: its pool
 	claim     bitset  // per event index: an alloc that claims its block by address
-	runs      map[int]runInfo
-	pools     []Pool
+	// runs: the release runs that release a pool, are pool-only or enter
+	// one, by their first event's index, ascending; next is where the
+	// last look-up (runAt) ended: the builder asks in trace order
+	runs  []poolRun
+	next  int
+	pools []Pool
+}
+
+// poolRun is the runInfo of the release run whose first event is at.
+type poolRun struct {
+	at int
+	runInfo
 }
 
 // bitset is a set of small integers.

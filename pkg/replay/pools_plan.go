@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,7 +15,7 @@ import (
 // inferer's last use: the walk for claims at its end takes over the
 // segment records.
 func (f *inferer) plan(ids [][2]int64) *poolPlan {
-	pp := &poolPlan{claim: f.claim, runs: map[int]runInfo{}}
+	pp := &poolPlan{claim: f.claim}
 	pools := make([]Pool, len(ids))
 	hows := make([]uint8, len(ids)) // per pool, the evidence seen (bits by index in howNames)
 	for l := range pools {
@@ -65,7 +66,7 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		}
 		ri.enters = f.entersPool(r)
 		if len(ri.release) > 0 || ri.poolOnly || ri.enters {
-			pp.runs[int(f.runAt[r])] = ri
+			pp.runs = append(pp.runs, poolRun{int(f.runAt[r]), ri}) // f.runAt ascends
 		}
 	}
 	// pools of the same evidence share its list of names (a trace may
@@ -93,6 +94,25 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	pp.allocPool, f.segOfAlloc = f.segOfAlloc, nil
 	f.passedClaims()
 	return pp
+}
+
+// runAt is the runInfo of the release run whose first event is at (zero
+// when it needs none). The builder asks of each run in trace order: a
+// cursor steps through the runs, as a map's look-up per run would cost
+// more (a trace may have a run every few events).
+func (pp *poolPlan) runAt(at int) runInfo {
+	rs, k := pp.runs, pp.next
+	if k > 0 && rs[k-1].at >= at { // asked out of order: searched from the start
+		k, _ = slices.BinarySearchFunc(rs, at, func(r poolRun, at int) int { return cmp.Compare(r.at, at) })
+	}
+	for k < len(rs) && rs[k].at < at {
+		k++
+	}
+	pp.next = k
+	if k < len(rs) && rs[k].at == at {
+		return rs[k].runInfo
+	}
+	return runInfo{}
 }
 
 // passedClaims marks as claims the allocations that passed over a block
