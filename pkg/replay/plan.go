@@ -253,7 +253,7 @@ func (b *builder) usePools(pp *poolPlan) {
 			if b.p.entering == nil {
 				b.p.entering = map[int]bool{}
 			}
-			b.p.entering[r.at] = true
+			b.p.entering[int(r.at)] = true
 		}
 	}
 	// pools are numbered from 1 up (pp.pools ascends): a slice, not a map,

@@ -46,10 +46,10 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	// are wrong somewhere, and the pool is released at a later run); a run
 	// that frees only private segments while a default whole-free segment
 	// survives is ~MemPool's own emptyCache
-	released := make([]bool, len(pools))
+	gone := make([]bool, len(pools)) // per pool: a run releases it
 	for r := range f.runAt {
 		run := f.run(r)
-		var ri runInfo
+		ri := poolRun{at: f.runAt[r], off: int32(len(pp.released))} // f.runAt ascends
 		onlyPrivate := len(run) > 0
 		for _, si := range run {
 			l := int(f.segs[si].label)
@@ -57,17 +57,17 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 				onlyPrivate = false
 				continue
 			}
-			if !released[l] && last[l] < f.runAt[r] {
-				released[l] = true
-				ri.release = append(ri.release, uint32(l))
+			if !gone[l] && last[l] < f.runAt[r] {
+				gone[l] = true
+				pp.released = append(pp.released, uint32(l))
 			}
 		}
 		if onlyPrivate {
 			ri.poolOnly = f.survDef[r] || slices.ContainsFunc(f.surv(r), func(si int32) bool { return f.segs[si].label == labelDefault })
 		}
 		ri.enters = f.entersPool(r)
-		if len(ri.release) > 0 || ri.poolOnly || ri.enters {
-			pp.runs = append(pp.runs, poolRun{int(f.runAt[r]), ri}) // f.runAt ascends
+		if int(ri.off) < len(pp.released) || ri.poolOnly || ri.enters {
+			pp.runs = append(pp.runs, ri)
 		}
 	}
 	// pools of the same evidence share its list of names (a trace may
@@ -103,17 +103,21 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 // more (a trace may have a run every few events).
 func (pp *poolPlan) runAt(at int) runInfo {
 	rs, k := pp.runs, pp.next
-	if k > 0 && rs[k-1].at >= at { // asked out of order: searched from the start
-		k, _ = slices.BinarySearchFunc(rs, at, func(r poolRun, at int) int { return cmp.Compare(r.at, at) })
+	if k > 0 && int(rs[k-1].at) >= at { // asked out of order: searched from the start
+		k, _ = slices.BinarySearchFunc(rs, at, func(r poolRun, at int) int { return cmp.Compare(int(r.at), at) })
 	}
-	for k < len(rs) && rs[k].at < at {
+	for k < len(rs) && int(rs[k].at) < at {
 		k++
 	}
 	pp.next = k
-	if k < len(rs) && rs[k].at == at {
-		return rs[k].runInfo
+	if k == len(rs) || int(rs[k].at) != at {
+		return runInfo{}
 	}
-	return runInfo{}
+	end := len(pp.released)
+	if k+1 < len(rs) {
+		end = int(rs[k+1].off)
+	}
+	return runInfo{release: pp.released[rs[k].off:end:end], poolOnly: rs[k].poolOnly, enters: rs[k].enters}
 }
 
 // passedClaims marks as claims the allocations that passed over a block
