@@ -206,7 +206,7 @@ func (f *inferer) claimLabels(n int) []bool {
 	// a classed segment's requests that passed over another class's
 	// blocks left no record: where two classes share a label, every
 	// label is walked
-	cl := f.labelsOfClasses()
+	cl := f.labelsOfClasses(n)
 	for si := range f.segs {
 		s := &f.segs[si]
 		if s.label > 0 && (cl.shared || !marked(s.label) && (s.samePass || f.apartFromOwn(si, cl))) {
@@ -239,18 +239,21 @@ const (
 	classMixed = -3 // its segments have different labels (see mixed)
 )
 
-// labelsOfClasses is the labels of each class's segments.
-func (f *inferer) labelsOfClasses() *classLabels {
+// labelsOfClasses is the labels (of n) of each class's segments.
+func (f *inferer) labelsOfClasses(n int) *classLabels {
 	cl := &classLabels{one: make([]int32, len(f.classIDs))}
 	for c := range cl.one {
 		cl.one[c] = classNone
 	}
-	classOf := map[int32]int32{} // a private label → the class of a segment of it
+	classOf := make([]int32, n) // per private label: the class of a segment of it, or -1
+	for l := range classOf {
+		classOf[l] = -1
+	}
 	for si := range f.classes {
 		c := f.classes[si].class
 		l := f.segs[si].label
 		if c >= 0 && l > 0 {
-			if o, ok := classOf[l]; !ok {
+			if o := classOf[l]; o < 0 {
 				classOf[l] = c
 			} else if o != c {
 				cl.shared = true
