@@ -211,7 +211,7 @@ func (p *Plan) buildWith(events []trace.Event, cfg alloc.Config, pp *poolPlan) {
 type builder struct {
 	p        *Plan
 	pp       *poolPlan // nil when the trace used no private pool
-	poolIdx  map[uint32]int
+	poolIdx  []int32   // per pool number, its index in p.Pools (-1: none)
 	cfg      alloc.Config
 	reserved uint64 // reserved bytes by the segment events so far
 	peak     uint64 // the most reserved bytes the trace reaches
@@ -248,17 +248,25 @@ func (b *builder) usePools(pp *poolPlan) {
 		return
 	}
 	b.p.Pools = pp.pools
-	for at, ri := range pp.runs {
-		if ri.enters {
+	for _, r := range pp.runs {
+		if r.enters {
 			if b.p.entering == nil {
 				b.p.entering = map[int]bool{}
 			}
-			b.p.entering[at] = true
+			b.p.entering[int(r.at)] = true
 		}
 	}
-	b.poolIdx = map[uint32]int{}
-	for i, pl := range pp.pools {
-		b.poolIdx[pl.Pool] = i
+	// pools are numbered from 1 up (pp.pools ascends): a slice, not a map,
+	// looked up per pool a release run releases
+	b.poolIdx = nil
+	if n := len(pp.pools); n > 0 {
+		b.poolIdx = make([]int32, pp.pools[n-1].Pool+1)
+		for i := range b.poolIdx {
+			b.poolIdx[i] = -1
+		}
+		for i, pl := range pp.pools {
+			b.poolIdx[pl.Pool] = int32(i)
+		}
 	}
 }
 
@@ -450,7 +458,7 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	}
 	var ri runInfo
 	if b.pp != nil {
-		ri = b.pp.runs[base+i]
+		ri = b.pp.runAt(base + i)
 	}
 	if ri.enters && events[j+1].Action == trace.ActionSegmentAlloc {
 		// a capture or MemPool window begins: empty_cache(), never a retry
@@ -459,8 +467,8 @@ func (b *builder) release(events []trace.Event, i, base int) int {
 	at := p.Len()
 	for _, pool := range ri.release {
 		b.emit(&alloc.Op{Kind: alloc.OpPoolRelease, Pool: pool}, -1)
-		if k, ok := b.poolIdx[pool]; ok {
-			p.Pools[k].Released = int(b.counted)
+		if int(pool) < len(b.poolIdx) && b.poolIdx[pool] >= 0 {
+			p.Pools[b.poolIdx[pool]].Released = int(b.counted)
 		}
 	}
 	// releasing a pool does nothing on the device: the run's segments go

@@ -55,8 +55,25 @@ type runInfo struct {
 type poolPlan struct {
 	allocPool []int32 // per alloc event, in order: its pool
 	claim     bitset  // per event index: an alloc that claims its block by address
-	runs      map[int]runInfo
-	pools     []Pool
+	// runs: the release runs that release a pool, are pool-only or enter
+	// one, by their first event's index, ascending; next is where the
+	// last look-up (runAt) ended: the builder asks in trace order
+	runs []poolRun
+	next int
+	// released: the pools each run releases, one run's after another's
+	// (a run releases one pool mostly: a slice of its own each would be
+	// an object on the heap per run)
+	released []uint32
+	pools    []Pool
+}
+
+// poolRun is the release run whose first event is at, in 12 bytes and no
+// pointer (a trace may have a run every few events): the pools it
+// releases begin at off in poolPlan.released, and end where the next
+// run's begin.
+type poolRun struct {
+	at, off          int32
+	poolOnly, enters bool // as runInfo's
 }
 
 // bitset is a set of small integers.

@@ -364,19 +364,16 @@ func (t *freeTree) renew(x int32, size, addr, seq uint64, seg, class int32) {
 // rekey is take of the block of size at addr added last, then, when that
 // block is of segment seg, add of a block of nsize at naddr of seg (of
 // class) in the node take let go, the one add would have taken: the set
-// and its nodes end as after the two, and moved says the node holds the
-// new block. A list is searched once and shifted between the two places
-// only (a split's or a merge's block moves a few places at most).
+// holds the blocks it would after the two (a treap's shape may differ:
+// rekeyTreap), and moved says the node holds the new block. A list is
+// searched once and shifted between the two places only (a split's or a
+// merge's block moves a few places at most).
 func (t *freeTree) rekey(set int32, size, addr, nsize, naddr uint64, seg, class int32) (int32, int32, bool) {
-	if set >= 0 { // a treap, or empty
-		set, x := t.take(set, size, addr)
-		if x == 0 || t.nodes[x].seg != seg {
-			return set, x, false
-		}
-		t.spare = t.spare[:len(t.spare)-1] // x, let go last
-		t.seq++
-		t.renew(x, nsize, naddr, t.seq, seg, class)
-		return t.insert(set, x), x, true
+	if set > 0 {
+		return t.rekeyTreap(set, size, addr, nsize, naddr, seg, class)
+	}
+	if set == 0 { // empty: no block to take
+		return set, 0, false
 	}
 	l := t.lists[^set].ents
 	i := 0 // from the start, as drop
@@ -463,29 +460,50 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 
 // dropTreap is drop for the treap root.
 func (t *freeTree) dropTreap(root int32, size, addr, seq uint64, same bool) (int32, int32) {
+	at, _, _ := t.lowerPath(root, size, addr, seq)
+	if at < 0 {
+		return root, 0
+	}
+	x := t.path[at]
+	if nd := &t.nodes[x]; same && (nd.size != size || nd.addr != addr) {
+		return root, 0
+	}
+	return t.unlinkAt(root, at), x
+}
+
+// lowerPath descends treap root to its first block not before the key
+// (size, addr, seq), leaving the nodes on the way in t.path, and returns
+// that block's index in it (-1: none); pred, the last block before it
+// (the last node the descent left on its right), and above, the nearest
+// node above it that the descent went left of (0: none).
+func (t *freeTree) lowerPath(root int32, size, addr, seq uint64) (at int, pred, above int32) {
 	path := t.path[:0]
-	at := -1 // the index in path of the lower bound
+	at = -1
 	for cur := root; cur != 0; {
 		path = append(path, cur)
 		if nd := &t.nodes[cur]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
-			cur = nd.r
+			pred, cur = cur, nd.r
 		} else {
+			if at >= 0 {
+				above = path[at]
+			}
 			at, cur = len(path)-1, nd.l
 		}
 	}
 	t.path = path
-	if at < 0 {
-		return root, 0
-	}
+	return at, pred, above
+}
+
+// unlinkAt removes node t.path[at] (lowerPath's) from treap root, letting
+// the node go, and returns the treap's new root.
+func (t *freeTree) unlinkAt(root int32, at int) int32 {
+	path := t.path
 	x := path[at]
 	nd := &t.nodes[x]
-	if same && (nd.size != size || nd.addr != addr) {
-		return root, 0
-	}
 	m := t.merge(nd.l, nd.r)
 	t.spare = append(t.spare, x)
 	if at == 0 {
-		return m, x
+		return m
 	}
 	if p := &t.nodes[path[at-1]]; p.l == x {
 		p.l = m
@@ -504,7 +522,50 @@ func (t *freeTree) dropTreap(root int32, size, addr, seq uint64, same bool) (int
 	default:
 		t.pullPath(path[:at])
 	}
-	return root, x
+	return root
+}
+
+// rekeyTreap is rekey for treap root. Where the block taken is of seg and
+// class and its new key falls between the blocks either side of it, its
+// node keeps its place and priority: the treap stays one, its sums
+// unchanged (they count the same segment's block). A split's remainder
+// or a merge's block keeps its place among its stream's blocks often,
+// and the take and insert it saves (a merge, a split, a second descent,
+// each pulling sums) cost many times the one descent.
+func (t *freeTree) rekeyTreap(root int32, size, addr, nsize, naddr uint64, seg, class int32) (int32, int32, bool) {
+	at, pred, succ := t.lowerPath(root, size, addr, math.MaxUint64)
+	if at < 0 {
+		return root, 0, false
+	}
+	x := t.path[at]
+	xn := &t.nodes[x]
+	if xn.size != size || xn.addr != addr {
+		return root, 0, false
+	}
+	if xn.seg == seg && xn.class == class {
+		// the block after x: the leftmost of its right subtree, else the
+		// nearest node above it the descent went left of
+		for c := xn.r; c != 0; c = t.nodes[c].l {
+			succ = c
+		}
+		seq := t.seq + 1
+		p, s := &t.nodes[pred], &t.nodes[succ]
+		if (pred == 0 || keyLess(p.size, p.addr, p.seq, nsize, naddr, seq)) &&
+			(succ == 0 || keyLess(nsize, naddr, seq, s.size, s.addr, s.seq)) {
+			t.seq = seq
+			xn.size, xn.addr, xn.seq = nsize, naddr, seq
+			return root, x, true
+		}
+	}
+	// take, then add in the node let go when it is seg's
+	root = t.unlinkAt(root, at)
+	if t.nodes[x].seg != seg {
+		return root, x, false
+	}
+	t.spare = t.spare[:len(t.spare)-1] // x, let go last
+	t.seq++
+	t.renew(x, nsize, naddr, t.seq, seg, class)
+	return t.insert(root, x), x, true
 }
 
 // take removes the block of size at addr added last from the set; it

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"cmp"
+	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,7 +16,7 @@ import (
 // inferer's last use: the walk for claims at its end takes over the
 // segment records.
 func (f *inferer) plan(ids [][2]int64) *poolPlan {
-	pp := &poolPlan{claim: f.claim, runs: map[int]runInfo{}}
+	pp := &poolPlan{claim: f.claim}
 	pools := make([]Pool, len(ids))
 	hows := make([]uint8, len(ids)) // per pool, the evidence seen (bits by index in howNames)
 	for l := range pools {
@@ -44,10 +46,10 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 	// are wrong somewhere, and the pool is released at a later run); a run
 	// that frees only private segments while a default whole-free segment
 	// survives is ~MemPool's own emptyCache
-	released := make([]bool, len(pools))
+	gone := make([]bool, len(pools)) // per pool: a run releases it
 	for r := range f.runAt {
 		run := f.run(r)
-		var ri runInfo
+		ri := poolRun{at: f.runAt[r], off: int32(len(pp.released))} // f.runAt ascends
 		onlyPrivate := len(run) > 0
 		for _, si := range run {
 			l := int(f.segs[si].label)
@@ -55,17 +57,17 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 				onlyPrivate = false
 				continue
 			}
-			if !released[l] && last[l] < f.runAt[r] {
-				released[l] = true
-				ri.release = append(ri.release, uint32(l))
+			if !gone[l] && last[l] < f.runAt[r] {
+				gone[l] = true
+				pp.released = append(pp.released, uint32(l))
 			}
 		}
 		if onlyPrivate {
 			ri.poolOnly = f.survDef[r] || slices.ContainsFunc(f.surv(r), func(si int32) bool { return f.segs[si].label == labelDefault })
 		}
 		ri.enters = f.entersPool(r)
-		if len(ri.release) > 0 || ri.poolOnly || ri.enters {
-			pp.runs[int(f.runAt[r])] = ri
+		if int(ri.off) < len(pp.released) || ri.poolOnly || ri.enters {
+			pp.runs = append(pp.runs, ri)
 		}
 	}
 	// pools of the same evidence share its list of names (a trace may
@@ -91,8 +93,31 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 		pp.pools = nil
 	}
 	pp.allocPool, f.segOfAlloc = f.segOfAlloc, nil
-	f.passedClaims()
+	f.passedClaims(len(ids))
 	return pp
+}
+
+// runAt is the runInfo of the release run whose first event is at (zero
+// when it needs none). The builder asks of each run in trace order: a
+// cursor steps through the runs, as a map's look-up per run would cost
+// more (a trace may have a run every few events).
+func (pp *poolPlan) runAt(at int) runInfo {
+	rs, k := pp.runs, pp.next
+	if k > 0 && int(rs[k-1].at) >= at { // asked out of order: searched from the start
+		k, _ = slices.BinarySearchFunc(rs, at, func(r poolRun, at int) int { return cmp.Compare(int(r.at), at) })
+	}
+	for k < len(rs) && int(rs[k].at) < at {
+		k++
+	}
+	pp.next = k
+	if k == len(rs) || int(rs[k].at) != at {
+		return runInfo{}
+	}
+	end := len(pp.released)
+	if k+1 < len(rs) {
+		end = int(rs[k+1].off)
+	}
+	return runInfo{release: pp.released[rs[k].off:end:end], poolOnly: rs[k].poolOnly, enters: rs[k].enters}
 }
 
 // passedClaims marks as claims the allocations that passed over a block
@@ -103,14 +128,19 @@ func (f *inferer) plan(ids [][2]int64) *poolPlan {
 // walking, they are contradicted by the labels (the snapshot's pool ids
 // say both segments are one pool's). Such an allocation is one of a pair
 // of segments apart that ended in one pool: where there is none, nothing
-// is marked; else the trace is walked once more, each segment's blocks
-// classed by its pool, and each allocation asks whether the blocks it
-// passed over hold one of its own pool's.
+// is marked; else the trace is walked once more, the blocks of the
+// segments of those pools (claimLabels) classed by their pool, and each
+// allocation in one asks whether the blocks it passed over hold one of
+// its own pool's.
 //
 // The walk again reuses f's segment records, the largest of its tables
 // (a trace walks the same segments each time): f is done with them.
-func (f *inferer) passedClaims() {
-	if f.claim == nil || f.again == nil || !f.samePoolApart() {
+func (f *inferer) passedClaims(labels int) {
+	if f.claim == nil || f.again == nil {
+		return
+	}
+	walked := f.claimLabels(labels)
+	if walked == nil {
 		return
 	}
 	g := newInferer(f.cfg)
@@ -120,7 +150,7 @@ func (f *inferer) passedClaims() {
 	for si := range f.segs {
 		s := &f.segs[si]
 		g.segClass[si] = -1
-		if s.label > 0 {
+		if s.label > 0 && walked[s.label] {
 			g.segClass[si] = int32(s.label)
 		}
 	}
@@ -137,27 +167,138 @@ func (f *inferer) passedClaims() {
 	again(g)
 }
 
-// samePoolApart says whether two segments of one private pool may have
-// been found apart: a pair of open segments, an open segment apart from
-// a classed one of its pool's label, a classed one that passed over a
-// block of its own class.
-func (f *inferer) samePoolApart() bool {
+// claimLabels is the private labels (of n) whose segments the walk for
+// claims models, true each, nil for none: the labels of two segments of
+// one pool that may have been found apart. A claim is a request that
+// passed over a block of its own pool's, which the walk found apart
+// when labels were unknown: a pair of open segments (f.apart), an open
+// segment apart from a class one of whose segments has its label, a
+// classed one that passed over a block of its own class. (Its own
+// segment's blocks do not count: a request that passed over one of those
+// was a claim at once.) A segment of another label makes no claim, and
+// only its own events change its blocks: the walk leaves it out.
+//
+// Where two live segments overlapped or shared a base, a block at an
+// address two segments had may be another segment's node in one walk
+// than in the other (TestClaimsWalkOverlap): every private label is
+// walked where any is.
+func (f *inferer) claimLabels(n int) []bool {
+	var labels []bool
+	mark := func(l int32) {
+		if labels == nil {
+			labels = make([]bool, n)
+		}
+		labels[l] = true
+	}
+	marked := func(l int32) bool { return labels != nil && labels[l] }
 	// (f.apart holds the pairs of an open segment and the lowest classed
 	// one it is apart from too: the loop below finds those of one pool;
 	// it reads the partners of the segments of a private pool alone)
-	same := false
 	for x := range f.apart.rows {
-		if l := f.segs[x].label; l > 0 {
+		if l := f.segs[x].label; l > 0 && !marked(l) {
+			same := false
 			f.apart.each(x, x, func(y int) { same = same || f.segs[y].label == l })
 			if same {
-				return true
+				mark(l)
 			}
 		}
 	}
+	// a classed segment's requests that passed over another class's
+	// blocks left no record: where two classes share a label, every
+	// label is walked
+	cl := f.labelsOfClasses(n)
 	for si := range f.segs {
 		s := &f.segs[si]
-		if s.label > 0 && (s.samePass || slices.ContainsFunc(f.closedIDs(si), func(w uint64) bool { return w != 0 })) {
-			return true
+		if s.label > 0 && (cl.shared || !marked(s.label) && (s.samePass || f.apartFromOwn(si, cl))) {
+			mark(s.label)
+		}
+	}
+	if labels != nil && (f.overlap || f.sharedBase) {
+		for l := range labels {
+			labels[l] = true
+		}
+	}
+	return labels
+}
+
+// classLabels are the labels of the segments of each class (classOf),
+// for apartFromOwn: one a class (the snapshot gives its segments one pool
+// id, and so one label) unless a release split that pool's lifetimes.
+type classLabels struct {
+	one   []int32           // per class: its segments' label, classNone or classMixed
+	mixed map[[2]int32]bool // of a class of classMixed: (class, label) of each of its segments
+	// shared: segments of two classes have one private label (their pool
+	// ids differ, which labelling keeps apart, but for a classed segment
+	// the snapshot did not label)
+	shared bool
+}
+
+// Class labels (classLabels.one) that are not a label.
+const (
+	classNone  = -4 // no segment of the class
+	classMixed = -3 // its segments have different labels (see mixed)
+)
+
+// labelsOfClasses is the labels (of n) of each class's segments.
+func (f *inferer) labelsOfClasses(n int) *classLabels {
+	cl := &classLabels{one: make([]int32, len(f.classIDs))}
+	for c := range cl.one {
+		cl.one[c] = classNone
+	}
+	classOf := make([]int32, n) // per private label: the class of a segment of it, or -1
+	for l := range classOf {
+		classOf[l] = -1
+	}
+	for si := range f.classes {
+		c := f.classes[si].class
+		l := f.segs[si].label
+		if c >= 0 && l > 0 {
+			if o := classOf[l]; o < 0 {
+				classOf[l] = c
+			} else if o != c {
+				cl.shared = true
+			}
+		}
+		switch {
+		case c < 0 || cl.one[c] == l:
+		case cl.one[c] == classNone:
+			cl.one[c] = l
+		default:
+			cl.one[c] = classMixed
+		}
+	}
+	for si := range f.classes {
+		if c := f.classes[si].class; c >= 0 && cl.one[c] == classMixed {
+			if cl.mixed == nil {
+				cl.mixed = map[[2]int32]bool{}
+			}
+			cl.mixed[[2]int32{c, f.segs[si].label}] = true
+		}
+	}
+	return cl
+}
+
+// has says whether a segment of class c has label l.
+func (cl *classLabels) has(c, l int32) bool {
+	if one := cl.one[c]; one != classMixed {
+		return one == l
+	}
+	return cl.mixed[[2]int32{c, l}]
+}
+
+// apartFromOwn says whether open segment si was found apart from a
+// classed segment of its own pool. An open segment's closed set holds the
+// classes of the classed blocks its requests passed over and of the
+// classed requests that passed over its blocks: only where a segment of
+// one of those classes has si's label can the walk for claims find a
+// claim between them.
+func (f *inferer) apartFromOwn(si int, cl *classLabels) bool {
+	l := f.segs[si].label
+	for w, word := range f.closedIDs(si) {
+		for ; word != 0; word &= word - 1 {
+			if cl.has(int32(w*64+bits.TrailingZeros64(word)), l) {
+				return true
+			}
 		}
 	}
 	return false
