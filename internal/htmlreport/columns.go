@@ -211,7 +211,10 @@ func (c *column) put(u uint64) {
 		n++
 	}
 	b[n] = byte(u)
-	c.b = b[:n+1]
+	// c.b resliced in place: only its length is stored, where b[:n+1]
+	// stored would be a pointer's store, through the write barrier
+	// while the collector marks (for each of millions of values)
+	c.b = c.b[:n+1]
 	c.n++
 }
 
