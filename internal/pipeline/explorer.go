@@ -659,7 +659,11 @@ type timeLog struct {
 func (l *timeLog) add(t int64) {
 	d := t - l.last
 	l.last = t
-	l.b = binary.AppendUvarint(l.b, uint64(d<<1)^uint64(d>>63))
+	if u := uint64(d<<1) ^ uint64(d>>63); u < 0x80 {
+		l.b = append(l.b, byte(u)) // most: one byte, appended in place
+	} else {
+		l.b = binary.AppendUvarint(l.b, u)
+	}
 	l.n++
 	l.recorded = l.recorded || t != 0
 }
