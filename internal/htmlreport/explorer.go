@@ -382,10 +382,53 @@ func (p *packer) Op(i int, t int64, ch figures.Change) {
 }
 
 // OpFlat is Op with the blocks as the allocator lists them
-// (figures.ExplorerFlatSink): it packs them as Op packs their records.
-func (p *packer) OpFlat(i int, t int64, pos, del int32, ins []alloc.FlatBlock, ix *figures.AllocIndex) {
-	p.op(i, t, pos, del, len(ins))
-	p.flatBlocks(ins, ix)
+// (figures.ExplorerFlatSink): it packs each as blocks packs its record
+// (figures.BlockRecOf), read once, in the loop here rather than a call
+// of its own (a million ops): the records, made first, would be stored
+// and read again.
+func (p *packer) OpFlat(i int, t int64, pos, del int32, bs []alloc.FlatBlock, ix *figures.AllocIndex) {
+	p.op(i, t, pos, del, len(bs))
+	c := &p.c
+	size, state, seg := &c.bsize, &c.bstate, &c.bseg
+	made := int64(p.d.Bands)
+	for i := range bs {
+		b := &bs[i]
+		if (b.Size|b.SegSize|b.Address)%512 != 0 {
+			p.odd = true
+		}
+		sz := int64(b.Size >> p.unitLog)
+		st := int64(figures.StateOf(b))
+		k := int64(0)
+		if st >= int64(figures.StateAllocated) {
+			a := int32(-1)
+			if id := b.ID; int(id) < len(ix.Dense) { // ix.Of, its common case inlined
+				a = ix.Dense[id] - 1
+			} else {
+				a = ix.Of(id)
+			}
+			if a >= 0 {
+				if bd := p.band(a); bd >= 0 {
+					k = made - int64(bd)
+					sz -= int64((p.bSize[bd] + p.d.Unit - 1) >> p.unitLog)
+				}
+			}
+		}
+		if b.SegSize != 0 { // the first block of its segment
+			st |= 4
+			if u, ok := seg.try(int64(b.Address>>p.unitLog), true); !ok {
+				seg.put(u)
+			}
+			if u, ok := seg.try(int64(b.SegSize>>p.unitLog), false); !ok {
+				seg.put(u)
+			}
+		}
+		if u, ok := size.try(sz, false); !ok {
+			size.put(u)
+		}
+		if u, ok := state.try(k<<3|st, false); !ok {
+			state.put(u)
+		}
+	}
 }
 
 // op is Op's part before the blocks: the op's time, aggregate, preview
@@ -511,53 +554,6 @@ func (p *packer) blocks(bs []figures.BlockRec, abs bool, size, state, seg *colum
 					k = int64(bd) + 1
 				}
 				sz -= int64((p.bSize[bd] + p.d.Unit - 1) >> p.unitLog)
-			}
-		}
-		if u, ok := size.try(sz, false); !ok {
-			size.put(u)
-		}
-		if u, ok := state.try(k<<3|st, false); !ok {
-			state.put(u)
-		}
-	}
-}
-
-// flatBlocks is blocks of an op's blocks as the allocator lists them, each
-// as its record (figures.BlockRecOf), read once: the records, made first,
-// would be stored and read again for each of a million ops.
-func (p *packer) flatBlocks(bs []alloc.FlatBlock, ix *figures.AllocIndex) {
-	c := &p.c
-	size, state, seg := &c.bsize, &c.bstate, &c.bseg
-	made := int64(p.d.Bands)
-	for i := range bs {
-		b := &bs[i]
-		if (b.Size|b.SegSize|b.Address)%512 != 0 {
-			p.odd = true
-		}
-		sz := int64(b.Size >> p.unitLog)
-		st := int64(figures.StateOf(b))
-		k := int64(0)
-		if st >= int64(figures.StateAllocated) {
-			a := int32(-1)
-			if id := b.ID; int(id) < len(ix.Dense) { // ix.Of, its common case inlined
-				a = ix.Dense[id] - 1
-			} else {
-				a = ix.Of(id)
-			}
-			if a >= 0 {
-				if bd := p.band(a); bd >= 0 {
-					k = made - int64(bd)
-					sz -= int64((p.bSize[bd] + p.d.Unit - 1) >> p.unitLog)
-				}
-			}
-		}
-		if b.SegSize != 0 { // the first block of its segment
-			st |= 4
-			if u, ok := seg.try(int64(b.Address>>p.unitLog), true); !ok {
-				seg.put(u)
-			}
-			if u, ok := seg.try(int64(b.SegSize>>p.unitLog), false); !ok {
-				seg.put(u)
 			}
 		}
 		if u, ok := size.try(sz, false); !ok {
