@@ -1,6 +1,10 @@
 package figures
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/gpumem/gpumem/pkg/alloc"
+)
 
 // Explorer is what the HTML report's explorer draws for one device: every
 // allocation's lifetime, what each operation did to the allocator's blocks
@@ -124,6 +128,65 @@ type ExplorerSink interface {
 	// Finish ends the device: Start's Head now holds its Spans,
 	// CategorySeries and Verdict, and its PeakOp and out-of-memory.
 	Finish() error
+}
+
+// ExplorerFlatSink is an ExplorerSink that takes an op's inserted blocks
+// as the allocator lists them (OpFlat, in place of Op), so that a sink
+// packing them reads each block once: turned into BlockRecs first, the
+// million-odd blocks of a big trace would be written and read again,
+// 4% of replay --html's instructions.
+type ExplorerFlatSink interface {
+	ExplorerSink
+	// OpFlat is Op with the change's inserted blocks ins as
+	// alloc.BlockSteps hands them: each is the BlockRec that BlockRecOf
+	// makes of it, the allocation of a used one found in ix.
+	OpFlat(i int, t int64, pos, del int32, ins []alloc.FlatBlock, ix *AllocIndex)
+}
+
+// AllocIndex finds the explorer's allocation (its index k among Allocs)
+// that holds an allocator's allocation id: of the allocations live, by id.
+type AllocIndex struct {
+	// Dense[id] is 1 + k for an id below len(Dense), 0 none; the others
+	// (ids of DenseIDs on) are in Sparse.
+	Dense  []int32
+	Sparse map[uint32]int32
+}
+
+// DenseIDs is the most ids an AllocIndex keeps in Dense.
+const DenseIDs = 1 << 20
+
+// Of is the allocation that holds id, -1 when none.
+func (x *AllocIndex) Of(id uint32) int32 {
+	if int(id) < len(x.Dense) {
+		return x.Dense[id] - 1
+	}
+	if k, ok := x.Sparse[id]; ok {
+		return k
+	}
+	return -1
+}
+
+// BlockRecOf is the explorer's record of the allocator's block b: a used
+// block's record names the allocation ix finds under its id.
+func BlockRecOf(b *alloc.FlatBlock, ix *AllocIndex) BlockRec {
+	r := BlockRec{Address: b.Address, Size: b.Size, SegSize: b.SegSize, First: b.SegSize != 0, State: StateOf(b), Alloc: -1}
+	if r.State >= StateAllocated {
+		r.Alloc = ix.Of(b.ID)
+	}
+	return r
+}
+
+// StateOf is the explorer's state of the allocator's block b.
+func StateOf(b *alloc.FlatBlock) ExplorerState {
+	switch {
+	case b.State == alloc.BlockAllocated:
+		return StateAllocated
+	case b.State == alloc.BlockPendingFree:
+		return StatePending
+	case b.SegBlocks > 1:
+		return StateSplit
+	}
+	return StateFree
 }
 
 // ExplorerStart is what an ExplorerSink knows before the first op.

@@ -204,14 +204,30 @@ func (c *column) put(u uint64) {
 		c.putAtLim(u)
 		return
 	}
-	b := c.b[:n+binary.MaxVarintLen64]
-	for u >= 0x80 {
-		b[n] = byte(u) | 0x80
-		u >>= 7
+	// the values put here take two bytes to four, mostly (those of one
+	// byte, try's): written straight, with no loop and, b's length
+	// known, no bounds checks
+	b := c.b[n : n+binary.MaxVarintLen64]
+	switch {
+	case u < 0x80:
+		b[0] = byte(u)
 		n++
+	case u < 1<<14:
+		b[0], b[1] = byte(u)|0x80, byte(u>>7)
+		n += 2
+	case u < 1<<21:
+		b[0], b[1], b[2] = byte(u)|0x80, byte(u>>7)|0x80, byte(u>>14)
+		n += 3
+	case u < 1<<28:
+		b[0], b[1], b[2], b[3] = byte(u)|0x80, byte(u>>7)|0x80, byte(u>>14)|0x80, byte(u>>21)
+		n += 4
+	default:
+		n += binary.PutUvarint(b, u)
 	}
-	b[n] = byte(u)
-	c.b = b[:n+1]
+	// c.b resliced in place: only its length is stored, where b[:k]
+	// stored would be a pointer's store, through the write barrier
+	// while the collector marks (for each of millions of values)
+	c.b = c.b[:n]
 	c.n++
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/gpumem/gpumem/internal/figures"
+	"github.com/gpumem/gpumem/pkg/alloc"
 )
 
 // DefaultMaxBands is how many allocations the explorer draws as bands of
@@ -375,6 +376,64 @@ func (p *packer) Released(k, op int32) {
 }
 
 func (p *packer) Op(i int, t int64, ch figures.Change) {
+	p.op(i, t, ch.Pos, ch.Del, len(ch.Ins))
+	c := &p.c
+	p.blocks(ch.Ins, false, &c.bsize, &c.bstate, &c.bseg)
+}
+
+// OpFlat is Op with the blocks as the allocator lists them
+// (figures.ExplorerFlatSink): it packs each as blocks packs its record
+// (figures.BlockRecOf), read once, in the loop here rather than a call
+// of its own (a million ops): the records, made first, would be stored
+// and read again.
+func (p *packer) OpFlat(i int, t int64, pos, del int32, bs []alloc.FlatBlock, ix *figures.AllocIndex) {
+	p.op(i, t, pos, del, len(bs))
+	c := &p.c
+	size, state, seg := &c.bsize, &c.bstate, &c.bseg
+	made := int64(p.d.Bands)
+	for i := range bs {
+		b := &bs[i]
+		if (b.Size|b.SegSize|b.Address)%512 != 0 {
+			p.odd = true
+		}
+		sz := int64(b.Size >> p.unitLog)
+		st := int64(figures.StateOf(b))
+		k := int64(0)
+		if st >= int64(figures.StateAllocated) {
+			a := int32(-1)
+			if id := b.ID; int(id) < len(ix.Dense) { // ix.Of, its common case inlined
+				a = ix.Dense[id] - 1
+			} else {
+				a = ix.Of(id)
+			}
+			if a >= 0 {
+				if bd := p.band(a); bd >= 0 {
+					k = made - int64(bd)
+					sz -= int64((p.bSize[bd] + p.d.Unit - 1) >> p.unitLog)
+				}
+			}
+		}
+		if b.SegSize != 0 { // the first block of its segment
+			st |= 4
+			if u, ok := seg.try(int64(b.Address>>p.unitLog), true); !ok {
+				seg.put(u)
+			}
+			if u, ok := seg.try(int64(b.SegSize>>p.unitLog), false); !ok {
+				seg.put(u)
+			}
+		}
+		if u, ok := size.try(sz, false); !ok {
+			size.put(u)
+		}
+		if u, ok := state.try(k<<3|st, false); !ok {
+			state.put(u)
+		}
+	}
+}
+
+// op is Op's part before the blocks: the op's time, aggregate, preview
+// sample, and where and how many blocks it replaced.
+func (p *packer) op(i int, t int64, pos, del int32, nins int) {
 	c := &p.c
 	if p.timed {
 		if u, ok := c.time.try(t, true); !ok {
@@ -397,13 +456,13 @@ func (p *packer) Op(i int, t int64, ch figures.Change) {
 	} else {
 		p.sample(i, total)
 	}
-	if u, ok := c.pos.try(int64(ch.Pos), true); !ok {
+	if u, ok := c.pos.try(int64(pos), true); !ok {
 		c.pos.put(u)
 	}
 	// the blocks deleted and inserted, in one value: most ops insert one or
 	// two, the rare op inserting more has the rest in column insx
-	ins := int64(len(ch.Ins))
-	if u, ok := c.insdel.try(int64(ch.Del)<<2|min(ins, 3), false); !ok {
+	ins := int64(nins)
+	if u, ok := c.insdel.try(int64(del)<<2|min(ins, 3), false); !ok {
 		c.insdel.put(u)
 	}
 	if ins >= 3 {
@@ -411,7 +470,6 @@ func (p *packer) Op(i int, t int64, ch figures.Change) {
 			c.insx.put(u)
 		}
 	}
-	p.blocks(ch.Ins, false, &c.bsize, &c.bstate, &c.bseg)
 }
 
 // First keeps the segment map where the scrubber starts.

@@ -28,11 +28,27 @@ const previewW, previewH = 1200, 320
 // by op start, ended by op end. scratch, when as long as start, is memory
 // the preview may take.
 func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int32, sizes []uint64, stack []int32, scratch []int32) *column {
-	n, W, H := len(start), previewW, float64(previewH)
+	W, H := previewW, float64(previewH)
 	out := &column{}
 	if ops == 0 {
 		return out
 	}
+	// only the bands live at some column's op are ever drawn: of a big
+	// trace's bands, mostly short-lived, a sixth. They are taken apart,
+	// in band order, the order the drawing below stacks the live ones in:
+	// the others, never in the tree, change nothing of what it draws
+	ux := slices.Compact(slices.Clone(samples)) // the columns' ops, each once, in order
+	var kept []int32                            // the bands drawn, as indexes into start, end...
+	for i, j := 0, 0; i < len(start); i++ {
+		for j < len(ux) && ux[j] < int(start[i]) { // bands come in order of start
+			j++
+		}
+		if j < len(ux) && ux[j] < int(end[i]) { // live at op ux[j]
+			kept = append(kept, int32(i))
+		}
+	}
+	n := len(kept)
+	start, end, sizes, stack = pick(start, kept), pick(end, kept), pick(sizes, kept), pick(stack, kept)
 	size := func(j int) float64 { return float64(sizes[j]) }
 	// the live bands' sizes in a Fenwick tree, in band order
 	fen, log := make([]float64, n+1), 1
@@ -69,27 +85,35 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		}
 		return s
 	}
-	// the bands in order of their end, by counting sort (as the page's):
-	// 4 bytes a band, a big trace has millions
-	last := int32(ops)
-	for _, e := range end {
-		last = max(last, e)
-	}
-	byEnd, at := scratch, make([]int32, last+2)
-	if len(byEnd) != n {
+	// the bands in order of the first column op at or past their end, by
+	// counting sort on that op's rank (bucket): the order the sweep below
+	// takes them out of the tree in (sums of whole bytes, exact in any
+	// order)
+	byEnd, at, bucket := scratch, make([]int32, len(ux)+2), make([]int32, n)
+	if len(byEnd) < n {
 		byEnd = make([]int32, n)
 	}
-	for _, e := range end {
-		at[e+1]++
+	byEnd = byEnd[:n]
+	for j, e := range end {
+		lo, hi := 0, len(ux) // how many of the ops are before op e
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); ux[m] < int(e) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		bucket[j] = int32(lo)
+		at[lo+1]++
 	}
 	sum := int32(0) // in a register: at[i-1] reread would wait on its store
 	for i, c := range at {
 		sum += c
 		at[i] = sum
 	}
-	for j, e := range end {
-		byEnd[at[e]] = int32(j)
-		at[e]++
+	for j, k := range bucket {
+		byEnd[at[k]] = int32(j)
+		at[k]++
 	}
 	s0, pa, pe := samples[0], 0, 0
 	for i := range n {
@@ -110,15 +134,8 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		pe++
 	}
 	round := func(x float64) int { return int(math.Floor(x + 0.5)) } // as JavaScript's Math.round
-	// the pixels, as palette entries (int32, half the 3 MB of int64), in
-	// the sort's memory when it has room
-	img, prev, k2b := at, s0, H/ymax
-	if len(img) >= W*previewH {
-		img = img[:W*previewH]
-		clear(img)
-	} else {
-		img = make([]int32, W*previewH)
-	}
+	// the pixels, as palette entries (int32, half the 3 MB of int64)
+	img, prev, k2b := make([]int32, W*previewH), s0, H/ymax
 	for c := range W {
 		px := func(r int) *int32 { return &img[c*previewH+r] }
 		s := samples[c]
@@ -175,6 +192,15 @@ func preview(ops int, samples []int, agg []int64, ymax float64, start, end []int
 		}
 	}
 	return previewRuns(img, out)
+}
+
+// pick is v's values at the indexes ks, in order.
+func pick[T any](v []T, ks []int32) []T {
+	out := make([]T, len(ks))
+	for j, k := range ks {
+		out[j] = v[k]
+	}
+	return out
 }
 
 // previewRefs is how many columns back a preview's column may copy from.

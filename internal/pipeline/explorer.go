@@ -46,14 +46,17 @@ type liveAlloc struct {
 
 // liveSet holds the allocations whose blocks are held, by id: a slice
 // for the small ids a plan reuses (looked up for every block an op
-// changes), a map for the rest.
+// changes), a map for the rest; and beside them, in ix, each one's k, for
+// a sink that looks up the blocks' allocations itself
+// (figures.ExplorerFlatSink).
 type liveSet struct {
 	dense  []liveAlloc
 	sparse map[uint32]*liveAlloc
+	ix     figures.AllocIndex
 }
 
 // denseIDs is the most ids liveSet keeps in its slice.
-const denseIDs = 1 << 20
+const denseIDs = figures.DenseIDs
 
 // get is id's allocation, in place (nil when none): valid until the next
 // put or del.
@@ -67,24 +70,26 @@ func (l *liveSet) get(id uint32) *liveAlloc {
 	return l.sparse[id]
 }
 
-// put puts id's allocation in the set, zero, for the caller to fill in
-// place: a value built apart and copied in would be reread in 16-byte
-// words that stall on its narrow stores (store forwarding), for every
-// allocation.
-func (l *liveSet) put(id uint32) *liveAlloc {
+// put puts id's allocation, the explorer's k-th, in the set, zero but for
+// k, for the caller to fill in place: a value built apart and copied in
+// would be reread in 16-byte words that stall on its narrow stores (store
+// forwarding), for every allocation.
+func (l *liveSet) put(id uint32, k int32) *liveAlloc {
 	if id < denseIDs {
 		for int(id) >= len(l.dense) {
 			l.dense = append(l.dense, liveAlloc{})
+			l.ix.Dense = append(l.ix.Dense, 0) // as long as dense
 		}
+		l.ix.Dense[id] = k + 1
 		p := &l.dense[id]
-		*p = liveAlloc{ok: true}
+		*p = liveAlloc{k: k, ok: true}
 		return p
 	}
 	if l.sparse == nil {
-		l.sparse = map[uint32]*liveAlloc{}
+		l.sparse, l.ix.Sparse = map[uint32]*liveAlloc{}, map[uint32]int32{}
 	}
-	p := &liveAlloc{ok: true}
-	l.sparse[id] = p
+	p := &liveAlloc{k: k, ok: true}
+	l.sparse[id], l.ix.Sparse[id] = p, k
 	return p
 }
 
@@ -92,10 +97,12 @@ func (l *liveSet) del(id uint32) {
 	if id < denseIDs {
 		if int(id) < len(l.dense) {
 			l.dense[id] = liveAlloc{}
+			l.ix.Dense[id] = 0
 		}
 		return
 	}
 	delete(l.sparse, id)
+	delete(l.ix.Sparse, id)
 }
 
 // explore steps through one device's plan, one op at a time, and hands
@@ -202,6 +209,7 @@ func startExplorer(sink figures.ExplorerSink, s *stepOpts, sh shown) *opStepper 
 	// what each category holds, sampled as the ops go: the op of each
 	// stride where the most was live
 	x := &opStepper{s: s, e: e, sink: sink, n: n, oomOp: sh.oomOp, steps: max(n, s.peakN), timed: timed, live: &liveSet{}, firstOp: -1}
+	x.flatSink, _ = sink.(figures.ExplorerFlatSink)
 	x.stride = max(1, (n+seriesPoints-1)/seriesPoints)
 	x.toPoint = x.stride
 	x.bestOp, x.bestTotal = -1, -1
@@ -217,8 +225,8 @@ func startExplorer(sink figures.ExplorerSink, s *stepOpts, sh shown) *opStepper 
 				a.Category = uint8(c) + 1
 				x.addCat(c, int64(a.Size))
 			}
-			l := x.live.put(b.ID)
-			l.k, l.size, l.stack, l.cat = x.nk, a.Size, -1, a.Category-1
+			l := x.live.put(b.ID, x.nk)
+			l.size, l.stack, l.cat = a.Size, -1, a.Category-1
 			x.made = a
 			sink.Alloc(x.nk, &x.made)
 			x.nk++
@@ -281,12 +289,13 @@ type siteAlloc struct {
 // to op, in one struct, so that step, called for every op, reads only
 // the fields it uses.
 type opStepper struct {
-	s     *stepOpts
-	e     *figures.Explorer
-	sink  figures.ExplorerSink
-	n     int // the ops the explorer shows
-	oomOp int // the failing op, -1 none
-	steps int // the ops stepped: n, or to the peak of s.peakN
+	s        *stepOpts
+	e        *figures.Explorer
+	sink     figures.ExplorerSink
+	flatSink figures.ExplorerFlatSink // sink, when it takes an op's blocks flat; nil otherwise
+	n        int                      // the ops the explorer shows
+	oomOp    int                      // the failing op, -1 none
+	steps    int                      // the ops stepped: n, or to the peak of s.peakN
 	// firstOp: after op firstOp-1 the sink is handed the list (First);
 	// -1 when the peak is known only at the end (peak)
 	firstOp int
@@ -387,8 +396,8 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 			made.Category = uint8(madeCat) + 1
 		}
 		madeK = x.nk
-		l := live.put(op.ID)
-		l.k, l.size, l.stack, l.made, l.cat = madeK, op.Size, made.Stack, true, uint8(madeCat)
+		l := live.put(op.ID, madeK)
+		l.size, l.stack, l.made, l.cat = op.Size, made.Stack, true, uint8(madeCat)
 		x.nk++
 	case alloc.OpFree, alloc.OpFreeRequest:
 		if l := live.get(op.ID); l != nil && !l.ended {
@@ -406,11 +415,15 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 	if op.Kind == alloc.OpFreeComplete || op.Kind == alloc.OpFree {
 		released = live.get(op.ID)
 	}
-	c := figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(x.ins[:0], bc.Ins, live)}
-	x.ins = c.Ins
+	var c figures.Change // the change as records, for a sink that takes no flat blocks
+	if x.flatSink == nil {
+		c = figures.Change{Pos: int32(bc.Pos), Del: int32(bc.Del), Ins: records(x.ins[:0], bc.Ins, live)}
+		x.ins = c.Ins
+	}
 	if madeK >= 0 {
-		for j := range c.Ins {
-			if b := &c.Ins[j]; b.Alloc == madeK && b.State == figures.StateAllocated { // not a copy of the record
+		// the block the op made for its allocation: used, under its id
+		for j := range bc.Ins {
+			if b := &bc.Ins[j]; b.ID == op.ID && b.State == alloc.BlockAllocated { // not a copy of the block
 				made.Address = b.Address
 				break
 			}
@@ -434,7 +447,11 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 			x.annOp[x.nextAnn] = i
 		}
 	}
-	x.sink.Op(i, t, c)
+	if x.flatSink != nil {
+		x.flatSink.OpFlat(i, t, int32(bc.Pos), int32(bc.Del), bc.Ins, &live.ix)
+	} else {
+		x.sink.Op(i, t, c)
+	}
 	if bc.Whole != nil {
 		x.sink.Key(i+1, x.whole(bc.Whole, a))
 	}
@@ -642,7 +659,11 @@ type timeLog struct {
 func (l *timeLog) add(t int64) {
 	d := t - l.last
 	l.last = t
-	l.b = binary.AppendUvarint(l.b, uint64(d<<1)^uint64(d>>63))
+	if u := uint64(d<<1) ^ uint64(d>>63); u < 0x80 {
+		l.b = append(l.b, byte(u)) // most: one byte, appended in place
+	} else {
+		l.b = binary.AppendUvarint(l.b, u)
+	}
 	l.n++
 	l.recorded = l.recorded || t != 0
 }
