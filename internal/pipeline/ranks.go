@@ -107,12 +107,13 @@ func ExpandTraces(args []string) ([]string, error) {
 	return out, nil
 }
 
-var rankNumber = regexp.MustCompile(`rank[-_]?(\d+)`)
+// rankNumber is compiled at its first use, not at every process start.
+var rankNumber = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`rank[-_]?(\d+)`) })
 
 // RankOf reads the rank from a file name such as train.rank3.pickle; -1
 // when it names none.
 func RankOf(path string) int {
-	m := rankNumber.FindAllStringSubmatch(filepath.Base(path), -1)
+	m := rankNumber().FindAllStringSubmatch(filepath.Base(path), -1)
 	if m == nil {
 		return -1
 	}
@@ -131,7 +132,7 @@ func byRank(a, b string) int {
 
 // rankless is path with its rank number taken out.
 func rankless(path string) string {
-	return filepath.Join(filepath.Dir(path), rankNumber.ReplaceAllString(filepath.Base(path), "rank"))
+	return filepath.Join(filepath.Dir(path), rankNumber().ReplaceAllString(filepath.Base(path), "rank"))
 }
 
 // SetSource is what a set replays.
