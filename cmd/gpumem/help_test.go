@@ -41,3 +41,25 @@ func TestHelpTexts(t *testing.T) {
 		}
 	}
 }
+
+// Each command's entry in subcommands has its name, and a command made
+// alone (its name first in the arguments) helps, and fails on a bad flag,
+// as it does among all the others (a flag first makes them all).
+func TestSubcommandsAlone(t *testing.T) {
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: os.Getenv}
+	for _, c := range subcommands {
+		if got := c.make(a).Name(); got != c.name {
+			t.Errorf("subcommands has %q for the command %q", c.name, got)
+		}
+		if n := len(newRootCmd(a, c.name).Commands()); n != 2 { // and completion
+			t.Errorf("%s alone: %d commands", c.name, n)
+		}
+		for _, args := range [][]string{{c.name, "--help"}, {c.name, "--no-such-flag"}} {
+			code, stdout, stderr := gpumem(t, args...)
+			code2, stdout2, stderr2 := gpumem(t, append([]string{"--no-color"}, args...)...)
+			if code != code2 || stdout != stdout2 || stderr != stderr2 {
+				t.Errorf("gpumem %s: alone %d %q %q, among all %d %q %q", strings.Join(args, " "), code, stdout, stderr, code2, stdout2, stderr2)
+			}
+		}
+	}
+}

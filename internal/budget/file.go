@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -158,14 +159,15 @@ func (p *parser) errorf(n *yaml.Node, format string, args ...any) error {
 	return &FileError{File: p.file, Line: line, Err: fmt.Errorf(format, args...)}
 }
 
-// yamlLine finds the line in a yaml.v3 syntax error ("yaml: line 3: ...").
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+// yamlLine finds the line in a yaml.v3 syntax error ("yaml: line 3: ...");
+// compiled at its first use, not at every process start.
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): `) })
 
 func (p *parser) parse(data []byte) (*File, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		msg := err.Error()
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		if m := yamlLine().FindStringSubmatch(msg); m != nil {
 			line, _ := strconv.Atoi(m[1])
 			return nil, &FileError{File: p.file, Line: line, Err: errors.New(msg[len(m[0]):])}
 		}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpumem/gpumem/internal/units"
 )
@@ -16,12 +17,13 @@ type Vary struct {
 	Values []string
 }
 
-var varyName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// varyName is compiled at its first use, not at every process start.
+var varyName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // ParseVary reads NAME=v1,v2,... (--vary).
 func ParseVary(spec string) (Vary, error) {
 	name, vals, ok := strings.Cut(spec, "=")
-	if !ok || !varyName.MatchString(name) {
+	if !ok || !varyName().MatchString(name) {
 		return Vary{}, fmt.Errorf("--vary %q: want NAME=v1,v2,... with NAME a word", spec)
 	}
 	v := Vary{Name: name}
@@ -44,7 +46,7 @@ type Range struct {
 func ParseRange(spec string) (Range, error) {
 	name, r, ok := strings.Cut(spec, "=")
 	lo, hi, ok2 := strings.Cut(r, "..")
-	if !ok || !ok2 || !varyName.MatchString(name) {
+	if !ok || !ok2 || !varyName().MatchString(name) {
 		return Range{}, fmt.Errorf("--find-max %q: want NAME=LO..HI", spec)
 	}
 	l, e1 := strconv.ParseInt(lo, 10, 64)

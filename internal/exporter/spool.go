@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -47,8 +48,10 @@ type Record struct {
 }
 
 // spoolName is the only file name the reader considers; the writer's
-// temporary files (.<pid>-<token>.json.…tmp) do not match.
-var spoolName = regexp.MustCompile(`^([1-9][0-9]{0,9})(-[0-9a-f]{16})?\.json$`)
+// temporary files (.<pid>-<token>.json.…tmp) do not match. It is
+// compiled at its first use (its repeats made it the costliest of our
+// regexps at every process start).
+var spoolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([1-9][0-9]{0,9})(-[0-9a-f]{16})?\.json$`) })
 
 // Limits on what one spool file and one pass over the spool may cost. A
 // real record is a few KiB with about 150 memory_stats keys, and a node
@@ -162,7 +165,7 @@ func (r *spoolReader) read() (spoolResult, error) {
 	bad := make(map[fileKey]bool)
 	files, budget := 0, maxBytes
 	for _, e := range entries {
-		if !spoolName.MatchString(e.Name()) || !e.Type().IsRegular() {
+		if !spoolName().MatchString(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
 		if files >= maxFiles || budget <= 0 {
@@ -293,7 +296,7 @@ func readRecord(path string) (Record, fileKey, int64, error) {
 }
 
 func (rec *Record) check(name string) error {
-	if m := spoolName.FindStringSubmatch(name); m == nil || m[1] != strconv.Itoa(rec.PID) {
+	if m := spoolName().FindStringSubmatch(name); m == nil || m[1] != strconv.Itoa(rec.PID) {
 		return fmt.Errorf("pid %d does not match the file name", rec.PID)
 	}
 	if rec.Rank != nil && *rec.Rank < 0 {

@@ -83,7 +83,7 @@ func TestPythonWriters(t *testing.T) {
 			// <pid>-<16 random hex digits>.json, and nothing else but the
 			// writer thread's temporary file of the moment (.NAME.…tmp)
 			files, _ := filepath.Glob(filepath.Join(spool, "[^.]*"))
-			if len(files) != 1 || !spoolName.MatchString(filepath.Base(files[0])) ||
+			if len(files) != 1 || !spoolName().MatchString(filepath.Base(files[0])) ||
 				!strings.HasPrefix(filepath.Base(files[0]), strconv.Itoa(pid)+"-") {
 				t.Fatalf("spool holds %q, want one %d-TOKEN.json", files, pid)
 			}

@@ -39,7 +39,7 @@ func IsLauncher(argv []string) bool {
 	case "torchrun", "accelerate", "deepspeed":
 		return true
 	}
-	if !pythonName.MatchString(filepath.Base(argv[0])) {
+	if !pythonName().MatchString(filepath.Base(argv[0])) {
 		return false
 	}
 	for i := 1; i < len(argv); i++ {

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -199,8 +200,9 @@ func writtenSince(path string, start time.Time) bool {
 	return err == nil && !fi.ModTime().Before(start.Add(-time.Second))
 }
 
-// pythonName matches interpreter names: python, python3, python3.12.
-var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
+// pythonName matches interpreter names: python, python3, python3.12;
+// compiled at its first use, not at every process start.
+var pythonName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^python[0-9.]*$`) })
 
 // Argv turns the user's command into one that runs script (record.py on
 // disk) in front of it.
@@ -208,7 +210,7 @@ func Argv(user []string, script string, o Options) ([]string, error) {
 	py, rest := user[0], user[1:]
 	if strings.HasSuffix(py, ".py") {
 		py, rest = "python3", user
-	} else if !pythonName.MatchString(filepath.Base(py)) {
+	} else if !pythonName().MatchString(filepath.Base(py)) {
 		return nil, &UsageError{Msg: py + " is not a Python interpreter",
 			Hint: "give the interpreter and the script: gpumem record -- python3 train.py ARGS"}
 	}
