@@ -75,6 +75,27 @@ func (l *liveSet) get(id uint32) *liveAlloc {
 // would be reread in 16-byte words that stall on its narrow stores (store
 // forwarding), for every allocation.
 func (l *liveSet) put(id uint32, k int32) *liveAlloc {
+	if p := l.putDense(id, k); p != nil {
+		return p
+	}
+	return l.putSlow(id, k)
+}
+
+// putDense is put's common case, nil when id is past dense: small
+// enough to inline where every allocation passes (step), which calls
+// putSlow itself when it is nil.
+func (l *liveSet) putDense(id uint32, k int32) *liveAlloc {
+	if int(id) >= len(l.dense) || int(id) >= len(l.ix.Dense) {
+		return nil
+	}
+	l.ix.Dense[id] = k + 1
+	p := &l.dense[id]
+	p.k, p.size, p.stack, p.ended, p.made, p.cat, p.ok = k, 0, 0, false, false, 0, true
+	return p
+}
+
+// putSlow is put for an id past dense: dense grown to it, or the map.
+func (l *liveSet) putSlow(id uint32, k int32) *liveAlloc {
 	if id < denseIDs {
 		for int(id) >= len(l.dense) {
 			l.dense = append(l.dense, liveAlloc{})
@@ -396,7 +417,10 @@ func (x *opStepper) step(st *replay.BlockStep) bool {
 			made.Category = uint8(madeCat) + 1
 		}
 		madeK = x.nk
-		l := live.put(op.ID, madeK)
+		l := live.putDense(op.ID, madeK)
+		if l == nil {
+			l = live.putSlow(op.ID, madeK)
+		}
 		l.size, l.stack, l.made, l.cat = op.Size, made.Stack, true, uint8(madeCat)
 		x.nk++
 	case alloc.OpFree, alloc.OpFreeRequest:
