@@ -464,7 +464,14 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
   size_t no = v->n;
   const gm_block_t *lo = v->lo, *hi = v->hi;
   uint64_t end = hi->ptr + hi->size;
-  size_t i0 = find_at(v->b, no, lo->ptr);
+  /* the last step's span in this segment most often started where this
+   * one does, or a block either side (a block split, then merged back):
+   * tried before the search */
+  size_t h = v->oi0, i0;
+  if (h < no && v->b[h].address == lo->ptr) i0 = h;
+  else if (h - 1 < no && v->b[h - 1].address == lo->ptr) i0 = h - 1; /* h = 0 wraps past no */
+  else if (h + 1 < no && v->b[h + 1].address == lo->ptr) i0 = h + 1;
+  else i0 = find_at(v->b, no, lo->ptr);
   if (i0 == no) return SPAN_WHOLE;
   size_t i1 = end == s->base + s->size ? no : find_after(v->b, no, i0, end);
   if (i0 == no || (i1 == no && end != s->base + s->size) || i1 <= i0) return SPAN_WHOLE;
