@@ -332,40 +332,11 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 	e := &ev[i]
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
-		f.segs = append(f.segs, segmentInfo{addr: e.Addr, size: e.Size, live: f.newLive(e.Addr, e.Size), stream: f.streamIndex(e.Stream),
-			born: int32(base + i), label: labelUnknown, firstAlloc: -1})
-		si := len(f.segs) - 1
-		s := &f.segs[si]
-		if f.classes != nil {
-			sc := segClass{-1, -1, -1}
-			if c, ok := f.closedAt[e.Addr]; ok && c.born == base+i {
-				sc.class = c.class
-			}
-			f.classes = append(f.classes, sc)
+		var next *trace.Event
+		if i+1 < len(ev) {
+			next = &ev[i+1]
 		}
-		if i+1 < len(ev) && ev[i+1].Action == trace.ActionAlloc && ev[i+1].Addr == e.Addr {
-			s.small = f.round(ev[i+1].Size) <= 1<<20
-		} else {
-			s.small = e.Size == 2<<20
-		}
-		f.model(si).fk = f.keyOf(s.stream, s.small)
-		if k, ok := slices.BinarySearch(f.bases, e.Addr); !ok {
-			if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
-				f.overlap = true
-			}
-			f.bases = insertAt(f.bases, k, e.Addr)
-			f.baseSeg = insertAt(f.baseSeg, k, int32(si))
-		} else { // a segment we missed the free of
-			f.sharedBase = true
-			o := int(f.baseSeg[k])
-			f.setWhole(o, f.model(o), false)
-			f.baseSeg[k] = int32(si)
-		}
-		m := f.model(si)
-		if !f.skips(si) {
-			f.addFree(si, m, m.blocks[0])
-		}
-		f.setWhole(si, m, true)
+		f.segmentAlloc(e, base+i, next)
 	case trace.ActionSegmentFree:
 		j := i
 		for j+1 < len(ev) && ev[j+1].Action == trace.ActionSegmentFree {
@@ -380,6 +351,46 @@ func (f *inferer) step(ev []trace.Event, i, base int) int {
 		f.freeAt(e.Addr)
 	}
 	return i
+}
+
+// segmentAlloc walks segment_alloc e, the trace's event at; next is the
+// event after it (nil at the end of the trace), whose request tells the
+// segment's size class.
+func (f *inferer) segmentAlloc(e *trace.Event, at int, next *trace.Event) {
+	f.segs = append(f.segs, segmentInfo{addr: e.Addr, size: e.Size, live: f.newLive(e.Addr, e.Size), stream: f.streamIndex(e.Stream),
+		born: int32(at), label: labelUnknown, firstAlloc: -1})
+	si := len(f.segs) - 1
+	s := &f.segs[si]
+	if f.classes != nil {
+		sc := segClass{-1, -1, -1}
+		if c, ok := f.closedAt[e.Addr]; ok && c.born == at {
+			sc.class = c.class
+		}
+		f.classes = append(f.classes, sc)
+	}
+	if next != nil && next.Action == trace.ActionAlloc && next.Addr == e.Addr {
+		s.small = f.round(next.Size) <= 1<<20
+	} else {
+		s.small = e.Size == 2<<20
+	}
+	f.model(si).fk = f.keyOf(s.stream, s.small)
+	if k, ok := slices.BinarySearch(f.bases, e.Addr); !ok {
+		if k > 0 && f.at(e.Addr) >= 0 || k < len(f.bases) && f.bases[k] < e.Addr+e.Size {
+			f.overlap = true
+		}
+		f.bases = insertAt(f.bases, k, e.Addr)
+		f.baseSeg = insertAt(f.baseSeg, k, int32(si))
+	} else { // a segment we missed the free of
+		f.sharedBase = true
+		o := int(f.baseSeg[k])
+		f.setWhole(o, f.model(o), false)
+		f.baseSeg[k] = int32(si)
+	}
+	m := f.model(si)
+	if !f.skips(si) {
+		f.addFree(si, m, m.blocks[0])
+	}
+	f.setWhole(si, m, true)
 }
 
 // release walks the release run run, whose first event is the trace's

@@ -5,8 +5,8 @@ import (
 	"github.com/gpumem/gpumem/pkg/trace"
 )
 
-// PoolWalk walks one device's trace of a snapshot, a window of events at
-// a time, for the private pools its plan needs (a CUDA graph's, a
+// PoolWalk walks one device's trace of a snapshot, an event at a time,
+// for the private pools its plan needs (a CUDA graph's, a
 // torch.cuda.MemPool's): it walks the block model inferPools walks, keeping
 // per alloc event a packed record (eventRecord), its index and the segment
 // it allocated in (12 bytes), and per event whether it claimed its block
@@ -19,8 +19,8 @@ import (
 type PoolWalk struct {
 	f      *inferer
 	events func(see func(e *trace.Event) error)
-	window
-	mapped bool // expandable segments: pools are not modelled there
+	run    []trace.Event // a release run's events, its room kept between walks
+	mapped bool          // expandable segments: pools are not modelled there
 	final  []trace.Segment
 	// last: the last segment event at an address (see inferer.predict),
 	// as the start state saw it
@@ -31,7 +31,7 @@ type PoolWalk struct {
 // each of its events in order, each time it is called; snap gives its
 // final segments and settings, st (which read it) its length.
 func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(e *trace.Event) error)) *PoolWalk {
-	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), events: events, window: window{win: make([]trace.Event, 0, plannerWindow)},
+	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), events: events,
 		final: deviceSegments(snap, device)}
 	w.f.keepRecords(st.events, st.allocs, st.segAllocs)
 	w.mapped = st.paged
@@ -42,40 +42,78 @@ func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(s
 	return w
 }
 
-// walkAll walks every event with f, a window at a time.
+// walkAll walks every event with f as it comes (streamWalk), not a
+// window at a time: a window costs a copy of every event and a second
+// loop over it, for the few events whose step waits on the next.
 func (w *PoolWalk) walkAll(f *inferer, record bool) {
-	w.win, w.done, w.base = w.win[:0], 0, 0
+	s := streamWalk{run: w.run[:0]}
 	w.events(func(e *trace.Event) error {
 		if record {
 			f.record(e)
 		}
-		// field by field: e was just written so, and a copy of the whole
-		// event reads it 16 bytes at a time, each read spanning fields
-		// written apart, which waits for the writes to reach the cache
-		// (a failed store-to-load forward: most of the callback's cycles)
-		if n := len(w.win); n < cap(w.win) {
-			w.win = w.win[:n+1]
-		} else { // a release run as long as the window: it grows
-			w.win = append(w.win, trace.Event{})
-		}
-		d := &w.win[len(w.win)-1]
-		d.Action, d.Stack, d.Addr, d.Size, d.Stream, d.TimeUS = e.Action, e.Stack, e.Addr, e.Size, e.Stream, e.TimeUS
-		if len(w.win) == cap(w.win) {
-			w.slide(w.stepAll(f, false), true)
-		}
+		s.feed(f, e)
 		return nil
 	})
-	w.slide(w.stepAll(f, true), true)
+	s.end(f)
+	w.run = s.run[:0]
 }
 
-// stepAll is stepReady with f's step: called directly, not through a
-// method value, for the walk's every event.
-func (w *PoolWalk) stepAll(f *inferer, end bool) int {
-	i, lim := w.done, w.ready(end)
-	for i < lim {
-		i = f.step(w.win, i, w.base) + 1
+// streamWalk steps a walk's events one at a time, as they come: what
+// step reads of the events beside one is kept here, and an event whose
+// step waits on the next (a segment_alloc, the size class of its first
+// request; a release run, its end) waits here until it comes. The order
+// of the steps is step's over the whole trace.
+type streamWalk struct {
+	n int // the trace index of the next event
+	// the action and address of the event before it (an alloc right
+	// after its segment_alloc made it)
+	prevAction trace.Action
+	prevAddr   uint64
+	// seg: the segment_alloc before it (prevAction), waiting for it
+	seg trace.Event
+	// run: a release run waiting for its end, from its first event's
+	// index
+	run     []trace.Event
+	runFrom int
+}
+
+// feed steps what waited on e, then e, or keeps it waiting.
+func (s *streamWalk) feed(f *inferer, e *trace.Event) {
+	if len(s.run) > 0 && e.Action != trace.ActionSegmentFree {
+		f.release(s.run, s.runFrom)
+		s.run = s.run[:0]
 	}
-	return i
+	if s.n > 0 && s.prevAction == trace.ActionSegmentAlloc {
+		f.segmentAlloc(&s.seg, s.n-1, e)
+	}
+	switch e.Action {
+	case trace.ActionSegmentAlloc:
+		// the fields the step reads, one by one (see walkAll)
+		s.seg.Action, s.seg.Addr, s.seg.Size, s.seg.Stream = e.Action, e.Addr, e.Size, e.Stream
+	case trace.ActionSegmentFree:
+		if len(s.run) == 0 {
+			s.runFrom = s.n
+		}
+		s.run = append(s.run, trace.Event{Action: e.Action, Addr: e.Addr})
+	case trace.ActionAlloc:
+		f.alloc(s.n, e, s.n > 0 && s.prevAction == trace.ActionSegmentAlloc && s.prevAddr == e.Addr)
+		f.nAllocs++
+	case trace.ActionFreeCompleted:
+		f.freeAt(e.Addr)
+	}
+	s.prevAction, s.prevAddr = e.Action, e.Addr
+	s.n++
+}
+
+// end steps what still waits at the end of the trace.
+func (s *streamWalk) end(f *inferer) {
+	if len(s.run) > 0 {
+		f.release(s.run, s.runFrom)
+		s.run = s.run[:0]
+	}
+	if s.n > 0 && s.prevAction == trace.ActionSegmentAlloc {
+		f.segmentAlloc(&s.seg, s.n-1, nil)
+	}
 }
 
 // pools walks the trace and returns its pools' plan: nil when it shows no
@@ -94,6 +132,6 @@ func (w *PoolWalk) pools() *poolPlan {
 	// to the pacer's goal, twice the records.
 	membudget.Collect()
 	pp := f.poolPlan(w.final)
-	w.f, w.win, w.events, w.last = nil, nil, nil, nil
+	w.f, w.run, w.events, w.last = nil, nil, nil, nil
 	return pp
 }

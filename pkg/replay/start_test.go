@@ -37,7 +37,6 @@ func streamReads(snap *trace.Snapshot, device, window int, pools bool) (*Plan, s
 				see(&events[i])
 			}
 		})
-		w.win = make([]trace.Event, 0, window)
 		pl = NewPoolPlanner(snap, device, st, w)
 		pl.win = make([]trace.Event, 0, window)
 		for i := range events {
