@@ -142,8 +142,9 @@ func runLoop(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPage
 	if at > lim {
 		return 0, at - 1, runEnd, j
 	}
-	if m := uint(lim-at)/uint(t.flen+1) + 1; m < uint(len(pend)) {
-		pend = pend[:m]
+	// (a division only if it holds fewer: near the buffer's end)
+	if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pend))*d {
+		pend = pend[:x/d+1]
 	}
 	// (t.maxLen >= fixedView: the view at lim lies in the buffer)
 	view := buf[:lim+fixedView]
@@ -205,8 +206,8 @@ func runLoopWide(t *template, buf []byte, at int, pend []pendingEvent, pg *[memo
 	if at > lim {
 		return 0, at - 1, runEnd, j
 	}
-	if m := uint(lim-at)/uint(t.flen+1) + 1; m < uint(len(pend)) {
-		pend = pend[:m]
+	if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pend))*d {
+		pend = pend[:x/d+1]
 	}
 	view := buf[:lim+fixedView]
 	self := uint64(kEventDone)<<56 | n
