@@ -642,40 +642,61 @@ func (d *decoder) sinkEvents(c *cont, items []val) (int, error) {
 	}
 	k := 0
 	for k < len(items) && items[k].k == kEventDone {
-		buf := d.batch[:eventBatch]
-		m := 0
-		for ; m < len(buf) && k < len(items) && items[k].k == kEventDone; k, m = k+1, m+1 {
-			n := items[k].n
-			pe := &d.pending[n]
-			if pe.fetched {
-				// the events before it are taken, as one at a time
-				if m > 0 {
-					if err := d.sink.Events(c.sinkList, buf[:m]); err != nil {
-						return k - m, err
-					}
-				}
-				return k, d.errorf("event dict fetched again from the memo (not supported)")
-			}
-			buf[m] = pe.f.ev
-			// dropSlot, in line
-			if i := pe.slot; i >= 0 {
-				if pg := d.memo[i>>memoPageBits]; pg != nil {
-					if slot := &pg[i&(memoPageLen-1)]; *slot == uint64(kEventDone)<<56|n {
-						*slot = uint64(kGone) << 56
-					}
-				} else {
-					d.dropSlot(i, n)
-				}
+		m, fetched, packed := batchEvents(d.pending, d.memo, items[k:], d.batch[:eventBatch])
+		if packed {
+			// (dropSlot passes over the slots batchEvents dropped)
+			for _, v := range items[k : k+m] {
+				d.dropSlot(d.pending[v.n].slot, v.n)
 			}
 		}
-		if err := d.sink.Events(c.sinkList, buf[:m]); err != nil {
-			return k - m, err
+		k += m
+		// the events before one fetched again are taken, as one at a time
+		if m > 0 {
+			if err := d.sink.Events(c.sinkList, d.batch[:m]); err != nil {
+				return k - m, err
+			}
+		}
+		if fetched {
+			return k, d.errorf("event dict fetched again from the memo (not supported)")
 		}
 	}
 	if d.outstanding -= k; d.outstanding == 0 {
 		d.pending = d.pending[:0]
 	}
 	return k, nil
+}
+
+// batchEvents copies, for sinkEvents, the events that the kEventDone
+// values items starts with stand for into buf, as many as it has room
+// for, and drops their memo slots (dropSlot, in line) in the pages in
+// memo; it returns how many it copied, whether it stopped at one fetched
+// from the memo meanwhile, and whether one's slot lies in a packed page
+// (which dropSlot must unpack). It calls nothing, so that its loop keeps
+// its values in registers.
+func batchEvents(pending []pendingEvent, memo [][]uint64, items []val, buf []model.Event) (int, bool, bool) {
+	packed := false
+	items = items[:min(len(items), len(buf))]
+	buf = buf[:len(items)]
+	for i, v := range items {
+		if v.k != kEventDone {
+			return i, false, packed
+		}
+		pe := &pending[v.n]
+		if pe.fetched {
+			return i, true, packed
+		}
+		buf[i] = pe.f.ev
+		if s := pe.slot; s >= 0 {
+			if pg := memo[s>>memoPageBits]; pg != nil {
+				if slot := &pg[s&(memoPageLen-1)]; *slot == uint64(kEventDone)<<56|v.n {
+					*slot = uint64(kGone) << 56
+				}
+			} else {
+				packed = true
+			}
+		}
+	}
+	return len(items), false, packed
 }
 
 // dropSlot makes memo slot i (none if negative) of pending event n say

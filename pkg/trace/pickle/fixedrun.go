@@ -128,23 +128,30 @@ func fixedRun(d *decoder, p int, read bool, at int, pend []pendingEvent, pg *[me
 // event n+k, and its stores to memo page pg from slot j on. It returns
 // the events read, the position, why it stopped and the next fresh slot.
 //
-// It calls nothing, and keeps few values in the loop (k, at, j), so that
-// they stay in registers.
+// It calls nothing, and keeps few values in the loop (k, at, j, self),
+// so that they stay in registers: the template's are loaded from it
+// where they are used, and the dicts the buffer holds are counted before
+// the loop (each takes t.flen+1 bytes), which then checks only k.
 //
 //go:noinline
 func runLoop(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, j uint64) (int, int, int, uint64) {
-	// the dicts fastEvents would read lie before len(buf)-t.maxLen:
-	// cut there, plus the view, the buffer's length bounds both
-	buf = buf[:len(buf)-t.maxLen+fixedView]
+	// the dicts fastEvents would read start at lim or before: as many
+	// as pend takes (each takes t.flen+1 bytes with the next one's
+	// EMPTY_DICT), so that the loop checks only k
+	lim := len(buf) - t.maxLen
+	if at > lim {
+		return 0, at - 1, runEnd, j
+	}
+	// (a division only if it holds fewer: near the buffer's end)
+	if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pend))*d {
+		pend = pend[:x/d+1]
+	}
+	// (t.maxLen >= fixedView: the view at lim lies in the buffer)
+	view := buf[:lim+fixedView]
 	self := uint64(kEventDone)<<56 | n
-	l := &t.run
-	ns := uint64(l.ns)
 	for k := range pend {
-		// (at the first, the caller checked that t.maxLen bytes lie at at)
-		if at+fixedView > len(buf) {
-			return k, at - 1, runEnd, j
-		}
-		b := (*[fixedView]byte)(buf[at : at+fixedView])
+		b := (*[fixedView]byte)(view[at : at+fixedView])
+		l := &t.run
 		if x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) | fixedDiff3((*[24]byte)(b[32:]), (*[3]uint64)(l.w[4:7]), (*[3]uint64)(l.m[4:7])); x != 0 {
 			// a dict whose next opcode is not EMPTY_DICT (APPENDS: the
 			// last of its list) goes to fixedRead (as does, now and
@@ -171,17 +178,19 @@ func runLoop(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPage
 		// one store, the 0 of fstores[1] goes to the next fresh slot, as
 		// fixedRead's stores go too)
 		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
-		pe := &pend[k]
-		pe.f = t.fbase
-		pe.f.ev.Action = model.Action(act)
-		pe.f.ev.Addr, pe.f.ev.Size = addr, size
-		pe.f.ev.Stream = fixedInt64(b, &fi[intStream])
-		pe.f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
-		pe.slot, pe.fetched = int64(j), false
-		j += ns
+		// the event alone, field by field (a copy of t.fbase would
+		// write them twice): the rest of pe.f is read only while an
+		// event is read, which fills it first
+		ev := &pend[k].f.ev
+		ev.Action, ev.Stack = model.Action(act), t.fbase.ev.Stack
+		ev.Addr, ev.Size = addr, size
+		ev.Stream = fixedInt64(b, &fi[intStream])
+		ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+		pend[k].slot, pend[k].fetched = int64(j), false
+		j += uint64(l.ns)
 		at += t.flen + 1 // (past the next dict's EMPTY_DICT)
 	}
-	if at+fixedView > len(buf) {
+	if at > len(buf)-t.maxLen {
 		return len(pend), at - 1, runEnd, j
 	}
 	return len(pend), at, runAll, j
@@ -193,15 +202,18 @@ func runLoop(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPage
 //
 //go:noinline
 func runLoopWide(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, j uint64) (int, int, int, uint64) {
-	buf = buf[:len(buf)-t.maxLen+fixedView]
+	lim := len(buf) - t.maxLen
+	if at > lim {
+		return 0, at - 1, runEnd, j
+	}
+	if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pend))*d {
+		pend = pend[:x/d+1]
+	}
+	view := buf[:lim+fixedView]
 	self := uint64(kEventDone)<<56 | n
-	l := &t.run
-	ns := uint64(l.ns)
 	for k := range pend {
-		if at+fixedView > len(buf) {
-			return k, at - 1, runEnd, j
-		}
-		b := (*[fixedView]byte)(buf[at : at+fixedView])
+		b := (*[fixedView]byte)(view[at : at+fixedView])
+		l := &t.run
 		x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) |
 			fixedDiff((*[32]byte)(b[32:]), (*[4]uint64)(l.w[4:8]), (*[4]uint64)(l.m[4:8])) |
 			fixedDiff((*[32]byte)(b[64:]), (*[4]uint64)(l.w[8:12]), (*[4]uint64)(l.m[8:12]))
@@ -223,17 +235,16 @@ func runLoopWide(t *template, buf []byte, at int, pend []pendingEvent, pg *[memo
 			return k, at, runSlow, j
 		}
 		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
-		pe := &pend[k]
-		pe.f = t.fbase
-		pe.f.ev.Action = model.Action(act)
-		pe.f.ev.Addr, pe.f.ev.Size = addr, size
-		pe.f.ev.Stream = fixedInt64(b, &fi[intStream])
-		pe.f.ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
-		pe.slot, pe.fetched = int64(j), false
-		j += ns
+		ev := &pend[k].f.ev
+		ev.Action, ev.Stack = model.Action(act), t.fbase.ev.Stack
+		ev.Addr, ev.Size = addr, size
+		ev.Stream = fixedInt64(b, &fi[intStream])
+		ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+		pend[k].slot, pend[k].fetched = int64(j), false
+		j += uint64(l.ns)
 		at += t.flen + 1
 	}
-	if at+fixedView > len(buf) {
+	if at > len(buf)-t.maxLen {
 		return len(pend), at - 1, runEnd, j
 	}
 	return len(pend), at, runAll, j
