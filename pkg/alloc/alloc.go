@@ -401,11 +401,22 @@ func (a *Allocator) RunSized(ops []Op, base int, tl *Timeline, sizes []uint64) (
 // and sets done and, at an out-of-memory, oom: the window of tl the ops
 // can reach, and the out-of-memory errors they went past or stopped at.
 func (a *Allocator) runLocked(ops []Op, base int, tl *Timeline, run func(ctl *C.gm_timeline_t, done *C.size_t, oom *C.gm_oom_t) C.int) (Result, error) {
+	res, rc := a.runWindowLocked(len(ops), base, tl, run)
+	if rc == C.GM_OK || rc == C.GM_ENOMEM {
+		return res, nil
+	}
+	return res, a.opErrorLocked(rc, ops, base, res.Done)
+}
+
+// runWindowLocked is runLocked of n ops but for the error of a status
+// other than GM_OK and GM_ENOMEM, which it returns for the caller to make
+// (opErrorLocked, from the ops it has).
+func (a *Allocator) runWindowLocked(n, base int, tl *Timeline, run func(ctl *C.gm_timeline_t, done *C.size_t, oom *C.gm_oom_t) C.int) (Result, C.int) {
 	var ctl *C.gm_timeline_t
 	if tl != nil && len(tl.Allocated) > 0 && tl.Stride > 0 {
-		// only the buckets ops can reach cross into C: [k0, k1)
+		// only the buckets the ops can reach cross into C: [k0, k1)
 		k0 := min(base/tl.Stride, len(tl.Allocated))
-		k1 := min((base+len(ops)-1)/tl.Stride+1, len(tl.Allocated))
+		k1 := min((base+n-1)/tl.Stride+1, len(tl.Allocated))
 		if k1 > k0 {
 			n := k1 - k0
 			ctl = (*C.gm_timeline_t)(C.calloc(1, C.sizeof_gm_timeline_t))
@@ -469,15 +480,11 @@ func (a *Allocator) runLocked(ops []Op, base int, tl *Timeline, run func(ctl *C.
 			res.Survived = append(res.Survived, o)
 		}
 	}
-	switch rc {
-	case C.GM_OK:
-		return res, nil
-	case C.GM_ENOMEM:
+	if rc == C.GM_ENOMEM {
 		res.OOM = oomOf(&oom)
 		res.OOM.OpIndex = base + int(done)
-		return res, nil
 	}
-	return res, a.opErrorLocked(rc, ops, base, int(done))
+	return res, rc
 }
 
 // opErrorLocked is the error of gm_run's status rc after done of ops.

@@ -83,7 +83,7 @@
 // gm_alloc.h is the only public C header; it states the backend contract
 // and the invariants that gm_check verifies (tests run it after every
 // operation with Options.Check). Every policy is a plug-in of one engine:
-// gm_alloc.c (ids, pending frees, gm_run, peaks, statistics, seeding, the
+// gm_alloc.c (ids, pending frees, gm_run and gm_run_packed, peaks, statistics, seeding, the
 // checker hook) calls a policy only through its gm_policy_t, whose hooks
 // gm_policy.h documents along with the bookkeeping helpers every policy
 // uses. gm_policies.h is the table, one row per policy, from which the C
@@ -93,7 +93,8 @@
 // cuda-async built on the best-fit library gm_bestfit.c. gm_treap.h holds
 // the ordered free sets; gm_inspect.c the checker and snapshots; gm_sim.c
 // the simulated device (its state and search structures in gm_sim.h);
-// gm_unpack.c the reader of the replay's packed op log;
+// gm_pack.h the reader of the replay's packed op log (gm_unpack.c unpacks
+// it into an array, gm_run_packed applies it as it reads it);
 // gm_devlog.c and gm_watch.c the decorators around a device that log its
 // calls and watch the other placement; gm_cuda.c the CUDA driver backend, loaded with
 // dlopen so that no CUDA toolkit is needed to build (its tests,

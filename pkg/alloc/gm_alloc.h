@@ -385,6 +385,23 @@ typedef struct gm_unpack {
 int gm_unpack(gm_unpack_t *u, const uint8_t *b, size_t len, size_t n, gm_op_t *ops, int32_t *event,
               int32_t *stack, size_t *done, size_t *used);
 
+/* gm_run_packed is gm_run of the ops packed in b[0..len) (no addr), read
+ * with u as gm_unpack reads them and each applied as soon as it is read:
+ * no array is written before the run for it to read back. It applies up
+ * to n ops and stops at the end of b, after n ops, or at the first error,
+ * as gm_run does; *done = the ops applied, *used = their bytes (on a
+ * GM_ECORRUPT from the check, the failing op's too, as it was applied).
+ * Each op read is stored in ops and event (room for n each) as gm_unpack
+ * stores it (its Stack only in u: the replay's ride wants none): the ops
+ * applied, and at ops[*done] the one that failed. sizes (NULL: none) is gm_run's. Preconditions: as gm_unpack's
+ * (b holds whole ops, u has read every op before them, in order).
+ * GM_EINVAL too when an op overran b (a log cut short or garbled; it is
+ * not applied, and *used > len says so). After any error u is past the op that failed: it reads
+ * the log no further from *used. */
+int gm_run_packed(gm_alloc_t *a, gm_unpack_t *u, const uint8_t *b, size_t len, size_t n,
+                  size_t *done, size_t *used, gm_oom_t *oom, gm_timeline_t *tl, gm_op_t *ops,
+                  int32_t *event, uint64_t *sizes);
+
 /* An out-of-memory the recording had, survived by gm_run: the op's index
  * (counted over every op applied by this allocator, from 0) and what it
  * looked like. */

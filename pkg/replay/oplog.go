@@ -324,25 +324,80 @@ const runBatch = 4096
 // capacity), up to their capacity at a time.
 func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op, event, stack []int32) error) error {
 	ops, event, stack = ops[:cap(ops)], event[:cap(ops)], stack[:cap(ops)]
-	var u alloc.Unpacker // C unpacks: Go's bounds checks cost about as much again
-	n := 0
-	for k := range l.chunks {
-		c := l.bytes(k)
-		for p := 0; p < len(c); {
-			got, used := u.Unpack(c[p:], ops[n:], event[n:], stack[n:])
-			p, n = p+used, n+got
-			if n == len(ops) {
-				if err := f(ops, event, stack); err != nil {
-					return err
-				}
-				n = 0
-			}
+	r := logReader{l: l}
+	for {
+		n := r.unpack(ops, event, stack)
+		if n == 0 {
+			return nil
+		}
+		if err := f(ops[:n], event[:n], stack[:n]); err != nil || n < len(ops) {
+			return err
 		}
 	}
-	if n > 0 {
-		return f(ops[:n], event[:n], stack[:n])
+}
+
+// logReader reads a log's operations in order: unpacked into slices
+// (unpack), or as the packed bytes left in the chunk it is at (rest),
+// which alloc.Allocator.RunPacked applies without unpacking.
+type logReader struct {
+	l *opLog
+	k int // the chunk it is at
+	p int // and the byte
+	u alloc.Unpacker
+}
+
+// rest is the packed operations left in the chunk r is at, or in the next
+// chunk when that one is read (nil at the log's end).
+func (r *logReader) rest() []byte {
+	for ; r.k < len(r.l.chunks); r.k, r.p = r.k+1, 0 {
+		if c := r.l.bytes(r.k); r.p < len(c) {
+			return c[r.p:]
+		}
 	}
 	return nil
+}
+
+// unpack unpacks the next operations into ops, event and stack until the
+// log or ops ends and returns how many.
+func (r *logReader) unpack(ops []alloc.Op, event, stack []int32) int {
+	n := 0
+	for n < len(ops) {
+		c := r.rest()
+		if c == nil {
+			break
+		}
+		got, used := r.u.Unpack(c, ops[n:], event[n:], stack[n:]) // C: Go's bounds checks cost about as much again
+		r.p, n = r.p+used, n+got
+	}
+	return n
+}
+
+// applyPacked applies the next len(ops) operations (fewer at the log's
+// end) on a, from op index base, as alloc.Allocator.RunPacked reads them
+// from the chunks r is at into ops and event, with sizes (nil:
+// none) as RunSized's: one batch of Run, without the pass that unpacks it
+// first. A batch that spans two chunks takes a call for each: the batches
+// are those of an unpacking pass.
+func (r *logReader) applyPacked(a *alloc.Allocator, base int, tl *alloc.Timeline, ops []alloc.Op, event []int32, sizes []uint64) (alloc.Result, error) {
+	var res alloc.Result
+	for res.Done < len(ops) {
+		c := r.rest()
+		if c == nil {
+			break
+		}
+		d := res.Done
+		var sz []uint64
+		if sizes != nil {
+			sz = sizes[d:]
+		}
+		part, used, err := a.RunPacked(&r.u, c, len(ops)-d, base+d, tl, ops[d:], event[d:], sz)
+		r.p += used
+		addRun(&res, part)
+		if part.OOM != nil || err != nil {
+			return res, err
+		}
+	}
+	return res, nil
 }
 
 // run replays the log's first limit operations on a, Batch operations at
@@ -351,40 +406,56 @@ func (l *opLog) into(ops []alloc.Op, event, stack []int32, f func(ops []alloc.Op
 // the recording; st (nil: none) steps through each batch; observe (nil:
 // none) is handed the ops each batch applied (Options.Observe), with
 // the sizes of the blocks they freed when sized says so before each
-// batch (Options.BlockSizes) and it is not stepped.
+// batch (Options.BlockSizes) and it is not stepped. Unless st or a twin
+// that runs wants a batch unpacked before it runs, C reads the ops from
+// the packed log as it applies them (applyPacked).
 func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline, events map[int]int32, limit int, tw *twin, check *checker, st *Stepper,
 	observe func(base int, ops []alloc.Op, event []int32, sizes []uint64, tl *alloc.Timeline), sized func() bool) (alloc.Result, error) {
 	var total alloc.Result
-	stop := errStop{}
 	m := min(l.n, runBatch)
 	var sizes []uint64
 	if sized != nil && observe != nil && st == nil {
 		sizes = make([]uint64, m)
 	}
-	err := l.into(make([]alloc.Op, 0, m), make([]int32, 0, m), make([]int32, 0, m), func(ops []alloc.Op, event, stack []int32) error {
+	all, allEvent, allStack := make([]alloc.Op, m), make([]int32, m), make([]int32, m)
+	r := logReader{l: l}
+	for total.Done < limit {
 		if ctx != nil {
 			if err := ctx.Err(); err != nil {
-				return err
+				return total, err
 			}
 		}
 		base := total.Done
-		if base >= limit {
-			return stop
-		}
-		if len(ops) > limit-base {
-			ops = ops[:limit-base]
-		}
+		k := min(m, limit-base)
+		ops, event, stack := all[:k], allEvent[:k], allStack[:k]
 		var res alloc.Result
 		var err error
 		var sz []uint64
-		switch {
-		case st != nil:
-			res, err = st.run(a, ops, base, tl, event, stack)
-		case sizes != nil && len(ops) <= len(sizes) && sized():
-			sz = sizes[:len(ops)]
-			res, err = a.RunSized(ops, base, tl, sz)
-		default:
-			res, err = a.Run(ops, base, tl)
+		if sizes != nil && st == nil && sized() {
+			sz = sizes[:k]
+		}
+		if st == nil && (tw == nil || tw.off || tw.done) {
+			// no one wants the batch unpacked before it runs (a twin
+			// decides after the first batch whether it runs: until then
+			// it may want it, and takes it from the other way)
+			res, err = r.applyPacked(a, base, tl, ops, event, sz)
+			if res.Done == 0 && res.OOM == nil && err == nil {
+				break // the log's end
+			}
+		} else {
+			n := r.unpack(ops, event, stack)
+			if n == 0 {
+				break
+			}
+			ops, event, stack = ops[:n], event[:n], stack[:n]
+			switch {
+			case st != nil:
+				res, err = st.run(a, ops, base, tl, event, stack)
+			case sz != nil:
+				res, err = a.RunSized(ops, base, tl, sz[:n])
+			default:
+				res, err = a.Run(ops, base, tl)
+			}
 		}
 		if err == nil {
 			check.batch(a, base, res)
@@ -401,17 +472,14 @@ func (l *opLog) run(ctx context.Context, a *alloc.Allocator, tl *alloc.Timeline,
 		}
 		if res.OOM != nil {
 			events[res.OOM.OpIndex] = event[res.OOM.OpIndex-base]
-			return stop
+			return total, nil
 		}
-		if err == nil {
-			tw.step(a, ops, base)
+		if err != nil {
+			return total, err
 		}
-		return err
-	})
-	if err == stop {
-		err = nil
+		tw.step(a, ops[:res.Done], base)
 	}
-	return total, err
+	return total, nil
 }
 
 // uvarint reads the uvarint at c[p:] and returns it and the index after it.
