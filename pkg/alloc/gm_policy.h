@@ -415,7 +415,10 @@ void gm_pools_release_freeable(gm_alloc_t *a);
  * follow them): gm_placement_ties is 1 from then on, and the watch stops. */
 void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it);
 static inline void gm_placement_pick(gm_alloc_t *a, const gm_block_t *it) {
-  if (a->watch) gm_placement_pick_slow(a, it);
+  /* `it` alone of its size and stream is the lowest on both placements:
+   * no call (most picks, in a training loop's replay) */
+  const gm_block_t *n = it->snext;
+  if (a->watch && n && n->stream == it->stream && n->size == it->size) gm_placement_pick_slow(a, it);
 }
 void gm_placement_unfollowed(gm_alloc_t *a);
 
