@@ -408,9 +408,14 @@ void gm_release_block(gm_alloc_t *a, gm_block_t *b);
  * out-of-line half, for a private pool. */
 gm_pool_t *gm_pool_for_private(gm_alloc_t *a, uint32_t id, int small);
 static inline gm_pool_t *gm_pool_for(gm_alloc_t *a, uint32_t id, int small) {
-  if (id == 0) return small ? &a->small : &a->large;
+  /* small or large by arithmetic (gm_alloc_t has large right after
+   * small): the two interleave in a trace, and a branch mispredicts */
+  if (id == 0) return &a->small + !small;
   return gm_pool_for_private(a, id, small);
 }
+_Static_assert(offsetof(gm_alloc_t, large) == offsetof(gm_alloc_t, small) + sizeof(gm_pool_t) &&
+                   offsetof(gm_ppool_t, large) == offsetof(gm_ppool_t, small) + sizeof(gm_pool_t),
+               "gm_pool_for finds large right after small");
 /* gm_pool_find is gm_pool_for without creating the pool: NULL when private
  * pool id does not exist or is released. */
 gm_pool_t *gm_pool_find(gm_alloc_t *a, uint32_t id, int small);
