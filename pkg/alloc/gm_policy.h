@@ -210,22 +210,33 @@ int gm_oom(gm_alloc_t *a, uint64_t orig, uint64_t rounded, uint64_t alloc_size, 
  * the same, linked into the segment's list right after b (after != 0) or
  * right before it; the caller shrinks b to match and puts the block in a
  * set. Both NULL when out of host memory. */
-static inline gm_block_t *gm_block_new(gm_alloc_t *a) {
+/* gm_block_fill sets every field of block struct b but its priority:
+ * one store each (a compound literal of the whole struct became a `rep
+ * stos`, slow to start for 136 bytes), in no list or set. */
+static inline void gm_block_fill(gm_block_t *b, uint64_t stream, uint64_t size, uint64_t ptr,
+                                 gm_pool_t *pool, gm_seg_t *seg) {
+  b->stream = stream;
+  b->size = size;
+  b->ptr = ptr;
+  b->left = b->right = b->parent = b->snext = b->sprev = NULL;
+  b->requested = 0;
+  b->prev = b->next = b->pend_next = NULL;
+  b->pool = pool;
+  b->seg = seg;
+  b->gc_base = 0;
+  b->allocated = b->pending = b->uses = b->in_set = 0;
+  b->id = GM_NO_ID;
+  b->mapped = 1;
+}
+
+/* gm_block_raw: a block struct, recycled or new, with its priority drawn
+ * and nothing else set. */
+static inline gm_block_t *gm_block_raw(gm_alloc_t *a) {
   gm_block_t *b = a->spare;
   if (b)
     a->spare = b->next;
   else if (!(b = malloc(sizeof *b)))
     return NULL;
-  /* every field, one store each: a compound literal of the whole struct
-   * became a `rep stos`, slow to start for 120 bytes */
-  b->stream = b->size = b->ptr = 0;
-  b->left = b->right = b->parent = b->snext = b->sprev = NULL;
-  b->requested = 0;
-  b->prev = b->next = b->pend_next = NULL;
-  b->pool = NULL;
-  b->seg = NULL;
-  b->gc_base = 0;
-  b->allocated = b->pending = b->uses = b->in_set = 0;
   /* xorshift32: deterministic treap priorities */
   uint32_t x = a->rng;
   x ^= x << 13;
@@ -233,19 +244,25 @@ static inline gm_block_t *gm_block_new(gm_alloc_t *a) {
   x ^= x << 5;
   a->rng = x;
   b->prio = x;
-  b->id = GM_NO_ID;
-  b->mapped = 1;
   return b;
 }
 
+static inline gm_block_t *gm_block_new(gm_alloc_t *a) {
+  gm_block_t *b = gm_block_raw(a);
+  if (b) gm_block_fill(b, 0, 0, 0, NULL, NULL);
+  return b;
+}
+
+/* b's fields are read before x's are written: the compiler cannot know
+ * that x, off the spare list, is not b, and would otherwise store every
+ * field twice. */
 static inline gm_block_t *gm_block_of(gm_alloc_t *a, const gm_block_t *b, uint64_t ptr, uint64_t size) {
-  gm_block_t *x = gm_block_new(a);
+  uint64_t stream = b->stream;
+  gm_pool_t *pool = b->pool;
+  gm_seg_t *seg = b->seg;
+  gm_block_t *x = gm_block_raw(a);
   if (!x) return NULL;
-  x->ptr = ptr;
-  x->size = size;
-  x->stream = b->stream;
-  x->pool = b->pool;
-  x->seg = b->seg;
+  gm_block_fill(x, stream, size, ptr, pool, seg);
   gm_touch(x);
   return x;
 }
@@ -391,9 +408,14 @@ void gm_release_block(gm_alloc_t *a, gm_block_t *b);
  * out-of-line half, for a private pool. */
 gm_pool_t *gm_pool_for_private(gm_alloc_t *a, uint32_t id, int small);
 static inline gm_pool_t *gm_pool_for(gm_alloc_t *a, uint32_t id, int small) {
-  if (id == 0) return small ? &a->small : &a->large;
+  /* small or large by arithmetic (gm_alloc_t has large right after
+   * small): the two interleave in a trace, and a branch mispredicts */
+  if (id == 0) return &a->small + !small;
   return gm_pool_for_private(a, id, small);
 }
+_Static_assert(offsetof(gm_alloc_t, large) == offsetof(gm_alloc_t, small) + sizeof(gm_pool_t) &&
+                   offsetof(gm_ppool_t, large) == offsetof(gm_ppool_t, small) + sizeof(gm_pool_t),
+               "gm_pool_for finds large right after small");
 /* gm_pool_find is gm_pool_for without creating the pool: NULL when private
  * pool id does not exist or is released. */
 gm_pool_t *gm_pool_find(gm_alloc_t *a, uint32_t id, int small);
@@ -415,7 +437,10 @@ void gm_pools_release_freeable(gm_alloc_t *a);
  * follow them): gm_placement_ties is 1 from then on, and the watch stops. */
 void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it);
 static inline void gm_placement_pick(gm_alloc_t *a, const gm_block_t *it) {
-  if (a->watch) gm_placement_pick_slow(a, it);
+  /* `it` alone of its size and stream is the lowest on both placements:
+   * no call (most picks, in a training loop's replay) */
+  const gm_block_t *n = it->snext;
+  if (a->watch && n && n->stream == it->stream && n->size == it->size) gm_placement_pick_slow(a, it);
 }
 void gm_placement_unfollowed(gm_alloc_t *a);
 

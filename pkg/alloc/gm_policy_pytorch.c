@@ -424,8 +424,11 @@ static void garbage_collect_cached_blocks(gm_alloc_t *a) {
 
 static int should_split(const gm_alloc_t *a, const gm_block_t *b, uint64_t size) {
   uint64_t rest = b->size - size;
-  if (b->pool->is_small || b->seg->expandable) return rest >= GM_MIN_BLOCK;
-  return size < a->cfg.max_split_size && rest > GM_SMALL_SIZE;
+  /* both answers, then a select, not branches: small and large requests
+   * interleave in a trace */
+  int any = rest >= GM_MIN_BLOCK;
+  int large = (size < a->cfg.max_split_size) & (rest > GM_SMALL_SIZE);
+  return (b->pool->is_small | b->seg->expandable) ? any : large;
 }
 
 /* gm_free_insert of free block b (in no set) whose place in the free set
@@ -518,7 +521,6 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
   /* the op routes the request to the default or a private pool (get_pool) */
   p.pool = gm_pool_for(a, rq->pool, p.size <= GM_SMALL_SIZE);
   if (!p.pool) return GM_EINVAL;
-  p.alloc_size = allocation_size(a, p.size);
   if (a->cfg.expandable_segments || rq->claim) { /* not followed */
     gm_placement_unfollowed(a);
   }
@@ -530,6 +532,9 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
     p.size = exact;
     p.exact = 1;
   } else if (!get_free_block(a, &p)) {
+    /* a new segment's size, asked only here: whether the request is
+     * small is a coin toss, and a branch on it in the search mispredicts */
+    p.alloc_size = allocation_size(a, p.size);
     if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
     int found = alloc_block(a, &p, 0) ||
                 (p.err == GM_ENOMEM && release_available_cached_blocks(a, &p) && alloc_block(a, &p, 0)) ||

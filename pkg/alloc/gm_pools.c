@@ -61,10 +61,10 @@ gm_pool_t *gm_pool_for_private(gm_alloc_t *a, uint32_t id, int small) {
 }
 
 gm_pool_t *gm_pool_find(gm_alloc_t *a, uint32_t id, int small) {
-  if (id == 0) return small ? &a->small : &a->large;
+  if (id == 0) return &a->small + !small; /* gm_pool_for's arithmetic */
   gm_ppool_t *p = pool_get(a, id);
   if (!p || p->use_count == 0) return NULL;
-  return small ? &p->small : &p->large;
+  return &p->small + !small;
 }
 
 void gm_pool_seg_added(gm_seg_t *s) {

@@ -71,6 +71,9 @@ static inline void split(gm_block_t *t, const gm_block_t *n, gm_less_fn less, gm
   if (rp != up) *hi = rp;
 }
 
+/* The link of x's left (d == 0) or right (d == 1) child. */
+static inline gm_block_t **gm_treap_child(gm_block_t *x, size_t d) { return &x->left + d; }
+
 /* merge l and r, all keys of l below all keys of r, under parent up. */
 static inline gm_block_t *merge(gm_block_t *l, gm_block_t *r, gm_block_t *up) {
   gm_block_t *root = NULL, **link = &root;
@@ -137,35 +140,25 @@ static inline void gm_treap_insert(gm_block_t **root, gm_block_t *n, gm_less_fn 
  * where priorities tie; order and heap order are the same. */
 static inline void gm_treap_insert_between(gm_block_t **root, gm_block_t *n, gm_block_t *lo,
                                            gm_block_t *hi) {
-  gm_block_t *p;
   n->left = n->right = NULL;
-  if (lo && !lo->right) {
-    lo->right = n;
-    p = lo;
-  } else if (hi) {
-    hi->left = n;
-    p = hi;
-  } else {
-    p = NULL;
-    *root = n;
-  }
+  /* lo's right or hi's left, picked by arithmetic: a coin toss */
+  size_t under_lo = lo && !lo->right;
+  gm_block_t *p = under_lo ? lo : hi;
+  *(p ? gm_treap_child(p, under_lo) : root) = n;
   gm_treap_thread(n, lo, hi);
+  /* Each rotation picks its side by arithmetic, not a branch: which child
+   * n is of p, and p of g, is a coin toss the predictor misses half the
+   * time. child(x, d) is x's left (d = 0) or right (d = 1) link. */
+  gm_block_t sink; /* takes the parent store of an absent subtree */
   while (p && p->prio < n->prio) {
-    gm_block_t *g = p->parent, *c;
-    if (p->left == n) {
-      c = n->right;
-      p->left = c;
-      n->right = p;
-    } else {
-      c = n->left;
-      p->right = c;
-      n->left = p;
-    }
-    if (c) c->parent = p;
+    gm_block_t *g = p->parent;
+    size_t d = p->right == n;           /* n is p's child on side d */
+    gm_block_t *c = *gm_treap_child(n, !d); /* n's inner subtree goes to p */
+    *gm_treap_child(p, d) = c;
+    *gm_treap_child(n, !d) = p;
+    (c ? c : &sink)->parent = p;
     p->parent = n;
-    if (!g) *root = n;
-    else if (g->left == p) g->left = n;
-    else g->right = n;
+    *(g ? gm_treap_child(g, g->right == p) : root) = n;
     p = g;
   }
   n->parent = p;
@@ -205,7 +198,7 @@ static inline int gm_treap_insert_before(gm_block_t **root, gm_block_t *n, gm_bl
 static inline gm_block_t **gm_treap_link(gm_block_t **root, gm_block_t *n) {
   gm_block_t *up = n->parent;
   if (!up) return root;
-  return up->left == n ? &up->left : &up->right;
+  return gm_treap_child(up, up->right == n); /* a coin toss: no branch */
 }
 
 /* Erase the element a link points at. */
