@@ -482,8 +482,18 @@ func (d *decoder) fixedCommit(pos, op, n0, n int, mm uint64) {
 	m := len(d.stack)
 	d.stack = slices.Grow(d.stack, n-n0)[:m+n-n0]
 	vs := d.stack[m:]
-	for k := range vs {
-		vs[k] = val{kEventDone, uint64(n0 + k)}
+	// (four at a time: one index, one bounds check and one add for
+	// four; a run pushes thousands)
+	e, k := uint64(n0), 0
+	for ; k+4 <= len(vs); k += 4 {
+		w := (*[4]val)(vs[k : k+4])
+		w[0], w[1] = val{kEventDone, e}, val{kEventDone, e + 1}
+		w[2], w[3] = val{kEventDone, e + 2}, val{kEventDone, e + 3}
+		e += 4
+	}
+	for ; k < len(vs); k++ {
+		vs[k] = val{kEventDone, e}
+		e++
 	}
 }
 

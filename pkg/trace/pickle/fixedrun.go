@@ -90,8 +90,16 @@ func fixedRun(d *decoder, p int, read bool, at int, pend []pendingEvent, pg *[me
 		if t.run.wide {
 			loop = runLoopWide
 		}
-		var k int
-		k, r.at, r.why, r.mm = loop(t, d.buf, r.at, pend[r.k:], pg, n+uint64(r.k), r.mm)
+		// (the loop itself goes on to the template runNext finds, as
+		// below, if it is of the same loop: it returns the one it read
+		// with last, and the events read before that one's, kq, or -1)
+		var k, last, kq int
+		k, r.at, r.why, r.mm, last, kq = loop(d, r.p, r.at, pend[r.k:], pg, n+uint64(r.k), r.mm)
+		if kq >= 0 {
+			r.p, r.kp, read = last, r.k+kq, false
+			r.k += kq
+			k -= kq
+		}
 		r.k += k
 		if r.why != runOther {
 			return r
@@ -133,67 +141,107 @@ func fixedRun(d *decoder, p int, read bool, at int, pend []pendingEvent, pg *[me
 // where they are used, and the dicts the buffer holds are counted before
 // the loop (each takes t.flen+1 bytes), which then checks only k.
 //
+// At a dict of another layout after one it read, it goes on, as
+// fixedRun would, with the template runNext finds if runLoop reads that
+// one's dicts too (noting t's hit, tmplHit): a trace whose events
+// alternate between two layouts stays in the loop. Then it returns too
+// the template it read with last, p, and the events read before p's, kq
+// (-1 if it read with t alone).
+//
 //go:noinline
-func runLoop(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, j uint64) (int, int, int, uint64) {
-	// the dicts fastEvents would read start at lim or before: as many
-	// as pend takes (each takes t.flen+1 bytes with the next one's
-	// EMPTY_DICT), so that the loop checks only k
-	lim := len(buf) - t.maxLen
-	if at > lim {
-		return 0, at - 1, runEnd, j
+func runLoop(d *decoder, p int, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, j uint64) (int, int, int, uint64, int, int) {
+	const m = len(d.tmpls) - 1
+	// what the loop below does not use lies in memory (not SSA'd), so
+	// that the values it does stay in registers
+	var sw struct {
+		d          *decoder
+		t          *template // (one pointer, not d and an index, in registers)
+		pend       []pendingEvent
+		p, kq, seg int // (kq: the events read before t's)
 	}
-	// (a division only if it holds fewer: near the buffer's end)
-	if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pend))*d {
-		pend = pend[:x/d+1]
-	}
-	// (t.maxLen >= fixedView: the view at lim lies in the buffer)
-	view := buf[:lim+fixedView]
+	sw.d, sw.pend, sw.p, sw.kq = d, pend, p&m, -1
+	sw.t = &d.tmpls[sw.p]
 	self := uint64(kEventDone)<<56 | n
-	for k := range pend {
-		b := (*[fixedView]byte)(view[at : at+fixedView])
-		l := &t.run
-		if x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) | fixedDiff3((*[24]byte)(b[32:]), (*[3]uint64)(l.w[4:7]), (*[3]uint64)(l.m[4:7])); x != 0 {
-			// a dict whose next opcode is not EMPTY_DICT (APPENDS: the
-			// last of its list) goes to fixedRead (as does, now and
-			// then, one of another layout whose differences lie in the
-			// same byte of other words, which it finds out)
-			if x&l.near == 0 {
-				return k, at, runSlow, j
+	k := 0
+	for {
+		t, buf := sw.t, sw.d.buf
+		// the dicts fastEvents would read start at lim or before: as
+		// many as pend takes (each takes t.flen+1 bytes with the next
+		// one's EMPTY_DICT), so that the loop checks only k
+		lim := len(buf) - t.maxLen
+		if at > lim {
+			return k, at - 1, runEnd, j, sw.p, sw.kq
+		}
+		// (a division only if it holds fewer: near the buffer's end)
+		pe := sw.pend
+		if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pe)-k)*d {
+			pe = pe[:k+int(x/d)+1]
+		}
+		// (t.maxLen >= fixedView: the view at lim lies in the buffer)
+		view := buf[:lim+fixedView]
+		sw.seg = k
+		for ; k < len(pe); k++ {
+			b := (*[fixedView]byte)(view[at : at+fixedView])
+			l := &t.run
+			if x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) | fixedDiff3((*[24]byte)(b[32:]), (*[3]uint64)(l.w[4:7]), (*[3]uint64)(l.m[4:7])); x != 0 {
+				// a dict whose next opcode is not EMPTY_DICT (APPENDS: the
+				// last of its list) goes to fixedRead (as does, now and
+				// then, one of another layout whose differences lie in the
+				// same byte of other words, which it finds out)
+				if x&l.near == 0 {
+					return k, at, runSlow, j, sw.p, sw.kq
+				}
+				break
 			}
-			return k, at, runOther, j
+			// (a BINGET's entry is the action alone)
+			act := t.facts[b[t.fact&(fixedWords*8-1)]]
+			fi := &t.fints
+			// the address and the size not sign-extended: those with the
+			// sign bit set (a BININT's, set refuses them) go to fixedRead
+			fa, fs := &fi[intAddr], &fi[intSize]
+			addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
+			size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
+			// (an action not known yet is 0, which done does not pass)
+			if !donePasses(model.Action(act), addr, size) || addr&fa.sign|size&fs.sign != 0 {
+				return k, at, runSlow, j, sw.p, sw.kq
+			}
+			// (j+1 < memoPageLen: the mask only spares a bounds check; with
+			// one store, the 0 of fstores[1] goes to the next fresh slot, as
+			// fixedRead's stores go too)
+			pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
+			// the event alone, field by field (a copy of t.fbase would
+			// write them twice): the rest of pe.f is read only while an
+			// event is read, which fills it first
+			ev := &pe[k].f.ev
+			ev.Action, ev.Stack = model.Action(act), t.fbase.ev.Stack
+			ev.Addr, ev.Size = addr, size
+			ev.Stream = fixedInt64(b, &fi[intStream])
+			ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+			pe[k].slot, pe[k].fetched = int64(j), false
+			j += uint64(l.ns)
+			at += t.flen + 1 // (past the next dict's EMPTY_DICT)
 		}
-		// (a BINGET's entry is the action alone)
-		act := t.facts[b[t.fact&(fixedWords*8-1)]]
-		fi := &t.fints
-		// the address and the size not sign-extended: those with the
-		// sign bit set (a BININT's, set refuses them) go to fixedRead
-		fa, fs := &fi[intAddr], &fi[intSize]
-		addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
-		size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
-		// (an action not known yet is 0, which done does not pass)
-		if !donePasses(model.Action(act), addr, size) || addr&fa.sign|size&fs.sign != 0 {
-			return k, at, runSlow, j
+		if k == len(pe) {
+			if at > len(view)-fixedView {
+				return k, at - 1, runEnd, j, sw.p, sw.kq
+			}
+			return k, at, runAll, j, sw.p, sw.kq
 		}
-		// (j+1 < memoPageLen: the mask only spares a bounds check; with
-		// one store, the 0 of fstores[1] goes to the next fresh slot, as
-		// fixedRead's stores go too)
-		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
-		// the event alone, field by field (a copy of t.fbase would
-		// write them twice): the rest of pe.f is read only while an
-		// event is read, which fills it first
-		ev := &pend[k].f.ev
-		ev.Action, ev.Stack = model.Action(act), t.fbase.ev.Stack
-		ev.Addr, ev.Size = addr, size
-		ev.Stream = fixedInt64(b, &fi[intStream])
-		ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
-		pend[k].slot, pend[k].fetched = int64(j), false
-		j += uint64(l.ns)
-		at += t.flen + 1 // (past the next dict's EMPTY_DICT)
+		// a dict of another layout after one read with t: the loop goes
+		// on with the template runNext would find, as fixedRun would
+		// (noting t's hit), if this loop reads its dicts
+		d, p := sw.d, sw.p
+		if k == sw.seg || d.tmplPrev&m == p {
+			return k, at, runOther, j, sw.p, sw.kq
+		}
+		q := d.tmpls[p].next & m
+		u := &d.tmpls[q]
+		if q == p || !u.ok || !u.fixed || !u.run.ok || u.epoch != d.memoEpoch || len(buf)-at < u.maxLen {
+			return k, at, runOther, j, sw.p, sw.kq
+		}
+		d.tmplHit(p)
+		sw.p, sw.t, sw.kq = q, u, k
 	}
-	if at > len(buf)-t.maxLen {
-		return len(pend), at - 1, runEnd, j
-	}
-	return len(pend), at, runAll, j
 }
 
 // runLoopWide is runLoop for the usual layouts it does not take
@@ -201,53 +249,91 @@ func runLoop(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPage
 // LONG_BINGET.
 //
 //go:noinline
-func runLoopWide(t *template, buf []byte, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, j uint64) (int, int, int, uint64) {
-	lim := len(buf) - t.maxLen
-	if at > lim {
-		return 0, at - 1, runEnd, j
+func runLoopWide(d *decoder, p int, at int, pend []pendingEvent, pg *[memoPageLen]uint64, n, j uint64) (int, int, int, uint64, int, int) {
+	const m = len(d.tmpls) - 1
+	// what the loop below does not use lies in memory (not SSA'd), so
+	// that the values it does stay in registers
+	var sw struct {
+		d          *decoder
+		t          *template // (one pointer, not d and an index, in registers)
+		pend       []pendingEvent
+		p, kq, seg int // (kq: the events read before t's)
 	}
-	if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pend))*d {
-		pend = pend[:x/d+1]
-	}
-	view := buf[:lim+fixedView]
+	sw.d, sw.pend, sw.p, sw.kq = d, pend, p&m, -1
+	sw.t = &d.tmpls[sw.p]
 	self := uint64(kEventDone)<<56 | n
-	for k := range pend {
-		b := (*[fixedView]byte)(view[at : at+fixedView])
-		l := &t.run
-		x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) |
-			fixedDiff((*[32]byte)(b[32:]), (*[4]uint64)(l.w[4:8]), (*[4]uint64)(l.m[4:8])) |
-			fixedDiff((*[32]byte)(b[64:]), (*[4]uint64)(l.w[8:12]), (*[4]uint64)(l.m[8:12]))
-		if x != 0 {
-			if x&l.near == 0 {
-				return k, at, runSlow, j
+	k := 0
+	for {
+		t, buf := sw.t, sw.d.buf
+		// the dicts fastEvents would read start at lim or before: as
+		// many as pend takes (each takes t.flen+1 bytes with the next
+		// one's EMPTY_DICT), so that the loop checks only k
+		lim := len(buf) - t.maxLen
+		if at > lim {
+			return k, at - 1, runEnd, j, sw.p, sw.kq
+		}
+		// (a division only if it holds fewer: near the buffer's end)
+		pe := sw.pend
+		if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pe)-k)*d {
+			pe = pe[:k+int(x/d)+1]
+		}
+		// (t.maxLen >= fixedView: the view at lim lies in the buffer)
+		view := buf[:lim+fixedView]
+		sw.seg = k
+		for ; k < len(pe); k++ {
+			b := (*[fixedView]byte)(view[at : at+fixedView])
+			l := &t.run
+			x := fixedDiff((*[32]byte)(b[0:]), (*[4]uint64)(l.w[0:4]), (*[4]uint64)(l.m[0:4])) |
+				fixedDiff((*[32]byte)(b[32:]), (*[4]uint64)(l.w[4:8]), (*[4]uint64)(l.m[4:8])) |
+				fixedDiff((*[32]byte)(b[64:]), (*[4]uint64)(l.w[8:12]), (*[4]uint64)(l.m[8:12]))
+			if x != 0 {
+				if x&l.near == 0 {
+					return k, at, runSlow, j, sw.p, sw.kq
+				}
+				break
 			}
-			return k, at, runOther, j
+			// the action as t.action finds it, in line
+			jx := uint64(binary.LittleEndian.Uint32(b[t.fact&(fixedWords*8-1):]) & t.factMask)
+			e := t.facts[jx&0xff]
+			fi := &t.fints
+			fa, fs := &fi[intAddr], &fi[intSize]
+			addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
+			size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
+			act := e & 0xff
+			if uint64(e>>8) != jx>>8 || !donePasses(model.Action(act), addr, size) || addr&fa.sign|size&fs.sign != 0 {
+				return k, at, runSlow, j, sw.p, sw.kq
+			}
+			pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
+			ev := &pe[k].f.ev
+			ev.Action, ev.Stack = model.Action(act), t.fbase.ev.Stack
+			ev.Addr, ev.Size = addr, size
+			ev.Stream = fixedInt64(b, &fi[intStream])
+			ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
+			pe[k].slot, pe[k].fetched = int64(j), false
+			j += uint64(l.ns)
+			at += t.flen + 1
 		}
-		// the action as t.action finds it, in line
-		jx := uint64(binary.LittleEndian.Uint32(b[t.fact&(fixedWords*8-1):]) & t.factMask)
-		e := t.facts[jx&0xff]
-		fi := &t.fints
-		fa, fs := &fi[intAddr], &fi[intSize]
-		addr := binary.LittleEndian.Uint64(b[fa.off&(fixedWords*8-1):]) & fa.mask
-		size := binary.LittleEndian.Uint64(b[fs.off&(fixedWords*8-1):]) & fs.mask
-		act := e & 0xff
-		if uint64(e>>8) != jx>>8 || !donePasses(model.Action(act), addr, size) || addr&fa.sign|size&fs.sign != 0 {
-			return k, at, runSlow, j
+		if k == len(pe) {
+			if at > len(view)-fixedView {
+				return k, at - 1, runEnd, j, sw.p, sw.kq
+			}
+			return k, at, runAll, j, sw.p, sw.kq
 		}
-		pg[j&(memoPageLen-1)], pg[(j+1)&(memoPageLen-1)] = self+uint64(k), t.fstores[1]
-		ev := &pend[k].f.ev
-		ev.Action, ev.Stack = model.Action(act), t.fbase.ev.Stack
-		ev.Addr, ev.Size = addr, size
-		ev.Stream = fixedInt64(b, &fi[intStream])
-		ev.TimeUS = int64(fixedInt64(b, &fi[intTime]))
-		pend[k].slot, pend[k].fetched = int64(j), false
-		j += uint64(l.ns)
-		at += t.flen + 1
+		// a dict of another layout after one read with t: the loop goes
+		// on with the template runNext would find, as fixedRun would
+		// (noting t's hit), if this loop reads its dicts
+		d, p := sw.d, sw.p
+		if k == sw.seg || d.tmplPrev&m == p {
+			return k, at, runOther, j, sw.p, sw.kq
+		}
+		q := d.tmpls[p].next & m
+		u := &d.tmpls[q]
+		if q == p || !u.ok || !u.fixed || !u.run.wide || u.epoch != d.memoEpoch || len(buf)-at < u.maxLen {
+			return k, at, runOther, j, sw.p, sw.kq
+		}
+		d.tmplHit(p)
+		sw.p, sw.t, sw.kq = q, u, k
 	}
-	if at > len(buf)-t.maxLen {
-		return len(pend), at - 1, runEnd, j
-	}
-	return len(pend), at, runAll, j
 }
 
 // donePasses reports whether done passes, with no check, an event of
