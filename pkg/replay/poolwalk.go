@@ -36,7 +36,7 @@ func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(s
 	w.f.keepRecords(st.events, st.allocs, st.segAllocs)
 	w.mapped = st.paged
 	w.last = func(addr uint64) (int, bool) {
-		f, ok := st.segs[addr]
+		f, ok := st.segs.Get(addr)
 		return int(f.last), ok
 	}
 	return w

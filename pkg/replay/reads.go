@@ -75,13 +75,18 @@ func PlanReads(read Reader, watch func() Watch) (snap *trace.Snapshot, plans []*
 		}
 	}()
 	first, lists, err := read("finding the start state of", trace.PickleSink{
-		Event: func(list int, e *trace.Event) error {
+		// a run of events a call: one call from the decoder a run, not
+		// one an event
+		Events: func(list int, evs []trace.Event) error {
 			if list == len(starts) {
 				starts = append(starts, NewStartState())
 				tapes = append(tapes, &tape{})
 			}
-			starts[list].Add(e)
-			tapes[list].add(e)
+			st, tp := starts[list], tapes[list]
+			for i := range evs {
+				st.Add(&evs[i])
+				tp.add(&evs[i])
+			}
 			return nil
 		},
 	})

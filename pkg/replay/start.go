@@ -25,7 +25,7 @@ const privatePools = "the trace used private pools"
 // address keeps one.
 type StartState struct {
 	blocks addrmap.Map[undo]
-	segs   map[uint64]segFirst
+	segs   addrmap.Map[segFirst] // a probe an event, where a Go map took two
 	// Reserved bytes after each segment event are max(start+a, b) for the
 	// start's reserved bytes, not known until the end: the walk clamps at 0.
 	a, b, maxA, maxB int64
@@ -70,7 +70,7 @@ type segFirst struct {
 
 // NewStartState starts reading a trace.
 func NewStartState() *StartState {
-	return &StartState{segs: map[uint64]segFirst{}}
+	return &StartState{}
 }
 
 // Add reads the next event.
@@ -96,19 +96,20 @@ func (s *StartState) Add(e *trace.Event) {
 	}
 	switch e.Action {
 	case trace.ActionSegmentAlloc:
-		f := s.segs[e.Addr] // zero when it is the first: no segment before
+		f, _ := s.segs.Put(e.Addr) // zero when it is the first: no segment before
 		f.allocated, f.last = true, int32(s.events-1)
-		s.segs[e.Addr] = f
 	case trace.ActionSegmentFree:
-		f, ok := s.segs[e.Addr]
+		f, ok := s.segs.Put(e.Addr)
 		if !ok {
-			f = segFirst{seg: segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, present: true}
+			*f = segFirst{seg: segState{size: e.Size, stream: e.Stream, small: e.Size == 2<<20}, present: true}
 		}
 		f.last = -1
-		s.segs[e.Addr] = f
 	case trace.ActionAlloc, trace.ActionFreeCompleted, trace.ActionFreeRequested:
-		g, _ := s.blocks.Put(e.Addr)
-		*g = compose(*g, e)
+		// an address whose chain began with an alloc (most) keeps it
+		// whatever follows: compose is not called for it
+		if g, _ := s.blocks.Put(e.Addr); g.kind != uAbsent && g.kind != uLive {
+			*g = compose(*g, e)
+		}
 	}
 }
 
@@ -157,7 +158,7 @@ func (g undo) apply(b seedBlock, ok bool) (seedBlock, bool) {
 // start is the state the trace began in, as FromSnapshot rebuilds it.
 func (s *StartState) start(snap *trace.Snapshot, device int) (map[uint64]segState, map[uint64]seedBlock) {
 	segs, live := finalState(snap, device)
-	for a, f := range s.segs {
+	for a, f := range s.segs.All() {
 		if f.present {
 			segs[a] = f.seg
 		} else {
@@ -217,7 +218,8 @@ func NewSnapshotPlanner(snap *trace.Snapshot, device int, st *StartState) *Plann
 // it from the snapshot).
 func (st *StartState) poolSegment(snap *trace.Snapshot, device int) bool {
 	return !st.mapped && slices.ContainsFunc(deviceSegments(snap, device), func(s trace.Segment) bool {
-		return s.PoolID != [2]int64{} && st.segs[s.Address].allocated
+		f, _ := st.segs.Get(s.Address)
+		return s.PoolID != [2]int64{} && f.allocated
 	})
 }
 

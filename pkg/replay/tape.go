@@ -13,12 +13,26 @@ import (
 // plan it (the snapshot planner, the walk for private pools, the planner
 // with the pools found) read the tape instead of the file.
 type tape struct {
-	chunks [][]byte
-	mapped []bool // per chunk: outside the Go heap (tapeChunk)
-	n      int    // events
-	last   trace.Event
-	addrs  sizeCache // the addresses and sizes taped last (appendAddr, appendSize)
-	sizes  sizeCache
+	chunks [][]byte // the last one at its length as of seal
+	mapped []bool   // per chunk: outside the Go heap (tapeChunk)
+	// cur is the chunk add writes, at its full length, off bytes of it
+	// written: add stores an int, not a slice (whose pointer costs a
+	// write barrier's check), per event
+	cur   []byte
+	off   int
+	n     int // events
+	last  taped
+	addrs sizeCache // the addresses and sizes taped last (appendAddr, appendSize)
+	sizes sizeCache
+}
+
+// taped is what add reads of the event taped last: the fields taped as
+// steps from it or flagged as the same.
+type taped struct {
+	addr   uint64
+	stream uint64
+	time   int64
+	stack  int32
 }
 
 // Header byte of a taped event: its action, then flags saying which
@@ -131,67 +145,86 @@ const maxTaped = 2 + 2*2*binary.MaxVarintLen64 + 3*binary.MaxVarintLen64
 
 // add appends e.
 func (t *tape) add(e *trace.Event) {
-	p := &t.last
+	l := &t.last
 	h := byte(0)
 	if e.Action <= tAction {
 		h = byte(e.Action)
 	}
-	if e.Stream == p.Stream {
+	if e.Stream == l.stream {
 		h |= tStreamSame
 	}
 	switch {
 	case e.Stack == -1:
 		h |= tNoStack
-	case e.Stack == p.Stack:
+	case e.Stack == l.stack:
 		h |= tStackSame
 	}
-	if e.TimeUS == p.TimeUS {
+	if e.TimeUS == l.time {
 		h |= tTimeSame
 	}
 	// written in place: the chunk has room for the longest event
-	k := len(t.chunks) - 1
-	if k < 0 || cap(t.chunks[k])-len(t.chunks[k]) < maxTaped {
-		size := firstChunk
-		if k >= 0 {
-			size = min(2*cap(t.chunks[k]), logChunk)
-		}
-		c, mapped := tapeChunk(size)
-		t.chunks, t.mapped = append(t.chunks, c), append(t.mapped, mapped)
-		k++
+	if len(t.cur)-t.off < maxTaped {
+		t.grow()
 	}
-	b := append(t.chunks[k], h)
+	c, p := t.cur, t.off
+	c[p] = h
+	p++
 	if h&tAction == 0 {
-		b = append(b, byte(e.Action))
+		c[p] = byte(e.Action)
+		p++
 	}
 	// an address or size a slot holds, the most of them, taped here
 	if s := t.addrs.slot(e.Addr); t.addrs[s] == e.Addr {
-		b = append(b, byte(s))
+		c[p] = byte(s)
+		p++
 	} else {
-		b = appendAddr(b, &t.addrs, e.Addr, p.Addr)
+		p = len(appendAddr(c[:p], &t.addrs, e.Addr, l.addr))
 	}
 	if s := t.sizes.slot(e.Size); t.sizes[s] == e.Size {
-		b = append(b, byte(s))
+		c[p] = byte(s)
+		p++
 	} else {
-		b = appendSize(b, &t.sizes, e.Size)
+		p = len(appendSize(c[:p], &t.sizes, e.Size))
 	}
 	if h&tStreamSame == 0 {
-		b = binary.AppendUvarint(b, e.Stream)
+		p = putUvarint(c, p, e.Stream)
 	}
 	if h&(tNoStack|tStackSame) == 0 {
-		b = binary.AppendVarint(b, int64(e.Stack)-int64(p.Stack))
+		p = putUvarint(c, p, zigzag(int64(e.Stack)-int64(l.stack)))
 	}
 	if h&tTimeSame == 0 {
-		b = binary.AppendVarint(b, e.TimeUS-p.TimeUS)
+		p = putUvarint(c, p, zigzag(e.TimeUS-l.time))
 	}
-	t.chunks[k] = b
-	*p = *e
+	t.off = p
+	*l = taped{addr: e.Addr, stream: e.Stream, time: e.TimeUS, stack: e.Stack}
 	t.n++
+}
+
+// grow seals the chunk add wrote and starts the next, twice as big up
+// to logChunk.
+func (t *tape) grow() {
+	t.seal()
+	size := firstChunk
+	if len(t.cur) > 0 {
+		size = min(2*len(t.cur), logChunk)
+	}
+	c, mapped := tapeChunk(size)
+	t.cur, t.off = c[:cap(c)], 0
+	t.chunks, t.mapped = append(t.chunks, c), append(t.mapped, mapped)
+}
+
+// seal brings the last chunk's length up to what add wrote.
+func (t *tape) seal() {
+	if k := len(t.chunks) - 1; k >= 0 {
+		t.chunks[k] = t.cur[:t.off]
+	}
 }
 
 // each hands f the events in order (e is only valid during the call); it
 // stops at f's first error. With drop, each chunk is let go once read:
 // the tape is empty after.
 func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
+	t.seal()
 	var e trace.Event
 	var addrs, sizes sizeCache
 	for k, c := range t.chunks {
