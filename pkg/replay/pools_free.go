@@ -460,7 +460,7 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 
 // dropTreap is drop for the treap root.
 func (t *freeTree) dropTreap(root int32, size, addr, seq uint64, same bool) (int32, int32) {
-	at, _, _ := t.lowerPath(root, size, addr, seq)
+	at := t.lowerPath(root, size, addr, seq)
 	if at < 0 {
 		return root, 0
 	}
@@ -473,25 +473,67 @@ func (t *freeTree) dropTreap(root int32, size, addr, seq uint64, same bool) (int
 
 // lowerPath descends treap root to its first block not before the key
 // (size, addr, seq), leaving the nodes on the way in t.path, and returns
-// that block's index in it (-1: none); pred, the last block before it
-// (the last node the descent left on its right), and above, the nearest
-// node above it that the descent went left of (0: none).
-func (t *freeTree) lowerPath(root int32, size, addr, seq uint64) (at int, pred, above int32) {
-	path := t.path[:0]
+// that block's index in it (-1: none). The blocks either side of it are
+// asked of the path after (neighbours): kept in the loop they would take
+// registers that its comparisons need.
+func (t *freeTree) lowerPath(root int32, size, addr, seq uint64) (at int) {
+	// a path holds distinct nodes, no more than the store's: with room for
+	// them all the loop appends with no call to grow, whose spills and
+	// reloads of the descent's state would cost a level more than its
+	// comparisons
+	nodes, path := t.nodes, t.path
+	if cap(path) < len(nodes) {
+		path = make([]int32, len(nodes)+len(nodes)/4)
+	}
+	path = path[:cap(path)]
+	n := 0
 	at = -1
-	for cur := root; cur != 0; {
-		path = append(path, cur)
-		if nd := &t.nodes[cur]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
-			pred, cur = cur, nd.r
+	for cur := root; cur != 0; n++ {
+		path[n] = cur
+		nd := &nodes[cur]
+		if nd.size < size || nd.size == size && (nd.addr < addr || nd.addr == addr && nd.seq > seq) {
+			cur = nd.r
 		} else {
-			if at >= 0 {
-				above = path[at]
-			}
-			at, cur = len(path)-1, nd.l
+			at, cur = n, nd.l
 		}
 	}
-	t.path = path
-	return at, pred, above
+	t.path = path[:n]
+	return at
+}
+
+// pred is the block before lowerPath's block t.path[at] (0: none).
+// Below that block the descent went right only (its left subtree is all
+// before the key): the path's last node when deeper, else the nearest
+// node above it that the descent went right of.
+func (t *freeTree) pred(at int) int32 {
+	path := t.path
+	if at < len(path)-1 {
+		return path[len(path)-1]
+	}
+	for i := at - 1; i >= 0; i-- {
+		if t.nodes[path[i]].r == path[i+1] {
+			return path[i]
+		}
+	}
+	return 0
+}
+
+// succ is the block after lowerPath's block t.path[at] (0: none): the
+// leftmost of its right subtree, else the nearest node above it that the
+// descent went left of.
+func (t *freeTree) succ(at int) int32 {
+	path := t.path
+	if c := t.nodes[path[at]].r; c != 0 {
+		for ; t.nodes[c].l != 0; c = t.nodes[c].l {
+		}
+		return c
+	}
+	for i := at - 1; i >= 0; i-- {
+		if t.nodes[path[i]].l == path[i+1] {
+			return path[i]
+		}
+	}
+	return 0
 }
 
 // unlinkAt removes node t.path[at] (lowerPath's) from treap root, letting
@@ -533,7 +575,7 @@ func (t *freeTree) unlinkAt(root int32, at int) int32 {
 // and the take and insert it saves (a merge, a split, a second descent,
 // each pulling sums) cost many times the one descent.
 func (t *freeTree) rekeyTreap(root int32, size, addr, nsize, naddr uint64, seg, class int32) (int32, int32, bool) {
-	at, pred, succ := t.lowerPath(root, size, addr, math.MaxUint64)
+	at := t.lowerPath(root, size, addr, math.MaxUint64)
 	if at < 0 {
 		return root, 0, false
 	}
@@ -543,15 +585,20 @@ func (t *freeTree) rekeyTreap(root int32, size, addr, nsize, naddr uint64, seg, 
 		return root, 0, false
 	}
 	if xn.seg == seg && xn.class == class {
-		// the block after x: the leftmost of its right subtree, else the
-		// nearest node above it the descent went left of
-		for c := xn.r; c != 0; c = t.nodes[c].l {
-			succ = c
-		}
+		// the new key on one side of the old one lies beyond x's neighbour
+		// on the other: only the neighbour on its side is asked
 		seq := t.seq + 1
-		p, s := &t.nodes[pred], &t.nodes[succ]
-		if (pred == 0 || keyLess(p.size, p.addr, p.seq, nsize, naddr, seq)) &&
-			(succ == 0 || keyLess(nsize, naddr, seq, s.size, s.addr, s.seq)) {
+		var stays bool
+		if keyLess(nsize, naddr, seq, size, addr, xn.seq) {
+			pred := t.pred(at)
+			p := &t.nodes[pred]
+			stays = pred == 0 || keyLess(p.size, p.addr, p.seq, nsize, naddr, seq)
+		} else {
+			succ := t.succ(at)
+			s := &t.nodes[succ]
+			stays = succ == 0 || keyLess(nsize, naddr, seq, s.size, s.addr, s.seq)
+		}
+		if stays {
 			t.seq = seq
 			xn.size, xn.addr, xn.seq = nsize, naddr, seq
 			return root, x, true
