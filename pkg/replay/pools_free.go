@@ -120,7 +120,7 @@ func (t *freeTree) pull(x int32) {
 		open = 1
 	} else {
 		minSeg = nd.seg
-		m = 1 << (nd.class % 64)
+		m = 1 << (uint32(nd.class) % 64)
 	}
 	if c := nd.l; c != 0 {
 		cn := &nodes[c]
@@ -138,7 +138,7 @@ func (t *freeTree) pull(x int32) {
 	w := t.masks[int(x)*t.words : int(x+1)*t.words]
 	clear(w)
 	if nd.class >= 0 {
-		w[nd.class/64] |= 1 << (nd.class % 64)
+		w[uint32(nd.class)/64] |= 1 << (uint32(nd.class) % 64)
 	}
 	for _, c := range [2]int32{nd.l, nd.r} {
 		if c != 0 {
@@ -158,9 +158,9 @@ func (t *freeTree) gained(p, seg, class int32) {
 	}
 	pn.minSeg = min(pn.minSeg, seg)
 	if t.words == 1 {
-		pn.mask |= 1 << class
+		pn.mask |= 1 << (uint32(class) % 64)
 	} else {
-		t.masks[int(p)*t.words+int(class/64)] |= 1 << (class % 64)
+		t.masks[int(p)*t.words+int(uint32(class)/64)] |= 1 << (uint32(class) % 64)
 	}
 }
 
@@ -662,7 +662,7 @@ func (t *freeTree) sumNode(x int32, s *freeSum) {
 		return
 	}
 	s.minSeg = min(s.minSeg, nd.seg)
-	s.mask[nd.class/64] |= 1 << (nd.class % 64)
+	s.mask[uint32(nd.class)/64] |= 1 << (uint32(nd.class) % 64)
 }
 
 func (t *freeTree) sumTree(x int32, s *freeSum) {
