@@ -665,15 +665,33 @@ func (t *freeTree) sumNode(x int32, s *freeSum) {
 	s.mask[uint32(nd.class)/64] |= 1 << (uint32(nd.class) % 64)
 }
 
+// sumTree adds the blocks of the subtree x to s: its sums, read in a few
+// lines where they are of a word of classes and no block of no class is
+// to be handed to s.each (the most of sum's calls); else sumTreeSlow.
 func (t *freeTree) sumTree(x int32, s *freeSum) {
 	if x == 0 {
 		return
 	}
 	nd := &t.nodes[x]
+	if !t.sums || t.words != 1 || nd.open > 0 && s.each != nil {
+		t.sumTreeSlow(x, s)
+		return
+	}
+	s.n += nd.n
+	s.open += nd.open
+	s.minSeg = min(s.minSeg, nd.minSeg)
+	s.mask[0] |= nd.mask
+}
+
+func (t *freeTree) sumTreeSlow(x int32, s *freeSum) {
+	if x == 0 {
+		return
+	}
+	nd := &t.nodes[x]
 	if !t.sums { // no block has a class: each is handed to s.each, in order
-		t.sumTree(nd.l, s)
+		t.sumTreeSlow(nd.l, s)
 		t.sumNode(x, s)
-		t.sumTree(nd.r, s)
+		t.sumTreeSlow(nd.r, s)
 		return
 	}
 	s.n += nd.n
