@@ -418,8 +418,9 @@ func (t *freeTree) pullLost(path []int32) {
 			break
 		}
 	}
-	for i--; i >= 0; i-- {
-		t.nodes[path[i]].n--
+	for nodes := t.nodes; i > 0; {
+		i--
+		nodes[path[i]].n--
 	}
 }
 
@@ -555,9 +556,11 @@ func (t *freeTree) unlinkAt(root int32, at int) int32 {
 	switch {
 	case !t.sums:
 	case nd.class < 0: // the nodes above lost a block of no class alone
+		nodes := t.nodes // once: a store through t would reload it
 		for _, p := range path[:at] {
-			t.nodes[p].n--
-			t.nodes[p].open--
+			pn := &nodes[p]
+			pn.n--
+			pn.open--
 		}
 	case t.words == 1:
 		t.pullLost(path[:at])
