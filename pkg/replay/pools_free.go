@@ -147,21 +147,10 @@ func (t *freeTree) pull(x int32) {
 	}
 }
 
-// gained adds a block of segment seg, of class (-1: none), to the sums
-// of node p, which gained it alone (it goes below p).
-func (t *freeTree) gained(p, seg, class int32) {
-	pn := &t.nodes[p]
-	pn.n++
-	if class < 0 {
-		pn.open++
-		return
-	}
-	pn.minSeg = min(pn.minSeg, seg)
-	if t.words == 1 {
-		pn.mask |= 1 << (uint32(class) % 64)
-	} else {
-		t.masks[int(p)*t.words+int(uint32(class)/64)] |= 1 << (uint32(class) % 64)
-	}
+// gainedMask adds class to the classes of node p's subtree, of more than
+// a word.
+func (t *freeTree) gainedMask(p, class int32) {
+	t.masks[int(p)*t.words+int(uint32(class)/64)] |= 1 << (uint32(class) % 64)
 }
 
 // split splits the treap x into the blocks before the key and the rest.
@@ -301,15 +290,22 @@ func (t *freeTree) insert(root, x int32) int32 {
 	// split what is there into x's children
 	var parent int32
 	right := false
+	nodes := t.nodes // once: a store through t would reload it
 	for cur := root; ; {
-		nd := &t.nodes[cur]
+		nd := &nodes[cur]
 		if cur == 0 || nd.prio <= prio {
 			l, r := t.split(cur, size, addr, seq)
-			t.nodes[x].l, t.nodes[x].r = l, r
+			nodes[x].l, nodes[x].r = l, r
 			break
 		}
 		if t.sums {
-			t.gained(cur, seg, class)
+			if nd.n++; class < 0 {
+				nd.open++
+			} else if nd.minSeg = min(nd.minSeg, seg); t.words == 1 {
+				nd.mask |= 1 << (uint32(class) % 64)
+			} else {
+				t.gainedMask(cur, class)
+			}
 		}
 		parent, right = cur, keyLess(nd.size, nd.addr, nd.seq, size, addr, seq)
 		if right {
@@ -323,9 +319,9 @@ func (t *freeTree) insert(root, x int32) int32 {
 	case parent == 0:
 		return x
 	case right:
-		t.nodes[parent].r = x
+		nodes[parent].r = x
 	default:
-		t.nodes[parent].l = x
+		nodes[parent].l = x
 	}
 	return root
 }
