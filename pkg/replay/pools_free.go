@@ -120,7 +120,7 @@ func (t *freeTree) pull(x int32) {
 		open = 1
 	} else {
 		minSeg = nd.seg
-		m = 1 << (nd.class % 64)
+		m = 1 << (uint32(nd.class) % 64)
 	}
 	if c := nd.l; c != 0 {
 		cn := &nodes[c]
@@ -138,7 +138,7 @@ func (t *freeTree) pull(x int32) {
 	w := t.masks[int(x)*t.words : int(x+1)*t.words]
 	clear(w)
 	if nd.class >= 0 {
-		w[nd.class/64] |= 1 << (nd.class % 64)
+		w[uint32(nd.class)/64] |= 1 << (uint32(nd.class) % 64)
 	}
 	for _, c := range [2]int32{nd.l, nd.r} {
 		if c != 0 {
@@ -147,21 +147,10 @@ func (t *freeTree) pull(x int32) {
 	}
 }
 
-// gained adds a block of segment seg, of class (-1: none), to the sums
-// of node p, which gained it alone (it goes below p).
-func (t *freeTree) gained(p, seg, class int32) {
-	pn := &t.nodes[p]
-	pn.n++
-	if class < 0 {
-		pn.open++
-		return
-	}
-	pn.minSeg = min(pn.minSeg, seg)
-	if t.words == 1 {
-		pn.mask |= 1 << class
-	} else {
-		t.masks[int(p)*t.words+int(class/64)] |= 1 << (class % 64)
-	}
+// gainedMask adds class to the classes of node p's subtree, of more than
+// a word.
+func (t *freeTree) gainedMask(p, class int32) {
+	t.masks[int(p)*t.words+int(uint32(class)/64)] |= 1 << (uint32(class) % 64)
 }
 
 // split splits the treap x into the blocks before the key and the rest.
@@ -301,15 +290,22 @@ func (t *freeTree) insert(root, x int32) int32 {
 	// split what is there into x's children
 	var parent int32
 	right := false
+	nodes := t.nodes // once: a store through t would reload it
 	for cur := root; ; {
-		nd := &t.nodes[cur]
+		nd := &nodes[cur]
 		if cur == 0 || nd.prio <= prio {
 			l, r := t.split(cur, size, addr, seq)
-			t.nodes[x].l, t.nodes[x].r = l, r
+			nodes[x].l, nodes[x].r = l, r
 			break
 		}
 		if t.sums {
-			t.gained(cur, seg, class)
+			if nd.n++; class < 0 {
+				nd.open++
+			} else if nd.minSeg = min(nd.minSeg, seg); t.words == 1 {
+				nd.mask |= 1 << (uint32(class) % 64)
+			} else {
+				t.gainedMask(cur, class)
+			}
 		}
 		parent, right = cur, keyLess(nd.size, nd.addr, nd.seq, size, addr, seq)
 		if right {
@@ -323,9 +319,9 @@ func (t *freeTree) insert(root, x int32) int32 {
 	case parent == 0:
 		return x
 	case right:
-		t.nodes[parent].r = x
+		nodes[parent].r = x
 	default:
-		t.nodes[parent].l = x
+		nodes[parent].l = x
 	}
 	return root
 }
@@ -418,8 +414,9 @@ func (t *freeTree) pullLost(path []int32) {
 			break
 		}
 	}
-	for i--; i >= 0; i-- {
-		t.nodes[path[i]].n--
+	for nodes := t.nodes; i > 0; {
+		i--
+		nodes[path[i]].n--
 	}
 }
 
@@ -460,7 +457,7 @@ func (t *freeTree) drop(set int32, size, addr, seq uint64, same bool) (int32, in
 
 // dropTreap is drop for the treap root.
 func (t *freeTree) dropTreap(root int32, size, addr, seq uint64, same bool) (int32, int32) {
-	at, _, _ := t.lowerPath(root, size, addr, seq)
+	at := t.lowerPath(root, size, addr, seq)
 	if at < 0 {
 		return root, 0
 	}
@@ -473,25 +470,67 @@ func (t *freeTree) dropTreap(root int32, size, addr, seq uint64, same bool) (int
 
 // lowerPath descends treap root to its first block not before the key
 // (size, addr, seq), leaving the nodes on the way in t.path, and returns
-// that block's index in it (-1: none); pred, the last block before it
-// (the last node the descent left on its right), and above, the nearest
-// node above it that the descent went left of (0: none).
-func (t *freeTree) lowerPath(root int32, size, addr, seq uint64) (at int, pred, above int32) {
-	path := t.path[:0]
+// that block's index in it (-1: none). The blocks either side of it are
+// asked of the path after (neighbours): kept in the loop they would take
+// registers that its comparisons need.
+func (t *freeTree) lowerPath(root int32, size, addr, seq uint64) (at int) {
+	// a path holds distinct nodes, no more than the store's: with room for
+	// them all the loop appends with no call to grow, whose spills and
+	// reloads of the descent's state would cost a level more than its
+	// comparisons
+	nodes, path := t.nodes, t.path
+	if cap(path) < len(nodes) {
+		path = make([]int32, len(nodes)+len(nodes)/4)
+	}
+	path = path[:cap(path)]
+	n := 0
 	at = -1
-	for cur := root; cur != 0; {
-		path = append(path, cur)
-		if nd := &t.nodes[cur]; keyLess(nd.size, nd.addr, nd.seq, size, addr, seq) {
-			pred, cur = cur, nd.r
+	for cur := root; cur != 0; n++ {
+		path[n] = cur
+		nd := &nodes[cur]
+		if nd.size < size || nd.size == size && (nd.addr < addr || nd.addr == addr && nd.seq > seq) {
+			cur = nd.r
 		} else {
-			if at >= 0 {
-				above = path[at]
-			}
-			at, cur = len(path)-1, nd.l
+			at, cur = n, nd.l
 		}
 	}
-	t.path = path
-	return at, pred, above
+	t.path = path[:n]
+	return at
+}
+
+// pred is the block before lowerPath's block t.path[at] (0: none).
+// Below that block the descent went right only (its left subtree is all
+// before the key): the path's last node when deeper, else the nearest
+// node above it that the descent went right of.
+func (t *freeTree) pred(at int) int32 {
+	path := t.path
+	if at < len(path)-1 {
+		return path[len(path)-1]
+	}
+	for i := at - 1; i >= 0; i-- {
+		if t.nodes[path[i]].r == path[i+1] {
+			return path[i]
+		}
+	}
+	return 0
+}
+
+// succ is the block after lowerPath's block t.path[at] (0: none): the
+// leftmost of its right subtree, else the nearest node above it that the
+// descent went left of.
+func (t *freeTree) succ(at int) int32 {
+	path := t.path
+	if c := t.nodes[path[at]].r; c != 0 {
+		for ; t.nodes[c].l != 0; c = t.nodes[c].l {
+		}
+		return c
+	}
+	for i := at - 1; i >= 0; i-- {
+		if t.nodes[path[i]].l == path[i+1] {
+			return path[i]
+		}
+	}
+	return 0
 }
 
 // unlinkAt removes node t.path[at] (lowerPath's) from treap root, letting
@@ -513,9 +552,11 @@ func (t *freeTree) unlinkAt(root int32, at int) int32 {
 	switch {
 	case !t.sums:
 	case nd.class < 0: // the nodes above lost a block of no class alone
+		nodes := t.nodes // once: a store through t would reload it
 		for _, p := range path[:at] {
-			t.nodes[p].n--
-			t.nodes[p].open--
+			pn := &nodes[p]
+			pn.n--
+			pn.open--
 		}
 	case t.words == 1:
 		t.pullLost(path[:at])
@@ -533,7 +574,7 @@ func (t *freeTree) unlinkAt(root int32, at int) int32 {
 // and the take and insert it saves (a merge, a split, a second descent,
 // each pulling sums) cost many times the one descent.
 func (t *freeTree) rekeyTreap(root int32, size, addr, nsize, naddr uint64, seg, class int32) (int32, int32, bool) {
-	at, pred, succ := t.lowerPath(root, size, addr, math.MaxUint64)
+	at := t.lowerPath(root, size, addr, math.MaxUint64)
 	if at < 0 {
 		return root, 0, false
 	}
@@ -543,15 +584,20 @@ func (t *freeTree) rekeyTreap(root int32, size, addr, nsize, naddr uint64, seg, 
 		return root, 0, false
 	}
 	if xn.seg == seg && xn.class == class {
-		// the block after x: the leftmost of its right subtree, else the
-		// nearest node above it the descent went left of
-		for c := xn.r; c != 0; c = t.nodes[c].l {
-			succ = c
-		}
+		// the new key on one side of the old one lies beyond x's neighbour
+		// on the other: only the neighbour on its side is asked
 		seq := t.seq + 1
-		p, s := &t.nodes[pred], &t.nodes[succ]
-		if (pred == 0 || keyLess(p.size, p.addr, p.seq, nsize, naddr, seq)) &&
-			(succ == 0 || keyLess(nsize, naddr, seq, s.size, s.addr, s.seq)) {
+		var stays bool
+		if keyLess(nsize, naddr, seq, size, addr, xn.seq) {
+			pred := t.pred(at)
+			p := &t.nodes[pred]
+			stays = pred == 0 || keyLess(p.size, p.addr, p.seq, nsize, naddr, seq)
+		} else {
+			succ := t.succ(at)
+			s := &t.nodes[succ]
+			stays = succ == 0 || keyLess(nsize, naddr, seq, s.size, s.addr, s.seq)
+		}
+		if stays {
 			t.seq = seq
 			xn.size, xn.addr, xn.seq = nsize, naddr, seq
 			return root, x, true
@@ -615,18 +661,36 @@ func (t *freeTree) sumNode(x int32, s *freeSum) {
 		return
 	}
 	s.minSeg = min(s.minSeg, nd.seg)
-	s.mask[nd.class/64] |= 1 << (nd.class % 64)
+	s.mask[uint32(nd.class)/64] |= 1 << (uint32(nd.class) % 64)
 }
 
+// sumTree adds the blocks of the subtree x to s: its sums, read in a few
+// lines where they are of a word of classes and no block of no class is
+// to be handed to s.each (the most of sum's calls); else sumTreeSlow.
 func (t *freeTree) sumTree(x int32, s *freeSum) {
 	if x == 0 {
 		return
 	}
 	nd := &t.nodes[x]
+	if !t.sums || t.words != 1 || nd.open > 0 && s.each != nil {
+		t.sumTreeSlow(x, s)
+		return
+	}
+	s.n += nd.n
+	s.open += nd.open
+	s.minSeg = min(s.minSeg, nd.minSeg)
+	s.mask[0] |= nd.mask
+}
+
+func (t *freeTree) sumTreeSlow(x int32, s *freeSum) {
+	if x == 0 {
+		return
+	}
+	nd := &t.nodes[x]
 	if !t.sums { // no block has a class: each is handed to s.each, in order
-		t.sumTree(nd.l, s)
+		t.sumTreeSlow(nd.l, s)
 		t.sumNode(x, s)
-		t.sumTree(nd.r, s)
+		t.sumTreeSlow(nd.r, s)
 		return
 	}
 	s.n += nd.n
