@@ -153,32 +153,16 @@ func runLoop(d *decoder, p int, at int, pend []pendingEvent, pg *[memoPageLen]ui
 	const m = len(d.tmpls) - 1
 	// what the loop below does not use lies in memory (not SSA'd), so
 	// that the values it does stay in registers
-	var sw struct {
-		d          *decoder
-		t          *template // (one pointer, not d and an index, in registers)
-		pend       []pendingEvent
-		p, kq, seg int // (kq: the events read before t's)
-	}
-	sw.d, sw.pend, sw.p, sw.kq = d, pend, p&m, -1
+	sw := runState{d: d, pend: pend, p: p & m, kq: -1}
 	sw.t = &d.tmpls[sw.p]
 	self := uint64(kEventDone)<<56 | n
 	k := 0
 	for {
-		t, buf := sw.t, sw.d.buf
-		// the dicts fastEvents would read start at lim or before: as
-		// many as pend takes (each takes t.flen+1 bytes with the next
-		// one's EMPTY_DICT), so that the loop checks only k
-		lim := len(buf) - t.maxLen
-		if at > lim {
+		t := sw.t
+		pe, view := sw.span(at, k)
+		if view == nil {
 			return k, at - 1, runEnd, j, sw.p, sw.kq
 		}
-		// (a division only if it holds fewer: near the buffer's end)
-		pe := sw.pend
-		if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pe)-k)*d {
-			pe = pe[:k+int(x/d)+1]
-		}
-		// (t.maxLen >= fixedView: the view at lim lies in the buffer)
-		view := buf[:lim+fixedView]
 		sw.seg = k
 		for ; k < len(pe); k++ {
 			b := (*[fixedView]byte)(view[at : at+fixedView])
@@ -227,20 +211,9 @@ func runLoop(d *decoder, p int, at int, pend []pendingEvent, pg *[memoPageLen]ui
 			}
 			return k, at, runAll, j, sw.p, sw.kq
 		}
-		// a dict of another layout after one read with t: the loop goes
-		// on with the template runNext would find, as fixedRun would
-		// (noting t's hit), if this loop reads its dicts
-		d, p := sw.d, sw.p
-		if k == sw.seg || d.tmplPrev&m == p {
+		if !sw.follow(k, at, false) {
 			return k, at, runOther, j, sw.p, sw.kq
 		}
-		q := d.tmpls[p].next & m
-		u := &d.tmpls[q]
-		if q == p || !u.ok || !u.fixed || !u.run.ok || u.epoch != d.memoEpoch || len(buf)-at < u.maxLen {
-			return k, at, runOther, j, sw.p, sw.kq
-		}
-		d.tmplHit(p)
-		sw.p, sw.t, sw.kq = q, u, k
 	}
 }
 
@@ -253,32 +226,16 @@ func runLoopWide(d *decoder, p int, at int, pend []pendingEvent, pg *[memoPageLe
 	const m = len(d.tmpls) - 1
 	// what the loop below does not use lies in memory (not SSA'd), so
 	// that the values it does stay in registers
-	var sw struct {
-		d          *decoder
-		t          *template // (one pointer, not d and an index, in registers)
-		pend       []pendingEvent
-		p, kq, seg int // (kq: the events read before t's)
-	}
-	sw.d, sw.pend, sw.p, sw.kq = d, pend, p&m, -1
+	sw := runState{d: d, pend: pend, p: p & m, kq: -1}
 	sw.t = &d.tmpls[sw.p]
 	self := uint64(kEventDone)<<56 | n
 	k := 0
 	for {
-		t, buf := sw.t, sw.d.buf
-		// the dicts fastEvents would read start at lim or before: as
-		// many as pend takes (each takes t.flen+1 bytes with the next
-		// one's EMPTY_DICT), so that the loop checks only k
-		lim := len(buf) - t.maxLen
-		if at > lim {
+		t := sw.t
+		pe, view := sw.span(at, k)
+		if view == nil {
 			return k, at - 1, runEnd, j, sw.p, sw.kq
 		}
-		// (a division only if it holds fewer: near the buffer's end)
-		pe := sw.pend
-		if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pe)-k)*d {
-			pe = pe[:k+int(x/d)+1]
-		}
-		// (t.maxLen >= fixedView: the view at lim lies in the buffer)
-		view := buf[:lim+fixedView]
 		sw.seg = k
 		for ; k < len(pe); k++ {
 			b := (*[fixedView]byte)(view[at : at+fixedView])
@@ -319,21 +276,66 @@ func runLoopWide(d *decoder, p int, at int, pend []pendingEvent, pg *[memoPageLe
 			}
 			return k, at, runAll, j, sw.p, sw.kq
 		}
-		// a dict of another layout after one read with t: the loop goes
-		// on with the template runNext would find, as fixedRun would
-		// (noting t's hit), if this loop reads its dicts
-		d, p := sw.d, sw.p
-		if k == sw.seg || d.tmplPrev&m == p {
+		if !sw.follow(k, at, true) {
 			return k, at, runOther, j, sw.p, sw.kq
 		}
-		q := d.tmpls[p].next & m
-		u := &d.tmpls[q]
-		if q == p || !u.ok || !u.fixed || !u.run.wide || u.epoch != d.memoEpoch || len(buf)-at < u.maxLen {
-			return k, at, runOther, j, sw.p, sw.kq
-		}
-		d.tmplHit(p)
-		sw.p, sw.t, sw.kq = q, u, k
 	}
+}
+
+// runState is what runLoop and runLoopWide keep in memory, apart from
+// the values their inner loops hold in registers: the template t they
+// read with (index p), the events pend takes, the events read before
+// t's (kq, -1 if t is the first) and those read when t's run began (seg,
+// which the loops set).
+type runState struct {
+	d          *decoder
+	t          *template // (one pointer, not d and an index, in registers)
+	pend       []pendingEvent
+	p, kq, seg int
+}
+
+// span is the part of pend the inner loop fills from event k on, the
+// dicts at d.buf[at:] that t reads (each takes t.flen+1 bytes with the
+// next one's EMPTY_DICT, so the loop checks only its index), and the
+// view of the buffer it reads them through; a nil view when the buffer
+// ends before at's dict may.
+func (sw *runState) span(at, k int) (pe []pendingEvent, view []byte) {
+	t, buf := sw.t, sw.d.buf
+	lim := len(buf) - t.maxLen
+	if at > lim {
+		return nil, nil
+	}
+	// (a division only if it holds fewer: near the buffer's end)
+	pe = sw.pend
+	if x, d := uint(lim-at), uint(t.flen+1); x+d < uint(len(pe)-k)*d {
+		pe = pe[:k+int(x/d)+1]
+	}
+	// (t.maxLen >= fixedView: the view at lim lies in the buffer)
+	return pe, buf[:lim+fixedView]
+}
+
+// follow is a dict of another layout at d.buf[at], event k, after one
+// read with t: it reports whether the loop goes on with the template
+// runNext would find, as fixedRun would (noting t's hit), and makes it
+// t; only if the loop (runLoopWide when wide) reads its dicts.
+func (sw *runState) follow(k, at int, wide bool) bool {
+	const m = len(sw.d.tmpls) - 1
+	d, p := sw.d, sw.p
+	if k == sw.seg || d.tmplPrev&m == p {
+		return false
+	}
+	q := d.tmpls[p].next & m
+	u := &d.tmpls[q]
+	takes := u.run.ok
+	if wide {
+		takes = u.run.wide
+	}
+	if q == p || !u.ok || !u.fixed || !takes || u.epoch != d.memoEpoch || len(d.buf)-at < u.maxLen {
+		return false
+	}
+	d.tmplHit(p)
+	sw.p, sw.t, sw.kq = q, u, k
+	return true
 }
 
 // donePasses reports whether done passes, with no check, an event of
