@@ -279,12 +279,16 @@ func (g *evGen) event(addr, t int64) {
 	g.b = append(g.b, opSetItems)
 }
 
-// header writes the start of a snapshot: its dict, "segments" an empty
-// list, "device_traces" a list opened (MARK) for the lists of events.
-func (g *evGen) header() {
+// header writes the start of a snapshot: its dict, the items extra
+// writes (nil: none), "segments" an empty list, "device_traces" a list
+// opened (MARK) for the lists of events.
+func (g *evGen) header(extra func()) {
 	g.b = append(g.b, opEmptyDict)
 	g.memoize()
 	g.b = append(g.b, opMark)
+	if extra != nil {
+		extra()
+	}
 	g.s("segments")
 	g.b = append(g.b, opEmptyList)
 	g.memoize()
@@ -298,7 +302,7 @@ func (g *evGen) header() {
 func genSnapshot(src []byte, events int) []byte {
 	g := &evGen{src: src, b: []byte{opProto, 4}, set: map[int]bool{}, str: map[string]int{}}
 	g.stacks = g.pick(2) == 1
-	g.header()
+	g.header(nil)
 	for range 1 + g.pick(2) {
 		g.b = append(g.b, opEmptyList)
 		g.memoize()

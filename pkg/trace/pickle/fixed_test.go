@@ -12,7 +12,7 @@ import (
 // negative BININT.
 func signedEvents(n, badAddr, badSize int) []byte {
 	g := &evGen{b: []byte{opProto, 4}, set: map[int]bool{}, str: map[string]int{}}
-	g.header()
+	g.header(nil)
 	g.b = append(g.b, opEmptyList)
 	g.memoize()
 	g.b = append(g.b, opMark)

@@ -16,26 +16,20 @@ import (
 // events, whose keys and actions are then fetched with LONG_BINGET.
 func mixedEvents(n int, filler bool, bad int, r *rand.Rand) []byte {
 	g := &evGen{b: []byte{opProto, 4}, set: map[int]bool{}, str: map[string]int{}}
-	g.b = append(g.b, opEmptyDict)
-	g.memoize()
-	g.b = append(g.b, opMark)
+	var fill func()
 	if filler {
-		g.s("filler")
-		g.b = append(g.b, opEmptyList)
-		g.memoize()
-		g.b = append(g.b, opMark)
-		for i := range 300 {
-			g.s(fmt.Sprint("s", i))
+		fill = func() {
+			g.s("filler")
+			g.b = append(g.b, opEmptyList)
+			g.memoize()
+			g.b = append(g.b, opMark)
+			for i := range 300 {
+				g.s(fmt.Sprint("s", i))
+			}
+			g.b = append(g.b, opAppends)
 		}
-		g.b = append(g.b, opAppends)
 	}
-	g.s("segments")
-	g.b = append(g.b, opEmptyList)
-	g.memoize()
-	g.s("device_traces")
-	g.b = append(g.b, opEmptyList)
-	g.memoize()
-	g.b = append(g.b, opMark)
+	g.header(fill)
 	g.b = append(g.b, opEmptyList)
 	g.memoize()
 	g.b = append(g.b, opMark)
