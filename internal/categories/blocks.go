@@ -9,6 +9,9 @@ package categories
 type blockList struct {
 	recs  chunked
 	base  []int32             // each group's first Born, bornGroup blocks a group
+	group int32               // the last group's first Born, while blocks are added
+	tail  *[]rec              // the last chunk of recs, while blocks are added
+	room  int                 // how many more blocks addNear may append to tail
 	sizes []uint64            // the sizes the blocks have, which rec.size indexes
 	index map[uint64]uint16   // size → its index in sizes, while blocks are added
 	cache [sizeCache]sizeSlot // recent sizes and their index
@@ -43,15 +46,31 @@ const (
 	oddSize       = 0xffff
 )
 
+// addNear is add's common case, small enough to inline: a block of its
+// last group, of a size in the cache, appended to the last chunk while
+// it has room. It says whether it took the block.
+func (l *blockList) addNear(born int32, n uint64) bool {
+	s := &l.cache[n*0x9E3779B97F4A7C15>>56]
+	d := uint32(born - l.group)
+	if l.room == 0 || d >= bornFar || s.size != n || s.idx == 0 {
+		return false
+	}
+	*l.tail = append(*l.tail, rec{off: uint16(d), life: lifeEnd, size: uint16(s.idx - 1)})
+	l.recs.n++
+	l.room--
+	return true
+}
+
 // add appends a block born at born (never before the last one) of size
-// n. It lives to the end until setFreed.
+// n (as keptSize keeps it). It lives to the end until setFreed.
 func (l *blockList) add(born int32, n uint64) {
 	i := l.recs.n
 	if i&(1<<bornGroupBits-1) == 0 {
 		l.base = append(l.base, born)
+		l.group = born
 	}
 	c := rec{life: lifeEnd}
-	if d := born - l.base[i>>bornGroupBits]; d >= 0 && d < bornFar {
+	if d := born - l.group; d >= 0 && d < bornFar {
 		c.off = uint16(d)
 	} else {
 		c.off = bornFar
@@ -60,14 +79,13 @@ func (l *blockList) add(born int32, n uint64) {
 		}
 		l.far[i] = born
 	}
-	n = keptSize(n)
 	if s := &l.cache[n*0x9E3779B97F4A7C15>>56]; s.idx != 0 && s.size == n {
 		c.size = uint16(s.idx - 1) // sizeIndex's common case, inlined
 	} else if c.size = l.sizeIndex(n); c.size == oddSize {
 		if l.odd == nil {
 			l.odd = map[int]uint64{}
 		}
-		l.odd[i] = n
+		l.odd[i] = keptSize(n)
 	}
 	// appended in place while the last chunk has room (a call for it, or
 	// for a size in the cache, cost each block more than the rest of add)
@@ -78,15 +96,21 @@ func (l *blockList) add(born int32, n uint64) {
 	} else {
 		l.recs.grow(c)
 	}
+	// addNear's room: to the end of the last chunk's capacity or of the
+	// group, whichever comes first (a chunk holds whole groups)
+	l.tail = &l.recs.chunks[len(l.recs.chunks)-1]
+	l.room = min(cap(*l.tail)-len(*l.tail), -l.recs.n&(1<<bornGroupBits-1))
 }
 
-// sizeIndex is the index of size n in sizes, which it adds if new;
-// oddSize when sizes holds all it may.
-func (l *blockList) sizeIndex(n uint64) uint16 {
-	s := &l.cache[n*0x9E3779B97F4A7C15>>56]
-	if s.idx != 0 && s.size == n {
+// sizeIndex is the index of size n (as keptSize keeps it) in sizes,
+// which it adds if new; oddSize when sizes holds all it may. The cache
+// holds n as given: a hit costs no keptSize.
+func (l *blockList) sizeIndex(given uint64) uint16 {
+	s := &l.cache[given*0x9E3779B97F4A7C15>>56]
+	if s.idx != 0 && s.size == given {
 		return uint16(s.idx - 1)
 	}
+	n := keptSize(given)
 	k, ok := l.index[n]
 	if !ok {
 		if len(l.sizes) == oddSize {
@@ -99,12 +123,26 @@ func (l *blockList) sizeIndex(n uint64) uint16 {
 		l.sizes = append(l.sizes, n)
 		l.index[n] = k
 	}
-	*s = sizeSlot{n, uint32(k) + 1}
+	*s = sizeSlot{given, uint32(k) + 1}
 	return k
 }
 
 // done drops what only adding blocks needs.
-func (l *blockList) done() { l.index, l.cache = nil, [sizeCache]sizeSlot{} }
+func (l *blockList) done() {
+	l.index, l.cache, l.tail, l.room = nil, [sizeCache]sizeSlot{}, nil, 0
+}
+
+// setLife is setFreed's common case, small enough to inline: a block
+// whose Born and lifetime its rec holds. It says whether it set it.
+func (l *blockList) setLife(i int, freed int32) bool {
+	c := l.recs.at(i)
+	d := uint32(freed - l.base[i>>bornGroupBits] - int32(c.off))
+	if c.off == bornFar || d >= lifeFar {
+		return false
+	}
+	c.life = uint16(d)
+	return true
+}
 
 // setFreed sets block i's Freed.
 func (l *blockList) setFreed(i int, freed int32) {

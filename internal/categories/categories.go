@@ -153,6 +153,11 @@ type Result struct {
 type side struct {
 	ev     []evChunk
 	stacks [][]int32 // per chunk: nil or each block's stack
+	// tail is the last chunk while add may append a byte to it as is: a
+	// chunk of bytes and no stacks; room is how long it may grow so (0:
+	// not at all), within its capacity and its chunkLen values
+	tail *evChunk
+	room int
 }
 
 // evChunk holds a chunk's Born less event, each in w bytes (little
@@ -162,20 +167,21 @@ type evChunk struct {
 	b []byte
 }
 
-// add keeps block i's event and stack (i is the number of blocks so far).
-func (s *side) add(i int, born, event, stack int32) {
+// addByte keeps the next block's event and stack in their common case,
+// small enough to inline: a block of no stack whose Born less event fits
+// a byte, in the last chunk while it is one of bytes and no stacks. It
+// says whether it took the block; addAny takes the rest.
+func (s *side) addByte(born, event, stack int32) bool {
 	d := born - event // both count from 0 up to 2^31-1: no overflow
-	if k := i >> chunkBits; k < len(s.ev) && stack == -1 && s.stacks[k] == nil {
-		// a byte in a chunk of bytes, no stack: add's own path, inlined
-		if ch := &s.ev[k]; ch.w == 1 && d == int32(int8(d)) && len(ch.b) < cap(ch.b) {
-			ch.b = append(ch.b, byte(d))
-			return
-		}
+	if ch := s.tail; ch != nil && len(ch.b) < s.room && uint32(d+128) < 256 && stack == -1 {
+		ch.b = append(ch.b, byte(d))
+		return true
 	}
-	s.addAny(i, d, stack)
+	return false
 }
 
-// addAny is add for block i whose Born less event is d.
+// addAny keeps block i's event and stack (i is the number of blocks so
+// far), whose Born less event is d.
 func (s *side) addAny(i int, d, stack int32) {
 	k := i >> chunkBits
 	if k == len(s.ev) {
@@ -207,6 +213,10 @@ func (s *side) addAny(i int, d, stack int32) {
 			st[n] = -1
 		}
 		s.stacks[k] = append(st, stack)
+	}
+	s.tail, s.room = ch, 0
+	if ch.w == 1 && s.stacks[k] == nil {
+		s.room = min(cap(ch.b), 1<<chunkBits)
 	}
 }
 
@@ -522,11 +532,14 @@ func (b *Builder) EndOpen(addrs []uint64) { b.ended = addrs }
 // add is Add, with the open blocks looked up in the builder's table
 // when open is nil.
 func (b *Builder) add(events []trace.Event, open []int32) {
+	// the common cases of clock.add, blockList.setFreed and add and of
+	// keeping a block's event inline here, and the rest out of line: a
+	// big trace's millions of events pay for each call
 	for k := range events {
 		e := &events[k]
 		switch e.Action {
 		case trace.ActionAlloc:
-			pos := b.times.n
+			pos := int32(b.times.n)
 			b.times.add(e.TimeUS)
 			var was int
 			if open != nil {
@@ -535,18 +548,22 @@ func (b *Builder) add(events []trace.Event, open []int32) {
 				o, _ := b.open.Put(e.Addr)
 				was, *o = *o, b.blocks.recs.n+1
 			}
-			if was > 0 { // a second alloc at a live address: the first ended
-				b.blocks.setFreed(was-1, int32(pos))
+			if was > 0 && !b.blocks.setLife(was-1, pos) { // a second alloc at a live address: the first ended
+				b.blocks.setFreed(was-1, pos)
 			}
-			b.side.add(b.blocks.recs.n, int32(pos), b.events, e.Stack)
-			b.blocks.add(int32(pos), rounded(e.Size))
+			if !b.side.addByte(pos, b.events, e.Stack) {
+				b.side.addAny(b.blocks.recs.n, pos-b.events, e.Stack)
+			}
+			if n := rounded(e.Size); !b.blocks.addNear(pos, n) {
+				b.blocks.add(pos, n)
+			}
 			// (no running total of memory: the peak is the replay's)
 			if e.Stack >= 0 {
 				b.stacks = true
 			}
 			b.events++
 		case trace.ActionFreeRequested:
-			pos := b.times.n
+			pos := int32(b.times.n)
 			b.times.add(e.TimeUS)
 			var was int
 			if open != nil {
@@ -555,9 +572,11 @@ func (b *Builder) add(events []trace.Event, open []int32) {
 				was, *o = *o, 0
 			}
 			if was > 0 {
-				b.blocks.setFreed(was-1, int32(pos))
+				if !b.blocks.setLife(was-1, pos) {
+					b.blocks.setFreed(was-1, pos)
+				}
 			} else { // live from before the trace to here
-				blk := Block{Born: -1, Freed: int32(pos), size: keptSize(rounded(e.Size))}
+				blk := Block{Born: -1, Freed: pos, size: keptSize(rounded(e.Size))}
 				b.pre, b.preAt = append(b.pre, blk), append(b.preAt, e.Addr)
 			}
 		case trace.ActionFreeCompleted:

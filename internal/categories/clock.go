@@ -17,8 +17,7 @@ type clock struct {
 	first []int64  // each group's first time
 	off   []uint32 // where each group's differences begin: slab<<16 | offset
 	slabs [][]byte
-	open  [clockGroup - 1]int64 // the differences of the last group, not packed yet
-	last  int64                 // the time of position n-1
+	open  [clockGroup]int64 // the times of the last group, not packed yet
 	n     int
 }
 
@@ -31,18 +30,13 @@ const (
 	clockGroupMax = binary.MaxVarintLen64 + 1 + (clockGroup-1)*8
 )
 
+// add gives position n its time t. Small enough to inline: the times of
+// a group wait in open, as they came, and are packed once it is whole.
 func (c *clock) add(t int64) {
-	j := c.n & (clockGroup - 1)
-	if j == 0 {
-		if c.n > 0 {
-			c.pack()
-		}
-		c.first = append(c.first, t)
-	} else {
-		c.open[j-1] = t - c.last // wraps as int64 does; at wraps back
+	c.open[c.n&(clockGroup-1)] = t
+	if c.n++; c.n&(clockGroup-1) == 0 {
+		c.pack()
 	}
-	c.last = t
-	c.n++
 }
 
 // pack packs the last group, whole, into the slabs and marks where.
@@ -52,10 +46,13 @@ func (c *clock) pack() {
 		c.slabs = append(c.slabs, make([]byte, 0, min(clockSlab, max(c.n, 256))))
 		k++
 	}
+	c.first = append(c.first, c.open[0])
 	c.off = append(c.off, uint32(k)<<16|uint32(len(c.slabs[k])))
-	d := &c.open
-	least, top := d[0], d[0]
-	for _, v := range d {
+	var d [clockGroup - 1]int64 // the differences from the time before
+	least, top := c.open[1]-c.open[0], c.open[1]-c.open[0]
+	for j := range d {
+		v := c.open[j+1] - c.open[j] // wraps as int64 does; at wraps back
+		d[j] = v
 		least, top = min(least, v), max(top, v)
 	}
 	most := uint64(top) - uint64(least) // the largest excess
@@ -63,7 +60,7 @@ func (c *clock) pack() {
 	b := binary.AppendVarint(c.slabs[k], least)
 	b = append(b, byte(w))
 	if w > 0 {
-		b = appendBits(b, d, least, w)
+		b = appendBits(b, &d, least, w)
 	}
 	c.slabs[k] = b
 }
@@ -97,13 +94,10 @@ func appendBits(b []byte, d *[clockGroup - 1]int64, least int64, w uint) []byte 
 // at is the time of position i (i < n).
 func (c *clock) at(i int) int64 {
 	g, j := i>>clockGroupBits, i&(clockGroup-1)
-	t := c.first[g]
 	if g == len(c.off) { // the last group, not packed yet
-		for _, d := range c.open[:j] {
-			t += d
-		}
-		return t
+		return c.open[j]
 	}
+	t := c.first[g]
 	o := c.off[g]
 	b := c.slabs[o>>16][o&(clockSlab-1):]
 	least, k := binary.Varint(b)
