@@ -68,25 +68,47 @@ func (c *clock) pack() {
 // appendBits appends the excesses over least of d, w bits each (0 < w <=
 // 64), the first in the lowest bits of the first byte: the bits gather
 // in a word, written 8 bytes at a time once full (at reads them a byte at
-// a time), the last one in as few bytes as hold the rest.
+// a time), the last one in as few bytes as hold the rest. Narrow
+// excesses, the usual, go four at a time, as one of 4w bits.
 func appendBits(b []byte, d *[clockGroup - 1]int64, least int64, w uint) []byte {
-	var acc uint64
-	var nacc uint // bits in acc, < 64
-	for _, v := range d {
-		x := uint64(v) - uint64(least)
-		acc |= x << (nacc & 63)
-		if nacc += w; nacc >= 64 {
-			b = binary.LittleEndian.AppendUint64(b, acc)
-			nacc -= 64
-			acc = 0
-			if nacc > 0 {
-				acc = x >> (w - nacc) // the bits that did not fit
-			}
+	var word bitWord
+	j := 0
+	if w <= 16 {
+		w1, w2, w3 := w&63, 2*w&63, 3*w&63 // masked: known to be below 64
+		for ; j+4 <= len(d); j += 4 {
+			q := d[j : j+4 : j+4]
+			x := uint64(q[0]-least) | uint64(q[1]-least)<<w1 | uint64(q[2]-least)<<w2 | uint64(q[3]-least)<<w3
+			b = word.put(b, x, 4*w)
 		}
 	}
-	for ; nacc > 0; nacc -= min(nacc, 8) {
-		b = append(b, byte(acc))
-		acc >>= 8
+	for ; j < len(d); j++ {
+		b = word.put(b, uint64(d[j]-least), w)
+	}
+	if word.n > 0 { // the word's first bytes, as many as hold the rest
+		end := len(b) + int(word.n+7)/8
+		return binary.LittleEndian.AppendUint64(b, word.acc)[:end]
+	}
+	return b
+}
+
+// bitWord is appendBits' word of bits not yet written: n of them (< 64)
+// in acc.
+type bitWord struct {
+	acc uint64
+	n   uint
+}
+
+// put adds the w low bits of x (0 < w <= 64; the rest are 0), and
+// appends the word to b once full.
+func (bw *bitWord) put(b []byte, x uint64, w uint) []byte {
+	bw.acc |= x << (bw.n & 63)
+	if bw.n += w; bw.n >= 64 {
+		b = binary.LittleEndian.AppendUint64(b, bw.acc)
+		bw.n -= 64
+		bw.acc = 0
+		if bw.n > 0 {
+			bw.acc = x >> (w - bw.n) // the bits that did not fit
+		}
 	}
 	return b
 }

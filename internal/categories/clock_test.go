@@ -60,3 +60,27 @@ func TestClock(t *testing.T) {
 		t.Errorf("%.2f bytes a position, want about 0.7 (most groups 3 bits a position, and the marks)", per)
 	}
 }
+
+// TestClockWidths checks a group of each width of excess, 1 to 64 bits:
+// those of 16 bits and fewer are packed four at a time.
+func TestClockWidths(t *testing.T) {
+	for w := 1; w <= 64; w++ {
+		var c clock
+		var want []int64
+		tm := int64(1_700_000_000_000_000)
+		for i := range 2*clockGroup + 3 {
+			step := int64(i % 5)
+			if i%clockGroup == 17 { // the group's widest excess
+				step = int64(uint64(1)<<(w-1) | uint64(i)%3)
+			}
+			tm += step // wraps past 63 bits, as at does
+			c.add(tm)
+			want = append(want, tm)
+		}
+		for i, v := range want {
+			if got := c.at(i); got != v {
+				t.Fatalf("width %d: at(%d) = %d, want %d", w, i, got, v)
+			}
+		}
+	}
+}
