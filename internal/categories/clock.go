@@ -69,16 +69,22 @@ func (c *clock) pack() {
 // 64), the first in the lowest bits of the first byte: the bits gather
 // in a word, written 8 bytes at a time once full (at reads them a byte at
 // a time), the last one in as few bytes as hold the rest. Narrow
-// excesses, the usual, go four at a time, as one of 4w bits.
+// excesses, the usual, go four at a time, as one of 4w bits (two at a
+// time up to 32 bits).
 func appendBits(b []byte, d *[clockGroup - 1]int64, least int64, w uint) []byte {
 	var word bitWord
 	j := 0
-	if w <= 16 {
-		w1, w2, w3 := w&63, 2*w&63, 3*w&63 // masked: known to be below 64
+	switch w1, w2, w3 := w&63, 2*w&63, 3*w&63; { // masked: known to be below 64 where used
+	case w <= 16:
 		for ; j+4 <= len(d); j += 4 {
 			q := d[j : j+4 : j+4]
 			x := uint64(q[0]-least) | uint64(q[1]-least)<<w1 | uint64(q[2]-least)<<w2 | uint64(q[3]-least)<<w3
 			b = word.put(b, x, 4*w)
+		}
+	case w <= 32:
+		for ; j+2 <= len(d); j += 2 {
+			q := d[j : j+2 : j+2]
+			b = word.put(b, uint64(q[0]-least)|uint64(q[1]-least)<<w1, 2*w)
 		}
 	}
 	for ; j < len(d); j++ {

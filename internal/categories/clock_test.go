@@ -62,7 +62,7 @@ func TestClock(t *testing.T) {
 }
 
 // TestClockWidths checks a group of each width of excess, 1 to 64 bits:
-// those of 16 bits and fewer are packed four at a time.
+// those of 16 bits and fewer are packed four at a time, up to 32 two.
 func TestClockWidths(t *testing.T) {
 	for w := 1; w <= 64; w++ {
 		var c clock
