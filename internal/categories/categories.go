@@ -320,7 +320,13 @@ func (r *Result) setFrom(i int, c Category, p Phase, rule Rule) {
 
 // setCategory sets block i's category and rule, keeping its phase.
 func (r *Result) setCategory(i int, c Category, rule Rule) {
-	r.set(i, c, r.Block(i).Phase, rule)
+	var p Phase
+	if i < len(r.head) {
+		p = r.head[i].Phase
+	} else {
+		_, p, _ = unpackCls(r.cls.get(i - len(r.head)))
+	}
+	r.set(i, c, p, rule)
 }
 
 // All yields each block with its index, in the order they were born.

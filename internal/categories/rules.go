@@ -59,8 +59,18 @@ func ranges(snap *trace.Snapshot, device int, times *clock, prefix string) []spa
 	return out[:k]
 }
 
+// inAny is the span of ss (in order, disjoint) that holds p, -1 if none.
+// It searches as sort.Search does, written out: a call of its function
+// per step cost the rules a good part of their time.
 func inAny(ss []span, p int) int {
-	i := sort.Search(len(ss), func(i int) bool { return ss[i].hi > p })
+	i, j := 0, len(ss) // the first span that ends after p is in [i, j]
+	for i < j {
+		if h := int(uint(i+j) >> 1); ss[h].hi > p {
+			j = h
+		} else {
+			i = h + 1
+		}
+	}
 	if i < len(ss) && ss[i].has(p) {
 		return i
 	}
