@@ -30,6 +30,20 @@ type slot[V any] struct {
 // minSlots is the size of a map's first table.
 const minSlots = 64
 
+// halfSlots is the largest table filled at most half: a lookup of a key
+// probes 1.5 slots on average at that load, and 2.5 at three quarters,
+// where a bigger table stops (so that a map of many keys takes no more
+// memory); up to it the table fits in a core's first cache at either.
+const halfSlots = 2048
+
+// over says whether n keys are too many for a table of size slots.
+func over(n, size int) bool {
+	if size <= halfSlots {
+		return 2*n > size
+	}
+	return 4*n > 3*size
+}
+
 // home is k's first slot.
 func (m *Map[V]) home(k uint64) int { return int(m.hash(k)) }
 
@@ -127,7 +141,7 @@ func (m *Map[V]) Put(k uint64) (v *V, ok bool) {
 		}
 		return &m.zv, ok
 	}
-	if 4*(m.n+1) > 3*len(m.slots) {
+	if over(m.n+1, len(m.slots)) {
 		m.grow()
 	}
 	mask := len(m.slots) - 1
@@ -218,7 +232,7 @@ func (m *Map[V]) All() iter.Seq2[uint64, V] {
 // how many keys are coming can size it once.
 func (m *Map[V]) Reserve(n int) {
 	size := max(len(m.slots), minSlots)
-	for 4*n > 3*size { // Put's bound on the keys a table holds
+	for over(n, size) { // Put's bound on the keys a table holds
 		size *= 2
 	}
 	if size > len(m.slots) {

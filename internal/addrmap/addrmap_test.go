@@ -122,7 +122,7 @@ func TestDeleteWrapsAround(t *testing.T) {
 // A map reserved for n keys keeps the ones it held and takes n in all
 // without growing its table again.
 func TestReserve(t *testing.T) {
-	for _, n := range []int{0, 1, 48, 49, 1000, 12305} {
+	for _, n := range []int{0, 1, 32, 33, 48, 49, 1000, 1024, 1025, 3072, 3073, 12305} {
 		var m Map[int]
 		m.Set(0, -1) // the key 0 lives beside the table
 		m.Set(512, -2)
@@ -140,7 +140,7 @@ func TestReserve(t *testing.T) {
 		if v, ok := m.Get(512); !ok || v != -2 {
 			t.Errorf("Reserve(%d): Get(512) = %d, %v", n, v, ok)
 		}
-		if 4*n <= 3*minSlots && size != minSlots || size > minSlots && 4*n <= 3*size/2 {
+		if !over(n, minSlots) && size != minSlots || size > minSlots && !over(n, size/2) || over(n, size) {
 			t.Errorf("Reserve(%d): %d slots, not the fewest that hold it", n, size)
 		}
 	}

@@ -36,8 +36,9 @@ struct gm_watch {
   size_t n, cap;
   size_t crossed;     /* neighbouring ranges not in the same order on the other device (I8) */
   /* the bases of the upper ranges of the lowest and the highest crossed
-   * pair (bounds), unless stale: ranges change, or swap their others */
-  uint64_t lo, hi;
+   * pair, and the lowest other base of the ranges from lo up (bounds),
+   * unless stale: ranges change, or swap their others */
+  uint64_t lo, hi, lo_other;
   int stale;
   int off;            /* disagreed: no longer watching */
 };
@@ -262,15 +263,20 @@ static uint64_t other_of(watch_t *w, const gm_block_t *b) {
  * the allocator goes on alike, the other one in its place. */
 static int whole(const gm_block_t *b) { return !b->prev && !b->next; }
 
-/* bounds sets lo and hi (while a pair is crossed). */
+/* bounds sets lo, hi and lo_other (while a pair is crossed). */
 static void bounds(watch_t *w) {
   size_t k = 1;
   while (!cross(w, k)) k++;
   w->lo = w->r[k].addr;
+  w->lo_other = UINT64_MAX;
+  for (size_t j = k; j < w->n; j++)
+    if (w->r[j].other < w->lo_other) w->lo_other = w->r[j].other;
   for (k = w->n - 1; !cross(w, k); k--) {}
   w->hi = w->r[k].addr;
   w->stale = 0;
 }
+
+static void pick_walk(watch_t *w, const gm_block_t *it, uint64_t lowest);
 
 void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it) {
   watch_t *w = a->watch;
@@ -280,8 +286,24 @@ void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it) {
   if (!w->crossed) return;
   if (w->stale) bounds(w);
   if (it->ptr >= w->hi) return;
-  const gm_block_t *z = it; /* the other placement's pick */
   uint64_t lowest = 0;
+  /* Below lo, it is the lowest on the other device too when it lies
+   * below every range from lo up there: the candidates below lo are later
+   * on both, and those from lo up lie in those ranges. Most picks end
+   * here, without the walk (a call of its own: these tests alone save
+   * and restore no register). */
+  if (it->ptr < w->lo) {
+    if (!(lowest = other_of(w, it))) return;
+    if (lowest < w->lo_other) return;
+  }
+  pick_walk(w, it, lowest);
+}
+
+/* pick_walk is the rest of gm_placement_pick_slow: it walks the
+ * candidates after it, lowest being it's address on the other device (0:
+ * not yet looked up). */
+__attribute__((noinline)) static void pick_walk(watch_t *w, const gm_block_t *it, uint64_t lowest) {
+  const gm_block_t *z = it; /* the other placement's pick */
   /* n lies in it's segment when its address does (segments do not
    * overlap): asked of it's segment, read once, not of n's, which is on
    * n's second cache line, so that a block skipped costs one line */
@@ -296,6 +318,10 @@ void gm_placement_pick_slow(gm_alloc_t *a, const gm_block_t *it) {
       lowest = o;
       z = n;
     }
+    /* the later ones lie above n on the other device too: n's range's base
+     * is at or above hi (ranges do not overlap, and hi is a range's base),
+     * and no crossed pair lies above it */
+    if (n->ptr >= w->hi) break;
   }
   if (z == it) return;
   /* the other placement would take z: the same, where both are whole
@@ -349,7 +375,7 @@ int gm_watch_check(const gm_alloc_t *a, char *msg, size_t len) {
   if (crossed && !w->stale) {
     watch_t b = *w;
     bounds(&b);
-    if (b.lo != w->lo || b.hi != w->hi) return gm_check_fail(msg, len, "I8: the crossed ranges' bounds are not the watch's");
+    if (b.lo != w->lo || b.hi != w->hi || b.lo_other != w->lo_other) return gm_check_fail(msg, len, "I8: the crossed ranges' bounds are not the watch's");
   }
   return GM_OK;
 }
