@@ -525,6 +525,21 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
 }
 
 
+/* pytorch_malloc's path where best fit found nothing: a new segment,
+ * then the release steps; GM_OK with p->block, or the error. */
+static __attribute__((noinline)) int new_block(gm_alloc_t *a, params_t *p, uint64_t orig, gm_oom_t *oom) {
+  /* a new segment's size, asked only here: whether the request is
+   * small is a coin toss, and a branch on it in the search mispredicts */
+  p->alloc_size = allocation_size(a, p->size);
+  if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
+  int found = alloc_block(a, p, 0) ||
+              (p->err == GM_ENOMEM && release_available_cached_blocks(a, p) && alloc_block(a, p, 0)) ||
+              (p->err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, p, 1));
+  if (found) return GM_OK;
+  if (p->err != GM_ENOMEM) return p->err;
+  return gm_oom(a, orig, p->size, p->alloc_size, p->stream, oom);
+}
+
 /* malloc (§5): the search, then a new segment, then the release steps. */
 static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out,
                           gm_oom_t *oom) {
@@ -548,17 +563,12 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
     p.size = exact;
     p.exact = 1;
   } else if (!get_free_block(a, &p)) {
-    /* a new segment's size, asked only here: whether the request is
-     * small is a coin toss, and a branch on it in the search mispredicts */
-    p.alloc_size = allocation_size(a, p.size);
-    if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
-    int found = alloc_block(a, &p, 0) ||
-                (p.err == GM_ENOMEM && release_available_cached_blocks(a, &p) && alloc_block(a, &p, 0)) ||
-                (p.err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, &p, 1));
-    if (!found) {
-      if (p.err != GM_ENOMEM) return p.err;
-      return gm_oom(a, orig, p.size, p.alloc_size, p.stream, oom);
-    }
+    /* a copy goes to the slow path, so that p's address never leaves
+     * this function and its fields can live in registers */
+    params_t q = p;
+    int rc = new_block(a, &q, orig, oom);
+    if (rc != GM_OK) return rc;
+    p.block = q.block;
   }
   /* one call: the compiler puts alloc_found_block inline, as it does the
    * search (find_free_block, forced: pytorch_releases calls it too) */
