@@ -598,30 +598,34 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
   uint64_t orig_size = b->size, requested = b->requested;
   gm_pool_t *pool = b->pool;
   int64_t d_count = 0, d_bytes = 0;
-  gm_block_t *cands[2] = {b->prev, b->next};
+  gm_block_t *pv = b->prev, *nx = b->next;
+  /* Which neighbours try_merge_blocks would absorb, asked once: merging
+   * one leaves the other's answer as it was; absorbed below without
+   * asking again. */
+  int mp = mergeable(b, pv), mn = mergeable(b, nx);
   /* The last neighbour to be merged that sits in the free set: b, merged,
    * ranks right after it (same stream, larger size), so unless b also
    * passes its successor, b takes its place there and no insert descends.
    * It is looked up after the other neighbour's erase, which may move it. */
-  /* Which neighbours try_merge_blocks absorbs, asked once: merging one
-   * leaves the other's answer as it was. */
-  int merge[2];
-  gm_block_t *slot = NULL, **link = NULL, *succ = NULL;
-  for (int i = 0; i < 2; i++) {
-    merge[i] = mergeable(b, cands[i]);
-    if (merge[i] && cands[i]->in_set == GM_SET_FREE) slot = cands[i];
-  }
-  for (int i = 0; i < 2; i++) {
-    if (!merge[i] || cands[i] == slot) continue;
+  gm_block_t *slot = mn && nx->in_set == GM_SET_FREE ? nx : mp && pv->in_set == GM_SET_FREE ? pv : NULL;
+  gm_block_t **link = NULL, *succ = NULL;
+  if (mp && pv != slot) {
     d_count -= 1;
-    d_bytes -= (int64_t)try_merge_blocks(a, b, cands[i]);
+    d_bytes -= (int64_t)pv->size;
+    gm_block_absorb(a, b, pv);
+  }
+  if (mn && nx != slot) {
+    d_count -= 1;
+    d_bytes -= (int64_t)nx->size;
+    gm_block_absorb(a, b, nx);
   }
   if (slot) {
     link = gm_treap_link(&pool->free, slot);
     succ = gm_treap_next(slot);
-    slot->in_set = 0; /* try_merge_blocks must leave it in the tree */
+    slot->in_set = 0; /* gm_block_absorb must leave it in the tree */
     d_count -= 1;
-    d_bytes -= (int64_t)try_merge_blocks(a, b, slot);
+    d_bytes -= (int64_t)slot->size;
+    gm_block_absorb(a, b, slot);
   }
   if (link && (!succ || gm_less_size(b, succ))) {
     gm_treap_replace_at(link, slot, b);
