@@ -141,9 +141,10 @@ struct gm_alloc {
   struct gm_watch *watch;  /* the placement watch while it agrees (gm_watch.c); NULL otherwise */
   /* best fit's hints (gm_policy_pytorch.c, find_free_block): by a hash of
    * a request's rounded size, the member that came right before the last
-   * search for it. A hint is only a guess: it is taken only when the set's
-   * threads prove it, or a member a few steps on, comes right before the
-   * search's key (with I3, which gm_check checks), so it holds no
+   * search for it (or, with none before, the one it found). A hint is only
+   * a guess: it is taken only when the set's threads prove it, or a member
+   * a few steps on or back, next to the search's key's place (with I3,
+   * which gm_check checks), so it holds no
    * invariant of its own and never needs clearing. Blocks are never freed while the allocator lives (the
    * spare list recycles them), so a hint always points at a block. */
   gm_block_t *fit_hint[GM_FIT_HINTS];

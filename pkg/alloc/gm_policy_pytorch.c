@@ -215,42 +215,58 @@ static inline gm_block_t **hint_slot(gm_block_t **t, uint64_t size) {
   return &t[(uint32_t)((size >> 9) * 0x9e3779b1u) >> 24 & (GM_FIT_HINTS - 1)];
 }
 
-/* The member of pool's free set right before key, from h, a hint: h when
- * it is in the set, below key, and its successor (if any) not; else its
- * successor or the one after, when that holds (members of sizes between
- * came in since the hint was left); NULL when none of them does. The
- * threads make that a proof that the result's snext is key's lower
- * bound, whatever h was when the hint was left. */
+/* Key's lower bound in pool's free set from h, a hint: 1, with *lb the
+ * smallest member >= key (NULL: none) and *pred the member before it
+ * (NULL: none), when h is in the set and key's place is at most
+ * HINT_STEPS members from it along the threads; 0 otherwise. The threads
+ * make that a proof whatever h was when the hint was left: h below key
+ * walks on while its successor is below too, h not below walks back
+ * while its predecessor is not. A hint is most often the member before
+ * the last search's place; where that search found the set's smallest
+ * member it is that member (there is none before it), which a split
+ * leaves in the set as the remainder, smaller, so below key. */
 #define HINT_STEPS 4
-static inline gm_block_t *fit_hint_walk(gm_block_t *h, const gm_pool_t *pool, const gm_block_t *key) {
-  if (!(h && h->in_set == GM_SET_FREE && h->pool == pool && gm_less_size(h, key))) return NULL;
-  for (int i = 0; h->snext && gm_less_size(h->snext, key); i++) {
-    if (i == HINT_STEPS) return NULL;
-    h = h->snext;
+static inline int fit_hint_walk(gm_block_t *h, const gm_pool_t *pool, const gm_block_t *key,
+                                gm_block_t **lb, gm_block_t **pred) {
+  if (!(h && h->in_set == GM_SET_FREE && h->pool == pool)) return 0;
+  if (gm_less_size(h, key)) {
+    for (int i = 0; h->snext && gm_less_size(h->snext, key); i++) {
+      if (i == HINT_STEPS) return 0;
+      h = h->snext;
+    }
+    *pred = h;
+    *lb = h->snext;
+    return 1;
   }
-  return h;
+  for (int i = 0; h->sprev && !gm_less_size(h->sprev, key); i++) {
+    if (i == HINT_STEPS) return 0;
+    h = h->sprev;
+  }
+  *pred = h->sprev;
+  *lb = h;
+  return 1;
 }
 
 /* The cached block best fit hands p (NULL: none), and where the search
  * found it (*link, *pred) for alloc_found_block; it changes nothing but
  * the hint. The lower bound comes from the hint when it holds: a training
  * loop asks for the same sizes again and again, and the block just below
- * a size is often still there when it asks next, where a descent from the
- * root would wait on a load at every level. */
+ * a size (or the lower bound itself) is often still there when it asks
+ * next, where a descent from the root would wait on a load at every
+ * level. */
 static inline __attribute__((always_inline)) gm_block_t *
 find_free_block(gm_alloc_t *a, params_t *p, gm_block_t ***link, gm_block_t **pred) {
   gm_block_t key = {0};
   key.stream = p->stream;
   key.size = p->size;
-  gm_block_t **hint = hint_slot(a->fit_hint, p->size), *h = fit_hint_walk(*hint, p->pool, &key);
-  if (h) {
-    *pred = *hint = h;
-    *link = h->snext ? gm_treap_link(&p->pool->free, h->snext) : NULL;
+  gm_block_t **hint = hint_slot(a->fit_hint, p->size), *it;
+  if (fit_hint_walk(*hint, p->pool, &key, &it, pred)) {
+    *link = it ? gm_treap_link(&p->pool->free, it) : NULL;
   } else {
     *link = gm_treap_lower_bound_link(&p->pool->free, &key, gm_less_size, pred);
-    *hint = *pred;
+    it = *link ? **link : NULL;
   }
-  gm_block_t *it = *link ? **link : NULL;
+  *hint = *pred ? *pred : it;
   if (!it || it->stream != p->stream) return NULL;
   if (it->seg->expandable) {
     /* prefer blocks that are not next to unmapped space: best fit by the
@@ -509,6 +525,21 @@ static int alloc_found_block(gm_alloc_t *a, params_t *p, uint64_t orig) {
 }
 
 
+/* pytorch_malloc's path where best fit found nothing: a new segment,
+ * then the release steps; GM_OK with p->block, or the error. */
+static __attribute__((noinline)) int new_block(gm_alloc_t *a, params_t *p, uint64_t orig, gm_oom_t *oom) {
+  /* a new segment's size, asked only here: whether the request is
+   * small is a coin toss, and a branch on it in the search mispredicts */
+  p->alloc_size = allocation_size(a, p->size);
+  if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
+  int found = alloc_block(a, p, 0) ||
+              (p->err == GM_ENOMEM && release_available_cached_blocks(a, p) && alloc_block(a, p, 0)) ||
+              (p->err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, p, 1));
+  if (found) return GM_OK;
+  if (p->err != GM_ENOMEM) return p->err;
+  return gm_oom(a, orig, p->size, p->alloc_size, p->stream, oom);
+}
+
 /* malloc (§5): the search, then a new segment, then the release steps. */
 static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **out,
                           gm_oom_t *oom) {
@@ -532,17 +563,12 @@ static int pytorch_malloc(gm_alloc_t *a, const gm_request_t *rq, gm_block_t **ou
     p.size = exact;
     p.exact = 1;
   } else if (!get_free_block(a, &p)) {
-    /* a new segment's size, asked only here: whether the request is
-     * small is a coin toss, and a branch on it in the search mispredicts */
-    p.alloc_size = allocation_size(a, p.size);
-    if (a->cfg.allowed_memory_maximum && a->cfg.gc_threshold > 0) garbage_collect_cached_blocks(a);
-    int found = alloc_block(a, &p, 0) ||
-                (p.err == GM_ENOMEM && release_available_cached_blocks(a, &p) && alloc_block(a, &p, 0)) ||
-                (p.err == GM_ENOMEM && release_cached_blocks(a) && alloc_block(a, &p, 1));
-    if (!found) {
-      if (p.err != GM_ENOMEM) return p.err;
-      return gm_oom(a, orig, p.size, p.alloc_size, p.stream, oom);
-    }
+    /* a copy goes to the slow path, so that p's address never leaves
+     * this function and its fields can live in registers */
+    params_t q = p;
+    int rc = new_block(a, &q, orig, oom);
+    if (rc != GM_OK) return rc;
+    p.block = q.block;
   }
   /* one call: the compiler puts alloc_found_block inline, as it does the
    * search (find_free_block, forced: pytorch_releases calls it too) */
@@ -572,30 +598,34 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
   uint64_t orig_size = b->size, requested = b->requested;
   gm_pool_t *pool = b->pool;
   int64_t d_count = 0, d_bytes = 0;
-  gm_block_t *cands[2] = {b->prev, b->next};
+  gm_block_t *pv = b->prev, *nx = b->next;
+  /* Which neighbours try_merge_blocks would absorb, asked once: merging
+   * one leaves the other's answer as it was; absorbed below without
+   * asking again. */
+  int mp = mergeable(b, pv), mn = mergeable(b, nx);
   /* The last neighbour to be merged that sits in the free set: b, merged,
    * ranks right after it (same stream, larger size), so unless b also
    * passes its successor, b takes its place there and no insert descends.
    * It is looked up after the other neighbour's erase, which may move it. */
-  /* Which neighbours try_merge_blocks absorbs, asked once: merging one
-   * leaves the other's answer as it was. */
-  int merge[2];
-  gm_block_t *slot = NULL, **link = NULL, *succ = NULL;
-  for (int i = 0; i < 2; i++) {
-    merge[i] = mergeable(b, cands[i]);
-    if (merge[i] && cands[i]->in_set == GM_SET_FREE) slot = cands[i];
-  }
-  for (int i = 0; i < 2; i++) {
-    if (!merge[i] || cands[i] == slot) continue;
+  gm_block_t *slot = mn && nx->in_set == GM_SET_FREE ? nx : mp && pv->in_set == GM_SET_FREE ? pv : NULL;
+  gm_block_t **link = NULL, *succ = NULL;
+  if (mp && pv != slot) {
     d_count -= 1;
-    d_bytes -= (int64_t)try_merge_blocks(a, b, cands[i]);
+    d_bytes -= (int64_t)pv->size;
+    gm_block_absorb(a, b, pv);
+  }
+  if (mn && nx != slot) {
+    d_count -= 1;
+    d_bytes -= (int64_t)nx->size;
+    gm_block_absorb(a, b, nx);
   }
   if (slot) {
     link = gm_treap_link(&pool->free, slot);
     succ = gm_treap_next(slot);
-    slot->in_set = 0; /* try_merge_blocks must leave it in the tree */
+    slot->in_set = 0; /* gm_block_absorb must leave it in the tree */
     d_count -= 1;
-    d_bytes -= (int64_t)try_merge_blocks(a, b, slot);
+    d_bytes -= (int64_t)slot->size;
+    gm_block_absorb(a, b, slot);
   }
   if (link && (!succ || gm_less_size(b, succ))) {
     gm_treap_replace_at(link, slot, b);
@@ -606,9 +636,10 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
     free_insert_learn(a, b);
   } else {
     /* nothing merged: most often a block best fit handed out at a size
-     * whose search left a hint, the member before that size's blocks,
-     * among which b's place is most often a step or two on */
-    free_insert_near(b, *hint_slot(a->fit_hint, b->size), 1);
+     * whose search left a hint, the member before that size's blocks
+     * (among which b's place is most often a step or two on) or the
+     * first of them */
+    free_insert_near(b, *hint_slot(a->fit_hint, b->size), 0);
   }
   if (is_split(b)) {
     d_count += 1;
