@@ -274,43 +274,44 @@ func (t *tape) reader(drop bool) *tapeReader {
 func (r *tapeReader) read(dst []trace.Event) int {
 	t := r.t
 	n := 0
-	// the last event's fields in locals, each event's written out field
-	// by field
-	action, addr, size, stream, stack, time := r.last.Action, r.last.Addr, r.last.Size, r.last.Stream, r.last.Stack, r.last.TimeUS
+	// the fields decoded into r.last, which holds those an event keeps
+	// of the last, then copied out: a call in the loop (a long varint)
+	// would have fields kept in registers stored at every event
+	e := &r.last
 	for n < len(dst) && r.k < len(t.chunks) {
 		c, p := t.chunks[r.k], r.p
 		for ; n < len(dst) && p < len(c); n++ {
 			h := c[p]
 			p++
-			action = trace.Action(h & tAction)
-			if action == 0 {
-				action = trace.Action(c[p])
+			e.Action = trace.Action(h & tAction)
+			if e.Action == 0 {
+				e.Action = trace.Action(c[p])
 				p++
 			}
 			// an address or size in a slot, and a time's step of a byte,
 			// the most of them, read here
 			if s := c[p]; s < sizeSlots {
-				addr = r.addrs[s]
+				e.Addr = r.addrs[s]
 				p++
 			} else {
-				addr, p = readAddr(c, p, &r.addrs, addr)
+				e.Addr, p = readAddr(c, p, &r.addrs, e.Addr)
 			}
 			if s := c[p]; s < sizeSlots {
-				size = r.sizes[s]
+				e.Size = r.sizes[s]
 				p++
 			} else {
-				size, p = readSize(c, p, &r.sizes)
+				e.Size, p = readSize(c, p, &r.sizes)
 			}
 			if h&tStreamSame == 0 {
-				stream, p = uvarint(c, p)
+				e.Stream, p = uvarint(c, p)
 			}
 			switch {
 			case h&tNoStack != 0:
-				stack = -1
+				e.Stack = -1
 			case h&tStackSame == 0:
 				var v uint64
 				v, p = uvarint(c, p)
-				stack += int32(unzigzag(v))
+				e.Stack += int32(unzigzag(v))
 			}
 			if h&tTimeSame == 0 {
 				v := uint64(c[p])
@@ -319,10 +320,13 @@ func (r *tapeReader) read(dst []trace.Event) int {
 				} else {
 					v, p = uvarintLong(c, p)
 				}
-				time += unzigzag(v)
+				e.TimeUS += unzigzag(v)
 			}
-			e := &dst[n]
-			e.Action, e.Stack, e.Addr, e.Size, e.Stream, e.TimeUS = action, stack, addr, size, stream, time
+			// copied field by field: a copy in wider moves would wait on
+			// the stores just made (a store-to-load forward fails when a
+			// load spans two stores)
+			d := &dst[n]
+			d.Action, d.Stack, d.Addr, d.Size, d.Stream, d.TimeUS = e.Action, e.Stack, e.Addr, e.Size, e.Stream, e.TimeUS
 		}
 		r.p = p
 		if p == len(c) { // the chunk read: the next
@@ -332,7 +336,6 @@ func (r *tapeReader) read(dst []trace.Event) int {
 			r.k, r.p = r.k+1, 0
 		}
 	}
-	r.last = trace.Event{Action: action, Stack: stack, Addr: addr, Size: size, Stream: stream, TimeUS: time}
 	if n == 0 && r.drop && r.k == len(t.chunks) {
 		t.free()
 	}
