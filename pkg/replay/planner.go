@@ -147,6 +147,39 @@ func (pl *Planner) Add(e *trace.Event) {
 	}
 }
 
+// addTape plans the events r reads, as Add does one at a time: read
+// straight into the window, not handed over and copied an event at a
+// time. It stops at the end of the tape or once the planner declines.
+func (pl *Planner) addTape(r *tapeReader) {
+	for pl.why == "" {
+		n := len(pl.win)
+		if n == cap(pl.win) { // a window none of which could be planned yet
+			pl.win = slices.Grow(pl.win, 1)
+		}
+		m := r.read(pl.win[n:cap(pl.win)])
+		if m == 0 {
+			return
+		}
+		pl.win = pl.win[:n+m]
+		evs := pl.win[n:]
+		if pl.snap != nil {
+			for i := range evs {
+				pl.addDevice(&evs[i])
+			}
+		} else {
+			for i := range evs {
+				if isSegment(evs[i].Action) {
+					pl.why = "the trace has segment events"
+					return
+				}
+			}
+		}
+		if len(pl.win) == cap(pl.win) {
+			pl.plan(false)
+		}
+	}
+}
+
 // segmentActions is the set of segment events' actions, a bit each.
 const segmentActions = 1<<trace.ActionSegmentAlloc | 1<<trace.ActionSegmentFree | 1<<trace.ActionSegmentMap | 1<<trace.ActionSegmentUnmap
 

@@ -18,7 +18,7 @@ import (
 // NewPoolPlanner's with the pools it found.
 type PoolWalk struct {
 	f      *inferer
-	events func(see func(e *trace.Event) error)
+	events func(see func(evs []trace.Event))
 	run    []trace.Event // a release run's events, its room kept between walks
 	mapped bool          // expandable segments: pools are not modelled there
 	final  []trace.Segment
@@ -28,9 +28,10 @@ type PoolWalk struct {
 }
 
 // NewPoolWalk starts the walk of device's trace of snap: events hands see
-// each of its events in order, each time it is called; snap gives its
-// final segments and settings, st (which read it) its length.
-func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(e *trace.Event) error)) *PoolWalk {
+// all of its events in order, a run at a time, each time it is called;
+// snap gives its final segments and settings, st (which read it) its
+// length.
+func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(see func(evs []trace.Event))) *PoolWalk {
 	w := &PoolWalk{f: newInferer(settingsConfig(snap.Settings)), events: events,
 		final: deviceSegments(snap, device)}
 	w.f.keepRecords(st.events, st.allocs, st.segAllocs)
@@ -47,12 +48,17 @@ func NewPoolWalk(snap *trace.Snapshot, device int, st *StartState, events func(s
 // loop over it, for the few events whose step waits on the next.
 func (w *PoolWalk) walkAll(f *inferer, record bool) {
 	s := streamWalk{run: w.run[:0]}
-	w.events(func(e *trace.Event) error {
+	w.events(func(evs []trace.Event) {
 		if record {
-			f.record(e)
+			for i := range evs {
+				f.record(&evs[i])
+				s.feed(f, &evs[i])
+			}
+			return
 		}
-		s.feed(f, e)
-		return nil
+		for i := range evs {
+			s.feed(f, &evs[i])
+		}
 	})
 	s.end(f)
 	w.run = s.run[:0]

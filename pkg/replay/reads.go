@@ -126,9 +126,7 @@ func PlanReads(read Reader, watch func() Watch) (snap *trace.Snapshot, plans []*
 	for d, l := range lists {
 		if l >= 0 {
 			tp := tapes[l]
-			w := NewPoolWalk(first, d, starts[l], func(see func(*trace.Event) error) {
-				_ = tp.each(false, see)
-			})
+			w := NewPoolWalk(first, d, starts[l], tp.eachRun)
 			planners[l] = NewPoolPlanner(first, d, starts[l], w)
 			starts[l] = nil // its per-event records are no longer needed
 		}
@@ -216,15 +214,8 @@ func planTapes(snap *trace.Snapshot, watch func() Watch, lists []int, planners [
 	w := watching(watch)
 	for l, pl := range planners {
 		pl.watched(w, l)
-		err := tapes[l].each(drop, func(e *trace.Event) error {
-			pl.Add(e)
-			if pl.Declined() != "" {
-				return ErrDeclined
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
+		if pl.addTape(tapes[l].reader(drop)); pl.Declined() != "" {
+			return nil, ErrDeclined
 		}
 	}
 	_, plans, err := finishPlans(snap, lists, planners)

@@ -32,9 +32,10 @@ func streamReads(snap *trace.Snapshot, device, window int, pools bool) (*Plan, s
 	}
 	p := pl.Plan(snap)
 	if p == nil && pools && pl.Declined() == privatePools {
-		w := NewPoolWalk(snap, device, st, func(see func(*trace.Event) error) {
-			for i := range events {
-				see(&events[i])
+		w := NewPoolWalk(snap, device, st, func(see func([]trace.Event)) {
+			// in runs of 3, as a tape hands them in runs
+			for i := 0; i < len(events); i += 3 {
+				see(events[i:min(i+3, len(events))])
 			}
 		})
 		pl = NewPoolPlanner(snap, device, st, w)

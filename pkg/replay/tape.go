@@ -224,11 +224,63 @@ func (t *tape) seal() {
 // stops at f's first error. With drop, each chunk is let go once read:
 // the tape is empty after.
 func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
+	r := t.reader(drop)
+	var buf [256]trace.Event
+	for {
+		n := r.read(buf[:])
+		if n == 0 {
+			return nil
+		}
+		for i := range buf[:n] {
+			if err := f(&buf[i]); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// eachRun hands see the events in order, a run at a time (evs is only
+// valid during the call).
+func (t *tape) eachRun(see func(evs []trace.Event)) {
+	r := t.reader(false)
+	var buf [256]trace.Event
+	for n := r.read(buf[:]); n > 0; n = r.read(buf[:]) {
+		see(buf[:n])
+	}
+}
+
+// tapeReader reads a tape's events in order, a run at a time (read): a
+// pass over the tape then loops over a slice of events, not a call per
+// event, and the planner's pass reads them straight into its window.
+type tapeReader struct {
+	t    *tape
+	drop bool
+	k, p int         // the chunk and offset of the next event
+	last trace.Event // the event read last, whose fields the next may keep
+	// the tape's caches of the addresses and sizes taped last, filled
+	// as add filled its own
+	addrs, sizes sizeCache
+}
+
+// reader starts a read of t from its first event. With drop, each chunk
+// is let go once read: the tape is empty after the last.
+func (t *tape) reader(drop bool) *tapeReader {
 	t.seal()
-	var e trace.Event
-	var addrs, sizes sizeCache
-	for k, c := range t.chunks {
-		for p := 0; p < len(c); {
+	return &tapeReader{t: t, drop: drop}
+}
+
+// read decodes the next events into dst, as many as it holds, and
+// returns how many; 0 at the end of the tape.
+func (r *tapeReader) read(dst []trace.Event) int {
+	t := r.t
+	n := 0
+	// the fields decoded into r.last, which holds those an event keeps
+	// of the last, then copied out: a call in the loop (a long varint)
+	// would have fields kept in registers stored at every event
+	e := &r.last
+	for n < len(dst) && r.k < len(t.chunks) {
+		c, p := t.chunks[r.k], r.p
+		for ; n < len(dst) && p < len(c); n++ {
 			h := c[p]
 			p++
 			e.Action = trace.Action(h & tAction)
@@ -239,16 +291,16 @@ func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 			// an address or size in a slot, and a time's step of a byte,
 			// the most of them, read here
 			if s := c[p]; s < sizeSlots {
-				e.Addr = addrs[s]
+				e.Addr = r.addrs[s]
 				p++
 			} else {
-				e.Addr, p = readAddr(c, p, &addrs, e.Addr)
+				e.Addr, p = readAddr(c, p, &r.addrs, e.Addr)
 			}
 			if s := c[p]; s < sizeSlots {
-				e.Size = sizes[s]
+				e.Size = r.sizes[s]
 				p++
 			} else {
-				e.Size, p = readSize(c, p, &sizes)
+				e.Size, p = readSize(c, p, &r.sizes)
 			}
 			if h&tStreamSame == 0 {
 				e.Stream, p = uvarint(c, p)
@@ -270,18 +322,24 @@ func (t *tape) each(drop bool, f func(e *trace.Event) error) error {
 				}
 				e.TimeUS += unzigzag(v)
 			}
-			if err := f(&e); err != nil {
-				return err
-			}
+			// copied field by field: a copy in wider moves would wait on
+			// the stores just made (a store-to-load forward fails when a
+			// load spans two stores)
+			d := &dst[n]
+			d.Action, d.Stack, d.Addr, d.Size, d.Stream, d.TimeUS = e.Action, e.Stack, e.Addr, e.Size, e.Stream, e.TimeUS
 		}
-		if drop {
-			t.freeChunk(k)
+		r.p = p
+		if p == len(c) { // the chunk read: the next
+			if r.drop {
+				t.freeChunk(r.k)
+			}
+			r.k, r.p = r.k+1, 0
 		}
 	}
-	if drop {
+	if n == 0 && r.drop && r.k == len(t.chunks) {
 		t.free()
 	}
-	return nil
+	return n
 }
 
 // free lets the tape go: it is empty after.
