@@ -528,6 +528,11 @@ typedef struct gm_flat {
   const void *alloc; /* the allocator, as it was when its segment count */
   uint64_t seg_gen;  /* was seg_gen */
   uint64_t since_key, last_key; /* gm_run_steps's whole lists */
+  /* a change of one segment's block count not yet in fen: segment
+   * fen_k (its index + 1; 0 none) changed by fen_d, and fen_pre is the
+   * blocks before it (gm_steps.c, fen_add) */
+  size_t fen_k, fen_pre;
+  uint64_t fen_d;
 } gm_flat_t;
 
 /* gm_flat_step sets pos, del and ins (nins blocks): the one replacement

@@ -20,7 +20,11 @@ _Static_assert(sizeof(gm_flat_block_t) == 40 && offsetof(gm_flat_block_t, seg_si
                    offsetof(gm_flat_block_t, state) == 32,
                "gm_flat_block_t is not alloc.FlatBlock");
 
-void gm_touch_slow(gm_block_t *b) {
+/* touch_slowest is gm_touch_slow where an array is full: apart (never
+ * inlined, reached by a jump), so that the common path, with room,
+ * saves no registers for a call, most of its cost for the two or three
+ * blocks each op touches. */
+static __attribute__((noinline)) void touch_slowest(gm_block_t *b) {
   gm_seg_t *s = b->seg;
   gm_alloc_t *a = s->owner;
   if (s->touch == GM_WATCHED) {
@@ -38,6 +42,23 @@ void gm_touch_slow(gm_block_t *b) {
     return;
   }
   a->tblocks[a->ntblocks++] = b;
+}
+
+void gm_touch_slow(gm_block_t *b) {
+  gm_seg_t *s = b->seg;
+  gm_alloc_t *a = s->owner;
+  size_t n = a->ntblocks;
+  if (n >= a->tblocks_cap || (s->touch == GM_WATCHED && a->ntouched >= a->touched_cap)) {
+    touch_slowest(b);
+    return;
+  }
+  if (s->touch == GM_WATCHED) {
+    a->touched[a->ntouched++] = s;
+    s->touch = GM_TOUCHED;
+  }
+  if (s->expandable || (n && a->tblocks[n - 1] == b)) return;
+  a->tblocks[n] = b;
+  a->ntblocks = n + 1;
 }
 
 /* gone_max is the most removed segments a step takes out of the list
@@ -150,15 +171,37 @@ static void count_seg(gm_flat_seg_t *v) {
   v->counted = 1;
 }
 
-/* The Fenwick tree fen[1..nseg] of the segments' block counts. */
-static void fen_add(gm_flat_t *f, size_t k, uint64_t d) {
+/* The Fenwick tree fen[1..nseg] of the segments' block counts, but for
+ * the change of the last segment whose count changed (fen_k), held
+ * apart with the blocks before it (fen_pre) until another's changes:
+ * most ops change the segment the op before changed, and then cost no
+ * walk of the tree, neither to add nor to count the blocks before it. */
+static void fen_tree_add(gm_flat_t *f, size_t k, uint64_t d) {
   for (size_t i = k + 1; i <= f->nseg; i += i & -i) f->fen[i] += d;
 }
 
-static size_t fen_before(const gm_flat_t *f, size_t k) { /* blocks of segments [0, k) */
+static size_t fen_tree_before(const gm_flat_t *f, size_t k) {
   uint64_t s = 0;
   for (size_t i = k; i > 0; i -= i & -i) s += f->fen[i];
   return (size_t)s;
+}
+
+static void fen_add(gm_flat_t *f, size_t k, uint64_t d) {
+  if (f->fen_k == k + 1) {
+    f->fen_d += d;
+    return;
+  }
+  if (f->fen_k) fen_tree_add(f, f->fen_k - 1, f->fen_d);
+  f->fen_k = k + 1;
+  f->fen_d = d;
+  f->fen_pre = fen_tree_before(f, k);
+}
+
+static size_t fen_before(const gm_flat_t *f, size_t k) { /* blocks of segments [0, k) */
+  if (f->fen_k == k + 1) return f->fen_pre;
+  size_t s = fen_tree_before(f, k);
+  if (f->fen_k && f->fen_k - 1 < k) s += (size_t)f->fen_d;
+  return s;
 }
 
 int gm_flat_list(gm_flat_t *f) {
@@ -333,6 +376,7 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   f->nseg = ns;
   f->ncur = 0;
   memset(f->fen, 0, (ns + 1) * sizeof *f->fen);
+  f->fen_k = 0, f->fen_d = 0; /* the tree is made again, whole */
   for (size_t k = 0; k < ns && rc == GM_OK; k++) {
     gm_flat_seg_t *v = f->segv[k];
     gm_seg_t *s = v->seg;
@@ -460,7 +504,10 @@ enum { SPAN_WHOLE = -1 }; /* put_span: walk the segment whole */
  * their counts (blocks that compare the same before and after).
  * SPAN_WHOLE, with nothing changed, when the blocks before do not end
  * and start where the span does. */
-static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *tail) {
+/* find_span finds v's blocks before the step that the span from v->lo
+ * to v->hi (m blocks now) replaces: [*i0, *i1); SPAN_WHOLE when the
+ * blocks before do not end and start where the span does. */
+static inline __attribute__((always_inline)) int find_span(const gm_seg_t *s, const gm_flat_seg_t *v, size_t *pi0, size_t *pi1, size_t *pm) {
   size_t no = v->n;
   const gm_block_t *lo = v->lo, *hi = v->hi;
   uint64_t end = hi->ptr + hi->size;
@@ -479,6 +526,15 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
   for (const gm_block_t *b = lo; b != hi; b = b->next, m++)
     if (!b || !b->mapped) return SPAN_WHOLE;
   if (!hi->mapped) return SPAN_WHOLE;
+  *pi0 = i0, *pi1 = i1, *pm = m;
+  return GM_OK;
+}
+
+static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *tail) {
+  size_t no = v->n, i0, i1, m;
+  const gm_block_t *lo = v->lo, *hi = v->hi;
+  int rc = find_span(s, v, &i0, &i1, &m);
+  if (rc != GM_OK) return rc;
   size_t n = i0 + m + (no - i1);
   if (gm_grow((void **)&v->old, &v->old_cap, i1 - i0, sizeof *v->old) != GM_OK ||
       gm_grow((void **)&v->b, &v->cap, n, sizeof *v->b) != GM_OK)
