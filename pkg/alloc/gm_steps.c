@@ -530,6 +530,18 @@ static inline __attribute__((always_inline)) int find_span(const gm_seg_t *s, co
   return GM_OK;
 }
 
+/* flat_of is block b as the list shows it, in a segment of nb blocks,
+ * not its first (seg_size 0). */
+static inline gm_flat_block_t flat_of(const gm_block_t *b, size_t nb) {
+  gm_flat_block_t o = {
+      .address = b->ptr, .size = b->size, .seg_blocks = (uint32_t)nb, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
+  if (b->allocated || b->pending) {
+    o.state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
+    o.id = b->id;
+  }
+  return o;
+}
+
 static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *tail) {
   size_t no = v->n, i0, i1, m;
   const gm_block_t *lo = v->lo, *hi = v->hi;
@@ -563,6 +575,62 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
   return GM_OK;
 }
 
+/* step_alone is step_touched's step where one segment, not
+ * expandable, is all the op touched (most ops): the span's blocks now
+ * are compared with those it replaces before any is written, so that
+ * only the blocks between their common head and tail are, with no copy
+ * of the old span (put_span's v->old) to compare them with after.
+ * SPAN_WHOLE, with nothing changed, where put_span would walk the
+ * segment whole. */
+static int step_alone(gm_flat_t *f, size_t k, const gm_seg_t *s, gm_flat_seg_t *v) {
+  size_t no = v->n, i0, i1, m;
+  int rc = find_span(s, v, &i0, &i1, &m);
+  if (rc != GM_OK) return rc;
+  size_t span = i1 - i0, n = i0 + m + (no - i1), lim = m < span ? m : span;
+  uint64_t seg0 = v->b[0].seg_size; /* the segment's size: its blocks tile it (I1) */
+  /* the common head and tail of the span now and before: distinct
+   * blocks of a segment never compare the same, so those of the list
+   * end in the span, as diff would find them */
+  size_t h = 0, t = 0;
+  const gm_block_t *b = v->lo, *e = v->hi;
+  for (; h < lim; h++, b = b->next) {
+    gm_flat_block_t x = flat_of(b, n);
+    if (i0 + h == 0) x.seg_size = seg0;
+    if (!same(&x, &v->b[i0 + h])) break;
+  }
+  for (; t < lim - h; t++, e = e->prev) {
+    gm_flat_block_t x = flat_of(e, n);
+    if (i0 + m - 1 - t == 0) x.seg_size = seg0;
+    if (!same(&x, &v->b[i1 - 1 - t])) break;
+  }
+  v->oi0 = i0; /* where the next step's span most often starts */
+  if (h == m && m == span) { /* touched, but its blocks compare the same */
+    f->pos = f->ncur;
+    f->del = f->nins = 0;
+    return GM_OK;
+  }
+  if (gm_grow((void **)&v->b, &v->cap, n, sizeof *v->b) != GM_OK) return GM_EBACKEND;
+  if (m != span) move_blocks(v->b + i0 + m - t, v->b + i1 - t, no - i1 + t);
+  /* the blocks between, with their count of their segment's blocks;
+   * the others' are the old count, which count_seg corrects when they
+   * are asked for */
+  gm_flat_block_t *w = v->b + i0 + h;
+  for (size_t j = h; j < m - t; j++, b = b->next, w++) {
+    *w = flat_of(b, n);
+    if (i0 + j == 0) w->seg_size = seg0;
+  }
+  v->counted = v->counted && n == no;
+  v->n = n;
+  if (n != no) fen_add(f, k, n - no);
+  f->cur_ok = 0;
+  f->ncur += n - no;
+  f->pos = fen_before(f, k) + i0 + h;
+  f->del = span - h - t;
+  f->nins = m - h - t;
+  f->ins = v->b + i0 + h;
+  return GM_OK;
+}
+
 /* step_touched walks again the segments touched since the last step and
  * compares the list before and after from the first of those that
  * changed on and from the last of them back, block by block: a step costs
@@ -587,6 +655,18 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
     if (!v->hi || b->ptr > v->hi->ptr) v->hi = b;
   }
   a->ntblocks = 0;
+  if (a->ntouched == 1) {
+    gm_seg_t *s = a->touched[0];
+    gm_flat_seg_t *v = f->segv[s->flat_k];
+    int rc = v->lo && !s->expandable ? step_alone(f, s->flat_k, s, v) : SPAN_WHOLE;
+    if (rc != SPAN_WHOLE) {
+      s->touch = GM_WATCHED;
+      v->lo = v->hi = NULL;
+      a->ntouched = 0;
+      if (rc != GM_OK) f->alloc = NULL; /* the next step walks every segment */
+      return rc;
+    }
+  }
   size_t k0 = SIZE_MAX, k1 = 0, h0 = 0, t0 = 0; /* h0, t0: the common head and tail of segment k0's blocks */
   int changed = 0;
   for (size_t i = 0; i < a->ntouched; i++) {
