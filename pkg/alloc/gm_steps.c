@@ -575,6 +575,18 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
   return GM_OK;
 }
 
+/* same_block is same for list block o and block b as flat_of shows
+ * it, with seg_size, read in place: no block built to compare. */
+static inline int same_block(const gm_flat_block_t *o, const gm_block_t *b, uint64_t seg_size) {
+  uint32_t id = GM_NO_ID;
+  uint8_t st = GM_BLOCK_INACTIVE;
+  if (b->allocated || b->pending) {
+    st = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
+    id = b->id;
+  }
+  return o->address == b->ptr && o->size == b->size && o->seg_size == seg_size && o->id == id && o->state == st;
+}
+
 /* step_alone is step_touched's step where one segment, not
  * expandable, is all the op touched (most ops): the span's blocks now
  * are compared with those it replaces before any is written, so that
@@ -593,16 +605,10 @@ static int step_alone(gm_flat_t *f, size_t k, const gm_seg_t *s, gm_flat_seg_t *
    * end in the span, as diff would find them */
   size_t h = 0, t = 0;
   const gm_block_t *b = v->lo, *e = v->hi;
-  for (; h < lim; h++, b = b->next) {
-    gm_flat_block_t x = flat_of(b, n);
-    if (i0 + h == 0) x.seg_size = seg0;
-    if (!same(&x, &v->b[i0 + h])) break;
-  }
-  for (; t < lim - h; t++, e = e->prev) {
-    gm_flat_block_t x = flat_of(e, n);
-    if (i0 + m - 1 - t == 0) x.seg_size = seg0;
-    if (!same(&x, &v->b[i1 - 1 - t])) break;
-  }
+  for (; h < lim; h++, b = b->next)
+    if (!same_block(&v->b[i0 + h], b, i0 + h == 0 ? seg0 : 0)) break;
+  for (; t < lim - h; t++, e = e->prev)
+    if (!same_block(&v->b[i1 - 1 - t], e, i0 + m - 1 - t == 0 ? seg0 : 0)) break;
   v->oi0 = i0; /* where the next step's span most often starts */
   if (h == m && m == span) { /* touched, but its blocks compare the same */
     f->pos = f->ncur;
