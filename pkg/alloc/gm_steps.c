@@ -172,9 +172,10 @@ static void count_seg(gm_flat_seg_t *v) {
 }
 
 /* The Fenwick tree fen[1..nseg] of the segments' block counts, but for
- * the change of the last segment whose count changed (fen_k), held
- * apart with the blocks before it (fen_pre) until another's changes:
- * most ops change the segment the op before changed, and then cost no
+ * the changes of the last two segments whose counts changed (fen_k),
+ * held apart with fen's count of the blocks before each (fen_pre) until
+ * a third's changes: most ops change a segment one of the last two ops
+ * changed (a block split in one, merged in another), and then cost no
  * walk of the tree, neither to add nor to count the blocks before it. */
 static void fen_tree_add(gm_flat_t *f, size_t k, uint64_t d) {
   for (size_t i = k + 1; i <= f->nseg; i += i & -i) f->fen[i] += d;
@@ -187,20 +188,30 @@ static size_t fen_tree_before(const gm_flat_t *f, size_t k) {
 }
 
 static void fen_add(gm_flat_t *f, size_t k, uint64_t d) {
-  if (f->fen_k == k + 1) {
-    f->fen_d += d;
+  if (f->fen_k[0] == k + 1) {
+    f->fen_d[0] += d;
     return;
   }
-  if (f->fen_k) fen_tree_add(f, f->fen_k - 1, f->fen_d);
-  f->fen_k = k + 1;
-  f->fen_d = d;
-  f->fen_pre = fen_tree_before(f, k);
+  if (f->fen_k[1] == k + 1) { /* the latest now: first */
+    f->fen_k[1] = f->fen_k[0], f->fen_k[0] = k + 1;
+    uint64_t t = f->fen_d[1] + d;
+    f->fen_d[1] = f->fen_d[0], f->fen_d[0] = t;
+    size_t p = f->fen_pre[1];
+    f->fen_pre[1] = f->fen_pre[0], f->fen_pre[0] = p;
+    return;
+  }
+  if (f->fen_k[1]) { /* the older into the tree */
+    fen_tree_add(f, f->fen_k[1] - 1, f->fen_d[1]);
+    if (f->fen_k[0] > f->fen_k[1]) f->fen_pre[0] += (size_t)f->fen_d[1];
+  }
+  f->fen_k[1] = f->fen_k[0], f->fen_d[1] = f->fen_d[0], f->fen_pre[1] = f->fen_pre[0];
+  f->fen_k[0] = k + 1, f->fen_d[0] = d, f->fen_pre[0] = fen_tree_before(f, k);
 }
 
 static size_t fen_before(const gm_flat_t *f, size_t k) { /* blocks of segments [0, k) */
-  if (f->fen_k == k + 1) return f->fen_pre;
-  size_t s = fen_tree_before(f, k);
-  if (f->fen_k && f->fen_k - 1 < k) s += (size_t)f->fen_d;
+  size_t s = f->fen_k[0] == k + 1 ? f->fen_pre[0] : f->fen_k[1] == k + 1 ? f->fen_pre[1] : fen_tree_before(f, k);
+  for (int j = 0; j < 2; j++)
+    if (f->fen_k[j] && f->fen_k[j] - 1 < k) s += (size_t)f->fen_d[j];
   return s;
 }
 
@@ -376,7 +387,8 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   f->nseg = ns;
   f->ncur = 0;
   memset(f->fen, 0, (ns + 1) * sizeof *f->fen);
-  f->fen_k = 0, f->fen_d = 0; /* the tree is made again, whole */
+  memset(f->fen_k, 0, sizeof f->fen_k); /* the tree is made again, whole */
+  memset(f->fen_d, 0, sizeof f->fen_d);
   for (size_t k = 0; k < ns && rc == GM_OK; k++) {
     gm_flat_seg_t *v = f->segv[k];
     gm_seg_t *s = v->seg;
