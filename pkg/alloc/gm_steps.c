@@ -56,7 +56,10 @@ void gm_touch_slow(gm_block_t *b) {
     a->touched[a->ntouched++] = s;
     s->touch = GM_TOUCHED;
   }
-  if (s->expandable || (n && a->tblocks[n - 1] == b)) return;
+  /* a block handed again right after another (a merge touches the
+   * block kept, the one it takes, then the block kept again) is kept
+   * once: each block kept costs step_touched more than this check */
+  if (s->expandable || (n && a->tblocks[n - 1] == b) || (n > 1 && a->tblocks[n - 2] == b)) return;
   a->tblocks[n] = b;
   a->ntblocks = n + 1;
 }
