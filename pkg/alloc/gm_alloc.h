@@ -528,6 +528,12 @@ typedef struct gm_flat {
   const void *alloc; /* the allocator, as it was when its segment count */
   uint64_t seg_gen;  /* was seg_gen */
   uint64_t since_key, last_key; /* gm_run_steps's whole lists */
+  /* the changes of two segments' block counts not yet in fen, the
+   * latest first: segment fen_k[j] (its index + 1; 0 none) changed by
+   * fen_d[j], and fen_pre[j] is fen's count of the blocks before it
+   * (gm_steps.c, fen_add) */
+  size_t fen_k[2], fen_pre[2];
+  uint64_t fen_d[2];
 } gm_flat_t;
 
 /* gm_flat_step sets pos, del and ins (nins blocks): the one replacement

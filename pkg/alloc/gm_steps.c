@@ -1,5 +1,6 @@
-/* gm_flat_step and gm_run_steps: the block list followed op by op (the
- * HTML explorer's stepped replay). The list is kept from step to step,
+/* gm_flat_step: the block list followed op by op (the HTML explorer's
+ * stepped replay; gm_steps_run.c runs the ops and marks what they
+ * touch). The list is kept from step to step,
  * segment by segment, and only the segments an op touched (gm_touch) are
  * walked again and compared, in a segment that is not expandable only
  * its span from the first block the op touched to the last: a step costs
@@ -11,53 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm_devlog.h"
 #include "gm_internal.h"
+#include "gm_steps.h"
 
 /* alloc.FlatBlock's layout (snapshot.go), read in place by Go */
 _Static_assert(sizeof(gm_flat_block_t) == 40 && offsetof(gm_flat_block_t, seg_size) == 16 &&
                    offsetof(gm_flat_block_t, seg_blocks) == 24 && offsetof(gm_flat_block_t, id) == 28 &&
                    offsetof(gm_flat_block_t, state) == 32,
                "gm_flat_block_t is not alloc.FlatBlock");
-
-void gm_touch_slow(gm_block_t *b) {
-  gm_seg_t *s = b->seg;
-  gm_alloc_t *a = s->owner;
-  if (s->touch == GM_WATCHED) {
-    if (gm_grow((void **)&a->touched, &a->touched_cap, a->ntouched + 1, sizeof *a->touched) != GM_OK) {
-      a->touch_lost = 1; /* the next step walks every segment */
-      return;
-    }
-    a->touched[a->ntouched++] = s;
-    s->touch = GM_TOUCHED;
-  }
-  /* an expandable segment is walked whole: its mapped runs may change */
-  if (s->expandable || (a->ntblocks && a->tblocks[a->ntblocks - 1] == b)) return;
-  if (gm_grow((void **)&a->tblocks, &a->tblocks_cap, a->ntblocks + 1, sizeof *a->tblocks) != GM_OK) {
-    a->touch_lost = 1;
-    return;
-  }
-  a->tblocks[a->ntblocks++] = b;
-}
-
-/* gone_max is the most removed segments a step takes out of the list
- * one by one; past it (a replay no longer stepped) it walks every one. */
-enum { gone_max = 4096 };
-
-void gm_untouch_seg(gm_alloc_t *a, gm_seg_t *s) {
-  if (s->touch == GM_TOUCHED) /* off the list of touched segments */
-    for (size_t i = 0; i < a->ntouched; i++)
-      if (a->touched[i] == s) {
-        a->touched[i] = a->touched[--a->ntouched];
-        break;
-      }
-  if (a->touch_lost) return;
-  if (a->ngone >= gone_max || gm_grow((void **)&a->gone, &a->gone_cap, a->ngone + 1, sizeof *a->gone) != GM_OK) {
-    a->touch_lost = 1;
-    return;
-  }
-  a->gone[a->ngone++] = s->flat_k;
-}
 
 static int cmp_seg_base(const void *x, const void *y) {
   const gm_seg_t *a = *(const gm_seg_t *const *)x, *b = *(const gm_seg_t *const *)y;
@@ -91,18 +53,6 @@ static int put_seg(const gm_seg_t *s, gm_flat_block_t **buf, size_t *cap, size_t
   }
   *n = nb;
   return GM_OK;
-}
-
-/* move_blocks is memmove of n blocks: most moves and copies of a step are
- * of a few blocks, which a loop does for less than the call. */
-static inline void move_blocks(gm_flat_block_t *dst, const gm_flat_block_t *src, size_t n) {
-  if (n > 4) {
-    memmove(dst, src, n * sizeof *dst);
-  } else if (dst < src) {
-    for (size_t i = 0; i < n; i++) dst[i] = src[i];
-  } else {
-    for (size_t i = n; i > 0; i--) dst[i - 1] = src[i - 1];
-  }
 }
 
 /* Two blocks of consecutive steps are the same when their address, size,
@@ -150,15 +100,48 @@ static void count_seg(gm_flat_seg_t *v) {
   v->counted = 1;
 }
 
-/* The Fenwick tree fen[1..nseg] of the segments' block counts. */
-static void fen_add(gm_flat_t *f, size_t k, uint64_t d) {
+/* The Fenwick tree fen[1..nseg] of the segments' block counts, but for
+ * the changes of the last two segments whose counts changed (fen_k),
+ * held apart with fen's count of the blocks before each (fen_pre) until
+ * a third's changes: most ops change a segment one of the last two ops
+ * changed (a block split in one, merged in another), and then cost no
+ * walk of the tree, neither to add nor to count the blocks before it. */
+static void fen_tree_add(gm_flat_t *f, size_t k, uint64_t d) {
   for (size_t i = k + 1; i <= f->nseg; i += i & -i) f->fen[i] += d;
 }
 
-static size_t fen_before(const gm_flat_t *f, size_t k) { /* blocks of segments [0, k) */
+static size_t fen_tree_before(const gm_flat_t *f, size_t k) {
   uint64_t s = 0;
   for (size_t i = k; i > 0; i -= i & -i) s += f->fen[i];
   return (size_t)s;
+}
+
+static inline __attribute__((always_inline)) void fen_add(gm_flat_t *f, size_t k, uint64_t d) {
+  if (f->fen_k[0] == k + 1) {
+    f->fen_d[0] += d;
+    return;
+  }
+  if (f->fen_k[1] == k + 1) { /* the latest now: first */
+    f->fen_k[1] = f->fen_k[0], f->fen_k[0] = k + 1;
+    uint64_t t = f->fen_d[1] + d;
+    f->fen_d[1] = f->fen_d[0], f->fen_d[0] = t;
+    size_t p = f->fen_pre[1];
+    f->fen_pre[1] = f->fen_pre[0], f->fen_pre[0] = p;
+    return;
+  }
+  if (f->fen_k[1]) { /* the older into the tree */
+    fen_tree_add(f, f->fen_k[1] - 1, f->fen_d[1]);
+    if (f->fen_k[0] > f->fen_k[1]) f->fen_pre[0] += (size_t)f->fen_d[1];
+  }
+  f->fen_k[1] = f->fen_k[0], f->fen_d[1] = f->fen_d[0], f->fen_pre[1] = f->fen_pre[0];
+  f->fen_k[0] = k + 1, f->fen_d[0] = d, f->fen_pre[0] = fen_tree_before(f, k);
+}
+
+static size_t fen_before(const gm_flat_t *f, size_t k) { /* blocks of segments [0, k) */
+  size_t s = f->fen_k[0] == k + 1 ? f->fen_pre[0] : f->fen_k[1] == k + 1 ? f->fen_pre[1] : fen_tree_before(f, k);
+  for (int j = 0; j < 2; j++)
+    if (f->fen_k[j] && f->fen_k[j] - 1 < k) s += (size_t)f->fen_d[j];
+  return s;
 }
 
 int gm_flat_list(gm_flat_t *f) {
@@ -333,6 +316,8 @@ static int step_all(gm_alloc_t *a, gm_flat_t *f) {
   f->nseg = ns;
   f->ncur = 0;
   memset(f->fen, 0, (ns + 1) * sizeof *f->fen);
+  memset(f->fen_k, 0, sizeof f->fen_k); /* the tree is made again, whole */
+  memset(f->fen_d, 0, sizeof f->fen_d);
   for (size_t k = 0; k < ns && rc == GM_OK; k++) {
     gm_flat_seg_t *v = f->segv[k];
     gm_seg_t *s = v->seg;
@@ -460,7 +445,10 @@ enum { SPAN_WHOLE = -1 }; /* put_span: walk the segment whole */
  * their counts (blocks that compare the same before and after).
  * SPAN_WHOLE, with nothing changed, when the blocks before do not end
  * and start where the span does. */
-static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *tail) {
+/* find_span finds v's blocks before the step that the span from v->lo
+ * to v->hi (m blocks now) replaces: [*i0, *i1); SPAN_WHOLE when the
+ * blocks before do not end and start where the span does. */
+static inline __attribute__((always_inline)) int find_span(const gm_seg_t *s, const gm_flat_seg_t *v, size_t *pi0, size_t *pi1, size_t *pm) {
   size_t no = v->n;
   const gm_block_t *lo = v->lo, *hi = v->hi;
   uint64_t end = hi->ptr + hi->size;
@@ -479,6 +467,27 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
   for (const gm_block_t *b = lo; b != hi; b = b->next, m++)
     if (!b || !b->mapped) return SPAN_WHOLE;
   if (!hi->mapped) return SPAN_WHOLE;
+  *pi0 = i0, *pi1 = i1, *pm = m;
+  return GM_OK;
+}
+
+/* flat_of is block b as the list shows it, in a segment of nb blocks,
+ * not its first (seg_size 0). */
+static inline gm_flat_block_t flat_of(const gm_block_t *b, size_t nb) {
+  gm_flat_block_t o = {
+      .address = b->ptr, .size = b->size, .seg_blocks = (uint32_t)nb, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
+  if (b->allocated || b->pending) {
+    o.state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
+    o.id = b->id;
+  }
+  return o;
+}
+
+static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *tail) {
+  size_t no = v->n, i0, i1, m;
+  const gm_block_t *lo = v->lo, *hi = v->hi;
+  int rc = find_span(s, v, &i0, &i1, &m);
+  if (rc != GM_OK) return rc;
   size_t n = i0 + m + (no - i1);
   if (gm_grow((void **)&v->old, &v->old_cap, i1 - i0, sizeof *v->old) != GM_OK ||
       gm_grow((void **)&v->b, &v->cap, n, sizeof *v->b) != GM_OK)
@@ -507,6 +516,68 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
   return GM_OK;
 }
 
+/* same_block is same for list block o and block b as flat_of shows
+ * it, with seg_size, read in place: no block built to compare. */
+static inline int same_block(const gm_flat_block_t *o, const gm_block_t *b, uint64_t seg_size) {
+  uint32_t id = GM_NO_ID;
+  uint8_t st = GM_BLOCK_INACTIVE;
+  if (b->allocated || b->pending) {
+    st = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
+    id = b->id;
+  }
+  return o->address == b->ptr && o->size == b->size && o->seg_size == seg_size && o->id == id && o->state == st;
+}
+
+/* step_alone is step_touched's step where one segment, not
+ * expandable, is all the op touched (most ops): the span's blocks now
+ * are compared with those it replaces before any is written, so that
+ * only the blocks between their common head and tail are, with no copy
+ * of the old span (put_span's v->old) to compare them with after.
+ * SPAN_WHOLE, with nothing changed, where put_span would walk the
+ * segment whole. */
+static int step_alone(gm_flat_t *f, size_t k, const gm_seg_t *s, gm_flat_seg_t *v) {
+  size_t no = v->n, i0, i1, m;
+  int rc = find_span(s, v, &i0, &i1, &m);
+  if (rc != GM_OK) return rc;
+  size_t span = i1 - i0, n = i0 + m + (no - i1), lim = m < span ? m : span;
+  uint64_t seg0 = v->b[0].seg_size; /* the segment's size: its blocks tile it (I1) */
+  /* the common head and tail of the span now and before: distinct
+   * blocks of a segment never compare the same, so those of the list
+   * end in the span, as diff would find them */
+  size_t h = 0, t = 0;
+  const gm_block_t *b = v->lo, *e = v->hi;
+  for (; h < lim; h++, b = b->next)
+    if (!same_block(&v->b[i0 + h], b, i0 + h == 0 ? seg0 : 0)) break;
+  for (; t < lim - h; t++, e = e->prev)
+    if (!same_block(&v->b[i1 - 1 - t], e, i0 + m - 1 - t == 0 ? seg0 : 0)) break;
+  v->oi0 = i0; /* where the next step's span most often starts */
+  if (h == m && m == span) { /* touched, but its blocks compare the same */
+    f->pos = f->ncur;
+    f->del = f->nins = 0;
+    return GM_OK;
+  }
+  if (gm_grow((void **)&v->b, &v->cap, n, sizeof *v->b) != GM_OK) return GM_EBACKEND;
+  if (m != span) move_blocks(v->b + i0 + m - t, v->b + i1 - t, no - i1 + t);
+  /* the blocks between, with their count of their segment's blocks;
+   * the others' are the old count, which count_seg corrects when they
+   * are asked for */
+  gm_flat_block_t *w = v->b + i0 + h;
+  for (size_t j = h; j < m - t; j++, b = b->next, w++) {
+    *w = flat_of(b, n);
+    if (i0 + j == 0) w->seg_size = seg0;
+  }
+  v->counted = v->counted && n == no;
+  v->n = n;
+  if (n != no) fen_add(f, k, n - no);
+  f->cur_ok = 0;
+  f->ncur += n - no;
+  f->pos = fen_before(f, k) + i0 + h;
+  f->del = span - h - t;
+  f->nins = m - h - t;
+  f->ins = v->b + i0 + h;
+  return GM_OK;
+}
+
 /* step_touched walks again the segments touched since the last step and
  * compares the list before and after from the first of those that
  * changed on and from the last of them back, block by block: a step costs
@@ -531,6 +602,18 @@ static int step_touched(gm_alloc_t *a, gm_flat_t *f) {
     if (!v->hi || b->ptr > v->hi->ptr) v->hi = b;
   }
   a->ntblocks = 0;
+  if (a->ntouched == 1) {
+    gm_seg_t *s = a->touched[0];
+    gm_flat_seg_t *v = f->segv[s->flat_k];
+    int rc = v->lo && !s->expandable ? step_alone(f, s->flat_k, s, v) : SPAN_WHOLE;
+    if (rc != SPAN_WHOLE) {
+      s->touch = GM_WATCHED;
+      v->lo = v->hi = NULL;
+      a->ntouched = 0;
+      if (rc != GM_OK) f->alloc = NULL; /* the next step walks every segment */
+      return rc;
+    }
+  }
   size_t k0 = SIZE_MAX, k1 = 0, h0 = 0, t0 = 0; /* h0, t0: the common head and tail of segment k0's blocks */
   int changed = 0;
   for (size_t i = 0; i < a->ntouched; i++) {
@@ -674,94 +757,4 @@ void gm_flat_free(gm_flat_t *f) {
   free(f->cur);
   free(f->ins_buf);
   memset(f, 0, sizeof *f);
-}
-
-static int put_blocks(gm_steps_t *s, const gm_flat_block_t *b, size_t n) {
-  if (n == 0) return GM_OK;
-  if (gm_grow((void **)&s->blocks, &s->blocks_cap, s->nblocks + n, sizeof *s->blocks) != GM_OK) return GM_EBACKEND;
-  move_blocks(s->blocks + s->nblocks, b, n);
-  s->nblocks += n;
-  return GM_OK;
-}
-
-int gm_run_steps(gm_alloc_t *a, const gm_op_t *ops, size_t n, uint64_t base, uint64_t key_gap,
-                 gm_timeline_t *tl, gm_flat_t *f, gm_steps_t *s, size_t *done) {
-  s->nops = 0;
-  s->nblocks = 0;
-  s->peak_in = 0;
-  /* device log events carry op indexes: base + j while op j runs, as
-   * every op applied counts one in ex.ops */
-  gm_devlog_at(a, base);
-  const uint64_t tl_base = tl ? tl->base : 0;
-  for (size_t j = 0; j < n; j++) {
-    size_t d = 0;
-    gm_oom_t oom;
-    const uint64_t peak_op = a->ex.peak_op;
-    if (tl) tl->base = tl_base + j; /* gm_run samples op j as its first */
-    int rc = gm_run(a, &ops[j], 1, &d, &oom, tl, NULL, NULL);
-    if (rc != GM_OK && rc != GM_ENOMEM) {
-      *done = j + d;
-      return rc;
-    }
-    int frc = gm_flat_step(a, f);
-    if (frc == GM_OK && gm_grow((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof *s->ops) != GM_OK)
-      frc = GM_EBACKEND;
-    if (frc != GM_OK) {
-      *done = frc == GM_ECORRUPT ? j + 1 : j; /* the op was applied */
-      return frc;
-    }
-    gm_step_t *h = &s->ops[s->nops++];
-    /* pos and del one at a time (volatile): the compiler would read the
-     * pair in one 16-byte load, which cannot take its bytes from the two
-     * 8-byte stores gm_flat_step just made and waits for them to retire
-     * (a store-forwarding stall, a third of this loop's time) */
-    h->pos = *(const volatile size_t *)&f->pos;
-    h->del = *(const volatile size_t *)&f->del;
-    h->nins = f->nins;
-    h->nlist = f->ncur;
-    h->key = 0;
-    h->peak = a->ex.peak_op != peak_op;
-    if (h->peak && s->keep_peak) {
-      if (gm_flat_list(f) != GM_OK ||
-          (f->ncur && gm_grow((void **)&s->peak, &s->peak_cap, f->ncur, sizeof *s->peak) != GM_OK)) {
-        *done = j;
-        return GM_EBACKEND;
-      }
-      if (f->ncur) move_blocks(s->peak, f->cur, f->ncur);
-      s->npeak = f->ncur;
-      s->peak_at = j;
-      s->peak_in = 1;
-    }
-    if (put_blocks(s, f->ins, f->nins) != GM_OK) {
-      *done = j;
-      return GM_EBACKEND;
-    }
-    /* the whole list once the changes since the last one hold as many
-     * blocks as it, and key_gap ops have passed */
-    uint64_t i = base + j;
-    f->since_key += f->nins + 1;
-    if (key_gap && f->since_key >= f->ncur && i + 1 - f->last_key >= key_gap) {
-      h->key = 1;
-      if (gm_flat_list(f) != GM_OK || put_blocks(s, f->cur, f->ncur) != GM_OK) {
-        *done = j;
-        return GM_EBACKEND;
-      }
-      f->since_key = 0;
-      f->last_key = i + 1;
-    }
-    if (rc == GM_ENOMEM) {
-      s->oom = oom;
-      *done = j + 1;
-      return GM_ENOMEM;
-    }
-  }
-  *done = n;
-  return GM_OK;
-}
-
-void gm_steps_free(gm_steps_t *s) {
-  free(s->ops);
-  free(s->blocks);
-  free(s->peak);
-  memset(s, 0, sizeof *s);
 }
