@@ -144,9 +144,10 @@ struct gm_alloc {
    * search for it (or, with none before, the one it found). A hint is only
    * a guess: it is taken only when the set's threads prove it, or a member
    * a few steps on or back, next to the search's key's place (with I3,
-   * which gm_check checks), so it holds no
-   * invariant of its own and never needs clearing. Blocks are never freed while the allocator lives (the
-   * spare list recycles them), so a hint always points at a block. */
+   * which gm_check checks), so it holds no invariant of its own and
+   * never needs clearing. Blocks are never freed while the allocator
+   * lives (the spare list recycles them), so a hint always points at a
+   * block. */
   gm_block_t *fit_hint[GM_FIT_HINTS];
   /* insertion's hints, the same kind of guess, proved the same way
    * (gm_policy_pytorch.c, free_insert_learn): by a hash of a block's
