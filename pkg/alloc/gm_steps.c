@@ -21,6 +21,23 @@ _Static_assert(sizeof(gm_flat_block_t) == 40 && offsetof(gm_flat_block_t, seg_si
                    offsetof(gm_flat_block_t, state) == 32,
                "gm_flat_block_t is not alloc.FlatBlock");
 
+/* flat_state is block b's state and id as the list shows them. */
+static inline void flat_state(const gm_block_t *b, uint8_t *state, uint32_t *id) {
+  *state = GM_BLOCK_INACTIVE, *id = GM_NO_ID;
+  if (b->allocated || b->pending) {
+    *state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
+    *id = b->id;
+  }
+}
+
+/* flat_of is block b as the list shows it, in a segment of nb blocks,
+ * not its first (seg_size 0). */
+static inline gm_flat_block_t flat_of(const gm_block_t *b, size_t nb) {
+  gm_flat_block_t o = {.address = b->ptr, .size = b->size, .seg_blocks = (uint32_t)nb};
+  flat_state(b, &o.state, &o.id);
+  return o;
+}
+
 static int cmp_seg_base(const void *x, const void *y) {
   const gm_seg_t *a = *(const gm_seg_t *const *)x, *b = *(const gm_seg_t *const *)y;
   return a->base < b->base ? -1 : a->base > b->base;
@@ -40,12 +57,7 @@ static int put_seg(const gm_seg_t *s, gm_flat_block_t **buf, size_t *cap, size_t
     uint64_t total = 0;
     for (; b && b->mapped; b = b->next) {
       if (nb >= *cap && gm_grow((void **)buf, cap, nb + 1, sizeof **buf) != GM_OK) return GM_EBACKEND;
-      gm_flat_block_t *o = &(*buf)[nb++];
-      *o = (gm_flat_block_t){.address = b->ptr, .size = b->size, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
-      if (b->allocated || b->pending) {
-        o->state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
-        o->id = b->id;
-      }
+      (*buf)[nb++] = flat_of(b, 0); /* seg_blocks set below */
       total += b->size;
     }
     (*buf)[first].seg_size = total;
@@ -471,18 +483,6 @@ static inline __attribute__((always_inline)) int find_span(const gm_seg_t *s, co
   return GM_OK;
 }
 
-/* flat_of is block b as the list shows it, in a segment of nb blocks,
- * not its first (seg_size 0). */
-static inline gm_flat_block_t flat_of(const gm_block_t *b, size_t nb) {
-  gm_flat_block_t o = {
-      .address = b->ptr, .size = b->size, .seg_blocks = (uint32_t)nb, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
-  if (b->allocated || b->pending) {
-    o.state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
-    o.id = b->id;
-  }
-  return o;
-}
-
 static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *tail) {
   size_t no = v->n, i0, i1, m;
   const gm_block_t *lo = v->lo, *hi = v->hi;
@@ -500,12 +500,7 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
    * asked for */
   gm_flat_block_t *w = v->b + i0;
   for (const gm_block_t *b = lo;; b = b->next, w++) {
-    *w = (gm_flat_block_t){
-        .address = b->ptr, .size = b->size, .seg_blocks = (uint32_t)n, .id = GM_NO_ID, .state = GM_BLOCK_INACTIVE};
-    if (b->allocated || b->pending) {
-      w->state = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
-      w->id = b->id;
-    }
+    *w = flat_of(b, n);
     if (b == hi) break;
   }
   if (i0 == 0) v->b[0].seg_size = v->old[0].seg_size; /* the segment's size: its blocks tile it (I1) */
@@ -519,12 +514,9 @@ static int put_span(const gm_seg_t *s, gm_flat_seg_t *v, size_t *head, size_t *t
 /* same_block is same for list block o and block b as flat_of shows
  * it, with seg_size, read in place: no block built to compare. */
 static inline int same_block(const gm_flat_block_t *o, const gm_block_t *b, uint64_t seg_size) {
-  uint32_t id = GM_NO_ID;
-  uint8_t st = GM_BLOCK_INACTIVE;
-  if (b->allocated || b->pending) {
-    st = b->allocated ? GM_BLOCK_ALLOCATED : GM_BLOCK_PENDING;
-    id = b->id;
-  }
+  uint32_t id;
+  uint8_t st;
+  flat_state(b, &st, &id);
   return o->address == b->ptr && o->size == b->size && o->seg_size == seg_size && o->id == id && o->state == st;
 }
 
