@@ -597,7 +597,6 @@ static int pytorch_releases(gm_alloc_t *a, const gm_request_t *rq) {
 static void free_block(gm_alloc_t *a, gm_block_t *b) {
   uint64_t orig_size = b->size, requested = b->requested;
   gm_pool_t *pool = b->pool;
-  int64_t d_count = 0, d_bytes = 0;
   gm_block_t *pv = b->prev, *nx = b->next;
   /* Which neighbours try_merge_blocks would absorb, asked once: merging
    * one leaves the other's answer as it was; absorbed below without
@@ -609,24 +608,16 @@ static void free_block(gm_alloc_t *a, gm_block_t *b) {
    * It is looked up after the other neighbour's erase, which may move it. */
   gm_block_t *slot = mn && nx->in_set == GM_SET_FREE ? nx : mp && pv->in_set == GM_SET_FREE ? pv : NULL;
   gm_block_t **link = NULL, *succ = NULL;
-  if (mp && pv != slot) {
-    d_count -= 1;
-    d_bytes -= (int64_t)pv->size;
-    gm_block_absorb(a, b, pv);
-  }
-  if (mn && nx != slot) {
-    d_count -= 1;
-    d_bytes -= (int64_t)nx->size;
-    gm_block_absorb(a, b, nx);
-  }
+  if (mp && pv != slot) gm_block_absorb(a, b, pv);
+  if (mn && nx != slot) gm_block_absorb(a, b, nx);
   if (slot) {
     link = gm_treap_link(&pool->free, slot);
     succ = gm_treap_next(slot);
     slot->in_set = 0; /* gm_block_absorb must leave it in the tree */
-    d_count -= 1;
-    d_bytes -= (int64_t)slot->size;
     gm_block_absorb(a, b, slot);
   }
+  /* the inactive split blocks merged away, and their bytes */
+  int64_t d_count = -(int64_t)(mp + mn), d_bytes = (int64_t)orig_size - (int64_t)b->size;
   if (link && (!succ || gm_less_size(b, succ))) {
     gm_treap_replace_at(link, slot, b);
     b->gc_base = pool->clock;
