@@ -147,33 +147,43 @@ func (pl *Planner) Add(e *trace.Event) {
 	}
 }
 
-// addTape plans the events r reads, as Add does one at a time: read
-// straight into the window, not handed over and copied an event at a
-// time. It stops at the end of the tape or once the planner declines.
-func (pl *Planner) addTape(r *tapeReader) {
+// addTape plans the events r reads, as Add does one at a time, read
+// straight into the window (fill). It stops at the end of the tape or
+// once the planner declines.
+func (pl *Planner) addTape(r *tapeReader) { pl.fill(r.read) }
+
+// fill plans the events read hands it, as Add would one at a time: read
+// fills dst, the window's room, with the next events and says how many
+// (0: no more), and they are planned where they lie once the window is
+// full. It stops at the end or once the planner declines.
+func (pl *Planner) fill(read func(dst []trace.Event) int) {
 	for pl.why == "" {
 		n := len(pl.win)
 		if n == cap(pl.win) { // a window none of which could be planned yet
 			pl.win = slices.Grow(pl.win, 1)
 		}
-		m := r.read(pl.win[n:cap(pl.win)])
+		m := read(pl.win[n:cap(pl.win)])
 		if m == 0 {
 			return
 		}
-		pl.win = pl.win[:n+m]
-		evs := pl.win[n:]
+		evs := pl.win[n : n+m]
 		if pl.snap != nil {
 			for i := range evs {
 				pl.addDevice(&evs[i])
 			}
 		} else {
+			// Add's test for segment events, as one test of the set of
+			// the run's actions
+			var actions uint32
 			for i := range evs {
-				if isSegment(evs[i].Action) {
-					pl.why = "the trace has segment events"
-					return
-				}
+				actions |= 1 << (evs[i].Action & 31)
+			}
+			if actions&segmentActions != 0 {
+				pl.why = "the trace has segment events"
+				return
 			}
 		}
+		pl.win = pl.win[:n+m]
 		if len(pl.win) == cap(pl.win) {
 			pl.plan(false)
 		}
@@ -187,13 +197,7 @@ const segmentActions = 1<<trace.ActionSegmentAlloc | 1<<trace.ActionSegmentFree 
 // they are copied into the window in bulk, up to where it is full, and
 // planned there as Add would have planned them.
 func (pl *Planner) AddAll(evs []trace.Event) {
-	if pl.snap != nil { // (addDevice's work is per event)
-		for i := 0; i < len(evs) && pl.why == ""; i++ {
-			pl.Add(&evs[i])
-		}
-		return
-	}
-	if len(pl.win) <= 1 { // (none but the event held back)
+	if pl.snap == nil && len(pl.win) <= 1 { // (none but the event held back)
 		for len(evs) > plannerWindow-1 && pl.why == "" {
 			pl.addDirect(evs[:plannerWindow-1])
 			evs = evs[plannerWindow-1:]
@@ -201,28 +205,11 @@ func (pl *Planner) AddAll(evs []trace.Event) {
 		pl.addDirect(evs)
 		return
 	}
-	for len(evs) > 0 && pl.why == "" {
-		n := len(pl.win)
-		if n == cap(pl.win) { // a window none of which could be planned yet
-			pl.win = slices.Grow(pl.win, 1)
-		}
-		m := min(len(evs), cap(pl.win)-n)
-		// Add's test for segment events, as one test of the set of the
-		// run's actions
-		var actions uint32
-		for i := range evs[:m] {
-			actions |= 1 << (evs[i].Action & 31)
-		}
-		if actions&segmentActions != 0 {
-			pl.why = "the trace has segment events"
-			return
-		}
-		pl.win = append(pl.win, evs[:m]...)
+	pl.fill(func(dst []trace.Event) int {
+		m := copy(dst, evs)
 		evs = evs[m:]
-		if len(pl.win) == cap(pl.win) {
-			pl.plan(false)
-		}
-	}
+		return m
+	})
 }
 
 // addDirect is AddAll planning evs (fewer than plannerWindow) where they
